@@ -1,0 +1,114 @@
+// The analytical cost model: memory per GPU by kind and time per training step by term, for one
+// layout of one scenario. Every formula cites its source in cost_model.cpp. It does not search
+// (search.h) and does not simulate contention between groups (simulator/).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/spec.h"
+
+namespace capplan {
+
+// Everything about a training job except its layout.
+struct Scenario {
+  ModelSpec model;
+  ClusterSpec cluster;
+  TrainingSpec training;
+  int nodes = 0;
+  int gpus = 0;  // 0 = nodes * gpus_per_node; fewer lets a run use part of a node
+
+  int seq_len() const { return training.seq_len > 0 ? training.seq_len : model.seq_len; }
+  int total_gpus() const { return gpus > 0 ? gpus : nodes * cluster.gpus_per_node; }
+};
+
+struct MemoryBytes {  // per GPU, bytes
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;    // fp32 master weights + Adam moments, after ZeRO sharding
+  double activations = 0;  // peak, for the micro-batches the schedule keeps in flight
+  double buffers = 0;      // communication buckets, workspace, allocator margin
+  double total = 0;
+  double capacity = 0;     // the GPU's memory
+};
+
+struct TimeBreakdown {  // seconds per step on the critical path (hidden time not counted)
+  double compute = 0;
+  double recompute = 0;
+  double bubble = 0;
+  double tp_comm = 0;
+  double pp_comm = 0;
+  double dp_comm = 0;
+  double optimizer = 0;
+  double offload = 0;
+  double sum() const {
+    return compute + recompute + bubble + tp_comm + pp_comm + dp_comm + optimizer + offload;
+  }
+};
+
+struct Estimate {
+  Layout layout;
+  int64_t num_microbatches = 0;
+  bool fits = false;
+  std::string reason;  // why it does not fit; empty when it fits
+  MemoryBytes memory_per_gpu_bytes;
+  double step_time_s = 0;
+  TimeBreakdown breakdown_s;
+  double bubble_fraction = 0;  // bubble / step time
+  double samples_per_s = 0;
+  double tokens_per_s = 0;
+  double model_tflops_per_gpu = 0;     // 6N-style model FLOPs incl. attention, no recompute
+  double hardware_tflops_per_gpu = 0;  // with recompute
+  double mfu = 0;                      // model_tflops_per_gpu / peak
+  double tokens = 0;                   // tokens to train
+  bool tokens_defaulted = false;       // true when 20 tokens per parameter was assumed
+  double days_to_train = 0;
+  double cost_usd = 0;  // NaN when the cluster has no price
+  int gpus = 0;
+  int nodes = 0;
+};
+
+// Checks the layout against the scenario's hard constraints (dp*tp*pp == GPUs, tp divides heads
+// and kv_heads, pp*vp <= layers, vp only with Interleaved, gbs divisible by dp*mbs, order a
+// permutation of DPT, zero in 0..3, ...). Returns the first violated constraint, named, or nullopt.
+std::optional<std::string> check_layout(const Scenario& scenario, const Layout& layout);
+
+// Memory and step time of a valid layout (call check_layout first; an invalid layout returns an
+// Estimate with fits = false and the constraint as reason). A layout that does not fit in memory
+// still gets its times, so a user can see what it would cost.
+Estimate estimate(const Scenario& scenario, const Layout& layout);
+
+// Per-task durations behind the estimate, for the discrete-event simulator: the simulator and the
+// cost model use the same numbers, so they cannot silently disagree.
+struct ChunkCosts {  // one model chunk (a stage, or one of its vp virtual stages), one micro-batch
+  int first_layer = 0;
+  int num_layers = 0;
+  bool has_embedding = false;
+  bool has_head = false;
+  double forward_s = 0;          // compute stream, without TP collectives
+  double backward_input_s = 0;   // input-gradient GEMMs and memory-bound backward work
+  double backward_weight_s = 0;  // weight-gradient GEMMs
+  double recompute_s = 0;        // extra forward work before backward (0 without recompute)
+  double tp_comm_forward_s = 0;  // TP collectives in forward (blocking, on the critical path)
+  double tp_comm_backward_s = 0;
+  double offload_s = 0;          // device -> host of this micro-batch's activations (PCIe)
+  double reload_s = 0;           // host -> device before backward
+  double activation_bytes = 0;   // kept from this chunk's forward until its backward
+};
+
+struct StepCosts {
+  std::vector<ChunkCosts> chunks;  // pp * vp entries; chunk c runs on stage c % pp
+  double p2p_s = 0;                // one micro-batch's activation (or its gradient) to the next stage
+  double p2p_bytes = 0;
+  double dp_comm_s = 0;            // gradient all-reduce (or ZeRO collectives), whole step, unhidden
+  double dp_bytes = 0;
+  int dp_buckets = 1;              // gradient buckets, issued as backward proceeds
+  double optimizer_s = 0;
+  double weights_bytes = 0;        // per GPU, same meaning as MemoryBytes
+};
+
+StepCosts step_costs(const Scenario& scenario, const Layout& layout);
+
+}  // namespace capplan

@@ -1,0 +1,30 @@
+// The plan file (plan.yaml): a scenario and a layout, with the references the user gave (preset
+// names or file paths) and provenance. Written by `capplan plan --save`, read by `capplan simulate
+// --plan`, `capplan run --plan` and the GUI. Writes are atomic (temp file, fsync, rename).
+#pragma once
+
+#include <string>
+
+#include "planner/cost_model.h"
+#include "planner/diagnostics.h"
+
+namespace capplan {
+
+struct Plan {
+  std::string model_ref;    // preset name or path as given; the spec itself is embedded below
+  std::string cluster_ref;
+  Scenario scenario;
+  Layout layout;
+  std::string created_by;   // "capplan 0.1.0 plan"
+};
+
+std::string plan_to_yaml(const Plan& plan);
+Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file);
+Loaded<Plan> load_plan(const std::string& path);
+// Atomic write; returns an error message or empty on success.
+std::string save_plan(const Plan& plan, const std::string& path);
+
+// Atomic file write used by every writer in the project: temp file in the same folder, fsync, rename.
+std::string write_file_atomic(const std::string& path, const std::string& contents);
+
+}  // namespace capplan

@@ -1,0 +1,54 @@
+// Exhaustive layout search: every valid (dp, tp, pp, vp, mbs, zero, recompute, offload, sp, order,
+// schedule) for a GPU count or a range of node counts, pruned by memory, ranked by an objective.
+// Deterministic, multi-threaded, cancellable. Knows nothing of Qt.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cost_model.h"
+
+namespace capplan {
+
+enum class Objective { Time, Cost, Throughput };
+const char* to_string(Objective v);
+std::optional<Objective> parse_objective(const std::string& s);
+
+// Knobs the user pinned (e.g. --fix tp=8,pp=16); unset ones are searched.
+struct LayoutPins {
+  std::optional<int> dp, tp, pp, vp, mbs, zero;
+  std::optional<Recompute> recompute;
+  std::optional<bool> offload, sp;
+  std::optional<std::string> order;
+  std::optional<Schedule> schedule;
+};
+
+struct SearchOptions {
+  int nodes_min = 0;  // search node counts nodes_min..nodes_max (inclusive)
+  int nodes_max = 0;
+  int gpus = 0;       // 0 = nodes * gpus_per_node; set only when nodes_min == nodes_max
+  Objective objective = Objective::Time;
+  int top = 10;       // candidates kept
+  LayoutPins pins;
+  int threads = 0;    // 0 = hardware concurrency
+  bool include_infeasible = false;  // keep non-fitting layouts in the ranking (GUI "show all")
+};
+
+struct SearchResult {
+  std::vector<Estimate> candidates;  // best first, by objective, ties broken by a stable key
+  std::vector<Estimate> pareto;      // best layout per node count on the days-vs-dollars front
+  int64_t evaluated = 0;             // layouts whose cost was evaluated
+  double search_time_s = 0;
+  bool cancelled = false;            // candidates then hold the best found so far
+};
+
+// progress(done, total) is called from worker threads, now and then; return false to cancel.
+using SearchProgress = std::function<bool(int64_t done, int64_t total)>;
+
+SearchResult search(const Scenario& scenario, const SearchOptions& options,
+                    const SearchProgress& progress = {});
+
+}  // namespace capplan

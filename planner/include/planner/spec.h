@@ -1,0 +1,129 @@
+// Value types describing what is trained (ModelSpec), on what (GpuSpec, ClusterSpec), how much
+// (TrainingSpec) and how it is laid out over GPUs (Layout). Plain data, no I/O: loading with
+// diagnostics is in spec_io.h, the built-in presets in catalog.h.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace capplan {
+
+enum class Ffn { Gelu, Swiglu };
+enum class Norm { LayerNorm, RmsNorm };
+enum class PositionEmbedding { Learned, Rope };
+enum class Precision { Bf16, Fp16, Fp32 };
+enum class Recompute { None, Selective, Full };
+enum class Schedule { GPipe, OneFOneB, Interleaved };
+
+struct ModelSpec {
+  std::string name;
+  int layers = 0;
+  int hidden = 0;      // d_model
+  int heads = 0;       // attention (query) heads
+  int vocab = 0;
+  int seq_len = 0;     // default sequence length; TrainingSpec::seq_len overrides
+  int ffn_hidden = 0;  // 0 = 4 * hidden
+  int kv_heads = 0;    // 0 = heads (multi-head); fewer = grouped-query attention
+  Ffn ffn = Ffn::Gelu;
+  bool tied_embeddings = true;
+  Norm norm = Norm::LayerNorm;
+  PositionEmbedding position = PositionEmbedding::Learned;
+  std::string source;  // where the figures come from (paper, config file path)
+
+  int ffn_hidden_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int kv_heads_or_default() const { return kv_heads > 0 ? kv_heads : heads; }
+  int head_dim() const { return heads > 0 ? hidden / heads : 0; }
+};
+
+struct GpuSpec {
+  std::string name;
+  double memory_gib = 0;
+  double peak_tflops_fp16 = 0;  // dense tensor-core peak
+  double peak_tflops_bf16 = 0;  // 0 = not supported (e.g. V100)
+  double peak_tflops_fp32 = 0;  // non-tensor-core fp32
+  double memory_gbyte_per_s = 0;
+  std::string source;
+
+  double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }
+  // Peak for a precision; 0 when the GPU does not support it.
+  double peak_tflops(Precision p) const {
+    switch (p) {
+      case Precision::Bf16: return peak_tflops_bf16;
+      case Precision::Fp16: return peak_tflops_fp16;
+      case Precision::Fp32: return peak_tflops_fp32;
+    }
+    return 0;
+  }
+};
+
+// Optional per-cluster overrides of the cost model's global efficiency constants (cost_model.h).
+struct EfficiencyOverrides {
+  std::optional<double> gemm;        // peak fraction reached by large GEMMs
+  std::optional<double> memory;      // fraction of HBM bandwidth reached by memory-bound kernels
+  std::optional<double> intra_node;  // fraction of NVLink bandwidth reached by collectives
+  std::optional<double> inter_node;  // fraction of NIC bandwidth reached by collectives
+};
+
+struct ClusterSpec {
+  std::string name;
+  int gpus_per_node = 0;
+  GpuSpec gpu;
+  double intra_node_gbyte_per_s = 0;   // per GPU, per direction (NVLink/NVSwitch)
+  double inter_node_gbit_per_s = 0;    // per node, all NICs together, per direction
+  double price_per_node_hour_usd = 0;  // 0 = unknown (cost reported as unknown)
+  double intra_node_latency_us = 0;    // 0 = cost model default
+  double inter_node_latency_us = 0;    // 0 = cost model default
+  double pcie_gbyte_per_s = 0;         // host<->GPU per GPU per direction; 0 = cost model default
+  double host_memory_gib = 0;          // per node; 0 = unknown
+  EfficiencyOverrides efficiency;
+  std::string source;
+};
+
+struct TrainingSpec {
+  int64_t gbs = 0;      // global batch, sequences per optimizer step
+  int seq_len = 0;      // 0 = the model's seq_len
+  double tokens = 0;    // tokens to train; 0 = 20 per parameter (Hoffmann et al. 2022)
+  Precision precision = Precision::Bf16;  // mixed precision with fp32 master weights and Adam
+};
+
+// How one training step is laid out over dp * tp * pp GPUs.
+struct Layout {
+  int dp = 1;
+  int tp = 1;
+  int pp = 1;
+  int vp = 1;   // virtual stages (model chunks) per pipeline stage; > 1 only with Interleaved
+  int mbs = 1;  // micro-batch size, sequences
+  int zero = 0; // 0..3: 1 shards optimizer state, 2 also gradients, 3 also weights (over dp)
+  Recompute recompute = Recompute::None;
+  bool offload = false;  // activation offload to host memory
+  bool sp = false;       // sequence parallelism (needs tp > 1 to matter)
+  std::string order = "DPT";  // permutation of D, P, T; right-most varies fastest over ranks
+  Schedule schedule = Schedule::OneFOneB;
+
+  int gpus() const { return dp * tp * pp; }
+  // gbs / (dp * mbs); 0 when it does not divide.
+  int64_t num_microbatches(int64_t gbs) const {
+    const int64_t per = int64_t(dp) * mbs;
+    return (per > 0 && gbs % per == 0) ? gbs / per : 0;
+  }
+};
+
+// Names used on the command line, in YAML and in JSON ("bf16", "selective", "1f1b", ...).
+const char* to_string(Ffn v);
+const char* to_string(Norm v);
+const char* to_string(PositionEmbedding v);
+const char* to_string(Precision v);
+const char* to_string(Recompute v);
+const char* to_string(Schedule v);
+std::optional<Ffn> parse_ffn(const std::string& s);
+std::optional<Norm> parse_norm(const std::string& s);
+std::optional<PositionEmbedding> parse_position(const std::string& s);
+std::optional<Precision> parse_precision(const std::string& s);
+std::optional<Recompute> parse_recompute(const std::string& s);
+std::optional<Schedule> parse_schedule(const std::string& s);
+// "DPT", "TPD", ... or SageMaker's names "cluster" (= DPT) and "spread" (= TPD); nullopt otherwise.
+std::optional<std::string> parse_order(const std::string& s);
+
+}  // namespace capplan
