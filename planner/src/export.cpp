@@ -1,0 +1,381 @@
+// Plan export to SageMaker model parallel, Megatron-LM, DeepSpeed and Slurm. Each writer maps the
+// plan's knobs onto the target's documented names and lists in `notes` what the target cannot
+// express (e.g. virtual pipeline stages in SMP v1), so nothing is dropped silently.
+#include "planner/export.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "planner/catalog.h"
+
+namespace capplan {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string json_bool(bool b) { return b ? "true" : "false"; }
+
+// Integers without a fraction, other numbers with enough digits to round-trip.
+std::string number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[40];
+  if (std::fabs(v) < 9e15 && v == std::floor(v)) {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.10g", v);
+  }
+  return buf;
+}
+
+// Single-quoted for bash: 'it'\''s'.
+std::string shell_quote(const std::string& s) {
+  bool plain = !s.empty();
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.' || c == '/' || c == '=' || c == ':' || c == ',';
+    if (!ok) plain = false;
+  }
+  if (plain) return s;
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+// One line: "gpt3-175b on 120 x p4d.24xlarge: dp=8 tp=8 pp=15 ...", for file headers.
+std::string plan_summary(const Plan& plan) {
+  const Scenario& s = plan.scenario;
+  const Layout& l = plan.layout;
+  std::ostringstream o;
+  o << (s.model.name.empty() ? "model" : s.model.name) << " on " << s.nodes << " x "
+    << (s.cluster.name.empty() ? "cluster" : s.cluster.name) << ": dp=" << l.dp << " tp=" << l.tp
+    << " pp=" << l.pp << " vp=" << l.vp << " mbs=" << l.mbs << " gbs=" << s.training.gbs
+    << " zero=" << l.zero << " recompute=" << to_string(l.recompute)
+    << " offload=" << (l.offload ? "on" : "off") << " sp=" << (l.sp ? "on" : "off")
+    << " order=" << l.order << " schedule=" << to_string(l.schedule);
+  return o.str();
+}
+
+int64_t microbatches(const Plan& plan) {
+  return plan.layout.num_microbatches(plan.scenario.training.gbs);
+}
+
+// Minimal model YAML with the keys of the model schema (README "YAML schemas").
+std::string model_yaml(const ModelSpec& m) {
+  std::ostringstream o;
+  o << "name: " << json_string(m.name) << "\n"
+    << "layers: " << m.layers << "\n"
+    << "hidden: " << m.hidden << "\n"
+    << "heads: " << m.heads << "\n"
+    << "vocab: " << m.vocab << "\n"
+    << "seq_len: " << m.seq_len << "\n";
+  if (m.ffn_hidden > 0) o << "ffn_hidden: " << m.ffn_hidden << "\n";
+  if (m.kv_heads > 0) o << "kv_heads: " << m.kv_heads << "\n";
+  o << "ffn: " << to_string(m.ffn) << "\n"
+    << "tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n"
+    << "norm: " << to_string(m.norm) << "\n";
+  return o.str();
+}
+
+}  // namespace
+
+const char* to_string(ExportFormat v) {
+  switch (v) {
+    case ExportFormat::SmpOptions: return "smp";
+    case ExportFormat::Megatron: return "megatron";
+    case ExportFormat::DeepSpeed: return "deepspeed";
+    case ExportFormat::Sbatch: return "sbatch";
+  }
+  return "?";
+}
+
+std::optional<ExportFormat> parse_export_format(const std::string& s) {
+  for (ExportFormat f : {ExportFormat::SmpOptions, ExportFormat::Megatron, ExportFormat::DeepSpeed,
+                         ExportFormat::Sbatch}) {
+    if (s == to_string(f)) return f;
+  }
+  return std::nullopt;
+}
+
+int64_t plan_training_steps(const Plan& plan) {
+  const int64_t gbs = plan.scenario.training.gbs;
+  const int seq = plan.scenario.seq_len();
+  double tokens = plan.scenario.training.tokens;
+  if (tokens <= 0 || gbs <= 0 || seq <= 0) return 0;
+  return static_cast<int64_t>(std::ceil(tokens / (double(gbs) * seq)));
+}
+
+ExportedFile export_smp_options(const Plan& plan) {
+  // Names from the SageMaker model parallelism library v1 "Configuration parameters" page.
+  const Layout& l = plan.layout;
+  const Scenario& s = plan.scenario;
+  ExportedFile f;
+  f.file_name = "smp_options.json";
+  std::string placement = l.order;
+  if (l.order == "DPT") placement = "cluster";
+  if (l.order == "TPD") placement = "spread";
+  // SMP v1: "simple" is GPipe; "interleaved" alternates forward and backward passes (1F1B).
+  const char* pipeline = l.schedule == Schedule::GPipe ? "simple" : "interleaved";
+  if (l.schedule == Schedule::Interleaved && l.vp > 1)
+    f.notes.push_back("SMP v1 has no virtual pipeline stages: vp=" + std::to_string(l.vp) +
+                      " is exported as plain 1F1B (\"interleaved\")");
+  if (l.zero == 2)
+    f.notes.push_back("zero=2 (gradient sharding) is exported as shard_optimizer_state only");
+  if (l.sp)
+    f.notes.push_back("sequence parallelism: SMP v1 has no switch; tensor parallelism covers it");
+  if (l.recompute != Recompute::None)
+    f.notes.push_back(std::string("activation checkpointing (") + to_string(l.recompute) +
+                      ") is set in the training script: smp.set_activation_checkpointing(module) "
+                      "on each transformer layer");
+  std::ostringstream o;
+  o << "{\n"
+    << "  \"smdistributed\": {\n"
+    << "    \"modelparallel\": {\n"
+    << "      \"enabled\": true,\n"
+    << "      \"parameters\": {\n"
+    << "        \"pipeline_parallel_degree\": " << l.pp << ",\n"
+    << "        \"tensor_parallel_degree\": " << l.tp << ",\n"
+    << "        \"microbatches\": " << microbatches(plan) << ",\n"
+    << "        \"placement_strategy\": " << json_string(placement) << ",\n"
+    << "        \"pipeline\": " << json_string(pipeline) << ",\n"
+    << "        \"optimize\": \"speed\",\n"
+    << "        \"auto_partition\": true,\n"
+    << "        \"default_partition\": 0,\n"
+    << "        \"ddp\": true,\n"
+    << "        \"shard_optimizer_state\": " << json_bool(l.zero >= 1 && l.zero < 3) << ",\n";
+  if (l.zero == 3) o << "        \"sharded_data_parallel_degree\": " << l.dp << ",\n";
+  o << "        \"offload_activations\": " << json_bool(l.offload) << ",\n";
+  if (l.offload) o << "        \"activation_loading_horizon\": 4,\n";
+  o << "        \"bf16\": " << json_bool(s.training.precision == Precision::Bf16) << ",\n"
+    << "        \"fp16\": " << json_bool(s.training.precision == Precision::Fp16) << "\n"
+    << "      }\n"
+    << "    }\n"
+    << "  },\n"
+    << "  \"mpi\": {\n"
+    << "    \"enabled\": true,\n"
+    << "    \"processes_per_host\": " << s.cluster.gpus_per_node << "\n"
+    << "  },\n"
+    << "  \"capplan\": {\n"
+    << "    \"instance_type\": " << json_string(s.cluster.name) << ",\n"
+    << "    \"instance_count\": " << s.nodes << ",\n"
+    << "    \"data_parallel_degree\": " << l.dp << ",\n"
+    << "    \"micro_batch_size\": " << l.mbs << ",\n"
+    << "    \"global_batch_size\": " << s.training.gbs << ",\n"
+    << "    \"activation_checkpointing\": " << json_string(to_string(l.recompute)) << ",\n"
+    << "    \"summary\": " << json_string(plan_summary(plan)) << "\n"
+    << "  }\n"
+    << "}\n";
+  f.text = o.str();
+  return f;
+}
+
+ExportedFile export_megatron_args(const Plan& plan) {
+  // Flag names from Megatron-LM's megatron/training/arguments.py.
+  const Layout& l = plan.layout;
+  const Scenario& s = plan.scenario;
+  const ModelSpec& m = s.model;
+  ExportedFile f;
+  f.file_name = "megatron_args.sh";
+  std::vector<std::string> a;
+  auto add = [&](const std::string& flag, const std::string& value = {}) {
+    a.push_back(value.empty() ? flag : flag + " " + shell_quote(value));
+  };
+  add("--num-layers", std::to_string(m.layers));
+  add("--hidden-size", std::to_string(m.hidden));
+  add("--num-attention-heads", std::to_string(m.heads));
+  add("--ffn-hidden-size", std::to_string(m.ffn_hidden_or_default()));
+  if (m.kv_heads > 0 && m.kv_heads != m.heads) {
+    add("--group-query-attention");
+    add("--num-query-groups", std::to_string(m.kv_heads));
+  }
+  if (m.ffn == Ffn::Swiglu) add("--swiglu");
+  if (m.norm == Norm::RmsNorm) add("--normalization", "RMSNorm");
+  if (m.position == PositionEmbedding::Rope) add("--position-embedding-type", "rope");
+  if (!m.tied_embeddings) add("--untie-embeddings-and-output-weights");
+  add("--seq-length", std::to_string(s.seq_len()));
+  add("--max-position-embeddings", std::to_string(std::max(s.seq_len(), m.seq_len)));
+  add("--micro-batch-size", std::to_string(l.mbs));
+  add("--global-batch-size", std::to_string(s.training.gbs));
+  if (s.training.tokens > 0 && s.seq_len() > 0)
+    add("--train-samples", number(std::ceil(s.training.tokens / s.seq_len())));
+  add("--tensor-model-parallel-size", std::to_string(l.tp));
+  add("--pipeline-model-parallel-size", std::to_string(l.pp));
+  if (l.schedule == Schedule::Interleaved && l.vp > 1 && l.pp * l.vp > 0)
+    add("--num-layers-per-virtual-pipeline-stage", std::to_string(m.layers / (l.pp * l.vp)));
+  if (l.sp && l.tp > 1) add("--sequence-parallel");
+  if (l.recompute == Recompute::Full) {
+    add("--recompute-granularity", "full");
+    add("--recompute-method", "uniform");
+    add("--recompute-num-layers", "1");
+  } else if (l.recompute == Recompute::Selective) {
+    add("--recompute-granularity", "selective");
+  }
+  if (l.zero >= 1) add("--use-distributed-optimizer");
+  if (s.training.precision == Precision::Bf16) add("--bf16");
+  if (s.training.precision == Precision::Fp16) add("--fp16");
+  // Megatron's default rank order varies TP fastest, then DP, then PP ("PDT" here);
+  // --use-tp-pp-dp-mapping varies TP, then PP, then DP ("DPT").
+  if (l.order == "DPT") add("--use-tp-pp-dp-mapping");
+  else if (l.order != "PDT")
+    f.notes.push_back("order " + l.order + " has no Megatron-LM equivalent; Megatron uses PDT "
+                      "(default) or DPT (--use-tp-pp-dp-mapping)");
+  if (l.schedule == Schedule::GPipe && l.pp > 1)
+    f.notes.push_back("Megatron-LM always runs 1F1B with pp > 1; the GPipe schedule is not exported");
+  if (l.zero >= 2)
+    f.notes.push_back("zero=" + std::to_string(l.zero) +
+                      " exported as --use-distributed-optimizer (optimizer state and main "
+                      "gradients sharded over dp)");
+  if (l.offload) f.notes.push_back("activation offload has no Megatron-LM flag in this export");
+  f.notes.push_back("vocab " + std::to_string(m.vocab) + " comes from the tokenizer arguments");
+
+  std::ostringstream o;
+  o << "#!/usr/bin/env bash\n"
+    << "# Megatron-LM arguments for " << plan_summary(plan) << "\n"
+    << "# Launch: torchrun --nnodes " << s.nodes << " --nproc-per-node " << s.cluster.gpus_per_node
+    << " pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" <data and tokenizer arguments>\n"
+    << "MEGATRON_ARGS=(\n";
+  for (const std::string& line : a) o << "  " << line << "\n";
+  o << ")\n";
+  f.text = o.str();
+  return f;
+}
+
+ExportedFile export_deepspeed_config(const Plan& plan) {
+  // Keys from DeepSpeed's configuration JSON reference. train_batch_size =
+  // train_micro_batch_size_per_gpu * gradient_accumulation_steps * data-parallel size.
+  const Layout& l = plan.layout;
+  const Scenario& s = plan.scenario;
+  ExportedFile f;
+  f.file_name = "deepspeed_config.json";
+  if (l.tp > 1 || l.pp > 1)
+    f.notes.push_back("tp=" + std::to_string(l.tp) + " and pp=" + std::to_string(l.pp) +
+                      " are set in Megatron-DeepSpeed's arguments (see the Megatron export), not here");
+  if (l.pp > 1 && l.zero >= 2)
+    f.notes.push_back("DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; zero=" +
+                      std::to_string(l.zero) + " needs pp=1");
+  std::ostringstream o;
+  o << "{\n"
+    << "  \"train_batch_size\": " << s.training.gbs << ",\n"
+    << "  \"train_micro_batch_size_per_gpu\": " << l.mbs << ",\n"
+    << "  \"gradient_accumulation_steps\": " << microbatches(plan) << ",\n"
+    << "  \"gradient_clipping\": 1.0,\n"
+    << "  \"steps_per_print\": 10,\n"
+    << "  \"bf16\": {\"enabled\": " << json_bool(s.training.precision == Precision::Bf16) << "},\n"
+    << "  \"fp16\": {\"enabled\": " << json_bool(s.training.precision == Precision::Fp16)
+    << ", \"loss_scale\": 0, \"initial_scale_power\": 16},\n"
+    << "  \"zero_optimization\": {\n"
+    << "    \"stage\": " << l.zero << ",\n"
+    << "    \"overlap_comm\": true,\n"
+    << "    \"contiguous_gradients\": true,\n"
+    << "    \"reduce_bucket_size\": 500000000\n"
+    << "  },\n"
+    << "  \"activation_checkpointing\": {\n"
+    << "    \"partition_activations\": " << json_bool(l.recompute != Recompute::None && l.tp > 1)
+    << ",\n"
+    << "    \"cpu_checkpointing\": " << json_bool(l.offload) << ",\n"
+    << "    \"contiguous_memory_optimization\": false,\n"
+    << "    \"synchronize_checkpoint_boundary\": false,\n"
+    << "    \"profile\": false\n"
+    << "  },\n"
+    << "  \"wall_clock_breakdown\": false\n"
+    << "}\n";
+  f.text = o.str();
+  return f;
+}
+
+ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
+  const Layout& l = plan.layout;
+  const Scenario& s = plan.scenario;
+  ExportedFile f;
+  f.file_name = "capplan_train.sbatch";
+  const std::string job =
+      opt.job_name.empty() ? "capplan-" + (s.model.name.empty() ? std::string("run") : s.model.name)
+                           : opt.job_name;
+  const int64_t steps = opt.steps > 0 ? opt.steps : plan_training_steps(plan);
+  const int ranks = l.gpus();
+  const int per_node = s.cluster.gpus_per_node > 0 ? s.cluster.gpus_per_node : 1;
+  const int nodes = s.nodes > 0 ? s.nodes : (ranks + per_node - 1) / per_node;
+  const bool preset = !plan.model_ref.empty() && find_catalog_model(plan.model_ref) != nullptr;
+
+  std::ostringstream o;
+  o << "#!/bin/bash\n"
+    << "# " << plan_summary(plan) << "\n"
+    << "#SBATCH --job-name=" << shell_quote(job) << "\n"
+    << "#SBATCH --nodes=" << nodes << "\n"
+    << "#SBATCH --ntasks=" << ranks << "\n"
+    << "#SBATCH --ntasks-per-node=" << std::min(ranks, per_node) << "\n"
+    << "#SBATCH --gpus-per-node=" << per_node << "\n"
+    << "#SBATCH --exclusive\n"
+    << "#SBATCH --output=%x-%j.out\n";
+  if (!opt.partition.empty()) o << "#SBATCH --partition=" << shell_quote(opt.partition) << "\n";
+  if (opt.time_limit_hours > 0) o << "#SBATCH --time=" << opt.time_limit_hours << ":00:00\n";
+  o << "set -euo pipefail\n\n"
+    << "RUN_DIR=\"" << opt.run_dir << "\"\n"
+    << "mkdir -p \"$RUN_DIR\"\n";
+  std::string model_arg;
+  if (preset) {
+    model_arg = shell_quote(plan.model_ref);
+  } else {
+    o << "cat > \"$RUN_DIR/model.yaml\" <<'CAPPLAN_MODEL_EOF'\n"
+      << model_yaml(s.model) << "CAPPLAN_MODEL_EOF\n";
+    model_arg = "\"$RUN_DIR/model.yaml\"";
+  }
+  o << "\nTRAIN_ARGS=(\n"
+    << "  --model " << model_arg << "\n"
+    << "  --dp " << l.dp << " --tp " << l.tp << " --pp " << l.pp << " --vp " << l.vp << "\n"
+    << "  --mbs " << l.mbs << " --gbs " << s.training.gbs << "\n"
+    << "  --zero " << l.zero << " --recompute " << to_string(l.recompute) << "\n";
+  if (l.offload) o << "  --offload\n";
+  if (l.sp) o << "  --sp\n";
+  o << "  --order " << shell_quote(l.order) << " --schedule " << to_string(l.schedule) << "\n";
+  if (steps > 0) o << "  --steps " << steps << "\n";
+  o << "  --data " << shell_quote(opt.data) << "\n"
+    << "  --checkpoint-dir \"$RUN_DIR/checkpoints\" --checkpoint-every " << opt.checkpoint_every
+    << " --resume auto\n"
+    << "  --metrics \"$RUN_DIR/metrics.jsonl\"\n"
+    << ")\n\n";
+  if (opt.use_mpirun) {
+    o << "mpirun -np " << ranks << " --map-by ppr:" << std::min(ranks, per_node) << ":node "
+      << shell_quote(opt.train_binary) << " \"${TRAIN_ARGS[@]}\"\n";
+  } else {
+    o << "srun --mpi=pmix " << shell_quote(opt.train_binary) << " \"${TRAIN_ARGS[@]}\"\n";
+  }
+  f.text = o.str();
+  return f;
+}
+
+ExportedFile export_plan(const Plan& plan, ExportFormat format) {
+  switch (format) {
+    case ExportFormat::SmpOptions: return export_smp_options(plan);
+    case ExportFormat::Megatron: return export_megatron_args(plan);
+    case ExportFormat::DeepSpeed: return export_deepspeed_config(plan);
+    case ExportFormat::Sbatch: return export_sbatch(plan);
+  }
+  return {};
+}
+
+}  // namespace capplan
