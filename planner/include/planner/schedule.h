@@ -25,6 +25,7 @@ std::vector<std::vector<PipelineAction>> build_schedule(Schedule schedule, int p
                                                         int num_microbatches);
 
 // Micro-batches whose activations a stage holds at its peak under the schedule (for memory).
+// For Interleaved the count is of (micro-batch, chunk) pairs, each holding 1/vp of the stage.
 int peak_inflight_microbatches(Schedule schedule, int pp, int vp, int num_microbatches, int stage);
 
 }  // namespace capplan
