@@ -21,5 +21,9 @@ const std::vector<CatalogEntry>& catalog_gpus();
 const CatalogEntry* find_catalog_model(const std::string& name);
 const CatalogEntry* find_catalog_cluster(const std::string& name);
 const CatalogEntry* find_catalog_gpu(const std::string& name);
+// Example plans from configs/plans/ ("default": GPT-3 175B on 120 x p4d.24xlarge); load one
+// with parse_plan_yaml(entry.text, entry.file) or load_plan(name) (plan_io.h).
+const std::vector<CatalogEntry>& catalog_plans();
+const CatalogEntry* find_catalog_plan(const std::string& name);
 
 }  // namespace capplan

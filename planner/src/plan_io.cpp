@@ -1,0 +1,305 @@
+// plan.yaml: reading (with diagnostics) and writing (atomically) a scenario and its layout.
+// A plan names its model and cluster either by reference (preset name or path, loaded on read)
+// or inline as full specs; plan_to_yaml writes both, so a saved plan does not depend on the
+// catalog or on files that may change later.
+#include "planner/plan_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "planner/catalog.h"
+#include "planner/spec_io.h"
+#include "yaml_reader.h"
+
+namespace capplan {
+
+using detail::Limits;
+using detail::MapReader;
+using detail::yaml_number;
+using detail::yaml_quote;
+
+namespace {
+
+constexpr Limits kCount{0, true, 1e7};
+constexpr Limits kNonNegativeCount{0, false, 1e7};
+constexpr Limits kGbs{0, true, 1e12};
+constexpr Limits kTokens{0, false, 1e18};
+constexpr Limits kZero{0, false, 3};
+
+void write_model(std::ostringstream& os, const ModelSpec& m) {
+  os << "model:\n";
+  os << "  name: " << yaml_quote(m.name) << "\n";
+  os << "  layers: " << m.layers << "\n";
+  os << "  hidden: " << m.hidden << "\n";
+  os << "  heads: " << m.heads << "\n";
+  if (m.kv_heads > 0) os << "  kv_heads: " << m.kv_heads << "\n";
+  os << "  vocab: " << m.vocab << "\n";
+  os << "  seq_len: " << m.seq_len << "\n";
+  if (m.ffn_hidden > 0) os << "  ffn_hidden: " << m.ffn_hidden << "\n";
+  os << "  ffn: " << to_string(m.ffn) << "\n";
+  os << "  norm: " << to_string(m.norm) << "\n";
+  os << "  position: " << to_string(m.position) << "\n";
+  os << "  tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n";
+  if (!m.source.empty()) os << "  source: " << yaml_quote(m.source) << "\n";
+}
+
+void write_cluster(std::ostringstream& os, const ClusterSpec& c) {
+  os << "cluster:\n";
+  os << "  name: " << yaml_quote(c.name) << "\n";
+  os << "  gpus_per_node: " << c.gpus_per_node << "\n";
+  os << "  gpu:\n";
+  os << "    name: " << yaml_quote(c.gpu.name) << "\n";
+  os << "    memory_gib: " << yaml_number(c.gpu.memory_gib) << "\n";
+  os << "    memory_gbyte_per_s: " << yaml_number(c.gpu.memory_gbyte_per_s) << "\n";
+  os << "    peak_tflops:\n";
+  os << "      fp16: " << yaml_number(c.gpu.peak_tflops_fp16) << "\n";
+  os << "      bf16: " << yaml_number(c.gpu.peak_tflops_bf16) << "\n";
+  os << "      fp32: " << yaml_number(c.gpu.peak_tflops_fp32) << "\n";
+  if (!c.gpu.source.empty()) os << "    source: " << yaml_quote(c.gpu.source) << "\n";
+  os << "  intra_node_gbyte_per_s: " << yaml_number(c.intra_node_gbyte_per_s) << "\n";
+  os << "  inter_node_gbit_per_s: " << yaml_number(c.inter_node_gbit_per_s) << "\n";
+  auto optional = [&](const char* key, double v) {
+    if (v > 0) os << "  " << key << ": " << yaml_number(v) << "\n";
+  };
+  optional("price_per_node_hour_usd", c.price_per_node_hour_usd);
+  optional("intra_node_latency_us", c.intra_node_latency_us);
+  optional("inter_node_latency_us", c.inter_node_latency_us);
+  optional("pcie_gbyte_per_s", c.pcie_gbyte_per_s);
+  optional("host_memory_gib", c.host_memory_gib);
+  const EfficiencyOverrides& e = c.efficiency;
+  if (e.gemm || e.memory || e.intra_node || e.inter_node) {
+    os << "  efficiency:\n";
+    if (e.gemm) os << "    gemm: " << yaml_number(*e.gemm) << "\n";
+    if (e.memory) os << "    memory: " << yaml_number(*e.memory) << "\n";
+    if (e.intra_node) os << "    intra_node: " << yaml_number(*e.intra_node) << "\n";
+    if (e.inter_node) os << "    inter_node: " << yaml_number(*e.inter_node) << "\n";
+  }
+  if (!c.source.empty()) os << "  source: " << yaml_quote(c.source) << "\n";
+}
+
+// Diagnostics of a referenced spec that carry no position ("no such preset") are placed at the
+// plan's key that made the reference.
+void relocate(const Diagnostics& from, const std::string& file, detail::Position at,
+              const std::string& key, Diagnostics& to) {
+  for (Diagnostic d : from.items()) {
+    if (d.line == 0 && (d.file == "<command line>" || !std::filesystem::exists(d.file))) {
+      d.file = file;
+      d.line = at.line;
+      d.column = at.column;
+      d.path = key;
+    }
+    to.add(d);
+  }
+}
+
+// A relative path in a plan is relative to the plan's folder when that file exists.
+std::string resolve_ref(const std::string& ref, const std::string& plan_file) {
+  const std::filesystem::path p(ref);
+  if (p.is_absolute() || std::filesystem::exists(p)) return ref;
+  const std::filesystem::path beside = std::filesystem::path(plan_file).parent_path() / p;
+  if (!plan_file.empty() && std::filesystem::exists(beside)) return beside.string();
+  return ref;
+}
+
+}  // namespace
+
+std::string plan_to_yaml(const Plan& plan) {
+  const Scenario& s = plan.scenario;
+  const Layout& l = plan.layout;
+  std::ostringstream os;
+  os << "# capplan plan: " << s.model.name << " on " << s.nodes << " x " << s.cluster.name;
+  if (s.gpus > 0) os << " (" << s.gpus << " GPUs)";
+  os << "\n";
+  os << "created_by: " << yaml_quote(plan.created_by.empty() ? "capplan" : plan.created_by)
+     << "\n";
+  if (!plan.model_ref.empty()) os << "model_ref: " << yaml_quote(plan.model_ref) << "\n";
+  if (!plan.cluster_ref.empty()) os << "cluster_ref: " << yaml_quote(plan.cluster_ref) << "\n";
+  os << "nodes: " << s.nodes << "\n";
+  if (s.gpus > 0) os << "gpus: " << s.gpus << "\n";
+  os << "training:\n";
+  os << "  gbs: " << s.training.gbs << "\n";
+  if (s.training.seq_len > 0) os << "  seq_len: " << s.training.seq_len << "\n";
+  if (s.training.tokens > 0) os << "  tokens: " << yaml_number(s.training.tokens) << "\n";
+  os << "  precision: " << to_string(s.training.precision) << "\n";
+  os << "layout:\n";
+  os << "  dp: " << l.dp << "\n";
+  os << "  tp: " << l.tp << "\n";
+  os << "  pp: " << l.pp << "\n";
+  os << "  vp: " << l.vp << "\n";
+  os << "  mbs: " << l.mbs << "\n";
+  os << "  zero: " << l.zero << "\n";
+  os << "  recompute: " << to_string(l.recompute) << "\n";
+  os << "  offload: " << (l.offload ? "true" : "false") << "\n";
+  os << "  sp: " << (l.sp ? "true" : "false") << "\n";
+  os << "  order: " << l.order << "\n";
+  os << "  schedule: " << to_string(l.schedule) << "\n";
+  write_model(os, s.model);
+  write_cluster(os, s.cluster);
+  return os.str();
+}
+
+Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file) {
+  Loaded<Plan> out;
+  Diagnostics& d = out.diagnostics;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, d)) return out;
+  if (!root.IsMap()) {
+    const detail::Position p = detail::position_of(root);
+    d.error(file, p.line ? p.line : 1, p.column ? p.column : 1, "",
+            "expected a plan (a map with model, cluster, nodes, training, layout)");
+    return out;
+  }
+  const size_t before = d.items().size();
+  Plan plan;
+  MapReader r(root, file, "", d);
+  r.text("created_by", plan.created_by, false);
+  r.text("model_ref", plan.model_ref, false);
+  r.text("cluster_ref", plan.cluster_ref, false);
+  r.integer("nodes", plan.scenario.nodes, true, kCount);
+  r.integer("gpus", plan.scenario.gpus, false, kNonNegativeCount);
+
+  const YAML::Node model = r.child("model");
+  if (!model.IsDefined()) {
+    r.missing("model", "a preset name, a path, or an inline model spec");
+  } else if (model.IsMap()) {
+    if (auto m = detail::read_model_map(model, file, "model.", d)) plan.scenario.model = *m;
+  } else if (model.IsScalar()) {
+    if (plan.model_ref.empty()) plan.model_ref = model.Scalar();
+    const Loaded<ModelSpec> m = load_model(resolve_ref(model.Scalar(), file));
+    relocate(m.diagnostics, file, detail::position_of(model), "model", d);
+    if (m.value) plan.scenario.model = *m.value;
+  } else {
+    r.error_at(model, "model", "expected a preset name, a path, or a map");
+  }
+
+  const YAML::Node cluster = r.child("cluster");
+  if (!cluster.IsDefined()) {
+    r.missing("cluster", "a preset name, a path, or an inline cluster spec");
+  } else if (cluster.IsMap()) {
+    if (auto c = detail::read_cluster_map(cluster, file, "cluster.", d)) plan.scenario.cluster = *c;
+  } else if (cluster.IsScalar()) {
+    if (plan.cluster_ref.empty()) plan.cluster_ref = cluster.Scalar();
+    const Loaded<ClusterSpec> c = load_cluster(resolve_ref(cluster.Scalar(), file));
+    relocate(c.diagnostics, file, detail::position_of(cluster), "cluster", d);
+    if (c.value) plan.scenario.cluster = *c.value;
+  } else {
+    r.error_at(cluster, "cluster", "expected a preset name, a path, or a map");
+  }
+
+  const YAML::Node training = r.child("training");
+  if (!training.IsDefined()) {
+    r.missing("training", "a map with gbs, seq_len, tokens, precision");
+  } else if (!training.IsMap()) {
+    r.error_at(training, "training", "expected a map with gbs, seq_len, tokens, precision");
+  } else {
+    TrainingSpec& t = plan.scenario.training;
+    MapReader tr(training, file, "training.", d);
+    tr.integer64("gbs", t.gbs, true, kGbs);
+    tr.integer("seq_len", t.seq_len, false, Limits{0, false, 1e8});
+    tr.number("tokens", t.tokens, false, kTokens);
+    tr.enumeration("precision", t.precision, parse_precision, "bf16, fp16, fp32");
+    tr.finish();
+  }
+
+  const YAML::Node layout = r.child("layout");
+  if (!layout.IsDefined()) {
+    r.missing("layout", "a map with dp, tp, pp, ...");
+  } else if (!layout.IsMap()) {
+    r.error_at(layout, "layout", "expected a map with dp, tp, pp, ...");
+  } else {
+    Layout& l = plan.layout;
+    MapReader lr(layout, file, "layout.", d);
+    lr.integer("dp", l.dp, true, kCount);
+    lr.integer("tp", l.tp, true, kCount);
+    lr.integer("pp", l.pp, true, kCount);
+    lr.integer("vp", l.vp, false, kCount);
+    lr.integer("mbs", l.mbs, false, kCount);
+    lr.integer("zero", l.zero, false, kZero);
+    lr.enumeration("recompute", l.recompute, parse_recompute, "none, selective, full");
+    lr.boolean("offload", l.offload, false);
+    lr.boolean("sp", l.sp, false);
+    lr.enumeration("order", l.order, parse_order, "a permutation of D, P, T, or cluster, spread");
+    lr.enumeration("schedule", l.schedule, parse_schedule, "gpipe, 1f1b, interleaved");
+    lr.finish();
+  }
+  r.finish();
+  for (size_t i = before; i < d.items().size(); ++i)
+    if (d.items()[i].severity == Severity::Error) return out;
+  out.value = plan;
+  return out;
+}
+
+Loaded<Plan> load_plan(const std::string& path) {
+  if (!std::filesystem::exists(path)) {
+    if (const CatalogEntry* e = find_catalog_plan(path)) return parse_plan_yaml(e->text, e->file);
+    Loaded<Plan> out;
+    out.diagnostics.error(path, 0, 0, "", "no such file");
+    return out;
+  }
+  std::string text, error;
+  if (!std::filesystem::is_regular_file(path) || !detail::read_text_file(path, text, error)) {
+    Loaded<Plan> out;
+    out.diagnostics.error(path, 0, 0, "", error.empty() ? "not a regular file" : error);
+    return out;
+  }
+  return parse_plan_yaml(text, path);
+}
+
+std::string save_plan(const Plan& plan, const std::string& path) {
+  return write_file_atomic(path, plan_to_yaml(plan));
+}
+
+std::string write_file_atomic(const std::string& path, const std::string& contents) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir =
+      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) return path + ": cannot create a temporary file: " + std::strerror(errno);
+  const char* p = contents.data();
+  size_t left = contents.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const std::string err = std::strerror(errno);
+      ::close(fd);
+      ::unlink(tmpl.c_str());
+      return path + ": write failed: " + err;
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  // mkstemp creates 0600; give the file the usual permissions (umask applies).
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_errno = errno;
+  const bool closed = ::close(fd) == 0;
+  if (!synced || !closed) {
+    const std::string err = std::strerror(synced ? errno : sync_errno);
+    ::unlink(tmpl.c_str());
+    return path + ": cannot flush to disk: " + err;
+  }
+  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    ::unlink(tmpl.c_str());
+    return path + ": cannot rename the temporary file into place: " + err;
+  }
+  // Make the rename itself durable.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  return {};
+}
+
+}  // namespace capplan

@@ -1,0 +1,130 @@
+// Names of the spec enums as used on the command line, in YAML and in JSON, and their parsers.
+// Parsing is case-insensitive and accepts a few common spellings ("1F1B", "pipedream"); printing
+// always gives the canonical lower-case name.
+#include "planner/spec.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace capplan {
+
+namespace {
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return s;
+}
+}  // namespace
+
+const char* to_string(Ffn v) {
+  switch (v) {
+    case Ffn::Gelu: return "gelu";
+    case Ffn::Swiglu: return "swiglu";
+  }
+  return "?";
+}
+
+const char* to_string(Norm v) {
+  switch (v) {
+    case Norm::LayerNorm: return "layernorm";
+    case Norm::RmsNorm: return "rmsnorm";
+  }
+  return "?";
+}
+
+const char* to_string(PositionEmbedding v) {
+  switch (v) {
+    case PositionEmbedding::Learned: return "learned";
+    case PositionEmbedding::Rope: return "rope";
+  }
+  return "?";
+}
+
+const char* to_string(Precision v) {
+  switch (v) {
+    case Precision::Bf16: return "bf16";
+    case Precision::Fp16: return "fp16";
+    case Precision::Fp32: return "fp32";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute v) {
+  switch (v) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+const char* to_string(Schedule v) {
+  switch (v) {
+    case Schedule::GPipe: return "gpipe";
+    case Schedule::OneFOneB: return "1f1b";
+    case Schedule::Interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+std::optional<Ffn> parse_ffn(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "gelu" || l == "gelu_new" || l == "mlp") return Ffn::Gelu;
+  if (l == "swiglu" || l == "silu") return Ffn::Swiglu;
+  return std::nullopt;
+}
+
+std::optional<Norm> parse_norm(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "layernorm" || l == "layer_norm") return Norm::LayerNorm;
+  if (l == "rmsnorm" || l == "rms_norm") return Norm::RmsNorm;
+  return std::nullopt;
+}
+
+std::optional<PositionEmbedding> parse_position(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "learned" || l == "absolute") return PositionEmbedding::Learned;
+  if (l == "rope" || l == "rotary") return PositionEmbedding::Rope;
+  return std::nullopt;
+}
+
+std::optional<Precision> parse_precision(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "bf16" || l == "bfloat16") return Precision::Bf16;
+  if (l == "fp16" || l == "float16" || l == "half") return Precision::Fp16;
+  if (l == "fp32" || l == "float32") return Precision::Fp32;
+  return std::nullopt;
+}
+
+std::optional<Recompute> parse_recompute(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "none" || l == "off" || l == "no") return Recompute::None;
+  if (l == "selective") return Recompute::Selective;
+  if (l == "full") return Recompute::Full;
+  return std::nullopt;
+}
+
+std::optional<Schedule> parse_schedule(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "gpipe") return Schedule::GPipe;
+  if (l == "1f1b" || l == "pipedream" || l == "pipedream-flush") return Schedule::OneFOneB;
+  if (l == "interleaved" || l == "interleaved-1f1b") return Schedule::Interleaved;
+  return std::nullopt;
+}
+
+std::optional<std::string> parse_order(const std::string& s) {
+  const std::string l = lower(s);
+  // SageMaker model parallelism's placement_strategy names (smp docs): "cluster" packs tensor
+  // parallel ranks together (= DPT), "spread" spreads them out (= TPD).
+  if (l == "cluster") return std::string("DPT");
+  if (l == "spread") return std::string("TPD");
+  if (s.size() != 3) return std::nullopt;
+  std::string u = s;
+  for (char& c : u) c = char(std::toupper(static_cast<unsigned char>(c)));
+  std::string sorted = u;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted != "DPT") return std::nullopt;
+  return u;
+}
+
+}  // namespace capplan

@@ -1,0 +1,475 @@
+// Loads model, GPU and cluster specs from YAML files, Hugging Face config.json files and embedded
+// presets, reporting every problem in one pass with file:line:col and key path. Semantic checks
+// (heads divides hidden, ...) are here too; layout constraints are check_layout() (cost_model.h).
+#include "planner/spec_io.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+#include "planner/catalog.h"
+#include "yaml_reader.h"
+
+namespace capplan {
+
+using detail::Limits;
+using detail::MapReader;
+using detail::Position;
+
+namespace {
+
+// Ranges accepted for user input. The upper bounds are far beyond any real model or machine; they
+// only catch typos (an extra zero, a value in the wrong unit) and overflow.
+constexpr Limits kLayers{0, true, 1e5};
+constexpr Limits kHidden{0, true, 1e7};
+constexpr Limits kHeads{0, true, 1e5};
+constexpr Limits kVocab{0, true, 1e9};
+constexpr Limits kSeq{0, true, 1e8};
+constexpr Limits kFfn{0, true, 1e8};
+constexpr Limits kGpusPerNode{0, true, 1024};
+constexpr Limits kGib{0, true, 1e5};
+constexpr Limits kTflops{0, true, 1e6};
+constexpr Limits kTflopsOptional{0, false, 1e6};
+constexpr Limits kGbytePerS{0, true, 1e6};
+constexpr Limits kGbitPerS{0, true, 1e7};
+constexpr Limits kNonNegative{0, false, 1e7};
+constexpr Limits kFraction{0, true, 1};
+
+std::vector<std::string> names_of(const std::vector<CatalogEntry>& entries) {
+  std::vector<std::string> out;
+  for (const auto& e : entries) out.push_back(e.name);
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ", ";
+    out += v[i];
+  }
+  return out;
+}
+
+bool looks_like_path(const std::string& ref) {
+  if (ref.find('/') != std::string::npos) return true;
+  for (const char* ext : {".yaml", ".yml", ".json"}) {
+    const std::string e = ext;
+    if (ref.size() > e.size() && ref.compare(ref.size() - e.size(), e.size(), e) == 0) return true;
+  }
+  return false;
+}
+
+// Position of a key for semantic checks, when the spec came from a file.
+Position pos(const MapReader* r, const std::string& key) { return r ? r->where(key) : Position{}; }
+
+void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostics& out,
+                         const MapReader* r, const std::string& prefix) {
+  auto err = [&](const std::string& key, const std::string& msg, const std::string& hint = {}) {
+    const Position p = pos(r, key);
+    out.error(file, p.line, p.column, prefix + key, msg, hint);
+  };
+  auto positive = [&](const char* key, long long v) {
+    if (v <= 0) err(key, "must be > 0, found " + std::to_string(v));
+  };
+  if (m.name.empty()) err("name", "must not be empty");
+  positive("layers", m.layers);
+  positive("hidden", m.hidden);
+  positive("heads", m.heads);
+  positive("vocab", m.vocab);
+  positive("seq_len", m.seq_len);
+  if (m.ffn_hidden < 0) err("ffn_hidden", "must be > 0, found " + std::to_string(m.ffn_hidden));
+  if (m.kv_heads < 0) err("kv_heads", "must be > 0, found " + std::to_string(m.kv_heads));
+  if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
+    err("heads", "must divide hidden (" + std::to_string(m.hidden) + "), found " +
+                     std::to_string(m.heads),
+        "head size = hidden / heads must be a whole number");
+  if (m.heads > 0 && m.kv_heads > 0) {
+    if (m.kv_heads > m.heads)
+      err("kv_heads", "must be <= heads (" + std::to_string(m.heads) + "), found " +
+                          std::to_string(m.kv_heads));
+    else if (m.heads % m.kv_heads != 0)
+      err("kv_heads", "must divide heads (" + std::to_string(m.heads) + "), found " +
+                          std::to_string(m.kv_heads),
+          "grouped-query attention shares each key/value head among heads / kv_heads query heads");
+  }
+}
+
+void validate_gpu_impl(const GpuSpec& g, const std::string& file, Diagnostics& out,
+                       const MapReader* r, const std::string& prefix) {
+  auto err = [&](const std::string& key, const std::string& msg) {
+    const Position p = pos(r, key);
+    out.error(file, p.line, p.column, prefix + key, msg);
+  };
+  if (g.name.empty()) err("name", "must not be empty");
+  if (!(g.memory_gib > 0)) err("memory_gib", "must be > 0");
+  if (!(g.peak_tflops_fp16 > 0) && !(g.peak_tflops_bf16 > 0))
+    err("peak_tflops", "needs fp16 or bf16 > 0");
+  if (!(g.memory_gbyte_per_s > 0)) err("memory_gbyte_per_s", "must be > 0");
+}
+
+void validate_cluster_impl(const ClusterSpec& c, const std::string& file, Diagnostics& out,
+                           const MapReader* r, const std::string& prefix, bool check_gpu) {
+  auto err = [&](const std::string& key, const std::string& msg) {
+    const Position p = pos(r, key);
+    out.error(file, p.line, p.column, prefix + key, msg);
+  };
+  if (c.name.empty()) err("name", "must not be empty");
+  if (c.gpus_per_node <= 0) err("gpus_per_node", "must be > 0");
+  if (!(c.intra_node_gbyte_per_s > 0)) err("intra_node_gbyte_per_s", "must be > 0");
+  if (!(c.inter_node_gbit_per_s > 0)) err("inter_node_gbit_per_s", "must be > 0");
+  if (c.price_per_node_hour_usd < 0 || std::isnan(c.price_per_node_hour_usd))
+    err("price_per_node_hour_usd", "must not be negative");
+  if (check_gpu) validate_gpu_impl(c.gpu, file, out, nullptr, prefix + "gpu.");
+}
+
+// The map a spec file holds: the root, or the value of a single wrapper key such as `model:`.
+YAML::Node unwrap(const YAML::Node& root, const char* wrapper, std::string& prefix) {
+  prefix = std::string(wrapper) + ".";
+  if (root.IsMap() && root.size() == 1 && root[wrapper] && root[wrapper].IsMap())
+    return root[wrapper];
+  return root;
+}
+
+bool expect_map(const YAML::Node& n, const std::string& file, const std::string& what,
+                Diagnostics& diags) {
+  if (n.IsMap()) return true;
+  const Position p = detail::position_of(n);
+  if (!n.IsDefined() || n.IsNull())
+    diags.error(file, p.line ? p.line : 1, p.column ? p.column : 1, "",
+                "file is empty; expected a " + what + " (a map of keys)");
+  else
+    diags.error(file, p.line, p.column, "", "expected a " + what + " (a map of keys), found " +
+                                                (n.IsSequence() ? "a list" : "'" + n.Scalar() + "'"));
+  return false;
+}
+
+std::string file_stem(const std::string& file) {
+  return std::filesystem::path(file).stem().string();
+}
+
+// Hugging Face configs name the model in `_name_or_path`; otherwise the folder holding
+// config.json ("Llama-2-7b-hf/config.json"), otherwise the file name.
+std::string hf_name(MapReader& r, const std::string& file) {
+  std::string name;
+  if (r.has("_name_or_path") && r.text("_name_or_path", name, false) && !name.empty()) {
+    const auto slash = name.find_last_of('/');
+    return slash == std::string::npos ? name : name.substr(slash + 1);
+  }
+  const std::filesystem::path p(file);
+  if (p.filename() == "config.json" && p.has_parent_path() && !p.parent_path().filename().empty())
+    return p.parent_path().filename().string();
+  return file_stem(file);
+}
+
+}  // namespace
+
+namespace detail {
+
+std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& file,
+                                    const std::string& prefix, Diagnostics& diags) {
+  const size_t errors_before = diags.items().size();
+  MapReader r(map, file, prefix, diags);
+  GpuSpec g;
+  r.text("name", g.name, true);
+  r.number("memory_gib", g.memory_gib, true, kGib);
+  r.number("memory_gbyte_per_s", g.memory_gbyte_per_s, true, kGbytePerS);
+  r.text("source", g.source, false);
+  const YAML::Node peaks = r.child("peak_tflops");
+  if (!peaks.IsDefined()) {
+    r.missing("peak_tflops", "a map with fp16, bf16, fp32");
+  } else if (!peaks.IsMap()) {
+    r.error_at(peaks, "peak_tflops", "expected a map with fp16, bf16, fp32");
+  } else {
+    MapReader pr(peaks, file, prefix + "peak_tflops.", diags);
+    pr.number("fp16", g.peak_tflops_fp16, true, kTflops);
+    pr.number("bf16", g.peak_tflops_bf16, false, kTflopsOptional);
+    pr.number("fp32", g.peak_tflops_fp32, false, kTflopsOptional);
+    pr.finish();
+  }
+  r.finish();
+  if (diags.items().size() == errors_before) validate_gpu_impl(g, file, diags, &r, prefix);
+  for (size_t i = errors_before; i < diags.items().size(); ++i)
+    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  return g;
+}
+
+std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string& file,
+                                        const std::string& prefix, Diagnostics& diags) {
+  const size_t errors_before = diags.items().size();
+  MapReader r(map, file, prefix, diags);
+  ModelSpec m;
+  r.text("name", m.name, true);
+  r.integer("layers", m.layers, true, kLayers);
+  r.integer("hidden", m.hidden, true, kHidden);
+  r.integer("heads", m.heads, true, kHeads);
+  r.integer("vocab", m.vocab, true, kVocab);
+  r.integer("seq_len", m.seq_len, true, kSeq);
+  r.integer("ffn_hidden", m.ffn_hidden, false, kFfn);
+  r.integer("kv_heads", m.kv_heads, false, kHeads);
+  r.enumeration("ffn", m.ffn, parse_ffn, "gelu, swiglu");
+  r.boolean("tied_embeddings", m.tied_embeddings, false);
+  r.enumeration("norm", m.norm, parse_norm, "layernorm, rmsnorm");
+  r.enumeration("position", m.position, parse_position, "learned, rope");
+  r.text("source", m.source, false);
+  r.finish();
+  if (diags.items().size() == errors_before) validate_model_impl(m, file, diags, &r, prefix);
+  for (size_t i = errors_before; i < diags.items().size(); ++i)
+    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  return m;
+}
+
+std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::string& file,
+                                            const std::string& prefix, Diagnostics& diags) {
+  const size_t errors_before = diags.items().size();
+  MapReader r(map, file, prefix, diags);
+  ClusterSpec c;
+  r.text("name", c.name, true);
+  r.integer("gpus_per_node", c.gpus_per_node, true, kGpusPerNode);
+  r.number("intra_node_gbyte_per_s", c.intra_node_gbyte_per_s, true, kGbytePerS);
+  r.number("inter_node_gbit_per_s", c.inter_node_gbit_per_s, true, kGbitPerS);
+  r.number("price_per_node_hour_usd", c.price_per_node_hour_usd, false, kNonNegative);
+  r.number("intra_node_latency_us", c.intra_node_latency_us, false, kNonNegative);
+  r.number("inter_node_latency_us", c.inter_node_latency_us, false, kNonNegative);
+  r.number("pcie_gbyte_per_s", c.pcie_gbyte_per_s, false, kNonNegative);
+  r.number("host_memory_gib", c.host_memory_gib, false, kNonNegative);
+  r.text("source", c.source, false);
+
+  bool gpu_ok = false;
+  const YAML::Node gpu = r.child("gpu");
+  if (!gpu.IsDefined()) {
+    r.missing("gpu", "a catalog name such as A100-SXM4-40GB, or a map");
+  } else if (gpu.IsMap()) {
+    if (auto g = read_gpu_map(gpu, file, prefix + "gpu.", diags)) {
+      c.gpu = *g;
+      gpu_ok = true;
+    }
+  } else if (gpu.IsScalar()) {
+    const std::string name = gpu.Scalar();
+    if (find_catalog_gpu(name)) {
+      Loaded<GpuSpec> g = load_gpu(name);
+      diags.append(g.diagnostics);
+      if (g.value) {
+        c.gpu = *g.value;
+        gpu_ok = true;
+      }
+    } else {
+      r.error_at(gpu, "gpu", "unknown GPU '" + name + "'; expected one of " +
+                                 join(names_of(catalog_gpus())) + ", or an inline map",
+                 [&] {
+                   const std::string near = closest_match(name, names_of(catalog_gpus()));
+                   return near.empty() ? std::string() : "did you mean '" + near + "'?";
+                 }());
+    }
+  } else {
+    r.error_at(gpu, "gpu", "expected a GPU catalog name or a map");
+  }
+
+  const YAML::Node eff = r.child("efficiency");
+  if (eff.IsDefined() && !eff.IsNull()) {
+    if (!eff.IsMap()) {
+      r.error_at(eff, "efficiency", "expected a map with gemm, memory, intra_node, inter_node");
+    } else {
+      MapReader er(eff, file, prefix + "efficiency.", diags);
+      double v = 0;
+      if (er.number("gemm", v, false, kFraction)) c.efficiency.gemm = v;
+      if (er.number("memory", v, false, kFraction)) c.efficiency.memory = v;
+      if (er.number("intra_node", v, false, kFraction)) c.efficiency.intra_node = v;
+      if (er.number("inter_node", v, false, kFraction)) c.efficiency.inter_node = v;
+      er.finish();
+    }
+  }
+  r.finish();
+  if (diags.items().size() == errors_before)
+    validate_cluster_impl(c, file, diags, &r, prefix, gpu_ok);
+  for (size_t i = errors_before; i < diags.items().size(); ++i)
+    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  return c;
+}
+
+}  // namespace detail
+
+std::optional<double> parse_number(const std::string& input) {
+  // Trim surrounding blanks; accept '_' and ',' as digit group separators ("300_000", "1,000").
+  std::string s;
+  for (char c : input)
+    if (c != '_' && c != ',' && !std::isspace(static_cast<unsigned char>(c))) s += c;
+  if (s.empty()) return std::nullopt;
+  double scale = 1;
+  switch (s.back()) {
+    case 'k': case 'K': scale = 1e3; break;
+    case 'M': scale = 1e6; break;
+    case 'B': case 'G': scale = 1e9; break;
+    case 'T': scale = 1e12; break;
+    default: break;
+  }
+  if (scale != 1) s.pop_back();
+  if (s.empty()) return std::nullopt;
+  // Only digits, sign, point and exponent: strtod would also take "nan", "inf" and hex.
+  for (char c : s)
+    if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == 'e' || c == 'E' ||
+          c == '+' || c == '-'))
+      return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+  const double scaled = v * scale;
+  if (!std::isfinite(scaled)) return std::nullopt;
+  return scaled;
+}
+
+void validate_model(const ModelSpec& m, const std::string& file, Diagnostics& out) {
+  validate_model_impl(m, file, out, nullptr, "model.");
+}
+
+void validate_cluster(const ClusterSpec& c, const std::string& file, Diagnostics& out) {
+  validate_cluster_impl(c, file, out, nullptr, "cluster.", true);
+}
+
+Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& file) {
+  Loaded<ModelSpec> out;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
+  std::string prefix;
+  const YAML::Node map = unwrap(root, "model", prefix);
+  if (!expect_map(map, file, "model spec", out.diagnostics)) return out;
+  out.value = detail::read_model_map(map, file, prefix, out.diagnostics);
+  return out;
+}
+
+Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string& file) {
+  Loaded<ModelSpec> out;
+  Diagnostics& d = out.diagnostics;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, d)) return out;
+  if (!expect_map(root, file, "Hugging Face config", d)) return out;
+  const size_t before = d.items().size();
+  MapReader r(root, file, "", d);
+  ModelSpec m;
+  // Each field under its Llama-family name or its GPT-2 name.
+  auto read_int = [&](const std::vector<std::string>& keys, int& field, Limits lim,
+                      bool required) {
+    const std::string k = r.first_present(keys);
+    if (k.empty()) {
+      if (required) r.missing(keys[0], keys.size() > 1 ? "or '" + keys[1] + "'" : std::string());
+      return;
+    }
+    if (r.child(k).IsNull()) return;  // GPT-2's "n_inner": null means the default
+    r.integer(k, field, required, lim);
+  };
+  read_int({"num_hidden_layers", "n_layer"}, m.layers, kLayers, true);
+  read_int({"hidden_size", "n_embd"}, m.hidden, kHidden, true);
+  read_int({"num_attention_heads", "n_head"}, m.heads, kHeads, true);
+  read_int({"vocab_size"}, m.vocab, kVocab, true);
+  read_int({"max_position_embeddings", "n_positions", "n_ctx"}, m.seq_len, kSeq, true);
+  read_int({"intermediate_size", "n_inner"}, m.ffn_hidden, kFfn, false);
+  read_int({"num_key_value_heads"}, m.kv_heads, kHeads, false);
+
+  std::string model_type, act;
+  if (r.has("model_type")) r.text("model_type", model_type, false);
+  if (r.has("hidden_act")) r.text("hidden_act", act, false);
+  else if (r.has("activation_function")) r.text("activation_function", act, false);
+  // Llama-family configs: SwiGLU MLP (hidden_act "silu" with gate/up/down projections), RMSNorm,
+  // rotary positions, untied embeddings by default (transformers' LlamaConfig defaults).
+  const bool llama_like = act == "silu" || r.has("rms_norm_eps") || model_type == "llama" ||
+                          model_type == "mistral" || model_type == "qwen2";
+  m.ffn = llama_like ? Ffn::Swiglu : Ffn::Gelu;
+  m.norm = r.has("rms_norm_eps") || llama_like ? Norm::RmsNorm : Norm::LayerNorm;
+  m.position = r.has("rope_theta") || llama_like ? PositionEmbedding::Rope
+                                                 : PositionEmbedding::Learned;
+  m.tied_embeddings = !llama_like;
+  if (r.has("tie_word_embeddings")) r.boolean("tie_word_embeddings", m.tied_embeddings, false);
+  m.name = hf_name(r, file);
+  m.source = "Hugging Face config " + file;
+  if (d.items().size() == before) validate_model_impl(m, file, d, &r, "");
+  for (size_t i = before; i < d.items().size(); ++i)
+    if (d.items()[i].severity == Severity::Error) return out;
+  out.value = m;
+  return out;
+}
+
+Loaded<ClusterSpec> parse_cluster_yaml(const std::string& text, const std::string& file) {
+  Loaded<ClusterSpec> out;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
+  std::string prefix;
+  const YAML::Node map = unwrap(root, "cluster", prefix);
+  if (!expect_map(map, file, "cluster spec", out.diagnostics)) return out;
+  out.value = detail::read_cluster_map(map, file, prefix, out.diagnostics);
+  return out;
+}
+
+namespace {
+
+// A Hugging Face config is recognised by its key names, whatever the file is called.
+bool is_hf_config(const std::string& text) {
+  for (const char* k : {"\"num_hidden_layers\"", "\"n_layer\"", "\"hidden_size\"", "\"n_embd\"",
+                        "\"model_type\""})
+    if (text.find(k) != std::string::npos) return true;
+  return false;
+}
+
+template <class T>
+Loaded<T> unknown_ref(const std::string& kind, const std::string& ref,
+                      const std::vector<CatalogEntry>& presets) {
+  Loaded<T> out;
+  const std::string near = closest_match(ref, names_of(presets));
+  out.diagnostics.error("<command line>", 0, 0, kind,
+                        "no " + kind + " preset or file named '" + ref + "' (presets: " +
+                            join(names_of(presets)) + ")",
+                        near.empty() ? std::string() : "did you mean '" + near + "'?");
+  return out;
+}
+
+template <class T>
+Loaded<T> missing_file(const std::string& ref, const std::string& error) {
+  Loaded<T> out;
+  out.diagnostics.error(ref, 0, 0, "", error);
+  return out;
+}
+
+}  // namespace
+
+Loaded<ModelSpec> load_model(const std::string& ref) {
+  if (const CatalogEntry* e = find_catalog_model(ref)) return parse_model_yaml(e->text, e->file);
+  std::string text, error;
+  if (!std::filesystem::is_regular_file(ref)) {
+    if (looks_like_path(ref) || std::filesystem::exists(ref))
+      return missing_file<ModelSpec>(ref, std::filesystem::exists(ref) ? "not a regular file"
+                                                                        : "no such file");
+    return unknown_ref<ModelSpec>("model", ref, catalog_models());
+  }
+  if (!detail::read_text_file(ref, text, error)) return missing_file<ModelSpec>(ref, error);
+  if (is_hf_config(text)) return parse_model_hf_json(text, ref);
+  return parse_model_yaml(text, ref);
+}
+
+Loaded<ClusterSpec> load_cluster(const std::string& ref) {
+  if (const CatalogEntry* e = find_catalog_cluster(ref))
+    return parse_cluster_yaml(e->text, e->file);
+  std::string text, error;
+  if (!std::filesystem::is_regular_file(ref)) {
+    if (looks_like_path(ref) || std::filesystem::exists(ref))
+      return missing_file<ClusterSpec>(ref, std::filesystem::exists(ref) ? "not a regular file"
+                                                                          : "no such file");
+    return unknown_ref<ClusterSpec>("cluster", ref, catalog_clusters());
+  }
+  if (!detail::read_text_file(ref, text, error)) return missing_file<ClusterSpec>(ref, error);
+  return parse_cluster_yaml(text, ref);
+}
+
+Loaded<GpuSpec> load_gpu(const std::string& ref) {
+  const CatalogEntry* e = find_catalog_gpu(ref);
+  if (!e) return unknown_ref<GpuSpec>("gpu", ref, catalog_gpus());
+  Loaded<GpuSpec> out;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(e->text, e->file, root, out.diagnostics)) return out;
+  std::string prefix;
+  const YAML::Node map = unwrap(root, "gpu", prefix);
+  if (!expect_map(map, e->file, "GPU spec", out.diagnostics)) return out;
+  out.value = detail::read_gpu_map(map, e->file, prefix, out.diagnostics);
+  return out;
+}
+
+}  // namespace capplan
