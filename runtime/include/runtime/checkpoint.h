@@ -68,7 +68,8 @@ std::string checkpoint_step_dir(const std::string& dir, int64_t step);
 std::string checkpoint_shard_name(int rank);  // "rank-00003.ckpt"
 
 // Writes this rank's shard for `step` atomically (temp file, fsync, rename, fsync of the folder);
-// creates the folders as needed. Rank 0 first removes a stale manifest of the same step, so a
+// creates the folders as needed. The stored meta also gets "step" and "rank" (overwriting any
+// given). Rank 0 first removes a stale manifest of the same step, so a
 // half-rewritten folder is never taken as good. Returns the manifest entry, or nullopt with
 // `error` set (the previous checkpoints are untouched either way).
 std::optional<ShardEntry> checkpoint_write_shard(const std::string& dir, int64_t step, int rank,
