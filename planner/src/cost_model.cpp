@@ -1,0 +1,552 @@
+// The analytical cost model: memory per GPU by kind and the time of one training step by term.
+// Compute is counted GEMM by GEMM at a roofline that sums arithmetic and memory traffic (so small
+// GEMMs run slower), memory-bound kernels at HBM bandwidth, collectives over the links each group
+// crosses (placement.cpp), and the pipeline schedule on top. It does not model contention between
+// different groups or kernel overlap inside a stream; the simulator replays the same per-chunk costs.
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "cost_model_detail.h"
+#include "planner/profile.h"
+
+namespace capplan {
+namespace detail {
+
+// ---- Global constants ------------------------------------------------------------------------
+// Fraction of tensor-core peak reached by the arithmetic of a large fp16/bf16 GEMM. cuBLAS reaches
+// 250-270 of 312 TFLOP/s on large A100 GEMMs (NVIDIA Deep Learning Performance Guide, "Matrix
+// Multiplication Background", 2023); the memory term below brings smaller GEMMs down from there.
+constexpr double kGemmEfficiency = 0.80;
+// Fraction of HBM bandwidth reached by streaming kernels (STREAM-like copies reach ~90 % on A100,
+// fused elementwise / softmax / LayerNorm kernels a little less).
+constexpr double kMemoryEfficiency = 0.80;
+// NCCL bus bandwidth as a fraction of the link figure: nccl-tests all_reduce_perf reaches ~230 of
+// 300 GB/s per direction on DGX A100 NVLink and ~80-90 % of InfiniBand line rate.
+constexpr double kIntraNodeEfficiency = 0.77;
+constexpr double kInterNodeEfficiency = 0.85;
+// One ring step's latency (NCCL LL/Simple protocol step, order of microseconds).
+constexpr double kIntraNodeLatency_s = 2e-6;
+constexpr double kInterNodeLatency_s = 6e-6;
+// PCIe Gen4 x16: 32 GB/s per direction nominal, ~25 GB/s reached by cudaMemcpyAsync from pinned memory.
+constexpr double kPcieDefault_Bps = 25e9;
+// Fixed per-GPU reservation: CUDA context, cuBLAS workspace, NCCL channels (~1 GiB observed in
+// nvidia-smi on an idle PyTorch + NCCL process), plus the allocator's fragmentation margin.
+constexpr double kFixedReservedBytes = 1.0 * 1024 * 1024 * 1024;
+constexpr double kAllocatorMargin = 0.05;
+// Mixed-precision Adam: fp32 master weights + two fp32 moments = 12 bytes per parameter
+// (Rajbhandari et al. 2020, ZeRO, Sec 3.1: K = 12); fp32 training keeps moments only (8).
+// Optimizer step traffic: read grad, master, m, v (16 B), write master, m, v (12 B), write the
+// 16-bit weight (2 B) = 30 bytes per parameter at HBM bandwidth.
+constexpr double kAdamTrafficBytesPerParam = 30.0;
+
+Constants constants_for(const Scenario& sc) {
+  const ClusterSpec& cl = sc.cluster;
+  const Precision p = sc.training.precision;
+  Constants c;
+  c.peak_flops = cl.gpu.peak_tflops(p) * 1e12;
+  if (c.peak_flops <= 0 && p == Precision::Bf16) c.peak_flops = cl.gpu.peak_tflops_fp16 * 1e12;
+  c.gemm_eff = cl.efficiency.gemm.value_or(kGemmEfficiency);
+  c.hbm_Bps = cl.gpu.memory_gbyte_per_s * 1e9 * cl.efficiency.memory.value_or(kMemoryEfficiency);
+  c.intra_Bps = cl.intra_node_gbyte_per_s * 1e9 * cl.efficiency.intra_node.value_or(kIntraNodeEfficiency);
+  c.inter_node_Bps =
+      cl.inter_node_gbit_per_s / 8.0 * 1e9 * cl.efficiency.inter_node.value_or(kInterNodeEfficiency);
+  if (c.intra_Bps <= 0) c.intra_Bps = c.inter_node_Bps;  // no NVLink figure: PCIe/NIC path
+  c.intra_lat_s = cl.intra_node_latency_us > 0 ? cl.intra_node_latency_us * 1e-6 : kIntraNodeLatency_s;
+  c.inter_lat_s = cl.inter_node_latency_us > 0 ? cl.inter_node_latency_us * 1e-6 : kInterNodeLatency_s;
+  c.pcie_Bps = cl.pcie_gbyte_per_s > 0 ? cl.pcie_gbyte_per_s * 1e9 : kPcieDefault_Bps;
+  c.elem_bytes = p == Precision::Fp32 ? 4.0 : 2.0;
+  return c;
+}
+
+namespace {
+
+// Time of one GEMM C[M,N] = A[M,K] B[K,N]: arithmetic 2MNK at gemm_eff x peak plus its operand and
+// result traffic e(MK + KN + MN) at HBM bandwidth, added rather than overlapped (a roofline with a
+// soft knee: large GEMMs approach gemm_eff, thin ones are bandwidth-bound). Over-counts traffic for
+// GEMMs whose operands stay in L2; under-counts tile-quantisation losses on odd sizes.
+double gemm_s(const Constants& c, double m, double n, double k, double count = 1) {
+  const double flops = 2.0 * m * n * k;
+  const double bytes = c.elem_bytes * (m * k + k * n + m * n);
+  return count * (flops / (c.peak_flops * c.gemm_eff) + bytes / c.hbm_Bps);
+}
+
+double mem_s(const Constants& c, double bytes) { return bytes / c.hbm_Bps; }
+
+}  // namespace
+
+MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, bool sp,
+                       Recompute recompute) {
+  const ModelSpec& md = sc.model;
+  MicroTerms t;
+  const double h = md.hidden, f = md.ffn_hidden_or_default(), a = md.heads;
+  const double d = md.head_dim();
+  const double kv = double(md.kv_heads_or_default()) * d;
+  const double v = md.vocab, s = sc.seq_len(), b = mbs, tpd = tp, e = c.elem_bytes;
+  const bool gated = md.ffn == Ffn::Swiglu;
+  const bool dropout = md.norm == Norm::LayerNorm;  // GPT-style models train with dropout
+  const double tok = b * s;
+  const bool seqpar = sp && tp > 1;
+  // Replicated (non-TP) token work is split by tp under sequence parallelism (Korthikanti Sec 4.2.2).
+  const double repl = seqpar ? 1.0 / tpd : 1.0;
+
+  // GEMMs of one block per TP rank (Megatron column/row split, Shoeybi et al. 2019 Sec 3).
+  double fwd_gemm = gemm_s(c, tok, (h + 2 * kv) / tpd, h)                 // QKV
+                    + gemm_s(c, tok, h, h / tpd)                          // attention out
+                    + gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h)        // FFN in (gate+up)
+                    + gemm_s(c, tok, h, f / tpd);                         // FFN out
+  // Attention core as batched GEMMs per head: Q K^T [s,d]x[d,s] and P V [s,s]x[s,d].
+  const double heads_rank = b * a / tpd;
+  const double core_gemm = gemm_s(c, s, s, d, heads_rank) + gemm_s(c, s, d, s, heads_rank);
+  // Memory-bound forward traffic (bytes), fused kernels as in Megatron-LM:
+  //  - scale+mask+softmax reads and writes the a*s*s scores (2e), dropout reads, writes and stores
+  //    a mask (2e + 1);
+  //  - two LayerNorms (read + write e each), two bias-dropout-residual adds (read 2e, write e,
+  //    mask 1), on b*s*h replicated elements (split under sp);
+  //  - GeLU reads and writes f/tp per token; SwiGLU reads 2f, writes f.
+  const double scores = heads_rank * s * s;
+  const double core_mem = scores * (2 * e + (dropout ? 2 * e + 1 : 0));
+  const double token_mem = tok * h * repl * (2 * 2 * e + 2 * (3 * e + (dropout ? 1 : 0)));
+  const double act_fn_mem = tok * f / tpd * (gated ? 3 * e : 2 * e);
+  const double fwd_mem = core_mem + token_mem + act_fn_mem;
+
+  t.layer_attn_core_fwd_s = core_gemm + mem_s(c, core_mem);
+  t.layer_fwd_s = fwd_gemm + core_gemm + mem_s(c, fwd_mem);
+  // Backward: each weight GEMM has an input-gradient and a weight-gradient GEMM of the same shape
+  // class and FLOPs; the attention core has two input-gradient GEMMs per forward GEMM; memory-bound
+  // backward kernels read the saved input and the incoming gradient and write one: ~2x forward.
+  t.layer_bwd_in_s = fwd_gemm + 2 * core_gemm + 2 * mem_s(c, fwd_mem);
+  t.layer_bwd_w_s = fwd_gemm;
+  t.layer_gemm_flops = 2 * tok * ((h + 2 * kv) * h + h * h + (gated ? 3 : 2) * f * h) / tpd +
+                       4 * b * s * s * h / tpd;
+  t.layer_attn_core_flops = 4 * b * s * s * h / tpd;
+
+  // Activations per micro-batch (profile.cpp, Korthikanti et al. 2022 Eq. 2; under sp the
+  // replicated 10sbh part is split too, Eq. 4: sbh(34/t + 5as/(ht))).
+  const double drop = dropout ? 1.0 : 0.0;
+  const double repl_tok = (e * h + e * h + 2 * e * h + 2 * drop * h) * repl;
+  const double split_tok = (h + kv) * e + kv * e + h * e + (gated ? 3 : 2) * f * e;
+  const double score_tok = (e + drop * (1 + e)) * a * s;
+  t.layer_act_full_bytes = tok * (repl_tok + (split_tok + score_tok) / tpd);
+  switch (recompute) {
+    case Recompute::None:
+      t.layer_act_kept_bytes = t.layer_act_full_bytes;
+      t.layer_recompute_s = 0;
+      break;
+    case Recompute::Selective:  // drop the attention core's scores (Korthikanti Sec 4.3)
+      t.layer_act_kept_bytes = tok * (repl_tok + split_tok / tpd);
+      t.layer_recompute_s = t.layer_attn_core_fwd_s;
+      break;
+    case Recompute::Full:  // keep only the layer input, 2sbh (/t under sp) (Korthikanti Sec 4.3)
+      t.layer_act_kept_bytes = tok * e * h * repl;
+      t.layer_recompute_s = t.layer_fwd_s;
+      break;
+  }
+  // TP: two all-reduces (or under sp an all-gather + reduce-scatter pair, same volume) in forward
+  // and two in backward per layer (Shoeybi et al. 2019 Fig. 4; Korthikanti Sec 4.2.2); a full
+  // recompute repeats the forward's two. Under sp the backward all-gathers the layer-norm outputs
+  // again for the weight gradients (Korthikanti Sec 4.2.2: the all-gather is recomputed rather
+  // than stored): two more all-gathers = one all-reduce's volume.
+  t.tp_bytes = tok * h * e;
+  t.tp_collectives_fwd = tp > 1 ? 2 : 0;
+  t.tp_collectives_bwd =
+      tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar ? 1 : 0)) : 0;
+
+  // Embedding: a gather and position add (memory-bound, ~3 passes over b*s*h), one TP all-reduce
+  // for the vocab-parallel lookup (counted in the stage's TP time by evaluate()).
+  t.embed_fwd_s = mem_s(c, 3 * tok * h * e);
+  t.embed_bwd_s = mem_s(c, 3 * tok * h * e) + mem_s(c, 2 * e * v * h / tpd);  // grad scatter + zero
+  t.embed_act_bytes = tok * h * drop * repl;
+  // LM head: GEMM [b*s, h] x [h, V/t] forward, two in backward; cross-entropy over fp32 logits
+  // (read e, write 4 for the upcast, softmax read + write 8; backward ~ the same).
+  const double logits = tok * v / tpd;
+  t.head_fwd_s = gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (e + 12) + 4 * tok * h * e);
+  t.head_bwd_s = 2 * gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (4 + 4 + e));
+  t.head_act_bytes = logits * 4;
+
+  const ModelProfile prof = profile_model(md, tp, sc.seq_len(), mbs, sc.training.precision);
+  for (const LayerProfile& lp : prof.layers) {
+    if (lp.kind == "transformer") {
+      t.layer_params = lp.params;
+      break;
+    }
+  }
+  t.embed_params = prof.layers.front().params;
+  t.final_norm_params = prof.layers[prof.layers.size() - 2].params;
+  t.head_params = prof.layers.back().params + t.final_norm_params;
+  // Megatron's scatter/gather optimisation sends 1/t of the activation between stages and
+  // all-gathers it over NVLink (Narayanan et al. 2021 Sec 4.1); under sp it is already split.
+  t.p2p_bytes = tok * h * e / tpd;
+  return t;
+}
+
+int chunk_layers(int layers, int chunks, int c) {
+  const int base = layers / chunks;
+  const int rem = layers % chunks;
+  return base + ((c >= 1 && c <= rem) ? 1 : 0);
+}
+
+int stage_layers(int layers, int pp, int vp, int stage) {
+  const int chunks = pp * vp;
+  const int base = layers / chunks;
+  const int rem = layers % chunks;
+  int extra = rem >= stage ? std::min(vp, (rem - stage) / pp + 1) : 0;
+  if (stage == 0 && rem >= 0) extra = std::max(0, extra - 1);  // chunk 0 gets no remainder
+  return vp * base + extra;
+}
+
+namespace {
+
+// Chunk-micro-batches whose activations stage `s` holds at its peak. GPipe: all m (Huang et al.
+// 2019). 1F1B: p - s in flight (Narayanan et al. 2021 Sec 2.2.1). Interleaved: Megatron's warm-up
+// of (p - s - 1) * 2 + (vp - 1) * p forward chunks plus the one in progress, which at s = 0 gives
+// Korthikanti's factor (1 + (p-1)/(p vp)) in layer units (Sec 4.2.3).
+int64_t inflight_chunks(Schedule sch, int pp, int vp, int64_t m, int s) {
+  switch (sch) {
+    case Schedule::GPipe: return m * vp;
+    case Schedule::OneFOneB: return std::min<int64_t>(m, pp - s) * vp;
+    case Schedule::Interleaved:
+      return std::min<int64_t>(m * vp, int64_t(pp - s - 1) * 2 + int64_t(vp - 1) * pp + 1);
+  }
+  return m;
+}
+
+struct StageCost {
+  double compute = 0, recompute = 0, tp = 0, p2p = 0, bwd = 0, fwd = 0;
+  double total() const { return compute + recompute + tp + p2p; }
+};
+
+}  // namespace
+
+void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m,
+              const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps) {
+  const int pp = ly.pp, vp = ly.vp, L = sc.model.layers;
+  const double tp_ar = allreduce_s(pl.tp, mt.tp_bytes);
+  const double p2p = pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0;
+
+  auto stage_cost = [&](int s) {
+    StageCost st;
+    const double nl = stage_layers(L, pp, vp, s);
+    st.fwd = nl * mt.layer_fwd_s;
+    st.bwd = nl * (mt.layer_bwd_in_s + mt.layer_bwd_w_s);
+    st.compute = st.fwd + st.bwd;
+    st.recompute = nl * mt.layer_recompute_s;
+    st.tp = nl * (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar;
+    if (s == 0) {
+      st.compute += mt.embed_fwd_s + mt.embed_bwd_s;
+      st.fwd += mt.embed_fwd_s;
+      st.tp += ly.tp > 1 ? tp_ar : 0.0;
+    }
+    if (s == pp - 1) {
+      st.compute += mt.head_fwd_s + mt.head_bwd_s;
+      st.fwd += mt.head_fwd_s;
+      st.bwd += mt.head_bwd_s;
+    }
+    // Each chunk receives its input and sends its output once forward and once backward; Megatron
+    // does not overlap these with compute in the 1F1B steady state.
+    st.p2p = pp > 1 ? 2.0 * vp * p2p : 0.0;
+    return st;
+  };
+
+  // Pace of the pipeline: the slowest of the first, second and last stage (embedding, most
+  // remainder layers, LM head); every other stage matches the second.
+  StageCost crit = stage_cost(0);
+  int crit_s = 0;
+  const int cands[2] = {std::min(1, pp - 1), pp - 1};
+  for (int s : cands) {
+    if (s == 0) continue;
+    StageCost st = stage_cost(s);
+    if (st.total() > crit.total()) {
+      crit = st;
+      crit_s = s;
+    }
+  }
+  const double per_mb = crit.total();
+  const double md = double(m);
+  // 1F1B and GPipe: (m + p - 1) slots; interleaved: the fill shrinks to (p - 1)/vp slots
+  // (Narayanan et al. 2021 Sec 2.2, bubble fraction (p-1)/m and (p-1)/(m vp)).
+  const double fill_slots = ly.schedule == Schedule::Interleaved ? double(pp - 1) / vp : double(pp - 1);
+  TimeBreakdown tb;
+  tb.compute = md * crit.compute;
+  tb.recompute = md * crit.recompute;
+  tb.tp_comm = md * crit.tp;
+  tb.pp_comm = md * crit.p2p;
+  tb.bubble = fill_slots * per_mb;
+
+  // Parameters per GPU on the heaviest stage.
+  auto stage_params = [&](int s) {
+    double p = stage_layers(L, pp, vp, s) * mt.layer_params;
+    if (s == 0) p += mt.embed_params;
+    // A tied LM head shares the embedding's weights when both are on one stage; across stages the
+    // last stage holds a copy (Megatron-LM).
+    if (s == pp - 1) p += (pp > 1 || !sc.model.tied_embeddings) ? mt.head_params : mt.final_norm_params;
+    return p;
+  };
+  const double dp = ly.dp;
+  const double w_elem = c.elem_bytes;
+
+  // Data-parallel gradient synchronisation on the stage with most parameters (16-bit gradients).
+  const double params_crit = std::max(stage_params(0), stage_params(pp - 1));
+  const double grad_bytes = params_crit * w_elem;
+  double dp_s = 0;
+  if (ly.dp > 1) {
+    if (ly.zero == 0) {
+      dp_s = allreduce_s(pl.dp, grad_bytes);
+    } else if (ly.zero <= 2) {
+      // Reduce-scatter of gradients + all-gather of updated weights: one all-reduce's volume
+      // (Rajbhandari et al. 2020 Sec 7.2.1).
+      dp_s = 2 * allgather_s(pl.dp, grad_bytes);
+    } else {
+      // ZeRO-3: weights all-gathered for forward and again for backward, gradients reduce-scattered,
+      // per micro-batch: 1.5x an all-reduce each time (Rajbhandari et al. 2020 Sec 7.2.2).
+      dp_s = md * 3 * allgather_s(pl.dp, grad_bytes);
+    }
+  }
+  double dp_exposed = dp_s;
+  if (ly.zero == 3) {
+    // Prefetched layer by layer: hidden behind the whole step's compute, the excess exposed.
+    const double busy = tb.compute + tb.recompute + tb.tp_comm;
+    dp_exposed = std::max(0.0, dp_s - busy);
+  } else {
+    // Bucketed all-reduce starts as gradients of the last micro-batch's backward are ready
+    // (PyTorch DDP, Li et al. 2020); what exceeds that backward is exposed.
+    dp_exposed = std::max(dp_s / 8.0, dp_s - crit.bwd);
+  }
+  tb.dp_comm = dp_exposed;
+  const double opt_params = params_crit / (ly.zero >= 1 ? dp : 1.0);
+  tb.optimizer = opt_params * kAdamTrafficBytesPerParam / c.hbm_Bps;
+
+  // Memory, by kind, on the stages that can peak: 0 (most micro-batches in flight), 1 and last.
+  const double opt_bytes_per_param = sc.training.precision == Precision::Fp32 ? 8.0 : 12.0;
+  MemoryBytes best;
+  double best_total = -1;
+  int mem_s_idx = 0;
+  double offload_exposed = 0;
+  const int mem_cands[3] = {0, std::min(1, pp - 1), pp - 1};
+  for (int k = 0; k < 3; ++k) {
+    const int s = mem_cands[k];
+    if (k > 0 && (s == 0 || (k == 2 && s == mem_cands[1]))) continue;
+    MemoryBytes mb;
+    const double params = stage_params(s);
+    mb.weights = params * w_elem / (ly.zero >= 3 ? dp : 1.0);
+    mb.gradients = params * w_elem / (ly.zero >= 2 ? dp : 1.0);
+    mb.optimizer = params * opt_bytes_per_param / (ly.zero >= 1 ? dp : 1.0);
+    const double nl = stage_layers(L, pp, vp, s);
+    const int64_t chunks_inflight = inflight_chunks(ly.schedule, pp, vp, m, s);
+    const double kept_per_chunk = nl / vp * mt.layer_act_kept_bytes;
+    const double mb_inflight = double(chunks_inflight) / vp;
+    double kept = double(chunks_inflight) * kept_per_chunk;
+    if (s == 0) kept += mb_inflight * mt.embed_act_bytes;
+    // Working set: one layer's full activations while it is recomputed and back-propagated, plus
+    // the fp32 logits on the last stage.
+    double working = (ly.recompute != Recompute::None ? mt.layer_act_full_bytes : 0.0);
+    if (s == pp - 1) working += mt.head_act_bytes;
+    if (ly.offload) {
+      // Only the micro-batch being computed and the one being prefetched stay on the GPU.
+      const double kept_mb = vp * kept_per_chunk;
+      const double off_s = kept_mb / c.pcie_Bps;
+      if (s == crit_s || k == 0) {
+        const double exposed = std::max(0.0, off_s - crit.fwd) + std::max(0.0, off_s - crit.bwd);
+        offload_exposed = std::max(offload_exposed, md * exposed);
+      }
+      kept = std::min(kept, 2 * kept_mb);
+    }
+    mb.activations = kept + working;
+    const double zero3_prefetch = ly.zero >= 3 ? 2 * mt.layer_params * w_elem : 0.0;
+    const double sub = mb.weights + mb.gradients + mb.optimizer + mb.activations + zero3_prefetch;
+    mb.buffers = kFixedReservedBytes + zero3_prefetch + kAllocatorMargin * sub;
+    mb.total = mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.buffers;
+    if (mb.total > best_total) {
+      best_total = mb.total;
+      best = mb;
+      mem_s_idx = s;
+    }
+  }
+  tb.offload = offload_exposed;
+  best.capacity = sc.cluster.gpu.memory_bytes();
+
+  out.mem = best;
+  out.time = tb;
+  out.step_s = tb.sum();
+  out.fits = best.total <= best.capacity;
+  out.critical_stage = crit_s;
+  out.memory_stage = mem_s_idx;
+
+  if (steps) {
+    steps->chunks.clear();
+    const int chunks = pp * vp;
+    steps->chunks.reserve(chunks);
+    int first = 0;
+    // Chunk c holds layers in model order: chunk 0 on stage 0, chunk 1 on stage 1, ... (Megatron).
+    for (int cidx = 0; cidx < chunks; ++cidx) {
+      ChunkCosts ch;
+      ch.first_layer = first;
+      ch.num_layers = chunk_layers(L, chunks, cidx);
+      first += ch.num_layers;
+      ch.has_embedding = cidx == 0;
+      ch.has_head = cidx == chunks - 1;
+      const double nl = ch.num_layers;
+      ch.forward_s = nl * mt.layer_fwd_s + (ch.has_embedding ? mt.embed_fwd_s : 0) +
+                     (ch.has_head ? mt.head_fwd_s : 0);
+      const double head_bwd_w = ch.has_head ? mt.head_bwd_s / 2 : 0;
+      ch.backward_input_s = nl * mt.layer_bwd_in_s + (ch.has_embedding ? mt.embed_bwd_s : 0) +
+                            (ch.has_head ? mt.head_bwd_s - head_bwd_w : 0);
+      ch.backward_weight_s = nl * mt.layer_bwd_w_s + head_bwd_w;
+      ch.recompute_s = nl * mt.layer_recompute_s;
+      ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar;
+      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar;
+      ch.activation_bytes = nl * mt.layer_act_kept_bytes + (ch.has_embedding ? mt.embed_act_bytes : 0);
+      if (ly.offload) {
+        ch.offload_s = ch.activation_bytes / c.pcie_Bps;
+        ch.reload_s = ch.offload_s;
+      }
+      steps->chunks.push_back(ch);
+    }
+    steps->p2p_s = p2p;
+    steps->p2p_bytes = pp > 1 ? mt.p2p_bytes : 0;
+    steps->dp_comm_s = dp_s;
+    steps->dp_bytes = ly.dp > 1 ? grad_bytes : 0;
+    steps->dp_buckets = 8;
+    steps->optimizer_s = tb.optimizer;
+    steps->weights_bytes = best.weights;
+  }
+}
+
+}  // namespace detail
+
+// ---- Public API ---------------------------------------------------------------------------------
+
+std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
+  const ModelSpec& md = sc.model;
+  if (ly.dp < 1 || ly.tp < 1 || ly.pp < 1 || ly.vp < 1 || ly.mbs < 1)
+    return "dp, tp, pp, vp and mbs must be >= 1";
+  if (sc.total_gpus() <= 0) return "the scenario has no GPUs (nodes and gpus are 0)";
+  if (int64_t(ly.dp) * ly.tp * ly.pp != sc.total_gpus())
+    return "dp*tp*pp = " + std::to_string(int64_t(ly.dp) * ly.tp * ly.pp) +
+           " must equal the GPU count " + std::to_string(sc.total_gpus());
+  if (md.heads <= 0 || md.layers <= 0 || md.hidden <= 0) return "the model has no layers, hidden or heads";
+  if (md.heads % ly.tp != 0)
+    return "tp = " + std::to_string(ly.tp) + " must divide heads = " + std::to_string(md.heads);
+  if (md.kv_heads_or_default() % ly.tp != 0)
+    return "tp = " + std::to_string(ly.tp) + " must divide kv_heads = " +
+           std::to_string(md.kv_heads_or_default());
+  if (md.ffn_hidden_or_default() % ly.tp != 0)
+    return "tp = " + std::to_string(ly.tp) + " must divide ffn_hidden = " +
+           std::to_string(md.ffn_hidden_or_default());
+  if (int64_t(ly.pp) * ly.vp > md.layers)
+    return "pp*vp = " + std::to_string(ly.pp * ly.vp) + " must be <= layers = " + std::to_string(md.layers);
+  if (ly.vp > 1 && ly.schedule != Schedule::Interleaved) return "vp > 1 needs schedule interleaved";
+  if (ly.schedule == Schedule::Interleaved && (ly.vp < 2 || ly.pp < 2))
+    return "schedule interleaved needs pp >= 2 and vp >= 2";
+  if (sc.training.gbs <= 0) return "gbs must be > 0";
+  const int64_t m = ly.num_microbatches(sc.training.gbs);
+  if (m == 0)
+    return "gbs = " + std::to_string(sc.training.gbs) + " must be divisible by dp*mbs = " +
+           std::to_string(int64_t(ly.dp) * ly.mbs);
+  if (ly.schedule == Schedule::Interleaved && m % ly.pp != 0)
+    return "schedule interleaved needs num_microbatches = " + std::to_string(m) +
+           " divisible by pp = " + std::to_string(ly.pp);
+  if (ly.zero < 0 || ly.zero > 3) return "zero must be 0, 1, 2 or 3";
+  if (ly.zero >= 2 && ly.pp > 1) return "zero 2 and 3 need pp = 1 (gradients are sharded across micro-batches)";
+  const std::string& o = ly.order;
+  if (o.size() != 3 || std::count(o.begin(), o.end(), 'D') != 1 ||
+      std::count(o.begin(), o.end(), 'P') != 1 || std::count(o.begin(), o.end(), 'T') != 1)
+    return "order '" + o + "' must be a permutation of D, P and T";
+  if (ly.sp && ly.tp < 2) return "sp (sequence parallelism) needs tp >= 2";
+  if (sc.cluster.gpus_per_node <= 0) return "the cluster has no gpus_per_node";
+  if (sc.cluster.gpu.peak_tflops(sc.training.precision) <= 0 &&
+      !(sc.training.precision == Precision::Bf16 && sc.cluster.gpu.peak_tflops_fp16 > 0))
+    return "the GPU has no peak for precision " + std::string(to_string(sc.training.precision));
+  if (sc.cluster.gpu.memory_gbyte_per_s <= 0) return "the GPU has no memory bandwidth";
+  return std::nullopt;
+}
+
+namespace detail {
+
+// Everything after the layout is known: throughput, FLOP rates, days and dollars.
+void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m,
+                     const MicroTerms& mt, const Evaluation& ev, Estimate& est) {
+  est.layout = ly;
+  est.num_microbatches = m;
+  est.fits = ev.fits;
+  est.memory_per_gpu_bytes = ev.mem;
+  est.breakdown_s = ev.time;
+  est.step_time_s = ev.step_s;
+  est.bubble_fraction = ev.step_s > 0 ? ev.time.bubble / ev.step_s : 0;
+  const double gbs = double(sc.training.gbs), s = sc.seq_len();
+  est.gpus = sc.total_gpus();
+  est.nodes = sc.nodes > 0 ? sc.nodes
+                           : (est.gpus + sc.cluster.gpus_per_node - 1) / std::max(1, sc.cluster.gpus_per_node);
+  est.samples_per_s = gbs / ev.step_s;
+  est.tokens_per_s = est.samples_per_s * s;
+  const ModelProfile prof = profile_model(sc.model, 1, sc.seq_len(), 1, sc.training.precision);
+  const double model_flops_step = prof.flops_per_token * gbs * s;
+  // Recompute FLOPs: one more forward of every layer (full) or of the attention core (selective),
+  // whole model (per-rank figures x tp), per sequence.
+  double rec_flops_step = 0;
+  if (ly.recompute == Recompute::Full)
+    rec_flops_step = sc.model.layers * mt.layer_gemm_flops * ly.tp * gbs / ly.mbs;
+  else if (ly.recompute == Recompute::Selective)
+    rec_flops_step = sc.model.layers * mt.layer_attn_core_flops * ly.tp * gbs / ly.mbs;
+  est.model_tflops_per_gpu = model_flops_step / ev.step_s / est.gpus / 1e12;
+  est.hardware_tflops_per_gpu = (model_flops_step + rec_flops_step) / ev.step_s / est.gpus / 1e12;
+  est.mfu = c.peak_flops > 0 ? est.model_tflops_per_gpu * 1e12 / c.peak_flops : 0;
+  est.tokens_defaulted = !(sc.training.tokens > 0);
+  // Chinchilla: 20 tokens per parameter (Hoffmann et al. 2022) when the user gives no budget.
+  est.tokens = est.tokens_defaulted ? 20.0 * prof.total_params : sc.training.tokens;
+  est.days_to_train = est.tokens / est.tokens_per_s / 86400.0;
+  est.cost_usd = sc.cluster.price_per_node_hour_usd > 0
+                     ? est.nodes * sc.cluster.price_per_node_hour_usd * est.days_to_train * 24.0
+                     : std::numeric_limits<double>::quiet_NaN();
+  if (!ev.fits) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "needs %.1f GiB per GPU on stage %d, the GPU has %.1f GiB",
+                  ev.mem.total / gib, ev.memory_stage, ev.mem.capacity / gib);
+    est.reason = buf;
+  } else {
+    est.reason.clear();
+  }
+}
+
+}  // namespace detail
+
+Estimate estimate(const Scenario& sc, const Layout& ly) {
+  Estimate est;
+  if (auto err = check_layout(sc, ly)) {
+    est.layout = ly;
+    est.fits = false;
+    est.reason = *err;
+    est.gpus = sc.total_gpus();
+    est.nodes = sc.nodes;
+    est.cost_usd = std::numeric_limits<double>::quiet_NaN();
+    return est;
+  }
+  const detail::Constants c = detail::constants_for(sc);
+  const int64_t m = ly.num_microbatches(sc.training.gbs);
+  const detail::MicroTerms mt = detail::micro_terms(sc, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+  const detail::Placement pl = detail::placement(c, sc.cluster.gpus_per_node, sc.total_gpus(),
+                                                 ly.dp, ly.tp, ly.pp, ly.order.c_str());
+  detail::Evaluation ev;
+  detail::evaluate(sc, c, ly, m, mt, pl, ev, nullptr);
+  detail::finish_estimate(sc, c, ly, m, mt, ev, est);
+  return est;
+}
+
+StepCosts step_costs(const Scenario& sc, const Layout& ly) {
+  StepCosts out;
+  if (check_layout(sc, ly)) return out;
+  const detail::Constants c = detail::constants_for(sc);
+  const int64_t m = ly.num_microbatches(sc.training.gbs);
+  const detail::MicroTerms mt = detail::micro_terms(sc, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+  const detail::Placement pl = detail::placement(c, sc.cluster.gpus_per_node, sc.total_gpus(),
+                                                 ly.dp, ly.tp, ly.pp, ly.order.c_str());
+  detail::Evaluation ev;
+  detail::evaluate(sc, c, ly, m, mt, pl, ev, &out);
+  return out;
+}
+
+}  // namespace capplan

@@ -1,0 +1,96 @@
+// Internal pieces of the cost model shared by estimate() and the search's inner loop, so that a
+// searched layout and an estimated layout go through the same arithmetic. Not a public header.
+#pragma once
+
+#include <cstdint>
+
+#include "planner/cost_model.h"
+
+namespace capplan::detail {
+
+// The few global constants of the model, after cluster overrides (cost_model.cpp documents each).
+struct Constants {
+  double peak_flops = 0;      // dense tensor-core peak for the precision, FLOP/s
+  double gemm_eff = 0;        // fraction of peak reached by the arithmetic of a large GEMM
+  double hbm_Bps = 0;         // HBM bandwidth actually reached, bytes/s (spec x memory efficiency)
+  double intra_Bps = 0;       // NVLink bus bandwidth per GPU per direction reached by NCCL, bytes/s
+  double inter_node_Bps = 0;  // NIC bandwidth per node per direction reached by NCCL, bytes/s
+  double intra_lat_s = 0;     // one ring step inside a node
+  double inter_lat_s = 0;     // one ring step between nodes
+  double pcie_Bps = 0;        // host <-> GPU per GPU per direction
+  double elem_bytes = 2;      // bytes of an activation / weight element in the training precision
+};
+Constants constants_for(const Scenario& scenario);
+
+// Compute-side costs that depend only on (tp, mbs, sp, recompute): one transformer layer, one
+// micro-batch, one TP rank; plus the embedding (first stage) and LM head with loss (last stage).
+struct MicroTerms {
+  double layer_fwd_s = 0;
+  double layer_bwd_in_s = 0;
+  double layer_bwd_w_s = 0;
+  double layer_recompute_s = 0;
+  double layer_attn_core_fwd_s = 0;   // the part selective recompute repeats
+  double layer_gemm_flops = 0;        // forward FLOPs per TP rank (GEMMs + attention core)
+  double layer_attn_core_flops = 0;   // forward FLOPs of Q K^T and softmax V per TP rank
+  double layer_act_kept_bytes = 0;    // kept from forward to backward under the recompute mode
+  double layer_act_full_bytes = 0;    // without recompute (the working set a recompute rebuilds)
+  int tp_collectives_fwd = 0;         // all-reduce equivalents of size tp_bytes, per layer
+  int tp_collectives_bwd = 0;         // including those of a full-recompute forward
+  double tp_bytes = 0;                // b * s * h * element bytes
+  double embed_fwd_s = 0, embed_bwd_s = 0;
+  double embed_act_bytes = 0;
+  double head_fwd_s = 0, head_bwd_s = 0;
+  double head_act_bytes = 0;          // fp32 logits of one micro-batch
+  double layer_params = 0, embed_params = 0, head_params = 0;  // per TP rank
+  double final_norm_params = 0;       // part of head_params
+  double p2p_bytes = 0;               // activation sent to the next stage, per micro-batch
+};
+MicroTerms micro_terms(const Scenario& scenario, const Constants& c, int tp, int mbs, bool sp,
+                       Recompute recompute);
+
+// Bandwidth and latency of the links one communication group crosses (placement.cpp rules).
+struct Links {
+  int n = 1;         // group size
+  int per_node = 1;  // members that share a node
+  int nodes = 1;     // nodes the group spans
+  double bw_Bps = 0; // ring bus bandwidth available to the group, bytes/s
+  double lat_step_intra_s = 0;
+  double lat_step_inter_s = 0;
+};
+struct Placement {
+  Links tp, pp, dp;
+  double p2p_Bps = 0;    // per GPU, between consecutive stages
+  double p2p_lat_s = 0;
+};
+// `order` must be a permutation of "DPT" (right-most letter varies fastest over ranks).
+Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int dp, int tp, int pp,
+                    const char* order);
+
+// Ring all-reduce (Patarasuk & Yuan 2009; NCCL): 2(n-1)/n * S / B plus 2 latency terms per ring
+// pass; hierarchical latency: steps inside a node at intra latency, steps across nodes at inter.
+double allreduce_s(const Links& l, double bytes);
+// Reduce-scatter or all-gather: half of an all-reduce, (n-1)/n * S / B.
+double allgather_s(const Links& l, double bytes);
+
+// Layers of chunk c (0 .. pp*vp-1) when L layers are split over pp*vp chunks: remainders go to
+// chunks 1, 2, ... so that the first chunk (with the embedding) stays light.
+int chunk_layers(int layers, int chunks, int c);
+int stage_layers(int layers, int pp, int vp, int stage);
+
+struct Evaluation {
+  MemoryBytes mem;
+  TimeBreakdown time;
+  double step_s = 0;
+  bool fits = false;
+  int critical_stage = 0;  // stage that sets the pipeline pace
+  int memory_stage = 0;    // stage with the highest memory
+};
+// The whole model for one valid layout; fills `steps` when given (allocates), else allocation free.
+void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,
+              const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps);
+
+// Fills the public Estimate (throughput, FLOP rates, days, dollars) from an evaluation.
+void finish_estimate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,
+                     const MicroTerms& mt, const Evaluation& ev, Estimate& est);
+
+}  // namespace capplan::detail

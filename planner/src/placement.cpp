@@ -1,0 +1,90 @@
+// Which links a TP, PP or DP group crosses, from the placement order and gpus_per_node, and the
+// ring / hierarchical collective times over them. Ranks are numbered with the right-most letter of
+// the order varying fastest: with "DPT", TP peers are consecutive ranks and so share a node.
+#include <algorithm>
+#include <cmath>
+
+#include "cost_model_detail.h"
+
+namespace capplan::detail {
+
+namespace {
+
+// Group of `deg` members whose ranks are `stride` apart (the group containing rank 0; all groups
+// of a kind are shifted copies when gpus_per_node divides the rank count).
+Links group_links(const Constants& c, int gpn, int total, int deg, int stride) {
+  Links l;
+  l.n = deg;
+  const int gpus_in_node = std::max(1, std::min(gpn, total));
+  int nodes = 1;
+  int last = 0;
+  for (int i = 1; i < deg; ++i) {
+    const int node = int((int64_t(i) * stride) / gpus_in_node);
+    if (node != last) {
+      ++nodes;
+      last = node;
+    }
+  }
+  l.nodes = nodes;
+  l.per_node = std::max(1, (deg + nodes - 1) / nodes);
+  l.lat_step_intra_s = c.intra_lat_s;
+  l.lat_step_inter_s = c.inter_lat_s;
+  if (nodes <= 1) {
+    l.bw_Bps = c.intra_Bps;
+  } else {
+    // Every GPU of a node belongs to some group of this kind and all run the same collective at
+    // once: gpus_in_node / per_node groups share the node's NICs, and a ring crosses a node
+    // boundary once per node, so a group gets NIC * per_node / gpus_in_node (its intra-node hops
+    // run on NVLink at the same time and are not the bottleneck unless slower).
+    const double inter = c.inter_node_Bps * l.per_node / gpus_in_node;
+    l.bw_Bps = l.per_node > 1 ? std::min(c.intra_Bps, inter) : inter;
+  }
+  return l;
+}
+
+}  // namespace
+
+Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int dp, int tp, int pp,
+                    const char* order) {
+  int stride_d = 1, stride_p = 1, stride_t = 1;
+  int stride = 1;
+  for (int i = 2; i >= 0; --i) {
+    switch (order[i]) {
+      case 'D': stride_d = stride; stride *= dp; break;
+      case 'P': stride_p = stride; stride *= pp; break;
+      default: stride_t = stride; stride *= tp; break;
+    }
+  }
+  Placement pl;
+  pl.tp = group_links(c, gpus_per_node, total_gpus, tp, stride_t);
+  pl.pp = group_links(c, gpus_per_node, total_gpus, pp, stride_p);
+  pl.dp = group_links(c, gpus_per_node, total_gpus, dp, stride_d);
+  // Point-to-point between consecutive stages: every GPU sends at once in the steady state, so a
+  // crossing pair gets the NIC share of one GPU (Narayanan et al. 2021 Sec 4.1 for the pattern).
+  const int gpus_in_node = std::max(1, std::min(gpus_per_node, total_gpus));
+  if (pl.pp.nodes > 1) {
+    pl.p2p_Bps = c.inter_node_Bps / gpus_in_node;
+    pl.p2p_lat_s = c.inter_lat_s;
+  } else {
+    pl.p2p_Bps = c.intra_Bps;
+    pl.p2p_lat_s = c.intra_lat_s;
+  }
+  return pl;
+}
+
+double allreduce_s(const Links& l, double bytes) {
+  if (l.n <= 1 || bytes <= 0) return 0;
+  const double n = l.n;
+  const double latency =
+      2.0 * ((l.per_node - 1) * l.lat_step_intra_s + (l.nodes - 1) * l.lat_step_inter_s);
+  return 2.0 * (n - 1) / n * bytes / l.bw_Bps + latency;
+}
+
+double allgather_s(const Links& l, double bytes) {
+  if (l.n <= 1 || bytes <= 0) return 0;
+  const double n = l.n;
+  const double latency = (l.per_node - 1) * l.lat_step_intra_s + (l.nodes - 1) * l.lat_step_inter_s;
+  return (n - 1) / n * bytes / l.bw_Bps + latency;
+}
+
+}  // namespace capplan::detail

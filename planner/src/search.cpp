@@ -1,0 +1,376 @@
+// Exhaustive layout search. Work is split into units of (node count, tp, pp); inside a unit the
+// compute terms per (mbs, sp, recompute) and the placements per order are computed once, and the
+// inner loop over schedule, vp, zero, offload and order evaluates the cost model without
+// allocating. Workers keep small candidate lists that are merged and sorted by (score, stable key),
+// so the ranking does not depend on thread timing. The winners are re-estimated through estimate().
+#include "planner/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <thread>
+
+#include "cost_model_detail.h"
+#include "planner/profile.h"
+
+namespace capplan {
+
+const char* to_string(Objective v) {
+  switch (v) {
+    case Objective::Time: return "time";
+    case Objective::Cost: return "cost";
+    case Objective::Throughput: return "throughput";
+  }
+  return "time";
+}
+
+std::optional<Objective> parse_objective(const std::string& s) {
+  if (s == "time") return Objective::Time;
+  if (s == "cost") return Objective::Cost;
+  if (s == "throughput") return Objective::Throughput;
+  return std::nullopt;
+}
+
+namespace {
+
+constexpr const char* kOrders[6] = {"DPT", "PDT", "DTP", "TDP", "PTD", "TPD"};
+constexpr int kMaxMbs = 16;  // micro-batches beyond 16 sequences gain nothing on GEMM efficiency
+constexpr int kMaxVp = 8;
+
+struct Unit {
+  int nodes = 0;
+  int gpus = 0;
+  int tp = 1;
+  int pp = 1;
+};
+
+// One evaluated layout, compact and allocation-free.
+struct Cand {
+  double score = 0;
+  uint64_t key = 0;  // stable tie-break: knobs packed, smaller first
+  bool fits = false;
+  int nodes = 0, gpus = 0;
+  int dp = 1, tp = 1, pp = 1, vp = 1, mbs = 1, zero = 0;
+  Recompute recompute = Recompute::None;
+  bool offload = false, sp = false;
+  int order = 0;
+  Schedule schedule = Schedule::OneFOneB;
+  double days = 0, cost = 0;
+};
+
+bool better(const Cand& a, const Cand& b) {
+  if (a.fits != b.fits) return a.fits;
+  if (a.score != b.score) return a.score < b.score;
+  return a.key < b.key;
+}
+
+uint64_t pack_key(const Cand& c) {
+  uint64_t k = uint64_t(c.nodes);
+  k = k * 4096 + uint64_t(c.tp);
+  k = k * 1024 + uint64_t(c.pp);
+  k = k * 16 + uint64_t(c.vp);
+  k = k * 128 + uint64_t(c.mbs);
+  k = k * 4 + uint64_t(c.zero);
+  k = k * 3 + uint64_t(c.recompute);
+  k = k * 2 + uint64_t(c.offload);
+  k = k * 2 + uint64_t(c.sp);
+  k = k * 6 + uint64_t(c.order);
+  k = k * 3 + uint64_t(c.schedule);
+  return k;
+}
+
+// Keeps the best `top` candidates; amortised O(1) insert.
+class TopK {
+ public:
+  explicit TopK(size_t k) : k_(std::max<size_t>(k, 1)) { items_.reserve(4 * k_); }
+  void add(const Cand& c) {
+    if (items_.size() >= k_ && full_sorted_ && !better(c, items_[k_ - 1])) return;
+    items_.push_back(c);
+    if (items_.size() >= 4 * k_) trim();
+  }
+  void trim() {
+    std::sort(items_.begin(), items_.end(), better);
+    if (items_.size() > k_) items_.resize(k_);
+    full_sorted_ = items_.size() >= k_;
+  }
+  std::vector<Cand>& items() { return items_; }
+
+ private:
+  size_t k_;
+  bool full_sorted_ = false;
+  std::vector<Cand> items_;
+};
+
+std::string reduced_order(const char* order, int dp, int tp, int pp) {
+  std::string r;
+  for (int i = 0; i < 3; ++i) {
+    const char ch = order[i];
+    const int deg = ch == 'D' ? dp : ch == 'P' ? pp : tp;
+    if (deg > 1) r.push_back(ch);
+  }
+  return r;
+}
+
+std::vector<int> divisors(int64_t n, int64_t cap) {
+  std::vector<int> out;
+  for (int64_t d = 1; d <= n && d <= cap; ++d)
+    if (n % d == 0) out.push_back(int(d));
+  return out;
+}
+
+struct Worker {
+  const Scenario* base = nullptr;
+  const SearchOptions* opt = nullptr;
+  detail::Constants c;
+  double tokens = 0;
+  TopK top;
+  std::vector<Cand> best_per_nodes;  // index: nodes - nodes_min
+  int64_t evaluated = 0;
+
+  Worker(size_t k, size_t node_counts) : top(k), best_per_nodes(node_counts) {
+    for (Cand& b : best_per_nodes) b.score = HUGE_VAL;
+  }
+
+  void run_unit(const Unit& u) {
+    const Scenario& sc0 = *base;
+    const SearchOptions& o = *opt;
+    const LayoutPins& pin = o.pins;
+    Scenario sc = sc0;  // one copy per unit; the inner loop does not copy
+    sc.nodes = u.nodes;
+    sc.gpus = u.gpus;
+    const int dp = u.gpus / (u.tp * u.pp);
+    const int64_t gbs = sc.training.gbs;
+    if (gbs % dp != 0) return;
+    if (pin.dp && *pin.dp != dp) return;
+    const double seq = sc.seq_len();
+    const double price = sc.cluster.price_per_node_hour_usd;
+
+    // Distinct placements for this (dp, tp, pp).
+    detail::Placement places[6];
+    int order_ids[6];
+    int n_orders = 0;
+    std::string seen[6];
+    for (int i = 0; i < 6; ++i) {
+      if (pin.order && *pin.order != kOrders[i]) continue;
+      const std::string r = reduced_order(kOrders[i], dp, u.tp, u.pp);
+      bool dup = false;
+      for (int j = 0; j < n_orders; ++j) dup = dup || seen[j] == r;
+      if (dup) continue;
+      seen[n_orders] = r;
+      places[n_orders] = detail::placement(c, sc.cluster.gpus_per_node, u.gpus, dp, u.tp, u.pp, kOrders[i]);
+      order_ids[n_orders] = i;
+      ++n_orders;
+    }
+
+    Layout ly;
+    ly.dp = dp;
+    ly.tp = u.tp;
+    ly.pp = u.pp;
+    detail::Evaluation ev;
+    const int max_zero = dp == 1 ? 0 : (u.pp > 1 ? 1 : 3);
+    for (int mbs : divisors(gbs / dp, kMaxMbs)) {
+      if (pin.mbs && *pin.mbs != mbs) continue;
+      const int64_t m = gbs / (int64_t(dp) * mbs);
+      ly.mbs = mbs;
+      for (int spi = 0; spi < (u.tp > 1 ? 2 : 1); ++spi) {
+        if (pin.sp && *pin.sp != bool(spi)) continue;
+        ly.sp = spi != 0;
+        for (int rci = 0; rci < 3; ++rci) {
+          const Recompute rc = Recompute(rci);
+          if (pin.recompute && *pin.recompute != rc) continue;
+          ly.recompute = rc;
+          const detail::MicroTerms mt = detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
+          for (int si = 0; si < 3; ++si) {
+            const Schedule sch = Schedule(si);
+            if (pin.schedule && *pin.schedule != sch) continue;
+            int vp_lo = 1, vp_hi = 1;
+            if (sch == Schedule::Interleaved) {
+              if (u.pp < 2 || m % u.pp != 0) continue;
+              vp_lo = 2;
+              vp_hi = std::min(kMaxVp, sc.model.layers / u.pp);
+            } else if (sch == Schedule::GPipe && u.pp < 2) {
+              continue;  // without a pipeline GPipe and 1F1B are the same layout
+            }
+            for (int vp = vp_lo; vp <= vp_hi; ++vp) {
+              if (pin.vp && *pin.vp != vp) continue;
+              ly.schedule = sch;
+              ly.vp = vp;
+              for (int z = 0; z <= max_zero; ++z) {
+                if (pin.zero && *pin.zero != z) continue;
+                ly.zero = z;
+                for (int off = 0; off < 2; ++off) {
+                  if (pin.offload && *pin.offload != bool(off)) continue;
+                  if (off && rc == Recompute::None && false) continue;
+                  ly.offload = off != 0;
+                  for (int oi = 0; oi < n_orders; ++oi) {
+                    detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
+                    ++evaluated;
+                    if (!ev.fits && !o.include_infeasible) break;  // memory does not depend on order
+                    Cand cd;
+                    cd.fits = ev.fits;
+                    cd.nodes = u.nodes;
+                    cd.gpus = u.gpus;
+                    cd.dp = dp;
+                    cd.tp = u.tp;
+                    cd.pp = u.pp;
+                    cd.vp = vp;
+                    cd.mbs = mbs;
+                    cd.zero = z;
+                    cd.recompute = rc;
+                    cd.offload = ly.offload;
+                    cd.sp = ly.sp;
+                    cd.order = order_ids[oi];
+                    cd.schedule = sch;
+                    cd.days = tokens * ev.step_s / (double(gbs) * seq) / 86400.0;
+                    cd.cost = price > 0 ? u.nodes * price * cd.days * 24.0 : u.gpus * cd.days;
+                    switch (o.objective) {
+                      case Objective::Time: cd.score = cd.days; break;
+                      case Objective::Cost: cd.score = cd.cost; break;
+                      case Objective::Throughput: cd.score = ev.step_s * u.gpus; break;
+                    }
+                    cd.key = pack_key(cd);
+                    top.add(cd);
+                    if (cd.fits) {
+                      Cand& b = best_per_nodes[u.nodes - o.nodes_min];
+                      if (b.score == HUGE_VAL || better(cd, b)) b = cd;
+                    }
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+};
+
+Estimate materialize(const Scenario& base, const Cand& cd) {
+  Scenario sc = base;
+  sc.nodes = cd.nodes;
+  sc.gpus = cd.gpus;
+  Layout ly;
+  ly.dp = cd.dp;
+  ly.tp = cd.tp;
+  ly.pp = cd.pp;
+  ly.vp = cd.vp;
+  ly.mbs = cd.mbs;
+  ly.zero = cd.zero;
+  ly.recompute = cd.recompute;
+  ly.offload = cd.offload;
+  ly.sp = cd.sp;
+  ly.order = kOrders[cd.order];
+  ly.schedule = cd.schedule;
+  return estimate(sc, ly);
+}
+
+}  // namespace
+
+SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
+                    const SearchProgress& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchResult result;
+  SearchOptions o = options_in;
+  if (o.nodes_min <= 0 && o.nodes_max <= 0) o.nodes_min = o.nodes_max = scenario.nodes;
+  if (o.nodes_max < o.nodes_min) o.nodes_max = o.nodes_min;
+  if (o.nodes_min <= 0) o.nodes_min = 1;
+  const int gpn = scenario.cluster.gpus_per_node;
+  if (gpn <= 0 || scenario.training.gbs <= 0 || scenario.model.layers <= 0 || scenario.model.heads <= 0)
+    return result;
+  int fixed_gpus = 0;
+  if (o.nodes_min == o.nodes_max) fixed_gpus = o.gpus > 0 ? o.gpus : scenario.gpus;
+
+  // Work units: (nodes, tp, pp) with tp dividing heads, kv_heads and ffn_hidden, pp <= layers.
+  std::vector<Unit> units;
+  const ModelSpec& md = scenario.model;
+  for (int n = o.nodes_min; n <= o.nodes_max; ++n) {
+    const int g = fixed_gpus > 0 ? fixed_gpus : n * gpn;
+    for (int tp : divisors(g, md.heads)) {
+      if (md.heads % tp || md.kv_heads_or_default() % tp || md.ffn_hidden_or_default() % tp) continue;
+      if (o.pins.tp && *o.pins.tp != tp) continue;
+      for (int pp : divisors(g / tp, md.layers)) {
+        if (o.pins.pp && *o.pins.pp != pp) continue;
+        units.push_back({n, g, tp, pp});
+      }
+    }
+  }
+  // Largest units first balances the threads (pp > 1 units carry the interleaved vp loop).
+  const int64_t total = int64_t(units.size());
+
+  const ModelProfile prof = profile_model(md, 1, scenario.seq_len(), 1, scenario.training.precision);
+  const double tokens = scenario.training.tokens > 0 ? scenario.training.tokens : 20.0 * prof.total_params;
+  const detail::Constants c = detail::constants_for(scenario);
+  const size_t node_counts = size_t(o.nodes_max - o.nodes_min + 1);
+
+  int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  threads = int(std::max<int64_t>(1, std::min<int64_t>(threads, total)));
+  std::vector<Worker> workers;
+  workers.reserve(size_t(threads));
+  for (int i = 0; i < threads; ++i) {
+    workers.emplace_back(size_t(std::max(o.top, 1)), node_counts);
+    workers.back().base = &scenario;
+    workers.back().opt = &o;
+    workers.back().c = c;
+    workers.back().tokens = tokens;
+  }
+  std::atomic<int64_t> next{0}, done{0};
+  std::atomic<bool> cancel{false};
+  std::mutex progress_mutex;
+  auto body = [&](Worker& w) {
+    for (;;) {
+      if (cancel.load(std::memory_order_relaxed)) return;
+      const int64_t i = next.fetch_add(1);
+      if (i >= total) return;
+      w.run_unit(units[size_t(i)]);
+      const int64_t d = done.fetch_add(1) + 1;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mutex);
+        if (!cancel.load() && !progress(d, total)) cancel.store(true);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(body, std::ref(workers[size_t(i)]));
+  body(workers[0]);
+  for (std::thread& t : pool) t.join();
+
+  // Deterministic merge.
+  std::vector<Cand> all;
+  std::vector<Cand> per_nodes(node_counts);
+  for (Cand& b : per_nodes) b.score = HUGE_VAL;
+  for (Worker& w : workers) {
+    result.evaluated += w.evaluated;
+    w.top.trim();
+    all.insert(all.end(), w.top.items().begin(), w.top.items().end());
+    for (size_t k = 0; k < node_counts; ++k) {
+      const Cand& b = w.best_per_nodes[k];
+      if (b.score == HUGE_VAL) continue;
+      if (per_nodes[k].score == HUGE_VAL || better(b, per_nodes[k])) per_nodes[k] = b;
+    }
+  }
+  std::sort(all.begin(), all.end(), better);
+  if (all.size() > size_t(std::max(o.top, 0))) all.resize(size_t(std::max(o.top, 0)));
+  for (const Cand& cd : all) result.candidates.push_back(materialize(scenario, cd));
+
+  // Pareto front of days vs dollars (GPU-days when the price is unknown) over node counts.
+  std::vector<Cand> front;
+  for (const Cand& b : per_nodes) {
+    if (b.score == HUGE_VAL) continue;
+    bool dominated = false;
+    for (const Cand& other : per_nodes) {
+      if (other.score == HUGE_VAL || &other == &b) continue;
+      if (other.days <= b.days && other.cost <= b.cost && (other.days < b.days || other.cost < b.cost))
+        dominated = true;
+    }
+    if (!dominated) front.push_back(b);
+  }
+  for (const Cand& cd : front) result.pareto.push_back(materialize(scenario, cd));
+  result.cancelled = cancel.load();
+  result.search_time_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace capplan
