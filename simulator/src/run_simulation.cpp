@@ -1,0 +1,155 @@
+// Run simulation (run_simulation.h). Interruptions (node failures of all nodes together, plus
+// spot reclaims) arrive as a Poisson process; since it is memoryless, each attempt draws the time
+// to the next interruption afresh. An attempt computes for `interval`, writes a checkpoint,
+// repeats; an interruption loses everything since the last completed checkpoint and costs a
+// restart. Interruptions during a restart are not modelled (they would lengthen it slightly).
+#include "simulator/run_simulation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+
+namespace capplan {
+namespace {
+
+uint64_t splitmix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// Linear interpolation between order statistics (the "R-7" definition).
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double pos = q * double(sorted.size() - 1);
+  const size_t lo = size_t(std::floor(pos));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - double(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+}  // namespace
+
+Xoshiro256::Xoshiro256(uint64_t seed) {
+  uint64_t x = seed;
+  for (auto& s : s_) s = splitmix64(x);
+}
+
+uint64_t Xoshiro256::next() {
+  const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+double Xoshiro256::uniform01() { return double(next() >> 11) * 0x1.0p-53; }
+
+double Xoshiro256::exponential(double mean) { return -mean * std::log1p(-uniform01()); }
+
+double simulate_one_run(double work_h, double interval_h, double checkpoint_h, double restart_h,
+                        double mtti_h, Xoshiro256& rng, double* lost_h, int* failures) {
+  double done = 0, wall = 0;
+  const double segment = interval_h + checkpoint_h;
+  while (true) {
+    const double remaining = work_h - done;
+    if (remaining <= 0) break;
+    const double writes = std::max(0.0, std::ceil(remaining / interval_h - 1e-12) - 1);
+    const double to_finish = remaining + checkpoint_h * writes;
+    const double t = std::isfinite(mtti_h) ? rng.exponential(mtti_h) : std::numeric_limits<double>::infinity();
+    if (t >= to_finish) {
+      wall += to_finish;
+      break;
+    }
+    const double k = std::floor(t / segment);
+    done += k * interval_h;
+    wall += t + restart_h;
+    if (lost_h) *lost_h += t - k * segment;
+    if (failures) ++*failures;
+  }
+  return wall;
+}
+
+RunSimulation simulate_run(const RunInputs& in, const RunOptions& opt) {
+  RunSimulation r;
+  if (!(opt.node_mtbf_hours > 0)) r.error = "node_mtbf_hours: must be > 0";
+  else if (opt.checkpoint_interval_min < 0 || !std::isfinite(opt.checkpoint_interval_min))
+    r.error = "checkpoint_interval_min: must be >= 0 (0 = Young/Daly)";
+  else if (opt.restart_min < 0 || !std::isfinite(opt.restart_min)) r.error = "restart_min: must be >= 0";
+  else if (!(opt.storage_gbyte_per_s > 0)) r.error = "storage_gbyte_per_s: must be > 0";
+  else if (opt.spot_interruptions_per_day < 0) r.error = "spot_interruptions_per_day: must be >= 0";
+  else if (opt.trials < 1 || opt.trials > 10000000) r.error = "trials: must be in 1..10000000";
+  else if (!(in.step_time_s > 0) || !(in.steps > 0) || in.nodes < 1)
+    r.error = "plan: step time, steps and nodes must be > 0";
+  if (!r.error.empty()) return r;
+
+  const double work_h = in.step_time_s * in.steps / 3600.0;
+  r.failure_free_days = work_h / 24.0;
+  r.checkpoint_write_s = in.checkpoint_bytes / (opt.storage_gbyte_per_s * 1e9);
+  const double c_h = r.checkpoint_write_s / 3600.0;
+  const double rate_per_h = in.nodes / opt.node_mtbf_hours + opt.spot_interruptions_per_day / 24.0;
+  r.job_mtbf_hours = 1.0 / rate_per_h;
+  // Young 1974: the first-order optimum checkpoint interval is sqrt(2 * C * M).
+  r.young_daly_interval_min = std::sqrt(2.0 * c_h * r.job_mtbf_hours) * 60.0;
+  r.checkpoint_interval_min =
+      opt.checkpoint_interval_min > 0 ? opt.checkpoint_interval_min : std::max(r.young_daly_interval_min, 1e-3);
+  const double restart_h = opt.restart_min / 60.0;
+  const double price = in.price_per_node_hour_usd;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+
+  auto run_trials = [&](double interval_min, std::vector<double>* days, double* lost_h, int* failures) {
+    Xoshiro256 rng(opt.seed);  // common random numbers across intervals
+    double sum = 0;
+    for (int i = 0; i < opt.trials; ++i) {
+      const double h = simulate_one_run(work_h, interval_min / 60.0, c_h, restart_h, r.job_mtbf_hours,
+                                        rng, lost_h, failures);
+      sum += h / 24.0;
+      if (days) days->push_back(h / 24.0);
+    }
+    return sum / opt.trials;
+  };
+
+  std::vector<double> days;
+  days.reserve(size_t(opt.trials));
+  double lost_h = 0;
+  int failures = 0;
+  r.mean_days = run_trials(r.checkpoint_interval_min, &days, &lost_h, &failures);
+  std::sort(days.begin(), days.end());
+  r.median_days = percentile(days, 0.5);
+  r.p10_days = percentile(days, 0.1);
+  r.p90_days = percentile(days, 0.9);
+  r.mean_failures = double(failures) / opt.trials;
+  r.mean_lost_work_hours = lost_h / opt.trials;
+  r.mean_restart_hours = r.mean_failures * restart_h;
+  r.mean_checkpoint_hours = std::max(0.0, r.mean_days * 24 - work_h - r.mean_lost_work_hours - r.mean_restart_hours);
+  auto usd = [&](double d) { return price > 0 ? d * 24.0 * in.nodes * price : nan; };
+  r.mean_cost_usd = usd(r.mean_days);
+  r.median_cost_usd = usd(r.median_days);
+  r.p10_cost_usd = usd(r.p10_days);
+  r.p90_cost_usd = usd(r.p90_days);
+
+  // Sweep intervals geometrically around Young/Daly (1/16x .. 16x), each with the same seed.
+  const double center = std::max(r.young_daly_interval_min, 0.5);
+  r.best_interval_min = r.checkpoint_interval_min;
+  r.best_interval_mean_days = r.mean_days;
+  const int points = 33;
+  for (int i = 0; i < points; ++i) {
+    const double interval = center * std::pow(16.0, (2.0 * i / (points - 1)) - 1.0);
+    const double mean = run_trials(interval, nullptr, nullptr, nullptr);
+    r.interval_sweep.push_back({interval, mean});
+    if (mean < r.best_interval_mean_days) {
+      r.best_interval_mean_days = mean;
+      r.best_interval_min = interval;
+    }
+  }
+  return r;
+}
+
+}  // namespace capplan

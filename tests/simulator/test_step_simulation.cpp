@@ -1,0 +1,247 @@
+// Step simulation (simulator/step_simulation.h) on hand-written costs: golden bubble fractions,
+// a 2-stage timeline written out by hand, bucketed DP overlap, link contention that follows the
+// placement order, activation memory over time, offload, the Chrome trace, and bad input.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "simulator/step_simulation.h"
+
+namespace capplan {
+namespace {
+
+// Equal chunks: forward f, backward split into input-gradient bi and weight-gradient bw.
+StepCosts equal_costs(int chunks, double f, double bi, double bw, double p2p = 0) {
+  StepCosts c;
+  for (int i = 0; i < chunks; ++i) {
+    ChunkCosts ch;
+    ch.forward_s = f;
+    ch.backward_input_s = bi;
+    ch.backward_weight_s = bw;
+    ch.activation_bytes = 1e9;
+    c.chunks.push_back(ch);
+  }
+  c.p2p_s = p2p;
+  return c;
+}
+
+Layout pipeline(int pp, Schedule s, int vp = 1) {
+  Layout l;
+  l.pp = pp;
+  l.vp = vp;
+  l.schedule = s;
+  return l;
+}
+
+TEST(StepSimulation, OneFOneBBubbleIsGolden) {
+  // Expectation: p=4, m=8, f=1, b=2 → step = (m+p-1)(f+b) = 33 s, bubble = (p-1)/(m+p-1) = 3/11.
+  const auto sim = simulate_step(equal_costs(4, 1, 1, 1), pipeline(4, Schedule::OneFOneB), 8, 8);
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  std::printf("Expectation 33 s, 3/11 = %.4f; Actual result %.4f s, %.4f\n", 3.0 / 11, sim.step_time_s,
+              sim.bubble_fraction);
+  EXPECT_NEAR(sim.step_time_s, 33.0, 1e-9);
+  EXPECT_NEAR(sim.bubble_fraction, 3.0 / 11, 1e-9);
+  EXPECT_NEAR(sim.breakdown_s.compute, 24.0, 1e-9);
+  EXPECT_NEAR(sim.breakdown_s.sum(), sim.step_time_s, 1e-9);
+  for (double busy : sim.busy_fraction_per_gpu) EXPECT_NEAR(busy, 8.0 / 11, 1e-9);
+}
+
+TEST(StepSimulation, GPipeBubbleIsGoldenAndMNotMultipleOfP) {
+  // Expectation: p=4, m=6 → bubble = (p-1)/(m+p-1) = 3/9 for GPipe and 1F1B alike.
+  for (Schedule s : {Schedule::GPipe, Schedule::OneFOneB}) {
+    const auto sim = simulate_step(equal_costs(4, 1, 1, 1), pipeline(4, s), 8, 6);
+    ASSERT_TRUE(sim.error.empty()) << sim.error;
+    EXPECT_NEAR(sim.step_time_s, 27.0, 1e-9) << to_string(s);
+    EXPECT_NEAR(sim.bubble_fraction, 3.0 / 9, 1e-9) << to_string(s);
+  }
+}
+
+TEST(StepSimulation, InterleavedBubbleDividedByVp) {
+  // Expectation: p=4, vp=2, m=8, a stage's f+b = 3 s split over 2 chunks → bubble time
+  // (p-1)(f+b)/vp = 4.5 s, step = m(f+b) + 4.5 = 28.5 s.
+  const auto sim = simulate_step(equal_costs(8, 0.5, 0.5, 0.5), pipeline(4, Schedule::Interleaved, 2), 8, 8);
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  std::printf("Expectation 28.5 s; Actual result %.4f s\n", sim.step_time_s);
+  EXPECT_NEAR(sim.step_time_s, 28.5, 1e-9);
+  EXPECT_NEAR(sim.breakdown_s.bubble, 4.5, 1e-9);
+}
+
+TEST(StepSimulation, TwoStageTimelineByHand) {
+  // pp=2, m=2, 1F1B, f = bi = bw = 1 s, p2p 0.5 s, optimizer 0.25 s. Written out:
+  //   stage 0: F0 [0,1] F1 [1,2] | B0 waits for grad (stage 1 B0 ends 4.5 + 0.5) BI [5,6] BW [6,7]
+  //            B1 BI [8,9] BW [9,10] | optimizer [10,10.25]
+  //   stage 1: F0 [1.5,2.5] BI [2.5,3.5] BW [3.5,4.5] F1 [4.5,5.5] BI [5.5,6.5] BW [6.5,7.5] opt [7.5,7.75]
+  StepCosts c = equal_costs(2, 1, 1, 1, 0.5);
+  c.optimizer_s = 0.25;
+  const auto sim = simulate_step(c, pipeline(2, Schedule::OneFOneB), 8, 2);
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  struct Row { int stage; SimTaskKind kind; int mb; double start, end; };
+  const std::vector<Row> expected = {
+      {0, SimTaskKind::Forward, 0, 0, 1},          {0, SimTaskKind::Forward, 1, 1, 2},
+      {0, SimTaskKind::BackwardInput, 0, 5, 6},    {0, SimTaskKind::BackwardWeight, 0, 6, 7},
+      {0, SimTaskKind::BackwardInput, 1, 8, 9},    {0, SimTaskKind::BackwardWeight, 1, 9, 10},
+      {0, SimTaskKind::Optimizer, -1, 10, 10.25},  {1, SimTaskKind::Forward, 0, 1.5, 2.5},
+      {1, SimTaskKind::BackwardInput, 0, 2.5, 3.5}, {1, SimTaskKind::BackwardWeight, 0, 3.5, 4.5},
+      {1, SimTaskKind::Forward, 1, 4.5, 5.5},      {1, SimTaskKind::BackwardInput, 1, 5.5, 6.5},
+      {1, SimTaskKind::BackwardWeight, 1, 6.5, 7.5}, {1, SimTaskKind::Optimizer, -1, 7.5, 7.75},
+      {0, SimTaskKind::SendForward, 0, 1, 1.5},    {1, SimTaskKind::SendBackward, 0, 4.5, 5},
+      {1, SimTaskKind::SendBackward, 1, 7.5, 8},
+  };
+  for (const Row& r : expected) {
+    auto it = std::find_if(sim.timeline.begin(), sim.timeline.end(), [&](const SimEvent& e) {
+      return e.stage == r.stage && e.kind == r.kind && e.microbatch == r.mb;
+    });
+    ASSERT_NE(it, sim.timeline.end()) << "stage " << r.stage << " " << to_string(r.kind) << " mb" << r.mb;
+    EXPECT_NEAR(it->start_s, r.start, 1e-12) << "stage " << r.stage << " " << to_string(r.kind) << " mb" << r.mb;
+    EXPECT_NEAR(it->end_s, r.end, 1e-12) << "stage " << r.stage << " " << to_string(r.kind) << " mb" << r.mb;
+  }
+  EXPECT_NEAR(sim.step_time_s, 10.25, 1e-12);
+  EXPECT_EQ(sim.critical_stage, 0);
+  // Stage 0 idles 3 s before B0 and 1 s before B1; each wait includes one 0.5 s transfer.
+  EXPECT_NEAR(sim.breakdown_s.pp_comm, 1.0, 1e-12);
+  EXPECT_NEAR(sim.breakdown_s.bubble, 3.0, 1e-12);
+  EXPECT_NEAR(sim.breakdown_s.compute, 6.0, 1e-12);
+  EXPECT_NEAR(sim.breakdown_s.optimizer, 0.25, 1e-12);
+}
+
+TEST(StepSimulation, RingAllReduceExposedAfterLastBucket) {
+  // Ring all-reduce of S = 1 GB over n = 4 GPUs at B = 100 GB/s with 10 us per step:
+  // 2(n-1)/n * S/B + 2(n-1) * latency = 15 ms + 60 us. One bucket: all of it after backward.
+  // Four buckets issued as the last weight-gradient work proceeds (0.25 s per piece): only the
+  // last bucket, a quarter of the time, is exposed.
+  const double n = 4, S = 1e9, B = 100e9, lat = 10e-6;
+  const double ring = 2 * (n - 1) / n * S / B + 2 * (n - 1) * lat;
+  StepCosts c = equal_costs(1, 1, 1, 1);
+  c.dp_comm_s = ring;
+  c.optimizer_s = 0.1;
+  Layout l;
+  l.dp = 4;
+  c.dp_buckets = 1;
+  auto one = simulate_step(c, l, 8, 1);
+  ASSERT_TRUE(one.error.empty()) << one.error;
+  EXPECT_NEAR(one.step_time_s, 3 + ring + 0.1, 1e-12);
+  EXPECT_NEAR(one.breakdown_s.dp_comm, ring, 1e-12);
+  c.dp_buckets = 4;
+  auto four = simulate_step(c, l, 8, 1);
+  EXPECT_NEAR(four.step_time_s, 3 + ring / 4 + 0.1, 1e-12);
+  EXPECT_NEAR(four.breakdown_s.dp_comm, ring / 4, 1e-12);
+  // ZeRO-1: the buckets reduce-scatter (half), the all-gather (other half) follows the optimizer.
+  l.zero = 1;
+  c.dp_buckets = 1;
+  auto z = simulate_step(c, l, 8, 1);
+  EXPECT_NEAR(z.step_time_s, 3 + ring / 2 + 0.1 + ring / 2, 1e-12);
+  EXPECT_NEAR(z.breakdown_s.dp_comm, ring, 1e-12);
+}
+
+TEST(StepSimulation, StagesSharingANodeContendForItsNic) {
+  // dp=2, pp=2, tp=1 on 2-GPU nodes. Order DPT puts both stages of a replica on one node, so the
+  // two stages' DP all-reduces (10 s each, far longer than compute) share that node's NIC. Order
+  // PDT puts a stage's DP group inside a node (NVLink, no sharing between stages).
+  StepCosts c = equal_costs(2, 1, 1, 1);
+  c.dp_comm_s = 10;
+  Layout l = pipeline(2, Schedule::OneFOneB);
+  l.dp = 2;
+  l.order = "DPT";
+  StepSimulationOptions off;
+  off.contention = false;
+  const auto free = simulate_step(c, l, 2, 4, off);
+  const auto shared = simulate_step(c, l, 2, 4);
+  ASSERT_TRUE(shared.error.empty()) << shared.error;
+  EXPECT_EQ(shared.stage_node[0], shared.stage_node[1]);
+  // Stage 1's buckets start at t1 = 13, stage 0's at t0 = 15 (last backward ends). Alone each
+  // takes 10 s; shared, stage 1 has 2 s alone, then both run at half rate: stage 1 ends at
+  // 15 + 2*8 = 31, stage 0 has done 8 s of its 10 and ends at 31 + 2 = 33.
+  EXPECT_NEAR(free.step_time_s, 25.0, 1e-9);
+  EXPECT_NEAR(shared.step_time_s, 33.0, 1e-9);
+  l.order = "PDT";
+  const auto apart = simulate_step(c, l, 2, 4);
+  EXPECT_NE(apart.stage_node[0], apart.stage_node[1]);
+  EXPECT_NEAR(apart.step_time_s, 25.0, 1e-9);
+}
+
+TEST(StepSimulation, PeakActivationMemoryFollowsSchedule) {
+  // Expectation: 1 GB per micro-batch per stage; 1F1B holds p - s micro-batches on stage s,
+  // GPipe holds all m.
+  const auto f = simulate_step(equal_costs(4, 1, 1, 1), pipeline(4, Schedule::OneFOneB), 8, 8);
+  for (int s = 0; s < 4; ++s) EXPECT_NEAR(f.peak_activation_bytes_per_stage[s], (4 - s) * 1e9, 1) << s;
+  EXPECT_NEAR(f.activation_bytes_over_time[0].back().second, 0.0, 1);
+  const auto g = simulate_step(equal_costs(4, 1, 1, 1), pipeline(4, Schedule::GPipe), 8, 8);
+  for (int s = 0; s < 4; ++s) EXPECT_NEAR(g.peak_activation_bytes_per_stage[s], 8e9, 1) << s;
+}
+
+TEST(StepSimulation, OffloadHiddenWhenPcieIsFastExposedWhenSlow) {
+  StepCosts c = equal_costs(1, 1, 1, 1);
+  c.chunks[0].offload_s = 0.5;
+  c.chunks[0].reload_s = 0.5;
+  Layout l;
+  // GPipe, m=4 on one stage: forwards [0,4]; offloads finish by 4.5; reload of mb0 runs at once.
+  auto fast = simulate_step(c, pipeline(1, Schedule::GPipe), 8, 4);
+  ASSERT_TRUE(fast.error.empty()) << fast.error;
+  // Offloads 0.5..4.5 on the PCIe stream, reload mb0 4.5..5.0: backward 0 waits 1 s after the
+  // forwards, then reloads keep ahead of 2 s backwards. Step = 4 + 1 + 4 * 2 = 13.
+  EXPECT_NEAR(fast.step_time_s, 13.0, 1e-9);
+  EXPECT_NEAR(fast.breakdown_s.offload, 1.0, 1e-9);
+  // Expectation: reloads prefetch one backward ahead, so at most 2 of GPipe's 4 GB are on the GPU.
+  EXPECT_NEAR(fast.peak_activation_bytes_per_stage[0], 2e9, 1);
+  c.chunks[0].reload_s = 3;  // slow: each backward waits for its reload
+  auto slow = simulate_step(c, pipeline(1, Schedule::GPipe), 8, 4);
+  EXPECT_GT(slow.step_time_s, fast.step_time_s + 5);
+}
+
+TEST(StepSimulation, UnevenStagesPaceIsTheSlowestStage) {
+  // Expectation: a 2x heavier middle stage sets the steady-state pace: step >= m * (its f+b).
+  StepCosts c = equal_costs(4, 1, 1, 1);
+  c.chunks[2].forward_s = 2;
+  c.chunks[2].backward_input_s = 2;
+  c.chunks[2].backward_weight_s = 2;
+  const auto sim = simulate_step(c, pipeline(4, Schedule::OneFOneB), 8, 7);
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  EXPECT_GE(sim.step_time_s, 7 * 6.0);
+  EXPECT_LT(sim.step_time_s, 7 * 6.0 + 3 * 6.0 + 1e-9);
+  EXPECT_NEAR(sim.busy_fraction_per_gpu[2], 42.0 / sim.step_time_s, 1e-9);
+}
+
+TEST(StepSimulation, ChromeTraceHasOnePidPerGpuAndCompleteEvents) {
+  Layout l = pipeline(2, Schedule::OneFOneB);
+  l.order = "PDT";
+  l.dp = 2;
+  const auto sim = simulate_step(equal_costs(2, 1e-3, 1e-3, 1e-3, 1e-4), l, 8, 2);
+  const std::string json = chrome_trace_json(sim);
+  EXPECT_EQ(json.front(), '{');
+  EXPECT_NE(json.find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(json.find("\"ph\":\"X\",\"name\":\"forward mb1\""), std::string::npos);
+  // PDT with dp=2: stage 1's GPU is global rank 2.
+  EXPECT_NE(json.find("\"pid\":2,\"tid\":0,\"ts\":"), std::string::npos);
+  EXPECT_NE(json.find("\"ts\":1000.000,\"dur\":100.000"), std::string::npos);  // microseconds
+  size_t x = 0, pos = 0;
+  while ((pos = json.find("\"ph\":\"X\"", pos)) != std::string::npos) ++x, ++pos;
+  EXPECT_EQ(x, sim.timeline.size());
+  EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+}
+
+TEST(StepSimulation, BadInputGivesNamedErrorNotCrash) {
+  EXPECT_NE(simulate_step(equal_costs(2, 1, 1, 1), pipeline(2, Schedule::OneFOneB), 8, 0)
+                .error.find("num_microbatches"), std::string::npos);
+  EXPECT_NE(simulate_step(equal_costs(3, 1, 1, 1), pipeline(2, Schedule::OneFOneB), 8, 4)
+                .error.find("chunks"), std::string::npos);
+  EXPECT_NE(simulate_step(equal_costs(8, 1, 1, 1), pipeline(4, Schedule::Interleaved, 2), 8, 6)
+                .error.find("multiple of pp"), std::string::npos);
+  Layout bad;
+  bad.pp = 0;
+  EXPECT_FALSE(simulate_step(equal_costs(1, 1, 1, 1), bad, 8, 4).error.empty());
+}
+
+TEST(StepSimulation, PlacementRankRightMostLetterFastest) {
+  Layout l;
+  l.dp = 2;
+  l.pp = 3;
+  l.tp = 4;
+  EXPECT_EQ(placement_rank("DPT", l, 1, 2, 3), (1 * 3 + 2) * 4 + 3);
+  EXPECT_EQ(placement_rank("TPD", l, 1, 2, 3), (3 * 3 + 2) * 2 + 1);
+  EXPECT_EQ(placement_rank("PDT", l, 1, 2, 3), (2 * 2 + 1) * 4 + 3);
+}
+
+}  // namespace
+}  // namespace capplan
