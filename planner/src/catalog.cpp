@@ -65,8 +65,10 @@ std::string cluster_summary(const CatalogEntry& e) {
   std::string out = std::to_string(s.gpus_per_node) + " x " + s.gpu.name + " (" +
                     fmt(s.gpu.memory_gib) + " GiB), " + fmt(s.intra_node_gbyte_per_s) +
                     " GB/s/GPU intra-node, " + fmt(s.inter_node_gbit_per_s) + " Gb/s/node, ";
-  out += s.price_per_node_hour_usd > 0 ? "$" + fmt(s.price_per_node_hour_usd) + "/node-hour"
-                                       : std::string("price unknown");
+  if (s.price_per_node_hour_usd > 0)
+    out.append("$").append(fmt(s.price_per_node_hour_usd)).append("/node-hour");
+  else
+    out.append("price unknown");
   return out;
 }
 

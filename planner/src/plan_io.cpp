@@ -259,7 +259,7 @@ std::string write_file_atomic(const std::string& path, const std::string& conten
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::string tmpl = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  std::string tmpl = (dir / std::string(".").append(target.filename().string()).append(".tmp.XXXXXX")).string();
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) return path + ": cannot create a temporary file: " + std::strerror(errno);
   const char* p = contents.data();

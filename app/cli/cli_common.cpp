@@ -1,0 +1,567 @@
+// Flag parsing, scenario/layout construction and output forms shared by the capplan commands.
+#include "cli_common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "planner/spec_io.h"
+
+namespace capplan::cli {
+
+namespace {
+
+std::vector<std::string> flag_names(const std::vector<FlagSpec>& flags) {
+  std::vector<std::string> out;
+  for (const auto& f : flags) out.push_back(f.name);
+  return out;
+}
+
+const FlagSpec* find_flag(const std::vector<FlagSpec>& flags, const std::string& name) {
+  for (const auto& f : flags)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+void flag_error(Diagnostics& diags, const std::string& flag, const std::string& message,
+                const std::string& hint = {}) {
+  diags.error(kCommandLine, 0, 0, "--" + flag, message, hint);
+}
+
+std::string hint_of(const std::string& near) {
+  return near.empty() ? std::string() : "did you mean '" + near + "'?";
+}
+
+}  // namespace
+
+std::string Args::get(const std::string& name, const std::string& fallback) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+Args parse_args(int argc, char** argv, const std::vector<FlagSpec>& flags, Diagnostics& diags,
+                size_t max_positional) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      args.help_ = true;
+      continue;
+    }
+    if (a.size() > 2 && a.compare(0, 2, "--") == 0) {
+      std::string name = a.substr(2), value;
+      bool inline_value = false;
+      if (const auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name.resize(eq);
+        inline_value = true;
+      }
+      const FlagSpec* spec = find_flag(flags, name);
+      if (!spec) {
+        flag_error(diags, name, "unknown flag",
+                   hint_of(closest_match(name, flag_names(flags)).empty()
+                               ? std::string()
+                               : "--" + closest_match(name, flag_names(flags))));
+        // Skip its value, if it seems to have one, so it is not taken as positional.
+        if (!inline_value && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) ++i;
+        continue;
+      }
+      if (spec->takes_value && !inline_value) {
+        if (i + 1 >= argc || std::string(argv[i + 1]).rfind("--", 0) == 0) {
+          flag_error(diags, name, "needs a value" +
+                                      (spec->value_name.empty() ? std::string()
+                                                                : " (" + spec->value_name + ")"));
+          continue;
+        }
+        value = argv[++i];
+      } else if (!spec->takes_value && inline_value) {
+        flag_error(diags, name, "takes no value, found '" + value + "'");
+        continue;
+      }
+      if (args.values_.count(name)) {
+        flag_error(diags, name, "given more than once");
+        continue;
+      }
+      args.values_[name] = value;
+      continue;
+    }
+    if (args.positional_.size() >= max_positional) {
+      diags.error(kCommandLine, 0, 0, "", "unexpected argument '" + a + "'");
+      continue;
+    }
+    args.positional_.push_back(a);
+  }
+  return args;
+}
+
+std::optional<int64_t> int_flag(const Args& args, const std::string& name, Diagnostics& diags,
+                                int64_t min, int64_t max) {
+  if (!args.has(name)) return std::nullopt;
+  const std::string s = args.get(name);
+  const auto v = parse_number(s);
+  if (!v) {
+    flag_error(diags, name, "expected a whole number, found '" + s + "'");
+    return std::nullopt;
+  }
+  if (*v != std::floor(*v)) {
+    flag_error(diags, name, "expected a whole number, found " + s);
+    return std::nullopt;
+  }
+  if (*v < double(min) || *v > double(max)) {
+    std::string msg = "must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                      ", found " + s;
+    if (*v <= 0 && min == 1) msg = "must be > 0, found " + s;
+    flag_error(diags, name, msg);
+    return std::nullopt;
+  }
+  return int64_t(*v);
+}
+
+std::optional<double> number_flag(const Args& args, const std::string& name, Diagnostics& diags,
+                                  double min_exclusive, double max) {
+  if (!args.has(name)) return std::nullopt;
+  const std::string s = args.get(name);
+  const auto v = parse_number(s);
+  if (!v) {
+    flag_error(diags, name, "expected a finite number, found '" + s + "'");
+    return std::nullopt;
+  }
+  if (!(*v > min_exclusive) || *v > max) {
+    flag_error(diags, name,
+               *v > max ? "too large: must be <= " + JsonWriter::number(max) + ", found " + s
+                        : "must be > " + JsonWriter::number(min_exclusive) + ", found " + s);
+    return std::nullopt;
+  }
+  return *v;
+}
+
+void require_flag(const Args& args, const std::string& name, Diagnostics& diags,
+                  const std::string& what) {
+  if (!args.has(name)) flag_error(diags, name, "required (" + what + ")");
+}
+
+std::vector<FlagSpec> scenario_flags(bool node_range) {
+  return {
+      {"model", true, "model preset name, YAML file or Hugging Face config.json", "M"},
+      {"cluster", true, "cluster/instance preset name or YAML file", "C"},
+      {"nodes", true,
+       node_range ? "node count, or a range A:B to search over" : "node count", "N"},
+      {"gpus", true, "GPUs used in all (default nodes x gpus_per_node)", "N"},
+      {"gbs", true, "global batch size, sequences per optimizer step", "G"},
+      {"seq", true, "sequence length (default: the model's)", "S"},
+      {"tokens", true, "tokens to train, e.g. 300e9 (default 20 per parameter)", "N"},
+      {"precision", true, "bf16 | fp16 | fp32 (default bf16, fp16 where bf16 is unsupported)",
+       "P"},
+  };
+}
+
+std::vector<FlagSpec> layout_flags() {
+  return {
+      {"dp", true, "data-parallel degree", "D"},
+      {"tp", true, "tensor-parallel degree", "T"},
+      {"pp", true, "pipeline-parallel degree (stages)", "P"},
+      {"vp", true, "virtual stages per pipeline stage (interleaved schedule)", "V"},
+      {"mbs", true, "micro-batch size, sequences", "B"},
+      {"zero", true, "ZeRO stage 0|1|2|3 over the data-parallel group", "Z"},
+      {"recompute", true, "activation recompute: none | selective | full", "R"},
+      {"offload", false, "offload activations to host memory", ""},
+      {"sp", false, "sequence parallelism (with tp > 1)", ""},
+      {"order", true, "rank placement: a permutation of DPT, right-most fastest (or cluster|spread)",
+       "O"},
+      {"schedule", true, "pipeline schedule: gpipe | 1f1b | interleaved", "S"},
+  };
+}
+
+FlagSpec json_flag() { return {"json", false, "print JSON instead of a table", ""}; }
+
+std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& diags,
+                                               bool node_range, bool gbs_required) {
+  const size_t before = diags.items().size();
+  ScenarioArgs out;
+  require_flag(args, "model", diags, "a preset name or a file; see `capplan models`");
+  require_flag(args, "cluster", diags, "a preset name or a file; see `capplan clusters`");
+  bool have_model = false, have_cluster = false;
+  if (args.has("model")) {
+    out.model_ref = args.get("model");
+    Loaded<ModelSpec> m = load_model(out.model_ref);
+    diags.append(m.diagnostics);
+    if (m.ok()) {
+      out.scenario.model = *m.value;
+      have_model = true;
+    }
+  }
+  if (args.has("cluster")) {
+    out.cluster_ref = args.get("cluster");
+    Loaded<ClusterSpec> c = load_cluster(out.cluster_ref);
+    diags.append(c.diagnostics);
+    if (c.ok()) {
+      out.scenario.cluster = *c.value;
+      have_cluster = true;
+    }
+  }
+
+  // --nodes N or, for plan, A:B.
+  std::optional<int64_t> gpus = int_flag(args, "gpus", diags, 1, 10'000'000);
+  if (args.has("nodes")) {
+    const std::string s = args.get("nodes");
+    const auto colon = s.find(':');
+    if (colon != std::string::npos && node_range) {
+      const auto a = parse_number(s.substr(0, colon));
+      const auto b = parse_number(s.substr(colon + 1));
+      if (!a || !b || *a != std::floor(*a) || *b != std::floor(*b) || *a < 1 || *b < *a ||
+          *b > 1e6)
+        flag_error(diags, "nodes", "expected a range A:B of node counts with 1 <= A <= B, found '" +
+                                       s + "'");
+      else {
+        out.nodes_min = int(*a);
+        out.nodes_max = int(*b);
+      }
+    } else if (auto n = int_flag(args, "nodes", diags, 1, 1'000'000)) {
+      out.nodes_min = out.nodes_max = int(*n);
+    }
+  } else if (!gpus) {
+    flag_error(diags, "nodes", "required (node count)");
+  }
+  if (gpus) {
+    if (out.nodes_min != out.nodes_max) {
+      flag_error(diags, "gpus", "cannot be combined with a range of --nodes");
+    } else if (have_cluster) {
+      const int per = out.scenario.cluster.gpus_per_node;
+      if (out.nodes_min == 0) out.nodes_min = out.nodes_max = int((*gpus + per - 1) / per);
+      if (*gpus > int64_t(out.nodes_min) * per)
+        flag_error(diags, "gpus",
+                   "more GPUs (" + std::to_string(*gpus) + ") than " +
+                       std::to_string(out.nodes_min) + " nodes of " + std::to_string(per) +
+                       " hold");
+      out.scenario.gpus = int(*gpus);
+    }
+  }
+  out.scenario.nodes = out.nodes_min;
+
+  TrainingSpec& t = out.scenario.training;
+  if (gbs_required) require_flag(args, "gbs", diags, "global batch size in sequences");
+  if (auto g = int_flag(args, "gbs", diags, 1, int64_t(1e12))) t.gbs = *g;
+  if (auto s = int_flag(args, "seq", diags, 1, 100'000'000)) t.seq_len = int(*s);
+  if (auto n = number_flag(args, "tokens", diags, 0, 1e18)) t.tokens = *n;
+  if (args.has("precision")) {
+    if (auto p = parse_precision(args.get("precision")))
+      t.precision = *p;
+    else
+      flag_error(diags, "precision", "expected bf16, fp16 or fp32, found '" +
+                                         args.get("precision") + "'");
+  } else if (have_cluster && out.scenario.cluster.gpu.peak_tflops_bf16 <= 0) {
+    // GPUs without bf16 (V100) train in fp16 with loss scaling.
+    t.precision = Precision::Fp16;
+  }
+  if (have_cluster && args.has("precision") &&
+      out.scenario.cluster.gpu.peak_tflops(t.precision) <= 0)
+    flag_error(diags, "precision",
+               std::string(to_string(t.precision)) + " is not supported by " +
+                   out.scenario.cluster.gpu.name,
+               "try --precision fp16");
+  (void)have_model;
+  for (size_t i = before; i < diags.items().size(); ++i)
+    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  return out;
+}
+
+std::optional<Layout> layout_from_args(const Args& args, Diagnostics& diags) {
+  const size_t before = diags.items().size();
+  Layout l;
+  for (const char* k : {"dp", "tp", "pp"}) require_flag(args, k, diags, "parallel degree");
+  if (auto v = int_flag(args, "dp", diags, 1, 10'000'000)) l.dp = int(*v);
+  if (auto v = int_flag(args, "tp", diags, 1, 1'000'000)) l.tp = int(*v);
+  if (auto v = int_flag(args, "pp", diags, 1, 1'000'000)) l.pp = int(*v);
+  if (auto v = int_flag(args, "vp", diags, 1, 100'000)) l.vp = int(*v);
+  if (auto v = int_flag(args, "mbs", diags, 1, 10'000'000)) l.mbs = int(*v);
+  if (auto v = int_flag(args, "zero", diags, 0, 3)) l.zero = int(*v);
+  if (args.has("recompute")) {
+    if (auto r = parse_recompute(args.get("recompute")))
+      l.recompute = *r;
+    else
+      flag_error(diags, "recompute",
+                 "expected none, selective or full, found '" + args.get("recompute") + "'");
+  }
+  l.offload = args.has("offload");
+  l.sp = args.has("sp");
+  if (args.has("order")) {
+    if (auto o = parse_order(args.get("order")))
+      l.order = *o;
+    else
+      flag_error(diags, "order", "expected a permutation of D, P, T (e.g. DPT) or cluster/spread, "
+                                 "found '" + args.get("order") + "'");
+  }
+  if (args.has("schedule")) {
+    if (auto s = parse_schedule(args.get("schedule")))
+      l.schedule = *s;
+    else
+      flag_error(diags, "schedule",
+                 "expected gpipe, 1f1b or interleaved, found '" + args.get("schedule") + "'");
+  } else if (l.vp > 1) {
+    l.schedule = Schedule::Interleaved;  // --vp only means something with interleaving
+  }
+  for (size_t i = before; i < diags.items().size(); ++i)
+    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  return l;
+}
+
+std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& diags) {
+  const size_t before = diags.items().size();
+  LayoutPins pins;
+  const std::vector<std::string> keys = {"dp",      "tp", "pp",    "vp",      "mbs", "zero",
+                                         "recompute", "offload", "sp", "order", "schedule"};
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos) {
+      flag_error(diags, "fix", "expected KEY=VALUE, found '" + item + "'");
+      continue;
+    }
+    const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    auto bad = [&](const std::string& expected) {
+      flag_error(diags, "fix", k + ": expected " + expected + ", found '" + v + "'");
+    };
+    auto as_int = [&](int lo, int hi) -> std::optional<int> {
+      const auto n = parse_number(v);
+      if (!n || *n != std::floor(*n) || *n < lo || *n > hi) {
+        bad("a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+        return std::nullopt;
+      }
+      return int(*n);
+    };
+    auto as_bool = [&]() -> std::optional<bool> {
+      if (v == "true" || v == "on" || v == "1" || v == "yes") return true;
+      if (v == "false" || v == "off" || v == "0" || v == "no") return false;
+      bad("true or false");
+      return std::nullopt;
+    };
+    if (k == "dp") pins.dp = as_int(1, 10'000'000);
+    else if (k == "tp") pins.tp = as_int(1, 1'000'000);
+    else if (k == "pp") pins.pp = as_int(1, 1'000'000);
+    else if (k == "vp") pins.vp = as_int(1, 100'000);
+    else if (k == "mbs") pins.mbs = as_int(1, 10'000'000);
+    else if (k == "zero") pins.zero = as_int(0, 3);
+    else if (k == "recompute") {
+      pins.recompute = parse_recompute(v);
+      if (!pins.recompute) bad("none, selective or full");
+    } else if (k == "offload") pins.offload = as_bool();
+    else if (k == "sp") pins.sp = as_bool();
+    else if (k == "order") {
+      pins.order = parse_order(v);
+      if (!pins.order) bad("a permutation of D, P, T");
+    } else if (k == "schedule") {
+      pins.schedule = parse_schedule(v);
+      if (!pins.schedule) bad("gpipe, 1f1b or interleaved");
+    } else {
+      flag_error(diags, "fix", "unknown knob '" + k + "'", hint_of(closest_match(k, keys)));
+    }
+  }
+  for (size_t i = before; i < diags.items().size(); ++i)
+    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  return pins;
+}
+
+int report(const Diagnostics& diags) {
+  for (const auto& d : diags.items()) std::cerr << d.to_string() << '\n';
+  std::cerr.flush();
+  return diags.has_errors() ? kExitBadInput : kExitOk;
+}
+
+void print_help(const std::string& command, const std::string& synopsis,
+                const std::vector<FlagSpec>& flags) {
+  std::printf("usage: capplan %s %s\n", command.c_str(), synopsis.c_str());
+  if (flags.empty()) return;
+  std::printf("\noptions:\n");
+  for (const auto& f : flags) {
+    std::string left = "--" + f.name + (f.value_name.empty() ? "" : " " + f.value_name);
+    std::printf("  %-18s %s\n", left.c_str(), f.help.c_str());
+  }
+}
+
+void write_estimate_json(JsonWriter& w, const Estimate& e) {
+  const Layout& l = e.layout;
+  w.begin_object();
+  w.key("layout").begin_object();
+  w.field("dp", l.dp).field("tp", l.tp).field("pp", l.pp).field("vp", l.vp);
+  w.field("mbs", l.mbs).field("num_microbatches", e.num_microbatches).field("zero", l.zero);
+  w.field("recompute", to_string(l.recompute)).field("offload", l.offload).field("sp", l.sp);
+  w.field("order", l.order).field("schedule", to_string(l.schedule));
+  w.end_object();
+  w.field("fits", e.fits);
+  w.field("reason", e.reason);
+  const MemoryBytes& m = e.memory_per_gpu_bytes;
+  w.key("memory_per_gpu_bytes").begin_object();
+  w.field("weights", m.weights).field("gradients", m.gradients).field("optimizer", m.optimizer);
+  w.field("activations", m.activations).field("buffers", m.buffers).field("total", m.total);
+  w.field("capacity", m.capacity);
+  w.end_object();
+  w.field("step_time_s", e.step_time_s);
+  const TimeBreakdown& b = e.breakdown_s;
+  w.key("breakdown_s").begin_object();
+  w.field("compute", b.compute).field("recompute", b.recompute).field("bubble", b.bubble);
+  w.field("tp_comm", b.tp_comm).field("pp_comm", b.pp_comm).field("dp_comm", b.dp_comm);
+  w.field("optimizer", b.optimizer).field("offload", b.offload);
+  w.end_object();
+  w.field("bubble_fraction", e.bubble_fraction);
+  w.field("samples_per_s", e.samples_per_s);
+  w.field("tokens_per_s", e.tokens_per_s);
+  w.field("model_tflops_per_gpu", e.model_tflops_per_gpu);
+  w.field("hardware_tflops_per_gpu", e.hardware_tflops_per_gpu);
+  w.field("mfu", e.mfu);
+  w.field("tokens", e.tokens);
+  w.field("tokens_defaulted", e.tokens_defaulted);
+  w.field("days_to_train", e.days_to_train);
+  w.field("cost_usd", e.cost_usd);
+  w.field("gpus", e.gpus);
+  w.field("nodes", e.nodes);
+  w.end_object();
+}
+
+std::string estimate_json(const Estimate& e) {
+  JsonWriter w;
+  write_estimate_json(w, e);
+  return w.str();
+}
+
+std::string fmt_fixed(double v, int decimals) {
+  if (!std::isfinite(v)) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string fmt_si(double v) {
+  if (!std::isfinite(v)) return "-";
+  const double a = std::fabs(v);
+  char buf[32];
+  if (a >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", v / 1e12);
+  else if (a >= 1e9) std::snprintf(buf, sizeof buf, "%.2fB", v / 1e9);
+  else if (a >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+  else if (a >= 1e4) std::snprintf(buf, sizeof buf, "%.1fK", v / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+std::string fmt_money(double v) {
+  if (!std::isfinite(v)) return "unknown";
+  const long long whole = std::llround(v);
+  std::string digits = std::to_string(std::llabs(whole)), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return std::string(whole < 0 ? "-$" : "$") + out;
+}
+
+std::string fmt_gib(double bytes) { return fmt_fixed(bytes / (1024.0 * 1024.0 * 1024.0), 1); }
+
+std::string scenario_title(const Scenario& s) {
+  std::ostringstream os;
+  os << s.model.name << " on " << s.nodes << " x " << s.cluster.name << " (" << s.total_gpus()
+     << " x " << s.cluster.gpu.name << ")";
+  return os.str();
+}
+
+namespace {
+
+std::string layout_line(const Estimate& e) {
+  const Layout& l = e.layout;
+  std::ostringstream os;
+  os << "dp " << l.dp << "  tp " << l.tp << "  pp " << l.pp << "  vp " << l.vp << "  mbs "
+     << l.mbs << "  micro-batches " << e.num_microbatches << "  zero " << l.zero << "  recompute "
+     << to_string(l.recompute) << "  sp " << (l.sp ? "on" : "off") << "  offload "
+     << (l.offload ? "on" : "off") << "  order " << l.order << "  schedule "
+     << to_string(l.schedule);
+  return os.str();
+}
+
+std::string pct(double part, double whole) {
+  return whole > 0 ? fmt_fixed(100.0 * part / whole, 1) + " %" : "-";
+}
+
+}  // namespace
+
+std::string estimate_text(const Scenario& s, const Estimate& e) {
+  std::ostringstream os;
+  const MemoryBytes& m = e.memory_per_gpu_bytes;
+  const TimeBreakdown& b = e.breakdown_s;
+  os << scenario_title(s) << "\n";
+  os << "layout       " << layout_line(e) << "\n";
+  os << "fits         " << (e.fits ? "yes" : "NO") << " (" << fmt_gib(m.total) << " of "
+     << fmt_gib(m.capacity) << " GiB per GPU)";
+  if (!e.fits && !e.reason.empty()) os << ": " << e.reason;
+  os << "\n";
+  os << "memory/GPU   weights " << fmt_gib(m.weights) << "  gradients " << fmt_gib(m.gradients)
+     << "  optimizer " << fmt_gib(m.optimizer) << "  activations " << fmt_gib(m.activations)
+     << "  buffers " << fmt_gib(m.buffers) << "  total " << fmt_gib(m.total) << " GiB\n";
+  os << "step time    " << fmt_fixed(e.step_time_s, 3) << " s\n";
+  const std::pair<const char*, double> terms[] = {
+      {"compute", b.compute}, {"recompute", b.recompute}, {"bubble", b.bubble},
+      {"tp_comm", b.tp_comm}, {"pp_comm", b.pp_comm},     {"dp_comm", b.dp_comm},
+      {"optimizer", b.optimizer}, {"offload", b.offload}};
+  for (const auto& [name, v] : terms) {
+    char line[96];
+    std::snprintf(line, sizeof line, "  %-10s %10s s  %8s\n", name, fmt_fixed(v, 3).c_str(),
+                  pct(v, e.step_time_s).c_str());
+    os << line;
+  }
+  os << "throughput   " << fmt_fixed(e.samples_per_s, 2) << " samples/s, "
+     << fmt_si(e.tokens_per_s) << " tokens/s\n";
+  os << "TFLOP/s/GPU  model " << fmt_fixed(e.model_tflops_per_gpu, 1) << ", hardware "
+     << fmt_fixed(e.hardware_tflops_per_gpu, 1) << "  (MFU " << fmt_fixed(100 * e.mfu, 1)
+     << " %)\n";
+  os << "training     " << fmt_si(e.tokens) << " tokens"
+     << (e.tokens_defaulted ? " (20 tokens per parameter assumed; set --tokens)" : "") << ": "
+     << fmt_fixed(e.days_to_train, 1) << " days, " << fmt_money(e.cost_usd)
+     << (std::isfinite(e.cost_usd) ? "" : " (cluster has no price)") << " on " << e.nodes
+     << " nodes / " << e.gpus << " GPUs\n";
+  return os.str();
+}
+
+std::string candidates_table(const std::vector<Estimate>& candidates) {
+  std::ostringstream os;
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "%3s %5s %5s %4s %3s %3s %3s %4s %4s %-9s %-3s %-3s %-5s %-11s %-4s %8s %9s %10s "
+                "%6s %8s %14s\n",
+                "#", "nodes", "gpus", "dp", "tp", "pp", "vp", "mbs", "zero", "recompute", "sp",
+                "off", "order", "schedule", "fits", "mem GiB", "step s", "samples/s", "MFU %",
+                "days", "cost");
+  os << line;
+  int rank = 1;
+  for (const Estimate& e : candidates) {
+    const Layout& l = e.layout;
+    std::snprintf(line, sizeof line,
+                  "%3d %5d %5d %4d %3d %3d %3d %4d %4d %-9s %-3s %-3s %-5s %-11s %-4s %8s %9s "
+                  "%10s %6s %8s %14s\n",
+                  rank++, e.nodes, e.gpus, l.dp, l.tp, l.pp, l.vp, l.mbs, l.zero,
+                  to_string(l.recompute), l.sp ? "on" : "off", l.offload ? "on" : "off",
+                  l.order.c_str(), to_string(l.schedule), e.fits ? "yes" : "no",
+                  fmt_gib(e.memory_per_gpu_bytes.total).c_str(),
+                  fmt_fixed(e.step_time_s, 3).c_str(), fmt_fixed(e.samples_per_s, 2).c_str(),
+                  fmt_fixed(100 * e.mfu, 1).c_str(), fmt_fixed(e.days_to_train, 1).c_str(),
+                  fmt_money(e.cost_usd).c_str());
+    os << line;
+  }
+  return os.str();
+}
+
+void register_plan_extension(PlanExtension extension) {
+  const_cast<std::vector<PlanExtension>&>(plan_extensions()).push_back(std::move(extension));
+}
+
+const std::vector<PlanExtension>& plan_extensions() {
+  static std::vector<PlanExtension> extensions;
+  return extensions;
+}
+
+}  // namespace capplan::cli

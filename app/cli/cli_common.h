@@ -1,0 +1,129 @@
+// Shared pieces of the capplan commands: flag parsing with every error listed at once, building
+// a Scenario and a Layout from the common flags, printing diagnostics, and the JSON and table
+// forms of an Estimate. A command is `int cmd_<name>(int argc, char** argv)` with argv[0] the
+// command name; it returns 0 on success, 2 on bad input or an invalid layout, 1 otherwise.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "json_writer.h"
+#include "planner/cost_model.h"
+#include "planner/diagnostics.h"
+#include "planner/search.h"
+
+namespace capplan::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitBadInput = 2;
+
+// Diagnostics about flags name this file, the key path is the flag ("--dp").
+inline constexpr const char* kCommandLine = "<command line>";
+
+struct FlagSpec {
+  std::string name;          // without dashes: "dp"
+  bool takes_value = true;   // false: a switch such as --json
+  std::string help;          // one line for --help
+  std::string value_name;    // "N", "M", "FILE"; shown in --help
+};
+
+// Flags as parsed: "--name value", "--name=value", switches; positional arguments in order.
+class Args {
+ public:
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  // The value of a flag, or `fallback` when absent.
+  std::string get(const std::string& name, const std::string& fallback = {}) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool help() const { return help_; }
+
+ private:
+  friend Args parse_args(int, char**, const std::vector<FlagSpec>&, Diagnostics&, size_t);
+  std::map<std::string, std::string> values_;
+  std::vector<std::string> positional_;
+  bool help_ = false;
+};
+
+// Parses argv[1..argc) against `flags` (argv[0] is the command name). Unknown flags (with a
+// "did you mean"), missing values, repeated flags and extra positional arguments are all
+// reported; parsing goes on after an error. `--help`/`-h` sets help().
+Args parse_args(int argc, char** argv, const std::vector<FlagSpec>& flags, Diagnostics& diags,
+                size_t max_positional = 0);
+
+// Typed values of flags; nullopt when absent or invalid (invalid adds a diagnostic). Numbers
+// accept the forms of parse_number ("300e9", "1.5T").
+std::optional<int64_t> int_flag(const Args& args, const std::string& name, Diagnostics& diags,
+                                int64_t min, int64_t max);
+std::optional<double> number_flag(const Args& args, const std::string& name, Diagnostics& diags,
+                                  double min_exclusive, double max);
+// A required flag that is absent: a diagnostic naming it.
+void require_flag(const Args& args, const std::string& name, Diagnostics& diags,
+                  const std::string& what);
+
+// --model --cluster --nodes --gpus --gbs --seq --tokens --precision
+std::vector<FlagSpec> scenario_flags(bool node_range = false);
+// --dp --tp --pp --vp --mbs --zero --recompute --offload --sp --order --schedule
+std::vector<FlagSpec> layout_flags();
+// --json
+FlagSpec json_flag();
+std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec>& b);
+
+struct ScenarioArgs {
+  Scenario scenario;        // nodes = nodes_min when a range is given
+  int nodes_min = 0;
+  int nodes_max = 0;
+  std::string model_ref;    // as given on the command line
+  std::string cluster_ref;
+};
+
+// Loads --model and --cluster (preset or file) and reads the scenario flags. With
+// `node_range`, --nodes accepts "A:B". --gbs is required unless `gbs_required` is false.
+std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& diags,
+                                               bool node_range = false,
+                                               bool gbs_required = true);
+// Reads the layout flags (--dp, --tp, --pp required; the rest default as in spec.h).
+std::optional<Layout> layout_from_args(const Args& args, Diagnostics& diags);
+// --fix tp=8,pp=16,recompute=full,... for plan.
+std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& diags);
+
+// Prints diagnostics to stderr as file:line:col: error: ...; returns kExitBadInput when any is
+// an error, else kExitOk.
+int report(const Diagnostics& diags);
+// Prints "usage: capplan <command> <synopsis>" and the flags with their help to stdout.
+void print_help(const std::string& command, const std::string& synopsis,
+                const std::vector<FlagSpec>& flags);
+
+// The JSON object of one estimate, with the fields of the CLI contract (issue 2).
+void write_estimate_json(JsonWriter& w, const Estimate& e);
+std::string estimate_json(const Estimate& e);
+
+// Human-readable: a one-line layout, the memory and time breakdowns, throughput, days, cost.
+std::string estimate_text(const Scenario& scenario, const Estimate& e);
+// The ranked candidates, one row each.
+std::string candidates_table(const std::vector<Estimate>& candidates);
+// "GPT-3 175B on 120 x p4d.24xlarge (960 x A100-SXM4-40GB)"
+std::string scenario_title(const Scenario& scenario);
+
+// Formatting helpers shared by the commands.
+std::string fmt_fixed(double v, int decimals);  // "-" when not finite
+std::string fmt_si(double v);                   // 174.6B, 1.2M, 950
+std::string fmt_money(double v);               // $1,234,567 or "unknown"
+std::string fmt_gib(double bytes);              // 28.1
+
+// Extension point of `capplan plan`: another command file can add flags and a step that runs
+// after the search, before output (e.g. re-ranking the top candidates by simulation). Register
+// from a static initialiser; `after_search` returns an exit status, kExitOk to go on.
+struct PlanExtension {
+  std::vector<FlagSpec> flags;
+  std::function<int(const Args& args, const ScenarioArgs& scenario, SearchResult& result,
+                    Diagnostics& diags)>
+      after_search;
+};
+void register_plan_extension(PlanExtension extension);
+const std::vector<PlanExtension>& plan_extensions();
+
+}  // namespace capplan::cli

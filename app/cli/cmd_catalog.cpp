@@ -1,0 +1,86 @@
+// `capplan models` and `capplan clusters`: the embedded presets with a one-line summary and the
+// source of their figures.
+#include <cstdio>
+
+#include "cli_common.h"
+#include "planner/catalog.h"
+#include "planner/profile.h"
+#include "planner/spec_io.h"
+
+namespace capplan::cli {
+
+namespace {
+
+int list(int argc, char** argv, const char* command, const std::vector<CatalogEntry>& entries,
+         bool models) {
+  const std::vector<FlagSpec> flags = {json_flag()};
+  Diagnostics diags;
+  const Args args = parse_args(argc, argv, flags, diags);
+  if (args.help()) {
+    print_help(command, "[--json]", flags);
+    return kExitOk;
+  }
+  if (diags.has_errors()) return report(diags);
+
+  auto source_of = [&](const CatalogEntry& e) -> std::string {
+    if (models) {
+      const Loaded<ModelSpec> m = load_model(e.name);
+      return m.value ? m.value->source : std::string();
+    }
+    const Loaded<ClusterSpec> c = load_cluster(e.name);
+    return c.value ? c.value->source : std::string();
+  };
+  auto params_of = [&](const CatalogEntry& e) -> double {
+    const Loaded<ModelSpec> m = load_model(e.name);
+    return m.value ? profile_model(*m.value, 1, m.value->seq_len, 1).total_params : 0.0;
+  };
+
+  if (args.has("json")) {
+    JsonWriter w;
+    w.begin_array();
+    for (const CatalogEntry& e : entries) {
+      w.begin_object();
+      w.field("name", e.name).field("summary", e.summary).field("source", source_of(e));
+      w.field("file", e.file);
+      if (models) w.field("params", params_of(e));
+      w.end_object();
+    }
+    if (!models) {
+      for (const CatalogEntry& e : catalog_gpus()) {
+        w.begin_object();
+        w.field("name", e.name).field("summary", e.summary).field("file", e.file);
+        w.field("kind", "gpu");
+        w.end_object();
+      }
+    }
+    w.end_array();
+    std::printf("%s\n", w.str().c_str());
+    return kExitOk;
+  }
+  for (const CatalogEntry& e : entries) {
+    if (models)
+      std::printf("%-15s %s parameters: %s\n", e.name.c_str(), fmt_si(params_of(e)).c_str(),
+                  e.summary.c_str());
+    else
+      std::printf("%-15s %s\n", e.name.c_str(), e.summary.c_str());
+    std::printf("%-15s source: %s\n", "", source_of(e).c_str());
+  }
+  if (!models) {
+    std::printf("\nGPUs (usable as `gpu:` in a cluster file):\n");
+    for (const CatalogEntry& e : catalog_gpus())
+      std::printf("%-15s %s\n", e.name.c_str(), e.summary.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+int cmd_models(int argc, char** argv) {
+  return list(argc, argv, "models", catalog_models(), true);
+}
+
+int cmd_clusters(int argc, char** argv) {
+  return list(argc, argv, "clusters", catalog_clusters(), false);
+}
+
+}  // namespace capplan::cli

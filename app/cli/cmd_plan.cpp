@@ -1,0 +1,132 @@
+// `capplan plan`: searches every valid layout for a node count or a range of node counts, ranks
+// them by an objective and prints the best ones, the days-vs-dollars Pareto front and the
+// breakdown of the best. `--save FILE` writes the best candidate as a plan.yaml.
+#include <cstdio>
+#include <iostream>
+
+#include "cli_common.h"
+#include "planner/plan_io.h"
+
+namespace capplan::cli {
+
+namespace {
+
+std::vector<FlagSpec> plan_flags() {
+  std::vector<FlagSpec> flags = concat(
+      scenario_flags(/*node_range=*/true),
+      {{"objective", true, "rank by time | cost | throughput (default time)", "O"},
+       {"top", true, "candidates to show (default 10)", "K"},
+       {"fix", true, "pin knobs, e.g. tp=8,pp=16,recompute=full", "K=V,..."},
+       {"threads", true, "search threads (default: all cores)", "N"},
+       {"all", false, "also rank layouts that do not fit in memory", ""},
+       {"save", true, "write the best candidate as a plan file", "FILE"},
+       json_flag()});
+  for (const auto& ext : plan_extensions()) flags = concat(flags, ext.flags);
+  return flags;
+}
+
+}  // namespace
+
+int cmd_plan(int argc, char** argv) {
+  const std::vector<FlagSpec> flags = plan_flags();
+  Diagnostics diags;
+  const Args args = parse_args(argc, argv, flags, diags);
+  if (args.help()) {
+    print_help("plan",
+               "--model M --cluster C (--nodes N | --nodes A:B) [--gpus N] --gbs G [--tokens N] "
+               "[--objective time|cost|throughput] [--top K] [--fix tp=8,...] [--save FILE] "
+               "[--json]",
+               flags);
+    return kExitOk;
+  }
+  auto scenario = scenario_from_args(args, diags, /*node_range=*/true);
+  SearchOptions options;
+  if (args.has("objective")) {
+    if (auto o = parse_objective(args.get("objective")))
+      options.objective = *o;
+    else
+      diags.error(kCommandLine, 0, 0, "--objective",
+                  "expected time, cost or throughput, found '" + args.get("objective") + "'");
+  }
+  if (auto k = int_flag(args, "top", diags, 1, 100000)) options.top = int(*k);
+  if (auto t = int_flag(args, "threads", diags, 1, 1024)) options.threads = int(*t);
+  if (args.has("fix")) {
+    if (auto pins = pins_from_text(args.get("fix"), diags)) options.pins = *pins;
+  }
+  options.include_infeasible = args.has("all");
+  if (diags.has_errors() || !scenario) return report(diags);
+  report(diags);
+  options.nodes_min = scenario->nodes_min;
+  options.nodes_max = scenario->nodes_max;
+  options.gpus = scenario->scenario.gpus;
+
+  SearchResult result = search(scenario->scenario, options);
+  for (const auto& ext : plan_extensions()) {
+    if (!ext.after_search) continue;
+    const int status = ext.after_search(args, *scenario, result, diags);
+    report(diags);
+    if (status != kExitOk) return status;
+  }
+
+  if (args.has("save")) {
+    if (result.candidates.empty()) {
+      std::cerr << "capplan plan: no candidate to save\n";
+      return kExitFailure;
+    }
+    Plan plan;
+    plan.model_ref = scenario->model_ref;
+    plan.cluster_ref = scenario->cluster_ref;
+    plan.scenario = scenario->scenario;
+    plan.scenario.nodes = result.candidates.front().nodes;
+    plan.layout = result.candidates.front().layout;
+    plan.created_by = "capplan " CAPPLAN_VERSION " plan";
+    const std::string error = save_plan(plan, args.get("save"));
+    if (!error.empty()) {
+      std::cerr << "capplan plan: " << error << "\n";
+      return kExitFailure;
+    }
+  }
+
+  if (args.has("json")) {
+    JsonWriter w;
+    w.begin_object();
+    w.key("candidates").begin_array();
+    for (const Estimate& e : result.candidates) write_estimate_json(w, e);
+    w.end_array();
+    w.key("pareto").begin_array();
+    for (const Estimate& e : result.pareto) write_estimate_json(w, e);
+    w.end_array();
+    w.field("evaluated", result.evaluated);
+    w.field("search_time_s", result.search_time_s);
+    w.field("cancelled", result.cancelled);
+    w.field("objective", to_string(options.objective));
+    w.end_object();
+    std::printf("%s\n", w.str().c_str());
+    return kExitOk;
+  }
+
+  Scenario shown = scenario->scenario;
+  std::printf("%s: %lld layouts evaluated in %.3f s, ranked by %s\n",
+              scenario_title(shown).c_str(), static_cast<long long>(result.evaluated),
+              result.search_time_s, to_string(options.objective));
+  if (scenario->nodes_min != scenario->nodes_max)
+    std::printf("node counts searched: %d to %d\n", scenario->nodes_min, scenario->nodes_max);
+  if (result.candidates.empty()) {
+    std::printf("\nno layout fits in memory; try more nodes, --fix recompute=full, or --all to "
+                "see the closest ones\n");
+    return kExitOk;
+  }
+  std::printf("\n%s", candidates_table(result.candidates).c_str());
+  if (result.pareto.size() > 1) {
+    std::printf("\nPareto front, days vs dollars (one layout per node count):\n%s",
+                candidates_table(result.pareto).c_str());
+  }
+  const Estimate& best = result.candidates.front();
+  shown.nodes = best.nodes;
+  if (scenario->nodes_min != scenario->nodes_max) shown.gpus = 0;
+  std::printf("\nbest layout:\n%s", estimate_text(shown, best).c_str());
+  if (args.has("save")) std::printf("\nsaved the best layout to %s\n", args.get("save").c_str());
+  return kExitOk;
+}
+
+}  // namespace capplan::cli

@@ -1,0 +1,141 @@
+// A small streaming JSON writer for `--json` output (no dependency). Keys and values are written
+// in call order; numbers that are not finite (an unknown price) are written as null.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace capplan::cli {
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(bool pretty = true) : pretty_(pretty) {}
+
+  JsonWriter& begin_object() { return open('{'); }
+  JsonWriter& end_object() { return close('}'); }
+  JsonWriter& begin_array() { return open('['); }
+  JsonWriter& end_array() { return close(']'); }
+
+  JsonWriter& key(std::string_view k) {
+    separate();
+    quote(k);
+    out_ += pretty_ ? ": " : ":";
+    after_key_ = true;
+    return *this;
+  }
+
+  JsonWriter& value(std::string_view s) {
+    separate();
+    quote(s);
+    return *this;
+  }
+  JsonWriter& value(const char* s) { return value(std::string_view(s)); }
+  JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
+  JsonWriter& value(bool b) {
+    separate();
+    out_ += b ? "true" : "false";
+    return *this;
+  }
+  JsonWriter& value(int v) { return value(int64_t(v)); }
+  JsonWriter& value(int64_t v) {
+    separate();
+    out_ += std::to_string(v);
+    return *this;
+  }
+  JsonWriter& value(double v) {
+    separate();
+    out_ += number(v);
+    return *this;
+  }
+  JsonWriter& null() {
+    separate();
+    out_ += "null";
+    return *this;
+  }
+
+  template <class T>
+  JsonWriter& field(std::string_view k, const T& v) {
+    key(k);
+    return value(v);
+  }
+
+  const std::string& str() const { return out_; }
+
+  // Shortest text that reads back as the same double; null when not finite.
+  static std::string number(double v) {
+    if (!std::isfinite(v)) return "null";
+    if (v == std::floor(v) && std::fabs(v) < 1e15) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.0f", v);
+      return buf;
+    }
+    char buf[40];
+    for (int prec = 6; prec <= 17; ++prec) {
+      std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+      if (std::strtod(buf, nullptr) == v) break;
+    }
+    return buf;
+  }
+
+ private:
+  JsonWriter& open(char c) {
+    separate();
+    out_ += c;
+    counts_.push_back(0);
+    return *this;
+  }
+  JsonWriter& close(char c) {
+    const bool empty = counts_.empty() || counts_.back() == 0;
+    if (!counts_.empty()) counts_.pop_back();
+    if (pretty_ && !empty) newline();
+    out_ += c;
+    return *this;
+  }
+  // Comma and indentation before a new element (not before the value that follows a key).
+  void separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (counts_.empty()) return;
+    if (counts_.back()++ > 0) out_ += ',';
+    if (pretty_) newline();
+  }
+  void newline() {
+    out_ += '\n';
+    out_.append(counts_.size() * 2, ' ');
+  }
+  void quote(std::string_view s) {
+    out_ += '"';
+    for (unsigned char c : s) {
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\r': out_ += "\\r"; break;
+        case '\t': out_ += "\\t"; break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out_ += buf;
+          } else {
+            out_ += char(c);
+          }
+      }
+    }
+    out_ += '"';
+  }
+
+  bool pretty_;
+  bool after_key_ = false;
+  std::vector<int> counts_;
+  std::string out_;
+};
+
+}  // namespace capplan::cli
