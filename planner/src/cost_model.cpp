@@ -31,8 +31,10 @@ constexpr double kInterNodeEfficiency = 0.85;
 // One ring step's latency (NCCL LL/Simple protocol step, order of microseconds).
 constexpr double kIntraNodeLatency_s = 2e-6;
 constexpr double kInterNodeLatency_s = 6e-6;
-// PCIe Gen4 x16: 32 GB/s per direction nominal, ~25 GB/s reached by cudaMemcpyAsync from pinned memory.
-constexpr double kPcieDefault_Bps = 25e9;
+// PCIe Gen4 x16: 32 GB/s per direction nominal (the default when the cluster gives none); pinned
+// cudaMemcpyAsync reaches ~25 GB/s of it (NVIDIA bandwidthTest), hence 0.8.
+constexpr double kPcieDefault_gbyte_per_s = 32.0;
+constexpr double kPcieEfficiency = 0.8;
 // Fixed per-GPU reservation: CUDA context, cuBLAS workspace, NCCL channels (~1 GiB observed in
 // nvidia-smi on an idle PyTorch + NCCL process), plus the allocator's fragmentation margin.
 constexpr double kFixedReservedBytes = 1.0 * 1024 * 1024 * 1024;
@@ -57,7 +59,8 @@ Constants constants_for(const Scenario& sc) {
   if (c.intra_Bps <= 0) c.intra_Bps = c.inter_node_Bps;  // no NVLink figure: PCIe/NIC path
   c.intra_lat_s = cl.intra_node_latency_us > 0 ? cl.intra_node_latency_us * 1e-6 : kIntraNodeLatency_s;
   c.inter_lat_s = cl.inter_node_latency_us > 0 ? cl.inter_node_latency_us * 1e-6 : kInterNodeLatency_s;
-  c.pcie_Bps = cl.pcie_gbyte_per_s > 0 ? cl.pcie_gbyte_per_s * 1e9 : kPcieDefault_Bps;
+  c.pcie_Bps = (cl.pcie_gbyte_per_s > 0 ? cl.pcie_gbyte_per_s : kPcieDefault_gbyte_per_s) * 1e9 *
+               kPcieEfficiency;
   c.elem_bytes = p == Precision::Fp32 ? 4.0 : 2.0;
   return c;
 }

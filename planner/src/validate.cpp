@@ -1,0 +1,339 @@
+// Loads a file of measured training runs, predicts each with the cost model in the convention of
+// its measurement, and summarises the errors. It does not fit anything: the model's constants are
+// global (cost_model.cpp) and the same for every run.
+#include "planner/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "planner/spec_io.h"
+#include "yaml_reader.h"
+
+namespace capplan {
+
+using detail::Limits;
+using detail::MapReader;
+
+const char* to_string(Measure m) {
+  switch (m) {
+    case Measure::IterationTime: return "iteration_time_s";
+    case Measure::ModelTflops: return "model_tflops_per_gpu";
+    case Measure::HardwareTflops: return "hardware_tflops_per_gpu";
+    case Measure::SamplesPerS: return "samples_per_s";
+    case Measure::TokensPerS: return "tokens_per_s";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr Limits kCount{0, true, 1e7};
+constexpr Limits kZero{0, false, 3};
+constexpr Limits kPositive{0, true, 1e18};
+
+template <class T>
+bool merge(Loaded<T>& loaded, Diagnostics& diags, T& out) {
+  diags.append(loaded.diagnostics);
+  if (!loaded.ok()) return false;
+  out = *loaded.value;
+  return true;
+}
+
+// `model:` or `cluster:` is a preset name (or a path, as on the command line) or an inline map.
+bool read_model(MapReader& r, const std::string& prefix, ValidationRun& run) {
+  const YAML::Node n = r.child("model");
+  if (!n.IsDefined()) {
+    r.missing("model", "a preset name such as gpt3-175b, or a map");
+    return false;
+  }
+  if (n.IsMap()) {
+    run.model_ref = "inline";
+    auto m = detail::read_model_map(n, r.file(), prefix + "model.", r.diagnostics());
+    if (m) run.scenario.model = *m;
+    return m.has_value();
+  }
+  if (!n.IsScalar()) {
+    r.error_at(n, "model", "expected a preset name or a map");
+    return false;
+  }
+  run.model_ref = n.Scalar();
+  Loaded<ModelSpec> m = load_model(run.model_ref);
+  if (!m.ok()) {
+    const detail::Position p = detail::position_of(n);
+    for (const Diagnostic& d : m.diagnostics.items())
+      r.diagnostics().error(r.file(), p.line, p.column, prefix + "model", d.message, d.hint);
+    return false;
+  }
+  run.scenario.model = *m.value;
+  return true;
+}
+
+bool read_cluster(MapReader& r, const std::string& prefix, ValidationRun& run) {
+  const YAML::Node n = r.child("cluster");
+  if (!n.IsDefined()) {
+    r.missing("cluster", "a preset name such as dgx-a100-80gb, or a map");
+    return false;
+  }
+  if (n.IsMap()) {
+    run.cluster_ref = "inline";
+    auto c = detail::read_cluster_map(n, r.file(), prefix + "cluster.", r.diagnostics());
+    if (c) run.scenario.cluster = *c;
+    return c.has_value();
+  }
+  if (!n.IsScalar()) {
+    r.error_at(n, "cluster", "expected a preset name or a map");
+    return false;
+  }
+  run.cluster_ref = n.Scalar();
+  Loaded<ClusterSpec> c = load_cluster(run.cluster_ref);
+  if (!c.ok()) {
+    const detail::Position p = detail::position_of(n);
+    for (const Diagnostic& d : c.diagnostics.items())
+      r.diagnostics().error(r.file(), p.line, p.column, prefix + "cluster", d.message, d.hint);
+    return false;
+  }
+  run.scenario.cluster = *c.value;
+  return true;
+}
+
+bool read_layout(MapReader& r, const std::string& prefix, Layout& ly) {
+  const YAML::Node n = r.child("layout");
+  if (!n.IsDefined()) {
+    r.missing("layout", "a map with dp, tp, pp, mbs, ...");
+    return false;
+  }
+  if (!n.IsMap()) {
+    r.error_at(n, "layout", "expected a map with dp, tp, pp, mbs, ...");
+    return false;
+  }
+  Diagnostics& d = r.diagnostics();
+  const size_t before = d.items().size();
+  MapReader lr(n, r.file(), prefix + "layout.", d);
+  lr.integer("dp", ly.dp, true, kCount);
+  lr.integer("tp", ly.tp, true, kCount);
+  lr.integer("pp", ly.pp, true, kCount);
+  lr.integer("vp", ly.vp, false, kCount);
+  lr.integer("mbs", ly.mbs, true, kCount);
+  lr.integer("zero", ly.zero, false, kZero);
+  lr.enumeration("recompute", ly.recompute, parse_recompute, "none, selective, full");
+  lr.boolean("offload", ly.offload, false);
+  lr.boolean("sp", ly.sp, false);
+  lr.enumeration("schedule", ly.schedule, parse_schedule, "gpipe, 1f1b, interleaved");
+  std::string order;
+  if (lr.text("order", order, false)) {
+    if (auto o = parse_order(order)) {
+      ly.order = *o;
+    } else {
+      lr.error_at(lr.child("order"), "order",
+                  "expected a permutation of D, P, T (or cluster / spread), found '" + order + "'");
+    }
+  }
+  // vp > 1 implies the interleaved schedule unless one is given.
+  if (ly.vp > 1 && !lr.has("schedule")) ly.schedule = Schedule::Interleaved;
+  lr.finish();
+  return d.items().size() == before || !d.has_errors();
+}
+
+bool read_measured(MapReader& r, ValidationRun& run) {
+  const YAML::Node n = r.child("measured");
+  if (!n.IsDefined()) {
+    r.missing("measured", "a map with one of iteration_time_s, tflops_per_gpu, samples_per_s, tokens_per_s");
+    return false;
+  }
+  if (!n.IsMap()) {
+    r.error_at(n, "measured", "expected a map");
+    return false;
+  }
+  MapReader mr(n, r.file(), r.prefix() + "measured.", r.diagnostics());
+  int found = 0;
+  double v = 0;
+  if (mr.number("iteration_time_s", v, false, kPositive)) {
+    run.measure = Measure::IterationTime;
+    run.measured = v;
+    ++found;
+  }
+  if (mr.number("samples_per_s", v, false, kPositive)) {
+    run.measure = Measure::SamplesPerS;
+    run.measured = v;
+    ++found;
+  }
+  if (mr.number("tokens_per_s", v, false, kPositive)) {
+    run.measure = Measure::TokensPerS;
+    run.measured = v;
+    ++found;
+  }
+  if (mr.has("tflops_per_gpu")) {
+    if (mr.number("tflops_per_gpu", v, true, kPositive)) {
+      bool includes = false;
+      if (!mr.has("tflops_includes_recompute")) {
+        mr.missing("tflops_includes_recompute",
+                   "true (hardware FLOPs, Megatron Eq. 3) or false (model FLOPs, MFU-style)");
+      } else if (mr.boolean("tflops_includes_recompute", includes, true)) {
+        run.measure = includes ? Measure::HardwareTflops : Measure::ModelTflops;
+        run.measured = v;
+        ++found;
+      }
+    }
+  } else if (mr.has("tflops_includes_recompute")) {
+    bool ignored = false;
+    mr.boolean("tflops_includes_recompute", ignored, false);
+    mr.error_at(mr.child("tflops_includes_recompute"), "tflops_includes_recompute",
+                "given without tflops_per_gpu");
+  }
+  mr.finish();
+  if (found > 1) {
+    r.error_at(n, "measured", "give exactly one measured figure, found " + std::to_string(found));
+    return false;
+  }
+  if (found == 0 && !r.diagnostics().has_errors()) {
+    r.error_at(n, "measured",
+               "no measured figure: expected one of iteration_time_s, tflops_per_gpu (with "
+               "tflops_includes_recompute), samples_per_s, tokens_per_s");
+  }
+  return found == 1;
+}
+
+void summarise(ValidationSummary& s, const ValidationResult& r) {
+  const double a = std::fabs(r.error_pct);
+  s.mape_pct = (s.mape_pct * s.runs + a) / (s.runs + 1);
+  ++s.runs;
+  if (s.runs == 1 || a > s.max_abs_pct) {
+    s.max_abs_pct = a;
+    s.worst_id = r.run.id;
+  }
+}
+
+}  // namespace
+
+Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text,
+                                                         const std::string& file) {
+  Loaded<std::vector<ValidationRun>> out;
+  Diagnostics& diags = out.diagnostics;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, diags)) return out;
+  if (!root.IsMap()) {
+    diags.error(file, 1, 1, "", "expected a map with a 'runs' list");
+    return out;
+  }
+  MapReader top(root, file, "", diags);
+  top.child("meta");  // free-form description, not read
+  const YAML::Node runs = top.child("runs");
+  top.finish();
+  if (!runs.IsDefined()) {
+    top.missing("runs", "a list of runs");
+    return out;
+  }
+  if (!runs.IsSequence()) {
+    top.error_at(runs, "runs", "expected a list of runs");
+    return out;
+  }
+  std::vector<ValidationRun> result;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const YAML::Node rn = runs[i];
+    const std::string prefix = "runs[" + std::to_string(i) + "].";
+    if (!rn.IsMap()) {
+      const detail::Position p = detail::position_of(rn);
+      diags.error(file, p.line, p.column, "runs[" + std::to_string(i) + "]", "expected a map");
+      continue;
+    }
+    const size_t errors_before = diags.items().size();
+    ValidationRun run;
+    run.line = detail::position_of(rn).line;
+    MapReader r(rn, file, prefix, diags);
+    r.text("id", run.id, true);
+    r.text("source", run.source, false);
+    r.text("assumptions", run.assumptions, false);
+    r.boolean("calibration", run.calibration, false);
+    r.child("notes");  // free-form
+    const bool model_ok = read_model(r, prefix, run);
+    const bool cluster_ok = read_cluster(r, prefix, run);
+    r.integer("nodes", run.scenario.nodes, false, kCount);
+    r.integer("gpus", run.scenario.gpus, false, kCount);
+    r.integer64("gbs", run.scenario.training.gbs, true, {0, true, 1e12});
+    r.integer("seq_len", run.scenario.training.seq_len, false, {0, true, 1e8});
+    r.enumeration("precision", run.scenario.training.precision, parse_precision, "bf16, fp16, fp32");
+    const bool layout_ok = read_layout(r, prefix, run.layout);
+    read_measured(r, run);
+    r.finish();
+    bool run_ok = true;
+    for (size_t k = errors_before; k < diags.items().size(); ++k)
+      if (diags.items()[k].severity == Severity::Error) run_ok = false;
+    if (!run_ok || !model_ok || !cluster_ok || !layout_ok) continue;
+    // GPUs default to the layout's product, nodes to what holds them.
+    const int gpn = std::max(1, run.scenario.cluster.gpus_per_node);
+    if (run.scenario.gpus == 0 && run.scenario.nodes == 0) run.scenario.gpus = run.layout.gpus();
+    if (run.scenario.nodes == 0) run.scenario.nodes = (run.scenario.gpus + gpn - 1) / gpn;
+    if (auto err = check_layout(run.scenario, run.layout)) {
+      const detail::Position p = detail::position_of(rn["layout"]);
+      diags.error(file, p.line, p.column, prefix + "layout", "invalid layout: " + *err);
+      continue;
+    }
+    result.push_back(std::move(run));
+  }
+  if (!diags.has_errors()) out.value = std::move(result);
+  return out;
+}
+
+ValidationReport validate_runs(const std::vector<ValidationRun>& runs, const std::string& file) {
+  ValidationReport rep;
+  rep.file = file;
+  for (const ValidationRun& run : runs) {
+    ValidationResult res;
+    res.run = run;
+    res.estimate = estimate(run.scenario, run.layout);
+    const Estimate& e = res.estimate;
+    switch (run.measure) {
+      case Measure::IterationTime: res.predicted = e.step_time_s; break;
+      case Measure::ModelTflops: res.predicted = e.model_tflops_per_gpu; break;
+      case Measure::HardwareTflops: res.predicted = e.hardware_tflops_per_gpu; break;
+      case Measure::SamplesPerS: res.predicted = e.samples_per_s; break;
+      case Measure::TokensPerS: res.predicted = e.tokens_per_s; break;
+    }
+    res.error_pct = (res.predicted - run.measured) / run.measured * 100.0;
+    summarise(rep.all, res);
+    summarise(run.calibration ? rep.calibration : rep.held_out, res);
+    rep.results.push_back(std::move(res));
+  }
+  return rep;
+}
+
+Loaded<ValidationReport> validate_file(const std::string& path) {
+  Loaded<ValidationReport> out;
+  std::string text, error;
+  if (!detail::read_text_file(path, text, error)) {
+    out.diagnostics.error(path, 0, 0, "", "cannot read the file: " + error);
+    return out;
+  }
+  Loaded<std::vector<ValidationRun>> runs = parse_validation_yaml(text, path);
+  out.diagnostics = runs.diagnostics;
+  if (!runs.ok()) return out;
+  out.value = validate_runs(*runs.value, path);
+  return out;
+}
+
+std::string format_validation_report(const ValidationReport& rep) {
+  std::string s;
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-44s %-5s %-24s %12s %12s %8s\n", "run", "set", "convention",
+                "predicted", "measured", "error");
+  s += buf;
+  for (const ValidationResult& r : rep.results) {
+    std::snprintf(buf, sizeof buf, "%-44s %-5s %-24s %12.4g %12.4g %+7.1f%%%s\n", r.run.id.c_str(),
+                  r.run.calibration ? "calib" : "held", to_string(r.run.measure), r.predicted,
+                  r.run.measured, r.error_pct, r.estimate.fits ? "" : "  (does not fit)");
+    s += buf;
+  }
+  auto line = [&](const char* name, const ValidationSummary& v) {
+    if (v.runs == 0) return;
+    std::snprintf(buf, sizeof buf, "%s: %d runs, MAPE %.2f%%, max %.2f%% (%s)\n", name, v.runs,
+                  v.mape_pct, v.max_abs_pct, v.worst_id.c_str());
+    s += buf;
+  };
+  line("calibration", rep.calibration);
+  line("held out", rep.held_out);
+  line("all", rep.all);
+  return s;
+}
+
+}  // namespace capplan
