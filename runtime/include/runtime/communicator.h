@@ -1,0 +1,66 @@
+// The communicator interface of capplan-train (MPI now; NCCL implements the same later) and the
+// process groups of a dp x pp x tp layout. Ranks are placed by an `order` string, a permutation of
+// D, P, T whose right-most letter varies fastest over consecutive world ranks ("DPT": tp ranks are
+// neighbours, as Megatron-LM places them). Collectives are blocking; errors abort the job (MPI's
+// default handler) since a half-finished collective cannot be recovered by one rank.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "planner/spec.h"
+
+namespace capplan::rt {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  virtual void all_reduce_sum(double* data, int64_t n) = 0;
+  virtual void all_reduce_max(float* data, int64_t n) = 0;
+  virtual void all_reduce_min(int64_t* data, int64_t n) = 0;
+  // send: size() * count elements; rank r receives the sum of block r.
+  virtual void reduce_scatter_sum(const float* send, float* recv, int64_t count) = 0;
+  // recv: size() * count elements, block r from rank r.
+  virtual void all_gather(const float* send, float* recv, int64_t count) = 0;
+  virtual void all_gather(const double* send, double* recv, int64_t count) = 0;
+  virtual void broadcast(float* data, int64_t n, int root) = 0;
+  virtual void send(const float* data, int64_t n, int peer, int tag) = 0;
+  virtual void recv(float* data, int64_t n, int peer, int tag) = 0;
+  virtual void barrier() = 0;
+};
+
+// A group of one rank (unit tests, tp = 1): every collective is the identity.
+std::unique_ptr<Communicator> make_self_communicator();
+
+// Coordinates of a rank in the layout.
+struct RankCoords {
+  int dp = 0, pp = 0, tp = 0;
+};
+
+// Rank <-> coordinates for `order` (validated permutation of "DPT"). Mixed radix, right-most
+// letter least significant.
+RankCoords rank_to_coords(int rank, const Layout& layout);
+int coords_to_rank(const RankCoords& c, const Layout& layout);
+
+// MPI process groups for one rank: world, and dp / pp / tp groups (ranks sharing the other two
+// coordinates, ordered by their own coordinate), plus ranks on this node.
+struct ProcessGroups {
+  RankCoords coords;
+  std::unique_ptr<Communicator> world, dp, pp, tp;
+  int local_rank = 0, local_size = 1;  // within MPI_COMM_TYPE_SHARED (this node)
+};
+
+// Requires MPI to be initialised and layout.gpus() == world size.
+ProcessGroups make_process_groups(const Layout& layout);
+
+// World rank and size (MPI_COMM_WORLD), and the number of ranks on this node.
+int world_rank();
+int world_size();
+int node_local_size();
+
+}  // namespace capplan::rt

@@ -1,0 +1,116 @@
+// The GPT decoder trained by capplan-train, built from a planner ModelSpec: token embedding
+// (vocab-parallel over TP) + learned positions or RoPE, pre-norm blocks (LayerNorm or RMSNorm)
+// with causal attention (GQA when kv_heads < heads; heads split over TP, QKV column-parallel,
+// out-projection row-parallel), GELU or SwiGLU MLP (up/gate column-parallel, down row-parallel),
+// final norm, LM head tied to the embedding and a vocab-parallel cross-entropy. Linear layers have
+// no bias. A Gpt holds the layers [layer_begin, layer_end) of one pipeline stage; forward and
+// backward are written by hand. It does no data-parallel communication (the trainer does).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/spec.h"
+#include "runtime/backend.h"
+#include "runtime/communicator.h"
+
+namespace capplan::rt {
+
+struct GptConfig {
+  ModelSpec model;
+  int seq_len = 0;  // T, tokens per sequence
+  int mbs = 1;      // B, sequences per micro-batch
+  int tp_rank = 0, tp_size = 1;
+  int pp_rank = 0, pp_size = 1;
+  int layer_begin = 0, layer_end = 0;  // this stage's layers; [0, layers) for a single stage
+  uint64_t seed = 0;                   // global initialisation seed (layout independent)
+  int slots = 1;                       // micro-batches whose activations can be held at once
+  Recompute recompute = Recompute::None;
+  int param_pad_multiple = 1;  // flat buffers are padded with zeros to a multiple (ZeRO shards)
+};
+
+// One parameter tensor of this rank inside the flat parameter buffer.
+struct ParamInfo {
+  std::string name;  // "wte", "wpe", "layers.3.wqkv", "lnf.w", ...
+  int64_t offset = 0;
+  int64_t numel = 0;
+  bool decay = false;         // AdamW weight decay applies (matrices and embeddings, not norms)
+  bool tp_replicated = false; // identical copy on every TP rank (norms, positions)
+  bool norm_counted = true;   // counted in the global gradient norm on this rank: each distinct
+                              // element exactly once over the TP and PP groups
+};
+
+// Checks the parts of a spec the runtime needs (tp divides heads and kv_heads and ffn_hidden,
+// even head_dim for RoPE, ...). Empty string when fine, else the reason.
+std::string gpt_check_config(const GptConfig& config);
+
+class Gpt {
+ public:
+  Gpt(const GptConfig& config, Backend& backend, Communicator& tp);
+  ~Gpt();
+  Gpt(const Gpt&) = delete;
+  Gpt& operator=(const Gpt&) = delete;
+
+  const GptConfig& config() const { return cfg_; }
+  bool first_stage() const { return cfg_.pp_rank == 0; }
+  bool last_stage() const { return cfg_.pp_rank == cfg_.pp_size - 1; }
+
+  // Flat device buffers in the order of param_infos(), padded_params() long (zero tail).
+  int64_t num_params() const { return num_params_; }
+  int64_t padded_params() const { return padded_params_; }
+  float* params() { return params_; }
+  float* grads() { return grads_; }
+  const std::vector<ParamInfo>& param_infos() const { return infos_; }
+  const ParamInfo* find_param(const std::string& name) const;
+  // Normal(0, 0.02) matrices (out-projections / sqrt(2 * layers), GPT-2), norms 1 and 0. Element
+  // i of a global tensor is a hash of (seed, tensor, i): every layout gets the same weights.
+  void init_params();
+  void zero_grads();
+
+  // Elements of the activation passed between pipeline stages: mbs * seq_len * hidden.
+  int64_t boundary_numel() const;
+  // Forward of one micro-batch into `slot` (< slots). The first stage embeds `tokens` [B * T]
+  // (host); the others read `input` [B, T, hidden]. Non-last stages write `output`. The last
+  // stage computes the cross-entropy against `targets` [B * T] (host) and, at once, its gradient
+  // scaled by `loss_scale`; it returns the sum of the token losses (0 on other stages).
+  double forward(int slot, const int32_t* tokens, const float* input, float* output,
+                 const int32_t* targets, float loss_scale);
+  // Backward of the micro-batch in `slot`, accumulating into grads(). Non-last stages take the
+  // gradient of their output in `dout`; non-first stages write the gradient of their input.
+  void backward(int slot, const float* dout, float* dinput);
+
+  // Bytes of activations held (all slots) and of parameters + gradients on this rank.
+  int64_t activation_bytes() const { return activation_bytes_; }
+
+ private:
+  struct LayerParams;
+  struct LayerActs;
+  struct Slot;
+  void layer_forward(int l, LayerActs& a, const float* x, float* out);
+  void layer_backward(int l, LayerActs& a, const float* x, float* dres);
+
+  GptConfig cfg_;
+  Backend& be_;
+  Communicator& tp_;
+  int C_, H_, KV_, D_, F_, V_, T_, B_, R_, Hl_, KVl_, Fl_, Fc_, Vl_, S_, vocab_begin_, nl_;
+  NormKind norm_;
+  bool rope_, swiglu_;
+  std::vector<ParamInfo> infos_;
+  int64_t num_params_ = 0;
+  int64_t padded_params_ = 0;
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+  std::vector<LayerParams> layers_;  // offsets into the flat buffers
+  int64_t off_wte_ = -1, off_wpe_ = -1, off_lnf_w_ = -1, off_lnf_b_ = -1;
+  std::vector<Slot> slots_;
+  std::vector<LayerActs> shared_acts_;  // recompute: one set reused by every layer
+  std::vector<float*> owned_;           // every activation / scratch allocation
+  float *dres_ = nullptr, *dh_ = nullptr, *dqkv_ = nullptr, *dattn_ = nullptr, *dfc_ = nullptr,
+        *dact_ = nullptr, *logits_ = nullptr, *hf_ = nullptr, *lnf_mean_ = nullptr,
+        *lnf_rstd_ = nullptr, *stats_ = nullptr;
+  int64_t activation_bytes_ = 0;
+  float* alloc(int64_t n, bool activation);
+};
+
+}  // namespace capplan::rt

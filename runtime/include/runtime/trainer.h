@@ -1,0 +1,42 @@
+// capplan-train's training loop: options from the command line (every mistake collected in one
+// pass), MPI process groups for the layout, the GPT model on the CPU backend, data-parallel AdamW
+// (plain or ZeRO-1), checkpoints with auto-resume and metrics. Rank 0 prints; every rank agrees on
+// failure through a collective before exiting, so a bad input never leaves a rank hanging.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "planner/diagnostics.h"
+#include "planner/spec.h"
+#include "runtime/optimizer.h"
+
+namespace capplan::rt {
+
+struct TrainOptions {
+  std::string model;          // preset name, YAML file or config.json (planner's load_model)
+  Layout layout;              // dp, tp, pp, vp, mbs, zero, recompute, order, schedule
+  int64_t gbs = 0;            // global batch in sequences; 0 = dp * mbs
+  int64_t steps = 10;
+  int seq_len = 0;            // 0 = the model's seq_len
+  OptimizerConfig optimizer;  // lr, warm-up, decay, clipping (total_steps = steps)
+  uint64_t seed = 1234;
+  std::string data = "synthetic";
+  std::string checkpoint_dir;     // empty = no checkpoints
+  int64_t checkpoint_every = 0;   // steps; 0 = only at the end when checkpoint_dir is set
+  std::string resume = "auto";    // auto | never | PATH of a step folder
+  std::string metrics;            // JSON-lines file written by rank 0; empty = none
+  int threads = 0;                // per rank; 0 = cores on the node / ranks on the node
+  int64_t kill_at_step = 0;       // fault injection for tests: the last rank SIGKILLs itself
+                                  // after this many steps (0 = never)
+};
+
+// Parses `capplan-train` flags (argv[0] is the program). Unknown flags, bad numbers and values out
+// of range are all reported, each naming the flag, with file "<command line>".
+Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* out);
+
+// The whole `capplan-train` run (MPI must not be initialised yet; this initialises and finalises
+// it). Returns the process exit status: 0 ok, 2 bad input, 1 runtime failure.
+int train_main(int argc, char** argv);
+
+}  // namespace capplan::rt

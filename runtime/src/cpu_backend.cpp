@@ -1,0 +1,438 @@
+// CPU backend: fp32 kernels over a ThreadPool. Large GEMMs are split by output rows over the pool,
+// each block one single-threaded cblas_sgemm call (OpenBLAS is told to use one thread, so no
+// second thread pool competes for the cores); attention runs one task per (batch, head) with
+// small GEMMs inside. Every reduction has a fixed order for a given thread count.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/thread_pool.h"
+
+#ifdef CAPPLAN_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+namespace capplan::rt {
+namespace {
+
+// Row-major C[M,N] = alpha * op(A) op(B) + beta * C with leading dimensions, in the calling thread.
+void gemm_serial(bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+                 const float* B, int ldb, float beta, float* C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+#ifdef CAPPLAN_HAVE_CBLAS
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
+              K, alpha, A, lda, B, ldb, beta, C, ldc);
+#else
+  for (int i = 0; i < M; ++i) {
+    float* c = C + int64_t(i) * ldc;
+    for (int j = 0; j < N; ++j) c[j] = beta == 0 ? 0.0f : c[j] * beta;
+    for (int k = 0; k < K; ++k) {
+      const float a = alpha * (ta ? A[int64_t(k) * lda + i] : A[int64_t(i) * lda + k]);
+      if (tb) {
+        for (int j = 0; j < N; ++j) c[j] += a * B[int64_t(j) * ldb + k];
+      } else {
+        const float* b = B + int64_t(k) * ldb;
+        for (int j = 0; j < N; ++j) c[j] += a * b[j];
+      }
+    }
+  }
+#endif
+}
+
+constexpr float kNormEps = 1e-5f;
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {
+#ifdef CAPPLAN_HAVE_CBLAS
+    openblas_set_num_threads(1);
+#endif
+  }
+  std::string name() const override { return "cpu"; }
+  int threads() const override { return pool_.size(); }
+
+  float* allocate(int64_t n) override {
+    const size_t bytes = ((size_t(std::max<int64_t>(n, 1)) * sizeof(float) + 63) / 64) * 64;
+    float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
+    if (p) std::memset(p, 0, bytes);
+    return p;
+  }
+  void release(float* p) override { std::free(p); }
+  void fill(float* p, float value, int64_t n) override {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { std::fill(p + b, p + e, value); });
+  }
+  void copy(float* dst, const float* src, int64_t n) override {
+    if (n > 0) std::memcpy(dst, src, size_t(n) * sizeof(float));
+  }
+  void to_host(float* host, const float* src, int64_t n) override { copy(host, src, n); }
+  void from_host(float* dst, const float* host, int64_t n) override { copy(dst, host, n); }
+
+  void matmul(float* c, const float* a, const float* b, int M, int N, int K, bool ta, bool tb,
+              bool accumulate) override {
+    const int lda = ta ? M : K;
+    const int ldb = tb ? K : N;
+    const float beta = accumulate ? 1.0f : 0.0f;
+    // Blocks of whole output rows; at least 16 rows so tiny GEMMs stay on one thread.
+    const int64_t blocks = std::min<int64_t>(pool_.size(), std::max(1, M / 16));
+    pool_.parallel_for(blocks, [&](int64_t bb, int64_t be, int) {
+      for (int64_t blk = bb; blk < be; ++blk) {
+        const int64_t m0 = M * blk / blocks, m1 = M * (blk + 1) / blocks;
+        const float* ap = ta ? a + m0 : a + m0 * K;
+        gemm_serial(ta, tb, int(m1 - m0), N, K, 1.0f, ap, lda, b, ldb, beta, c + m0 * N, N);
+      }
+    });
+  }
+  void add(float* y, const float* x, int64_t n) override {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) y[i] += x[i];
+    });
+  }
+  void scale(float* y, float s, int64_t n) override {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) y[i] *= s;
+    });
+  }
+
+  void norm_forward(NormKind kind, float* out, float* mean, float* rstd, const float* x,
+                    const float* w, const float* bias, int rows, int C) override {
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        const float* xr = x + r * C;
+        float* o = out + r * C;
+        float mu = 0;
+        if (kind == NormKind::LayerNorm) {
+          for (int c = 0; c < C; ++c) mu += xr[c];
+          mu /= C;
+        }
+        float var = 0;
+        for (int c = 0; c < C; ++c) var += (xr[c] - mu) * (xr[c] - mu);
+        const float rs = 1.0f / std::sqrt(var / C + kNormEps);
+        if (kind == NormKind::LayerNorm) {
+          for (int c = 0; c < C; ++c) o[c] = (xr[c] - mu) * rs * w[c] + bias[c];
+          mean[r] = mu;
+        } else {
+          for (int c = 0; c < C; ++c) o[c] = xr[c] * rs * w[c];
+        }
+        rstd[r] = rs;
+      }
+    });
+  }
+
+  void norm_backward(NormKind kind, float* dx, float* dw, float* db, const float* dout,
+                     const float* x, const float* w, const float* mean, const float* rstd,
+                     int rows, int C) override {
+    const bool ln = kind == NormKind::LayerNorm;
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        const float* xr = x + r * C;
+        const float* dy = dout + r * C;
+        const float mu = ln ? mean[r] : 0.0f, rs = rstd[r];
+        float sum_dxhat = 0, sum_dxhat_xhat = 0;
+        for (int c = 0; c < C; ++c) {
+          const float dxhat = dy[c] * w[c];
+          sum_dxhat += dxhat;
+          sum_dxhat_xhat += dxhat * (xr[c] - mu) * rs;
+        }
+        const float m1 = ln ? sum_dxhat / C : 0.0f, m2 = sum_dxhat_xhat / C;
+        float* d = dx + r * C;
+        for (int c = 0; c < C; ++c) {
+          const float xhat = (xr[c] - mu) * rs;
+          d[c] += rs * (dy[c] * w[c] - m1 - xhat * m2);
+        }
+      }
+    });
+    pool_.parallel_for(C, [&](int64_t cb, int64_t ce, int) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * C;
+        const float* dy = dout + r * C;
+        const float mu = ln ? mean[r] : 0.0f, rs = rstd[r];
+        for (int64_t c = cb; c < ce; ++c) dw[c] += dy[c] * (xr[c] - mu) * rs;
+        if (ln)
+          for (int64_t c = cb; c < ce; ++c) db[c] += dy[c];
+      }
+    });
+  }
+
+  void attention_forward(float* out, float* probs, const float* qkv,
+                         const AttentionShape& s) override {
+    const int S = s.qkv_stride(), T = s.T, D = s.D, group = s.Hl / s.KVl;
+    const float sc = 1.0f / std::sqrt(float(D));
+    pool_.parallel_for(int64_t(s.B) * s.Hl, [&](int64_t ib, int64_t ie, int) {
+      for (int64_t i = ib; i < ie; ++i) {
+        const int64_t b = i / s.Hl;
+        const int h = int(i % s.Hl), g = h / group;
+        const float* base = qkv + b * T * S;
+        const float* q = base + h * D;
+        const float* k = base + (s.Hl + g) * D;
+        const float* v = base + (s.Hl + s.KVl + g) * D;
+        float* p = probs + i * T * T;
+        gemm_serial(false, true, T, T, D, sc, q, S, k, S, 0.0f, p, T);
+        for (int t = 0; t < T; ++t) {
+          float* row = p + int64_t(t) * T;
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int u = 0; u <= t; ++u) mx = std::max(mx, row[u]);
+          float sum = 0;
+          for (int u = 0; u <= t; ++u) {
+            row[u] = std::exp(row[u] - mx);
+            sum += row[u];
+          }
+          const float inv = 1.0f / sum;
+          for (int u = 0; u <= t; ++u) row[u] *= inv;
+          for (int u = t + 1; u < T; ++u) row[u] = 0;
+        }
+        gemm_serial(false, false, T, D, T, 1.0f, p, T, v, S, 0.0f,
+                    out + b * T * s.Hl * D + h * D, s.Hl * D);
+      }
+    });
+  }
+
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* probs,
+                          const AttentionShape& s) override {
+    const int S = s.qkv_stride(), T = s.T, D = s.D, group = s.Hl / s.KVl;
+    const float sc = 1.0f / std::sqrt(float(D));
+    {
+      std::lock_guard<std::mutex> lock(scratch_mutex_);
+      if (scratch_.size() < size_t(pool_.size()) * T * T) scratch_.resize(size_t(pool_.size()) * T * T);
+    }
+    pool_.parallel_for(int64_t(s.B) * s.KVl, [&](int64_t ib, int64_t ie, int thread) {
+      float* dp = scratch_.data() + size_t(thread) * T * T;
+      for (int64_t i = ib; i < ie; ++i) {
+        const int64_t b = i / s.KVl;
+        const int g = int(i % s.KVl);
+        const float* base = qkv + b * T * S;
+        float* dbase = dqkv + b * T * S;
+        const float* k = base + (s.Hl + g) * D;
+        const float* v = base + (s.Hl + s.KVl + g) * D;
+        float* dk = dbase + (s.Hl + g) * D;
+        float* dv = dbase + (s.Hl + s.KVl + g) * D;
+        for (int t = 0; t < T; ++t) {
+          std::fill(dk + int64_t(t) * S, dk + int64_t(t) * S + D, 0.0f);
+          std::fill(dv + int64_t(t) * S, dv + int64_t(t) * S + D, 0.0f);
+        }
+        for (int h = g * group; h < (g + 1) * group; ++h) {
+          const float* q = base + h * D;
+          float* dq = dbase + h * D;
+          const float* p = probs + (b * s.Hl + h) * T * T;
+          const float* dO = dout + b * T * s.Hl * D + h * D;
+          const int ldo = s.Hl * D;
+          gemm_serial(false, true, T, T, D, 1.0f, dO, ldo, v, S, 0.0f, dp, T);   // dP = dO V^T
+          gemm_serial(true, false, T, D, T, 1.0f, p, T, dO, ldo, 1.0f, dv, S);   // dV += P^T dO
+          for (int t = 0; t < T; ++t) {  // softmax backward: dS = P (dP - sum(P dP))
+            const float* pr = p + int64_t(t) * T;
+            float* dr = dp + int64_t(t) * T;
+            float dot = 0;
+            for (int u = 0; u <= t; ++u) dot += pr[u] * dr[u];
+            for (int u = 0; u <= t; ++u) dr[u] = pr[u] * (dr[u] - dot);
+            for (int u = t + 1; u < T; ++u) dr[u] = 0;
+          }
+          gemm_serial(false, false, T, D, T, sc, dp, T, k, S, 0.0f, dq, S);     // dQ = s dS K
+          gemm_serial(true, false, T, D, T, sc, dp, T, q, S, 1.0f, dk, S);      // dK += s dS^T Q
+        }
+      }
+    });
+  }
+
+  void rope(float* qkv, const AttentionShape& s, bool inverse) override {
+    const int T = s.T, D = s.D, half = D / 2, S = s.qkv_stride();
+    if (rope_T_ != T || rope_D_ != D) {
+      rope_cos_.resize(size_t(T) * half);
+      rope_sin_.resize(size_t(T) * half);
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < half; ++i) {
+          const double angle = t * std::pow(10000.0, -2.0 * i / D);
+          rope_cos_[size_t(t) * half + i] = float(std::cos(angle));
+          rope_sin_[size_t(t) * half + i] = float(std::sin(angle));
+        }
+      rope_T_ = T;
+      rope_D_ = D;
+    }
+    const int heads = s.Hl + s.KVl;  // q heads then k heads, contiguous in the row
+    const float sign = inverse ? -1.0f : 1.0f;
+    pool_.parallel_for(int64_t(s.B) * T, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        const int t = int(r % T);
+        const float* cs = rope_cos_.data() + size_t(t) * half;
+        const float* sn = rope_sin_.data() + size_t(t) * half;
+        for (int h = 0; h < heads; ++h) {
+          float* x = qkv + r * S + h * D;
+          for (int i = 0; i < half; ++i) {
+            const float x1 = x[i], x2 = x[i + half], sni = sign * sn[i];
+            x[i] = x1 * cs[i] - x2 * sni;
+            x[i + half] = x1 * sni + x2 * cs[i];
+          }
+        }
+      }
+    });
+  }
+
+  void gelu_forward(float* out, const float* x, int64_t n) override {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        const float v = x[i];
+        out[i] = 0.5f * v * (1.0f + std::tanh(kGeluK * (v + 0.044715f * v * v * v)));
+      }
+    });
+  }
+  void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        const float v = x[i];
+        const float th = std::tanh(kGeluK * (v + 0.044715f * v * v * v));
+        const float d = 0.5f * (1.0f + th) +
+                        0.5f * v * (1.0f - th * th) * kGeluK * (1.0f + 3.0f * 0.044715f * v * v);
+        dx[i] = d * dout[i];
+      }
+    });
+  }
+  void swiglu_forward(float* out, const float* fc, int rows, int F) override {
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        const float* gate = fc + r * 2 * F;
+        const float* up = gate + F;
+        for (int j = 0; j < F; ++j) {
+          const float sg = 1.0f / (1.0f + std::exp(-gate[j]));
+          out[r * F + j] = gate[j] * sg * up[j];
+        }
+      }
+    });
+  }
+  void swiglu_backward(float* dfc, const float* fc, const float* dout, int rows, int F) override {
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        const float* gate = fc + r * 2 * F;
+        const float* up = gate + F;
+        float* dgate = dfc + r * 2 * F;
+        float* dup = dgate + F;
+        for (int j = 0; j < F; ++j) {
+          const float g = gate[j], sg = 1.0f / (1.0f + std::exp(-g)), dy = dout[r * F + j];
+          dup[j] = dy * g * sg;
+          dgate[j] = dy * up[j] * sg * (1.0f + g * (1.0f - sg));
+        }
+      }
+    });
+  }
+
+  void embedding_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                         int rows, int T, int C, int vocab_begin, int vocab_local) override {
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        float* o = out + r * C;
+        const int64_t id = int64_t(tokens[r]) - vocab_begin;
+        if (id >= 0 && id < vocab_local)
+          std::memcpy(o, wte + id * C, sizeof(float) * C);
+        else
+          std::fill(o, o + C, 0.0f);
+        if (wpe) {
+          const float* p = wpe + (r % T) * C;
+          for (int c = 0; c < C; ++c) o[c] += p[c];
+        }
+      }
+    });
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                          int rows, int T, int C, int vocab_begin, int vocab_local) override {
+    pool_.parallel_for(C, [&](int64_t cb, int64_t ce, int) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* d = dout + r * C;
+        const int64_t id = int64_t(tokens[r]) - vocab_begin;
+        if (id >= 0 && id < vocab_local) {
+          float* w = dwte + id * C;
+          for (int64_t c = cb; c < ce; ++c) w[c] += d[c];
+        }
+        if (dwpe) {
+          float* p = dwpe + (r % T) * C;
+          for (int64_t c = cb; c < ce; ++c) p[c] += d[c];
+        }
+      }
+    });
+  }
+
+  void xent_row_max(float* row_max, const float* logits, int rows, int Vl, int vocab_begin,
+                    int vocab) override {
+    const int valid = std::clamp(vocab - vocab_begin, 0, Vl);
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        const float* l = logits + r * Vl;
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j < valid; ++j) mx = std::max(mx, l[j]);
+        row_max[r] = mx;
+      }
+    });
+  }
+  void xent_sum_exp(float* sum_exp, float* target_logit, const float* logits,
+                    const float* row_max, const int32_t* targets, int rows, int Vl,
+                    int vocab_begin, int vocab) override {
+    const int valid = std::clamp(vocab - vocab_begin, 0, Vl);
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        const float* l = logits + r * Vl;
+        const float mx = row_max[r];
+        float sum = 0;
+        for (int j = 0; j < valid; ++j) sum += std::exp(l[j] - mx);
+        sum_exp[r] = sum;
+        const int64_t id = int64_t(targets[r]) - vocab_begin;
+        target_logit[r] = (id >= 0 && id < valid) ? l[id] : 0.0f;
+      }
+    });
+  }
+  void xent_backward(float* logits, const float* row_max, const float* sum_exp,
+                     const int32_t* targets, float scale, int rows, int Vl, int vocab_begin,
+                     int vocab) override {
+    const int valid = std::clamp(vocab - vocab_begin, 0, Vl);
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        float* l = logits + r * Vl;
+        const float mx = row_max[r], inv = scale / sum_exp[r];
+        for (int j = 0; j < valid; ++j) l[j] = std::exp(l[j] - mx) * inv;
+        for (int j = valid; j < Vl; ++j) l[j] = 0;
+        const int64_t id = int64_t(targets[r]) - vocab_begin;
+        if (id >= 0 && id < valid) l[id] -= scale;
+      }
+    });
+  }
+
+  void adamw(float* param, const float* grad, float* m, float* v, int64_t n,
+             const AdamWStep& st) override {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        const float g = grad[i] * st.grad_scale;
+        m[i] = st.beta1 * m[i] + (1.0f - st.beta1) * g;
+        v[i] = st.beta2 * v[i] + (1.0f - st.beta2) * g * g;
+        const float mhat = m[i] / st.bias_correction1, vhat = v[i] / st.bias_correction2;
+        param[i] -= st.lr * (mhat / (std::sqrt(vhat) + st.eps) + st.weight_decay * param[i]);
+      }
+    });
+  }
+  double sum_squares(const float* x, int64_t n) override {
+    std::vector<double> part(size_t(pool_.size()), 0.0);
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int t) {
+      double acc = 0;
+      for (int64_t i = b; i < e; ++i) acc += double(x[i]) * x[i];
+      part[size_t(t)] = acc;
+    });
+    double total = 0;
+    for (double p : part) total += p;
+    return total;
+  }
+
+ private:
+  static constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
+  ThreadPool pool_;
+  std::mutex scratch_mutex_;
+  std::vector<float> scratch_;
+  std::vector<float> rope_cos_, rope_sin_;
+  int rope_T_ = -1, rope_D_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace capplan::rt

@@ -1,0 +1,395 @@
+// GPT forward and backward by hand over the Backend interface, with Megatron-style tensor
+// parallelism (Shoeybi et al. 2019, Sec 3): the "f" operator is the identity in forward and a TP
+// all-reduce of the input gradient in backward (before column-parallel layers); the "g" operator
+// is a TP all-reduce in forward (after row-parallel layers) and the identity in backward.
+#include "runtime/gpt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+namespace capplan::rt {
+
+struct Gpt::LayerParams {
+  int64_t ln1_w = -1, ln1_b = -1, wqkv = -1, wo = -1, ln2_w = -1, ln2_b = -1, wfc = -1, wproj = -1;
+};
+
+struct Gpt::LayerActs {
+  float *ln1_mean = nullptr, *ln1_rstd = nullptr, *h1 = nullptr, *qkv = nullptr, *probs = nullptr,
+        *attn = nullptr, *x2 = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr, *h2 = nullptr,
+        *fc = nullptr, *act = nullptr;
+};
+
+struct Gpt::Slot {
+  std::vector<float*> resid;     // nl + 1 buffers [R, C]: input of layer i, resid[nl] = output
+  std::vector<LayerActs> acts;   // per layer (empty with full recompute)
+  std::vector<int32_t> tokens;   // first stage: the micro-batch's tokens (embedding backward)
+  float* dfinal = nullptr;       // last stage: gradient w.r.t. resid[nl], from the loss
+};
+
+namespace {
+
+uint64_t mix64(uint64_t z) {  // splitmix64 finaliser (Steele, Lea, Flood 2014)
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Standard normal for element `index` of tensor `id`: Box-Muller on two hashed uniforms.
+float hash_normal(uint64_t seed, uint64_t id, uint64_t index) {
+  const uint64_t base = mix64(seed ^ mix64(id * 0xD1B54A32D192ED03ull));
+  const uint64_t a = mix64(base ^ (2 * index)), b = mix64(base ^ (2 * index + 1));
+  const double u1 = (double(a >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+  const double u2 = double(b >> 11) * 0x1.0p-53;
+  return float(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
+enum TensorKind : uint64_t { kWte = 1, kWpe, kWq, kWk, kWv, kWo, kWgate, kWup, kWdown };
+uint64_t tensor_id(int layer, TensorKind kind) { return uint64_t(layer + 1) * 64 + kind; }
+
+}  // namespace
+
+std::string gpt_check_config(const GptConfig& c) {
+  const ModelSpec& m = c.model;
+  const int kv = m.kv_heads_or_default();
+  if (m.layers <= 0 || m.hidden <= 0 || m.heads <= 0 || m.vocab <= 0)
+    return "layers, hidden, heads and vocab must be > 0";
+  if (m.hidden % m.heads != 0) return "heads must divide hidden";
+  if (kv <= 0 || m.heads % kv != 0) return "kv_heads must divide heads";
+  if (c.seq_len <= 0) return "seq_len must be > 0";
+  if (c.mbs <= 0) return "mbs must be > 0";
+  if (c.tp_size <= 0 || m.heads % c.tp_size != 0)
+    return "tp " + std::to_string(c.tp_size) + " does not divide heads " + std::to_string(m.heads);
+  if (kv % c.tp_size != 0)
+    return "tp " + std::to_string(c.tp_size) + " does not divide kv_heads " + std::to_string(kv);
+  if (m.ffn_hidden_or_default() % c.tp_size != 0)
+    return "tp " + std::to_string(c.tp_size) + " does not divide ffn_hidden " +
+           std::to_string(m.ffn_hidden_or_default());
+  if (m.position == PositionEmbedding::Rope && m.head_dim() % 2 != 0)
+    return "RoPE needs an even head dimension";
+  if (c.layer_begin < 0 || c.layer_end > m.layers || c.layer_begin >= c.layer_end)
+    return "empty or out-of-range layer range for this pipeline stage";
+  if (c.slots <= 0) return "slots must be > 0";
+  if (m.vocab > 65536 * 1024) return "vocab too large";
+  return {};
+}
+
+float* Gpt::alloc(int64_t n, bool activation) {
+  float* p = be_.allocate(n);
+  if (!p) throw std::bad_alloc();
+  owned_.push_back(p);
+  if (activation) activation_bytes_ += n * int64_t(sizeof(float));
+  return p;
+}
+
+Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
+    : cfg_(config), be_(backend), tp_(tp) {
+  if (std::string err = gpt_check_config(cfg_); !err.empty()) throw std::invalid_argument(err);
+  const ModelSpec& m = cfg_.model;
+  C_ = m.hidden;
+  H_ = m.heads;
+  KV_ = m.kv_heads_or_default();
+  D_ = m.head_dim();
+  F_ = m.ffn_hidden_or_default();
+  V_ = m.vocab;
+  T_ = cfg_.seq_len;
+  B_ = cfg_.mbs;
+  R_ = B_ * T_;
+  const int tps = cfg_.tp_size, tpr = cfg_.tp_rank;
+  Hl_ = H_ / tps;
+  KVl_ = KV_ / tps;
+  Fl_ = F_ / tps;
+  swiglu_ = m.ffn == Ffn::Swiglu;
+  Fc_ = swiglu_ ? 2 * Fl_ : Fl_;
+  Vl_ = (V_ + tps - 1) / tps;  // the last TP rank's tail past vocab is padding
+  vocab_begin_ = tpr * Vl_;
+  S_ = (Hl_ + 2 * KVl_) * D_;
+  nl_ = cfg_.layer_end - cfg_.layer_begin;
+  norm_ = m.norm == Norm::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm;
+  rope_ = m.position == PositionEmbedding::Rope;
+  const bool ln = norm_ == NormKind::LayerNorm;
+
+  auto add = [&](const std::string& name, int64_t n, bool decay, bool replicated,
+                 bool counted = true) {
+    ParamInfo p;
+    p.name = name;
+    p.offset = num_params_;
+    p.numel = n;
+    p.decay = decay;
+    p.tp_replicated = replicated;
+    p.norm_counted = counted && (!replicated || tpr == 0);
+    infos_.push_back(p);
+    num_params_ += n;
+    return p.offset;
+  };
+  if (first_stage()) {
+    off_wte_ = add("wte", int64_t(Vl_) * C_, true, false);
+    if (!rope_) off_wpe_ = add("wpe", int64_t(T_) * C_, true, true);
+  }
+  layers_.resize(size_t(nl_));
+  for (int i = 0; i < nl_; ++i) {
+    const std::string p = "layers." + std::to_string(cfg_.layer_begin + i) + ".";
+    LayerParams& L = layers_[size_t(i)];
+    L.ln1_w = add(p + "ln1.w", C_, false, true);
+    if (ln) L.ln1_b = add(p + "ln1.b", C_, false, true);
+    L.wqkv = add(p + "wqkv", int64_t(S_) * C_, true, false);
+    L.wo = add(p + "wo", int64_t(C_) * Hl_ * D_, true, false);
+    L.ln2_w = add(p + "ln2.w", C_, false, true);
+    if (ln) L.ln2_b = add(p + "ln2.b", C_, false, true);
+    L.wfc = add(p + "wfc", int64_t(Fc_) * C_, true, false);
+    L.wproj = add(p + "wproj", int64_t(C_) * Fl_, true, false);
+  }
+  if (last_stage()) {
+    off_lnf_w_ = add("lnf.w", C_, false, true);
+    if (ln) off_lnf_b_ = add("lnf.b", C_, false, true);
+    // Tied LM head: the same tensor as the first stage's embedding. With pp > 1 the last stage
+    // holds a copy whose gradient is summed with the first stage's; it is counted there only.
+    if (!first_stage()) off_wte_ = add("wte.tied", int64_t(Vl_) * C_, true, false, false);
+  }
+  const int64_t pad = std::max(1, cfg_.param_pad_multiple);
+  padded_params_ = (num_params_ + pad - 1) / pad * pad;
+  params_ = alloc(padded_params_, false);
+  grads_ = alloc(padded_params_, false);
+
+  auto make_acts = [&](LayerActs& a) {
+    a.ln1_mean = alloc(R_, true);
+    a.ln1_rstd = alloc(R_, true);
+    a.h1 = alloc(int64_t(R_) * C_, true);
+    a.qkv = alloc(int64_t(R_) * S_, true);
+    a.probs = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
+    a.attn = alloc(int64_t(R_) * Hl_ * D_, true);
+    a.x2 = alloc(int64_t(R_) * C_, true);
+    a.ln2_mean = alloc(R_, true);
+    a.ln2_rstd = alloc(R_, true);
+    a.h2 = alloc(int64_t(R_) * C_, true);
+    a.fc = alloc(int64_t(R_) * Fc_, true);
+    a.act = alloc(int64_t(R_) * Fl_, true);
+  };
+  const bool full_recompute = cfg_.recompute == Recompute::Full;
+  slots_.resize(size_t(cfg_.slots));
+  for (Slot& s : slots_) {
+    for (int i = 0; i <= nl_; ++i) s.resid.push_back(alloc(int64_t(R_) * C_, true));
+    if (!full_recompute) {
+      s.acts.resize(size_t(nl_));
+      for (LayerActs& a : s.acts) make_acts(a);
+    }
+    if (last_stage()) s.dfinal = alloc(int64_t(R_) * C_, true);
+    s.tokens.assign(size_t(R_), 0);
+  }
+  if (full_recompute) {
+    shared_acts_.resize(1);
+    make_acts(shared_acts_[0]);
+  }
+  dres_ = alloc(int64_t(R_) * C_, false);
+  dh_ = alloc(int64_t(R_) * C_, false);
+  dqkv_ = alloc(int64_t(R_) * S_, false);
+  dattn_ = alloc(int64_t(R_) * Hl_ * D_, false);
+  dfc_ = alloc(int64_t(R_) * Fc_, false);
+  dact_ = alloc(int64_t(R_) * Fl_, false);
+  if (last_stage()) {
+    logits_ = alloc(int64_t(R_) * Vl_, false);
+    hf_ = alloc(int64_t(R_) * C_, false);
+    lnf_mean_ = alloc(R_, false);
+    lnf_rstd_ = alloc(R_, false);
+    stats_ = alloc(3 * int64_t(R_), false);
+  }
+}
+
+Gpt::~Gpt() {
+  for (float* p : owned_) be_.release(p);
+}
+
+const ParamInfo* Gpt::find_param(const std::string& name) const {
+  for (const ParamInfo& p : infos_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+int64_t Gpt::boundary_numel() const { return int64_t(R_) * C_; }
+
+void Gpt::zero_grads() { be_.fill(grads_, 0.0f, padded_params_); }
+
+void Gpt::init_params() {
+  const uint64_t seed = cfg_.seed;
+  const int tpr = cfg_.tp_rank;
+  const float std_w = 0.02f;
+  const float std_out = 0.02f / std::sqrt(2.0f * cfg_.model.layers);
+  std::vector<float> host(size_t(num_params_), 0.0f);
+  auto ptr = [&](int64_t off) { return host.data() + off; };
+  // Rows `row0 + i` (i < rows) of a global [*, cols] tensor into dst.
+  auto rows_of = [&](float* dst, uint64_t id, int64_t row0, int64_t rows, int64_t cols, float sd) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < cols; ++c)
+        dst[i * cols + c] = sd * hash_normal(seed, id, uint64_t((row0 + i) * cols + c));
+  };
+  // Columns [col0, col0 + cols) of a global [rows, full_cols] tensor into dst [rows, cols].
+  auto cols_of = [&](float* dst, uint64_t id, int64_t rows, int64_t full_cols, int64_t col0,
+                     int64_t cols, float sd) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        dst[r * cols + c] = sd * hash_normal(seed, id, uint64_t(r * full_cols + col0 + c));
+  };
+  if (off_wte_ >= 0) {
+    const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(Vl_, V_ - vocab_begin_));
+    rows_of(ptr(off_wte_), tensor_id(-1, kWte), vocab_begin_, valid, C_, std_w);
+  }
+  if (off_wpe_ >= 0) rows_of(ptr(off_wpe_), tensor_id(-1, kWpe), 0, T_, C_, std_w);
+  auto ones = [&](int64_t off) {
+    if (off >= 0) std::fill(ptr(off), ptr(off) + C_, 1.0f);
+  };
+  for (int i = 0; i < nl_; ++i) {
+    const int l = cfg_.layer_begin + i;
+    const LayerParams& L = layers_[size_t(i)];
+    ones(L.ln1_w);
+    ones(L.ln2_w);
+    float* qkv = ptr(L.wqkv);
+    rows_of(qkv, tensor_id(l, kWq), int64_t(tpr) * Hl_ * D_, int64_t(Hl_) * D_, C_, std_w);
+    qkv += int64_t(Hl_) * D_ * C_;
+    rows_of(qkv, tensor_id(l, kWk), int64_t(tpr) * KVl_ * D_, int64_t(KVl_) * D_, C_, std_w);
+    qkv += int64_t(KVl_) * D_ * C_;
+    rows_of(qkv, tensor_id(l, kWv), int64_t(tpr) * KVl_ * D_, int64_t(KVl_) * D_, C_, std_w);
+    cols_of(ptr(L.wo), tensor_id(l, kWo), C_, int64_t(H_) * D_, int64_t(tpr) * Hl_ * D_,
+            int64_t(Hl_) * D_, std_out);
+    float* fc = ptr(L.wfc);
+    if (swiglu_) {
+      rows_of(fc, tensor_id(l, kWgate), int64_t(tpr) * Fl_, Fl_, C_, std_w);
+      fc += int64_t(Fl_) * C_;
+    }
+    rows_of(fc, tensor_id(l, kWup), int64_t(tpr) * Fl_, Fl_, C_, std_w);
+    cols_of(ptr(L.wproj), tensor_id(l, kWdown), C_, F_, int64_t(tpr) * Fl_, Fl_, std_out);
+  }
+  ones(off_lnf_w_);
+  be_.from_host(params_, host.data(), num_params_);
+}
+
+void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
+  const LayerParams& L = layers_[size_t(i)];
+  const float* p = params_;
+  const float* nob = nullptr;
+  const AttentionShape sh{B_, T_, Hl_, KVl_, D_};
+  be_.norm_forward(norm_, a.h1, a.ln1_mean, a.ln1_rstd, x, p + L.ln1_w,
+                   L.ln1_b >= 0 ? p + L.ln1_b : nob, R_, C_);
+  be_.matmul(a.qkv, a.h1, p + L.wqkv, R_, S_, C_, false, true, false);
+  if (rope_) be_.rope(a.qkv, sh, false);
+  be_.attention_forward(a.attn, a.probs, a.qkv, sh);
+  be_.matmul(a.x2, a.attn, p + L.wo, R_, C_, Hl_ * D_, false, true, false);
+  tp_.all_reduce_sum(a.x2, int64_t(R_) * C_);  // g
+  be_.add(a.x2, x, int64_t(R_) * C_);
+  be_.norm_forward(norm_, a.h2, a.ln2_mean, a.ln2_rstd, a.x2, p + L.ln2_w,
+                   L.ln2_b >= 0 ? p + L.ln2_b : nob, R_, C_);
+  be_.matmul(a.fc, a.h2, p + L.wfc, R_, Fc_, C_, false, true, false);
+  if (swiglu_)
+    be_.swiglu_forward(a.act, a.fc, R_, Fl_);
+  else
+    be_.gelu_forward(a.act, a.fc, int64_t(R_) * Fl_);
+  be_.matmul(out, a.act, p + L.wproj, R_, C_, Fl_, false, true, false);
+  tp_.all_reduce_sum(out, int64_t(R_) * C_);  // g
+  be_.add(out, a.x2, int64_t(R_) * C_);
+}
+
+// dres holds the gradient of the layer's output on entry and of its input `x` on return.
+void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
+  const LayerParams& L = layers_[size_t(i)];
+  const float* p = params_;
+  float* g = grads_;
+  const AttentionShape sh{B_, T_, Hl_, KVl_, D_};
+  // MLP: out = x2 + act(h2 Wfc^T) Wproj^T
+  be_.matmul(dact_, dres, p + L.wproj, R_, Fl_, C_, false, false, false);
+  be_.matmul(g + L.wproj, dres, a.act, C_, Fl_, R_, true, false, true);
+  if (swiglu_)
+    be_.swiglu_backward(dfc_, a.fc, dact_, R_, Fl_);
+  else
+    be_.gelu_backward(dfc_, a.fc, dact_, int64_t(R_) * Fl_);
+  be_.matmul(g + L.wfc, dfc_, a.h2, Fc_, C_, R_, true, false, true);
+  be_.matmul(dh_, dfc_, p + L.wfc, R_, C_, Fc_, false, false, false);
+  tp_.all_reduce_sum(dh_, int64_t(R_) * C_);  // f
+  be_.norm_backward(norm_, dres, g + L.ln2_w, L.ln2_b >= 0 ? g + L.ln2_b : nullptr, dh_, a.x2,
+                    p + L.ln2_w, a.ln2_mean, a.ln2_rstd, R_, C_);
+  // Attention: x2 = x + attn(h1 Wqkv^T) Wo^T
+  be_.matmul(dattn_, dres, p + L.wo, R_, Hl_ * D_, C_, false, false, false);
+  be_.matmul(g + L.wo, dres, a.attn, C_, Hl_ * D_, R_, true, false, true);
+  be_.attention_backward(dqkv_, dattn_, a.qkv, a.probs, sh);
+  if (rope_) be_.rope(dqkv_, sh, true);
+  be_.matmul(g + L.wqkv, dqkv_, a.h1, S_, C_, R_, true, false, true);
+  be_.matmul(dh_, dqkv_, p + L.wqkv, R_, C_, S_, false, false, false);
+  tp_.all_reduce_sum(dh_, int64_t(R_) * C_);  // f
+  be_.norm_backward(norm_, dres, g + L.ln1_w, L.ln1_b >= 0 ? g + L.ln1_b : nullptr, dh_, x,
+                    p + L.ln1_w, a.ln1_mean, a.ln1_rstd, R_, C_);
+}
+
+double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* output,
+                    const int32_t* targets, float loss_scale) {
+  Slot& s = slots_.at(size_t(slot));
+  const int64_t n = int64_t(R_) * C_;
+  if (first_stage()) {
+    std::copy(tokens, tokens + R_, s.tokens.begin());
+    // Positions are added on TP rank 0 only, so the all-reduce adds them once.
+    const float* wpe = (off_wpe_ >= 0 && cfg_.tp_rank == 0) ? params_ + off_wpe_ : nullptr;
+    be_.embedding_forward(s.resid[0], s.tokens.data(), params_ + off_wte_, wpe, R_, T_, C_,
+                          vocab_begin_, Vl_);
+    tp_.all_reduce_sum(s.resid[0], n);
+  } else {
+    be_.copy(s.resid[0], input, n);
+  }
+  for (int i = 0; i < nl_; ++i) {
+    LayerActs& a = s.acts.empty() ? shared_acts_[0] : s.acts[size_t(i)];
+    layer_forward(i, a, s.resid[size_t(i)], s.resid[size_t(i) + 1]);
+  }
+  if (!last_stage()) {
+    be_.copy(output, s.resid[size_t(nl_)], n);
+    return 0.0;
+  }
+  // Final norm, tied head, vocab-parallel cross-entropy and its gradient.
+  const float* p = params_;
+  float* g = grads_;
+  const float* x = s.resid[size_t(nl_)];
+  be_.norm_forward(norm_, hf_, lnf_mean_, lnf_rstd_, x, p + off_lnf_w_,
+                   off_lnf_b_ >= 0 ? p + off_lnf_b_ : nullptr, R_, C_);
+  be_.matmul(logits_, hf_, p + off_wte_, R_, Vl_, C_, false, true, false);
+  float* row_max = stats_;
+  float* sums = stats_ + R_;  // [sum_exp (R) | target_logit (R)]
+  be_.xent_row_max(row_max, logits_, R_, Vl_, vocab_begin_, V_);
+  tp_.all_reduce_max(row_max, R_);
+  be_.xent_sum_exp(sums, sums + R_, logits_, row_max, targets, R_, Vl_, vocab_begin_, V_);
+  tp_.all_reduce_sum(sums, 2 * int64_t(R_));
+  std::vector<float> host(3 * size_t(R_));
+  be_.to_host(host.data(), stats_, 3 * int64_t(R_));
+  double loss_sum = 0;
+  for (int r = 0; r < R_; ++r)  // loss = log(sum exp(l - max)) + max - l[target]
+    loss_sum += std::log(double(host[size_t(R_ + r)])) + double(host[size_t(r)]) -
+                double(host[size_t(2 * R_ + r)]);
+  be_.xent_backward(logits_, row_max, sums, targets, loss_scale, R_, Vl_, vocab_begin_, V_);
+  be_.matmul(g + off_wte_, logits_, hf_, Vl_, C_, R_, true, false, true);
+  be_.matmul(dh_, logits_, p + off_wte_, R_, C_, Vl_, false, false, false);
+  tp_.all_reduce_sum(dh_, n);  // f
+  be_.fill(s.dfinal, 0.0f, n);
+  be_.norm_backward(norm_, s.dfinal, g + off_lnf_w_, off_lnf_b_ >= 0 ? g + off_lnf_b_ : nullptr,
+                    dh_, x, p + off_lnf_w_, lnf_mean_, lnf_rstd_, R_, C_);
+  return loss_sum;
+}
+
+void Gpt::backward(int slot, const float* dout, float* dinput) {
+  Slot& s = slots_.at(size_t(slot));
+  const int64_t n = int64_t(R_) * C_;
+  be_.copy(dres_, last_stage() ? s.dfinal : dout, n);
+  for (int i = nl_ - 1; i >= 0; --i) {
+    LayerActs* a;
+    if (s.acts.empty()) {  // full recompute: rebuild this layer's activations from its input
+      a = &shared_acts_[0];
+      layer_forward(i, *a, s.resid[size_t(i)], dh_);
+    } else {
+      a = &s.acts[size_t(i)];
+    }
+    layer_backward(i, *a, s.resid[size_t(i)], dres_);
+  }
+  if (first_stage()) {
+    be_.embedding_backward(grads_ + off_wte_, off_wpe_ >= 0 ? grads_ + off_wpe_ : nullptr, dres_,
+                           s.tokens.data(), R_, T_, C_, vocab_begin_, Vl_);
+  } else {
+    be_.copy(dinput, dres_, n);
+  }
+}
+
+}  // namespace capplan::rt

@@ -1,0 +1,107 @@
+// AdamW step with the DP gradient reduction (see optimizer.h for why both modes reduce alike).
+#include "runtime/optimizer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+namespace capplan::rt {
+
+double learning_rate(const OptimizerConfig& c, int64_t step) {
+  if (c.warmup_steps > 0 && step < c.warmup_steps)
+    return c.lr * double(step + 1) / double(c.warmup_steps);
+  const double min_lr = c.lr * c.min_lr_ratio;
+  const int64_t decay = std::max<int64_t>(1, c.total_steps - c.warmup_steps);
+  const double progress = std::clamp(double(step - c.warmup_steps) / double(decay), 0.0, 1.0);
+  return min_lr + (c.lr - min_lr) * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
+
+Optimizer::Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend,
+                     Communicator& dp, Communicator& tp, Communicator& pp)
+    : cfg_(config), model_(model), be_(backend), dp_(dp), tp_(tp), pp_(pp) {
+  padded_ = model_.padded_params();
+  if (padded_ % dp_.size() != 0)
+    throw std::invalid_argument("parameter buffer not padded to a multiple of dp");
+  shard_ = padded_ / dp_.size();
+  if (cfg_.zero >= 1) {
+    shard_begin_ = shard_ * dp_.rank();
+    state_numel_ = shard_;
+  } else {
+    shard_begin_ = 0;
+    state_numel_ = padded_;
+  }
+  m_ = be_.allocate(state_numel_);
+  v_ = be_.allocate(state_numel_);
+  gshard_ = be_.allocate(shard_);
+  if (!m_ || !v_ || !gshard_) throw std::bad_alloc();
+}
+
+Optimizer::~Optimizer() {
+  be_.release(m_);
+  be_.release(v_);
+  be_.release(gshard_);
+}
+
+OptimizerStats Optimizer::step(int64_t step) {
+  using clock = std::chrono::steady_clock;
+  OptimizerStats st;
+  float* grads = model_.grads();
+  float* params = model_.params();
+  const int64_t my_begin = shard_ * dp_.rank(), my_end = my_begin + shard_;
+
+  auto t0 = clock::now();
+  dp_.reduce_scatter_sum(grads, gshard_, shard_);
+  st.comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+
+  // Global norm: this shard's counted elements, then the DP partials summed in rank order (so
+  // the value does not depend on the reduction algorithm), then over TP and PP.
+  double local = 0;
+  for (const ParamInfo& p : model_.param_infos()) {
+    if (!p.norm_counted) continue;
+    const int64_t b = std::max(p.offset, my_begin), e = std::min(p.offset + p.numel, my_end);
+    if (b < e) local += be_.sum_squares(gshard_ + (b - my_begin), e - b);
+  }
+  std::vector<double> parts(size_t(dp_.size()));
+  dp_.all_gather(&local, parts.data(), 1);
+  double total = 0;
+  for (double x : parts) total += x;
+  tp_.all_reduce_sum(&total, 1);
+  pp_.all_reduce_sum(&total, 1);
+  st.grad_norm = std::sqrt(total);
+  st.lr = learning_rate(cfg_, step);
+
+  AdamWStep a;
+  a.lr = float(st.lr);
+  a.beta1 = float(cfg_.beta1);
+  a.beta2 = float(cfg_.beta2);
+  a.eps = float(cfg_.eps);
+  a.bias_correction1 = float(1.0 - std::pow(cfg_.beta1, double(step + 1)));
+  a.bias_correction2 = float(1.0 - std::pow(cfg_.beta2, double(step + 1)));
+  a.grad_scale = (cfg_.clip > 0 && st.grad_norm > cfg_.clip) ? float(cfg_.clip / st.grad_norm)
+                                                              : 1.0f;
+  // Update the flat range [begin, end) whose gradients start at g (flat index begin).
+  auto update = [&](int64_t begin, int64_t end, const float* g) {
+    for (const ParamInfo& p : model_.param_infos()) {
+      const int64_t b = std::max(p.offset, begin), e = std::min(p.offset + p.numel, end);
+      if (b >= e) continue;
+      a.weight_decay = p.decay ? float(cfg_.weight_decay) : 0.0f;
+      be_.adamw(params + b, g + (b - begin), m_ + (b - shard_begin_), v_ + (b - shard_begin_),
+                e - b, a);
+    }
+  };
+  if (cfg_.zero >= 1) {
+    update(my_begin, my_end, gshard_);
+    t0 = clock::now();
+    dp_.all_gather(params + my_begin, params, shard_);
+    st.comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+  } else {
+    t0 = clock::now();
+    dp_.all_gather(gshard_, grads, shard_);
+    st.comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+    update(0, padded_, grads);
+  }
+  return st;
+}
+
+}  // namespace capplan::rt

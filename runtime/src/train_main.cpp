@@ -1,0 +1,15 @@
+// capplan-train: `capplan-train [flags]` trains (under mpirun); `capplan-train data prepare ...`
+// writes token shards and `capplan-train report FILE` summarises a metrics file.
+#include <cstring>
+
+#include "runtime/data.h"
+#include "runtime/report.h"
+#include "runtime/trainer.h"
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::strcmp(argv[1], "data") == 0 && std::strcmp(argv[2], "prepare") == 0)
+    return capplan::rt::data_prepare_main(argc - 2, argv + 2);
+  if (argc >= 2 && std::strcmp(argv[1], "report") == 0)
+    return capplan::rt::report_main(argc - 1, argv + 1);
+  return capplan::rt::train_main(argc, argv);
+}

@@ -1,0 +1,666 @@
+// capplan-train's run: flags, layout checks, process groups, model, data, the step loop with
+// gradient accumulation, checkpoints, resume and metrics. Every fallible setup stage ends in a
+// collective agreement (all_ok), so a problem seen by any rank stops every rank cleanly.
+#include "runtime/trainer.h"
+
+#include <mpi.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "planner/spec_io.h"
+#include "runtime/backend.h"
+#include "runtime/checkpoint.h"
+#include "runtime/communicator.h"
+#include "runtime/data.h"
+#include "runtime/gpt.h"
+#include "runtime/metrics.h"
+
+namespace capplan::rt {
+namespace {
+
+const char* const kCmd = "<command line>";
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+const std::vector<std::string>& known_flags() {
+  static const std::vector<std::string> f = {
+      "model", "dp", "tp", "pp", "vp", "mbs", "gbs", "steps", "seq-len", "lr", "min-lr-ratio",
+      "warmup", "weight-decay", "clip", "beta1", "beta2", "seed", "data", "checkpoint-dir",
+      "checkpoint-every", "resume", "metrics", "threads", "zero", "recompute", "order", "schedule",
+      "offload", "sp", "kill-at-step"};
+  return f;
+}
+
+}  // namespace
+
+Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* out) {
+  Diagnostics d;
+  TrainOptions& o = *out;
+  auto err = [&](const std::string& flag, const std::string& msg, const std::string& hint = {}) {
+    d.error(kCmd, 0, 0, "--" + flag, msg, hint);
+  };
+  auto to_int = [&](const std::string& flag, const std::string& v, int64_t min,
+                    int64_t max) -> std::optional<int64_t> {
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0) {
+      err(flag, "expected an integer, found '" + v + "'");
+      return std::nullopt;
+    }
+    if (x < min || x > max) {
+      err(flag, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], found " + v);
+      return std::nullopt;
+    }
+    return x;
+  };
+  auto to_double = [&](const std::string& flag, const std::string& v, double min,
+                       double max) -> std::optional<double> {
+    std::optional<double> x = parse_number(v);
+    if (!x) {
+      err(flag, "expected a number, found '" + v + "'");
+      return std::nullopt;
+    }
+    if (!(*x >= min && *x <= max)) {
+      std::ostringstream os;
+      os << "must be in [" << min << ", " << max << "], found " << v;
+      err(flag, os.str());
+      return std::nullopt;
+    }
+    return x;
+  };
+  const int64_t big = int64_t(1) << 40;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) {
+      d.error(kCmd, 0, 0, "", "unexpected argument '" + a + "'", "flags start with --");
+      continue;
+    }
+    std::string flag = a.substr(2), value;
+    bool has_value = false;
+    if (const size_t eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    const auto& known = known_flags();
+    if (std::find(known.begin(), known.end(), flag) == known.end()) {
+      const std::string close = closest_match(flag, known);
+      err(flag, "unknown flag", close.empty() ? "" : "did you mean '--" + close + "'?");
+      if (!has_value && i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) ++i;
+      continue;
+    }
+    if (flag == "offload" || flag == "sp") {
+      const bool on = !has_value || value == "1" || value == "true" || value == "on";
+      (flag == "offload" ? o.layout.offload : o.layout.sp) = on;
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        err(flag, "needs a value");
+        continue;
+      }
+      value = argv[++i];
+    }
+    if (flag == "model") o.model = value;
+    else if (flag == "dp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.dp = int(*x); }
+    else if (flag == "tp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.tp = int(*x); }
+    else if (flag == "pp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.pp = int(*x); }
+    else if (flag == "vp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.vp = int(*x); }
+    else if (flag == "mbs") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.mbs = int(*x); }
+    else if (flag == "gbs") { if (auto x = to_int(flag, value, 1, big)) o.gbs = *x; }
+    else if (flag == "steps") { if (auto x = to_int(flag, value, 1, big)) o.steps = *x; }
+    else if (flag == "seq-len") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.seq_len = int(*x); }
+    else if (flag == "threads") { if (auto x = to_int(flag, value, 1, 1024)) o.threads = int(*x); }
+    else if (flag == "warmup") { if (auto x = to_int(flag, value, 0, big)) o.optimizer.warmup_steps = *x; }
+    else if (flag == "checkpoint-every") { if (auto x = to_int(flag, value, 0, big)) o.checkpoint_every = *x; }
+    else if (flag == "kill-at-step") { if (auto x = to_int(flag, value, 0, big)) o.kill_at_step = *x; }
+    else if (flag == "seed") { if (auto x = to_int(flag, value, 0, INT64_MAX)) o.seed = uint64_t(*x); }
+    else if (flag == "zero") {
+      if (auto x = to_int(flag, value, 0, 3)) {
+        if (*x > 1) err(flag, "ZeRO stage " + value + " is not supported by capplan-train (0 or 1)");
+        else o.layout.zero = int(*x);
+      }
+    }
+    else if (flag == "lr") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.lr = *x; }
+    else if (flag == "min-lr-ratio") { if (auto x = to_double(flag, value, 0, 1)) o.optimizer.min_lr_ratio = *x; }
+    else if (flag == "weight-decay") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.weight_decay = *x; }
+    else if (flag == "clip") { if (auto x = to_double(flag, value, 0, 1e9)) o.optimizer.clip = *x; }
+    else if (flag == "beta1") { if (auto x = to_double(flag, value, 0, 0.999999)) o.optimizer.beta1 = *x; }
+    else if (flag == "beta2") { if (auto x = to_double(flag, value, 0, 0.999999)) o.optimizer.beta2 = *x; }
+    else if (flag == "data") o.data = value;
+    else if (flag == "checkpoint-dir") o.checkpoint_dir = value;
+    else if (flag == "resume") o.resume = value;
+    else if (flag == "metrics") o.metrics = value;
+    else if (flag == "recompute") {
+      if (auto r = parse_recompute(value)) o.layout.recompute = *r;
+      else err(flag, "expected none, selective or full, found '" + value + "'");
+    } else if (flag == "order") {
+      if (auto r = parse_order(value)) o.layout.order = *r;
+      else err(flag, "expected a permutation of D, P, T (or cluster, spread), found '" + value + "'");
+    } else if (flag == "schedule") {
+      if (auto r = parse_schedule(value)) o.layout.schedule = *r;
+      else err(flag, "expected gpipe, 1f1b or interleaved, found '" + value + "'");
+    }
+  }
+  if (o.model.empty()) err("model", "is required (a preset name, a YAML file or a config.json)");
+  if (o.resume.empty()) err("resume", "expected auto, never or a checkpoint folder");
+  if (o.gbs == 0) o.gbs = int64_t(o.layout.dp) * o.layout.mbs;
+  const int64_t per = int64_t(o.layout.dp) * o.layout.mbs;
+  if (o.gbs % per != 0)
+    err("gbs", std::to_string(o.gbs) + " is not divisible by dp * mbs = " +
+                   std::to_string(o.layout.dp) + " * " + std::to_string(o.layout.mbs) + " = " +
+                   std::to_string(per),
+        "gradient accumulation needs gbs / (dp * mbs) micro-batches per step");
+  if (o.layout.pp > 1 || o.layout.vp > 1)
+    err("pp", "pipeline parallelism is not available in this build of capplan-train yet");
+  o.optimizer.total_steps = o.steps;
+  o.optimizer.zero = o.layout.zero;
+  return d;
+}
+
+namespace {
+
+// True on every rank iff `ok` on every rank.
+bool all_ok(bool ok) {
+  int v = ok ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return v == 1;
+}
+
+// Prints rank 0's diagnostics; another rank prints its own only when rank 0 had none to say.
+void report_diagnostics(const Diagnostics& d, int rank) {
+  int zero_has = (rank == 0 && d.has_errors()) ? 1 : 0;
+  MPI_Bcast(&zero_has, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0 || (!zero_has && d.has_errors())) {
+    const std::string s = d.to_string();
+    if (!s.empty()) std::fprintf(stderr, "%s", s.c_str());
+    std::fflush(stderr);
+  }
+}
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// Same 63-bit value on every rank of MPI_COMM_WORLD?
+bool same_everywhere(uint64_t h) {
+  int64_t v[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
+  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  return v[0] == -v[1];
+}
+
+int cpus_available() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string model_fingerprint(const ModelSpec& m, int seq_len) {
+  std::ostringstream os;
+  os << m.name << ":L" << m.layers << ":d" << m.hidden << ":h" << m.heads << ":kv"
+     << m.kv_heads_or_default() << ":f" << m.ffn_hidden_or_default() << ":v" << m.vocab << ":T"
+     << seq_len << ":" << to_string(m.ffn) << ":" << to_string(m.norm) << ":"
+     << to_string(m.position);
+  return os.str();
+}
+
+// Gathers every rank's newline-separated lines to rank 0.
+std::vector<std::string> gather_lines(const std::vector<std::string>& mine, int rank, int world) {
+  std::string joined;
+  for (const auto& l : mine) joined += l + "\n";
+  int len = int(joined.size());
+  std::vector<int> lens(static_cast<size_t>(world)), displs(static_cast<size_t>(world));
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < world; ++r) {
+      displs[size_t(r)] = total;
+      total += lens[size_t(r)];
+    }
+    all.resize(size_t(total));
+  }
+  MPI_Gatherv(joined.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  std::istringstream is(all);
+  for (std::string l; std::getline(is, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+class Run {
+ public:
+  Run(TrainOptions o, int rank, int world) : o_(std::move(o)), rank_(rank), world_(world) {}
+  int execute();
+
+ private:
+  bool setup(Diagnostics& d);
+  bool resume(Diagnostics& d);
+  bool save_checkpoint(int64_t steps_done, std::string* error);
+  void run_step(int64_t step, StepRecord& rec);
+
+  TrainOptions o_;
+  int rank_, world_;
+  ModelSpec model_spec_;
+  int T_ = 0;
+  int64_t micro_ = 0;  // micro-batches per step on this DP rank
+  ProcessGroups groups_;
+  std::unique_ptr<Backend> be_;
+  std::unique_ptr<Gpt> model_;
+  std::unique_ptr<Optimizer> opt_;
+  std::unique_ptr<DataSource> data_;
+  MetricsWriter metrics_;
+  std::unique_ptr<SystemSampler> sampler_;
+  PeakFlops peak_;
+  int64_t global_params_ = 0;
+  int64_t start_step_ = 0;
+  int threads_ = 1;
+  std::vector<int32_t> sample_, tokens_, targets_;
+};
+
+bool Run::setup(Diagnostics& d) {
+  // Model and layout checks (every rank computes the same diagnostics).
+  Loaded<ModelSpec> m = load_model(o_.model);
+  d.append(m.diagnostics);
+  if (!m.ok()) return false;
+  model_spec_ = *m.value;
+  T_ = o_.seq_len > 0 ? o_.seq_len : model_spec_.seq_len;
+  Layout& L = o_.layout;
+  if (L.gpus() != world_)
+    d.error(kCmd, 0, 0, "--dp/--tp/--pp",
+            "layout dp * tp * pp = " + std::to_string(L.dp) + " * " + std::to_string(L.tp) +
+                " * " + std::to_string(L.pp) + " = " + std::to_string(L.gpus()) +
+                " does not match the " + std::to_string(world_) + " MPI ranks",
+            "start with mpirun -np " + std::to_string(L.gpus()));
+  const int kv = model_spec_.kv_heads_or_default();
+  if (model_spec_.heads % L.tp != 0 || kv % L.tp != 0)
+    d.error(kCmd, 0, 0, "--tp",
+            "tp " + std::to_string(L.tp) + " does not divide heads " +
+                std::to_string(model_spec_.heads) + " and kv_heads " + std::to_string(kv));
+  if (L.pp > model_spec_.layers)
+    d.error(kCmd, 0, 0, "--pp",
+            "pp " + std::to_string(L.pp) + " is greater than the model's " +
+                std::to_string(model_spec_.layers) + " layers");
+  if (!model_spec_.tied_embeddings)
+    d.warning(kCmd, 0, 0, "--model",
+              "the model has untied embeddings; capplan-train trains a tied LM head");
+  if (d.has_errors()) return false;
+
+  groups_ = make_process_groups(L);
+  threads_ = o_.threads > 0 ? o_.threads : std::max(1, cpus_available() / groups_.local_size);
+  be_ = make_cpu_backend(threads_);
+  GptConfig gc;
+  gc.model = model_spec_;
+  gc.seq_len = T_;
+  gc.mbs = L.mbs;
+  gc.tp_rank = groups_.coords.tp;
+  gc.tp_size = L.tp;
+  gc.pp_rank = groups_.coords.pp;
+  gc.pp_size = L.pp;
+  gc.layer_begin = 0;
+  gc.layer_end = model_spec_.layers;
+  gc.seed = o_.seed;
+  gc.recompute = L.recompute;
+  gc.param_pad_multiple = L.dp;
+  if (std::string why = gpt_check_config(gc); !why.empty()) {
+    d.error(kCmd, 0, 0, "--model", why);
+    return false;
+  }
+  model_ = std::make_unique<Gpt>(gc, *be_, *groups_.tp);
+  model_->init_params();
+  opt_ = std::make_unique<Optimizer>(o_.optimizer, *model_, *be_, *groups_.dp, *groups_.tp,
+                                     *groups_.pp);
+  micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
+
+  DataConfig dc;
+  dc.source = o_.data;
+  dc.seq_len = T_;
+  dc.vocab = model_spec_.vocab;
+  dc.seed = o_.seed;
+  data_ = data_open(dc, &d);
+  if (!data_) return false;
+  sample_.resize(size_t(T_) + 1);
+  tokens_.resize(size_t(L.mbs) * T_);
+  targets_.resize(size_t(L.mbs) * T_);
+  return !d.has_errors();
+}
+
+bool Run::resume(Diagnostics& d) {
+  if (o_.resume == "never" || (o_.resume == "auto" && o_.checkpoint_dir.empty())) return true;
+  const Layout& L = o_.layout;
+  KeyValues expected = {{"model", model_fingerprint(model_spec_, T_)},
+                        {"dp", std::to_string(L.dp)},
+                        {"tp", std::to_string(L.tp)},
+                        {"pp", std::to_string(L.pp)},
+                        {"zero", std::to_string(L.zero)},
+                        {"world", std::to_string(world_)}};
+  std::string step_dir;
+  if (o_.resume == "auto") {
+    LatestGood lg = checkpoint_find_latest_good(o_.checkpoint_dir, expected);
+    if (rank_ == 0)
+      for (const auto& w : lg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (!lg.error.empty()) {
+      d.error(o_.checkpoint_dir, 0, 0, "--resume", "newest good checkpoint does not match this run: " + lg.error);
+      return false;
+    }
+    if (!lg.manifest) return true;
+    step_dir = lg.step_dir;
+  } else {
+    std::string why;
+    std::optional<Manifest> man = checkpoint_verify(o_.resume, &why);
+    if (!man) {
+      d.error(o_.resume, 0, 0, "--resume", "not a good checkpoint: " + why);
+      return false;
+    }
+    if (std::string mis = checkpoint_check_meta(man->meta, expected); !mis.empty()) {
+      d.error(o_.resume, 0, 0, "--resume", "checkpoint does not match this run: " + mis);
+      return false;
+    }
+    step_dir = o_.resume;
+  }
+  std::string error;
+  const std::string path = step_dir + "/" + checkpoint_shard_name(rank_);
+  std::optional<CheckpointShard> shard = checkpoint_read_shard(path, &error);
+  if (!shard) {
+    d.error(path, 0, 0, "", error);
+    return false;
+  }
+  auto load = [&](const char* name, float* dst, int64_t n) {
+    const Tensor* t = shard->find(name);
+    if (!t || int64_t(t->data.size()) != n) {
+      d.error(path, 0, 0, name, "missing or has the wrong size (expected " + std::to_string(n) + ")");
+      return;
+    }
+    be_->from_host(dst, t->data.data(), n);
+  };
+  load("params", model_->params(), model_->num_params());
+  load("adam.m", opt_->m(), opt_->state_numel());
+  load("adam.v", opt_->v(), opt_->state_numel());
+  auto it = shard->meta.find("step");
+  if (it == shard->meta.end()) d.error(path, 0, 0, "step", "missing");
+  else start_step_ = std::stoll(it->second);
+  return !d.has_errors();
+}
+
+bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
+  const Layout& L = o_.layout;
+  KeyValues meta = {{"model", model_fingerprint(model_spec_, T_)},
+                    {"dp", std::to_string(L.dp)},
+                    {"tp", std::to_string(L.tp)},
+                    {"pp", std::to_string(L.pp)},
+                    {"zero", std::to_string(L.zero)},
+                    {"world", std::to_string(world_)},
+                    {"step", std::to_string(steps_done)},
+                    {"data_position", std::to_string(steps_done * o_.gbs)},
+                    {"rng", "none"}};
+  std::vector<float> p(size_t(model_->num_params())), m(size_t(opt_->state_numel())),
+      v(size_t(opt_->state_numel()));
+  be_->to_host(p.data(), model_->params(), model_->num_params());
+  be_->to_host(m.data(), opt_->m(), opt_->state_numel());
+  be_->to_host(v.data(), opt_->v(), opt_->state_numel());
+  std::vector<TensorView> views = {{"params", p.data(), int64_t(p.size())},
+                                   {"adam.m", m.data(), int64_t(m.size())},
+                                   {"adam.v", v.data(), int64_t(v.size())}};
+  bool ok = checkpoint_write_shard(o_.checkpoint_dir, steps_done, rank_, meta, views, error)
+                .has_value();
+  if (!all_ok(ok)) {
+    if (ok) *error = "another rank failed to write its checkpoint shard";
+    return false;
+  }
+  ok = true;
+  if (rank_ == 0) {
+    ok = checkpoint_write_manifest(o_.checkpoint_dir, steps_done, world_, meta, {}, error);
+    if (ok) checkpoint_retain(o_.checkpoint_dir, 3);
+  }
+  if (!all_ok(ok)) {
+    if (ok) *error = "rank 0 failed to write the checkpoint manifest";
+    return false;
+  }
+  return true;
+}
+
+void Run::run_step(int64_t step, StepRecord& rec) {
+  const Layout& L = o_.layout;
+  const auto t_step = Clock::now();
+  model_->zero_grads();
+  const float scale = float(1.0 / (double(o_.gbs) * T_));
+  double loss_sum = 0;
+  for (int64_t mb = 0; mb < micro_; ++mb) {
+    auto t = Clock::now();
+    for (int i = 0; i < L.mbs; ++i) {
+      const int64_t idx = global_sample_index(step, o_.gbs, L.dp, groups_.coords.dp, mb * L.mbs + i);
+      data_->sample(idx, sample_.data());
+      std::copy(sample_.begin(), sample_.begin() + T_, tokens_.begin() + int64_t(i) * T_);
+      std::copy(sample_.begin() + 1, sample_.end(), targets_.begin() + int64_t(i) * T_);
+    }
+    rec.data_s += seconds_since(t);
+    t = Clock::now();
+    loss_sum += model_->forward(0, tokens_.data(), nullptr, nullptr, targets_.data(), scale);
+    rec.forward_s += seconds_since(t);
+    t = Clock::now();
+    model_->backward(0, nullptr, nullptr);
+    rec.backward_s += seconds_since(t);
+  }
+  auto t = Clock::now();
+  OptimizerStats os = opt_->step(step);
+  rec.optimizer_s = seconds_since(t) - os.comm_s;
+  rec.dp_comm_s = os.comm_s;
+  // Global mean loss: the last stage's TP rank 0 of every DP rank contributes its sum.
+  double contrib = (model_->last_stage() && groups_.coords.tp == 0) ? loss_sum : 0.0;
+  groups_.world->all_reduce_sum(&contrib, 1);
+  rec.step = step + 1;
+  rec.loss = contrib / (double(o_.gbs) * T_);
+  rec.lr = os.lr;
+  rec.grad_norm = os.grad_norm;
+  rec.step_time_s = seconds_since(t_step);
+  rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
+  const double flops =
+      model_flops_per_token(global_params_, model_spec_.layers, T_, model_spec_.hidden) *
+      double(o_.gbs) * T_;
+  rec.model_flops_per_s = flops / rec.step_time_s / world_;
+  rec.mfu = peak_.flops_per_s > 0 ? rec.model_flops_per_s / peak_.flops_per_s
+                                  : std::numeric_limits<double>::quiet_NaN();
+  rec.peak_flops_source = peak_.source;
+}
+
+int Run::execute() {
+  Diagnostics d;
+  bool ok = false;
+  try {
+    ok = setup(d);
+  } catch (const std::exception& e) {
+    d.error(kCmd, 0, 0, "", std::string("setup failed: ") + e.what());
+  }
+  if (!all_ok(ok)) {
+    report_diagnostics(d, rank_);
+    return 2;
+  }
+  // Identical initialisation from the seed makes rank 0's broadcast a check: every DP replica
+  // (same pp/tp coordinates) must hold the same bytes.
+  {
+    std::vector<float> host(size_t(model_->num_params()));
+    be_->to_host(host.data(), model_->params(), model_->num_params());
+    const uint64_t h = fnv1a(host.data(), host.size() * sizeof(float));
+    // Only DP replicas hold the same tensors; TP and PP ranks hold different parts.
+    int64_t w[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
+    groups_.dp->all_reduce_min(w, 2);
+    if (!all_ok(w[0] == -w[1])) {
+      if (rank_ == 0) std::fprintf(stderr, "error: initial weights differ between DP replicas\n");
+      return 1;
+    }
+    int64_t counted = 0;
+    for (const ParamInfo& p : model_->param_infos())
+      if (p.norm_counted) counted += p.numel;
+    double c = double(counted);
+    groups_.world->all_reduce_sum(&c, 1);
+    global_params_ = int64_t(c / o_.layout.dp);
+  }
+  try {
+    ok = resume(d);
+  } catch (const std::exception& e) {
+    d.error(kCmd, 0, 0, "--resume", std::string("reading the checkpoint failed: ") + e.what());
+    ok = false;
+  }
+  if (!all_ok(ok)) {
+    report_diagnostics(d, rank_);
+    return 2;
+  }
+  if (rank_ == 0 && !d.empty()) std::fprintf(stderr, "%s", d.to_string().c_str());
+
+  if (!o_.metrics.empty()) {
+    peak_ = measure_peak_flops(
+        [&](int m, int n, int k, const float* a, const float* b, float* c) {
+          be_->matmul(c, a, b, m, n, k, false, false, false);
+        },
+        1024, 3, threads_);
+    std::string error;
+    ok = rank_ != 0 || metrics_.open(o_.metrics, &error);
+    if (!all_ok(ok)) {
+      if (rank_ == 0) std::fprintf(stderr, "%s: error: --metrics: %s\n", o_.metrics.c_str(), error.c_str());
+      return 2;
+    }
+    sampler_ = std::make_unique<SystemSampler>(rank_, threads_);
+    sampler_->start();
+  }
+  std::vector<std::string> hosts;
+  {
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    hosts = gather_lines({std::string(name, size_t(len))}, rank_, world_);
+  }
+  const Layout& L = o_.layout;
+  if (rank_ == 0) {
+    std::printf("capplan-train: %s, %lld parameters, layout dp %d tp %d pp %d (order %s), zero %d, "
+                "mbs %d, gbs %lld (%lld micro-batches per rank), seq %d, %d threads per rank, "
+                "backend %s, data %s\n",
+                model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp,
+                L.order.c_str(), L.zero, L.mbs, (long long)o_.gbs, (long long)micro_, T_,
+                threads_, be_->name().c_str(), data_->describe().c_str());
+    if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
+    std::fflush(stdout);
+    if (metrics_.is_open()) {
+      StartRecord s;
+      s.model = model_spec_.name;
+      s.parameters = global_params_;
+      s.world = world_;
+      s.dp = L.dp;
+      s.tp = L.tp;
+      s.pp = L.pp;
+      s.zero = L.zero;
+      s.mbs = L.mbs;
+      s.gbs = o_.gbs;
+      s.seq_len = T_;
+      s.threads = threads_;
+      s.backend = be_->name();
+      s.rank_hosts = hosts;
+      s.peak_flops_per_s = peak_.flops_per_s;
+      s.peak_flops_source = peak_.source;
+      s.resumed_from_step = start_step_ > 0 ? start_step_ : -1;
+      metrics_.write_start(s);
+    }
+  }
+
+  const auto t_run = Clock::now();
+  SummaryRecord summary;
+  double tokens_per_s_sum = 0;
+  std::string failure;
+  for (int64_t step = start_step_; step < o_.steps; ++step) {
+    StepRecord rec;
+    run_step(step, rec);
+    summary.steps += 1;
+    summary.final_loss = rec.loss;
+    tokens_per_s_sum += rec.tokens_per_s;
+    if (rank_ == 0) {
+      std::printf("step %lld/%lld loss %.17g lr %.6e grad_norm %.6g step_s %.4f tokens/s %.1f\n",
+                  (long long)rec.step, (long long)o_.steps, rec.loss, rec.lr, rec.grad_norm,
+                  rec.step_time_s, rec.tokens_per_s);
+      std::fflush(stdout);
+      if (metrics_.is_open()) metrics_.write_step(rec);
+    }
+    if (sampler_) {
+      std::vector<std::string> lines = gather_lines(sampler_->drain(), rank_, world_);
+      if (rank_ == 0)
+        for (const auto& l : lines) metrics_.write_line(l);
+    }
+    const int64_t done = step + 1;
+    const bool due = !o_.checkpoint_dir.empty() &&
+                     ((o_.checkpoint_every > 0 && done % o_.checkpoint_every == 0) ||
+                      done == o_.steps);
+    if (due) {
+      std::string error;
+      if (!save_checkpoint(done, &error)) {
+        failure = "checkpoint at step " + std::to_string(done) + " failed: " + error;
+        if (rank_ == 0) std::fprintf(stderr, "error: %s\n", failure.c_str());
+        break;
+      }
+    }
+    if (o_.kill_at_step > 0 && done == o_.kill_at_step && rank_ == world_ - 1) {
+      std::fprintf(stderr, "rank %d: killing itself after step %lld (--kill-at-step)\n", rank_,
+                   (long long)done);
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+  }
+  if (sampler_) sampler_->stop();
+  summary.wall_s = seconds_since(t_run);
+  summary.mean_tokens_per_s = summary.steps > 0 ? tokens_per_s_sum / summary.steps : 0;
+  if (!failure.empty()) {
+    summary.status = "failed";
+    summary.reason = failure;
+  }
+  if (rank_ == 0 && metrics_.is_open()) metrics_.write_summary(summary);
+  return failure.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  const int rank = world_rank(), world = world_size();
+  TrainOptions o;
+  Diagnostics d = parse_train_args(argc, argv, &o);
+  // Every rank must run the same command line.
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 1; i < argc; ++i) h = fnv1a(argv[i], std::strlen(argv[i]) + 1, h);
+  if (!same_everywhere(h))
+    d.error(kCmd, 0, 0, "", "the ranks were started with different flags",
+            "start every rank with the same capplan-train command line");
+  int status = 0;
+  if (!all_ok(!d.has_errors())) {
+    report_diagnostics(d, rank);
+    status = 2;
+  } else {
+    try {
+      Run run(o, rank, world);
+      status = run.execute();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return status;
+}
+
+}  // namespace capplan::rt
