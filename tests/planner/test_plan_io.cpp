@@ -1,0 +1,148 @@
+// plan.yaml: write then read gives the same plan; bad plans are diagnosed; writes are atomic.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
+
+#include "planner/plan_io.h"
+#include "planner/spec_io.h"
+
+using namespace capplan;
+
+namespace {
+
+std::string temp_dir() {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("capplan-test-plan-io-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Plan sample_plan() {
+  Plan p;
+  p.model_ref = "llama2-70b";
+  p.cluster_ref = "my file.yaml";
+  p.scenario.model = *load_model("llama2-70b").value;
+  p.scenario.cluster = *load_cluster("p4de.24xlarge").value;
+  p.scenario.cluster.efficiency.gemm = 0.55;
+  p.scenario.cluster.source = "a: source with \"quotes\" and # hash";
+  p.scenario.nodes = 16;
+  p.scenario.gpus = 120;
+  p.scenario.training.gbs = 960;
+  p.scenario.training.seq_len = 4096;
+  p.scenario.training.tokens = 2e12;
+  p.scenario.training.precision = Precision::Bf16;
+  p.layout = {.dp = 15, .tp = 8, .pp = 1, .vp = 1, .mbs = 2, .zero = 3,
+              .recompute = Recompute::Full, .offload = true, .sp = true, .order = "PDT",
+              .schedule = Schedule::GPipe};
+  p.created_by = "capplan test";
+  return p;
+}
+
+}  // namespace
+
+TEST(PlanIo, RoundTripsEveryField) {
+  const Plan p = sample_plan();
+  const auto back = parse_plan_yaml(plan_to_yaml(p), "mem.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string() << plan_to_yaml(p);
+  const Plan& q = *back.value;
+  EXPECT_EQ(q.model_ref, p.model_ref);
+  EXPECT_EQ(q.cluster_ref, p.cluster_ref);
+  EXPECT_EQ(q.created_by, p.created_by);
+  EXPECT_EQ(q.scenario.nodes, 16);
+  EXPECT_EQ(q.scenario.gpus, 120);
+  EXPECT_EQ(q.scenario.training.gbs, 960);
+  EXPECT_EQ(q.scenario.training.seq_len, 4096);
+  EXPECT_DOUBLE_EQ(q.scenario.training.tokens, 2e12);
+  EXPECT_EQ(q.scenario.model.kv_heads, 8);
+  EXPECT_EQ(q.scenario.model.ffn, Ffn::Swiglu);
+  EXPECT_FALSE(q.scenario.model.tied_embeddings);
+  EXPECT_EQ(q.scenario.cluster.gpu.name, "A100-SXM4-80GB");
+  EXPECT_DOUBLE_EQ(q.scenario.cluster.price_per_node_hour_usd, 40.9657);
+  EXPECT_DOUBLE_EQ(*q.scenario.cluster.efficiency.gemm, 0.55);
+  EXPECT_EQ(q.scenario.cluster.source, p.scenario.cluster.source);
+  EXPECT_EQ(q.layout.dp, 15);
+  EXPECT_EQ(q.layout.tp, 8);
+  EXPECT_EQ(q.layout.mbs, 2);
+  EXPECT_EQ(q.layout.zero, 3);
+  EXPECT_EQ(q.layout.recompute, Recompute::Full);
+  EXPECT_TRUE(q.layout.offload);
+  EXPECT_TRUE(q.layout.sp);
+  EXPECT_EQ(q.layout.order, "PDT");
+  EXPECT_EQ(q.layout.schedule, Schedule::GPipe);
+  // Writing the read plan gives the same text: nothing is lost or reformatted.
+  EXPECT_EQ(plan_to_yaml(q), plan_to_yaml(p));
+}
+
+TEST(PlanIo, SaveIsAtomicAndLeavesNoTemporaryFiles) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/plan.yaml";
+  ASSERT_EQ(save_plan(sample_plan(), path), "");
+  const auto loaded = load_plan(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.diagnostics.to_string();
+  EXPECT_EQ(loaded.value->layout.dp, 15);
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanIo, FailedWriteKeepsTheOldFile) {
+  const std::string dir = temp_dir();
+  const std::string path = dir + "/keep.yaml";
+  ASSERT_EQ(write_file_atomic(path, "old\n"), "");
+  // A target in a folder that does not exist cannot be written; the message names the path.
+  const std::string error = write_file_atomic(dir + "/missing/keep.yaml", "new\n");
+  EXPECT_NE(error.find("missing/keep.yaml"), std::string::npos) << error;
+  EXPECT_EQ(slurp(path), "old\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanIo, ReferencesAreLoadedFromPresets) {
+  const auto p = parse_plan_yaml(
+      "model: gpt2-124m\ncluster: p3.16xlarge\nnodes: 2\ntraining: {gbs: 64}\n"
+      "layout: {dp: 16, tp: 1, pp: 1}\n",
+      "ref.yaml");
+  ASSERT_TRUE(p.ok()) << p.diagnostics.to_string();
+  EXPECT_EQ(p.value->model_ref, "gpt2-124m");
+  EXPECT_EQ(p.value->scenario.model.layers, 12);
+  EXPECT_EQ(p.value->scenario.cluster.gpu.name, "V100-SXM2-16GB");
+  EXPECT_EQ(p.value->layout.schedule, Schedule::OneFOneB);  // default
+}
+
+TEST(PlanIo, BadPlanNamesEveryProblem) {
+  const std::string path = std::string(CAPPLAN_SOURCE_DIR) + "/tests/data/bad/plan_bad_layout.yaml";
+  const auto p = load_plan(path);
+  ASSERT_FALSE(p.ok());
+  // Expectation: zero 5 out of 0..3 (line 10) and the unknown key schedul (line 11).
+  ASSERT_EQ(p.diagnostics.items().size(), 2u) << p.diagnostics.to_string();
+  EXPECT_EQ(p.diagnostics.items()[0].path, "layout.zero");
+  EXPECT_EQ(p.diagnostics.items()[0].line, 10);
+  EXPECT_EQ(p.diagnostics.items()[1].path, "layout.schedul");
+  EXPECT_EQ(p.diagnostics.items()[1].line, 11);
+  EXPECT_EQ(p.diagnostics.items()[1].hint, "did you mean 'schedule'?");
+}
+
+TEST(PlanIo, UnknownPresetInAPlanPointsAtThePlanLine) {
+  const auto p = parse_plan_yaml("nodes: 1\nmodel: gpt3-176b\ncluster: p4d.24xlarge\n"
+                                 "training: {gbs: 8}\nlayout: {dp: 8, tp: 1, pp: 1}\n",
+                                 "p.yaml");
+  ASSERT_FALSE(p.ok());
+  const Diagnostic& d = p.diagnostics.items().at(0);
+  EXPECT_EQ(d.file, "p.yaml");
+  EXPECT_EQ(d.line, 2);
+  EXPECT_EQ(d.path, "model");
+  EXPECT_EQ(d.hint, "did you mean 'gpt3-175b'?");
+}

@@ -1,0 +1,255 @@
+// Spec loading: numbers as users write them, enum names, YAML and Hugging Face loaders, and one
+// bad file per mistake under tests/data/bad/ (each must name file, line and key; nothing crashes).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "planner/spec_io.h"
+
+using namespace capplan;
+
+namespace {
+
+std::string data(const std::string& rel) { return std::string(CAPPLAN_SOURCE_DIR) + "/tests/data/" + rel; }
+
+// The first error, or a failure when there is none.
+Diagnostic first_error(const Diagnostics& d) {
+  for (const auto& item : d.items())
+    if (item.severity == Severity::Error) return item;
+  ADD_FAILURE() << "expected an error";
+  return {};
+}
+
+}  // namespace
+
+TEST(ParseNumber, AcceptsTheFormsUsersWrite) {
+  // Expectation: scientific notation and B/T suffixes, as in `--tokens 300e9` or `300B`.
+  EXPECT_DOUBLE_EQ(*parse_number("300e9"), 300e9);
+  EXPECT_DOUBLE_EQ(*parse_number("300B"), 300e9);
+  EXPECT_DOUBLE_EQ(*parse_number("1.3T"), 1.3e12);
+  EXPECT_DOUBLE_EQ(*parse_number("2048"), 2048);
+  EXPECT_DOUBLE_EQ(*parse_number("1_000_000"), 1e6);
+  EXPECT_DOUBLE_EQ(*parse_number("-4"), -4);
+  EXPECT_DOUBLE_EQ(*parse_number("32K"), 32e3);
+}
+
+TEST(ParseNumber, RejectsWhatIsNotAFiniteNumber) {
+  for (const char* s : {"", "abc", "nan", ".nan", "inf", "1e999", "12abc", "0x10", "B"})
+    EXPECT_FALSE(parse_number(s).has_value()) << s;
+}
+
+TEST(SpecEnums, RoundTripThroughTheirNames) {
+  for (auto v : {Precision::Bf16, Precision::Fp16, Precision::Fp32})
+    EXPECT_EQ(parse_precision(to_string(v)), v);
+  for (auto v : {Recompute::None, Recompute::Selective, Recompute::Full})
+    EXPECT_EQ(parse_recompute(to_string(v)), v);
+  for (auto v : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
+    EXPECT_EQ(parse_schedule(to_string(v)), v);
+  for (auto v : {Ffn::Gelu, Ffn::Swiglu}) EXPECT_EQ(parse_ffn(to_string(v)), v);
+  for (auto v : {Norm::LayerNorm, Norm::RmsNorm}) EXPECT_EQ(parse_norm(to_string(v)), v);
+  EXPECT_FALSE(parse_schedule("zigzag").has_value());
+}
+
+TEST(SpecEnums, OrderIsAPermutationOfDPTOrASageMakerName) {
+  EXPECT_EQ(parse_order("DPT"), "DPT");
+  EXPECT_EQ(parse_order("tpd"), "TPD");
+  // SageMaker's placement_strategy: "cluster" packs TP ranks together (= DPT), "spread" = TPD.
+  EXPECT_EQ(parse_order("cluster"), "DPT");
+  EXPECT_EQ(parse_order("spread"), "TPD");
+  EXPECT_FALSE(parse_order("DDT").has_value());
+  EXPECT_FALSE(parse_order("DPTX").has_value());
+}
+
+TEST(ModelYaml, LoadsRequiredAndOptionalKeys) {
+  const auto m = parse_model_yaml(
+      "name: tiny\nlayers: 2\nhidden: 64\nheads: 4\nkv_heads: 2\nvocab: 100\nseq_len: 32\n"
+      "ffn: swiglu\nffn_hidden: 172\nnorm: rmsnorm\ntied_embeddings: false\n",
+      "tiny.yaml");
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  EXPECT_EQ(m.value->layers, 2);
+  EXPECT_EQ(m.value->kv_heads_or_default(), 2);
+  EXPECT_EQ(m.value->ffn_hidden_or_default(), 172);
+  EXPECT_EQ(m.value->ffn, Ffn::Swiglu);
+  EXPECT_EQ(m.value->norm, Norm::RmsNorm);
+  EXPECT_FALSE(m.value->tied_embeddings);
+}
+
+TEST(ModelYaml, DefaultsFollowTheSpec) {
+  const auto m = parse_model_yaml("model:\n  name: t\n  layers: 1\n  hidden: 8\n  heads: 2\n"
+                                  "  vocab: 10\n  seq_len: 4\n",
+                                  "t.yaml");
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  // Expectation: ffn_hidden 4*hidden, kv_heads = heads, tied embeddings, layernorm, gelu.
+  EXPECT_EQ(m.value->ffn_hidden_or_default(), 32);
+  EXPECT_EQ(m.value->kv_heads_or_default(), 2);
+  EXPECT_TRUE(m.value->tied_embeddings);
+  EXPECT_EQ(m.value->norm, Norm::LayerNorm);
+  EXPECT_EQ(m.value->ffn, Ffn::Gelu);
+}
+
+TEST(ModelYaml, ReportsEveryProblemInOnePass) {
+  const auto m = parse_model_yaml("name: x\nlayers: 0\nhidden: abc\nheads: -2\nvocab: 10\n"
+                                  "seq_len: 4\ncolour: red\n",
+                                  "x.yaml");
+  EXPECT_FALSE(m.ok());
+  EXPECT_FALSE(m.value.has_value());
+  // Expectation: layers (line 2), hidden (3), heads (4) and the unknown key (7): four errors.
+  ASSERT_EQ(m.diagnostics.items().size(), 4u) << m.diagnostics.to_string();
+  EXPECT_EQ(m.diagnostics.items()[0].line, 2);
+  EXPECT_EQ(m.diagnostics.items()[1].line, 3);
+  EXPECT_EQ(m.diagnostics.items()[2].line, 4);
+  EXPECT_EQ(m.diagnostics.items()[3].line, 7);
+}
+
+TEST(ModelHfJson, LoadsLlamaConfig) {
+  const auto m = load_model(data("good/llama2-7b-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  EXPECT_EQ(m.value->name, "Llama-2-7b-hf");
+  EXPECT_EQ(m.value->layers, 32);
+  EXPECT_EQ(m.value->hidden, 4096);
+  EXPECT_EQ(m.value->ffn_hidden, 11008);
+  EXPECT_EQ(m.value->seq_len, 4096);
+  EXPECT_EQ(m.value->ffn, Ffn::Swiglu);
+  EXPECT_EQ(m.value->norm, Norm::RmsNorm);
+  EXPECT_EQ(m.value->position, PositionEmbedding::Rope);
+  EXPECT_FALSE(m.value->tied_embeddings);
+}
+
+TEST(ModelHfJson, LoadsGpt2Config) {
+  const auto m = load_model(data("good/gpt2-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  EXPECT_EQ(m.value->layers, 12);
+  EXPECT_EQ(m.value->hidden, 768);
+  EXPECT_EQ(m.value->heads, 12);
+  EXPECT_EQ(m.value->seq_len, 1024);
+  EXPECT_EQ(m.value->ffn_hidden, 0);  // n_inner: null = 4 * hidden
+  EXPECT_EQ(m.value->ffn, Ffn::Gelu);
+  EXPECT_TRUE(m.value->tied_embeddings);
+}
+
+TEST(ClusterYaml, OnlyTheRequiredKeysWork) {
+  const auto c = load_cluster(data("good/cluster_minimal.yaml"));
+  ASSERT_TRUE(c.ok()) << c.diagnostics.to_string();
+  EXPECT_EQ(c.value->gpus_per_node, 4);
+  EXPECT_EQ(c.value->gpu.name, "V100-SXM2-32GB");
+  EXPECT_DOUBLE_EQ(c.value->gpu.memory_gib, 32);
+  EXPECT_DOUBLE_EQ(c.value->price_per_node_hour_usd, 0);  // unknown
+}
+
+TEST(ClusterYaml, InlineGpuAndEfficiencyOverrides) {
+  const auto c = load_cluster(data("good/cluster_inline_gpu.yaml"));
+  ASSERT_TRUE(c.ok()) << c.diagnostics.to_string();
+  EXPECT_EQ(c.value->gpu.name, "MyGPU-24GB");
+  EXPECT_DOUBLE_EQ(c.value->gpu.peak_tflops(Precision::Bf16), 71);
+  ASSERT_TRUE(c.value->efficiency.gemm.has_value());
+  EXPECT_DOUBLE_EQ(*c.value->efficiency.gemm, 0.6);
+  EXPECT_FALSE(c.value->efficiency.memory.has_value());
+}
+
+TEST(ValidateModel, ChecksDivisibility) {
+  ModelSpec m;
+  m.name = "m";
+  m.layers = 2;
+  m.hidden = 100;
+  m.heads = 3;
+  m.vocab = 10;
+  m.seq_len = 8;
+  m.kv_heads = 2;
+  Diagnostics d;
+  validate_model(m, "<gui>", d);
+  // Expectation: heads 3 does not divide hidden 100; kv_heads 2 does not divide heads 3.
+  ASSERT_EQ(d.items().size(), 2u) << d.to_string();
+  EXPECT_EQ(d.items()[0].path, "model.heads");
+  EXPECT_EQ(d.items()[1].path, "model.kv_heads");
+}
+
+// One bad file per mistake: the first error names the file, the line and the key.
+struct BadCase {
+  const char* file;
+  bool cluster;
+  int line;
+  const char* path;     // key path in the diagnostic
+  const char* message;  // part of message or hint
+};
+
+class BadFile : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadFile, NamesFileLineAndKey) {
+  const BadCase& c = GetParam();
+  const std::string path = data(std::string("bad/") + c.file);
+  Diagnostics diags;
+  if (c.cluster) {
+    const auto l = load_cluster(path);
+    EXPECT_FALSE(l.ok());
+    diags = l.diagnostics;
+  } else {
+    const auto l = load_model(path);
+    EXPECT_FALSE(l.ok());
+    diags = l.diagnostics;
+  }
+  const Diagnostic d = first_error(diags);
+  EXPECT_EQ(d.file, path);
+  EXPECT_EQ(d.line, c.line) << d.to_string();
+  EXPECT_GT(d.column, 0) << d.to_string();
+  EXPECT_EQ(d.path, c.path) << d.to_string();
+  EXPECT_NE(d.to_string().find(c.message), std::string::npos) << d.to_string();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    OnePerMistake, BadFile,
+    ::testing::Values(
+        BadCase{"model_malformed.yaml", false, 3, "", "malformed YAML"},
+        BadCase{"model_unknown_key.yaml", false, 1, "model.hidden", "missing required key"},
+        BadCase{"model_missing_key.yaml", false, 1, "model.heads", "missing required key"},
+        BadCase{"model_wrong_type.yaml", false, 2, "model.layers", "expected a number, found 'twelve'"},
+        BadCase{"model_zero.yaml", false, 4, "model.heads", "must be > 0, found 0"},
+        BadCase{"model_negative.yaml", false, 3, "model.hidden", "must not be negative, found -768"},
+        BadCase{"model_huge.yaml", false, 2, "model.layers", "too large"},
+        BadCase{"model_heads_not_dividing.yaml", false, 4, "model.heads", "must divide hidden (768)"},
+        BadCase{"cluster_nan.yaml", true, 5, "cluster.inter_node_gbit_per_s", "finite number"},
+        BadCase{"cluster_unknown_gpu.yaml", true, 3, "cluster.gpu", "did you mean 'A100-SXM4-40GB'?"},
+        BadCase{"hf_config_bad.json", false, 3, "num_hidden_layers", "found 'thirty-two'"}));
+
+TEST(BadFile, UnknownKeyGetsDidYouMean) {
+  const auto m = load_model(data("bad/model_unknown_key.yaml"));
+  bool found = false;
+  for (const auto& d : m.diagnostics.items()) {
+    if (d.path == "model.hiden") {
+      found = true;
+      EXPECT_EQ(d.line, 3);
+      EXPECT_EQ(d.column, 1);
+      EXPECT_EQ(d.hint, "did you mean 'hidden'?");
+    }
+  }
+  EXPECT_TRUE(found) << m.diagnostics.to_string();
+}
+
+TEST(BadFile, HfConfigReportsTypeAndMissingKeyTogether) {
+  const auto m = load_model(data("bad/hf_config_bad.json"));
+  // Expectation: num_hidden_layers is a word (line 3) and hidden_size is missing: two errors.
+  ASSERT_EQ(m.diagnostics.items().size(), 2u) << m.diagnostics.to_string();
+  EXPECT_EQ(m.diagnostics.items()[1].path, "hidden_size");
+}
+
+TEST(BadRef, UnknownPresetSuggestsTheClosest) {
+  const auto m = load_model("gpt3-176b");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(first_error(m.diagnostics).hint, "did you mean 'gpt3-175b'?");
+}
+
+TEST(BadRef, MissingFileIsNamed) {
+  const std::string path = data("bad/does-not-exist.yaml");
+  const auto c = load_cluster(path);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(first_error(c.diagnostics).file, path);
+  EXPECT_NE(first_error(c.diagnostics).message.find("no such file"), std::string::npos);
+}
+
+TEST(BadRef, EmptyAndNonMapFilesAreErrorsNotCrashes) {
+  EXPECT_FALSE(parse_model_yaml("", "empty.yaml").ok());
+  EXPECT_FALSE(parse_model_yaml("- a\n- b\n", "list.yaml").ok());
+  EXPECT_FALSE(parse_cluster_yaml("just text", "text.yaml").ok());
+  EXPECT_FALSE(parse_model_hf_json("{", "cut.json").ok());
+  EXPECT_FALSE(parse_model_yaml("name: [a, b]\nlayers: {x: 1}\n", "types.yaml").ok());
+}
