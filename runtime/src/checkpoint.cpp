@@ -409,76 +409,101 @@ bool checkpoint_write_manifest(const std::string& dir, int64_t step, int world,
          f.write(j.data(), j.size(), error) && f.commit(error);
 }
 
+namespace {
+
+// Reads the payload straight into its destinations (no whole-file buffer: a shard is read with
+// one copy and no second allocation of its size), checksumming as it goes.
+class PayloadReader {
+ public:
+  PayloadReader(int fd, uint64_t payload_bytes) : fd_(fd), left_(payload_bytes) {}
+  bool read(void* out, uint64_t n) {
+    if (n > left_) return false;
+    char* p = static_cast<char*>(out);
+    uint64_t want = n;
+    while (want > 0) {
+      ssize_t got = ::read(fd_, p, size_t(std::min<uint64_t>(want, uint64_t(1) << 30)));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      crc_ = crc32c(p, size_t(got), crc_);
+      p += got;
+      want -= uint64_t(got);
+    }
+    left_ -= n;
+    return true;
+  }
+  bool read_str(std::string* s) {
+    uint32_t n = 0;
+    if (!read(&n, 4) || n > left_) return false;
+    s->resize(n);
+    return read(s->data(), n);
+  }
+  uint64_t left() const { return left_; }
+  uint32_t crc() const { return crc_; }
+
+ private:
+  int fd_;
+  uint64_t left_;
+  uint32_t crc_ = 0;
+};
+
+}  // namespace
+
 std::optional<CheckpointShard> checkpoint_read_shard(const std::string& path, std::string* error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
     *error = path + ": cannot open: " + errno_text(errno);
     return std::nullopt;
   }
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto* bytes = reinterpret_cast<const unsigned char*>(data.data());
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  std::array<unsigned char, kHeaderBytes> hb{};
+  ssize_t got = ::pread(fd, hb.data(), hb.size(), 0);
   FileHeader h;
   std::string why;
-  if (!decode_header(bytes, data.size(), &h, &why)) {
+  if (!decode_header(hb.data(), got > 0 ? size_t(got) : 0, &h, &why)) {
     *error = path + ": " + why;
     return std::nullopt;
   }
-  if (data.size() - kHeaderBytes != h.payload_bytes) {
-    *error = path + ": payload is " + std::to_string(data.size() - kHeaderBytes) +
-             " bytes, the header says " + std::to_string(h.payload_bytes);
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec || size - kHeaderBytes != h.payload_bytes) {
+    *error = path + ": payload is " + std::to_string(size - kHeaderBytes) +
+             " bytes, the header says " + std::to_string(h.payload_bytes) +
+             (size - kHeaderBytes < h.payload_bytes ? " (truncated)" : "");
     return std::nullopt;
   }
-  if (crc32c(bytes + kHeaderBytes, h.payload_bytes) != h.crc) {
+  ::lseek(fd, off_t(kHeaderBytes), SEEK_SET);
+  PayloadReader r(fd, h.payload_bytes);
+  CheckpointShard shard;
+  bool ok = true;
+  uint32_t n_meta = 0;
+  ok = r.read(&n_meta, 4);
+  for (uint32_t i = 0; ok && i < n_meta; ++i) {
+    std::string k, v;
+    ok = r.read_str(&k) && r.read_str(&v);
+    if (ok) shard.meta[k] = v;
+  }
+  uint32_t n_tensors = 0;
+  ok = ok && r.read(&n_tensors, 4);
+  for (uint32_t i = 0; ok && i < n_tensors; ++i) {
+    Tensor t;
+    uint64_t count = 0;
+    ok = r.read_str(&t.name) && r.read(&count, 8) && count <= r.left() / sizeof(float);
+    if (!ok) break;
+    t.data.resize(size_t(count));
+    ok = r.read(t.data.data(), count * sizeof(float));
+    shard.tensors.push_back(std::move(t));
+  }
+  // Check the checksum before trusting the structure's verdict: a flipped bit is "corrupt".
+  if (ok && r.left() == 0 && r.crc() != h.crc) {
     *error = path + ": payload checksum mismatch (corrupt)";
     return std::nullopt;
   }
-  size_t pos = kHeaderBytes;
-  bool bad = false;
-  auto take = [&](void* out, size_t n) {
-    if (bad || data.size() - pos < n) {
-      bad = true;
-      return;
-    }
-    std::memcpy(out, bytes + pos, n);
-    pos += n;
-  };
-  auto take_str = [&] {
-    uint32_t n = 0;
-    take(&n, 4);
-    std::string s;
-    if (!bad && data.size() - pos >= n) {
-      s.assign(data, pos, n);
-      pos += n;
-    } else {
-      bad = true;
-    }
-    return s;
-  };
-  CheckpointShard shard;
-  uint32_t n_meta = 0;
-  take(&n_meta, 4);
-  for (uint32_t i = 0; i < n_meta && !bad; ++i) {
-    std::string k = take_str();
-    std::string v = take_str();
-    shard.meta[k] = v;
-  }
-  uint32_t n_tensors = 0;
-  take(&n_tensors, 4);
-  for (uint32_t i = 0; i < n_tensors && !bad; ++i) {
-    Tensor t;
-    t.name = take_str();
-    uint64_t count = 0;
-    take(&count, 8);
-    if (bad || (data.size() - pos) / sizeof(float) < count) {
-      bad = true;
-      break;
-    }
-    t.data.resize(size_t(count));
-    take(t.data.data(), size_t(count) * sizeof(float));
-    shard.tensors.push_back(std::move(t));
-  }
-  if (bad || pos != data.size()) {
-    *error = path + ": malformed payload at byte " + std::to_string(pos);
+  if (!ok || r.left() != 0) {
+    *error = path + ": malformed or corrupt payload at byte " +
+             std::to_string(kHeaderBytes + h.payload_bytes - r.left());
     return std::nullopt;
   }
   return shard;

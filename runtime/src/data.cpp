@@ -23,9 +23,13 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string with_commas(int64_t v) {
-  std::string s = std::to_string(v < 0 ? -v : v);
-  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
-  return v < 0 ? "-" + s : s;
+  const std::string digits = std::to_string(v < 0 ? -v : v);
+  std::string s = v < 0 ? "-" : "";
+  for (size_t k = 0; k < digits.size(); ++k) {
+    if (k > 0 && (digits.size() - k) % 3 == 0) s.push_back(',');
+    s.push_back(digits[k]);
+  }
+  return s;
 }
 
 void shard_error(Diagnostics* diags, const std::string& path, int64_t offset,

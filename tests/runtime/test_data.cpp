@@ -182,6 +182,7 @@ TEST(DataSource, OpensFolderAndServesWindows) {
   auto src = data_open(c, &d);
   ASSERT_TRUE(src) << d.to_string();
   EXPECT_EQ(src->num_windows(), 15);
+  EXPECT_EQ(src->describe(), "2 shards, 152 tokens, 15 windows of 11 tokens");
   // Every window of epoch 0 appears exactly once in samples 0..14, each is 11 consecutive tokens
   // starting at a multiple of 10 within one shard.
   std::set<int32_t> starts;
