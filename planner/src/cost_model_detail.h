@@ -84,6 +84,8 @@ struct Evaluation {
   bool fits = false;
   int critical_stage = 0;  // stage that sets the pipeline pace
   int memory_stage = 0;    // stage with the highest memory
+  double host_bytes_per_node = 0;  // offloaded activations
+  double host_capacity_bytes = 0;  // usable host memory per node; 0 = unknown (not checked)
 };
 // The whole model for one valid layout; fills `steps` when given (allocates), else allocation free.
 void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,

@@ -10,23 +10,31 @@ namespace capplan::detail {
 
 namespace {
 
-// Group of `deg` members whose ranks are `stride` apart (the group containing rank 0; all groups
-// of a kind are shifted copies when gpus_per_node divides the rank count).
+// Group of `deg` members whose ranks are `stride` apart. Groups of one kind are shifted copies of
+// each other only when their blocks align with nodes; when they do not (tp = 6 on 8-GPU nodes),
+// some straddle a node boundary, so the groups through the first node's ranks are all checked and
+// the one spanning most nodes sets the pace (a collective ends with its slowest group).
 Links group_links(const Constants& c, int gpn, int total, int deg, int stride) {
   Links l;
   l.n = deg;
   const int gpus_in_node = std::max(1, std::min(gpn, total));
-  int nodes = 1;
-  int last = 0;
-  for (int i = 1; i < deg; ++i) {
-    const int node = int((int64_t(i) * stride) / gpus_in_node);
-    if (node != last) {
-      ++nodes;
-      last = node;
+  int worst_nodes = 1;
+  for (int j = 0; j < gpus_in_node && deg > 1; ++j) {
+    const int64_t r0 = j - int64_t((j / stride) % deg) * stride;
+    int nodes = 1;
+    int64_t last = r0 / gpus_in_node;
+    for (int i = 1; i < deg; ++i) {
+      const int64_t node = (r0 + int64_t(i) * stride) / gpus_in_node;
+      if (node != last) {
+        ++nodes;
+        last = node;
+      }
     }
+    worst_nodes = std::max(worst_nodes, nodes);
   }
+  const int nodes = worst_nodes;
   l.nodes = nodes;
-  l.per_node = std::max(1, (deg + nodes - 1) / nodes);
+  l.per_node = std::max(1, deg / nodes);
   l.lat_step_intra_s = c.intra_lat_s;
   l.lat_step_inter_s = c.inter_lat_s;
   if (nodes <= 1) {

@@ -66,18 +66,21 @@ bool better(const Cand& a, const Cand& b) {
   return a.key < b.key;
 }
 
+// Among equal scores the simpler layout first: no offload, lower ZeRO stage, less recompute,
+// 1F1B before interleaved before GPipe, then the degrees and the order.
 uint64_t pack_key(const Cand& c) {
-  uint64_t k = uint64_t(c.nodes);
+  static constexpr int kScheduleRank[3] = {2, 0, 1};  // GPipe, 1F1B, Interleaved
+  uint64_t k = uint64_t(c.offload);
+  k = k * 4 + uint64_t(c.zero);
+  k = k * 3 + uint64_t(c.recompute);
+  k = k * 3 + uint64_t(kScheduleRank[int(c.schedule)]);
+  k = k * 2 + uint64_t(c.sp);
+  k = k * 16384 + uint64_t(c.nodes);
   k = k * 4096 + uint64_t(c.tp);
   k = k * 1024 + uint64_t(c.pp);
   k = k * 16 + uint64_t(c.vp);
   k = k * 128 + uint64_t(c.mbs);
-  k = k * 4 + uint64_t(c.zero);
-  k = k * 3 + uint64_t(c.recompute);
-  k = k * 2 + uint64_t(c.offload);
-  k = k * 2 + uint64_t(c.sp);
   k = k * 6 + uint64_t(c.order);
-  k = k * 3 + uint64_t(c.schedule);
   return k;
 }
 
@@ -202,7 +205,6 @@ struct Worker {
                 ly.zero = z;
                 for (int off = 0; off < 2; ++off) {
                   if (pin.offload && *pin.offload != bool(off)) continue;
-                  if (off && rc == Recompute::None && false) continue;
                   ly.offload = off != 0;
                   for (int oi = 0; oi < n_orders; ++oi) {
                     detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
