@@ -1,0 +1,218 @@
+// Gradient check of every parameter tensor of the GPT model against central finite differences,
+// on tiny models covering both families (GELU + LayerNorm + learned positions; SwiGLU + RMSNorm +
+// RoPE + grouped-query attention). Also: layout-independent initialisation, rank placement by
+// order, and the learning-rate schedule.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/communicator.h"
+#include "runtime/gpt.h"
+#include "runtime/optimizer.h"
+
+namespace capplan::rt {
+namespace {
+
+ModelSpec tiny_model(bool llama) {
+  ModelSpec m;
+  m.name = llama ? "tiny-llama" : "tiny-gpt";
+  m.layers = 2;
+  m.hidden = 16;
+  m.heads = 4;
+  m.vocab = 23;
+  m.seq_len = 6;
+  if (llama) {
+    m.kv_heads = 2;
+    m.ffn = Ffn::Swiglu;
+    m.ffn_hidden = 24;
+    m.norm = Norm::RmsNorm;
+    m.position = PositionEmbedding::Rope;
+  }
+  return m;
+}
+
+struct Fixture {
+  std::unique_ptr<Backend> be = make_cpu_backend(2);
+  std::unique_ptr<Communicator> tp = make_self_communicator();
+  std::unique_ptr<Gpt> gpt;
+  std::vector<int32_t> tokens, targets;
+  int rows = 0;
+
+  explicit Fixture(const ModelSpec& m, Recompute recompute = Recompute::None) {
+    GptConfig c;
+    c.model = m;
+    c.seq_len = m.seq_len;
+    c.mbs = 2;
+    c.layer_end = m.layers;
+    c.seed = 7;
+    c.recompute = recompute;
+    gpt = std::make_unique<Gpt>(c, *be, *tp);
+    gpt->init_params();
+    rows = c.mbs * c.seq_len;
+    std::mt19937 rng(3);
+    for (int i = 0; i < rows; ++i) {
+      tokens.push_back(int32_t(rng() % uint32_t(m.vocab)));
+      targets.push_back(int32_t(rng() % uint32_t(m.vocab)));
+    }
+  }
+  // Mean token loss; with `grads`, also its gradient in gpt->grads().
+  double loss(bool grads) {
+    gpt->zero_grads();
+    const double sum = gpt->forward(0, tokens.data(), nullptr, nullptr, targets.data(),
+                                    1.0f / float(rows));
+    if (grads) gpt->backward(0, nullptr, nullptr);
+    return sum / rows;
+  }
+};
+
+// Directional check per tensor: for a unit direction u mixing the gradient's own direction and a
+// random one, (L(p + eps u) - L(p - eps u)) / (2 eps) must match g . u.
+// Tolerance: the loss is accumulated from fp32 token losses (relative rounding ~1e-7 of L ~ 3, so
+// ~3e-7 absolute per evaluation); divided by 2 eps = 2e-2 this is ~3e-5 of noise, and the
+// truncation error of central differences is O(eps^2 |L'''|) ~ 1e-4 |g|. We allow 2e-3 relative +
+// 2e-5 absolute, far below what a wrong term in any backward formula produces (> 10%).
+void check_gradients(Fixture& f) {
+  f.loss(true);
+  const int64_t n = f.gpt->num_params();
+  std::vector<float> grads(static_cast<size_t>(n)), params(static_cast<size_t>(n));
+  f.be->to_host(grads.data(), f.gpt->grads(), n);
+  f.be->to_host(params.data(), f.gpt->params(), n);
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal;
+  const double eps = 1e-2;
+  for (const ParamInfo& p : f.gpt->param_infos()) {
+    std::vector<double> u(size_t(p.numel));
+    double gnorm = 0, rnorm = 0;
+    std::vector<double> r(size_t(p.numel));
+    for (int64_t i = 0; i < p.numel; ++i) {
+      gnorm += double(grads[size_t(p.offset + i)]) * grads[size_t(p.offset + i)];
+      r[size_t(i)] = normal(rng);
+      rnorm += r[size_t(i)] * r[size_t(i)];
+    }
+    gnorm = std::sqrt(gnorm);
+    rnorm = std::sqrt(rnorm);
+    ASSERT_GT(gnorm, 0.0) << p.name << ": gradient is zero";
+    double unorm = 0;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      u[size_t(i)] = grads[size_t(p.offset + i)] / gnorm + r[size_t(i)] / rnorm;
+      unorm += u[size_t(i)] * u[size_t(i)];
+    }
+    unorm = std::sqrt(unorm);
+    double analytic = 0;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      u[size_t(i)] /= unorm;
+      analytic += grads[size_t(p.offset + i)] * u[size_t(i)];
+    }
+    auto shifted = [&](double s) {
+      std::vector<float> q = params;
+      for (int64_t i = 0; i < p.numel; ++i)
+        q[size_t(p.offset + i)] = float(params[size_t(p.offset + i)] + s * u[size_t(i)]);
+      f.be->from_host(f.gpt->params(), q.data(), n);
+      return f.loss(false);
+    };
+    const double numeric = (shifted(eps) - shifted(-eps)) / (2 * eps);
+    f.be->from_host(f.gpt->params(), params.data(), n);
+    std::printf("%-16s Expectation: d/du = %.6e  Actual result: %.6e\n", p.name.c_str(), numeric,
+                analytic);
+    EXPECT_NEAR(analytic, numeric, 2e-3 * std::abs(numeric) + 2e-5) << p.name;
+  }
+}
+
+TEST(RuntimeGradCheck, GeluLayerNormLearnedPositions) {
+  Fixture f(tiny_model(false));
+  check_gradients(f);
+}
+
+TEST(RuntimeGradCheck, SwigluRmsNormRopeGroupedQuery) {
+  Fixture f(tiny_model(true));
+  check_gradients(f);
+}
+
+// Full recompute rebuilds each layer's activations in backward from the same inputs and
+// operations: gradients must be bitwise identical to keeping them.
+TEST(RuntimeGradCheck, FullRecomputeIsBitwiseIdentical) {
+  for (bool llama : {false, true}) {
+    Fixture a(tiny_model(llama)), b(tiny_model(llama), Recompute::Full);
+    EXPECT_EQ(a.loss(true), b.loss(true));
+    const int64_t n = a.gpt->num_params();
+    std::vector<float> ga(static_cast<size_t>(n)), gb(static_cast<size_t>(n));
+    a.be->to_host(ga.data(), a.gpt->grads(), n);
+    b.be->to_host(gb.data(), b.gpt->grads(), n);
+    EXPECT_EQ(ga, gb);
+  }
+}
+
+// Initialisation is a function of (seed, tensor, element): the rank of TP 2 holding the second
+// half of the heads gets exactly the rows of the full QKV weight a single rank has there.
+TEST(RuntimeInit, TensorParallelSliceEqualsFullTensorRows) {
+  ModelSpec m = tiny_model(false);
+  auto be = make_cpu_backend(1);
+  auto self = make_self_communicator();
+  GptConfig c;
+  c.model = m;
+  c.seq_len = m.seq_len;
+  c.layer_end = m.layers;
+  c.seed = 5;
+  Gpt full(c, *be, *self);
+  full.init_params();
+  c.tp_size = 2;
+  c.tp_rank = 1;
+  Gpt half(c, *be, *self);
+  half.init_params();
+  const ParamInfo* pf = full.find_param("layers.1.wqkv");
+  const ParamInfo* ph = half.find_param("layers.1.wqkv");
+  ASSERT_TRUE(pf && ph);
+  const int C = m.hidden, D = m.head_dim(), H = m.heads;
+  // Full rows: q heads 0..3, k heads 0..3, v heads 0..3; rank 1 of 2: q 2..3, k 2..3, v 2..3.
+  for (int part = 0; part < 3; ++part)
+    for (int row = 0; row < (H / 2) * D; ++row)
+      for (int col = 0; col < C; ++col) {
+        const int64_t frow = int64_t(part) * H * D + (H / 2) * D + row;
+        const int64_t hrow = int64_t(part) * (H / 2) * D + row;
+        ASSERT_EQ(full.params()[pf->offset + frow * C + col], half.params()[ph->offset + hrow * C + col]);
+      }
+}
+
+// Expectation (order "DPT", dp 2, pp 2, tp 2): rank = (d * 2 + p) * 2 + t, so rank 5 = (1, 0, 1);
+// with "TPD" the dp coordinate varies fastest: rank 5 = t 1, p 0, d 1 -> (d 1, p 0, t 1) as well,
+// and rank 1 = (d 1, p 0, t 0).
+TEST(RuntimePlacement, OrderRightMostFastest) {
+  Layout l;
+  l.dp = 2;
+  l.pp = 2;
+  l.tp = 2;
+  l.order = "DPT";
+  RankCoords c = rank_to_coords(5, l);
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.pp, 0);
+  EXPECT_EQ(c.tp, 1);
+  c = rank_to_coords(1, l);
+  EXPECT_EQ(c.tp, 1);
+  EXPECT_EQ(c.dp, 0);
+  l.order = "TPD";
+  c = rank_to_coords(1, l);
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.tp, 0);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(coords_to_rank(rank_to_coords(r, l), l), r);
+}
+
+// Expectation: lr 1e-3, warm-up 10, 110 steps, min ratio 0.1: step 0 -> 1e-4; step 9 -> 1e-3;
+// step 60 (half way through the cosine) -> 0.55e-3; step 110 -> 1e-4.
+TEST(RuntimeOptimizer, WarmupCosineSchedule) {
+  OptimizerConfig c;
+  c.lr = 1e-3;
+  c.warmup_steps = 10;
+  c.total_steps = 110;
+  c.min_lr_ratio = 0.1;
+  EXPECT_NEAR(learning_rate(c, 0), 1e-4, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 9), 1e-3, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 60), 0.55e-3, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 110), 1e-4, 1e-12);
+}
+
+}  // namespace
+}  // namespace capplan::rt
