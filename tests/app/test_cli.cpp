@@ -1,0 +1,229 @@
+// End-to-end tests of the `capplan` command line: the built binary runs as a real process; we
+// check its exit status, its JSON fields (the contract of issue 2) and its error messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "planner/plan_io.h"
+
+namespace {
+
+struct CliRun {
+  int status = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `capplan ARGS` in the source folder (so tests/data paths work) and captures both streams.
+CliRun run_cli(const std::string& args) {
+  static int counter = 0;
+  const std::string base = std::filesystem::temp_directory_path().string() + "/capplan-cli-" +
+                           std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  const std::string cmd = std::string("cd '") + CAPPLAN_SOURCE_DIR + "' && '" + CAPPLAN_CLI +
+                          "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
+  const int raw = std::system(cmd.c_str());
+  CliRun r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  r.out = slurp(base + ".out");
+  r.err = slurp(base + ".err");
+  std::filesystem::remove(base + ".out");
+  std::filesystem::remove(base + ".err");
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+const char* kSeedEstimate =
+    "estimate --model gpt3-175b --cluster p4d.24xlarge --nodes 120 --dp 15 --tp 8 --pp 8 "
+    "--mbs 1 --gbs 1920 --zero 1 --recompute selective --sp --tokens 300e9";
+
+}  // namespace
+
+TEST(Cli, EstimateJsonHasEveryContractField) {
+  const CliRun r = run_cli(std::string(kSeedEstimate) + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* key :
+       {"\"layout\"", "\"dp\": 15", "\"tp\": 8", "\"pp\": 8", "\"vp\": 1", "\"mbs\": 1",
+        "\"num_microbatches\": 128", "\"zero\": 1", "\"recompute\": \"selective\"",
+        "\"offload\": false", "\"sp\": true", "\"order\": \"DPT\"", "\"schedule\": \"1f1b\"",
+        "\"fits\"", "\"memory_per_gpu_bytes\"", "\"weights\"", "\"gradients\"", "\"optimizer\"",
+        "\"activations\"", "\"buffers\"", "\"total\"", "\"capacity\"", "\"step_time_s\"",
+        "\"breakdown_s\"", "\"compute\"", "\"recompute\"", "\"bubble\"", "\"tp_comm\"",
+        "\"pp_comm\"", "\"dp_comm\"", "\"offload\"", "\"samples_per_s\"", "\"tokens_per_s\"",
+        "\"model_tflops_per_gpu\"", "\"hardware_tflops_per_gpu\"", "\"mfu\"",
+        "\"days_to_train\"", "\"cost_usd\"", "\"gpus\": 960", "\"nodes\": 120",
+        "\"tokens\": 300000000000"})
+    EXPECT_TRUE(has(r.out, key)) << key << "\n" << r.out;
+  EXPECT_EQ(r.out.front(), '{');
+}
+
+TEST(Cli, EstimateTableIsHumanReadable) {
+  const CliRun r = run_cli(kSeedEstimate);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* part : {"gpt3-175b on 120 x p4d.24xlarge", "fits", "step time", "bubble",
+                           "samples/s", "MFU", "days", "$"})
+    EXPECT_TRUE(has(r.out, part)) << part << "\n" << r.out;
+}
+
+TEST(Cli, PartOfANodeWithGpus) {
+  // One GPU of an 8-GPU machine: gpus 1, nodes 1.
+  const CliRun r = run_cli(
+      "estimate --model gpt2-124m --cluster p4d.24xlarge --gpus 1 --dp 1 --tp 1 --pp 1 --mbs 8 "
+      "--gbs 64 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"gpus\": 1")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"nodes\": 1")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"tokens_defaulted\": true")) << r.out;
+}
+
+TEST(Cli, InvalidLayoutExitsTwoNamingTheConstraint) {
+  // Expectation: dp*tp*pp = 8 != 960 GPUs.
+  const CliRun r = run_cli(
+      "estimate --model gpt3-175b --cluster p4d.24xlarge --nodes 120 --dp 1 --tp 8 --pp 1 "
+      "--mbs 1 --gbs 1536");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "<command line>: error: layout: invalid layout")) << r.err;
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(Cli, EveryFlagErrorIsListedAtOnce) {
+  const CliRun r = run_cli(
+      "estimate --model gpt3-175b --cluster p4d.24xlarge --nodes -3 --dp x --tp 8 --pp 8 "
+      "--mbs 0 --gbs 1536 --recompute sometimes --ordr DPT");
+  EXPECT_EQ(r.status, 2);
+  for (const char* part :
+       {"--nodes: must be > 0, found -3", "--dp: expected a whole number, found 'x'",
+        "--mbs: must be > 0, found 0", "--recompute: expected none, selective or full",
+        "--ordr: unknown flag (did you mean '--order'?)"})
+    EXPECT_TRUE(has(r.err, part)) << part << "\n" << r.err;
+}
+
+TEST(Cli, BadModelFileExitsTwoWithFileLineKey) {
+  const CliRun r = run_cli(
+      "estimate --model tests/data/bad/model_unknown_key.yaml --cluster p4d.24xlarge --nodes 1 "
+      "--dp 8 --tp 1 --pp 1 --mbs 1 --gbs 8");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "tests/data/bad/model_unknown_key.yaml:3:1: error: model.hiden: unknown "
+                         "key (did you mean 'hidden'?)"))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "model.hidden: missing required key")) << r.err;
+}
+
+// Every bad file under tests/data/bad exits 2 from the CLI and names its file and a line.
+class CliBadFile : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CliBadFile, ExitsTwoNamingFileAndLine) {
+  const std::string file = std::string("tests/data/bad/") + GetParam();
+  const bool cluster = file.find("cluster_") != std::string::npos;
+  const std::string args =
+      cluster ? "estimate --model gpt2-124m --cluster " + file +
+                    " --nodes 1 --dp 8 --tp 1 --pp 1 --mbs 1 --gbs 8"
+              : "profile --model " + file;
+  const CliRun r = run_cli(args);
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_TRUE(has(r.err, file + ":")) << r.err;
+  EXPECT_TRUE(has(r.err, ": error: ")) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(OnePerMistake, CliBadFile,
+                         ::testing::Values("model_malformed.yaml", "model_unknown_key.yaml",
+                                           "model_missing_key.yaml", "model_wrong_type.yaml",
+                                           "model_zero.yaml", "model_negative.yaml",
+                                           "model_huge.yaml", "model_heads_not_dividing.yaml",
+                                           "cluster_nan.yaml", "cluster_unknown_gpu.yaml",
+                                           "hf_config_bad.json"));
+
+TEST(Cli, UnknownPresetAndMissingFile) {
+  CliRun r = run_cli("profile --model gpt3-176b");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "did you mean 'gpt3-175b'?")) << r.err;
+  r = run_cli("profile --model tests/data/bad/does-not-exist.yaml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "tests/data/bad/does-not-exist.yaml: error: no such file")) << r.err;
+  r = run_cli("validate tests/data/bad/does-not-exist.yaml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "does-not-exist.yaml")) << r.err;
+}
+
+TEST(Cli, UnknownCommandSuggests) {
+  const CliRun r = run_cli("estimte");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "did you mean 'estimate'?")) << r.err;
+}
+
+TEST(Cli, PlanJsonAndSave) {
+  const std::string save = std::filesystem::temp_directory_path().string() + "/capplan-cli-plan-" +
+                           std::to_string(::getpid()) + ".yaml";
+  const CliRun r = run_cli(
+      "plan --model gpt3-1.3b --cluster p4d.24xlarge --nodes 2 --gbs 512 --tokens 26e9 "
+      "--top 3 --threads 2 --json --save " + save);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* key : {"\"candidates\": [", "\"pareto\": [", "\"evaluated\":",
+                          "\"search_time_s\":", "\"step_time_s\""})
+    EXPECT_TRUE(has(r.out, key)) << key;
+  // The saved plan reads back and holds a layout for all 16 GPUs.
+  const auto plan = capplan::load_plan(save);
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics.to_string();
+  EXPECT_EQ(plan.value->layout.gpus(), 16);
+  EXPECT_EQ(plan.value->model_ref, "gpt3-1.3b");
+  std::filesystem::remove(save);
+}
+
+TEST(Cli, PlanOverANodeRangeWithPins) {
+  const CliRun r = run_cli(
+      "plan --model gpt3-13b --cluster p4de.24xlarge --nodes 2:4 --gbs 256 --fix tp=8,pp=1 "
+      "--objective cost --top 2 --threads 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "node counts searched: 2 to 4")) << r.out;
+  EXPECT_TRUE(has(r.out, "best layout:")) << r.out;
+  const CliRun bad = run_cli(
+      "plan --model gpt3-13b --cluster p4de.24xlarge --nodes 4:2 --gbs 256 --fix tp=8,pp=one,recompte=full");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_TRUE(has(bad.err, "--nodes: expected a range A:B")) << bad.err;
+  EXPECT_TRUE(has(bad.err, "pp: expected a whole number")) << bad.err;
+  EXPECT_TRUE(has(bad.err, "unknown knob 'recompte' (did you mean 'recompute'?)")) << bad.err;
+}
+
+TEST(Cli, ProfileModelsClustersValidate) {
+  CliRun r = run_cli("profile --model llama2-7b --tp 2 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"layers\": [")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"activation_bytes\"")) << r.out;
+  r = run_cli("profile --model gpt3-175b --tp 5");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "--tp: tp (5) must divide the model's heads (96)")) << r.err;
+  r = run_cli("models");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_TRUE(has(r.out, "megatron-1t")) << r.out;
+  r = run_cli("clusters --json");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_TRUE(has(r.out, "\"name\": \"p5.48xlarge\"")) << r.out;
+  r = run_cli("validate tests/data/calibration-runs.yaml --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"mape_pct\"")) << r.out;
+}
+
+TEST(Cli, HuggingFaceConfigAsModel) {
+  const CliRun r = run_cli(
+      "estimate --model tests/data/good/llama2-7b-config.json --cluster p4de.24xlarge --nodes 1 "
+      "--dp 8 --tp 1 --pp 1 --mbs 1 --gbs 64 --zero 3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"fits\"")) << r.out;
+}
