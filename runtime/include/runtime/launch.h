@@ -1,0 +1,258 @@
+// Launching a plan on this machine and putting measured beside predicted: a cluster spec that
+// describes this machine, the scale-down that shrinks a plan's model until it runs here in seconds
+// while keeping its layout, the `mpirun ... capplan-train ...` argument vector, the run itself
+// (streamed, cancellable), the metrics tail-reader for live charts, and the run record
+// (RUNDIR/run.json + run.txt). Used by `capplan run` and the GUI's Run page. It does not train
+// (capplan-train does), and links neither MPI nor Qt.
+#pragma once
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/cost_model.h"
+#include "planner/diagnostics.h"
+#include "planner/spec.h"
+#include "runtime/launch_process.h"
+
+namespace capplan::rt {
+
+inline constexpr double kUnknown = NAN;  // a figure nobody measured or predicted
+
+// ---------------------------------------------------------------- this machine
+
+struct LocalMachine {
+  int cores = 0;                  // online CPUs
+  double ram_bytes = 0;           // MemTotal (/proc/meminfo)
+  double available_bytes = 0;     // MemAvailable when probed
+  double gemm_peak_gflops = 0;    // fp32, whole machine; 0 = unknown
+  std::string gemm_peak_source;   // "measured: ...", "stated: ...", "unknown"
+  double memory_gbyte_per_s = 0;  // copy bandwidth (bytes read + written per second); 0 = unknown
+  std::string memory_source;
+};
+
+// Reads /proc. With `measure`, times an fp32 GEMM (cblas when built with it, else a blocked loop)
+// and a large memcpy, once per process (~0.5 s; later calls reuse the figures).
+LocalMachine probe_local_machine(bool measure = true);
+
+// A one-node "cluster" whose GPUs are the `ranks` MPI ranks sharing this machine. Each rank gets
+// 1/ranks of the measured GEMM peak, of the copy bandwidth and of the RAM (MemTotal); the
+// "network" is Open MPI's shared-memory transport, modelled as half the copy bandwidth per rank
+// (a send copies into a shared buffer and the receiver copies out). The peaks are achieved
+// figures, so the cost model's GEMM and memory efficiencies are set to 1. It over-states what
+// oversubscribed ranks (ranks > cores) get, since they also time-share the cores.
+ClusterSpec local_cluster_spec(const LocalMachine& machine, int ranks);
+
+// ---------------------------------------------------------------- scale-down
+
+struct ScaleDownOptions {
+  int seq_len = 64;             // upper bound on the sequence (rounded up to a multiple of tp with sp)
+  int head_dim = 16;            // lower bound; hidden = heads * head_dim, grown to >= min_hidden
+  int min_hidden = 64;
+  int vocab = 256;              // byte-level, so `capplan-train data prepare` shards fit
+  int layers_per_chunk = 1;     // layers = pp * vp * layers_per_chunk
+  int max_microbatches = 0;     // 0 = max(2 * pp, 4), kept a multiple of pp for interleaved
+  double memory_budget_bytes = 0;  // per rank; 0 = no check
+};
+
+// A scenario and layout that can run here, and what changed, in words.
+struct ScaledRun {
+  Scenario scenario;                 // on local_cluster_spec(), nodes = 1, gpus = dp * tp * pp
+  Layout layout;
+  std::vector<std::string> changes;  // "layers 96 -> 8 (pp 8 x vp 1 chunks, 1 layer each)", ...
+};
+
+// Keeps dp, tp, pp, vp, schedule, order, zero, recompute, offload and sp; shrinks layers (to whole
+// layers per model chunk), heads and kv_heads (to multiples of tp, grouped-query kept when it was
+// there), hidden and ffn_hidden (divisible by heads and tp), vocab (multiple of tp), seq (multiple
+// of tp when sp), mbs to 1 and gbs to dp * num_microbatches, with num_microbatches capped but
+// still >= pp (pipeline steady state) and a multiple of pp for interleaved. Precision -> fp32.
+ScaledRun scale_down(const Scenario& original, const Layout& layout, const ClusterSpec& local,
+                     const ScaleDownOptions& options = {});
+
+// The same scenario moved to this machine without shrinking the model (precision -> fp32).
+ScaledRun run_as_is(const Scenario& original, const Layout& layout, const ClusterSpec& local);
+
+// A model file capplan-train's `--model` reads back (the planner's model YAML schema).
+std::string model_yaml(const ModelSpec& model);
+
+// ---------------------------------------------------------------- the command
+
+struct TrainCommand {
+  std::string mpirun = "mpirun";
+  std::string train_binary = "capplan-train";
+  bool as_root = false;           // adds --allow-run-as-root (Open MPI refuses root otherwise)
+  std::string model_file;         // YAML written by model_yaml()
+  Layout layout;
+  int64_t gbs = 0;
+  int steps = 10;
+  uint64_t seed = 1234;
+  double lr = 0;                  // 0 = the trainer's default
+  std::string data = "synthetic"; // or a shard directory
+  std::string checkpoint_dir;     // empty = no checkpoints
+  int checkpoint_every = 0;       // 0 = the trainer's default
+  std::string resume = "auto";    // auto | never | PATH
+  std::string metrics_file;
+  int threads = 0;                // per rank; 0 = the trainer's default (cores / ranks)
+};
+
+// ["mpirun", ("--allow-run-as-root"), "--oversubscribe", "--bind-to", "none", "-np", "N",
+//  "capplan-train", "--model", ..., "--dp", ...]: one element per argument, no shell involved.
+std::vector<std::string> build_train_argv(const TrainCommand& command);
+
+// capplan-train: $CAPPLAN_TRAIN, else next to `self_exe` (same folder, or ../../runtime/ in a
+// build tree), else `build_hint` (the path the build put it at), else PATH. Empty when none exists.
+std::string locate_train_binary(const std::string& self_exe, const std::string& build_hint = {});
+std::string self_executable();  // /proc/self/exe
+
+// ---------------------------------------------------------------- metrics
+
+// One metrics line, flattened: nested objects become "outer.inner" keys. Numbers written as the
+// strings "NaN" / "Infinity" / "-Infinity" are read back as numbers.
+struct MetricsRecord {
+  std::string type;  // "start", "step", "system", "summary"; empty when absent
+  std::map<std::string, double> numbers;
+  std::map<std::string, std::string> strings;
+  double number(const std::string& key, double fallback = kUnknown) const;
+  std::string string(const std::string& key) const;
+};
+// nullopt when the line is not a JSON object.
+std::optional<MetricsRecord> parse_metrics_line(const std::string& line);
+
+// Reads the complete lines appended to a file since the last call (a GUI timer or the launcher
+// polls it while capplan-train writes). A missing file reads as empty; a truncated or replaced
+// file starts over from its beginning. Not thread-safe: one reader per object.
+class MetricsTail {
+ public:
+  explicit MetricsTail(std::string path) : path_(std::move(path)) {}
+  std::vector<std::string> read_new_lines();
+  std::vector<MetricsRecord> read_new_records();  // the new lines that parse
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  uint64_t offset_ = 0;
+  uint64_t inode_ = 0;
+  std::string partial_;
+};
+
+struct MeasuredRun {
+  int steps = 0;         // step records seen
+  int warmup_steps = 0;  // first steps left out of the medians (allocation, page faults, caches)
+  double step_time_s = kUnknown;  // median after warm-up
+  double tokens_per_s = kUnknown; // median after warm-up
+  double first_loss = kUnknown, last_loss = kUnknown;
+  std::map<std::string, double> phase_s;  // median per phase ("forward", "backward", ...)
+  std::vector<double> peak_rss_bytes_per_rank;  // from system samples; empty when none
+  double peak_flops_per_s = kUnknown;  // per rank, as the trainer measured it
+  std::string peak_flops_source;
+  std::string summary_status;  // from the summary record: "ok", "failed", "aborted"; empty if none
+  std::string summary_reason;
+};
+MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records);
+MeasuredRun read_measured(const std::string& metrics_file);  // all of it
+
+// ---------------------------------------------------------------- run record
+
+struct SimulatedStep {
+  double step_time_s = kUnknown;
+  TimeBreakdown breakdown_s;
+  double bubble_fraction = kUnknown;
+};
+
+enum class RunStatus { NotStarted, Running, Succeeded, Failed, Cancelled };
+const char* to_string(RunStatus s);  // "not-started", "running", "succeeded", "failed", "cancelled"
+
+struct RunRecord {
+  RunStatus status = RunStatus::NotStarted;
+  std::string reason;            // why it failed or was cancelled; empty when it succeeded
+  std::vector<std::string> command;
+  std::string run_dir;
+  std::string started_utc, finished_utc;  // ISO 8601
+  double wall_time_s = 0;
+  int exit_code = -1;
+  int term_signal = 0;
+
+  std::string model_ref, cluster_ref;  // as the user gave them
+  Scenario original;                   // before scale-down
+  Layout original_layout;
+  bool scaled_down = false;
+  std::vector<std::string> changes;
+  Scenario scenario;                   // what ran
+  Layout layout;
+  int steps = 0;
+  LocalMachine machine;
+
+  std::optional<Estimate> predicted;      // planner, for `scenario` on the local cluster spec
+  std::optional<SimulatedStep> simulated; // simulator, when built with it
+  MeasuredRun measured;
+};
+
+// Predicted, simulated and measured seconds per step for each term of TimeBreakdown, plus
+// "step". Measured terms come from the trainer's phases: compute = forward + backward (which
+// include recompute and the bubble's waiting when the trainer does not time them apart),
+// dp_comm, optimizer; unknown where the runtime does not time a term.
+struct TermRow {
+  std::string term;
+  double predicted_s = kUnknown, simulated_s = kUnknown, measured_s = kUnknown;
+};
+std::vector<TermRow> compare_terms(const RunRecord& record);
+
+std::string run_record_json(const RunRecord& record);
+std::string run_record_text(const RunRecord& record);  // human-readable: command, changes, table
+// Writes RUNDIR/run.json and RUNDIR/run.txt atomically; returns an error message, empty on success.
+std::string write_run_record(const RunRecord& record);
+
+// ---------------------------------------------------------------- the whole run
+
+struct LaunchRequest {
+  std::string model_ref, cluster_ref;  // for the record
+  Scenario scenario;
+  Layout layout;
+  bool scale_down = false;
+  ScaleDownOptions scale_options;
+  int steps = 10;
+  uint64_t seed = 1234;
+  std::string data = "synthetic";
+  std::string run_dir;            // created when missing
+  std::string train_binary;       // empty = locate_train_binary(self_executable())
+  std::string train_build_hint;   // where the build put capplan-train, for locate_train_binary
+  std::string mpirun;             // empty = $CAPPLAN_MPIRUN, else "mpirun" from PATH
+  std::string resume = "never";   // auto | never | PATH, passed to capplan-train
+  int max_ranks = 0;              // 0 = max(8, 2 * cores): more ranks than that is refused
+  int threads = 0;                // per rank; 0 = trainer default
+  bool measure_machine = true;    // time GEMM and memcpy for the local cluster spec
+  double stated_gemm_peak_gflops = 0;    // > 0: use this fp32 peak (whole machine) instead
+  double stated_memory_gbyte_per_s = 0;  // > 0: use this copy bandwidth instead
+};
+
+struct PreparedRun {
+  RunRecord record;         // status NotStarted, predicted and simulated filled
+  TrainCommand train;
+  std::string metrics_file; // RUNDIR/metrics.jsonl
+  std::string log_file;     // RUNDIR/output.log
+};
+
+// Checks the request (ranks allowed on this machine, check_layout on what will run, memory per
+// rank against RAM, capplan-train and mpirun present, RUNDIR writable), scales it down when asked,
+// predicts and simulates it, and writes RUNDIR/model.yaml and RUNDIR/command.txt. Every problem
+// found is a diagnostic (the CLI prints them and exits 2); nothing is started.
+Loaded<PreparedRun> prepare_run(const LaunchRequest& request);
+
+struct RunCallbacks {
+  OutputLineFn on_output;                                  // capplan-train / mpirun output lines
+  std::function<void(const MetricsRecord&)> on_metrics;   // each new metrics record, in order
+};
+
+// Starts the prepared command, streams its output (also to RUNDIR/output.log) and metrics, waits,
+// reads the measured figures, and writes the run record whatever happened (succeeded, failed,
+// cancelled via *cancel). Returns the record as written.
+RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks,
+                      const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace capplan::rt

@@ -1,0 +1,296 @@
+// Reading capplan-train's metrics JSON lines while they are written (MetricsTail) and after
+// (read_measured): a small JSON reader that flattens one object per line, and the medians that
+// turn step records into a measured step time per phase.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "runtime/launch.h"
+
+namespace capplan::rt {
+namespace {
+
+// Recursive-descent JSON reader into a flat record; returns false on malformed input.
+class FlatJson {
+ public:
+  FlatJson(const std::string& text, MetricsRecord& out) : s_(text), out_(out) {}
+
+  bool parse_object_line() {
+    skip_ws();
+    if (!parse_value("", 0)) return false;
+    skip_ws();
+    return pos_ == s_.size() && top_was_object_;
+  }
+
+ private:
+  void skip_ws() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\r' || s_[pos_] == '\n')) {
+      ++pos_;
+    }
+  }
+  bool parse_string(std::string& out) {
+    if (pos_ >= s_.size() || s_[pos_] != '"') return false;
+    ++pos_;
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_++];
+      if (c == '"') return true;
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) return false;
+      const char e = s_[pos_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          if (pos_ + 4 > s_.size()) return false;
+          const unsigned cp = unsigned(std::strtoul(s_.substr(pos_, 4).c_str(), nullptr, 16));
+          pos_ += 4;
+          if (cp < 0x80) {
+            out += char(cp);
+          } else if (cp < 0x800) {
+            out += char(0xC0 | (cp >> 6));
+            out += char(0x80 | (cp & 0x3F));
+          } else {  // surrogate pairs are kept as two 3-byte sequences: display only
+            out += char(0xE0 | (cp >> 12));
+            out += char(0x80 | ((cp >> 6) & 0x3F));
+            out += char(0x80 | (cp & 0x3F));
+          }
+          break;
+        }
+        default: return false;
+      }
+    }
+    return false;
+  }
+  void put_string(const std::string& key, const std::string& v) {
+    out_.strings[key] = v;
+    if (v == "NaN" || v == "nan") out_.numbers[key] = NAN;
+    else if (v == "Infinity" || v == "inf") out_.numbers[key] = INFINITY;
+    else if (v == "-Infinity" || v == "-inf") out_.numbers[key] = -INFINITY;
+  }
+  bool parse_value(const std::string& key, int depth) {
+    if (depth > 32) return false;
+    skip_ws();
+    if (pos_ >= s_.size()) return false;
+    const char c = s_[pos_];
+    if (c == '{') {
+      if (depth == 0) top_was_object_ = true;
+      ++pos_;
+      skip_ws();
+      if (pos_ < s_.size() && s_[pos_] == '}') {
+        ++pos_;
+        return true;
+      }
+      while (true) {
+        skip_ws();
+        std::string k;
+        if (!parse_string(k)) return false;
+        skip_ws();
+        if (pos_ >= s_.size() || s_[pos_] != ':') return false;
+        ++pos_;
+        if (!parse_value(key.empty() ? k : key + "." + k, depth + 1)) return false;
+        skip_ws();
+        if (pos_ < s_.size() && s_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (pos_ < s_.size() && s_[pos_] == '}') {
+          ++pos_;
+          return true;
+        }
+        return false;
+      }
+    }
+    if (c == '[') {
+      ++pos_;
+      skip_ws();
+      if (pos_ < s_.size() && s_[pos_] == ']') {
+        ++pos_;
+        return true;
+      }
+      for (int i = 0;; ++i) {
+        if (!parse_value(key + "." + std::to_string(i), depth + 1)) return false;
+        skip_ws();
+        if (pos_ < s_.size() && s_[pos_] == ',') {
+          ++pos_;
+          continue;
+        }
+        if (pos_ < s_.size() && s_[pos_] == ']') {
+          ++pos_;
+          return true;
+        }
+        return false;
+      }
+    }
+    if (c == '"') {
+      std::string v;
+      if (!parse_string(v)) return false;
+      put_string(key, v);
+      return true;
+    }
+    if (s_.compare(pos_, 4, "true") == 0) {
+      pos_ += 4;
+      out_.numbers[key] = 1;
+      return true;
+    }
+    if (s_.compare(pos_, 5, "false") == 0) {
+      pos_ += 5;
+      out_.numbers[key] = 0;
+      return true;
+    }
+    if (s_.compare(pos_, 4, "null") == 0) {
+      pos_ += 4;
+      return true;
+    }
+    const char* begin = s_.c_str() + pos_;
+    char* end = nullptr;
+    const double v = std::strtod(begin, &end);
+    if (end == begin) return false;
+    pos_ += size_t(end - begin);
+    out_.numbers[key] = v;
+    return true;
+  }
+
+  const std::string& s_;
+  MetricsRecord& out_;
+  size_t pos_ = 0;
+  bool top_was_object_ = false;
+};
+
+double median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  if (v.empty()) return kUnknown;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+double MetricsRecord::number(const std::string& key, double fallback) const {
+  const auto it = numbers.find(key);
+  return it == numbers.end() ? fallback : it->second;
+}
+
+std::string MetricsRecord::string(const std::string& key) const {
+  const auto it = strings.find(key);
+  return it == strings.end() ? std::string() : it->second;
+}
+
+std::optional<MetricsRecord> parse_metrics_line(const std::string& line) {
+  MetricsRecord r;
+  FlatJson p(line, r);
+  if (!p.parse_object_line()) return std::nullopt;
+  r.type = r.string("type");
+  return r;
+}
+
+std::vector<std::string> MetricsTail::read_new_lines() {
+  std::vector<std::string> lines;
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return lines;
+  const uint64_t inode = uint64_t(st.st_ino);
+  if (inode != inode_ || uint64_t(st.st_size) < offset_) {  // replaced or truncated: start over
+    inode_ = inode;
+    offset_ = 0;
+    partial_.clear();
+  }
+  if (uint64_t(st.st_size) == offset_) return lines;
+  std::FILE* f = std::fopen(path_.c_str(), "rb");
+  if (!f) return lines;
+  if (std::fseek(f, long(offset_), SEEK_SET) != 0) {
+    std::fclose(f);
+    return lines;
+  }
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) {
+    offset_ += n;
+    partial_.append(buf, n);
+  }
+  std::fclose(f);
+  size_t start = 0;
+  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    if (nl > start) lines.push_back(partial_.substr(start, nl - start));
+  }
+  partial_.erase(0, start);
+  return lines;
+}
+
+std::vector<MetricsRecord> MetricsTail::read_new_records() {
+  std::vector<MetricsRecord> out;
+  for (const auto& line : read_new_lines()) {
+    if (auto r = parse_metrics_line(line)) out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
+  MeasuredRun m;
+  std::vector<const MetricsRecord*> steps;
+  std::map<int, double> rss;
+  for (const auto& r : records) {
+    if (r.type == "step") {
+      steps.push_back(&r);
+    } else if (r.type == "system") {
+      const double rank = r.number("rank", 0);
+      const double bytes = r.number("rss_bytes");
+      if (std::isfinite(bytes) && rank >= 0) rss[int(rank)] = std::max(rss[int(rank)], bytes);
+    } else if (r.type == "summary") {
+      m.summary_status = r.string("status");
+      m.summary_reason = r.string("reason");
+    } else if (r.type == "start") {
+      const double peak = r.number("peak_flops_per_s");
+      if (std::isfinite(peak) && peak > 0) m.peak_flops_per_s = peak;
+      m.peak_flops_source = r.string("peak_flops_source");
+    }
+  }
+  if (!rss.empty()) {
+    m.peak_rss_bytes_per_rank.assign(size_t(rss.rbegin()->first + 1), kUnknown);
+    for (const auto& [rank, bytes] : rss) m.peak_rss_bytes_per_rank[size_t(rank)] = bytes;
+  }
+  m.steps = int(steps.size());
+  if (steps.empty()) return m;
+  m.first_loss = steps.front()->number("loss");
+  m.last_loss = steps.back()->number("loss");
+  // Warm-up: the first step pays for allocation, page faults and cold caches, so it is left out;
+  // with five or more steps, the second too (thread pools and MPI connections settle).
+  m.warmup_steps = steps.size() >= 5 ? 2 : (steps.size() >= 2 ? 1 : 0);
+  std::vector<double> step_time, tokens;
+  std::map<std::string, std::vector<double>> phases;
+  for (size_t i = size_t(m.warmup_steps); i < steps.size(); ++i) {
+    const MetricsRecord& r = *steps[i];
+    step_time.push_back(r.number("step_time_s"));
+    tokens.push_back(r.number("tokens_per_s"));
+    for (const auto& [key, value] : r.numbers) {
+      // Per-phase times are the keys ending in "_s" other than the step time itself.
+      if (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0 && key != "step_time_s" &&
+          key != "time_s" && key.find("per_s") == std::string::npos) {
+        phases[key.substr(0, key.size() - 2)].push_back(value);
+      }
+    }
+  }
+  m.step_time_s = median(step_time);
+  m.tokens_per_s = median(tokens);
+  for (auto& [name, values] : phases) m.phase_s[name] = median(values);
+  return m;
+}
+
+MeasuredRun read_measured(const std::string& metrics_file) {
+  MetricsTail tail(metrics_file);
+  return summarize_metrics(tail.read_new_records());
+}
+
+}  // namespace capplan::rt

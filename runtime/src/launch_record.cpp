@@ -1,0 +1,416 @@
+// The run record: what ran (exact command, the scaled spec, this machine) and predicted,
+// simulated and measured step time per term and memory per rank, side by side, as RUNDIR/run.json
+// (machine-readable; unknown figures are null) and RUNDIR/run.txt (for people).
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "planner/plan_io.h"
+#include "runtime/launch.h"
+
+namespace capplan::rt {
+namespace {
+
+// A minimal JSON writer: values are appended in order; the caller keeps the structure right.
+class Json {
+ public:
+  Json& begin_object(const std::string& key = {}) { return open(key, '{'); }
+  Json& end_object() { return close('}'); }
+  Json& begin_array(const std::string& key = {}) { return open(key, '['); }
+  Json& end_array() { return close(']'); }
+  Json& num(const std::string& key, double v) {
+    prefix(key);
+    if (!std::isfinite(v)) {
+      out_ += "null";
+    } else {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.10g", v);
+      out_ += buf;
+    }
+    return *this;
+  }
+  Json& integer(const std::string& key, int64_t v) {
+    prefix(key);
+    out_ += std::to_string(v);
+    return *this;
+  }
+  Json& str(const std::string& key, const std::string& v) {
+    prefix(key);
+    quote(v);
+    return *this;
+  }
+  Json& boolean(const std::string& key, bool v) {
+    prefix(key);
+    out_ += v ? "true" : "false";
+    return *this;
+  }
+  Json& null(const std::string& key) {
+    prefix(key);
+    out_ += "null";
+    return *this;
+  }
+  std::string result() const { return out_ + "\n"; }
+
+ private:
+  Json& open(const std::string& key, char c) {
+    prefix(key);
+    out_ += c;
+    first_.push_back(true);
+    ++depth_;
+    return *this;
+  }
+  Json& close(char c) {
+    --depth_;
+    const bool empty = first_.back();
+    first_.pop_back();
+    if (!empty) newline();
+    out_ += c;
+    return *this;
+  }
+  void newline() {
+    out_ += '\n';
+    out_.append(size_t(depth_) * 2, ' ');
+  }
+  void prefix(const std::string& key) {
+    if (!first_.empty()) {
+      if (!first_.back()) out_ += ',';
+      first_.back() = false;
+      newline();
+    }
+    if (!key.empty()) {
+      quote(key);
+      out_ += ": ";
+    }
+  }
+  void quote(const std::string& s) {
+    out_ += '"';
+    for (const char ch : s) {
+      const unsigned char c = static_cast<unsigned char>(ch);
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\r': out_ += "\\r"; break;
+        case '\t': out_ += "\\t"; break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out_ += buf;
+          } else {
+            out_ += ch;
+          }
+      }
+    }
+    out_ += '"';
+  }
+  std::string out_;
+  std::vector<bool> first_;
+  int depth_ = 0;
+};
+
+void write_model(Json& j, const std::string& key, const ModelSpec& m) {
+  j.begin_object(key)
+      .str("name", m.name)
+      .integer("layers", m.layers)
+      .integer("hidden", m.hidden)
+      .integer("heads", m.heads)
+      .integer("kv_heads", m.kv_heads_or_default())
+      .integer("ffn_hidden", m.ffn_hidden_or_default())
+      .integer("vocab", m.vocab)
+      .integer("seq_len", m.seq_len)
+      .str("ffn", to_string(m.ffn))
+      .str("norm", to_string(m.norm))
+      .str("position", to_string(m.position))
+      .boolean("tied_embeddings", m.tied_embeddings)
+      .end_object();
+}
+
+void write_layout(Json& j, const std::string& key, const Layout& l, int64_t gbs) {
+  j.begin_object(key)
+      .integer("dp", l.dp)
+      .integer("tp", l.tp)
+      .integer("pp", l.pp)
+      .integer("vp", l.vp)
+      .integer("mbs", l.mbs)
+      .integer("gbs", gbs)
+      .integer("num_microbatches", l.num_microbatches(gbs))
+      .integer("zero", l.zero)
+      .str("recompute", to_string(l.recompute))
+      .boolean("offload", l.offload)
+      .boolean("sp", l.sp)
+      .str("order", l.order)
+      .str("schedule", to_string(l.schedule))
+      .end_object();
+}
+
+void write_breakdown(Json& j, const std::string& key, const TimeBreakdown& b) {
+  j.begin_object(key)
+      .num("compute", b.compute)
+      .num("recompute", b.recompute)
+      .num("bubble", b.bubble)
+      .num("tp_comm", b.tp_comm)
+      .num("pp_comm", b.pp_comm)
+      .num("dp_comm", b.dp_comm)
+      .num("optimizer", b.optimizer)
+      .num("offload", b.offload)
+      .end_object();
+}
+
+double phase(const MeasuredRun& m, const std::string& name) {
+  const auto it = m.phase_s.find(name);
+  return it == m.phase_s.end() ? kUnknown : it->second;
+}
+
+double max_of(const std::vector<double>& v) {
+  double best = kUnknown;
+  for (double x : v) {
+    if (std::isfinite(x) && (!std::isfinite(best) || x > best)) best = x;
+  }
+  return best;
+}
+
+std::string fmt_s(double v) {
+  if (!std::isfinite(v)) return "-";
+  char buf[32];
+  if (v != 0 && std::fabs(v) < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", v * 1e6);
+  else if (std::fabs(v) < 1) std::snprintf(buf, sizeof buf, "%.2f ms", v * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3f s", v);
+  return buf;
+}
+
+std::string fmt_bytes(double v) {
+  if (!std::isfinite(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1024.0 * 1024.0));
+  return buf;
+}
+
+}  // namespace
+
+const char* to_string(RunStatus s) {
+  switch (s) {
+    case RunStatus::NotStarted: return "not-started";
+    case RunStatus::Running: return "running";
+    case RunStatus::Succeeded: return "succeeded";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+std::vector<TermRow> compare_terms(const RunRecord& r) {
+  const MeasuredRun& m = r.measured;
+  const double fwd = phase(m, "forward"), bwd = phase(m, "backward");
+  const double compute = std::isfinite(fwd) && std::isfinite(bwd) ? fwd + bwd : kUnknown;
+  struct Term {
+    const char* name;
+    double TimeBreakdown::*field;
+    double measured;
+  };
+  const Term terms[] = {
+      {"compute", &TimeBreakdown::compute, compute},
+      {"recompute", &TimeBreakdown::recompute, phase(m, "recompute")},
+      {"bubble", &TimeBreakdown::bubble, phase(m, "bubble")},
+      {"tp_comm", &TimeBreakdown::tp_comm, phase(m, "tp_comm")},
+      {"pp_comm", &TimeBreakdown::pp_comm, phase(m, "pp_comm")},
+      {"dp_comm", &TimeBreakdown::dp_comm, phase(m, "dp_comm")},
+      {"optimizer", &TimeBreakdown::optimizer, phase(m, "optimizer")},
+      {"offload", &TimeBreakdown::offload, phase(m, "offload")},
+  };
+  std::vector<TermRow> rows;
+  for (const Term& t : terms) {
+    TermRow row;
+    row.term = t.name;
+    if (r.predicted) row.predicted_s = r.predicted->breakdown_s.*(t.field);
+    if (r.simulated) row.simulated_s = r.simulated->breakdown_s.*(t.field);
+    row.measured_s = t.measured;
+    rows.push_back(row);
+  }
+  // Phases the runtime times that the cost model has no term for (e.g. data loading).
+  for (const auto& [name, value] : m.phase_s) {
+    static const char* known[] = {"forward", "backward", "recompute", "bubble", "tp_comm",
+                                  "pp_comm", "dp_comm", "optimizer", "offload"};
+    bool is_known = false;
+    for (const char* k : known) is_known = is_known || name == k;
+    if (!is_known) rows.push_back({name + " (not modelled)", kUnknown, kUnknown, value});
+  }
+  TermRow step;
+  step.term = "step";
+  if (r.predicted) step.predicted_s = r.predicted->step_time_s;
+  if (r.simulated) step.simulated_s = r.simulated->step_time_s;
+  step.measured_s = m.step_time_s;
+  rows.push_back(step);
+  return rows;
+}
+
+std::string run_record_json(const RunRecord& r) {
+  Json j;
+  j.begin_object();
+  j.str("status", to_string(r.status)).str("reason", r.reason);
+  j.begin_array("command");
+  for (const auto& a : r.command) j.str("", a);
+  j.end_array();
+  j.str("command_line", shell_quote(r.command));
+  j.str("run_dir", r.run_dir)
+      .str("started_utc", r.started_utc)
+      .str("finished_utc", r.finished_utc)
+      .num("wall_time_s", r.wall_time_s)
+      .integer("exit_code", r.exit_code)
+      .integer("term_signal", r.term_signal)
+      .integer("steps", r.steps)
+      .str("model_ref", r.model_ref)
+      .str("cluster_ref", r.cluster_ref);
+
+  j.begin_object("original");
+  write_model(j, "model", r.original.model);
+  j.str("cluster", r.original.cluster.name)
+      .integer("gpus", r.original.total_gpus())
+      .integer("seq_len", r.original.seq_len())
+      .str("precision", to_string(r.original.training.precision));
+  write_layout(j, "layout", r.original_layout, r.original.training.gbs);
+  j.end_object();
+
+  j.boolean("scaled_down", r.scaled_down);
+  j.begin_array("changes");
+  for (const auto& c : r.changes) j.str("", c);
+  j.end_array();
+
+  j.begin_object("run");
+  write_model(j, "model", r.scenario.model);
+  j.str("cluster", r.scenario.cluster.name)
+      .integer("ranks", r.layout.gpus())
+      .integer("seq_len", r.scenario.seq_len())
+      .str("precision", to_string(r.scenario.training.precision));
+  write_layout(j, "layout", r.layout, r.scenario.training.gbs);
+  j.end_object();
+
+  j.begin_object("machine")
+      .integer("cores", r.machine.cores)
+      .num("ram_bytes", r.machine.ram_bytes)
+      .num("gemm_peak_gflops", r.machine.gemm_peak_gflops > 0 ? r.machine.gemm_peak_gflops : kUnknown)
+      .str("gemm_peak_source", r.machine.gemm_peak_source)
+      .num("memory_gbyte_per_s", r.machine.memory_gbyte_per_s > 0 ? r.machine.memory_gbyte_per_s : kUnknown)
+      .str("memory_source", r.machine.memory_source)
+      .end_object();
+
+  if (r.predicted) {
+    const Estimate& e = *r.predicted;
+    j.begin_object("predicted").num("step_time_s", e.step_time_s);
+    write_breakdown(j, "breakdown_s", e.breakdown_s);
+    j.num("bubble_fraction", e.bubble_fraction)
+        .num("tokens_per_s", e.tokens_per_s)
+        .boolean("fits", e.fits)
+        .str("reason", e.reason);
+    j.begin_object("memory_per_gpu_bytes")
+        .num("weights", e.memory_per_gpu_bytes.weights)
+        .num("gradients", e.memory_per_gpu_bytes.gradients)
+        .num("optimizer", e.memory_per_gpu_bytes.optimizer)
+        .num("activations", e.memory_per_gpu_bytes.activations)
+        .num("buffers", e.memory_per_gpu_bytes.buffers)
+        .num("total", e.memory_per_gpu_bytes.total)
+        .num("capacity", e.memory_per_gpu_bytes.capacity)
+        .end_object();
+    j.end_object();
+  } else {
+    j.null("predicted");
+  }
+  if (r.simulated) {
+    j.begin_object("simulated").num("step_time_s", r.simulated->step_time_s);
+    write_breakdown(j, "breakdown_s", r.simulated->breakdown_s);
+    j.num("bubble_fraction", r.simulated->bubble_fraction).end_object();
+  } else {
+    j.null("simulated");
+  }
+
+  const MeasuredRun& m = r.measured;
+  j.begin_object("measured")
+      .integer("steps", m.steps)
+      .integer("warmup_steps", m.warmup_steps)
+      .num("step_time_s", m.step_time_s)
+      .num("tokens_per_s", m.tokens_per_s)
+      .num("first_loss", m.first_loss)
+      .num("last_loss", m.last_loss);
+  j.begin_object("phase_s");
+  for (const auto& [name, v] : m.phase_s) j.num(name, v);
+  j.end_object();
+  j.begin_array("peak_rss_bytes_per_rank");
+  for (double v : m.peak_rss_bytes_per_rank) j.num("", v);
+  j.end_array();
+  j.num("peak_flops_per_s", m.peak_flops_per_s)
+      .str("peak_flops_source", m.peak_flops_source)
+      .str("summary_status", m.summary_status)
+      .str("summary_reason", m.summary_reason)
+      .end_object();
+
+  j.begin_array("comparison");
+  for (const TermRow& row : compare_terms(r)) {
+    j.begin_object()
+        .str("term", row.term)
+        .num("predicted_s", row.predicted_s)
+        .num("simulated_s", row.simulated_s)
+        .num("measured_s", row.measured_s)
+        .end_object();
+  }
+  j.end_array();
+  j.begin_object("memory_per_rank_bytes")
+      .num("predicted_total", r.predicted ? r.predicted->memory_per_gpu_bytes.total : kUnknown)
+      .num("measured_peak_rss", max_of(m.peak_rss_bytes_per_rank))
+      .end_object();
+  j.end_object();
+  return j.result();
+}
+
+std::string run_record_text(const RunRecord& r) {
+  std::ostringstream t;
+  t << "capplan run: " << to_string(r.status);
+  if (!r.reason.empty()) t << " (" << r.reason << ")";
+  t << "\n\ncommand:\n  " << shell_quote(r.command) << "\n";
+  t << "\nmodel " << (r.model_ref.empty() ? r.original.model.name : r.model_ref) << " on "
+    << (r.cluster_ref.empty() ? r.original.cluster.name : r.cluster_ref) << "\n";
+  if (!r.changes.empty()) {
+    t << (r.scaled_down ? "scaled down to this machine:\n" : "moved to this machine:\n");
+    for (const auto& c : r.changes) t << "  - " << c << "\n";
+  }
+  t << "\nthis machine: " << r.machine.cores << " cores, " << fmt_bytes(r.machine.ram_bytes)
+    << " RAM; fp32 GEMM peak ";
+  if (r.machine.gemm_peak_gflops > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", r.machine.gemm_peak_gflops);
+    t << buf << " (" << r.machine.gemm_peak_source << ")\n";
+  } else {
+    t << "unknown\n";
+  }
+  t << "\nstep time per term   predicted     simulated     measured\n";
+  for (const TermRow& row : compare_terms(r)) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-18s %-13s %-13s %s\n", row.term.c_str(),
+                  fmt_s(row.predicted_s).c_str(), fmt_s(row.simulated_s).c_str(),
+                  fmt_s(row.measured_s).c_str());
+    t << line;
+  }
+  t << "  (measured compute = forward + backward as the trainer times them, which includes any\n"
+       "   recompute, tensor-parallel communication and pipeline waiting it does not time apart;\n"
+       "   the first "
+    << r.measured.warmup_steps << " of " << r.measured.steps
+    << " steps are left out of the medians as warm-up)\n";
+  t << "\nmemory per rank      predicted " << fmt_bytes(r.predicted ? r.predicted->memory_per_gpu_bytes.total : kUnknown)
+    << ", measured peak RSS " << fmt_bytes(max_of(r.measured.peak_rss_bytes_per_rank)) << "\n";
+  if (std::isfinite(r.measured.first_loss)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "loss %.4f -> %.4f over %d steps\n", r.measured.first_loss,
+                  r.measured.last_loss, r.measured.steps);
+    t << buf;
+  }
+  t << "\nrun directory: " << r.run_dir << "\n";
+  return t.str();
+}
+
+std::string write_run_record(const RunRecord& r) {
+  if (r.run_dir.empty()) return "no run directory";
+  std::string err = write_file_atomic(r.run_dir + "/run.json", run_record_json(r));
+  if (!err.empty()) return err;
+  return write_file_atomic(r.run_dir + "/run.txt", run_record_text(r));
+}
+
+}  // namespace capplan::rt
