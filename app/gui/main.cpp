@@ -1,0 +1,56 @@
+// capplan-gui entry point: `capplan-gui [plan.yaml]` opens a plan (or the embedded default with a
+// plan already computed); `capplan-gui --screenshots DIR` renders each page to PNG and exits.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
+#include <QTimer>
+#include <cstdio>
+
+#include "main_window.h"
+#include "search_job.h"
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setApplicationName(QStringLiteral("capplan"));
+  QApplication::setOrganizationName(QStringLiteral("capplan"));
+  QApplication::setApplicationVersion(QStringLiteral("0.1.0"));
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("capplan desktop planner"));
+  parser.addHelpOption();
+  parser.addVersionOption();
+  QCommandLineOption shots(QStringLiteral("screenshots"),
+                           QStringLiteral("Render each page to DIR/<nn>-<page>.png and exit."),
+                           QStringLiteral("DIR"));
+  parser.addOption(shots);
+  parser.addPositionalArgument(QStringLiteral("plan"), QStringLiteral("Plan YAML to open (optional)."));
+  parser.process(app);
+
+  capplan::gui::MainWindowOptions options;
+  const bool screenshotMode = parser.isSet(shots);
+  if (screenshotMode) options.restoreAutosave = false;  // the default plan, reproducibly
+  if (screenshotMode) options.autosavePath = QDir::temp().filePath(QStringLiteral("capplan-screenshots-autosave.yaml"));
+  capplan::gui::MainWindow window(options);
+  window.show();
+  const QStringList args = parser.positionalArguments();
+  if (!args.isEmpty()) {
+    if (!window.openPlanFile(args.first())) std::fprintf(stderr, "capplan-gui: could not open %s\n", qPrintable(args.first()));
+  }
+  if (screenshotMode) {
+    const QString dir = parser.value(shots);
+    // Wait for the plan, the Pareto sweep and the timeline, then render every page.
+    auto pending = std::make_shared<int>(0);
+    auto shoot = [&window, dir] {
+      const QStringList files = window.saveScreenshots(dir);
+      for (const QString& f : files) std::printf("%s\n", qPrintable(f));
+      QApplication::exit(files.isEmpty() ? 1 : 0);
+    };
+    QObject::connect(&window, &capplan::gui::MainWindow::planUpdated, &window, [&window, shoot, pending] {
+      if ((*pending)++ > 0) return;
+      QTimer::singleShot(6000, &window, shoot);  // the Pareto sweep and the simulation run meanwhile
+    });
+    QTimer::singleShot(120000, &window, shoot);  // never hang
+  }
+  return app.exec();
+}

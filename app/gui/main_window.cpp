@@ -1,0 +1,624 @@
+// Main window shell: menus and shortcuts, plan files, recent files, undo, autosave, and the wiring
+// of edits to debounced searches. Pages and charts are built in pages.cpp.
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPixmap>
+#include <QPlainTextEdit>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QSettings>
+#include <QSplitter>
+#include <QStackedWidget>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTimer>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+#include "item_models.h"
+#include "planner/catalog.h"
+#include "planner/export.h"
+#include "planner/spec_io.h"
+#include "search_job.h"
+
+namespace capplan::gui {
+
+PlanInputs defaultInputs(Diagnostics* diagnostics) {
+  PlanInputs in;
+  in.modelRef = "gpt3-175b";
+  in.clusterRef = "p4d.24xlarge";
+  Loaded<ModelSpec> m = load_model(in.modelRef);
+  Loaded<ClusterSpec> c = load_cluster(in.clusterRef);
+  if (m.value) in.model = *m.value;
+  if (c.value) in.cluster = *c.value;
+  if (diagnostics != nullptr) {
+    diagnostics->append(m.diagnostics);
+    diagnostics->append(c.diagnostics);
+  }
+  in.training.gbs = 1536;
+  in.training.tokens = 300e9;
+  in.training.precision = Precision::Bf16;
+  in.nodesMin = in.nodesMax = 120;
+  return in;
+}
+
+// One undoable edit of the inputs; consecutive edits of the same field merge into one entry.
+class InputsCommand : public QUndoCommand {
+ public:
+  InputsCommand(MainWindow* w, PlanInputs before, PlanInputs after, int fieldId, const QString& text)
+      : QUndoCommand(text), w_(w), before_(std::move(before)), after_(std::move(after)), id_(fieldId) {}
+  void redo() override { w_->applyInputs(after_); }
+  void undo() override { w_->applyInputs(before_); }
+  int id() const override { return id_; }
+  bool mergeWith(const QUndoCommand* other) override {
+    if (other->id() != id_ || id_ < 0) return false;
+    after_ = static_cast<const InputsCommand*>(other)->after_;
+    return true;
+  }
+
+ private:
+  MainWindow* w_;
+  PlanInputs before_, after_;
+  int id_;
+};
+
+MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
+    : QMainWindow(parent), options_(std::move(options)) {
+  setWindowTitle(QStringLiteral("capplan"));
+  resize(1440, 900);
+  if (options_.autosavePath.isEmpty()) {
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    QDir().mkpath(dir);
+    options_.autosavePath = dir + QStringLiteral("/autosave.plan.yaml");
+  }
+
+  undo_ = new QUndoStack(this);
+  search_ = new SearchJob(this);
+  paretoSearch_ = new SearchJob(this);
+  candidates_ = new CandidateTableModel(this);
+  filter_ = new CandidateFilterModel(this);
+  filter_->setSourceModel(candidates_);
+  profile_ = new LayerProfileModel(this);
+  replanTimer_ = new QTimer(this);
+  replanTimer_->setSingleShot(true);
+  replanTimer_->setInterval(options_.debounceMs);
+  connect(replanTimer_, &QTimer::timeout, this, &MainWindow::replan);
+  autosaveTimer_ = new QTimer(this);
+  autosaveTimer_->setSingleShot(true);
+  autosaveTimer_->setInterval(1000);
+  connect(autosaveTimer_, &QTimer::timeout, this, &MainWindow::writeAutosave);
+
+  connect(search_, &SearchJob::resultReady, this, &MainWindow::onSearchResult);
+  connect(search_, &SearchJob::searchFinished, this, &MainWindow::onSearchFinished);
+  connect(paretoSearch_, &SearchJob::resultReady, this, &MainWindow::onParetoResult);
+
+  // Shell: a page list on the left, the pages on the right.
+  auto* central = new QWidget(this);
+  auto* row = new QHBoxLayout(central);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->setSpacing(0);
+  nav_ = new QListWidget(central);
+  nav_->setObjectName(QStringLiteral("pageList"));
+  nav_->setFixedWidth(150);
+  nav_->setStyleSheet(QStringLiteral(
+      "QListWidget { border: none; background: palette(window); font-size: 11pt; }"
+      "QListWidget::item { padding: 10px 14px; }"
+      "QListWidget::item:selected { background: palette(highlight); color: palette(highlighted-text); }"));
+  stack_ = new QStackedWidget(central);
+  const char* names[PageCount] = {"Model", "Cluster", "Plan", "Timeline", "Run"};
+  const char* tips[PageCount] = {
+      "What is trained: architecture, parameters, FLOPs per token, per-layer profile (Ctrl+1)",
+      "On what: instance type, node count or range, price (Ctrl+2)",
+      "How: the layout search, ranked candidates, memory and time charts (Ctrl+3)",
+      "One step of the selected layout, GPU by GPU (Ctrl+4)",
+      "Launch a scaled-down run on this machine and watch it (Ctrl+5)"};
+  for (int i = 0; i < PageCount; ++i) {
+    auto* item = new QListWidgetItem(QString::fromUtf8(names[i]), nav_);
+    item->setToolTip(QString::fromUtf8(tips[i]));
+  }
+  stack_->addWidget(buildModelPage());
+  stack_->addWidget(buildClusterPage());
+  stack_->addWidget(buildPlanPage());
+  stack_->addWidget(buildTimelinePage());
+  stack_->addWidget(buildRunPage());
+  connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
+  row->addWidget(nav_);
+  row->addWidget(stack_, 1);
+  setCentralWidget(central);
+  buildMenus();
+
+  // Inputs: the autosave of a session that did not save its edits, else the embedded default.
+  Diagnostics d;
+  PlanInputs start = defaultInputs(&d);
+  bool restored = false;
+  if (options_.restoreAutosave && QFileInfo::exists(options_.autosavePath)) {
+    Loaded<Plan> p = load_plan(options_.autosavePath.toStdString());
+    if (p.ok()) {
+      start.modelRef = p.value->model_ref;
+      start.model = p.value->scenario.model;
+      start.clusterRef = p.value->cluster_ref;
+      start.cluster = p.value->scenario.cluster;
+      start.training = p.value->scenario.training;
+      start.nodesMin = start.nodesMax = p.value->scenario.nodes;
+      preferred_ = std::make_pair(p.value->layout, p.value->scenario.nodes);
+      restored = true;
+    }
+  }
+  applying_ = true;
+  inputs_ = start;
+  applying_ = false;
+  syncWidgetsFromInputs();
+  if (d.has_errors()) showFieldDiagnostics(d, planDiagnostics_);
+  nav_->setCurrentRow(PlanPage);
+  statusBar()->showMessage(restored ? tr("Restored unsaved edits from %1").arg(options_.autosavePath)
+                                    : tr("Default plan: GPT-3 175B on 120 x p4d.24xlarge, 300B tokens"),
+                           8000);
+  updateTitle();
+  if (options_.searchOnStart) QTimer::singleShot(0, this, &MainWindow::replan);
+}
+
+MainWindow::~MainWindow() {
+  search_->cancel();
+  paretoSearch_->cancel();
+}
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* open = file->addAction(tr("&Open plan..."), this, &MainWindow::onOpenPlan);
+  open->setShortcut(QKeySequence::Open);
+  open->setToolTip(tr("Open a plan YAML written by capplan plan --save or by this app"));
+  recentMenu_ = file->addMenu(tr("Open &recent"));
+  rebuildRecentMenu();
+  QAction* save = file->addAction(tr("&Save plan"), this, &MainWindow::onSavePlan);
+  save->setShortcut(QKeySequence::Save);
+  QAction* saveAs = file->addAction(tr("Save plan &as..."), this, &MainWindow::onSavePlanAs);
+  saveAs->setShortcut(QKeySequence::SaveAs);
+  file->addSeparator();
+  QAction* exp = file->addAction(tr("&Export..."), this, &MainWindow::onExport);
+  exp->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+  exp->setToolTip(tr("SageMaker smp_options, Megatron-LM arguments, DeepSpeed config, Slurm sbatch"));
+  file->addAction(tr("Open &model file..."), this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open model"), {},
+                                                   tr("Model (*.yaml *.yml *.json)"));
+    if (!f.isEmpty()) loadModelFile(f);
+  });
+  file->addAction(tr("Open &cluster file..."), this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open cluster"), {}, tr("Cluster (*.yaml *.yml)"));
+    if (!f.isEmpty()) loadClusterFile(f);
+  });
+  file->addSeparator();
+  QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+  quit->setShortcut(QKeySequence::Quit);
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  QAction* undo = undo_->createUndoAction(this, tr("&Undo"));
+  undo->setShortcut(QKeySequence::Undo);
+  QAction* redo = undo_->createRedoAction(this, tr("&Redo"));
+  redo->setShortcut(QKeySequence::Redo);
+  edit->addAction(undo);
+  edit->addAction(redo);
+
+  QMenu* plan = menuBar()->addMenu(tr("&Plan"));
+  QAction* replanAct = plan->addAction(tr("&Re-plan"), this, &MainWindow::replan);
+  replanAct->setShortcut(QKeySequence(Qt::Key_F5));
+  cancelAct_ = plan->addAction(tr("&Cancel search"), this, &MainWindow::cancelSearch);
+  cancelAct_->setShortcut(QKeySequence(Qt::Key_Escape));
+  cancelAct_->setEnabled(false);
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  for (int i = 0; i < PageCount; ++i) {
+    QAction* a = view->addAction(nav_->item(i)->text(), this, [this, i] { showPage(Page(i)); });
+    a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
+  }
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About capplan"), this, [this] {
+    QMessageBox::about(this, tr("About capplan"),
+                       tr("<b>capplan</b> 0.1.0 - capacity planner for training transformer language "
+                          "models on GPU clusters.<br>Every figure comes from the planner library the "
+                          "<tt>capplan</tt> CLI also uses."));
+  });
+}
+
+void MainWindow::showPage(Page page) { nav_->setCurrentRow(int(page)); }
+
+// ---------------------------------------------------------------- inputs, undo, autosave
+
+void MainWindow::setInputs(const PlanInputs& inputs) {
+  undo_->push(new InputsCommand(this, inputs_, inputs, -1, tr("Change inputs")));
+}
+
+void MainWindow::editInputs(int fieldId, const QString& text,
+                            const std::function<void(PlanInputs&)>& edit) {
+  if (applying_) return;
+  PlanInputs after = inputs_;
+  edit(after);
+  undo_->push(new InputsCommand(this, inputs_, after, fieldId, text));
+}
+
+void MainWindow::applyInputs(const PlanInputs& inputs) {
+  inputs_ = inputs;
+  syncWidgetsFromInputs();
+  updateTitle();
+  autosaveTimer_->start();
+  scheduleReplan();
+}
+
+bool MainWindow::inputsValid(Diagnostics* out) const {
+  Diagnostics d;
+  validate_model(inputs_.model, "<model page>", d);
+  validate_cluster(inputs_.cluster, "<cluster page>", d);
+  if (inputs_.training.gbs <= 0) d.error("<plan page>", 0, 0, "training.gbs", "must be > 0");
+  if (inputs_.nodesMin <= 0 || inputs_.nodesMax < inputs_.nodesMin)
+    d.error("<cluster page>", 0, 0, "nodes", "need 1 <= nodes min <= nodes max");
+  const bool ok = !d.has_errors();
+  if (out != nullptr) out->append(d);
+  return ok;
+}
+
+bool MainWindow::writeAutosave() {
+  if (undo_->isClean() && currentFile_.isEmpty() && undo_->count() == 0) return false;
+  const std::string err = write_file_atomic(options_.autosavePath.toStdString(),
+                                            plan_to_yaml(currentPlan()));
+  return err.empty();
+}
+
+Plan MainWindow::currentPlan() const {
+  Plan p;
+  p.model_ref = inputs_.modelRef;
+  p.cluster_ref = inputs_.clusterRef;
+  p.scenario.model = inputs_.model;
+  p.scenario.cluster = inputs_.cluster;
+  p.scenario.training = inputs_.training;
+  p.scenario.nodes = selected_ ? selected_->nodes : inputs_.nodesMin;
+  if (selected_) p.layout = selected_->layout;
+  p.created_by = "capplan-gui 0.1.0";
+  return p;
+}
+
+void MainWindow::updateTitle() {
+  const QString name = currentFile_.isEmpty() ? tr("default plan") : QFileInfo(currentFile_).fileName();
+  setWindowTitle(QStringLiteral("%1%2 - capplan").arg(name, undo_->isClean() ? QString() : QStringLiteral(" *")));
+}
+
+// ---------------------------------------------------------------- search
+
+void MainWindow::scheduleReplan() { replanTimer_->start(); }
+
+void MainWindow::replan() {
+  replanTimer_->stop();
+  Diagnostics d;
+  if (!inputsValid(&d)) {
+    search_->cancel();
+    showFieldDiagnostics(d, planDiagnostics_);
+    planMessage_->setText(tr("Not re-planned: fix the inputs marked in red (the last good plan is kept)."));
+    return;
+  }
+  showFieldDiagnostics(Diagnostics{}, planDiagnostics_);
+  SearchRequest req;
+  req.scenario.model = inputs_.model;
+  req.scenario.cluster = inputs_.cluster;
+  req.scenario.training = inputs_.training;
+  req.scenario.nodes = inputs_.nodesMin;
+  req.options.objective = inputs_.objective;
+  req.options.top = 200;
+  req.options.pins = inputs_.pins;
+  req.options.include_infeasible = inputs_.showInfeasible;
+  for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; ++n) req.nodeCounts.push_back(n);
+  paretoSearch_->cancel();
+  progress_->setValue(0);
+  progress_->setMaximum(1000);
+  cancelButton_->setEnabled(true);
+  cancelAct_->setEnabled(true);
+  searchStatus_->setText(tr("Searching..."));
+  search_->start(req);
+}
+
+void MainWindow::cancelSearch() {
+  search_->cancel();
+  paretoSearch_->cancel();
+}
+
+void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, bool finished) {
+  if (generation != search_->generation()) return;
+  lastResult_ = result;
+  std::optional<std::pair<Layout, int>> keep = preferred_;
+  if (!keep && selected_) keep = std::make_pair(selected_->layout, selected_->nodes);
+  candidates_->setCandidates(result.candidates);
+  int row = keep ? candidates_->findLayout(keep->first, keep->second) : -1;
+  if (row < 0 && !result.candidates.empty()) row = 0;
+  if (finished) preferred_.reset();
+  if (row >= 0) {
+    const QModelIndex src = candidates_->index(row, 0);
+    const QModelIndex idx = filter_->mapFromSource(src);
+    if (idx.isValid()) table_->selectRow(idx.row());
+    selected_ = result.candidates[size_t(row)];
+  } else {
+    selected_.reset();
+  }
+  refreshSelection();
+  searchStatus_->setText(tr("%1 layouts evaluated in %2%3; %4 shown")
+                             .arg(formatCount(double(result.evaluated)))
+                             .arg(formatSeconds(result.search_time_s))
+                             .arg(result.cancelled ? tr(" - cancelled, best so far") : QString())
+                             .arg(result.candidates.size()));
+  if (finished && result.candidates.empty()) explainEmptyResult();
+  else if (finished) {
+    const bool anyFits = result.candidates.front().fits;
+    planMessage_->setText(anyFits ? QString()
+                                  : tr("No layout fits in %1 GiB per GPU. Closest: %2")
+                                        .arg(inputs_.cluster.gpu.memory_gib)
+                                        .arg(QString::fromStdString(result.candidates.front().reason)));
+  }
+}
+
+void MainWindow::onSearchFinished(quint64 generation, bool cancelled) {
+  if (generation != search_->generation()) return;
+  cancelButton_->setEnabled(false);
+  cancelAct_->setEnabled(false);
+  progress_->setValue(progress_->maximum());
+  if (!cancelled) startParetoSearch();
+  emit planUpdated();
+}
+
+void MainWindow::startParetoSearch() {
+  // Days vs dollars across node counts around the chosen one (or the chosen range).
+  std::vector<int> counts;
+  if (inputs_.nodesMax > inputs_.nodesMin) {
+    const int span = inputs_.nodesMax - inputs_.nodesMin;
+    const int step = std::max(1, span / 8);
+    for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; n += step) counts.push_back(n);
+  } else {
+    const int n = inputs_.nodesMin;
+    for (double f : {0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0}) {
+      const int c = std::max(1, int(n * f + 0.5));
+      if (counts.empty() || counts.back() != c) counts.push_back(c);
+    }
+  }
+  SearchRequest req;
+  req.scenario.model = inputs_.model;
+  req.scenario.cluster = inputs_.cluster;
+  req.scenario.training = inputs_.training;
+  req.options.objective = inputs_.objective;
+  req.options.top = 1;
+  req.options.pins = inputs_.pins;
+  req.nodeCounts = counts;
+  paretoResult_ = {};
+  paretoSearch_->start(req);
+}
+
+void MainWindow::onParetoResult(quint64 generation, const SearchResult& result, bool finished) {
+  if (generation != paretoSearch_->generation()) return;
+  paretoResult_ = result;
+  refreshPareto();
+}
+
+void MainWindow::onSelectionChanged() {
+  const QModelIndexList rows = table_->selectionModel()->selectedRows();
+  if (rows.isEmpty()) return;
+  const QModelIndex src = filter_->mapToSource(rows.first());
+  const Estimate* e = candidates_->candidate(src.row());
+  if (e == nullptr) return;
+  selected_ = *e;
+  refreshSelection();
+}
+
+// ---------------------------------------------------------------- files
+
+bool MainWindow::openPlanFile(const QString& path) {
+  Loaded<Plan> p = load_plan(path.toStdString());
+  if (!p.ok()) {
+    showFieldDiagnostics(p.diagnostics, planDiagnostics_);
+    planMessage_->setText(tr("Could not open %1; the current plan is kept.").arg(path));
+    showPage(PlanPage);
+    return false;
+  }
+  PlanInputs in = inputs_;
+  in.modelRef = p.value->model_ref;
+  in.model = p.value->scenario.model;
+  in.clusterRef = p.value->cluster_ref;
+  in.cluster = p.value->scenario.cluster;
+  in.training = p.value->scenario.training;
+  in.nodesMin = in.nodesMax = p.value->scenario.nodes;
+  in.pins = {};
+  preferred_ = std::make_pair(p.value->layout, p.value->scenario.nodes);
+  undo_->clear();
+  applying_ = true;
+  applyInputs(in);
+  applying_ = false;
+  currentFile_ = path;
+  undo_->setClean();
+  addRecentFile(path);
+  updateTitle();
+  showFieldDiagnostics(p.diagnostics, planDiagnostics_);
+  planMessage_->setText(tr("Opened %1").arg(path));
+  replan();
+  return true;
+}
+
+bool MainWindow::savePlanFile(const QString& path) {
+  if (!selected_) {
+    planMessage_->setText(tr("Nothing to save yet: no layout is selected."));
+    return false;
+  }
+  const std::string err = save_plan(currentPlan(), path.toStdString());
+  if (!err.empty()) {
+    planMessage_->setText(tr("Could not save: %1").arg(QString::fromStdString(err)));
+    return false;
+  }
+  currentFile_ = path;
+  undo_->setClean();
+  QFile::remove(options_.autosavePath);
+  addRecentFile(path);
+  updateTitle();
+  statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
+  return true;
+}
+
+bool MainWindow::loadModelFile(const QString& path) {
+  Loaded<ModelSpec> m = load_model(path.toStdString());
+  showFieldDiagnostics(m.diagnostics, modelDiagnostics_);
+  if (!m.ok()) {
+    showPage(ModelPage);
+    return false;
+  }
+  editInputs(-1, tr("Open model %1").arg(QFileInfo(path).fileName()), [&](PlanInputs& in) {
+    in.model = *m.value;
+    in.modelRef = path.toStdString();
+  });
+  return true;
+}
+
+bool MainWindow::loadClusterFile(const QString& path) {
+  Loaded<ClusterSpec> c = load_cluster(path.toStdString());
+  showFieldDiagnostics(c.diagnostics, clusterDiagnostics_);
+  if (!c.ok()) {
+    showPage(ClusterPage);
+    return false;
+  }
+  editInputs(-1, tr("Open cluster %1").arg(QFileInfo(path).fileName()), [&](PlanInputs& in) {
+    in.cluster = *c.value;
+    in.clusterRef = path.toStdString();
+  });
+  return true;
+}
+
+QStringList MainWindow::exportPlanTo(const QString& dir) {
+  QStringList written;
+  if (!selected_ || !QDir().mkpath(dir)) return written;
+  const Plan plan = currentPlan();
+  for (ExportFormat f : {ExportFormat::SmpOptions, ExportFormat::Megatron, ExportFormat::DeepSpeed,
+                         ExportFormat::Sbatch}) {
+    const ExportedFile e = export_plan(plan, f);
+    const QString path = QDir(dir).filePath(QString::fromStdString(e.file_name));
+    if (!write_file_atomic(path.toStdString(), e.text).empty()) return {};
+    written << path;
+  }
+  const QString planPath = QDir(dir).filePath(QStringLiteral("plan.yaml"));
+  if (save_plan(plan, planPath.toStdString()).empty()) written << planPath;
+  return written;
+}
+
+void MainWindow::onOpenPlan() {
+  const QString f = QFileDialog::getOpenFileName(this, tr("Open plan"), {}, tr("Plan (*.yaml *.yml)"));
+  if (!f.isEmpty()) openPlanFile(f);
+}
+
+void MainWindow::onSavePlan() {
+  if (currentFile_.isEmpty()) onSavePlanAs();
+  else savePlanFile(currentFile_);
+}
+
+void MainWindow::onSavePlanAs() {
+  const QString f = QFileDialog::getSaveFileName(this, tr("Save plan"), QStringLiteral("plan.yaml"),
+                                                 tr("Plan (*.yaml *.yml)"));
+  if (!f.isEmpty()) savePlanFile(f);
+}
+
+void MainWindow::onExport() {
+  if (!selected_) {
+    planMessage_->setText(tr("Nothing to export yet: no layout is selected."));
+    return;
+  }
+  QDialog dialog(this);
+  dialog.setWindowTitle(tr("Export plan"));
+  dialog.resize(900, 640);
+  auto* lay = new QVBoxLayout(&dialog);
+  auto* tabs = new QTabWidget(&dialog);
+  const Plan plan = currentPlan();
+  for (ExportFormat f : {ExportFormat::SmpOptions, ExportFormat::Megatron, ExportFormat::DeepSpeed,
+                         ExportFormat::Sbatch}) {
+    const ExportedFile e = export_plan(plan, f);
+    auto* page = new QWidget(tabs);
+    auto* v = new QVBoxLayout(page);
+    auto* text = new QPlainTextEdit(QString::fromStdString(e.text), page);
+    text->setReadOnly(true);
+    text->setFont(QFont(QStringLiteral("monospace")));
+    v->addWidget(text, 1);
+    if (!e.notes.empty()) {
+      QStringList notes;
+      for (const auto& n : e.notes) notes << QStringLiteral("- ") + QString::fromStdString(n);
+      auto* label = new QLabel(tr("Notes:\n") + notes.join(QLatin1Char('\n')), page);
+      label->setWordWrap(true);
+      v->addWidget(label);
+    }
+    tabs->addTab(page, QString::fromStdString(e.file_name));
+  }
+  lay->addWidget(tabs, 1);
+  auto* buttons = new QHBoxLayout;
+  auto* saveAll = new QPushButton(tr("Save all to folder..."), &dialog);
+  saveAll->setToolTip(tr("Writes every file above plus plan.yaml into a folder"));
+  auto* close = new QPushButton(tr("Close"), &dialog);
+  buttons->addStretch(1);
+  buttons->addWidget(saveAll);
+  buttons->addWidget(close);
+  lay->addLayout(buttons);
+  connect(close, &QPushButton::clicked, &dialog, &QDialog::accept);
+  connect(saveAll, &QPushButton::clicked, &dialog, [this, &dialog] {
+    const QString dir = QFileDialog::getExistingDirectory(&dialog, tr("Export to folder"));
+    if (dir.isEmpty()) return;
+    const QStringList files = exportPlanTo(dir);
+    statusBar()->showMessage(files.isEmpty() ? tr("Export failed") : tr("Wrote %1 files to %2").arg(files.size()).arg(dir),
+                             6000);
+  });
+  dialog.exec();
+}
+
+void MainWindow::addRecentFile(const QString& path) {
+  QSettings s;
+  QStringList files = s.value(QStringLiteral("recentFiles")).toStringList();
+  const QString abs = QFileInfo(path).absoluteFilePath();
+  files.removeAll(abs);
+  files.prepend(abs);
+  while (files.size() > 8) files.removeLast();
+  s.setValue(QStringLiteral("recentFiles"), files);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recentMenu_->clear();
+  const QStringList files = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+  for (const QString& f : files)
+    recentMenu_->addAction(QFileInfo(f).fileName(), this, [this, f] { openPlanFile(f); })->setToolTip(f);
+  recentMenu_->setEnabled(!files.isEmpty());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  replanTimer_->stop();
+  search_->cancel();
+  paretoSearch_->cancel();
+  search_->waitForFinished();
+  paretoSearch_->waitForFinished();
+  if (!undo_->isClean()) writeAutosave();  // unsaved edits come back next start
+  else QFile::remove(options_.autosavePath);
+  event->accept();
+}
+
+QStringList MainWindow::saveScreenshots(const QString& dir) {
+  QStringList written;
+  QDir().mkpath(dir);
+  const char* files[PageCount] = {"model", "cluster", "plan", "timeline", "run"};
+  for (int i = 0; i < PageCount; ++i) {
+    showPage(Page(i));
+    QApplication::sendPostedEvents();
+    const QPixmap pix = grab();
+    const QString path = QDir(dir).filePath(QStringLiteral("%1-%2.png").arg(i + 1, 2, 10, QLatin1Char('0')).arg(QString::fromUtf8(files[i])));
+    if (pix.save(path)) written << path;
+  }
+  showPage(PlanPage);
+  return written;
+}
+
+}  // namespace capplan::gui

@@ -1,0 +1,127 @@
+// Widgets of the Timeline and Run pages: a zoomable Gantt chart of one simulated step (one row per
+// pipeline stage and stream), and the Run panel that launches a scaled-down local run through the
+// runtime's launcher and charts its metrics file as it grows.
+#pragma once
+
+#include <QFutureWatcher>
+#include <QHash>
+#include <QPointer>
+#include <QWidget>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "planner/plan_io.h"
+
+class QChartView;
+class QLabel;
+class QLineSeries;
+class QPlainTextEdit;
+class QPushButton;
+class QSpinBox;
+class QTableWidget;
+class QValueAxis;
+
+namespace capplan::gui {
+
+// One bar of the Gantt chart; `kind` indexes TimelineView::kindNames().
+struct TimelineBar {
+  int lane = 0;  // stage * 2 + (0 compute stream, 1 communication streams)
+  double startS = 0;
+  double endS = 0;
+  int kind = 0;
+  int microbatch = -1;
+};
+
+class TimelineView : public QWidget {
+  Q_OBJECT
+ public:
+  explicit TimelineView(QWidget* parent = nullptr);
+  void setBars(std::vector<TimelineBar> bars, int stages, double stepTimeS);
+  void clear(const QString& message);
+  static const QStringList& kindNames();
+  static QColor kindColor(int kind);
+  int barCount() const { return int(bars_.size()); }
+  double zoom() const { return zoom_; }
+
+ public slots:
+  void zoomIn();
+  void zoomOut();
+  void resetZoom();
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+  void wheelEvent(QWheelEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  void mouseMoveEvent(QMouseEvent* event) override;
+  bool event(QEvent* event) override;  // tooltips per bar
+
+ private:
+  double timeAt(double x) const;
+  double xAt(double t) const;
+  const TimelineBar* barAt(const QPoint& p) const;
+  void setZoom(double zoom, double anchorX);
+
+  std::vector<TimelineBar> bars_;
+  int stages_ = 0;
+  double stepTimeS_ = 0;
+  double zoom_ = 1.0;      // 1 = whole step fits the width
+  double offsetS_ = 0.0;   // time at the left edge of the plot
+  int dragX_ = -1;
+  double dragOffsetS_ = 0;
+  QString message_;
+};
+
+// The Run page: launch, stop, resume; live charts; findings; predicted vs simulated vs measured.
+class RunPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunPanel(QWidget* parent = nullptr);
+  ~RunPanel() override;
+  void setPlan(const Plan& plan) { plan_ = plan; }
+  bool isRunning() const { return running_; }
+  int lossPoints() const;
+  QString runDirectory() const { return runDir_; }
+  void setRunDirectory(const QString& dir) { runDir_ = dir; }
+  void setSteps(int steps);
+
+ public slots:
+  void launch(bool resume = false);
+  void stop();
+
+ signals:
+  void runFinished(bool succeeded);
+  void metricsArrived(int lossPoints);
+
+ private:
+  void onMetrics(const QString& type, const QHash<QString, double>& numbers);
+  void onOutputLine(const QString& line);
+  void onFinished(const QString& status, const QString& reason);
+  void resetCharts();
+
+  Plan plan_;
+  QString runDir_;
+  bool running_ = false;
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  QFutureWatcher<void>* watcher_ = nullptr;
+
+  QSpinBox* steps_ = nullptr;
+  QPushButton* launchButton_ = nullptr;
+  QPushButton* stopButton_ = nullptr;
+  QPushButton* resumeButton_ = nullptr;
+  QLabel* status_ = nullptr;
+  QPlainTextEdit* log_ = nullptr;
+  QLabel* findings_ = nullptr;
+  QTableWidget* compare_ = nullptr;
+  QChartView* lossChart_ = nullptr;
+  QChartView* speedChart_ = nullptr;
+  QChartView* systemChart_ = nullptr;
+  QLineSeries* loss_ = nullptr;
+  QLineSeries* tokens_ = nullptr;
+  QLineSeries* cpu_ = nullptr;
+  QLineSeries* rss_ = nullptr;
+  double t0_ = -1;
+};
+
+}  // namespace capplan::gui

@@ -1,0 +1,162 @@
+// Search jobs on a worker thread with progress, cancel, best-so-far and stale-result dropping.
+#include "search_job.h"
+
+#include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <memory>
+
+namespace capplan::gui {
+namespace {
+
+// Smaller is better for every objective; layouts that fit always rank before those that do not.
+double objectiveKey(const Estimate& e, Objective objective) {
+  switch (objective) {
+    case Objective::Time: return e.days_to_train > 0 ? e.days_to_train : e.step_time_s;
+    case Objective::Cost: return std::isfinite(e.cost_usd) ? e.cost_usd : 1e300;
+    case Objective::Throughput: return -e.samples_per_s;
+  }
+  return 0;
+}
+
+bool dominates(const Estimate& a, const Estimate& b) {
+  const double ca = std::isfinite(a.cost_usd) ? a.cost_usd : 0;
+  const double cb = std::isfinite(b.cost_usd) ? b.cost_usd : 0;
+  return a.days_to_train <= b.days_to_train && ca <= cb &&
+         (a.days_to_train < b.days_to_train || ca < cb);
+}
+
+}  // namespace
+
+void mergeSearchResult(SearchResult& total, const SearchResult& part, const SearchOptions& options) {
+  total.evaluated += part.evaluated;
+  total.search_time_s += part.search_time_s;
+  total.cancelled = total.cancelled || part.cancelled;
+  total.candidates.insert(total.candidates.end(), part.candidates.begin(), part.candidates.end());
+  std::stable_sort(total.candidates.begin(), total.candidates.end(),
+                   [&](const Estimate& a, const Estimate& b) {
+                     if (a.fits != b.fits) return a.fits;
+                     return objectiveKey(a, options.objective) < objectiveKey(b, options.objective);
+                   });
+  if (options.top > 0 && total.candidates.size() > size_t(options.top))
+    total.candidates.resize(size_t(options.top));
+
+  std::vector<Estimate> points = total.pareto;
+  for (const Estimate& e : part.pareto)
+    if (e.fits) points.push_back(e);
+  if (part.pareto.empty() && !part.candidates.empty() && part.candidates.front().fits)
+    points.push_back(part.candidates.front());
+  std::vector<Estimate> front;
+  for (const Estimate& p : points) {
+    bool dominated = false;
+    for (const Estimate& q : points) dominated = dominated || dominates(q, p);
+    if (!dominated) front.push_back(p);
+  }
+  std::sort(front.begin(), front.end(),
+            [](const Estimate& a, const Estimate& b) { return a.nodes < b.nodes; });
+  total.pareto = std::move(front);
+}
+
+namespace {
+
+void runSearchWithFlag(QPromise<SearchResult>& promise, const SearchRequest& request,
+                       const std::atomic<bool>& cancelFlag) {
+  const int parts = std::max<int>(1, int(request.nodeCounts.size()));
+  constexpr int kUnits = 1000;
+  promise.setProgressRange(0, parts * kUnits);
+  promise.setProgressValue(0);
+  SearchResult total;
+  for (int i = 0; i < int(request.nodeCounts.size()); ++i) {
+    Scenario scenario = request.scenario;
+    scenario.nodes = request.nodeCounts[size_t(i)];
+    SearchOptions options = request.options;
+    options.nodes_min = options.nodes_max = scenario.nodes;
+    std::atomic<int> lastUnits{-1};
+    const SearchProgress progress = [&](int64_t done, int64_t all) {
+      const int units = all > 0 ? int(std::min<int64_t>(kUnits, done * kUnits / all)) : 0;
+      if (units != lastUnits.exchange(units)) promise.setProgressValue(i * kUnits + units);
+      return !cancelFlag.load() && !promise.isCanceled();
+    };
+    const SearchResult part = search(scenario, options, progress);
+    mergeSearchResult(total, part, request.options);
+    const bool stop = cancelFlag.load() || promise.isCanceled();
+    total.cancelled = total.cancelled || (stop && i + 1 < int(request.nodeCounts.size()));
+    promise.setProgressValue((i + 1) * kUnits);
+    promise.addResult(total);
+    if (stop) break;
+  }
+  if (request.nodeCounts.empty()) promise.addResult(total);
+}
+
+}  // namespace
+
+void runSearch(QPromise<SearchResult>& promise, const SearchRequest& request) {
+  const std::atomic<bool> never{false};
+  runSearchWithFlag(promise, request, never);
+}
+
+// ---------------------------------------------------------------- SearchJob
+
+SearchJob::SearchJob(QObject* parent) : QObject(parent) {
+  qRegisterMetaType<capplan::SearchResult>("capplan::SearchResult");
+}
+
+SearchJob::~SearchJob() {
+  cancel();
+  for (QFuture<SearchResult>& f : running_) f.waitForFinished();
+  if (watcher_ != nullptr) watcher_->waitForFinished();
+}
+
+quint64 SearchJob::start(const SearchRequest& request) {
+  cancel();
+  reapFinished();
+  const quint64 gen = ++generation_;
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  cancelFlag_ = flag;
+  QFuture<SearchResult> future = QtConcurrent::run(
+      [request, flag](QPromise<SearchResult>& promise) { runSearchWithFlag(promise, request, *flag); });
+  if (watcher_ != nullptr) {
+    watcher_->disconnect(this);
+    running_.append(watcher_->future());
+    watcher_->deleteLater();
+  }
+  watcher_ = new QFutureWatcher<SearchResult>(this);
+  QFutureWatcher<SearchResult>* w = watcher_;
+  connect(w, &QFutureWatcherBase::progressValueChanged, this, [this, gen, w](int value) {
+    if (gen == generation_) emit progressChanged(value, w->progressMaximum());
+  });
+  connect(w, &QFutureWatcherBase::resultReadyAt, this, [this, gen, w](int index) {
+    if (gen != generation_ || w->isFinished()) return;
+    emit resultReady(gen, w->resultAt(index), false);
+  });
+  connect(w, &QFutureWatcherBase::finished, this, [this, gen, w]() {
+    if (gen != generation_) return;
+    const QFuture<SearchResult> f = w->future();
+    SearchResult last;
+    if (f.resultCount() > 0) last = f.resultAt(f.resultCount() - 1);
+    emit resultReady(gen, last, true);
+    emit searchFinished(gen, last.cancelled);
+  });
+  w->setFuture(future);
+  emit searchStarted(gen);
+  return gen;
+}
+
+void SearchJob::cancel() {
+  if (cancelFlag_) cancelFlag_->store(true);
+}
+
+bool SearchJob::isRunning() const { return watcher_ != nullptr && watcher_->isRunning(); }
+
+void SearchJob::waitForFinished() {
+  if (watcher_ != nullptr) watcher_->waitForFinished();
+}
+
+void SearchJob::reapFinished() {
+  running_.erase(std::remove_if(running_.begin(), running_.end(),
+                                [](const QFuture<SearchResult>& f) { return f.isFinished(); }),
+                 running_.end());
+}
+
+}  // namespace capplan::gui
