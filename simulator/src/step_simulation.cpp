@@ -1,10 +1,16 @@
 // Step simulation (step_simulation.h). A task graph is built from the schedule tables
 // (planner/schedule.h) and the per-task costs (planner/cost_model.h), then run by a
 // discrete-event loop: a task starts when its dependencies are done and, on an ordered stream
-// (compute, comm, PCIe), when the tasks queued before it are done, like a CUDA stream. Transfers
-// over shared links progress at 1/n of their stand-alone rate while n transfers share the
-// busiest link they cross (fair sharing, as TCP/IB flows converge to); the stand-alone rate is the
-// one the cost model priced, so without contention a transfer takes exactly its cost-model time.
+// (compute, comm, PCIe), when the tasks queued before it are done, like a CUDA stream.
+// Contention: the cost model prices a collective as if every GPU of a node ran one of the same
+// kind at once (placement.cpp: a DP group gets NIC * per_node / gpus_per_node), and each kind
+// alone. A simulated transfer therefore carries its `demand` on each link it crosses: the
+// fraction of the link its copies on that node (the stage's GPUs there) use at the priced rate
+// (GPUs of the stage on the node / gpus_per_node for a NIC, 1 for a GPU's own NVLink port).
+// While the demands of the transfers active on a link sum to D > 1, each runs at 1/D of its
+// priced rate (proportional sharing); it never runs faster than priced. So DP buckets of stages
+// sharing a node, which the cost model already priced as concurrent, do not slow each other,
+// but a DP bucket and a pipeline send on the same NIC at the same time do.
 #include "simulator/step_simulation.h"
 
 #include <algorithm>
@@ -24,6 +30,7 @@ const char* to_string(SimStream s) {
     case SimStream::SendNext: return "send-next";
     case SimStream::SendPrev: return "send-prev";
     case SimStream::Pcie: return "pcie";
+    case SimStream::Gather: return "zero-gather";
   }
   return "?";
 }
@@ -72,6 +79,7 @@ struct Task {
   int bucket = -1;
   double work_s = 0;           // stand-alone duration
   int links[2] = {-1, -1};     // shared links crossed (contention), -1 = none
+  double demand[2] = {0, 0};   // fraction of each link used at the priced rate
   int deps = 0;                // unfinished dependencies
   int last_dep = -1;           // the dependency that finished last (for attribution)
   std::vector<int> succ;
@@ -81,13 +89,15 @@ struct Task {
   double rate = 1;
 };
 
-bool ordered(SimStream s) { return s == SimStream::Compute || s == SimStream::Comm || s == SimStream::Pcie; }
+bool ordered(SimStream s) {
+  return s == SimStream::Compute || s == SimStream::Comm || s == SimStream::Pcie || s == SimStream::Gather;
+}
 
 class Engine {
  public:
   Engine(std::vector<Task>& tasks, int stages, int links, bool contention)
       : tasks_(tasks), queues_(size_t(stages) * kSimStreams), busy_(queues_.size(), 0),
-        head_(queues_.size(), 0), link_load_(size_t(std::max(links, 0)), 0),
+        head_(queues_.size(), 0), link_load_(size_t(std::max(links, 0)), 0.0),
         contention_(contention) {
     for (int i = 0; i < int(tasks_.size()); ++i) {
       const Task& t = tasks_[i];
@@ -150,8 +160,8 @@ class Engine {
     if (shared) {
       t.remaining_s = t.work_s;
       active_.push_back(id);
-      for (int l : t.links) {
-        if (l >= 0) ++link_load_[size_t(l)];
+      for (int i = 0; i < 2; ++i) {
+        if (t.links[i] >= 0) link_load_[size_t(t.links[i])] += t.demand[i];
       }
       rates_dirty_ = true;
     } else {
@@ -184,8 +194,9 @@ class Engine {
       *it = active_.back();
       active_.pop_back();
     }
-    for (int l : tasks_[id].links) {
-      if (l >= 0) --link_load_[size_t(l)];
+    for (int i = 0; i < 2; ++i) {
+      const int l = tasks_[id].links[i];
+      if (l >= 0) link_load_[size_t(l)] -= tasks_[id].demand[i];
     }
     rates_dirty_ = true;
   }
@@ -201,11 +212,11 @@ class Engine {
   void update_rates() {
     for (int id : active_) {
       Task& t = tasks_[id];
-      int n = 1;
+      double load = 1;
       for (int l : t.links) {
-        if (l >= 0) n = std::max(n, link_load_[size_t(l)]);
+        if (l >= 0) load = std::max(load, link_load_[size_t(l)]);
       }
-      t.rate = 1.0 / n;
+      t.rate = 1.0 / load;
     }
     rates_dirty_ = false;
   }
@@ -223,7 +234,7 @@ class Engine {
   std::vector<std::vector<int>> queues_;
   std::vector<char> busy_;
   std::vector<size_t> head_;
-  std::vector<int> link_load_;
+  std::vector<double> link_load_;
   std::vector<int> active_;
   bool contention_;
   bool rates_dirty_ = false;
@@ -251,7 +262,7 @@ class GraphBuilder {
     return id;
   }
   void depend(int id, int on) {
-    if (on < 0) return;
+    if (on < 0 || id < 0) return;
     tasks_[on].succ.push_back(id);
     ++tasks_[id].deps;
   }
@@ -307,10 +318,35 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
     const int far = placement_rank(layout.order, layout, layout.dp - 1, s, 0) / gpus_per_node;
     dp_crosses[s] = far != out.stage_node[s];
   }
+  // GPUs of stage s on stage s's node (all dp and tp ranks), as a fraction of the node: the NIC
+  // demand of the stage's transfers.
+  std::vector<double> nic_demand(static_cast<size_t>(pp), 0.0);
+  {
+    const int gpus = layout.dp * layout.tp * pp;
+    for (int s = 0; s < pp; ++s) {
+      const int first = out.stage_node[s] * gpus_per_node;
+      int n = 0;
+      for (int r = first; r < std::min(gpus, first + gpus_per_node); ++r) {
+        // Decode the stage of rank r: the right-most letter varies fastest.
+        int rest = r, p = 0;
+        for (int i = int(layout.order.size()) - 1; i >= 0; --i) {
+          const char ch = layout.order[size_t(i)];
+          const int size = ch == 'D' ? layout.dp : ch == 'P' ? pp : layout.tp;
+          if (ch == 'P') p = rest % size;
+          rest /= size;
+        }
+        n += p == s;
+      }
+      nic_demand[s] = double(std::max(n, 1)) / std::max(1, std::min(gpus_per_node, gpus));
+    }
+  }
   const int nic0 = 0;
-  const int nvl0 = int(node_link.size());
+  // Links: each node's NICs per direction (out = 2k, in = 2k + 1; the cluster's
+  // inter_node_gbit_per_s is per direction), then each simulated GPU's NVLink port.
+  const int nvl0 = 2 * int(node_link.size());
   const int num_links = nvl0 + pp;
-  auto nic = [&](int s) { return nic0 + node_link[out.stage_node[s]]; };
+  auto nic_out = [&](int s) { return nic0 + 2 * node_link[out.stage_node[s]]; };
+  auto nic_in = [&](int s) { return nic0 + 2 * node_link[out.stage_node[s]] + 1; };
   auto nvl = [&](int s) { return nvl0 + s; };
 
   std::vector<Task> tasks;
@@ -319,24 +355,74 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
 
   // Index: (microbatch, global chunk) -> task ids.
   const size_t n_mc = size_t(m) * chunks;
-  std::vector<int> fwd_first(n_mc, -1), fwd_done(n_mc, -1), send_fwd(n_mc, -1);
-  std::vector<int> bwd_first(n_mc, -1), bwd_done(n_mc, -1), send_bwd(n_mc, -1);
-  std::vector<int> weight_task(n_mc, -1), offload_task(n_mc, -1), reload_task(n_mc, -1);
+  std::vector<int> fwd_first(n_mc, -1), fwd_done(n_mc, -1);
+  std::vector<int> bwd_first(n_mc, -1), bwd_done(n_mc, -1);
+  std::vector<int> offload_task(n_mc, -1), reload_task(n_mc, -1);
   auto idx = [&](int mb, int gc) { return size_t(mb) * chunks + size_t(gc); };
 
-  // Tasks in stream order per stage, following the schedule table. Reloads prefetch one
-  // backward ahead: the reload for a backward may start once the compute stream has reached the
-  // previous backward (it waits for the task just before it), so at most two offloaded chunks
-  // are back on the GPU at a time.
+  // DP gradients (ZeRO 0-2): buckets all-reduced (ZeRO 1-2: reduce-scattered, and the updated
+  // weights all-gathered, the same volume, Rajbhandari et al. 2020 Sec 7.2.1) on the comm stream
+  // as the last micro-batch's backward of each chunk produces them, layer by layer (PyTorch DDP,
+  // Li et al. 2020; Megatron-LM overlap_grad_reduce). That backward is cut into one piece per
+  // bucket, each piece followed by its bucket. The ZeRO-1/2 all-gather is counted in the buckets,
+  // as if overlapped like the reduce-scatter (Megatron-LM overlap_param_gather hides it behind
+  // the next step's forward). The planner prices the whole as costs.dp_comm_s.
+  const bool has_dp = layout.dp > 1 && costs.dp_comm_s > 0;
+  const bool zero3 = has_dp && layout.zero >= 3;
+  const int total_buckets = has_dp && !zero3 ? std::max(1, costs.dp_buckets) : 0;
+  // ZeRO-3: per micro-batch and chunk, weights all-gathered before forward and before backward,
+  // gradients reduce-scattered after backward: costs.dp_comm_s is m * 3 such collectives of a
+  // stage (Rajbhandari et al. 2020 Sec 7.2.2); a chunk's share is 1/vp of each.
+  const double zero3_piece_s = zero3 ? costs.dp_comm_s / (3.0 * m * vp) : 0.0;
+  std::vector<std::vector<int>> last_mb(static_cast<size_t>(pp), std::vector<int>(size_t(vp), -1));
+  std::vector<std::vector<int>> buckets_of(static_cast<size_t>(pp), std::vector<int>(size_t(vp), 0));
+  for (int s = 0; s < pp && total_buckets > 0; ++s) {
+    std::vector<int> order;  // chunks in the order of their last backward
+    for (int i = int(table[s].size()) - 1; i >= 0; --i) {
+      const auto& a = table[s][size_t(i)];
+      if (a.pass == Pass::Backward && last_mb[s][size_t(a.chunk)] < 0) {
+        last_mb[s][size_t(a.chunk)] = a.microbatch;
+        order.insert(order.begin(), a.chunk);
+      }
+    }
+    for (int r = 0; r < int(order.size()); ++r) {
+      buckets_of[s][size_t(order[size_t(r)])] = total_buckets / vp + (r < total_buckets % vp ? 1 : 0);
+    }
+  }
+  std::vector<std::vector<int>> stage_dp(static_cast<size_t>(pp));  // DP tasks the optimizer waits for
+  int bucket_counter = 0;
+
+  // Tasks in stream order per stage, following the schedule table. Reloads (and ZeRO-3
+  // all-gathers) prefetch one action ahead: they may start once the compute stream has reached
+  // the previous backward (resp. action), so at most two offloaded chunks are back at a time.
   for (int s = 0; s < pp; ++s) {
-    int last_compute = -1;      // last compute task created on this stage
-    int prev_bwd_pred = -1;     // compute task just before the previous backward
+    int last_compute = -1;   // last compute task created on this stage
+    int prev_bwd_pred = -1;  // compute task just before the previous backward
+    int prev_action_pred = -1;
+    auto dp_link = [&](Task& t) {
+      // A ring all-reduce sends and receives through the node's NICs: both directions.
+      if (dp_crosses[s]) {
+        t.links[0] = nic_out(s);
+        t.links[1] = nic_in(s);
+        t.demand[0] = t.demand[1] = nic_demand[s];
+      } else {
+        t.links[0] = nvl(s);
+        t.demand[0] = 1.0;
+      }
+    };
     for (const PipelineAction& a : table[s]) {
       const int gc = a.chunk * pp + s;
       const ChunkCosts& c = costs.chunks[size_t(gc)];
       const size_t k = idx(a.microbatch, gc);
+      int gather = -1;
+      if (zero3) {
+        gather = g.add(SimTaskKind::ZeroAllGather, SimStream::Gather, s, a.microbatch, gc, zero3_piece_s,
+                       {prev_action_pred});
+        dp_link(tasks[size_t(gather)]);
+      }
+      prev_action_pred = last_compute;
       if (a.pass == Pass::Forward) {
-        const int f = g.add(SimTaskKind::Forward, SimStream::Compute, s, a.microbatch, gc, c.forward_s);
+        const int f = g.add(SimTaskKind::Forward, SimStream::Compute, s, a.microbatch, gc, c.forward_s, {gather});
         int last = f;
         if (c.tp_comm_forward_s > 0) {
           last = g.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_forward_s);
@@ -347,98 +433,78 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
         if (c.offload_s > 0 || c.reload_s > 0) {
           offload_task[k] = g.add(SimTaskKind::Offload, SimStream::Pcie, s, a.microbatch, gc, c.offload_s, {last});
         }
-      } else {
-        int first = -1, last = -1;
-        if (offload_task[k] >= 0) {
-          reload_task[k] = g.add(SimTaskKind::Reload, SimStream::Pcie, s, a.microbatch, gc, c.reload_s,
-                                 {offload_task[k], prev_bwd_pred});
-        }
-        prev_bwd_pred = last_compute;
-        if (c.recompute_s > 0) {
-          first = last = g.add(SimTaskKind::Recompute, SimStream::Compute, s, a.microbatch, gc, c.recompute_s);
-        }
-        const int bi = g.add(SimTaskKind::BackwardInput, SimStream::Compute, s, a.microbatch, gc, c.backward_input_s);
+        continue;
+      }
+      if (offload_task[k] >= 0) {
+        reload_task[k] = g.add(SimTaskKind::Reload, SimStream::Pcie, s, a.microbatch, gc, c.reload_s,
+                               {offload_task[k], prev_bwd_pred});
+      }
+      prev_bwd_pred = last_compute;
+      int first = -1;
+      if (c.recompute_s > 0) {
+        first = g.add(SimTaskKind::Recompute, SimStream::Compute, s, a.microbatch, gc, c.recompute_s);
+      }
+      const int pieces = a.microbatch == last_mb[s][size_t(a.chunk)] ? std::max(1, buckets_of[s][size_t(a.chunk)]) : 1;
+      int last = -1;
+      for (int p = 0; p < pieces; ++p) {
+        const int bi = g.add(SimTaskKind::BackwardInput, SimStream::Compute, s, a.microbatch, gc,
+                             c.backward_input_s / pieces);
         if (first < 0) first = bi;
-        last = bi;
         if (c.tp_comm_backward_s > 0) {
-          last = g.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_backward_s);
+          g.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_backward_s / pieces);
         }
-        const int bw = g.add(SimTaskKind::BackwardWeight, SimStream::Compute, s, a.microbatch, gc, c.backward_weight_s);
-        weight_task[k] = bw;
-        last_compute = bw;
-        bwd_first[k] = first;
-        bwd_done[k] = bw;
-        if (reload_task[k] >= 0) g.depend(first, reload_task[k]);
-      }
-    }
-  }
-
-  // DP gradients: buckets all-reduced (ZeRO: reduce-scattered) on the comm stream as the last
-  // micro-batch's weight gradients of each chunk complete (Megatron-LM overlap_grad_reduce /
-  // PyTorch DDP buckets). The last backward's weight-gradient task is cut into equal pieces, one
-  // per bucket. ZeRO >= 1 splits the cost-model time in halves: reduce-scatter in the buckets,
-  // parameter all-gather after the optimizer (a ring all-reduce is exactly these two halves).
-  const bool has_dp = layout.dp > 1 && costs.dp_comm_s > 0;
-  const int total_buckets = has_dp ? std::max(1, costs.dp_buckets) : 0;
-  const double dp_part = layout.zero >= 1 ? 0.5 : 1.0;
-  std::vector<std::vector<int>> stage_buckets(static_cast<size_t>(pp));
-  if (has_dp) {
-    for (int s = 0; s < pp; ++s) {
-      // Chunks of this stage in the order their last backward runs.
-      std::vector<std::pair<int, int>> last_bwd;  // (chunk local, microbatch)
-      std::vector<int> seen(size_t(vp), -1);
-      for (const PipelineAction& a : table[s]) {
-        if (a.pass == Pass::Backward) seen[size_t(a.chunk)] = a.microbatch;
-      }
-      std::vector<int> order_pos;
-      for (int i = int(table[s].size()) - 1; i >= 0; --i) {
-        const auto& a = table[s][size_t(i)];
-        if (a.pass == Pass::Backward && seen[size_t(a.chunk)] == a.microbatch &&
-            std::find(order_pos.begin(), order_pos.end(), a.chunk) == order_pos.end()) {
-          order_pos.insert(order_pos.begin(), a.chunk);
-        }
-      }
-      int bucket = 0;
-      for (size_t ci = 0; ci < order_pos.size(); ++ci) {
-        const int c = order_pos[ci];
-        const int gc = c * pp + s;
-        const int nb = total_buckets / vp + (int(ci) < total_buckets % vp ? 1 : 0);
-        if (nb == 0) continue;
-        const int w = weight_task[idx(seen[size_t(c)], gc)];
-        const double piece = tasks[w].work_s / nb;
-        // Re-use the original task as the first piece and insert the rest after it in stream
-        // order: the compute queue is built from task ids, so pieces become separate tasks
-        // chained by dependencies and inserted in the queue by the engine (see below).
-        tasks[w].work_s = piece;
-        int prev = w;
-        for (int b = 0; b < nb; ++b) {
-          int piece_id = prev;
-          if (b > 0) {
-            piece_id = g.add(SimTaskKind::BackwardWeight, SimStream::Compute, s, seen[size_t(c)], gc, piece, {prev});
-            tasks[piece_id].bucket = -2 - w;  // marker: queue right after task w's previous piece
-          }
+        last = g.add(SimTaskKind::BackwardWeight, SimStream::Compute, s, a.microbatch, gc,
+                     c.backward_weight_s / pieces);
+        if (a.microbatch == last_mb[s][size_t(a.chunk)] && buckets_of[s][size_t(a.chunk)] > 0) {
           const int d = g.add(SimTaskKind::DpComm, SimStream::Comm, s, -1, gc,
-                              costs.dp_comm_s * dp_part / total_buckets, {piece_id});
-          tasks[d].bucket = bucket++;
-          tasks[d].links[0] = dp_crosses[s] ? nic(s) : nvl(s);
-          stage_buckets[s].push_back(d);
-          prev = piece_id;
+                              costs.dp_comm_s / total_buckets, {last});
+          tasks[size_t(d)].bucket = bucket_counter++;
+          dp_link(tasks[size_t(d)]);
+          stage_dp[s].push_back(d);
         }
-        bwd_done[idx(seen[size_t(c)], gc)] = prev;
       }
+      if (gather >= 0) g.depend(first, gather);
+      if (reload_task[k] >= 0) g.depend(first, reload_task[k]);
+      bwd_first[k] = first;
+      bwd_done[k] = last;
+      last_compute = last;
+      if (zero3) {
+        const int rs = g.add(SimTaskKind::DpComm, SimStream::Comm, s, a.microbatch, gc, zero3_piece_s, {last});
+        dp_link(tasks[size_t(rs)]);
+        stage_dp[s].push_back(rs);
+      }
+    }
+    // Optimizer step after the stage's last backward and all of its DP collectives.
+    const int o = g.add(SimTaskKind::Optimizer, SimStream::Compute, s, -1, -1, costs.optimizer_s);
+    for (int d : stage_dp[s]) g.depend(o, d);
+  }
+
+  // Next compute task after each compute task of the same stage (for blocking sends).
+  std::vector<int> next_compute(tasks.size(), -1);
+  {
+    std::vector<int> prev(static_cast<size_t>(pp), -1);
+    for (int i = 0; i < int(tasks.size()); ++i) {
+      if (tasks[size_t(i)].stream != SimStream::Compute) continue;
+      int& p = prev[size_t(tasks[size_t(i)].stage)];
+      if (p >= 0) next_compute[size_t(p)] = i;
+      p = i;
     }
   }
 
-  // Point-to-point sends between consecutive global chunks; Megatron-LM sends the activation
-  // gradient after the whole backward of the chunk (input and weight gradients).
+  // Point-to-point sends between consecutive global chunks, after the chunk's forward (resp. its
+  // whole backward, as Megatron-LM sends the gradient after backward_step). With blocking_p2p
+  // (Megatron-LM's send/recv pairs wait for completion) the sender's next compute waits too.
   auto p2p_links = [&](Task& t, int from, int to) {
     if (from == to) {
       t.work_s = 0;  // same GPU (pp == 1 with several chunks): no transfer
     } else if (out.stage_node[from] != out.stage_node[to]) {
-      t.links[0] = nic(from);
-      t.links[1] = nic(to);
+      t.links[0] = nic_out(from);
+      t.links[1] = nic_in(to);
+      t.demand[0] = nic_demand[from];
+      t.demand[1] = nic_demand[to];
     } else {
       t.links[0] = nvl(from);
+      t.demand[0] = 1;
     }
   };
   for (int mb = 0; mb < m; ++mb) {
@@ -447,59 +513,15 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
       const size_t k = idx(mb, gc);
       if (gc + 1 < chunks) {
         const int id = g.add(SimTaskKind::SendForward, SimStream::SendNext, s, mb, gc, costs.p2p_s, {fwd_done[k]});
-        p2p_links(tasks[id], s, (gc + 1) % pp);
-        send_fwd[k] = id;
+        p2p_links(tasks[size_t(id)], s, (gc + 1) % pp);
         g.depend(fwd_first[idx(mb, gc + 1)], id);
+        if (options.blocking_p2p) g.depend(next_compute[size_t(fwd_done[k])], id);
       }
       if (gc > 0) {
         const int id = g.add(SimTaskKind::SendBackward, SimStream::SendPrev, s, mb, gc, costs.p2p_s, {bwd_done[k]});
-        p2p_links(tasks[id], s, (gc - 1) % pp);
-        send_bwd[k] = id;
+        p2p_links(tasks[size_t(id)], s, (gc - 1) % pp);
         g.depend(bwd_first[idx(mb, gc - 1)], id);
-      }
-    }
-  }
-
-  // Optimizer step after the stage's last backward and all of its buckets; ZeRO all-gather after.
-  for (int s = 0; s < pp; ++s) {
-    const int o = g.add(SimTaskKind::Optimizer, SimStream::Compute, s, -1, -1, costs.optimizer_s);
-    for (int d : stage_buckets[s]) g.depend(o, d);
-    if (has_dp && layout.zero >= 1) {
-      const int ag = g.add(SimTaskKind::ZeroAllGather, SimStream::Comm, s, -1, -1,
-                           costs.dp_comm_s * (1.0 - dp_part), {o});
-      tasks[ag].links[0] = dp_crosses[s] ? nic(s) : nvl(s);
-    }
-  }
-
-  // Stream order: tasks were created in stream order per stage, except the extra weight pieces,
-  // which must follow their first piece. Build the queues explicitly by a stable reorder.
-  {
-    std::vector<int> order;
-    order.reserve(tasks.size());
-    std::vector<std::vector<int>> extra(tasks.size());
-    for (int i = 0; i < int(tasks.size()); ++i) {
-      if (tasks[i].bucket <= -2) extra[size_t(-2 - tasks[i].bucket)].push_back(i);
-    }
-    for (int i = 0; i < int(tasks.size()); ++i) {
-      if (tasks[i].bucket <= -2) continue;
-      order.push_back(i);
-      for (int e : extra[size_t(i)]) order.push_back(e);
-    }
-    for (int i : order) {
-      if (tasks[i].bucket <= -2) tasks[i].bucket = -1;
-    }
-    // Permute tasks into `order`, remapping ids.
-    std::vector<int> new_id(tasks.size());
-    for (int i = 0; i < int(order.size()); ++i) new_id[size_t(order[i])] = i;
-    std::vector<Task> sorted(tasks.size());
-    for (int i = 0; i < int(order.size()); ++i) {
-      sorted[size_t(i)] = std::move(tasks[size_t(order[i])]);
-      for (int& x : sorted[size_t(i)].succ) x = new_id[size_t(x)];
-    }
-    tasks.swap(sorted);
-    for (auto* v : {&fwd_first, &bwd_done, &offload_task, &reload_task}) {
-      for (int& x : *v) {
-        if (x >= 0) x = new_id[size_t(x)];
+        if (options.blocking_p2p) g.depend(next_compute[size_t(bwd_done[k])], id);
       }
     }
   }
@@ -574,10 +596,7 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
       prev_end = t.end_s;
     }
     const double tail = step - prev_end;
-    if (tail > 0) {
-      if (has_dp && layout.zero >= 1) b.dp_comm += tail;
-      else b.bubble += tail;
-    }
+    if (tail > 0) b.bubble += tail;
     out.bubble_fraction = step > 0 ? b.bubble / step : 0;
   }
 

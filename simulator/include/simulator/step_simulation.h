@@ -15,8 +15,8 @@
 namespace capplan {
 
 // Streams of a simulated GPU (Chrome trace tid).
-enum class SimStream { Compute = 0, Comm = 1, SendNext = 2, SendPrev = 3, Pcie = 4 };
-constexpr int kSimStreams = 5;
+enum class SimStream { Compute = 0, Comm = 1, SendNext = 2, SendPrev = 3, Pcie = 4, Gather = 5 };
+constexpr int kSimStreams = 6;
 
 enum class SimTaskKind {
   Forward,
@@ -26,8 +26,8 @@ enum class SimTaskKind {
   TpComm,          // TP collectives of a chunk, aggregated (blocking, on the compute stream)
   SendForward,     // activation to the next stage
   SendBackward,    // activation gradient to the previous stage
-  DpComm,          // one gradient bucket's all-reduce (ZeRO: reduce-scatter)
-  ZeroAllGather,   // ZeRO: parameter all-gather after the optimizer step
+  DpComm,          // a gradient bucket's all-reduce (ZeRO-3: a chunk's reduce-scatter)
+  ZeroAllGather,   // ZeRO-3: weights all-gathered before a chunk's forward or backward
   Optimizer,
   Offload,         // activations device -> host over PCIe
   Reload,          // host -> device before backward
@@ -50,6 +50,7 @@ struct SimEvent {
 struct StepSimulationOptions {
   bool contention = true;       // false: every transfer takes its step_costs() duration
   bool record_timeline = true;  // false: only the summary figures (faster, for --refine)
+  bool blocking_p2p = true;     // the sender's next compute waits for its send (Megatron-LM)
 };
 
 struct StepSimulation {
