@@ -15,6 +15,7 @@ int cmd_profile(int argc, char** argv);
 int cmd_validate(int argc, char** argv);
 int cmd_models(int argc, char** argv);
 int cmd_clusters(int argc, char** argv);
+int cmd_run(int argc, char** argv);
 }  // namespace capplan::cli
 
 namespace {
@@ -33,6 +34,7 @@ const Command kCommands[] = {
     {"validate", capplan::cli::cmd_validate, "compare predictions with measured runs (MAPE)"},
     {"models", capplan::cli::cmd_models, "list the model presets"},
     {"clusters", capplan::cli::cmd_clusters, "list the cluster/instance and GPU presets"},
+    {"run", capplan::cli::cmd_run, "launch capplan-train on a plan's layout, measured vs predicted"},
 };
 
 void usage(std::FILE* to) {

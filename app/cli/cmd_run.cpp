@@ -1,0 +1,191 @@
+// `capplan run`: launches capplan-train through mpirun on a plan's layout (from --plan or the
+// flags of `capplan estimate`), optionally scaled down to this machine, streams its progress and
+// leaves in RUNDIR the metrics, checkpoints, command.txt and the run record (run.json, run.txt)
+// with predicted, simulated and measured step time side by side. The work is capplan::launch's.
+#include <signal.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "cli_common.h"
+
+#ifdef CAPPLAN_HAVE_LAUNCH
+#include "planner/plan_io.h"
+#include "runtime/launch.h"
+#endif
+
+namespace capplan::cli {
+
+#ifdef CAPPLAN_HAVE_LAUNCH
+namespace {
+
+std::atomic<bool> g_cancel{false};
+extern "C" void on_interrupt(int) { g_cancel = true; }
+
+std::string default_run_dir() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm {};
+  ::gmtime_r(&t, &tm);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "runs/run-%Y%m%d-%H%M%S", &tm);
+  return buf;
+}
+
+std::vector<FlagSpec> run_flags() {
+  return {
+      {"plan", true, "plan file (capplan plan --save); instead of --model/--cluster/layout flags", "FILE"},
+      {"scale-down", false, "keep the layout and knobs, shrink the model so it runs here in seconds", ""},
+      {"steps", true, "training steps (default 10)", "N"},
+      {"dir", true, "run directory (default runs/run-DATE-TIME)", "RUNDIR"},
+      {"seed", true, "global seed (default 1234)", "S"},
+      {"data", true, "token shard directory, or synthetic (default)", "DIR"},
+      {"threads", true, "threads per rank (default cores / ranks)", "N"},
+      {"max-ranks", true, "most MPI ranks allowed on this machine (default max(8, 2 x cores))", "N"},
+      {"resume", true, "auto | never | checkpoint folder (default never)", "R"},
+      {"train-bin", true, "capplan-train to run (default: next to capplan, $CAPPLAN_TRAIN, PATH)", "PATH"},
+      {"mpirun", true, "mpirun to use (default $CAPPLAN_MPIRUN or mpirun from PATH)", "PATH"},
+      {"peak-gflops", true, "state this machine's fp32 GEMM peak instead of measuring it", "X"},
+  };
+}
+
+std::string fmt_opt(double v, const char* unit, int decimals = 3) {
+  if (!std::isfinite(v)) return "-";
+  return fmt_fixed(v, decimals) + unit;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  const std::vector<FlagSpec> flags =
+      concat(concat(concat(scenario_flags(), layout_flags()), run_flags()), {json_flag()});
+  Diagnostics diags;
+  const Args args = parse_args(argc, argv, flags, diags);
+  if (args.help()) {
+    print_help("run",
+               "--plan plan.yaml | <estimate's flags> [--scale-down] [--steps N] [--dir RUNDIR] [--json]",
+               flags);
+    return kExitOk;
+  }
+  if (diags.has_errors()) return report(diags);
+
+  rt::LaunchRequest req;
+  if (args.has("plan")) {
+    for (const char* f : {"model", "cluster", "nodes", "gpus", "dp", "tp", "pp", "gbs"}) {
+      if (args.has(f)) {
+        diags.error(kCommandLine, 0, 0, std::string("--") + f,
+                    "--plan gives the model, cluster and layout; --" + std::string(f) + " cannot be combined with it");
+      }
+    }
+    Loaded<Plan> plan = load_plan(args.get("plan"));
+    diags.append(plan.diagnostics);
+    if (plan.ok()) {
+      req.scenario = plan.value->scenario;
+      req.layout = plan.value->layout;
+      req.model_ref = plan.value->model_ref;
+      req.cluster_ref = plan.value->cluster_ref;
+    }
+  } else {
+    auto scenario = scenario_from_args(args, diags);
+    auto layout = layout_from_args(args, diags);
+    if (scenario && layout) {
+      req.scenario = scenario->scenario;
+      req.layout = *layout;
+      req.model_ref = scenario->model_ref;
+      req.cluster_ref = scenario->cluster_ref;
+    }
+  }
+  const auto steps = int_flag(args, "steps", diags, 1, 1000000);
+  const auto seed = int_flag(args, "seed", diags, 0, INT64_MAX);
+  const auto threads = int_flag(args, "threads", diags, 1, 1024);
+  const auto max_ranks = int_flag(args, "max-ranks", diags, 1, 1 << 20);
+  const auto peak = number_flag(args, "peak-gflops", diags, 0, 1e12);
+  if (diags.has_errors()) return report(diags);
+
+  req.scale_down = args.has("scale-down");
+  req.steps = int(steps.value_or(10));
+  req.seed = uint64_t(seed.value_or(1234));
+  req.threads = int(threads.value_or(0));
+  req.max_ranks = int(max_ranks.value_or(0));
+  req.stated_gemm_peak_gflops = peak.value_or(0);
+  req.data = args.get("data", "synthetic");
+  req.resume = args.get("resume", "never");
+  req.run_dir = args.get("dir", default_run_dir());
+  req.train_binary = args.get("train-bin");
+  req.mpirun = args.get("mpirun");
+#ifdef CAPPLAN_TRAIN_BUILD_PATH
+  req.train_build_hint = CAPPLAN_TRAIN_BUILD_PATH;
+#endif
+
+  auto prepared = rt::prepare_run(req);
+  diags.append(prepared.diagnostics);
+  if (!prepared.ok()) return report(diags);
+  report(diags);  // warnings, if any
+
+  const bool json = args.has("json");
+  std::FILE* progress = json ? stderr : stdout;
+  const rt::RunRecord& pre = prepared.value->record;
+  std::fprintf(progress, "capplan run: %d ranks (dp %d x tp %d x pp %d), %d steps, in %s\n",
+               pre.layout.gpus(), pre.layout.dp, pre.layout.tp, pre.layout.pp, req.steps,
+               req.run_dir.c_str());
+  if (!pre.changes.empty()) {
+    std::fprintf(progress, "%s\n", req.scale_down ? "scaled down:" : "on this machine:");
+    for (const auto& c : pre.changes) std::fprintf(progress, "  - %s\n", c.c_str());
+  }
+  if (pre.predicted) {
+    std::fprintf(progress, "predicted step time %s", fmt_opt(pre.predicted->step_time_s, " s").c_str());
+    if (pre.simulated) std::fprintf(progress, ", simulated %s", fmt_opt(pre.simulated->step_time_s, " s").c_str());
+    std::fprintf(progress, "\n");
+  }
+  std::fprintf(progress, "command: %s\n", rt::shell_quote(pre.command).c_str());
+  std::fflush(progress);
+
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+
+  rt::RunCallbacks cb;
+  cb.on_output = [&](rt::OutputStream s, const std::string& line) {
+    std::FILE* to = (json || s == rt::OutputStream::Stderr) ? stderr : stdout;
+    std::fprintf(to, "  | %s\n", line.c_str());
+    std::fflush(to);
+  };
+  cb.on_metrics = [&](const rt::MetricsRecord& r) {
+    if (r.type != "step") return;
+    std::fprintf(progress, "step %3.0f/%d  loss %s  step %s  %s tokens/s\n", r.number("step", 0),
+                 req.steps, fmt_opt(r.number("loss"), "", 4).c_str(),
+                 fmt_opt(r.number("step_time_s"), " s").c_str(),
+                 fmt_opt(r.number("tokens_per_s"), "", 0).c_str());
+    std::fflush(progress);
+  };
+  const rt::RunRecord rec = rt::execute_run(*prepared.value, cb, &g_cancel);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+
+  if (json) {
+    std::printf("%s", rt::run_record_json(rec).c_str());
+  } else {
+    std::printf("\n%s", rt::run_record_text(rec).c_str());
+  }
+  if (rec.status != rt::RunStatus::Succeeded) {
+    std::fprintf(stderr, "capplan run: %s: %s\n", rt::to_string(rec.status), rec.reason.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+#else
+
+int cmd_run(int, char**) {
+  std::fprintf(stderr,
+               "capplan run: this capplan was built without the launch library (it needs MPI: "
+               "install libopenmpi-dev and rebuild)\n");
+  return kExitFailure;
+}
+
+#endif
+
+}  // namespace capplan::cli
