@@ -1,0 +1,176 @@
+// capplan-train end to end under mpirun on a tiny model: every layout reproduces the single-rank
+// losses, ZeRO-1 is bitwise equal to plain DP, runs are deterministic, a killed run resumed from
+// its checkpoint continues bitwise, and bad input stops every rank with a clear message.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/data.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status = -1;  // exit status of mpirun (-1: did not exit normally)
+  std::string output;
+  std::map<int, double> losses;  // step -> loss
+};
+
+// One folder per test, so ctest -j can run the tests side by side.
+fs::path work_dir() {
+  const std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  static std::map<std::string, fs::path> made;
+  auto it = made.find(name);
+  if (it != made.end()) return it->second;
+  fs::path d = fs::path(CAPPLAN_BINARY_DIR) / "tests" / "runtime" / "train_work" / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return made[name] = d;
+}
+
+// Tiny models: GPT-2 style and Llama style (GQA, SwiGLU, RMSNorm, RoPE); vocab 97 is not
+// divisible by tp so the vocab-parallel padding is exercised.
+std::string model_file(bool llama) {
+  const fs::path p = work_dir() / (llama ? "tiny_llama.yaml" : "tiny_gpt.yaml");
+  if (!fs::exists(p)) {
+    std::ofstream f(p);
+    f << "name: " << (llama ? "tiny-llama" : "tiny-gpt") << "\n"
+      << "layers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\n";
+    if (llama) f << "kv_heads: 2\nffn: swiglu\nnorm: rmsnorm\nposition: rope\n";
+  }
+  return p.string();
+}
+
+Result run(int np, const std::string& args) {
+  // `timeout` turns a hang into a failure instead of a stuck test suite.
+  const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 " +
+                          std::string(CAPPLAN_MPIEXEC) +
+                          " --allow-run-as-root --oversubscribe -np " + std::to_string(np) + " " +
+                          CAPPLAN_TRAIN + " --threads 1 " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (fgets(buf, sizeof(buf), p)) r.output += buf;
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::istringstream is(r.output);
+  for (std::string line; std::getline(is, line);) {
+    int step = 0, total = 0;
+    double loss = 0;
+    if (std::sscanf(line.c_str(), "step %d/%d loss %lf", &step, &total, &loss) == 3)
+      r.losses[step] = loss;
+  }
+  return r;
+}
+
+std::string common(bool llama, int steps = 20) {
+  return "--model " + model_file(llama) + " --gbs 8 --mbs 1 --steps " + std::to_string(steps) +
+         " --lr 1e-2 --warmup 2 --seed 42";
+}
+
+void expect_close(const Result& ref, const Result& got, double rel, const std::string& what) {
+  ASSERT_EQ(ref.status, 0) << ref.output;
+  ASSERT_EQ(got.status, 0) << what << "\n" << got.output;
+  ASSERT_EQ(ref.losses.size(), got.losses.size()) << what << "\n" << got.output;
+  for (const auto& [step, loss] : ref.losses) {
+    const double other = got.losses.at(step);
+    EXPECT_LE(std::abs(other - loss), rel * std::abs(loss))
+        << what << " step " << step << ": Expectation " << loss << " Actual result " << other;
+  }
+}
+
+// Per-step losses of every layout within 1e-5 relative of one rank: the layouts add the same
+// fp32 terms in a different order (accumulation over micro-batches vs over ranks, TP partial sums),
+// each step moving the loss by ~1e-7 relative; 20 steps of AdamW stay orders of magnitude inside.
+TEST(RuntimeTrain, LayoutsMatchSingleRank) {
+  for (bool llama : {false, true}) {
+    const Result ref = run(1, common(llama));
+    ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+    expect_close(ref, run(2, common(llama) + " --dp 2"), 1e-5, "dp 2");
+    expect_close(ref, run(4, common(llama) + " --dp 4 --mbs 2"), 1e-5, "dp 4 mbs 2");
+    expect_close(ref, run(2, common(llama) + " --tp 2"), 1e-5, "tp 2");
+    expect_close(ref, run(4, common(llama) + " --dp 2 --tp 2 --order TPD"), 1e-5, "dp 2 tp 2 TPD");
+  }
+}
+
+// ZeRO-1 changes only where Adam runs, not what it computes (optimizer.h): bitwise equal.
+TEST(RuntimeTrain, ZeroOneBitwiseEqualsPlainDataParallel) {
+  const Result plain = run(4, common(true, 10) + " --dp 4");
+  const Result zero = run(4, common(true, 10) + " --dp 4 --zero 1");
+  expect_close(plain, zero, 0.0, "zero 1 dp 4");
+  const Result plain_tp = run(4, common(false, 10) + " --dp 2 --tp 2");
+  const Result zero_tp = run(4, common(false, 10) + " --dp 2 --tp 2 --zero 1");
+  expect_close(plain_tp, zero_tp, 0.0, "zero 1 dp 2 tp 2");
+}
+
+TEST(RuntimeTrain, SameRunTwiceIsBitwiseIdentical) {
+  const Result a = run(2, common(true, 10) + " --dp 2 --recompute full");
+  const Result b = run(2, common(true, 10) + " --dp 2 --recompute full");
+  expect_close(a, b, 0.0, "determinism");
+  const Result c = run(2, common(true, 10) + " --dp 2");
+  expect_close(a, c, 0.0, "recompute full vs none");
+}
+
+// 20 steps straight vs 10 + SIGKILL of one rank at step 12 + relaunch with --resume auto, which
+// continues from the step-10 checkpoint: steps 11..20 bitwise equal.
+TEST(RuntimeTrain, KilledRunResumesBitwise) {
+  const fs::path dir = work_dir() / "ckpt";
+  fs::remove_all(dir);
+  const std::string args = common(false) + " --dp 2 --zero 1 --checkpoint-every 10";
+  const Result straight = run(2, args);
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  const Result killed = run(2, args + " --checkpoint-dir " + dir.string() + " --kill-at-step 12");
+  EXPECT_NE(killed.status, 0) << killed.output;
+  EXPECT_TRUE(fs::exists(dir / "step-000010" / "manifest.json"));
+  const Result resumed = run(2, args + " --checkpoint-dir " + dir.string() + " --resume auto");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from step 10"), std::string::npos) << resumed.output;
+  ASSERT_EQ(resumed.losses.size(), 10u) << resumed.output;
+  for (int step = 11; step <= 20; ++step)
+    EXPECT_EQ(resumed.losses.at(step), straight.losses.at(step)) << "step " << step;
+  // A different layout cannot resume from these shards.
+  const Result other = run(1, common(false) + " --checkpoint-dir " + dir.string());
+  EXPECT_EQ(other.status, 2) << other.output;
+  EXPECT_NE(other.output.find("does not match"), std::string::npos) << other.output;
+}
+
+void expect_bad(int np, const std::string& args, const std::string& message) {
+  const Result r = run(np, args);
+  EXPECT_NE(r.status, 0) << args << "\n" << r.output;
+  EXPECT_NE(r.status, -1) << "did not exit cleanly (hang or crash): " << args << "\n" << r.output;
+  EXPECT_NE(r.output.find(message), std::string::npos)
+      << "Expectation: message containing '" << message << "'\nActual result:\n" << r.output;
+  EXPECT_TRUE(r.losses.empty()) << r.output;
+}
+
+TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
+  const std::string m = " --model " + model_file(false);
+  expect_bad(2, m + " --dp 2 --mbs 2 --gbs 6", "6 is not divisible by dp * mbs = 2 * 2 = 4");
+  expect_bad(2, m + " --dp 4 --gbs 8", "does not match the 2 MPI ranks");
+  expect_bad(3, m + " --tp 3 --gbs 3", "tp 3 does not divide heads 4");
+  expect_bad(1, m + " --data " + (work_dir() / "no_such_dir").string(), "no_such_dir");
+  expect_bad(1, m + " --zero 2", "ZeRO stage 2 is not supported");
+  expect_bad(1, m + " --stepz 3", "did you mean '--steps'?");
+  // A shard holding token 300 for a model with vocab 97.
+  const fs::path data = work_dir() / "bad_tokens";
+  fs::create_directories(data);
+  std::vector<uint16_t> tokens(200, 5);
+  tokens[17] = 300;
+  capplan::Diagnostics d;
+  ASSERT_TRUE(capplan::rt::shard_write(capplan::rt::shard_path(data.string(), 0), tokens, &d))
+      << d.to_string();
+  expect_bad(2, m + " --dp 2 --data " + data.string(), "300");
+}
+
+}  // namespace
