@@ -88,7 +88,7 @@ void write_cluster(std::ostringstream& os, const ClusterSpec& c) {
 void relocate(const Diagnostics& from, const std::string& file, detail::Position at,
               const std::string& key, Diagnostics& to) {
   for (Diagnostic d : from.items()) {
-    if (d.line == 0 && (d.file == "<command line>" || !std::filesystem::exists(d.file))) {
+    if (d.line == 0 && (d.file == "<command line>" || !detail::path_exists(d.file))) {
       d.file = file;
       d.line = at.line;
       d.column = at.column;
@@ -101,9 +101,9 @@ void relocate(const Diagnostics& from, const std::string& file, detail::Position
 // A relative path in a plan is relative to the plan's folder when that file exists.
 std::string resolve_ref(const std::string& ref, const std::string& plan_file) {
   const std::filesystem::path p(ref);
-  if (p.is_absolute() || std::filesystem::exists(p)) return ref;
+  if (p.is_absolute() || detail::path_exists(p)) return ref;
   const std::filesystem::path beside = std::filesystem::path(plan_file).parent_path() / p;
-  if (!plan_file.empty() && std::filesystem::exists(beside)) return beside.string();
+  if (!plan_file.empty() && detail::path_exists(beside)) return beside.string();
   return ref;
 }
 
@@ -236,14 +236,14 @@ Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file) {
 }
 
 Loaded<Plan> load_plan(const std::string& path) {
-  if (!std::filesystem::exists(path)) {
+  if (!detail::path_exists(path)) {
     if (const CatalogEntry* e = find_catalog_plan(path)) return parse_plan_yaml(e->text, e->file);
     Loaded<Plan> out;
     out.diagnostics.error(path, 0, 0, "", "no such file");
     return out;
   }
   std::string text, error;
-  if (!std::filesystem::is_regular_file(path) || !detail::read_text_file(path, text, error)) {
+  if (!detail::is_file(path) || !detail::read_text_file(path, text, error)) {
     Loaded<Plan> out;
     out.diagnostics.error(path, 0, 0, "", error.empty() ? "not a regular file" : error);
     return out;

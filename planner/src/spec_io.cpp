@@ -434,9 +434,9 @@ Loaded<T> missing_file(const std::string& ref, const std::string& error) {
 Loaded<ModelSpec> load_model(const std::string& ref) {
   if (const CatalogEntry* e = find_catalog_model(ref)) return parse_model_yaml(e->text, e->file);
   std::string text, error;
-  if (!std::filesystem::is_regular_file(ref)) {
-    if (looks_like_path(ref) || std::filesystem::exists(ref))
-      return missing_file<ModelSpec>(ref, std::filesystem::exists(ref) ? "not a regular file"
+  if (!detail::is_file(ref)) {
+    if (looks_like_path(ref) || detail::path_exists(ref))
+      return missing_file<ModelSpec>(ref, detail::path_exists(ref) ? "not a regular file"
                                                                         : "no such file");
     return unknown_ref<ModelSpec>("model", ref, catalog_models());
   }
@@ -449,9 +449,9 @@ Loaded<ClusterSpec> load_cluster(const std::string& ref) {
   if (const CatalogEntry* e = find_catalog_cluster(ref))
     return parse_cluster_yaml(e->text, e->file);
   std::string text, error;
-  if (!std::filesystem::is_regular_file(ref)) {
-    if (looks_like_path(ref) || std::filesystem::exists(ref))
-      return missing_file<ClusterSpec>(ref, std::filesystem::exists(ref) ? "not a regular file"
+  if (!detail::is_file(ref)) {
+    if (looks_like_path(ref) || detail::path_exists(ref))
+      return missing_file<ClusterSpec>(ref, detail::path_exists(ref) ? "not a regular file"
                                                                           : "no such file");
     return unknown_ref<ClusterSpec>("cluster", ref, catalog_clusters());
   }

@@ -228,6 +228,16 @@ bool read_text_file(const std::string& path, std::string& out, std::string& erro
   return true;
 }
 
+bool path_exists(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::exists(p, ec) && !ec;
+}
+
+bool is_file(const std::filesystem::path& p) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(p, ec) && !ec;
+}
+
 std::string yaml_quote(const std::string& s) {
   bool plain = !s.empty();
   for (unsigned char c : s) {

@@ -7,6 +7,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -95,6 +96,10 @@ std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& fi
                                     const std::string& prefix, Diagnostics& diags);
 std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::string& file,
                                             const std::string& prefix, Diagnostics& diags);
+
+// Non-throwing file system queries (a 5000-character "path" from user input must not throw).
+bool path_exists(const std::filesystem::path& p);
+bool is_file(const std::filesystem::path& p);
 
 // Text for YAML output: plain when safe, double-quoted otherwise.
 std::string yaml_quote(const std::string& s);
