@@ -1,6 +1,7 @@
 // Recursive-descent JSON parser (RFC 8259) for the runtime's own files.
 #include "json_lite.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -103,7 +104,8 @@ class Parser {
       if (!digits()) return fail("expected a digit in the exponent");
     }
     v->kind = Value::Kind::Number;
-    v->num = std::strtod(t_.substr(start, pos_ - start).c_str(), nullptr);
+    // std::from_chars: exact and independent of the C locale (strtod is not).
+    std::from_chars(t_.data() + start, t_.data() + pos_, v->num);
     return true;
   }
 

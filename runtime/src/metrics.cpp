@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -51,9 +52,11 @@ JsonLine& JsonLine::add(const std::string& k, double v) {
   } else if (std::isinf(v)) {
     body_ += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
   } else {
-    char b[40];
-    std::snprintf(b, sizeof(b), "%.9g", v);  // enough digits to round-trip a float loss
-    body_ += b;
+    // Shortest text that reads back to the same double (std::to_chars), independent of the C
+    // locale (printf would write "3,5" under a German LC_NUMERIC, which a Qt app may set).
+    char b[64];
+    auto r = std::to_chars(b, b + sizeof(b), v);
+    body_.append(b, r.ptr);
   }
   return *this;
 }
@@ -94,9 +97,9 @@ MetricsWriter::~MetricsWriter() {
   close();
 }
 
-bool MetricsWriter::open(const std::string& path, std::string* error) {
+bool MetricsWriter::open(const std::string& path, std::string* error, bool append) {
   close();
-  file_ = std::fopen(path.c_str(), "w");
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) {
     *error = path + ": cannot open for writing: " + std::strerror(errno);
     return false;

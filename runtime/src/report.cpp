@@ -67,6 +67,12 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
     }
     const std::string type = v.string_or("type", "");
     if (type == "start") {
+      ++s.runs;
+      const double resumed = v.number_or("resumed_from_step", -1);
+      if (resumed >= 0)  // steps after the checkpoint were redone by this run
+        std::erase_if(steps, [&](const Step& st) { return double(st.step) > resumed; });
+      s.status = "missing";
+      s.reason.clear();
       s.model = v.string_or("model", "");
       s.world = int(v.number_or("world", 0));
       s.dp = int(v.number_or("dp", 0));
@@ -251,6 +257,7 @@ std::string report_to_text(const Report& rep) {
   std::ostringstream os;
   os << "run: " << (s.model.empty() ? "(model unknown)" : s.model);
   if (s.world > 0) os << ", world " << s.world << " (dp " << s.dp << ")";
+  if (s.runs > 1) os << ", " << s.runs << " runs (resumed " << s.runs - 1 << "x)";
   os << ", status " << s.status << (s.reason.empty() ? "" : " (" + s.reason + ")") << "\n";
   os << "steps: " << s.steps;
   if (s.steps > 0) os << " (" << s.first_step << ".." << s.last_step << ")";
@@ -289,6 +296,7 @@ std::string report_to_json(const Report& rep) {
   sj.add("model", s.model)
       .add("world", s.world)
       .add("dp", s.dp)
+      .add("runs", s.runs)
       .add("steps", s.steps)
       .add("first_step", s.first_step)
       .add("last_step", s.last_step)

@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <clocale>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -43,12 +45,20 @@ TEST(JsonLine, EscapesAndNonFinite) {
   EXPECT_EQ(v.number_or("i", 0), -3);
 }
 
-TEST(JsonLine, LossRoundTripsAsFloat) {
-  // %.9g keeps every float bit: a float loss printed and read back is the same float.
-  const float loss = 3.14159274f;
-  JsonLine j;
-  j.add("loss", double(loss));
-  EXPECT_EQ(float(parse_or_fail(j.str()).number_or("loss", 0)), loss);
+TEST(JsonLine, NumbersRoundTripExactlyWhateverTheLocale) {
+  // Expectation: a double loss written and read back is the same double, bit for bit, so runs can
+  // be compared from their metrics files; a comma-decimal LC_NUMERIC changes nothing.
+  const char* old = std::setlocale(LC_NUMERIC, nullptr);
+  const std::string saved = old ? old : "C";
+  const bool have_de = std::setlocale(LC_NUMERIC, "de_DE.UTF-8") != nullptr;
+  for (double loss : {3.4337662895295518, 0.1, 1e-300, 5.0, -2.5e17, 3.14159274f + 0.0}) {
+    JsonLine j;
+    j.add("loss", loss);
+    EXPECT_EQ(j.str().find(','), std::string::npos) << j.str();
+    EXPECT_EQ(parse_or_fail(j.str()).number_or("loss", 0), loss) << j.str();
+  }
+  std::setlocale(LC_NUMERIC, saved.c_str());
+  if (!have_de) std::printf("note: de_DE.UTF-8 locale not installed; checked in the C locale\n");
 }
 
 TEST(MetricsWriter, EveryLineIsJsonWithTheFields) {
@@ -109,6 +119,31 @@ TEST(MetricsWriter, SummaryWrittenEvenWhenTheTrainerForgets) {
   auto v = parse_or_fail(lines[1]);
   EXPECT_EQ(v.string_or("type", ""), "summary");
   EXPECT_EQ(v.string_or("status", ""), "aborted");
+  fs::remove(p);
+}
+
+TEST(MetricsWriter, AppendKeepsTheEarlierRun) {
+  const fs::path p = fs::temp_directory_path() / ("capplan_rt_metrics_append_" + std::to_string(::getpid()) + ".jsonl");
+  std::string err;
+  {
+    MetricsWriter w;
+    ASSERT_TRUE(w.open(p.string(), &err));
+    w.write_step(StepRecord{});
+    w.write_summary(SummaryRecord{});
+  }
+  {
+    MetricsWriter w;
+    ASSERT_TRUE(w.open(p.string(), &err, /*append=*/true));
+    w.write_step(StepRecord{});
+    w.write_summary(SummaryRecord{});
+  }
+  EXPECT_EQ(read_lines(p).size(), 4u);
+  {
+    MetricsWriter w;
+    ASSERT_TRUE(w.open(p.string(), &err));  // a fresh run truncates
+    w.write_summary(SummaryRecord{});
+  }
+  EXPECT_EQ(read_lines(p).size(), 1u);
   fs::remove(p);
 }
 

@@ -125,6 +125,27 @@ TEST(Report, FailedOrKilledRun) {
   EXPECT_EQ(killed.summary.status, "missing");
 }
 
+TEST(Report, ResumedRunAppendedToTheSameFile) {
+  // Expectation: run 1 recorded steps 1..15 and was killed (no summary); run 2 resumed from the
+  // step-10 checkpoint and recorded 11..20 with summary ok. The report sees steps 1..20 once each,
+  // 2 runs, status ok, and no RunFailed finding.
+  auto first = run_lines(15, decreasing, {}, 0.9, "");
+  auto second = run_lines(20, decreasing, {}, 0.9, "ok");
+  second[0] = JsonLine().add("type", "start").add("model", "gpt-tiny").add("world", 2)
+                  .add("dp", 2).add("resumed_from_step", 10).str();
+  std::vector<std::string> lines = first;
+  lines.push_back(second[0]);
+  for (size_t i = 1 + 2 * 10; i < second.size(); ++i) lines.push_back(second[i]);  // steps 11..20
+  Report r = analyze(lines);
+  EXPECT_EQ(r.summary.runs, 2);
+  EXPECT_EQ(r.summary.steps, 20);
+  EXPECT_EQ(r.summary.first_step, 1);
+  EXPECT_EQ(r.summary.last_step, 20);
+  EXPECT_EQ(r.summary.status, "ok");
+  EXPECT_TRUE(r.findings.empty()) << report_to_text(r);
+  EXPECT_NE(report_to_text(r).find("2 runs (resumed 1x)"), std::string::npos) << report_to_text(r);
+}
+
 TEST(Report, FileTextJsonAndBadLines) {
   const fs::path p = fs::temp_directory_path() / ("capplan_rt_report_" + std::to_string(::getpid()) + ".jsonl");
   {

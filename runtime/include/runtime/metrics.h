@@ -81,7 +81,9 @@ class MetricsWriter {
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
 
-  bool open(const std::string& path, std::string* error);  // truncates; append = false
+  // Truncates the file, or with `append` (a resumed run) adds to it: the report then takes each
+  // step from the newest run that recorded it.
+  bool open(const std::string& path, std::string* error, bool append = false);
   bool is_open() const { return file_ != nullptr; }
   void write_start(const StartRecord& r);
   void write_step(const StepRecord& r);

@@ -23,6 +23,7 @@ struct Finding {
 struct RunSummary {
   std::string model;
   int world = 0, dp = 0;
+  int runs = 0;                  // start records: 1 + the number of resumes appended to the file
   int64_t steps = 0;             // step records read
   int64_t first_step = 0, last_step = 0;
   double loss_first = 0, loss_last = 0, loss_min = 0;
@@ -55,7 +56,9 @@ struct ReportRules {
   int64_t min_steps_for_loss_rule = 10;
 };
 
-// Parses the file; lines that are not JSON objects are diagnostics with their line number (the
+// A file may hold several runs (a run resumed with the metrics file opened for append): a start
+// record with resumed_from_step = k drops the steps after k recorded before it, and only the
+// summary after the last start counts. Parses the file; lines that are not JSON objects are diagnostics with their line number (the
 // report still uses the good lines). An unreadable file is an error with no value.
 Loaded<Report> report_analyze_file(const std::string& path, const ReportRules& rules = {});
 Report report_analyze_lines(const std::vector<std::string>& lines, const ReportRules& rules,
