@@ -368,7 +368,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     if (s == pp - 1) working += mt.head_act_bytes;
     if (ly.offload) {
       // Only the micro-batch being computed and the one being prefetched stay on the GPU.
-      const double kept_mb = vp * kept_per_chunk;
+      const double kept_mb = mb_inflight > 0 ? kept / mb_inflight : 0.0;
       const double off_s = kept_mb / c.pcie_Bps;
       if (s == crit_s || k == 0) {
         const double exposed = std::max(0.0, off_s - crit.fwd) + std::max(0.0, off_s - crit.bwd);

@@ -1,0 +1,306 @@
+// The cost model term by term on hand-derivable cases: memory of a tiny model, ZeRO sharding,
+// recompute, pipeline bubbles, ring all-reduce over NVLink and across nodes, placement, and the
+// agreement of step_costs() with estimate().
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "model_fixtures.h"
+#include "planner/cost_model.h"
+
+namespace capplan {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+void report(const char* what, double expected, double actual) {
+  std::printf("Expectation: %s = %.9g  Actual: %.9g\n", what, expected, actual);
+}
+
+Layout layout(int dp, int tp, int pp, int mbs) {
+  Layout l;
+  l.dp = dp;
+  l.tp = tp;
+  l.pp = pp;
+  l.mbs = mbs;
+  return l;
+}
+
+// Tiny model parameters, counted by hand: a block has 4h^2 + 8h^2 matrices, 9h biases and two
+// LayerNorms (4h): 49984 for h = 64; embedding 1000*64 + positions 32*64 = 66048; final norm 128.
+constexpr double kTinyParams = 2 * 49984 + 66048 + 128;
+
+TEST(CostModel, MemoryOfTinyModelCountedByHand) {
+  const Scenario sc = test::scenario(test::tiny_model(), 1, 2);
+  const Estimate e = estimate(sc, layout(1, 1, 1, 2));
+  ASSERT_TRUE(e.reason.empty()) << e.reason;
+  const MemoryBytes& m = e.memory_per_gpu_bytes;
+  // Mixed-precision Adam: 2 B weights, 2 B gradients, 12 B optimizer state per parameter.
+  report("weights", 2 * kTinyParams, m.weights);
+  EXPECT_DOUBLE_EQ(m.weights, 2 * kTinyParams);
+  EXPECT_DOUBLE_EQ(m.gradients, 2 * kTinyParams);
+  EXPECT_DOUBLE_EQ(m.optimizer, 12 * kTinyParams);
+  // Activations, one micro-batch of b = 2 in flight: per layer s b h (34 + 5 a s / h) =
+  // 4096 * 44 = 180224 B, two layers; the embedding's dropout mask s b h = 4096 B; the fp32 logits
+  // 4 s b V = 256000 B while the loss is back-propagated.
+  const double act = 2 * 180224.0 + 4096 + 256000;
+  report("activations", act, m.activations);
+  EXPECT_DOUBLE_EQ(m.activations, act);
+  // Buffers: 1 GiB fixed reservation + 5 % allocator margin of the rest.
+  const double rest = 16 * kTinyParams + act;
+  EXPECT_DOUBLE_EQ(m.buffers, kGiB + 0.05 * rest);
+  EXPECT_DOUBLE_EQ(m.total, rest + m.buffers);
+  EXPECT_DOUBLE_EQ(m.capacity, 80 * kGiB);
+  EXPECT_TRUE(e.fits);
+}
+
+TEST(CostModel, FullRecomputeKeepsOnlyLayerInputs) {
+  const Scenario sc = test::scenario(test::tiny_model(), 1, 2);
+  Layout l = layout(1, 1, 1, 2);
+  l.recompute = Recompute::Full;
+  const Estimate e = estimate(sc, l);
+  // Kept: 2 s b h per layer (Korthikanti Sec 4.3) = 8192 B x 2, embedding mask 4096; working set:
+  // one layer's full activations 180224 while it is recomputed, plus the logits 256000.
+  const double act = 2 * 8192.0 + 4096 + 180224 + 256000;
+  report("activations with full recompute", act, e.memory_per_gpu_bytes.activations);
+  EXPECT_DOUBLE_EQ(e.memory_per_gpu_bytes.activations, act);
+  EXPECT_GT(e.breakdown_s.recompute, 0);
+  EXPECT_GT(e.hardware_tflops_per_gpu, e.model_tflops_per_gpu);
+}
+
+TEST(CostModel, ZeroStagesShardOverDataParallelGroup) {
+  const Scenario sc = test::scenario(test::tiny_model(), 4, 8);
+  for (int z = 0; z <= 3; ++z) {
+    Layout l = layout(4, 1, 1, 2);
+    l.zero = z;
+    const Estimate e = estimate(sc, l);
+    ASSERT_TRUE(e.reason.empty()) << e.reason;
+    const MemoryBytes& m = e.memory_per_gpu_bytes;
+    std::printf("Expectation: zero %d shards optimizer%s%s by 4\n", z, z >= 2 ? ", gradients" : "",
+                z >= 3 ? ", weights" : "");
+    EXPECT_DOUBLE_EQ(m.optimizer, 12 * kTinyParams / (z >= 1 ? 4 : 1));
+    EXPECT_DOUBLE_EQ(m.gradients, 2 * kTinyParams / (z >= 2 ? 4 : 1));
+    EXPECT_DOUBLE_EQ(m.weights, 2 * kTinyParams / (z >= 3 ? 4 : 1));
+  }
+}
+
+double pipeline_time(const Estimate& e) {
+  const TimeBreakdown& b = e.breakdown_s;
+  return b.compute + b.recompute + b.tp_comm + b.pp_comm + b.bubble;
+}
+
+TEST(CostModel, BubbleFractionOneFOneBAndGPipe) {
+  // p = 4, m = 8: bubble / pipeline time = (p-1)/(m+p-1) = 3/11 (Narayanan et al. 2021 Sec 2.2.1).
+  const Scenario sc = test::scenario(test::tiny_model(8), 4, 8);
+  for (Schedule s : {Schedule::OneFOneB, Schedule::GPipe}) {
+    Layout l = layout(1, 1, 4, 1);
+    l.schedule = s;
+    const Estimate e = estimate(sc, l);
+    ASSERT_TRUE(e.reason.empty()) << e.reason;
+    EXPECT_EQ(e.num_microbatches, 8);
+    const double frac = e.breakdown_s.bubble / pipeline_time(e);
+    report("bubble fraction p=4 m=8", 3.0 / 11.0, frac);
+    EXPECT_NEAR(frac, 3.0 / 11.0, 1e-12);
+  }
+}
+
+TEST(CostModel, BubbleFractionInterleavedDividesByVp) {
+  // p = 4, m = 8, vp = 2: the fill shrinks to (p-1)/vp slots: (3/2)/(8 + 3/2) = 3/19.
+  const Scenario sc = test::scenario(test::tiny_model(8), 4, 8);
+  Layout l = layout(1, 1, 4, 1);
+  l.schedule = Schedule::Interleaved;
+  l.vp = 2;
+  const Estimate e = estimate(sc, l);
+  ASSERT_TRUE(e.reason.empty()) << e.reason;
+  const double frac = e.breakdown_s.bubble / pipeline_time(e);
+  report("bubble fraction p=4 m=8 vp=2", 3.0 / 19.0, frac);
+  EXPECT_NEAR(frac, 3.0 / 19.0, 1e-12);
+}
+
+TEST(CostModel, GPipeHoldsAllMicrobatchesOneFOneBOnlyP) {
+  const Scenario sc = test::scenario(test::tiny_model(8), 4, 16);
+  Layout a = layout(1, 1, 4, 1);
+  Layout b = a;
+  b.schedule = Schedule::GPipe;
+  const double act_1f1b = estimate(sc, a).memory_per_gpu_bytes.activations;
+  const double act_gpipe = estimate(sc, b).memory_per_gpu_bytes.activations;
+  // Per micro-batch (b = 1) a layer keeps s b h (34 + 5 a s / h) = 2048 * 44 = 90112 B; each
+  // stage has 2 layers. 1F1B: stage 0 peaks with p = 4 micro-batches (+ its embedding mask of
+  // 2048 B each). GPipe: every stage holds all m = 16; the last one also the fp32 logits
+  // 4 s b V = 128000 B, so it peaks.
+  const double layers_mb = 2 * 90112.0;
+  report("1F1B peak activations (stage 0)", 4 * (layers_mb + 2048), act_1f1b);
+  report("GPipe peak activations (last stage)", 16 * layers_mb + 128000, act_gpipe);
+  EXPECT_DOUBLE_EQ(act_1f1b, 4 * (layers_mb + 2048));
+  EXPECT_DOUBLE_EQ(act_gpipe, 16 * layers_mb + 128000);
+}
+
+// Cluster with exact link figures: efficiency 1, fixed latencies.
+Scenario exact_links(int gpus, int64_t gbs) {
+  Scenario sc = test::scenario(test::tiny_model(), gpus, gbs);
+  sc.cluster.efficiency.intra_node = 1.0;
+  sc.cluster.efficiency.inter_node = 1.0;
+  sc.cluster.intra_node_latency_us = 10;
+  sc.cluster.inter_node_latency_us = 20;
+  return sc;
+}
+
+TEST(CostModel, RingAllReduceInsideANode) {
+  // dp = 8 on one node: 2(n-1)/n * S / B + 2(n-1) * latency, B = 300 GB/s, S = 2 B per parameter.
+  const Scenario sc = exact_links(8, 8);
+  const StepCosts c = step_costs(sc, layout(8, 1, 1, 1));
+  const double S = 2 * kTinyParams;
+  const double expected = 2.0 * 7 / 8 * S / 300e9 + 2 * 7 * 10e-6;
+  report("ring all-reduce, 8 GPUs, NVLink", expected, c.dp_comm_s);
+  EXPECT_DOUBLE_EQ(c.dp_bytes, S);
+  EXPECT_NEAR(c.dp_comm_s, expected, expected * 1e-12);
+}
+
+TEST(CostModel, HierarchicalAllReduceAcrossNodes) {
+  // dp = 16 over 2 nodes of 8: the ring is limited by the NIC, 100 Gb/s = 12.5 GB/s per node
+  // shared by one group of 8 (8/8 of it); latency: 7 steps inside each node, 1 between nodes, x2.
+  const Scenario sc = exact_links(16, 16);
+  const StepCosts c = step_costs(sc, layout(16, 1, 1, 1));
+  const double S = 2 * kTinyParams;
+  const double expected = 2.0 * 15 / 16 * S / 12.5e9 + 2 * (7 * 10e-6 + 1 * 20e-6);
+  report("hierarchical all-reduce, 2 x 8 GPUs", expected, c.dp_comm_s);
+  EXPECT_NEAR(c.dp_comm_s, expected, expected * 1e-12);
+}
+
+TEST(CostModel, PlacementOrderDecidesWhichLinksTensorParallelCrosses) {
+  // tp = 8, dp = 2 on 2 nodes: "DPT" packs each TP group in a node; "TDP" spreads it over both.
+  ModelSpec m = test::tiny_model();
+  m.hidden = 1024;  // large enough for bandwidth, not latency, to dominate
+  m.heads = 8;
+  m.seq_len = 512;
+  Scenario sc = test::scenario(m, 16, 16);
+  Layout inside = layout(2, 8, 1, 1);
+  Layout across = inside;
+  across.order = "TDP";
+  const Estimate a = estimate(sc, inside);
+  const Estimate b = estimate(sc, across);
+  ASSERT_TRUE(a.reason.empty()) << a.reason;
+  std::printf("Expectation: TP over NVLink (%.3g s) faster than across nodes (%.3g s)\n",
+              a.breakdown_s.tp_comm, b.breakdown_s.tp_comm);
+  EXPECT_LT(a.breakdown_s.tp_comm * 5, b.breakdown_s.tp_comm);
+  EXPECT_DOUBLE_EQ(a.breakdown_s.compute, b.breakdown_s.compute);
+}
+
+TEST(CostModel, StepCostsAgreeWithEstimate) {
+  const Scenario sc = test::scenario(test::tiny_model(8), 8, 32);
+  Layout l = layout(2, 2, 2, 2);
+  l.recompute = Recompute::Selective;
+  l.sp = true;
+  const Estimate e = estimate(sc, l);
+  ASSERT_TRUE(e.reason.empty()) << e.reason;
+  const StepCosts c = step_costs(sc, l);
+  ASSERT_EQ(c.chunks.size(), 2u);
+  // m = 32 / (2 * 2) = 8 micro-batches; the stage with the longest micro-batch sets the pace
+  // and the step's compute is m times its compute.
+  const ChunkCosts* pace = nullptr;
+  double pace_total = -1;
+  int layers = 0;
+  for (const ChunkCosts& ch : c.chunks) {
+    const double total = ch.forward_s + ch.backward_input_s + ch.backward_weight_s + ch.recompute_s +
+                         ch.tp_comm_forward_s + ch.tp_comm_backward_s;
+    if (total > pace_total) {
+      pace_total = total;
+      pace = &ch;
+    }
+    layers += ch.num_layers;
+  }
+  EXPECT_EQ(layers, 8);
+  EXPECT_TRUE(c.chunks.front().has_embedding);
+  EXPECT_TRUE(c.chunks.back().has_head);
+  const double compute = pace->forward_s + pace->backward_input_s + pace->backward_weight_s;
+  report("step compute = m x pacing chunk compute", 8 * compute, e.breakdown_s.compute);
+  EXPECT_NEAR(e.breakdown_s.compute, 8 * compute, 1e-12 * e.breakdown_s.compute);
+  EXPECT_NEAR(e.breakdown_s.recompute, 8 * pace->recompute_s, 1e-12 * e.breakdown_s.compute);
+  EXPECT_NEAR(e.breakdown_s.tp_comm, 8 * (pace->tp_comm_forward_s + pace->tp_comm_backward_s),
+              1e-12 * e.breakdown_s.compute);
+  EXPECT_NEAR(e.breakdown_s.pp_comm, 8 * 2 * c.p2p_s, 1e-15);
+  EXPECT_GT(c.p2p_s, 0);
+  EXPECT_DOUBLE_EQ(c.weights_bytes, e.memory_per_gpu_bytes.weights);
+}
+
+TEST(CostModel, UnevenLayersGoToMiddleChunks) {
+  const Scenario sc = test::scenario(test::tiny_model(10), 4, 4);
+  const StepCosts c = step_costs(sc, layout(1, 1, 4, 1));
+  ASSERT_EQ(c.chunks.size(), 4u);
+  // 10 layers over 4 stages: 2 each plus 2 remainders on stages 1 and 2.
+  EXPECT_EQ(c.chunks[0].num_layers, 2);
+  EXPECT_EQ(c.chunks[1].num_layers, 3);
+  EXPECT_EQ(c.chunks[2].num_layers, 3);
+  EXPECT_EQ(c.chunks[3].num_layers, 2);
+  EXPECT_EQ(c.chunks[3].first_layer, 8);
+}
+
+TEST(CostModel, CheckLayoutNamesTheViolatedConstraint) {
+  const Scenario sc = test::scenario(test::tiny_model(), 8, 16);
+  auto msg = [&](Layout l) { return check_layout(sc, l).value_or(""); };
+  EXPECT_NE(msg(layout(1, 8, 1, 1)).find("must divide heads"), std::string::npos);
+  EXPECT_NE(msg(layout(2, 2, 1, 1)).find("must equal the GPU count 8"), std::string::npos);
+  EXPECT_NE(msg(layout(8, 1, 1, 3)).find("divisible by dp*mbs"), std::string::npos);
+  const Scenario deep = test::scenario(test::tiny_model(8), 8, 16);
+  Layout vp = layout(4, 1, 2, 1);
+  vp.vp = 2;
+  EXPECT_NE(check_layout(deep, vp).value_or("").find("needs schedule interleaved"), std::string::npos);
+  vp.vp = 5;
+  vp.schedule = Schedule::Interleaved;
+  EXPECT_NE(check_layout(deep, vp).value_or("").find("must be <= layers"), std::string::npos);
+  Layout z = layout(4, 1, 2, 1);
+  z.zero = 2;
+  EXPECT_NE(msg(z).find("pp = 1"), std::string::npos);
+  Layout o = layout(8, 1, 1, 1);
+  o.order = "DDT";
+  EXPECT_NE(msg(o).find("permutation"), std::string::npos);
+  EXPECT_FALSE(check_layout(sc, layout(8, 1, 1, 2)).has_value());
+  const Estimate bad = estimate(sc, layout(2, 2, 1, 1));
+  EXPECT_FALSE(bad.fits);
+  EXPECT_FALSE(bad.reason.empty());
+}
+
+TEST(CostModel, TooSmallGpuDoesNotFitButStillGetsATime) {
+  const Scenario sc = test::scenario(test::tiny_model(), 1, 2, /*memory_gib=*/0.5);
+  const Estimate e = estimate(sc, layout(1, 1, 1, 2));
+  EXPECT_FALSE(e.fits);
+  EXPECT_NE(e.reason.find("GiB"), std::string::npos) << e.reason;
+  EXPECT_GT(e.step_time_s, 0);
+}
+
+TEST(CostModel, CostIsNanWithoutPriceAndScalesWithNodes) {
+  Scenario sc = test::scenario(test::tiny_model(), 8, 8);
+  sc.training.tokens = 1e9;
+  const Estimate e = estimate(sc, layout(8, 1, 1, 1));
+  EXPECT_TRUE(std::isnan(e.cost_usd));
+  EXPECT_FALSE(e.tokens_defaulted);
+  EXPECT_NEAR(e.days_to_train, 1e9 / e.tokens_per_s / 86400, 1e-9);
+  sc.cluster.price_per_node_hour_usd = 10;
+  const Estimate p = estimate(sc, layout(8, 1, 1, 1));
+  // 1 node x 10 $/h x hours.
+  EXPECT_NEAR(p.cost_usd, 10 * p.days_to_train * 24, 1e-6);
+  sc.training.tokens = 0;
+  const Estimate d = estimate(sc, layout(8, 1, 1, 1));
+  EXPECT_TRUE(d.tokens_defaulted);
+  EXPECT_DOUBLE_EQ(d.tokens, 20 * kTinyParams);
+}
+
+TEST(CostModel, OffloadKeepsTwoMicrobatchesOnTheGpu) {
+  Scenario sc = test::scenario(test::tiny_model(8), 4, 16);
+  Layout l = layout(1, 1, 4, 1);
+  const double plain = estimate(sc, l).memory_per_gpu_bytes.activations;
+  l.offload = true;
+  const Estimate off = estimate(sc, l);
+  // Stage 0 keeps 2 of its 4 in-flight micro-batches.
+  report("offloaded stage-0 activations", plain / 2, off.memory_per_gpu_bytes.activations);
+  EXPECT_DOUBLE_EQ(off.memory_per_gpu_bytes.activations, plain / 2);
+  // Host memory too small for what is offloaded: does not fit, and says why.
+  sc.cluster.host_memory_gib = 1e-6;
+  const Estimate host = estimate(sc, l);
+  EXPECT_FALSE(host.fits);
+  EXPECT_NE(host.reason.find("host memory"), std::string::npos) << host.reason;
+}
+
+}  // namespace
+}  // namespace capplan

@@ -1,0 +1,135 @@
+// Exhaustive search: every candidate valid and fitting, ranked by the objective, the same ranking
+// with 1 and 2 threads, pins respected, cancel returns the best so far, Pareto front undominated.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+
+#include "model_fixtures.h"
+#include "planner/search.h"
+
+namespace capplan {
+namespace {
+
+Scenario searchable() {
+  ModelSpec m = test::tiny_model(8);
+  m.hidden = 256;
+  m.heads = 8;
+  m.seq_len = 256;
+  Scenario sc = test::scenario(m, 16, 64);
+  sc.gpus = 0;
+  sc.nodes = 2;
+  sc.training.tokens = 1e9;
+  return sc;
+}
+
+std::string describe(const Estimate& e) {
+  const Layout& l = e.layout;
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "dp%d tp%d pp%d vp%d mbs%d z%d %s off%d sp%d %s %s %.9g", l.dp, l.tp,
+                l.pp, l.vp, l.mbs, l.zero, to_string(l.recompute), l.offload, l.sp, l.order.c_str(),
+                to_string(l.schedule), e.step_time_s);
+  return buf;
+}
+
+TEST(Search, CandidatesAreValidFittingAndRanked) {
+  const Scenario sc = searchable();
+  SearchOptions o;
+  o.top = 20;
+  const SearchResult r = search(sc, o);
+  std::printf("evaluated %lld layouts in %.4f s\n", (long long)r.evaluated, r.search_time_s);
+  ASSERT_EQ(r.candidates.size(), 20u);
+  EXPECT_GT(r.evaluated, 1000);
+  EXPECT_FALSE(r.cancelled);
+  for (size_t i = 0; i < r.candidates.size(); ++i) {
+    const Estimate& e = r.candidates[i];
+    EXPECT_TRUE(e.fits) << describe(e);
+    EXPECT_FALSE(check_layout(sc, e.layout).has_value()) << describe(e);
+    EXPECT_EQ(e.gpus, 16);
+    // The candidate is exactly what estimate() says of its layout.
+    EXPECT_DOUBLE_EQ(estimate(sc, e.layout).step_time_s, e.step_time_s);
+    if (i > 0) {
+      EXPECT_LE(r.candidates[i - 1].days_to_train, e.days_to_train);
+    }
+  }
+  std::printf("best: %s\n", describe(r.candidates.front()).c_str());
+}
+
+TEST(Search, SameRankingWithOneAndTwoThreads) {
+  const Scenario sc = searchable();
+  SearchOptions o;
+  o.top = 30;
+  o.threads = 1;
+  const SearchResult a = search(sc, o);
+  o.threads = 2;
+  const SearchResult b = search(sc, o);
+  ASSERT_EQ(a.candidates.size(), b.candidates.size());
+  EXPECT_EQ(a.evaluated, b.evaluated);
+  for (size_t i = 0; i < a.candidates.size(); ++i)
+    EXPECT_EQ(describe(a.candidates[i]), describe(b.candidates[i])) << "rank " << i;
+}
+
+TEST(Search, PinsAreRespected) {
+  const Scenario sc = searchable();
+  SearchOptions o;
+  o.pins.tp = 2;
+  o.pins.pp = 2;
+  o.pins.recompute = Recompute::Full;
+  const SearchResult r = search(sc, o);
+  ASSERT_FALSE(r.candidates.empty());
+  for (const Estimate& e : r.candidates) {
+    EXPECT_EQ(e.layout.tp, 2);
+    EXPECT_EQ(e.layout.pp, 2);
+    EXPECT_EQ(e.layout.dp, 4);
+    EXPECT_EQ(e.layout.recompute, Recompute::Full);
+  }
+}
+
+TEST(Search, CancelReturnsBestSoFarMarkedCancelled) {
+  const Scenario sc = searchable();
+  SearchOptions o;
+  o.threads = 1;
+  std::atomic<int> calls{0};
+  const SearchResult r = search(sc, o, [&](int64_t done, int64_t total) {
+    EXPECT_LE(done, total);
+    return ++calls < 2;  // cancel at the second report
+  });
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_EQ(calls.load(), 2);
+  const SearchResult full = search(sc, o);
+  EXPECT_LT(r.evaluated, full.evaluated);
+  for (const Estimate& e : r.candidates) EXPECT_TRUE(e.fits);
+}
+
+TEST(Search, ParetoFrontOverNodeCountsIsUndominated) {
+  Scenario sc = searchable();
+  sc.cluster.price_per_node_hour_usd = 30;
+  SearchOptions o;
+  o.nodes_min = 1;
+  o.nodes_max = 4;
+  o.top = 5;
+  const SearchResult r = search(sc, o);
+  ASSERT_FALSE(r.pareto.empty());
+  for (const Estimate& a : r.pareto) {
+    for (const Estimate& b : r.pareto) {
+      const bool dominates = b.days_to_train <= a.days_to_train && b.cost_usd <= a.cost_usd &&
+                             (b.days_to_train < a.days_to_train || b.cost_usd < a.cost_usd);
+      EXPECT_FALSE(dominates) << b.nodes << " nodes dominates " << a.nodes;
+    }
+  }
+  // Cheapest-time objective ranks by dollars.
+  o.objective = Objective::Cost;
+  const SearchResult c = search(sc, o);
+  for (size_t i = 1; i < c.candidates.size(); ++i)
+    EXPECT_LE(c.candidates[i - 1].cost_usd, c.candidates[i].cost_usd);
+}
+
+TEST(Search, ObjectiveNamesRoundTrip) {
+  for (Objective v : {Objective::Time, Objective::Cost, Objective::Throughput})
+    EXPECT_EQ(parse_objective(to_string(v)), v);
+  EXPECT_FALSE(parse_objective("fastest").has_value());
+}
+
+}  // namespace
+}  // namespace capplan

@@ -1,0 +1,129 @@
+// Validation against published runs: the calibration set meets the accuracy target (MAPE <= 5 %,
+// no run worse than 10 %), and bad runs files are reported with file, line, column and reason.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+
+#include "planner/validate.h"
+
+namespace capplan {
+namespace {
+
+const std::string kData = std::string(CAPPLAN_SOURCE_DIR) + "/tests/data/";
+
+TEST(Validate, CalibrationRunsMeetTheAccuracyTarget) {
+  const Loaded<ValidationReport> r = validate_file(kData + "calibration-runs.yaml");
+  ASSERT_TRUE(r.ok()) << r.diagnostics.to_string();
+  const ValidationReport& rep = *r.value;
+  std::printf("%s", format_validation_report(rep).c_str());
+  // Narayanan et al. 2021 Tables 1-2 (PTD-P), Korthikanti et al. 2022, the Megatron-LM README run.
+  EXPECT_GE(rep.calibration.runs, 25);
+  std::printf("Expectation: calibration MAPE <= 5 %%, max <= 10 %%  Actual: %.2f %%, %.2f %% (%s)\n",
+              rep.calibration.mape_pct, rep.calibration.max_abs_pct, rep.calibration.worst_id.c_str());
+  EXPECT_LE(rep.calibration.mape_pct, 5.0);
+  EXPECT_LE(rep.calibration.max_abs_pct, 10.0);
+  EXPECT_GE(rep.held_out.runs, 10);
+  for (const ValidationResult& v : rep.results) {
+    EXPECT_TRUE(std::isfinite(v.predicted)) << v.run.id;
+    EXPECT_GT(v.predicted, 0) << v.run.id;
+    if (v.run.calibration) {
+      EXPECT_TRUE(v.estimate.fits) << v.run.id << ": " << v.estimate.reason;
+    }
+  }
+}
+
+TEST(Validate, PredictsInTheConventionOfTheMeasurement) {
+  const std::string text = R"(runs:
+  - id: time
+    model: {name: m, layers: 4, hidden: 256, heads: 8, vocab: 1000, seq_len: 128}
+    cluster: dgx-a100-80gb
+    gbs: 8
+    layout: {dp: 8, tp: 1, pp: 1, mbs: 1}
+    measured: {iteration_time_s: 0.01}
+  - id: hw-flops
+    model: {name: m, layers: 4, hidden: 256, heads: 8, vocab: 1000, seq_len: 128}
+    cluster: dgx-a100-80gb
+    gbs: 8
+    layout: {dp: 8, tp: 1, pp: 1, mbs: 1, recompute: full}
+    measured: {tflops_per_gpu: 100, tflops_includes_recompute: true}
+  - id: samples
+    calibration: false
+    model: {name: m, layers: 4, hidden: 256, heads: 8, vocab: 1000, seq_len: 128}
+    cluster: dgx-a100-80gb
+    gbs: 8
+    layout: {dp: 8, tp: 1, pp: 1, mbs: 1}
+    measured: {samples_per_s: 1000}
+)";
+  const Loaded<std::vector<ValidationRun>> runs = parse_validation_yaml(text, "inline.yaml");
+  ASSERT_TRUE(runs.ok()) << runs.diagnostics.to_string();
+  ASSERT_EQ(runs.value->size(), 3u);
+  const ValidationReport rep = validate_runs(*runs.value, "inline.yaml");
+  EXPECT_EQ(rep.results[0].run.measure, Measure::IterationTime);
+  EXPECT_DOUBLE_EQ(rep.results[0].predicted, rep.results[0].estimate.step_time_s);
+  EXPECT_EQ(rep.results[1].run.measure, Measure::HardwareTflops);
+  EXPECT_DOUBLE_EQ(rep.results[1].predicted, rep.results[1].estimate.hardware_tflops_per_gpu);
+  EXPECT_EQ(rep.results[2].run.measure, Measure::SamplesPerS);
+  EXPECT_DOUBLE_EQ(rep.results[2].predicted, rep.results[2].estimate.samples_per_s);
+  EXPECT_EQ(rep.results[0].run.scenario.nodes, 1);
+  EXPECT_EQ(rep.calibration.runs, 2);
+  EXPECT_EQ(rep.held_out.runs, 1);
+  const double e0 = std::fabs(rep.results[0].error_pct), e1 = std::fabs(rep.results[1].error_pct);
+  EXPECT_NEAR(rep.calibration.mape_pct, (e0 + e1) / 2, 1e-9);
+  EXPECT_NEAR(rep.calibration.max_abs_pct, std::max(e0, e1), 1e-12);
+}
+
+struct BadCase {  // one file per mistake under tests/data/bad/, where the error is, what it says
+  const char* file;
+  int line;
+  const char* needle;
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << c.file; }
+
+class ValidateBadInput : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ValidateBadInput, NamesFileLineAndReason) {
+  const BadCase c = GetParam();
+  const std::string path = kData + "bad/" + c.file;
+  const Loaded<ValidationReport> r = validate_file(path);
+  EXPECT_FALSE(r.ok());
+  const std::string text = r.diagnostics.to_string();
+  std::printf("%s", text.c_str());
+  EXPECT_NE(text.find(path + ":" + std::to_string(c.line) + ":"), std::string::npos) << text;
+  EXPECT_NE(text.find(c.needle), std::string::npos) << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, ValidateBadInput,
+    ::testing::Values(BadCase{"validate-missing-measured.yaml", 2, "measured"},
+                      BadCase{"validate-unknown-layout-key.yaml", 6, "ppp"},
+                      BadCase{"validate-invalid-layout.yaml", 6, "tp = 5 must divide heads = 96"},
+                      BadCase{"validate-tflops-without-convention.yaml", 7, "tflops_includes_recompute"}),
+    [](const ::testing::TestParamInfo<BadCase>& info) {
+      std::string name;
+      for (const char* p = info.param.file; *p && *p != '.'; ++p)
+        name += (std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_');
+      return name;
+    });
+
+TEST(Validate, MissingFileAndUnknownPresetAreDiagnosed) {
+  const Loaded<ValidationReport> r = validate_file(kData + "no-such-file.yaml");
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.diagnostics.to_string().find("no-such-file.yaml"), std::string::npos);
+  const Loaded<std::vector<ValidationRun>> p = parse_validation_yaml(R"(runs:
+  - id: x
+    model: gpt9-1t
+    cluster: dgx-a100-80gb
+    gbs: 8
+    layout: {dp: 8, tp: 1, pp: 1, mbs: 1}
+    measured: {iteration_time_s: 1}
+)", "p.yaml");
+  EXPECT_FALSE(p.ok());
+  EXPECT_NE(p.diagnostics.to_string().find("p.yaml:3:12"), std::string::npos) << p.diagnostics.to_string();
+}
+
+}  // namespace
+}  // namespace capplan
