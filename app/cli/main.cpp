@@ -16,6 +16,7 @@ int cmd_validate(int argc, char** argv);
 int cmd_models(int argc, char** argv);
 int cmd_clusters(int argc, char** argv);
 int cmd_run(int argc, char** argv);
+int cmd_simulate(int argc, char** argv);
 }  // namespace capplan::cli
 
 namespace {
@@ -34,6 +35,7 @@ const Command kCommands[] = {
     {"validate", capplan::cli::cmd_validate, "compare predictions with measured runs (MAPE)"},
     {"models", capplan::cli::cmd_models, "list the model presets"},
     {"clusters", capplan::cli::cmd_clusters, "list the cluster/instance and GPU presets"},
+    {"simulate", capplan::cli::cmd_simulate, "discrete-event simulation of a step (timeline) and of a run"},
     {"run", capplan::cli::cmd_run, "launch capplan-train on a plan's layout, measured vs predicted"},
 };
 
