@@ -160,12 +160,12 @@ TEST(ProcSample, ReadsThisProcess) {
 }
 
 TEST(SystemSampler, ProducesSamples) {
-  // Expectation: with a 50 ms interval, waiting up to 5 s yields at least one sample line (no
-  // timing assertion beyond "some sample arrives"), each a JSON "system" record.
-  SystemSampler s(3, 2, 50, [](JsonLine& j) { j.add("gpu_util", 0.5); });
+  // Expectation: at the default 500 ms interval, waiting up to 10 s yields at least one sample
+  // line (no timing assertion beyond "some sample arrives"), each a JSON "system" record.
+  SystemSampler s(3, 2, 500, [](JsonLine& j) { j.add("gpu_util", 0.5); });
   s.start();
   std::vector<std::string> lines;
-  for (int i = 0; i < 500 && lines.empty(); ++i) {
+  for (int i = 0; i < 1000 && lines.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     auto got = s.drain();
     lines.insert(lines.end(), got.begin(), got.end());
