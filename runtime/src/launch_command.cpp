@@ -2,6 +2,7 @@
 // a list from here to execve(): nothing is ever joined into a shell string except for display.
 #include <unistd.h>
 
+#include <climits>
 #include <cstdlib>
 #include <sstream>
 
@@ -65,6 +66,14 @@ std::string self_executable() {
   return buf;
 }
 
+namespace {
+std::string resolved(const std::string& path) {
+  if (path.empty()) return path;
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
+}
+}  // namespace
+
 std::string locate_train_binary(const std::string& self_exe, const std::string& build_hint) {
   if (const char* env = std::getenv("CAPPLAN_TRAIN"); env && *env) {
     return find_executable(env);
@@ -75,7 +84,7 @@ std::string locate_train_binary(const std::string& self_exe, const std::string& 
     // capplan-train in runtime/.
     for (const char* rel : {"capplan-train", "../../runtime/capplan-train", "../runtime/capplan-train"}) {
       const std::string p = find_executable((dir.empty() ? std::string("./") : dir) + rel);
-      if (!p.empty()) return p;
+      if (!p.empty()) return resolved(p);
     }
   }
   if (!build_hint.empty()) {

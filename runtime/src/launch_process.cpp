@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -231,6 +232,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   int fds[2] = {out_pipe[0], err_pipe[0]};
   bool open_fd[2] = {true, true};
   bool exited = false;
+  struct rusage usage {};
   int status = 0;
   double term_sent_at = -1;
   bool kill_sent = false;
@@ -249,7 +251,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
       kill_sent = true;
     }
     if (!exited) {
-      const pid_t w = ::waitpid(pid, &status, WNOHANG);
+      const pid_t w = ::wait4(pid, &status, WNOHANG, &usage);
       if (w == pid) {
         exited = true;
         exited_at = now_s();
@@ -305,9 +307,10 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     ::close(fds[i]);
   }
   if (!exited) {
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
     }
   }
+  result.max_rss_bytes = double(usage.ru_maxrss) * 1024.0;  // Linux reports kilobytes
   if (WIFEXITED(status)) {
     result.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {

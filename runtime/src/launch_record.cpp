@@ -337,6 +337,7 @@ std::string run_record_json(const RunRecord& r) {
   j.begin_array("peak_rss_bytes_per_rank");
   for (double v : m.peak_rss_bytes_per_rank) j.num("", v);
   j.end_array();
+  j.num("max_process_rss_bytes", m.max_process_rss_bytes);
   j.num("peak_flops_per_s", m.peak_flops_per_s)
       .str("peak_flops_source", m.peak_flops_source)
       .str("summary_status", m.summary_status)
@@ -356,6 +357,7 @@ std::string run_record_json(const RunRecord& r) {
   j.begin_object("memory_per_rank_bytes")
       .num("predicted_total", r.predicted ? r.predicted->memory_per_gpu_bytes.total : kUnknown)
       .num("measured_peak_rss", max_of(m.peak_rss_bytes_per_rank))
+      .num("measured_max_process_rss", m.max_process_rss_bytes)
       .end_object();
   j.end_object();
   return j.result();
@@ -381,10 +383,10 @@ std::string run_record_text(const RunRecord& r) {
   } else {
     t << "unknown\n";
   }
-  t << "\nstep time per term   predicted     simulated     measured\n";
+  t << "\nstep time per term      predicted     simulated     measured\n";
   for (const TermRow& row : compare_terms(r)) {
     char line[160];
-    std::snprintf(line, sizeof line, "  %-18s %-13s %-13s %s\n", row.term.c_str(),
+    std::snprintf(line, sizeof line, "  %-21s %-13s %-13s %s\n", row.term.c_str(),
                   fmt_s(row.predicted_s).c_str(), fmt_s(row.simulated_s).c_str(),
                   fmt_s(row.measured_s).c_str());
     t << line;
@@ -394,8 +396,18 @@ std::string run_record_text(const RunRecord& r) {
        "   the first "
     << r.measured.warmup_steps << " of " << r.measured.steps
     << " steps are left out of the medians as warm-up)\n";
-  t << "\nmemory per rank      predicted " << fmt_bytes(r.predicted ? r.predicted->memory_per_gpu_bytes.total : kUnknown)
-    << ", measured peak RSS " << fmt_bytes(max_of(r.measured.peak_rss_bytes_per_rank)) << "\n";
+  t << "\nmemory per rank\n";
+  if (r.predicted) {
+    const MemoryBytes& b = r.predicted->memory_per_gpu_bytes;
+    t << "  predicted " << fmt_bytes(b.total) << ": weights " << fmt_bytes(b.weights) << ", gradients "
+      << fmt_bytes(b.gradients) << ", optimizer " << fmt_bytes(b.optimizer) << ", activations "
+      << fmt_bytes(b.activations) << ", buffers " << fmt_bytes(b.buffers)
+      << " (buffers include a GPU runtime's fixed reservation, which a CPU rank does not make)\n";
+  }
+  t << "  measured peak RSS per rank (system samples): "
+    << fmt_bytes(max_of(r.measured.peak_rss_bytes_per_rank))
+    << "; largest process of the job (wait4): " << fmt_bytes(r.measured.max_process_rss_bytes)
+    << " (RSS includes the MPI library and the program itself)\n";
   if (std::isfinite(r.measured.first_loss)) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "loss %.4f -> %.4f over %d steps\n", r.measured.first_loss,

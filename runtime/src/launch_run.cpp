@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -169,6 +170,10 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   std::string train = req.train_binary.empty()
                           ? locate_train_binary(self_executable(), req.train_build_hint)
                           : find_executable(req.train_binary);
+  if (!train.empty() && train.find('/') != std::string::npos) {
+    char buf[PATH_MAX];
+    if (::realpath(train.c_str(), buf)) train = buf;
+  }
   if (train.empty()) {
     d.error(kFile, 0, 0, "capplan-train",
             req.train_binary.empty()
@@ -269,6 +274,7 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
   rec.exit_code = res.exit_code;
   rec.term_signal = res.term_signal;
   rec.measured = summarize_metrics(records);
+  if (res.max_rss_bytes > 0) rec.measured.max_process_rss_bytes = res.max_rss_bytes;
   if (res.cancelled) {
     rec.status = RunStatus::Cancelled;
     rec.reason = "cancelled by the user after " + std::to_string(rec.measured.steps) + " steps (" +

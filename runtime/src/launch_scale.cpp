@@ -63,7 +63,9 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
   // Layers: one or a few whole layers per model chunk, so every stage and virtual stage keeps
   // the same number of layers as before relative to each other (equal split).
   const int chunks = pp * vp;
-  const int layers = std::min(orig.layers, chunks * std::max(1, o.layers_per_chunk));
+  int per_chunk = std::max(1, o.layers_per_chunk);
+  while (chunks * per_chunk < o.min_layers) ++per_chunk;
+  const int layers = std::min(orig.layers, chunks * per_chunk);
   if (layers >= chunks && layers % chunks == 0) {
     m.layers = layers;
   } else {

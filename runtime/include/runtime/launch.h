@@ -55,7 +55,8 @@ struct ScaleDownOptions {
   int head_dim = 16;            // lower bound; hidden = heads * head_dim, grown to >= min_hidden
   int min_hidden = 64;
   int vocab = 256;              // byte-level, so `capplan-train data prepare` shards fit
-  int layers_per_chunk = 1;     // layers = pp * vp * layers_per_chunk
+  int layers_per_chunk = 1;     // layers = pp * vp * layers_per_chunk, at least min_layers
+  int min_layers = 2;           // so that a block feeds a block even without pipelining
   int max_microbatches = 0;     // 0 = max(2 * pp, 4), kept a multiple of pp for interleaved
   double memory_budget_bytes = 0;  // per rank; 0 = no check
 };
@@ -149,6 +150,7 @@ struct MeasuredRun {
   double first_loss = kUnknown, last_loss = kUnknown;
   std::map<std::string, double> phase_s;  // median per phase ("forward", "backward", ...)
   std::vector<double> peak_rss_bytes_per_rank;  // from system samples; empty when none
+  double max_process_rss_bytes = kUnknown;      // largest process of the job (wait4), see ProcessResult
   double peak_flops_per_s = kUnknown;  // per rank, as the trainer measured it
   std::string peak_flops_source;
   std::string summary_status;  // from the summary record: "ok", "failed", "aborted"; empty if none

@@ -32,6 +32,8 @@ struct ProcessResult {
   int term_signal = 0;    // signal that ended it, 0 when it exited normally
   bool cancelled = false; // the cancel flag was raised while it ran
   double wall_time_s = 0;
+  double max_rss_bytes = 0;  // largest resident set of the child or any descendant it waited
+                             // for (wait4's ru_maxrss): for mpirun, its biggest rank or itself
 
   bool succeeded() const { return started && exit_code == 0 && !cancelled; }
   // "exit status 3", "killed by signal 9 (SIGKILL)", "cancelled (...)", "not started: ..."
