@@ -405,8 +405,9 @@ bool checkpoint_write_manifest(const std::string& dir, int64_t step, int world,
   }
   j += "]}\n";
   AtomicFile f;
+  // The last fsync makes the new step folder's own entry in `dir` durable.
   return f.open((fs::path(step_dir) / kManifestName).string(), error) &&
-         f.write(j.data(), j.size(), error) && f.commit(error);
+         f.write(j.data(), j.size(), error) && f.commit(error) && fsync_dir(dir, error);
 }
 
 namespace {
@@ -594,7 +595,9 @@ std::vector<std::string> checkpoint_retain(const std::string& dir, int keep) {
       ++good;
       continue;
     }
+    // Manifest first: a removal cut short leaves a folder that no longer claims to be good.
     std::error_code ec;
+    fs::remove(fs::path(path) / kManifestName, ec);
     fs::remove_all(path, ec);
     if (!ec) removed.push_back(path);
   }
