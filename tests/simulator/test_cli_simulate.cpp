@@ -1,0 +1,130 @@
+// `capplan simulate` and `capplan plan --refine` end to end: the built binary runs as a process;
+// we check exit status, the JSON fields promised in issue 3, the trace file, determinism of the
+// run Monte-Carlo for a seed, and that bad input exits 2 with a message naming the field.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result capplan(const std::string& args) {
+  static int n = 0;
+  const std::string base = std::filesystem::temp_directory_path().string() + "/capplan-sim-" +
+                           std::to_string(::getpid()) + "-" + std::to_string(n++);
+  const std::string cmd = std::string("cd '") + CAPPLAN_SOURCE_DIR + "' && '" + CAPPLAN_CLI + "' " +
+                          args + " >'" + base + ".out' 2>'" + base + ".err'";
+  const int raw = std::system(cmd.c_str());
+  Result r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  r.out = read_all(base + ".out");
+  r.err = read_all(base + ".err");
+  std::filesystem::remove(base + ".out");
+  std::filesystem::remove(base + ".err");
+  return r;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+const std::string kLayout =
+    "simulate --model gpt3-13b --cluster p4d.24xlarge --nodes 8 --dp 4 --tp 4 --pp 4 --mbs 1 --gbs 256";
+
+TEST(CliSimulate, JsonHasTheContractFields) {
+  const Result r = capplan(kLayout + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* key : {"\"step_time_s\"", "\"breakdown_s\"", "\"bubble_fraction\"", "\"busy_fraction_per_gpu\"",
+                          "\"peak_activation_bytes_per_stage\"", "\"compute\"", "\"pp_comm\"", "\"dp_comm\"",
+                          "\"estimate\"", "\"activation_bytes_over_time_per_stage\""}) {
+    EXPECT_TRUE(contains(r.out, key)) << key;
+  }
+  EXPECT_FALSE(contains(r.out, "\"run\""));
+}
+
+TEST(CliSimulate, TraceFileIsChromeTraceJson) {
+  const std::string path = std::filesystem::temp_directory_path().string() + "/capplan-sim-trace-" +
+                           std::to_string(::getpid()) + ".json";
+  const Result r = capplan(kLayout + " --trace '" + path + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string trace = read_all(path);
+  EXPECT_TRUE(contains(trace, "\"traceEvents\""));
+  EXPECT_TRUE(contains(trace, "\"ph\":\"X\",\"name\":\"forward mb0\""));
+  EXPECT_TRUE(contains(trace, "\"name\":\"thread_name\""));
+  std::filesystem::remove(path);
+}
+
+TEST(CliSimulate, RunIsDeterministicForASeed) {
+  const std::string run = kLayout + " --json --run --trials 200 --seed 7 --node-mtbf-hours 2000 --tokens 20e9";
+  const Result a = capplan(run);
+  const Result b = capplan(run);
+  ASSERT_EQ(a.status, 0) << a.err;
+  for (const char* key : {"\"mean_days\"", "\"median_days\"", "\"p10_days\"", "\"p90_days\"", "\"mean_cost_usd\"",
+                          "\"mean_lost_work_hours\"", "\"young_daly_interval_min\"", "\"best_interval_min\""}) {
+    EXPECT_TRUE(contains(a.out, key)) << key;
+  }
+  EXPECT_EQ(a.out, b.out);
+  const Result c = capplan(kLayout + " --json --run --trials 200 --seed 8 --node-mtbf-hours 2000 --tokens 20e9");
+  EXPECT_NE(a.out, c.out);
+}
+
+TEST(CliSimulate, PlanFileGivesTheSameStepAsFlags) {
+  const std::string path = std::filesystem::temp_directory_path().string() + "/capplan-sim-plan-" +
+                           std::to_string(::getpid()) + ".yaml";
+  const Result saved = capplan("plan --model gpt3-13b --cluster p4d.24xlarge --nodes 8 --gbs 256 --top 1 "
+                               "--fix dp=4,tp=4,pp=4,mbs=1 --save '" + path + "'");
+  ASSERT_EQ(saved.status, 0) << saved.err;
+  const Result from_plan = capplan("simulate --plan '" + path + "' --json");
+  ASSERT_EQ(from_plan.status, 0) << from_plan.err;
+  EXPECT_TRUE(contains(from_plan.out, "\"step_time_s\""));
+  std::filesystem::remove(path);
+}
+
+TEST(CliSimulate, BadInputExits2NamingTheField) {
+  struct Bad {
+    std::string args, expect;
+  };
+  const Bad cases[] = {
+      {"simulate --model gpt3-13b --cluster p4d.24xlarge --nodes 8 --dp 3 --tp 4 --pp 4 --mbs 1 --gbs 256",
+       "dp*tp*pp"},
+      {kLayout.substr(0, kLayout.find("--mbs")) + "--mbs 0 --gbs 256", "--mbs"},
+      {kLayout + " --run --node-mtbf-hours -5", "--node-mtbf-hours"},
+      {kLayout + " --run --trials 0", "--trials"},
+      {"simulate --plan tests/data/does-not-exist.yaml", "does-not-exist.yaml"},
+      {"simulate --plan tests/data/bad/plan_simulate_gpu_mismatch.yaml", "plan_simulate_gpu_mismatch.yaml"},
+      {"simulate --plan tests/data/bad/plan_simulate_zero_microbatches.yaml", "divisible"},
+      {"simulate --plan tests/data/bad/plan_bad_layout.yaml", "plan_bad_layout.yaml:"},
+      {"simulate --plan tests/data/bad/plan_simulate_gpu_mismatch.yaml --dp 4", "cannot be combined with --plan"},
+  };
+  for (const Bad& b : cases) {
+    const Result r = capplan(b.args);
+    EXPECT_EQ(r.status, 2) << b.args << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, "error")) << b.args << "\n" << r.err;
+    EXPECT_TRUE(contains(r.err, b.expect)) << b.args << "\n" << r.err;
+  }
+}
+
+TEST(CliSimulate, PlanRefineReranksBySimulation) {
+  const Result r = capplan("plan --model gpt3-13b --cluster p4d.24xlarge --nodes 8 --gbs 256 --top 3 --refine 3 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "re-ranked by simulated step time"));
+  EXPECT_TRUE(contains(r.out, "\"candidates\""));
+  EXPECT_EQ(capplan("plan --model gpt3-13b --cluster p4d.24xlarge --nodes 8 --gbs 256 --refine 0").status, 2);
+}
+
+}  // namespace
