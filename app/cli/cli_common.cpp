@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "planner/plan_io.h"
 #include "planner/spec_io.h"
 
 namespace capplan::cli {
@@ -310,6 +311,38 @@ std::optional<Layout> layout_from_args(const Args& args, Diagnostics& diags) {
   for (size_t i = before; i < diags.items().size(); ++i)
     if (diags.items()[i].severity == Severity::Error) return std::nullopt;
   return l;
+}
+
+FlagSpec plan_file_flag() {
+  return {"plan", true, "take the scenario and layout from a plan file (or 'default')", "FILE"};
+}
+
+std::optional<ScenarioAndLayout> scenario_and_layout_from_args(const Args& args,
+                                                               Diagnostics& diags) {
+  if (!args.has("plan")) {
+    auto scenario = scenario_from_args(args, diags);
+    auto layout = layout_from_args(args, diags);
+    if (!scenario || !layout) return std::nullopt;
+    return ScenarioAndLayout{*scenario, *layout};
+  }
+  bool clash = false;
+  for (const FlagSpec& f : concat(scenario_flags(), layout_flags())) {
+    if (args.has(f.name)) {
+      flag_error(diags, f.name, "cannot be combined with --plan",
+                 "the plan file holds the scenario and the layout");
+      clash = true;
+    }
+  }
+  const Loaded<Plan> plan = load_plan(args.get("plan"));
+  diags.append(plan.diagnostics);
+  if (clash || !plan.ok()) return std::nullopt;
+  ScenarioAndLayout out;
+  out.scenario.scenario = plan.value->scenario;
+  out.scenario.nodes_min = out.scenario.nodes_max = plan.value->scenario.nodes;
+  out.scenario.model_ref = plan.value->model_ref;
+  out.scenario.cluster_ref = plan.value->cluster_ref;
+  out.layout = plan.value->layout;
+  return out;
 }
 
 std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& diags) {

@@ -87,6 +87,16 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
                                                bool gbs_required = true);
 // Reads the layout flags (--dp, --tp, --pp required; the rest default as in spec.h).
 std::optional<Layout> layout_from_args(const Args& args, Diagnostics& diags);
+// --plan FILE: a plan file (plan_io.h) or an embedded plan name ("default").
+FlagSpec plan_file_flag();
+struct ScenarioAndLayout {
+  ScenarioArgs scenario;
+  Layout layout;
+};
+// The scenario and layout of `--plan FILE`, or of the scenario and layout flags (not both: a
+// flag given with --plan is an error naming it).
+std::optional<ScenarioAndLayout> scenario_and_layout_from_args(const Args& args,
+                                                               Diagnostics& diags);
 // --fix tp=8,pp=16,recompute=full,... for plan.
 std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& diags);
 

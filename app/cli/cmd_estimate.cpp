@@ -9,30 +9,31 @@ namespace capplan::cli {
 
 int cmd_estimate(int argc, char** argv) {
   const std::vector<FlagSpec> flags =
-      concat(concat(scenario_flags(), layout_flags()), {json_flag()});
+      concat(concat(scenario_flags(), layout_flags()), {plan_file_flag(), json_flag()});
   Diagnostics diags;
   const Args args = parse_args(argc, argv, flags, diags);
   if (args.help()) {
     print_help("estimate",
                "--model M --cluster C --nodes N [--gpus N] --dp D --tp T --pp P [--vp V] "
-               "--mbs B --gbs G [options] [--json]",
+               "--mbs B --gbs G [options] [--json]\n       capplan estimate --plan FILE [--json]",
                flags);
     return kExitOk;
   }
-  auto scenario = scenario_from_args(args, diags);
-  auto layout = layout_from_args(args, diags);
-  if (diags.has_errors() || !scenario || !layout) return report(diags);
+  auto job = scenario_and_layout_from_args(args, diags);
+  if (diags.has_errors() || !job) return report(diags);
   report(diags);  // warnings, if any
 
-  if (auto broken = check_layout(scenario->scenario, *layout)) {
-    diags.error(kCommandLine, 0, 0, "layout", "invalid layout: " + *broken);
+  const Scenario& scenario = job->scenario.scenario;
+  if (auto broken = check_layout(scenario, job->layout)) {
+    diags.error(args.has("plan") ? args.get("plan") : kCommandLine, 0, 0, "layout",
+                "invalid layout: " + *broken);
     return report(diags);
   }
-  const Estimate e = estimate(scenario->scenario, *layout);
+  const Estimate e = estimate(scenario, job->layout);
   if (args.has("json"))
     std::printf("%s\n", estimate_json(e).c_str());
   else
-    std::printf("%s", estimate_text(scenario->scenario, e).c_str());
+    std::printf("%s", estimate_text(scenario, e).c_str());
   return kExitOk;
 }
 

@@ -227,3 +227,18 @@ TEST(Cli, HuggingFaceConfigAsModel) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(has(r.out, "\"fits\"")) << r.out;
 }
+
+TEST(Cli, EstimateFromAPlanFile) {
+  // The embedded default plan: dp 15, tp 8, pp 8 over 120 x p4d.24xlarge.
+  CliRun r = run_cli("estimate --plan default --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"dp\": 15")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"gpus\": 960")) << r.out;
+  r = run_cli("estimate --plan default --tp 4");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "--tp: cannot be combined with --plan")) << r.err;
+  r = run_cli("estimate --plan tests/data/bad/plan_bad_layout.yaml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "tests/data/bad/plan_bad_layout.yaml:10:9: error: layout.zero")) << r.err;
+  EXPECT_TRUE(has(r.err, "tests/data/bad/plan_bad_layout.yaml:11:3: error: layout.schedul")) << r.err;
+}
