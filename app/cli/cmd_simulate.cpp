@@ -250,7 +250,7 @@ int cmd_simulate(int argc, char** argv) {
     std::printf("\nrun: %d trials, seed %llu, node MTBF %s h -> job MTBF %s h, restart %s min\n",
                 run_opts.trials, (unsigned long long)run_opts.seed, fmt_fixed(run_opts.node_mtbf_hours, 0).c_str(),
                 fmt_fixed(run.job_mtbf_hours, 1).c_str(), fmt_fixed(run_opts.restart_min, 1).c_str());
-    std::printf("  checkpoint write %s s every %s min (Young/Daly sqrt(2 C M) = %s min; best on sweep %s min)\n",
+    std::printf("  checkpoint write %s s every %s min (Young/Daly sqrt(2 C M) = %s min; best found %s min)\n",
                 fmt_fixed(run.checkpoint_write_s, 1).c_str(), fmt_fixed(run.checkpoint_interval_min, 1).c_str(),
                 fmt_fixed(run.young_daly_interval_min, 1).c_str(), fmt_fixed(run.best_interval_min, 1).c_str());
     std::printf("  failure-free %s days; with failures mean %s, median %s, p10 %s, p90 %s days\n",

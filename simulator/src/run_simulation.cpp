@@ -149,6 +149,17 @@ RunSimulation simulate_run(const RunInputs& in, const RunOptions& opt) {
       r.best_interval_min = interval;
     }
   }
+  // Refine between the best point's neighbours (ratio 16^(1/16) each side) on a finer grid.
+  const double coarse_best = r.best_interval_min;
+  const double step = std::pow(16.0, 2.0 / (points - 1));
+  for (int i = 1; i < 12; ++i) {
+    const double interval = coarse_best * std::pow(step, -1.0 + 2.0 * i / 12);
+    const double mean = run_trials(interval, nullptr, nullptr, nullptr);
+    if (mean < r.best_interval_mean_days) {
+      r.best_interval_mean_days = mean;
+      r.best_interval_min = interval;
+    }
+  }
   return r;
 }
 
