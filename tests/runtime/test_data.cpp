@@ -120,6 +120,44 @@ TEST(ShardFile, TokenOutOfVocabNamesOffset) {
   EXPECT_NE(msg.find("token 300 >= vocab 256"), std::string::npos) << msg;
 }
 
+// One file per mistake under tests/data/bad/: each error names the file, the byte offset and why.
+struct BadShardCase {
+  const char* file;
+  const char* offset;  // "byte offset N"
+  const char* reason;
+};
+
+void PrintTo(const BadShardCase& c, std::ostream* os) { *os << c.file; }
+
+class BadShard : public testing::TestWithParam<BadShardCase> {};
+
+TEST_P(BadShard, ErrorNamesFileOffsetAndReason) {
+  const auto& c = GetParam();
+  const std::string path = std::string(CAPPLAN_SOURCE_DIR) + "/tests/data/bad/" + c.file;
+  std::vector<uint16_t> tokens;
+  Diagnostics d;
+  EXPECT_FALSE(shard_read(path, 256, &tokens, &d));
+  ASSERT_EQ(d.items().size(), 1u) << d.to_string();
+  const std::string msg = d.items()[0].to_string();
+  EXPECT_NE(msg.find(path + ": error: "), std::string::npos) << msg;
+  EXPECT_NE(msg.find(c.offset), std::string::npos) << msg;
+  EXPECT_NE(msg.find(c.reason), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, BadShard,
+    testing::Values(
+        BadShardCase{"shard_bad_magic.bin", "byte offset 0:", "bad magic 20240519, expected 20240520"},
+        BadShardCase{"shard_bad_version.bin", "byte offset 4:", "unsupported version 2"},
+        BadShardCase{"shard_truncated.bin", "byte offset 1032:", "truncated: header says 8 tokens"},
+        BadShardCase{"shard_trailing_bytes.bin", "byte offset 1032:", "2 bytes after the last"},
+        BadShardCase{"shard_token_out_of_vocab.bin", "byte offset 1028:", "token 300 >= vocab 256"},
+        BadShardCase{"shard_short_header.bin", "byte offset 12:", "the header alone needs 1024"}),
+    [](const testing::TestParamInfo<BadShardCase>& i) {
+      std::string n = i.param.file;
+      return n.substr(0, n.find('.'));
+    });
+
 TEST(ShardWriter, SplitsBySize) {
   // Expectation: shard_bytes = 1024 + 2 * 100 -> 100 tokens per shard; 250 tokens -> 3 shards of
   // 100, 100, 50, concatenating back to the input.
