@@ -67,6 +67,10 @@ Constants constants_for(const Scenario& sc) {
   c.pcie_Bps = (cl.pcie_gbyte_per_s > 0 ? cl.pcie_gbyte_per_s : kPcieDefault_gbyte_per_s) * 1e9 *
                kPcieEfficiency;
   c.elem_bytes = p == Precision::Fp32 ? 4.0 : 2.0;
+  // bf16 training accumulates and all-reduces gradients in fp32 (Megatron-LM forces
+  // accumulate_allreduce_grads_in_fp32 with --bf16: bf16 sums lose too many bits); fp16 keeps
+  // 16-bit gradients (Korthikanti et al. 2022 Sec 3: 2 + 2 + 12 = 16 bytes per parameter).
+  c.grad_bytes = p == Precision::Fp16 ? 2.0 : 4.0;
   return c;
 }
 
@@ -295,18 +299,19 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
   };
   const double dp = ly.dp;
   const double w_elem = c.elem_bytes;
+  const double g_elem = c.grad_bytes;
 
-  // Data-parallel gradient synchronisation on the stage with most parameters (16-bit gradients).
+  // Data-parallel gradient synchronisation on the stage with most parameters.
   const double params_crit = std::max(stage_params(0), stage_params(pp - 1));
-  const double grad_bytes = params_crit * w_elem;
+  const double grad_bytes = params_crit * g_elem;
   double dp_s = 0;
   if (ly.dp > 1) {
     if (ly.zero == 0) {
       dp_s = allreduce_s(pl.dp, grad_bytes);
     } else if (ly.zero <= 2) {
-      // Reduce-scatter of gradients + all-gather of updated weights: one all-reduce's volume
-      // (Rajbhandari et al. 2020 Sec 7.2.1).
-      dp_s = 2 * allgather_s(pl.dp, grad_bytes);
+      // Reduce-scatter of gradients + all-gather of updated 16-bit weights: one all-reduce's
+      // volume when both have the same width (Rajbhandari et al. 2020 Sec 7.2.1).
+      dp_s = allgather_s(pl.dp, grad_bytes) + allgather_s(pl.dp, params_crit * w_elem);
     } else {
       // ZeRO-3: weights all-gathered for forward and again for backward, gradients reduce-scattered,
       // per micro-batch: 1.5x an all-reduce each time (Rajbhandari et al. 2020 Sec 7.2.2). Every
@@ -320,7 +325,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
             std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
         z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
       }
-      dp_s = md * 3 * allgather_s(z3, grad_bytes);
+      dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + allgather_s(z3, grad_bytes));
     }
   }
   double dp_exposed = dp_s;
@@ -354,7 +359,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     MemoryBytes mb;
     const double params = stage_params(s);
     mb.weights = params * w_elem / (ly.zero >= 3 ? dp : 1.0);
-    mb.gradients = params * w_elem / (ly.zero >= 2 ? dp : 1.0);
+    mb.gradients = params * g_elem / (ly.zero >= 2 ? dp : 1.0);
     mb.optimizer = params * opt_bytes_per_param / (ly.zero >= 1 ? dp : 1.0);
     const double nl = stage_layers(L, pp, vp, s);
     const int64_t chunks_inflight = inflight_chunks(ly.schedule, pp, vp, m, s);

@@ -19,6 +19,7 @@ struct Constants {
   double inter_lat_s = 0;     // one ring step between nodes
   double pcie_Bps = 0;        // host <-> GPU per GPU per direction
   double elem_bytes = 2;      // bytes of an activation / weight element in the training precision
+  double grad_bytes = 2;      // bytes of a gradient element (fp32 main gradients under bf16)
 };
 Constants constants_for(const Scenario& scenario);
 

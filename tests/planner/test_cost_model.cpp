@@ -36,10 +36,12 @@ TEST(CostModel, MemoryOfTinyModelCountedByHand) {
   const Estimate e = estimate(sc, layout(1, 1, 1, 2));
   ASSERT_TRUE(e.reason.empty()) << e.reason;
   const MemoryBytes& m = e.memory_per_gpu_bytes;
-  // Mixed-precision Adam: 2 B weights, 2 B gradients, 12 B optimizer state per parameter.
+  // Mixed-precision Adam in bf16: 2 B weights, 4 B (fp32 main) gradients, 12 B optimizer state
+  // per parameter.
   report("weights", 2 * kTinyParams, m.weights);
   EXPECT_DOUBLE_EQ(m.weights, 2 * kTinyParams);
-  EXPECT_DOUBLE_EQ(m.gradients, 2 * kTinyParams);
+  report("gradients", 4 * kTinyParams, m.gradients);
+  EXPECT_DOUBLE_EQ(m.gradients, 4 * kTinyParams);
   EXPECT_DOUBLE_EQ(m.optimizer, 12 * kTinyParams);
   // Activations, one micro-batch of b = 2 in flight: per layer s b h (34 + 5 a s / h) =
   // 4096 * 44 = 180224 B, two layers; the embedding's dropout mask s b h = 4096 B; the fp32 logits
@@ -48,7 +50,7 @@ TEST(CostModel, MemoryOfTinyModelCountedByHand) {
   report("activations", act, m.activations);
   EXPECT_DOUBLE_EQ(m.activations, act);
   // Buffers: 1 GiB fixed reservation + 5 % allocator margin of the rest.
-  const double rest = 16 * kTinyParams + act;
+  const double rest = 18 * kTinyParams + act;
   EXPECT_DOUBLE_EQ(m.buffers, kGiB + 0.05 * rest);
   EXPECT_DOUBLE_EQ(m.total, rest + m.buffers);
   EXPECT_DOUBLE_EQ(m.capacity, 80 * kGiB);
@@ -80,7 +82,7 @@ TEST(CostModel, ZeroStagesShardOverDataParallelGroup) {
     std::printf("Expectation: zero %d shards optimizer%s%s by 4\n", z, z >= 2 ? ", gradients" : "",
                 z >= 3 ? ", weights" : "");
     EXPECT_DOUBLE_EQ(m.optimizer, 12 * kTinyParams / (z >= 1 ? 4 : 1));
-    EXPECT_DOUBLE_EQ(m.gradients, 2 * kTinyParams / (z >= 2 ? 4 : 1));
+    EXPECT_DOUBLE_EQ(m.gradients, 4 * kTinyParams / (z >= 2 ? 4 : 1));
     EXPECT_DOUBLE_EQ(m.weights, 2 * kTinyParams / (z >= 3 ? 4 : 1));
   }
 }
@@ -147,8 +149,10 @@ Scenario exact_links(int gpus, int64_t gbs) {
 }
 
 TEST(CostModel, RingAllReduceInsideANode) {
-  // dp = 8 on one node: 2(n-1)/n * S / B + 2(n-1) * latency, B = 300 GB/s, S = 2 B per parameter.
-  const Scenario sc = exact_links(8, 8);
+  // dp = 8 on one node: 2(n-1)/n * S / B + 2(n-1) * latency, B = 300 GB/s, S = 2 B per parameter
+  // (fp16 gradients).
+  Scenario sc = exact_links(8, 8);
+  sc.training.precision = Precision::Fp16;
   const StepCosts c = step_costs(sc, layout(8, 1, 1, 1));
   const double S = 2 * kTinyParams;
   const double expected = 2.0 * 7 / 8 * S / 300e9 + 2 * 7 * 10e-6;
@@ -160,7 +164,8 @@ TEST(CostModel, RingAllReduceInsideANode) {
 TEST(CostModel, HierarchicalAllReduceAcrossNodes) {
   // dp = 16 over 2 nodes of 8: the ring is limited by the NIC, 100 Gb/s = 12.5 GB/s per node
   // shared by one group of 8 (8/8 of it); latency: 7 steps inside each node, 1 between nodes, x2.
-  const Scenario sc = exact_links(16, 16);
+  Scenario sc = exact_links(16, 16);
+  sc.training.precision = Precision::Fp16;
   const StepCosts c = step_costs(sc, layout(16, 1, 1, 1));
   const double S = 2 * kTinyParams;
   const double expected = 2.0 * 15 / 16 * S / 12.5e9 + 2 * (7 * 10e-6 + 1 * 20e-6);
