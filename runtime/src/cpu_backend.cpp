@@ -45,6 +45,106 @@ void gemm_serial(bool ta, bool tb, int M, int N, int K, float alpha, const float
 }
 
 constexpr float kNormEps = 1e-5f;
+constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
+
+// Element-wise kernels are compiled twice (AVX2 and baseline x86-64) and picked at load time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CAPPLAN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define CAPPLAN_CLONES
+#endif
+
+// exp(x) for x in float range, branch-free so loops over it vectorise: Cephes expf (Moshier 1984)
+// range reduction x = n ln2 + r with ln2 split in two parts, degree-6 polynomial on
+// |r| <= ln2 / 2 (relative error ~2e-7, vs ~1e-7 for libm), 2^n built in the exponent bits.
+// Inputs are clamped to [-87.3, 88.3], so exp(-inf) gives ~1e-38 instead of 0.
+inline float fast_exp(float x) {
+  x = x < -87.3f ? -87.3f : x;
+  x = x > 88.3f ? 88.3f : x;
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float y = p * r * r + r + 1.0f;
+  int32_t bits = (int32_t(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return y * scale;
+}
+
+// tanh(u) = 1 - 2 / (exp(2u) + 1): exact limits +-1, absolute error ~1e-7 near 0.
+inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
+
+CAPPLAN_CLONES void gelu_fwd_range(float* out, const float* x, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) {
+    const float v = x[i];
+    out[i] = 0.5f * v * (1.0f + fast_tanh(kGeluK * (v + 0.044715f * v * v * v)));
+  }
+}
+
+CAPPLAN_CLONES void gelu_bwd_range(float* dx, const float* x, const float* dout, int64_t b,
+                                   int64_t e) {
+  for (int64_t i = b; i < e; ++i) {
+    const float v = x[i];
+    const float th = fast_tanh(kGeluK * (v + 0.044715f * v * v * v));
+    const float d = 0.5f * (1.0f + th) +
+                    0.5f * v * (1.0f - th * th) * kGeluK * (1.0f + 3.0f * 0.044715f * v * v);
+    dx[i] = d * dout[i];
+  }
+}
+
+CAPPLAN_CLONES void swiglu_fwd_row(float* out, const float* gate, const float* up, int F) {
+  for (int j = 0; j < F; ++j) {
+    const float sg = 1.0f / (1.0f + fast_exp(-gate[j]));
+    out[j] = gate[j] * sg * up[j];
+  }
+}
+
+CAPPLAN_CLONES void swiglu_bwd_row(float* dgate, float* dup, const float* gate, const float* up,
+                                   const float* dy, int F) {
+  for (int j = 0; j < F; ++j) {
+    const float g = gate[j], sg = 1.0f / (1.0f + fast_exp(-g));
+    dup[j] = dy[j] * g * sg;
+    dgate[j] = dy[j] * up[j] * sg * (1.0f + g * (1.0f - sg));
+  }
+}
+
+// row[j] = exp(row[j] - mx) for j < n; returns the sum (8 partial sums, fixed order).
+CAPPLAN_CLONES float exp_shift_sum(float* row, float mx, int n) {
+  for (int j = 0; j < n; ++j) row[j] = fast_exp(row[j] - mx);
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) acc[k] += row[j + k];
+  for (; j < n; ++j) acc[0] += row[j];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+CAPPLAN_CLONES float max_of(const float* row, int n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+  return mx;
+}
+
+CAPPLAN_CLONES void scale_range(float* row, float s, int n) {
+  for (int j = 0; j < n; ++j) row[j] *= s;
+}
+
+CAPPLAN_CLONES void adamw_range(float* param, const float* grad, float* m, float* v, int64_t b,
+                                int64_t e, float lr, float beta1, float beta2, float eps, float wd,
+                                float bc1, float bc2, float gs) {
+  for (int64_t i = b; i < e; ++i) {
+    const float g = grad[i] * gs;
+    m[i] = beta1 * m[i] + (1.0f - beta1) * g;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * g * g;
+    const float mhat = m[i] / bc1, vhat = v[i] / bc2;
+    param[i] -= lr * (mhat / (std::sqrt(vhat) + eps) + wd * param[i]);
+  }
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -174,16 +274,9 @@ class CpuBackend final : public Backend {
         gemm_serial(false, true, T, T, D, sc, q, S, k, S, 0.0f, p, T);
         for (int t = 0; t < T; ++t) {
           float* row = p + int64_t(t) * T;
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int u = 0; u <= t; ++u) mx = std::max(mx, row[u]);
-          float sum = 0;
-          for (int u = 0; u <= t; ++u) {
-            row[u] = std::exp(row[u] - mx);
-            sum += row[u];
-          }
-          const float inv = 1.0f / sum;
-          for (int u = 0; u <= t; ++u) row[u] *= inv;
-          for (int u = t + 1; u < T; ++u) row[u] = 0;
+          const float sum = exp_shift_sum(row, max_of(row, t + 1), t + 1);
+          scale_range(row, 1.0f / sum, t + 1);
+          std::fill(row + t + 1, row + T, 0.0f);
         }
         gemm_serial(false, false, T, D, T, 1.0f, p, T, v, S, 0.0f,
                     out + b * T * s.Hl * D + h * D, s.Hl * D);
@@ -271,49 +364,22 @@ class CpuBackend final : public Backend {
   }
 
   void gelu_forward(float* out, const float* x, int64_t n) override {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) {
-        const float v = x[i];
-        out[i] = 0.5f * v * (1.0f + std::tanh(kGeluK * (v + 0.044715f * v * v * v)));
-      }
-    });
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { gelu_fwd_range(out, x, b, e); });
   }
   void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) {
-        const float v = x[i];
-        const float th = std::tanh(kGeluK * (v + 0.044715f * v * v * v));
-        const float d = 0.5f * (1.0f + th) +
-                        0.5f * v * (1.0f - th * th) * kGeluK * (1.0f + 3.0f * 0.044715f * v * v);
-        dx[i] = d * dout[i];
-      }
-    });
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { gelu_bwd_range(dx, x, dout, b, e); });
   }
   void swiglu_forward(float* out, const float* fc, int rows, int F) override {
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
-      for (int64_t r = rb; r < re; ++r) {
-        const float* gate = fc + r * 2 * F;
-        const float* up = gate + F;
-        for (int j = 0; j < F; ++j) {
-          const float sg = 1.0f / (1.0f + std::exp(-gate[j]));
-          out[r * F + j] = gate[j] * sg * up[j];
-        }
-      }
+      for (int64_t r = rb; r < re; ++r)
+        swiglu_fwd_row(out + r * F, fc + r * 2 * F, fc + r * 2 * F + F, F);
     });
   }
   void swiglu_backward(float* dfc, const float* fc, const float* dout, int rows, int F) override {
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
-      for (int64_t r = rb; r < re; ++r) {
-        const float* gate = fc + r * 2 * F;
-        const float* up = gate + F;
-        float* dgate = dfc + r * 2 * F;
-        float* dup = dgate + F;
-        for (int j = 0; j < F; ++j) {
-          const float g = gate[j], sg = 1.0f / (1.0f + std::exp(-g)), dy = dout[r * F + j];
-          dup[j] = dy * g * sg;
-          dgate[j] = dy * up[j] * sg * (1.0f + g * (1.0f - sg));
-        }
-      }
+      for (int64_t r = rb; r < re; ++r)
+        swiglu_bwd_row(dfc + r * 2 * F, dfc + r * 2 * F + F, fc + r * 2 * F, fc + r * 2 * F + F,
+                       dout + r * F, F);
     });
   }
 
@@ -356,39 +422,29 @@ class CpuBackend final : public Backend {
                     int vocab) override {
     const int valid = std::clamp(vocab - vocab_begin, 0, Vl);
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
-      for (int64_t r = rb; r < re; ++r) {
-        const float* l = logits + r * Vl;
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j < valid; ++j) mx = std::max(mx, l[j]);
-        row_max[r] = mx;
-      }
+      for (int64_t r = rb; r < re; ++r) row_max[r] = max_of(logits + r * Vl, valid);
     });
   }
-  void xent_sum_exp(float* sum_exp, float* target_logit, const float* logits,
-                    const float* row_max, const int32_t* targets, int rows, int Vl,
-                    int vocab_begin, int vocab) override {
-    const int valid = std::clamp(vocab - vocab_begin, 0, Vl);
-    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
-      for (int64_t r = rb; r < re; ++r) {
-        const float* l = logits + r * Vl;
-        const float mx = row_max[r];
-        float sum = 0;
-        for (int j = 0; j < valid; ++j) sum += std::exp(l[j] - mx);
-        sum_exp[r] = sum;
-        const int64_t id = int64_t(targets[r]) - vocab_begin;
-        target_logit[r] = (id >= 0 && id < valid) ? l[id] : 0.0f;
-      }
-    });
-  }
-  void xent_backward(float* logits, const float* row_max, const float* sum_exp,
-                     const int32_t* targets, float scale, int rows, int Vl, int vocab_begin,
-                     int vocab) override {
+  void xent_sum_exp(float* sum_exp, float* target_logit, float* logits, const float* row_max,
+                    const int32_t* targets, int rows, int Vl, int vocab_begin,
+                    int vocab) override {
     const int valid = std::clamp(vocab - vocab_begin, 0, Vl);
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
       for (int64_t r = rb; r < re; ++r) {
         float* l = logits + r * Vl;
-        const float mx = row_max[r], inv = scale / sum_exp[r];
-        for (int j = 0; j < valid; ++j) l[j] = std::exp(l[j] - mx) * inv;
+        const int64_t id = int64_t(targets[r]) - vocab_begin;
+        target_logit[r] = (id >= 0 && id < valid) ? l[id] : 0.0f;
+        sum_exp[r] = exp_shift_sum(l, row_max[r], valid);
+      }
+    });
+  }
+  void xent_backward(float* logits, const float* sum_exp, const int32_t* targets, float scale,
+                     int rows, int Vl, int vocab_begin, int vocab) override {
+    const int valid = std::clamp(vocab - vocab_begin, 0, Vl);
+    pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        float* l = logits + r * Vl;
+        scale_range(l, scale / sum_exp[r], valid);
         for (int j = valid; j < Vl; ++j) l[j] = 0;
         const int64_t id = int64_t(targets[r]) - vocab_begin;
         if (id >= 0 && id < valid) l[id] -= scale;
@@ -399,13 +455,8 @@ class CpuBackend final : public Backend {
   void adamw(float* param, const float* grad, float* m, float* v, int64_t n,
              const AdamWStep& st) override {
     pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) {
-        const float g = grad[i] * st.grad_scale;
-        m[i] = st.beta1 * m[i] + (1.0f - st.beta1) * g;
-        v[i] = st.beta2 * v[i] + (1.0f - st.beta2) * g * g;
-        const float mhat = m[i] / st.bias_correction1, vhat = v[i] / st.bias_correction2;
-        param[i] -= st.lr * (mhat / (std::sqrt(vhat) + st.eps) + st.weight_decay * param[i]);
-      }
+      adamw_range(param, grad, m, v, b, e, st.lr, st.beta1, st.beta2, st.eps, st.weight_decay,
+                  st.bias_correction1, st.bias_correction2, st.grad_scale);
     });
   }
   double sum_squares(const float* x, int64_t n) override {
@@ -421,7 +472,6 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  static constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
   ThreadPool pool_;
   std::mutex scratch_mutex_;
   std::vector<float> scratch_;

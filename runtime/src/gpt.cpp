@@ -360,7 +360,7 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
   for (int r = 0; r < R_; ++r)  // loss = log(sum exp(l - max)) + max - l[target]
     loss_sum += std::log(double(host[size_t(R_ + r)])) + double(host[size_t(r)]) -
                 double(host[size_t(2 * R_ + r)]);
-  be_.xent_backward(logits_, row_max, sums, targets, loss_scale, R_, Vl_, vocab_begin_, V_);
+  be_.xent_backward(logits_, sums, targets, loss_scale, R_, Vl_, vocab_begin_, V_);
   be_.matmul(g + off_wte_, logits_, hf_, Vl_, C_, R_, true, false, true);
   be_.matmul(dh_, logits_, p + off_wte_, R_, C_, Vl_, false, false, false);
   tp_.all_reduce_sum(dh_, n);  // f

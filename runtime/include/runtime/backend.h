@@ -86,16 +86,16 @@ class Backend {
 
   // Vocab-parallel cross-entropy in three steps so that only [rows] vectors cross TP ranks.
   // logits: [rows, Vl] for global vocab ids [vocab_begin, vocab_begin + Vl); ids >= vocab are
-  // padding and ignored. (1) row max; (2) sum of exp(logit - max) and the target's logit (0 when
-  // not on this rank); (3) in place: logits <- scale * (softmax - onehot(target)).
+  // padding and ignored. (1) row max over this rank; (2) with the global max: the sum of
+  // exp(logit - max) and the target's logit (0 when not on this rank); logits are overwritten by
+  // exp(logit - max); (3) with the global sum, in place: scale * (softmax - onehot(target)).
   virtual void xent_row_max(float* row_max, const float* logits, int rows, int Vl, int vocab_begin,
                             int vocab) = 0;
-  virtual void xent_sum_exp(float* sum_exp, float* target_logit, const float* logits,
+  virtual void xent_sum_exp(float* sum_exp, float* target_logit, float* logits,
                             const float* row_max, const int32_t* targets, int rows, int Vl,
                             int vocab_begin, int vocab) = 0;
-  virtual void xent_backward(float* logits, const float* row_max, const float* sum_exp,
-                             const int32_t* targets, float scale, int rows, int Vl,
-                             int vocab_begin, int vocab) = 0;
+  virtual void xent_backward(float* logits, const float* sum_exp, const int32_t* targets,
+                             float scale, int rows, int Vl, int vocab_begin, int vocab) = 0;
 
   virtual void adamw(float* param, const float* grad, float* m, float* v, int64_t n,
                      const AdamWStep& step) = 0;
