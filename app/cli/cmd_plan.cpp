@@ -106,11 +106,24 @@ int cmd_plan(int argc, char** argv) {
   }
 
   Scenario shown = scenario->scenario;
-  std::printf("%s: %lld layouts evaluated in %.3f s, ranked by %s\n",
-              scenario_title(shown).c_str(), static_cast<long long>(result.evaluated),
-              result.search_time_s, to_string(options.objective));
-  if (scenario->nodes_min != scenario->nodes_max)
+  const bool range = scenario->nodes_min != scenario->nodes_max;
+  const std::string title =
+      range ? shown.model.name + " on " + std::to_string(scenario->nodes_min) + " to " +
+                  std::to_string(scenario->nodes_max) + " x " + shown.cluster.name + " (" +
+                  shown.cluster.gpu.name + ")"
+            : scenario_title(shown);
+  std::printf("%s: %lld layouts evaluated in %.3f s, ranked by %s\n", title.c_str(),
+              static_cast<long long>(result.evaluated), result.search_time_s,
+              to_string(options.objective));
+  if (range)
     std::printf("node counts searched: %d to %d\n", scenario->nodes_min, scenario->nodes_max);
+  if (options.objective == Objective::Cost && !(shown.cluster.price_per_node_hour_usd > 0))
+    std::printf("note: %s has no price, so cost cannot rank; set price_per_node_hour_usd in a "
+                "cluster file\n",
+                shown.cluster.name.c_str());
+  if (result.candidates.empty() == false && result.candidates.front().tokens_defaulted)
+    std::printf("note: --tokens not given; 20 tokens per parameter assumed (%s tokens)\n",
+                fmt_si(result.candidates.front().tokens).c_str());
   if (result.candidates.empty()) {
     std::printf("\nno layout fits in memory; try more nodes, --fix recompute=full, or --all to "
                 "see the closest ones\n");
