@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -167,13 +166,10 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   }
 
   // The programs.
-  std::string train = req.train_binary.empty()
+  const std::string train = req.train_binary.empty()
                           ? locate_train_binary(self_executable(), req.train_build_hint)
                           : find_executable(req.train_binary);
-  if (!train.empty() && train.find('/') != std::string::npos) {
-    char buf[PATH_MAX];
-    if (::realpath(train.c_str(), buf)) train = buf;
-  }
+
   if (train.empty()) {
     d.error(kFile, 0, 0, "capplan-train",
             req.train_binary.empty()

@@ -1,0 +1,123 @@
+// `capplan run` end to end through the real mpirun and capplan-train: a saved plan of 2 ranks,
+// scaled down, 3 steps; run.json holds predicted, simulated and measured figures, and RUNDIR the
+// metrics, checkpoints and command. And a cancel (SIGTERM to capplan) stops the whole MPI job
+// and still leaves a record marked cancelled.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "planner/plan_io.h"
+#include "planner/spec_io.h"
+#include "runtime/launch.h"
+
+namespace capplan::rt {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string temp_dir(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() /
+                     ("capplan-test-launch-e2e-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string save_two_rank_plan(const std::string& dir, int dp, int tp) {
+  Plan plan;
+  plan.model_ref = "gpt2-124m";
+  plan.cluster_ref = "p4d.24xlarge";
+  plan.scenario.model = *load_model("gpt2-124m").value;
+  plan.scenario.cluster = *load_cluster("p4d.24xlarge").value;
+  plan.scenario.nodes = 1;
+  plan.scenario.gpus = dp * tp;
+  plan.scenario.training.gbs = 8;
+  plan.layout.dp = dp;
+  plan.layout.tp = tp;
+  plan.layout.mbs = 1;
+  plan.layout.zero = dp > 1 ? 1 : 0;
+  plan.created_by = "test";
+  const std::string path = dir + "/plan.yaml";
+  EXPECT_EQ(save_plan(plan, path), "");
+  return path;
+}
+
+std::vector<std::string> capplan_run(const std::string& plan, const std::string& run_dir, int steps) {
+  return {CAPPLAN_EXE, "run", "--plan", plan, "--scale-down", "--steps", std::to_string(steps),
+          "--dir", run_dir, "--train-bin", CAPPLAN_TRAIN, "--mpirun", CAPPLAN_MPIEXEC, "--threads", "1",
+          "--json"};
+}
+
+// Expectation: exit 0; run.json says succeeded with 3 measured steps, a positive measured,
+// predicted and simulated step time, and a finite loss; metrics, checkpoints and command are there.
+TEST(RunEndToEnd, TwoRanksScaledDownThreeSteps) {
+  for (const auto& [dp, tp] : {std::pair{2, 1}, std::pair{1, 2}}) {
+    SCOPED_TRACE("dp " + std::to_string(dp) + " tp " + std::to_string(tp));
+    const std::string dir = temp_dir("ok");
+    const std::string plan = save_two_rank_plan(dir, dp, tp);
+    std::string out, err;
+    const ProcessResult p = run_process(capplan_run(plan, dir + "/run", 3), {},
+                                        [&](OutputStream s, const std::string& line) {
+                                          (s == OutputStream::Stdout ? out : err) += line + "\n";
+                                        });
+    ASSERT_TRUE(p.started) << p.error;
+    EXPECT_EQ(p.exit_code, 0) << err;
+    const auto rec = parse_metrics_line(read_text(dir + "/run/run.json"));
+    ASSERT_TRUE(rec.has_value()) << read_text(dir + "/run/run.json");
+    EXPECT_EQ(rec->string("status"), "succeeded") << rec->string("reason");
+    EXPECT_DOUBLE_EQ(rec->number("measured.steps"), 3);
+    EXPECT_GT(rec->number("measured.step_time_s", 0), 0);
+    EXPECT_TRUE(std::isfinite(rec->number("measured.last_loss")));
+    EXPECT_GT(rec->number("predicted.step_time_s", 0), 0);
+    EXPECT_GT(rec->number("simulated.step_time_s", 0), 0);
+    EXPECT_GT(rec->number("measured.max_process_rss_bytes", 0), 0);
+    EXPECT_DOUBLE_EQ(rec->number("run.layout.dp"), dp);
+    EXPECT_DOUBLE_EQ(rec->number("run.layout.tp"), tp);
+    EXPECT_TRUE(fs::exists(dir + "/run/metrics.jsonl"));
+    EXPECT_TRUE(fs::exists(dir + "/run/command.txt"));
+    EXPECT_TRUE(fs::exists(dir + "/run/run.txt"));
+    EXPECT_FALSE(fs::is_empty(dir + "/run/checkpoints"));
+    const auto stdout_record = parse_metrics_line(out);
+    ASSERT_TRUE(stdout_record.has_value()) << out;
+    EXPECT_EQ(stdout_record->string("status"), "succeeded");
+    fs::remove_all(dir);
+  }
+}
+
+// Expectation: SIGTERM to capplan during a long run (after the second step) ends the MPI job;
+// capplan exits 1 and run.json says cancelled, with the steps that were done measured.
+TEST(RunEndToEnd, CancelStopsTheJobAndKeepsTheRecord) {
+  const std::string dir = temp_dir("cancel");
+  const std::string plan = save_two_rank_plan(dir, 2, 1);
+  std::atomic<bool> cancel{false};
+  ProcessOptions o;
+  o.kill_grace_s = 20;  // capplan itself must stop the job well within this
+  const ProcessResult p = run_process(capplan_run(plan, dir + "/run", 100000), o,
+                                      [&](OutputStream, const std::string& line) {
+                                        if (line.rfind("step   2/", 0) == 0) cancel = true;
+                                      },
+                                      &cancel);
+  EXPECT_TRUE(p.cancelled);
+  EXPECT_EQ(p.term_signal, 0) << "capplan had to be killed";
+  EXPECT_EQ(p.exit_code, 1);
+  const auto rec = parse_metrics_line(read_text(dir + "/run/run.json"));
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->string("status"), "cancelled");
+  EXPECT_GE(rec->number("measured.steps", 0), 2);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace capplan::rt
