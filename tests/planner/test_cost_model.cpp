@@ -192,6 +192,27 @@ TEST(CostModel, PlacementOrderDecidesWhichLinksTensorParallelCrosses) {
   EXPECT_DOUBLE_EQ(a.breakdown_s.compute, b.breakdown_s.compute);
 }
 
+TEST(CostModel, TensorGroupsStraddlingNodesPayTheNic) {
+  // tp = 6 on 8-GPU nodes: ranks 6..11 form a TP group across two nodes, so the TP collectives
+  // of the step run at NIC speed; on 6-GPU nodes every group stays on NVLink.
+  ModelSpec m = test::tiny_model();
+  m.hidden = 1536;
+  m.heads = 12;
+  m.seq_len = 512;
+  Scenario eight = test::scenario(m, 24, 24);
+  Scenario six = eight;
+  six.cluster.gpus_per_node = 6;
+  six.nodes = 4;
+  const Layout l = layout(4, 6, 1, 1);
+  const Estimate a = estimate(eight, l);
+  const Estimate b = estimate(six, l);
+  ASSERT_TRUE(a.reason.empty()) << a.reason;
+  ASSERT_TRUE(b.reason.empty()) << b.reason;
+  std::printf("Expectation: straddling TP (%.3g s) much slower than TP inside a node (%.3g s)\n",
+              a.breakdown_s.tp_comm, b.breakdown_s.tp_comm);
+  EXPECT_GT(a.breakdown_s.tp_comm, 5 * b.breakdown_s.tp_comm);
+}
+
 TEST(CostModel, StepCostsAgreeWithEstimate) {
   const Scenario sc = test::scenario(test::tiny_model(8), 8, 32);
   Layout l = layout(2, 2, 2, 2);

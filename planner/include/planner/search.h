@@ -13,6 +13,8 @@
 
 namespace capplan {
 
+// Time: fewest days to train; Cost: fewest dollars (GPU-days when the price is unknown);
+// Throughput: most tokens per GPU-second (the best use of each GPU, whatever the node count).
 enum class Objective { Time, Cost, Throughput };
 const char* to_string(Objective v);
 std::optional<Objective> parse_objective(const std::string& s);
@@ -40,7 +42,8 @@ struct SearchOptions {
 struct SearchResult {
   std::vector<Estimate> candidates;  // best first, by objective, ties broken by a stable key
   std::vector<Estimate> pareto;      // best layout per node count on the days-vs-dollars front
-  int64_t evaluated = 0;             // layouts whose cost was evaluated
+  int64_t evaluated = 0;             // layouts whose cost was evaluated (memory, and time when
+                                     // it fits; orders of a layout that does not fit are skipped)
   double search_time_s = 0;
   bool cancelled = false;            // candidates then hold the best found so far
 };
