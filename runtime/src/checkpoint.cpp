@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "atomic_file.h"
+#include "crc32c_portable.h"
 #include "json_lite.h"
 
 #if defined(__x86_64__)
@@ -290,6 +291,10 @@ uint32_t crc32c(const void* data, size_t bytes, uint32_t crc) {
   c = crc32c_soft(p, bytes, c);
 #endif
   return ~c;
+}
+
+uint32_t crc32c_portable(const void* data, size_t bytes, uint32_t crc) {
+  return ~crc32c_soft(static_cast<const unsigned char*>(data), bytes, ~crc);
 }
 
 const Tensor* CheckpointShard::find(const std::string& name) const {
