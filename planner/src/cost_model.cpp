@@ -494,6 +494,11 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
       !(sc.training.precision == Precision::Bf16 && sc.cluster.gpu.peak_tflops_fp16 > 0))
     return "the GPU has no peak for precision " + std::string(to_string(sc.training.precision));
   if (sc.cluster.gpu.memory_gbyte_per_s <= 0) return "the GPU has no memory bandwidth";
+  if (sc.total_gpus() > sc.cluster.gpus_per_node && sc.cluster.inter_node_gbit_per_s <= 0)
+    return "the job spans nodes but the cluster has no inter_node_gbit_per_s";
+  if (sc.total_gpus() > 1 && sc.cluster.intra_node_gbyte_per_s <= 0 &&
+      sc.cluster.inter_node_gbit_per_s <= 0)
+    return "the cluster has no intra_node_gbyte_per_s for communication between GPUs";
   return std::nullopt;
 }
 

@@ -28,6 +28,19 @@ const char* to_string(Measure m) {
 
 namespace {
 
+// A model or cluster given as a relative path is looked up next to the runs file first, so a
+// runs file and its specs can travel together.
+std::string resolve_ref(const std::string& ref, const std::string& runs_file) {
+  const bool looks_like_path = ref.find('/') != std::string::npos ||
+                               (ref.size() > 5 && (ref.ends_with(".yaml") || ref.ends_with(".json")));
+  if (!looks_like_path || ref.empty() || ref.front() == '/') return ref;
+  const size_t slash = runs_file.find_last_of('/');
+  if (slash == std::string::npos) return ref;
+  const std::string candidate = runs_file.substr(0, slash + 1) + ref;
+  std::string text, error;
+  return detail::read_text_file(candidate, text, error) ? candidate : ref;
+}
+
 constexpr Limits kCount{0, true, 1e7};
 constexpr Limits kZero{0, false, 3};
 constexpr Limits kPositive{0, true, 1e18};
@@ -58,7 +71,7 @@ bool read_model(MapReader& r, const std::string& prefix, ValidationRun& run) {
     return false;
   }
   run.model_ref = n.Scalar();
-  Loaded<ModelSpec> m = load_model(run.model_ref);
+  Loaded<ModelSpec> m = load_model(resolve_ref(run.model_ref, r.file()));
   if (!m.ok()) {
     const detail::Position p = detail::position_of(n);
     for (const Diagnostic& d : m.diagnostics.items())
@@ -86,7 +99,7 @@ bool read_cluster(MapReader& r, const std::string& prefix, ValidationRun& run) {
     return false;
   }
   run.cluster_ref = n.Scalar();
-  Loaded<ClusterSpec> c = load_cluster(run.cluster_ref);
+  Loaded<ClusterSpec> c = load_cluster(resolve_ref(run.cluster_ref, r.file()));
   if (!c.ok()) {
     const detail::Position p = detail::position_of(n);
     for (const Diagnostic& d : c.diagnostics.items())

@@ -5,6 +5,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <ostream>
 
 #include "planner/validate.h"
@@ -108,6 +110,20 @@ INSTANTIATE_TEST_SUITE_P(
         name += (std::isalnum(static_cast<unsigned char>(*p)) ? *p : '_');
       return name;
     });
+
+TEST(Validate, RelativeSpecPathsAreFoundNextToTheRunsFile) {
+  const std::filesystem::path dir = std::filesystem::path(CAPPLAN_BINARY_DIR) / "test_validate_rel";
+  std::filesystem::create_directories(dir / "specs");
+  std::ofstream(dir / "specs" / "m.yaml")
+      << "name: m\nlayers: 4\nhidden: 256\nheads: 8\nvocab: 1000\nseq_len: 128\n";
+  std::ofstream(dir / "runs.yaml") << "runs:\n  - id: rel\n    model: specs/m.yaml\n"
+                                      "    cluster: dgx-a100-80gb\n    gbs: 8\n"
+                                      "    layout: {dp: 8, tp: 1, pp: 1, mbs: 1}\n"
+                                      "    measured: {iteration_time_s: 0.01}\n";
+  const Loaded<ValidationReport> r = validate_file((dir / "runs.yaml").string());
+  ASSERT_TRUE(r.ok()) << r.diagnostics.to_string();
+  EXPECT_EQ(r.value->results.at(0).run.scenario.model.layers, 4);
+}
 
 TEST(Validate, MissingFileAndUnknownPresetAreDiagnosed) {
   const Loaded<ValidationReport> r = validate_file(kData + "no-such-file.yaml");
