@@ -349,9 +349,8 @@ std::unique_ptr<DataSource> data_open(const DataConfig& c, Diagnostics* diags) {
     diags->error("<command line>", 0, 0, "seq_len", "must be > 0, found " + std::to_string(c.seq_len));
     bad = true;
   }
-  if (c.vocab <= 0 || c.vocab > 65536) {
-    diags->error("<command line>", 0, 0, "vocab",
-                 "must be in 1..65536 for uint16 shards, found " + std::to_string(c.vocab));
+  if (c.vocab <= 0) {  // any larger vocab reads uint16 shards (every token is < 65536 <= vocab)
+    diags->error("<command line>", 0, 0, "vocab", "must be > 0, found " + std::to_string(c.vocab));
     bad = true;
   }
   if (c.source == "synthetic") {

@@ -304,6 +304,30 @@ TEST(DataSource, SyntheticIsDeterministicAndInVocab) {
   }
 }
 
+TEST(DataSource, VocabLargerThanUint16) {
+  // Expectation: a 128,256-token vocabulary (Llama 3) works with synthetic data (ids up to
+  // 128,255) and with uint16 shards (every stored id is below it).
+  DataConfig c;
+  c.source = "synthetic";
+  c.seq_len = 256;
+  c.vocab = 128256;
+  Diagnostics d;
+  auto src = data_open(c, &d);
+  ASSERT_TRUE(src) << d.to_string();
+  std::vector<int32_t> s(257);
+  int32_t max_id = 0;
+  for (int64_t g = 0; g < 64; ++g) {
+    src->sample(g, s.data());
+    for (int32_t t : s) max_id = std::max(max_id, t);
+  }
+  EXPECT_GT(max_id, 65535);
+  EXPECT_LT(max_id, 128256);
+  auto dir = fresh_dir("bigvocab");
+  ASSERT_TRUE(shard_write(shard_path(dir.string(), 0), iota_tokens(600, 65536), &d));
+  c.source = dir.string();
+  EXPECT_TRUE(data_open(c, &d)) << d.to_string();
+}
+
 TEST(DataSource, CollectsEveryBadShard) {
   auto dir = fresh_dir("bad_many");
   write_raw(dir / "a.bin", 1, 1, 4, {1, 2, 3, 4});
