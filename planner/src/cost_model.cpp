@@ -179,13 +179,11 @@ MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, 
   t.head_bwd_s = 2 * gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (4 + 4 + e));
   t.head_act_bytes = logits * 4;
 
-  const ModelProfile prof = profile_model(md, tp, sc.seq_len(), mbs, sc.training.precision);
-  for (const LayerProfile& lp : prof.layers) {
-    if (lp.kind == "transformer") {
-      t.layer_params = lp.params;
-      break;
-    }
-  }
+  // Per-rank parameters from the profile of a one-block copy (every block is the same).
+  ModelSpec one = md;
+  one.layers = 1;
+  const ModelProfile prof = profile_model(one, tp, sc.seq_len(), mbs, sc.training.precision);
+  t.layer_params = prof.layers[1].params;
   t.embed_params = prof.layers.front().params;
   t.final_norm_params = prof.layers[prof.layers.size() - 2].params;
   t.head_params = prof.layers.back().params + t.final_norm_params;
