@@ -16,7 +16,6 @@ namespace {
 
 std::vector<FlagSpec> simulate_flags() {
   return {
-      {"plan", true, "a saved plan (capplan plan --save) instead of the estimate flags", "FILE"},
       {"trace", true, "write the step timeline as Chrome trace-event JSON (Perfetto)", "FILE"},
       {"no-contention", false, "every transfer takes its cost-model time (no link sharing)", ""},
       {"run", false, "also simulate the whole run with failures, checkpoints and restarts", ""},
@@ -69,7 +68,8 @@ std::string pct(double v) { return fmt_fixed(100 * v, 1) + " %"; }
 
 int cmd_simulate(int argc, char** argv) {
   const std::vector<FlagSpec> flags =
-      concat(concat(concat(scenario_flags(), layout_flags()), {json_flag()}), simulate_flags());
+      concat(concat(concat(scenario_flags(), layout_flags()), {plan_file_flag(), json_flag()}),
+             simulate_flags());
   Diagnostics diags;
   const Args args = parse_args(argc, argv, flags, diags);
   if (args.help()) {
@@ -81,30 +81,10 @@ int cmd_simulate(int argc, char** argv) {
   }
   if (diags.has_errors()) return report(diags);
 
-  Scenario scenario;
-  Layout layout;
-  if (args.has("plan")) {
-    for (const FlagSpec& f : concat(scenario_flags(), layout_flags())) {
-      if (args.has(f.name)) {
-        diags.error(kCommandLine, 0, 0, "--" + f.name, "cannot be combined with --plan",
-                    "the plan file holds the scenario and the layout");
-      }
-    }
-    Loaded<Plan> plan = load_plan(args.get("plan"));
-    diags.append(plan.diagnostics);
-    if (diags.has_errors() || !plan.value) {
-      if (!diags.has_errors()) diags.error(args.get("plan"), 0, 0, "plan", "could not be read");
-      return report(diags);
-    }
-    scenario = plan.value->scenario;
-    layout = plan.value->layout;
-  } else {
-    auto sa = scenario_from_args(args, diags);
-    auto la = layout_from_args(args, diags);
-    if (diags.has_errors() || !sa || !la) return report(diags);
-    scenario = sa->scenario;
-    layout = *la;
-  }
+  auto job = scenario_and_layout_from_args(args, diags);
+  if (diags.has_errors() || !job) return report(diags);
+  const Scenario scenario = job->scenario.scenario;
+  const Layout layout = job->layout;
 
   RunOptions run_opts;
   if (auto v = number_flag(args, "node-mtbf-hours", diags, 0, 1e12)) run_opts.node_mtbf_hours = *v;
