@@ -103,7 +103,7 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
     }
   }
   changed("heads", orig_heads, m.heads, "a multiple of tp " + std::to_string(tp));
-  if (m.kv_heads_or_default() != orig_kv) {
+  if (gqa && m.kv_heads_or_default() != orig_kv) {
     changed("kv_heads", orig_kv, m.kv_heads_or_default(),
             gqa ? "grouped-query kept: one KV head per tp rank" : "");
   }
