@@ -1,8 +1,10 @@
 // `capplan-train report`: summary and bottleneck findings from a metrics JSON-lines file.
 // The rules follow the spirit of SageMaker Debugger's built-in rules (docs.aws.amazon.com/sagemaker,
-// "List of Debugger built-in rules"): Dataloader / CPUBottleneck (data_share_max), LowGPUUtilization
-// (here CPU, cpu_util_min), LossNotDecreasing, and the NaN-tensor check (NonFiniteLoss); the
-// communication rule compares DP communication with forward + backward compute time.
+// "List of Debugger built-in rules"): the profiler rules Dataloader / CPUBottleneck
+// (data_share_max) and LowGPUUtilization (here CPU, cpu_util_min), and the rules LossNotDecreasing
+// and ExplodingTensor (NaN / infinite values; here NonFiniteLoss on the loss only). The
+// communication rule, which Debugger lacks, compares DP communication with forward + backward time.
+// Thresholds are ours (ReportRules), not Debugger's defaults.
 #include "runtime/report.h"
 
 #include <algorithm>

@@ -46,7 +46,8 @@ struct Report {
   std::vector<Finding> findings;
 };
 
-// Thresholds of the rules (defaults follow the spirit of SageMaker Debugger's rules, see report.cpp).
+// Thresholds of the rules (our defaults; the rules themselves are modelled on SageMaker
+// Debugger's, see report.cpp).
 struct ReportRules {
   double data_share_max = 0.25;         // data loading > 25% of step time
   double cpu_util_min = 0.5;            // mean CPU utilisation < 50% of the expected cores
