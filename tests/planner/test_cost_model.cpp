@@ -213,6 +213,25 @@ TEST(CostModel, TensorGroupsStraddlingNodesPayTheNic) {
   EXPECT_GT(a.breakdown_s.tp_comm, 5 * b.breakdown_s.tp_comm);
 }
 
+TEST(CostModel, SmallGemmsRunFurtherFromPeak) {
+  // The GEMM roofline adds operand traffic to arithmetic: a block with h = 256 is bandwidth-bound,
+  // one with h = 8192 approaches the 0.80 x 312 TFLOP/s arithmetic ceiling without reaching it.
+  auto tflops = [](int hidden, int heads) {
+    ModelSpec m = test::tiny_model(2);
+    m.hidden = hidden;
+    m.heads = heads;
+    m.seq_len = 2048;
+    m.vocab = 1024;
+    const Scenario sc = test::scenario(m, 1, 8);  // 8 micro-batches amortise the optimizer step
+    return estimate(sc, layout(1, 1, 1, 1)).hardware_tflops_per_gpu;
+  };
+  const double small = tflops(256, 4), big = tflops(8192, 64);
+  std::printf("Expectation: h=256 well below h=8192 < 249.6 TFLOP/s  Actual: %.1f, %.1f\n", small, big);
+  EXPECT_LT(small * 2, big);
+  EXPECT_LT(big, 0.80 * 312);
+  EXPECT_GT(big, 0.45 * 312);
+}
+
 TEST(CostModel, StepCostsAgreeWithEstimate) {
   const Scenario sc = test::scenario(test::tiny_model(8), 8, 32);
   Layout l = layout(2, 2, 2, 2);
