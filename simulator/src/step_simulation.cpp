@@ -392,12 +392,15 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
   std::vector<std::vector<int>> stage_dp(static_cast<size_t>(pp));  // DP tasks the optimizer waits for
   int bucket_counter = 0;
 
-  // Tasks in stream order per stage, following the schedule table. Reloads (and ZeRO-3
-  // all-gathers) prefetch one action ahead: they may start once the compute stream has reached
-  // the previous backward (resp. action), so at most two offloaded chunks are back at a time.
+  // Tasks in stream order per stage, following the schedule table. ZeRO-3 all-gathers prefetch
+  // one action ahead: they may start once the compute stream has reached the previous action.
+  // Activation offload and reload go layer by layer (as Megatron-LM / Transformer Engine CPU
+  // offloading does): a chunk's offload starts with its forward and its reload with its
+  // backward, on the PCIe stream, and the next compute task waits for the transfer to end, so a
+  // transfer longer than the compute it overlaps exposes the difference (the cost model's
+  // max(0, offload - forward) + max(0, reload - backward) per micro-batch).
   for (int s = 0; s < pp; ++s) {
     int last_compute = -1;   // last compute task created on this stage
-    int prev_bwd_pred = -1;  // compute task just before the previous backward
     int prev_action_pred = -1;
     auto dp_link = [&](Task& t) {
       // A ring all-reduce sends and receives through the node's NICs: both directions.
@@ -420,6 +423,7 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
                        {prev_action_pred});
         dp_link(tasks[size_t(gather)]);
       }
+      const int before = last_compute;
       prev_action_pred = last_compute;
       if (a.pass == Pass::Forward) {
         const int f = g.add(SimTaskKind::Forward, SimStream::Compute, s, a.microbatch, gc, c.forward_s, {gather});
@@ -431,15 +435,14 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
         fwd_done[k] = last;
         last_compute = last;
         if (c.offload_s > 0 || c.reload_s > 0) {
-          offload_task[k] = g.add(SimTaskKind::Offload, SimStream::Pcie, s, a.microbatch, gc, c.offload_s, {last});
+          offload_task[k] = g.add(SimTaskKind::Offload, SimStream::Pcie, s, a.microbatch, gc, c.offload_s, {before});
         }
         continue;
       }
       if (offload_task[k] >= 0) {
         reload_task[k] = g.add(SimTaskKind::Reload, SimStream::Pcie, s, a.microbatch, gc, c.reload_s,
-                               {offload_task[k], prev_bwd_pred});
+                               {offload_task[k], before});
       }
-      prev_bwd_pred = last_compute;
       int first = -1;
       if (c.recompute_s > 0) {
         first = g.add(SimTaskKind::Recompute, SimStream::Compute, s, a.microbatch, gc, c.recompute_s);
@@ -464,7 +467,6 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
         }
       }
       if (gather >= 0) g.depend(first, gather);
-      if (reload_task[k] >= 0) g.depend(first, reload_task[k]);
       bwd_first[k] = first;
       bwd_done[k] = last;
       last_compute = last;
@@ -489,6 +491,11 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
       if (p >= 0) next_compute[size_t(p)] = i;
       p = i;
     }
+  }
+
+  for (size_t k = 0; k < n_mc; ++k) {
+    if (offload_task[k] >= 0) g.depend(next_compute[size_t(fwd_done[k])], offload_task[k]);
+    if (reload_task[k] >= 0) g.depend(next_compute[size_t(bwd_done[k])], reload_task[k]);
   }
 
   // Point-to-point sends between consecutive global chunks, after the chunk's forward (resp. its
