@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Training speed of capplan-train on the CPU backend vs PyTorch on the same GPT shape, threads
+# and precision, plus the GPT-2 124M shape and the fraction of this machine's measured fp32 GEMM
+# peak (capplan-train's GEMM probe, reported in its metrics). Prints figures; asserts nothing.
+#
+#   tests/bench/bench_train_vs_torch.sh [BUILD_DIR] [--no-torch] [--rounds N]
+#
+# Shape (issue 4): 4 layers, d_model 256, 4 heads, seq 128, vocab 4096, batch 8, 2 threads, fp32.
+# PyTorch comes from Debian's python3-torch, installed here with apt-get when missing (never by
+# the test suite); the runs alternate capplan / PyTorch so background load hits both alike.
+set -euo pipefail
+
+BUILD=build
+TORCH=1
+ROUNDS=3
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --no-torch) TORCH=0 ;;
+    --rounds) ROUNDS="$2"; shift ;;
+    *) BUILD="$1" ;;
+  esac
+  shift
+done
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+TRAIN="$BUILD/runtime/capplan-train"
+[[ -x "$TRAIN" ]] || { echo "error: $TRAIN not found (build the capplan-train target)" >&2; exit 2; }
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+cat > "$WORK/bench.yaml" <<YAML
+name: bench-4l-256
+layers: 4
+hidden: 256
+heads: 4
+vocab: 4096
+seq_len: 128
+YAML
+
+if [[ $TORCH == 1 ]] && ! python3 -c "import torch" 2>/dev/null; then
+  echo "installing python3-torch for the reference (apt-get)..."
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get install -y -q python3-torch >/dev/null || { echo "python3-torch unavailable; capplan figures only"; TORCH=0; }
+fi
+
+# Mean of tokens/s and MFU over the steps after the first two, from a metrics file.
+summarise() {
+  python3 - "$1" <<'PY'
+import json, sys
+steps, peak, src = [], 0.0, ""
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "start":
+        peak, src = r.get("peak_flops_per_s", 0) or 0, r.get("peak_flops_source", "")
+    elif r.get("type") == "step":
+        steps.append(r)
+steady = steps[2:] or steps
+tps = sum(s["tokens_per_s"] for s in steady) / len(steady)
+flops = sum(s["model_flops_per_s"] for s in steady) / len(steady)
+print(json.dumps({"tokens_per_s": tps, "model_flops_per_s": flops, "peak_flops_per_s": peak,
+                  "peak_fraction": flops / peak if peak else None, "peak_source": src}))
+PY
+}
+
+capplan_run() {  # model args..., prints the summary JSON
+  "$TRAIN" --threads 2 --lr 3e-4 --metrics "$WORK/m.jsonl" "$@" >/dev/null
+  summarise "$WORK/m.jsonl"
+}
+
+echo "== shape: 4 layers, d 256, 4 heads, seq 128, vocab 4096, batch 8, 2 threads, fp32"
+for r in $(seq 1 "$ROUNDS"); do
+  c=$(capplan_run --model "$WORK/bench.yaml" --mbs 8 --gbs 8 --steps 12)
+  echo "round $r capplan-train: $c"
+  if [[ $TORCH == 1 ]]; then
+    t=$(python3 "$HERE/bench_train_torch.py" --threads 2 --steps 12)
+    echo "round $r pytorch:       $t"
+    python3 -c "import json,sys; c=json.loads(sys.argv[1]); t=json.loads(sys.argv[2]); print('round %s speed-up capplan / pytorch: %.2fx' % (sys.argv[3], c['tokens_per_s'] / t['tokens_per_s']))" "$c" "$t" "$r"
+  fi
+done
+
+echo "== shape: GPT-2 124M (12 layers, d 768, 12 heads, vocab 50257), seq 256, batch 4, 2 threads"
+c=$(capplan_run --model gpt2-124m --seq-len 256 --mbs 4 --gbs 4 --steps 5)
+echo "capplan-train: $c"
