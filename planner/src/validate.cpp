@@ -326,13 +326,16 @@ Loaded<ValidationReport> validate_file(const std::string& path) {
 }
 
 std::string format_validation_report(const ValidationReport& rep) {
+  size_t width = 3;
+  for (const ValidationResult& r : rep.results) width = std::max(width, r.run.id.size());
+  const int w = int(std::min<size_t>(width, 80));
   std::string s;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-44s %-5s %-24s %12s %12s %8s\n", "run", "set", "convention",
+  std::snprintf(buf, sizeof buf, "%-*s %-5s %-24s %12s %12s %8s\n", w, "run", "set", "convention",
                 "predicted", "measured", "error");
   s += buf;
   for (const ValidationResult& r : rep.results) {
-    std::snprintf(buf, sizeof buf, "%-44s %-5s %-24s %12.4g %12.4g %+7.1f%%%s\n", r.run.id.c_str(),
+    std::snprintf(buf, sizeof buf, "%-*s %-5s %-24s %12.4g %12.4g %+7.1f%%%s\n", w, r.run.id.c_str(),
                   r.run.calibration ? "calib" : "held", to_string(r.run.measure), r.predicted,
                   r.run.measured, r.error_pct, r.estimate.fits ? "" : "  (does not fit)");
     s += buf;
