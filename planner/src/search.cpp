@@ -298,7 +298,7 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
       }
     }
   }
-  // Largest units first balances the threads (pp > 1 units carry the interleaved vp loop).
+  // Units are handed out one at a time from a shared counter, so uneven units balance themselves.
   const int64_t total = int64_t(units.size());
 
   const ModelProfile prof = profile_model(md, 1, scenario.seq_len(), 1, scenario.training.precision);

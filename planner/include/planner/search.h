@@ -48,7 +48,8 @@ struct SearchResult {
   bool cancelled = false;            // candidates then hold the best found so far
 };
 
-// progress(done, total) is called from worker threads, now and then; return false to cancel.
+// progress(done, total) is called from worker threads (one call at a time) after each work unit,
+// a (node count, tp, pp) combination; return false to cancel.
 using SearchProgress = std::function<bool(int64_t done, int64_t total)>;
 
 SearchResult search(const Scenario& scenario, const SearchOptions& options,
