@@ -122,9 +122,12 @@ QChartView* makeChartView(QWidget* parent, const char* name) {
   return v;
 }
 
-void replaceChart(QChartView* view, QChart* chart) {
+void replaceChart(QChartView* view, QChart* chart, Qt::Alignment legend = Qt::AlignBottom) {
   chart->setMargins(QMargins(4, 4, 4, 4));
-  chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->legend()->setAlignment(legend);
+  QFont f = chart->legend()->font();
+  f.setPointSizeF(f.pointSizeF() * 0.85);
+  chart->legend()->setFont(f);
   QChart* old = view->chart();
   view->setChart(chart);
   delete old;
@@ -142,6 +145,14 @@ void setComboText(QComboBox* c, const QString& text) {
 template <class T>
 QString pinText(const std::optional<T>& v) {
   return v ? QString::number(*v) : QStringLiteral("any");
+}
+
+// "300B", "1.3T", "2.5e+08": a form parse_number() reads back; empty for 0 (= the default).
+QString formatTokens(double t) {
+  if (t <= 0) return {};
+  if (t >= 1e12 && std::fmod(t, 1e10) == 0) return QString::number(t / 1e12, 'g', 6) + QLatin1Char('T');
+  if (t >= 1e9 && std::fmod(t, 1e7) == 0) return QString::number(t / 1e9, 'g', 6) + QLatin1Char('B');
+  return QString::number(t, 'g', 12);
 }
 
 QString htmlEscape(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
@@ -768,7 +779,7 @@ void MainWindow::refreshCharts() {
     chart->addAxis(val, Qt::AlignBottom);
     series->attachAxis(cats);
     series->attachAxis(val);
-    replaceChart(memoryChart_, chart);
+    replaceChart(memoryChart_, chart, Qt::AlignRight);
   }
   {
     auto* chart = new QChart;
@@ -801,7 +812,7 @@ void MainWindow::refreshCharts() {
     chart->addAxis(val, Qt::AlignBottom);
     series->attachAxis(cats);
     series->attachAxis(val);
-    replaceChart(timeChart_, chart);
+    replaceChart(timeChart_, chart, Qt::AlignRight);
   }
 }
 
@@ -926,7 +937,7 @@ void MainWindow::syncWidgetsFromInputs() {
   if (price_->value() != in.cluster.price_per_node_hour_usd) price_->setValue(in.cluster.price_per_node_hour_usd);
   setIfDifferent(gbs_, int(in.training.gbs));
   if (!tokens_->hasFocus()) {
-    tokens_->setText(in.training.tokens > 0 ? QString::number(in.training.tokens, 'g', 6) : QString());
+    tokens_->setText(formatTokens(in.training.tokens));
     fieldErrors_.value(QStringLiteral("training.tokens"))->hide();
   }
   setComboText(precision_, QString::fromUtf8(to_string(in.training.precision)));
@@ -1381,6 +1392,19 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   resumeButton_->setEnabled(false);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("runStatus"));
+  runDp_ = makeSpin(this, "runDp", 1, kMaxRanks, tr("dp of the local run"));
+  runTp_ = makeSpin(this, "runTp", 1, kMaxRanks, tr("tp of the local run"));
+  runPp_ = makeSpin(this, "runPp", 1, kMaxRanks, tr("pp of the local run"));
+  for (QSpinBox* s : {runDp_, runTp_, runPp_}) s->setMinimumWidth(60);
+  layoutNote_ = new QLabel(this);
+  layoutNote_->setObjectName(QStringLiteral("runLayoutNote"));
+  layoutNote_->setWordWrap(true);
+  bar->addWidget(new QLabel(tr("dp"), this));
+  bar->addWidget(runDp_);
+  bar->addWidget(new QLabel(tr("tp"), this));
+  bar->addWidget(runTp_);
+  bar->addWidget(new QLabel(tr("pp"), this));
+  bar->addWidget(runPp_);
   bar->addWidget(new QLabel(tr("Steps"), this));
   bar->addWidget(steps_);
   bar->addWidget(launchButton_);
@@ -1388,6 +1412,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   bar->addWidget(resumeButton_);
   bar->addWidget(status_, 1);
   v->addLayout(bar);
+  v->addWidget(layoutNote_);
 
   auto* charts = new QHBoxLayout;
   lossChart_ = makeChartView(this, "lossChart");
@@ -1438,6 +1463,38 @@ RunPanel::~RunPanel() {
 }
 
 void RunPanel::setSteps(int steps) { steps_->setValue(steps); }
+
+void RunPanel::setPlan(const Plan& plan) {
+  plan_ = plan;
+  const Layout& l = plan.layout;
+  if (l.gpus() <= kMaxRanks) {
+    runDp_->setValue(l.dp);
+    runTp_->setValue(l.tp);
+    runPp_->setValue(l.pp);
+    layoutNote_->setText(tr("Runs the selected layout as is (%1 ranks); the model is scaled down to fit this machine.").arg(l.gpus()));
+    return;
+  }
+  runTp_->setValue(std::min(l.tp, 2));
+  runPp_->setValue(std::min(l.pp, 2));
+  runDp_->setValue(std::max(1, std::min(l.dp, kMaxRanks / (runTp_->value() * runPp_->value()))));
+  layoutNote_->setText(tr("The selected layout needs %1 ranks; this machine runs at most %2. Local run: dp %3, tp %4, pp %5 "
+                          "with the plan's schedule (%6), vp, zero, recompute, offload, sp and order; the model is scaled down.")
+                           .arg(l.gpus()).arg(kMaxRanks).arg(runDp_->value()).arg(runTp_->value()).arg(runPp_->value())
+                           .arg(QString::fromUtf8(to_string(l.schedule))));
+}
+
+Layout RunPanel::runLayout() const {
+  Layout l = plan_.layout;
+  l.dp = runDp_->value();
+  l.tp = runTp_->value();
+  l.pp = runPp_->value();
+  if (l.pp == 1) {
+    l.vp = 1;
+    if (l.schedule == Schedule::Interleaved) l.schedule = Schedule::OneFOneB;
+  }
+  if (l.tp == 1) l.sp = false;
+  return l;
+}
 
 int RunPanel::lossPoints() const { return loss_ != nullptr ? loss_->count() : 0; }
 
@@ -1533,15 +1590,16 @@ void RunPanel::stop() {
 void RunPanel::launch(bool resume) {
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
   if (running_) return;
-  if (plan_.layout.gpus() <= 0 || plan_.scenario.model.layers <= 0) {
+  const Layout layout = runLayout();
+  if (layout.gpus() <= 0 || plan_.scenario.model.layers <= 0) {
     status_->setText(tr("No plan to run: select a layout on the Plan page."));
     return;
   }
-  if (!resume || runDir_.isEmpty()) {
+  if (runDir_.isEmpty() || (!resume && runDirUsed_)) {
     const QString base = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs");
-    if (runDir_.isEmpty() || !resume)
-      runDir_ = QStringLiteral("%1/run-%2").arg(base, QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-hhmmss")));
+    runDir_ = QStringLiteral("%1/run-%2").arg(base, QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-hhmmss")));
   }
+  runDirUsed_ = true;
   if (!resume) {
     resetCharts();
     log_->clear();
@@ -1550,7 +1608,9 @@ void RunPanel::launch(bool resume) {
   req.model_ref = plan_.model_ref;
   req.cluster_ref = plan_.cluster_ref;
   req.scenario = plan_.scenario;
-  req.layout = plan_.layout;
+  req.scenario.nodes = 1;
+  req.scenario.gpus = layout.gpus();
+  req.layout = layout;
   req.scale_down = true;
   req.steps = steps_->value();
   req.run_dir = runDir_.toStdString();
@@ -1562,7 +1622,7 @@ void RunPanel::launch(bool resume) {
   launchButton_->setEnabled(false);
   resumeButton_->setEnabled(false);
   stopButton_->setEnabled(true);
-  status_->setText(tr("Preparing %1 ranks in %2...").arg(plan_.layout.gpus()).arg(runDir_));
+  status_->setText(tr("Preparing %1 ranks in %2...").arg(layout.gpus()).arg(runDir_));
   compare_->setRowCount(0);
   findings_->clear();
   cancel_ = std::make_shared<std::atomic<bool>>(false);

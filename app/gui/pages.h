@@ -79,11 +79,19 @@ class RunPanel : public QWidget {
  public:
   explicit RunPanel(QWidget* parent = nullptr);
   ~RunPanel() override;
-  void setPlan(const Plan& plan) { plan_ = plan; }
+  // The selected plan; its layout is shrunk to at most kMaxRanks ranks for this machine (dp, tp,
+  // pp each cut to 2 at most; schedule, vp, zero, recompute, offload, sp and order kept).
+  void setPlan(const Plan& plan);
+  Layout runLayout() const;
+  static constexpr int kMaxRanks = 8;
   bool isRunning() const { return running_; }
   int lossPoints() const;
   QString runDirectory() const { return runDir_; }
-  void setRunDirectory(const QString& dir) { runDir_ = dir; }
+  // The next launch writes here (checkpoints, metrics, run record); later launches pick a new one.
+  void setRunDirectory(const QString& dir) {
+    runDir_ = dir;
+    runDirUsed_ = false;
+  }
   void setSteps(int steps);
 
  public slots:
@@ -102,11 +110,16 @@ class RunPanel : public QWidget {
 
   Plan plan_;
   QString runDir_;
+  bool runDirUsed_ = false;
   bool running_ = false;
   std::shared_ptr<std::atomic<bool>> cancel_;
   QFutureWatcher<void>* watcher_ = nullptr;
 
   QSpinBox* steps_ = nullptr;
+  QSpinBox* runDp_ = nullptr;
+  QSpinBox* runTp_ = nullptr;
+  QSpinBox* runPp_ = nullptr;
+  QLabel* layoutNote_ = nullptr;
   QPushButton* launchButton_ = nullptr;
   QPushButton* stopButton_ = nullptr;
   QPushButton* resumeButton_ = nullptr;
