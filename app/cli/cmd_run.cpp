@@ -172,7 +172,9 @@ int cmd_run(int argc, char** argv) {
   }
   if (rec.status != rt::RunStatus::Succeeded) {
     std::fprintf(stderr, "capplan run: %s: %s\n", rt::to_string(rec.status), rec.reason.c_str());
-    return kExitFailure;
+    // capplan-train exits 2 when it refuses its input (e.g. a layout it cannot run): bad input.
+    return rec.status == rt::RunStatus::Failed && rec.exit_code == kExitBadInput ? kExitBadInput
+                                                                                   : kExitFailure;
   }
   return kExitOk;
 }

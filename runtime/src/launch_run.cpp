@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <deque>
 #include <fstream>
 #include <sstream>
 
@@ -234,7 +233,10 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
   ::unlink(prepared.metrics_file.c_str());  // a tail must not read a previous run's lines
 
   std::ofstream log(prepared.log_file, std::ios::trunc);
-  std::deque<std::string> last_err;  // the last lines of stderr, for the reason of a failure
+  // For the reason of a failure: the job's own error lines ("...: error: ..."), else the last
+  // stderr line that is not mpirun's banner ruling.
+  std::vector<std::string> error_lines;
+  std::string last_err;
   std::vector<MetricsRecord> records;
   MetricsTail tail(prepared.metrics_file);
   auto poll_metrics = [&] {
@@ -256,9 +258,11 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
       rec.command, opt,
       [&](OutputStream s, const std::string& line) {
         if (log) log << line << '\n' << std::flush;
-        if (s == OutputStream::Stderr && !line.empty()) {
-          last_err.push_back(line);
-          if (last_err.size() > 3) last_err.pop_front();
+        if (line.find("error:") != std::string::npos && error_lines.size() < 3) {
+          error_lines.push_back(line);
+        }
+        if (s == OutputStream::Stderr && line.find_first_not_of("- \t") != std::string::npos) {
+          last_err = line;
         }
         if (callbacks.on_output) callbacks.on_output(s, line);
       },
@@ -286,8 +290,10 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
     std::string why = res.describe();
     if (!rec.measured.summary_reason.empty()) {
       why += ": " + rec.measured.summary_reason;
+    } else if (!error_lines.empty()) {
+      for (size_t i = 0; i < error_lines.size(); ++i) why += (i ? "; " : ": ") + error_lines[i];
     } else if (!last_err.empty()) {
-      why += ": " + last_err.back();
+      why += ": " + last_err;
     }
     rec.reason = why;
   }

@@ -518,14 +518,17 @@ TEST(Run, SucceededRunRecordsMeasuredFigures) {
 }
 
 // Expectation: a trainer that fails writes a record with status failed and the reason: the
-// exit status and the trainer's own reason (or its last stderr line).
+// exit status and the job's own error line, not mpirun's banner after it.
 TEST(Run, FailedRunStillWritesItsRecord) {
   const std::string dir = temp_dir("fail");
   const RunRecord rec = execute_run(
-      fake_prepared(dir, "echo 'capplan-train: gbs 7 is not divisible by dp 2 x mbs 1' >&2; exit 2"), {});
+      fake_prepared(dir, "echo '<command line>: error: --gbs: 7 is not divisible by dp 2 x mbs 1' >&2; "
+                         "echo ---------- >&2; echo 'mpirun detected that one or more processes exited' >&2; "
+                         "echo ---------- >&2; exit 2"), {});
   EXPECT_EQ(rec.status, RunStatus::Failed);
   EXPECT_NE(rec.reason.find("exit status 2"), std::string::npos) << rec.reason;
   EXPECT_NE(rec.reason.find("not divisible"), std::string::npos) << rec.reason;
+  EXPECT_EQ(rec.reason.find("mpirun detected"), std::string::npos) << rec.reason;  // the cause, not the echo
   const auto json = read_record(dir);
   ASSERT_TRUE(json.has_value());
   EXPECT_EQ(json->string("status"), "failed");
