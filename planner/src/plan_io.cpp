@@ -203,7 +203,16 @@ Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file) {
     tr.integer64("gbs", t.gbs, true, kGbs);
     tr.integer("seq_len", t.seq_len, false, Limits{0, false, 1e8});
     tr.number("tokens", t.tokens, false, kTokens);
-    tr.enumeration("precision", t.precision, parse_precision, "bf16, fp16, fp32");
+    const GpuSpec& gpu = plan.scenario.cluster.gpu;
+    const bool gpu_known = gpu.peak_tflops_fp16 > 0 || gpu.peak_tflops_bf16 > 0;
+    if (tr.enumeration("precision", t.precision, parse_precision, "bf16, fp16, fp32")) {
+      if (gpu_known && gpu.peak_tflops(t.precision) <= 0)
+        tr.error_at(tr.child("precision"), "precision",
+                    std::string(to_string(t.precision)) + " is not supported by " + gpu.name,
+                    "use fp16");
+    } else if (!tr.has("precision") && gpu_known && gpu.peak_tflops_bf16 <= 0) {
+      t.precision = Precision::Fp16;  // GPUs without bf16 (V100) train in fp16 with loss scaling
+    }
     tr.finish();
   }
 

@@ -146,3 +146,16 @@ TEST(PlanIo, UnknownPresetInAPlanPointsAtThePlanLine) {
   EXPECT_EQ(d.path, "model");
   EXPECT_EQ(d.hint, "did you mean 'gpt3-175b'?");
 }
+
+TEST(PlanIo, PrecisionFollowsTheGpu) {
+  // V100 has no bf16: without `precision` the plan trains in fp16; asking for bf16 is an error.
+  const std::string base =
+      "model: gpt2-124m\ncluster: p3.16xlarge\nnodes: 1\nlayout: {dp: 8, tp: 1, pp: 1}\n";
+  const auto fp16 = parse_plan_yaml(base + "training: {gbs: 64}\n", "v.yaml");
+  ASSERT_TRUE(fp16.ok()) << fp16.diagnostics.to_string();
+  EXPECT_EQ(fp16.value->scenario.training.precision, Precision::Fp16);
+  const auto bf16 = parse_plan_yaml(base + "training: {gbs: 64, precision: bf16}\n", "v.yaml");
+  ASSERT_FALSE(bf16.ok());
+  EXPECT_EQ(bf16.diagnostics.items().at(0).path, "training.precision");
+  EXPECT_EQ(bf16.diagnostics.items().at(0).line, 5);
+}
