@@ -20,7 +20,7 @@ namespace detail {
 // Fraction of tensor-core peak reached by the arithmetic of a large fp16/bf16 GEMM. cuBLAS reaches
 // 250-270 of 312 TFLOP/s on large A100 GEMMs (NVIDIA Deep Learning Performance Guide, "Matrix
 // Multiplication Background", 2023); the memory term below brings smaller GEMMs down from there.
-constexpr double kGemmEfficiency = 0.80;
+constexpr double kGemmEfficiency = 0.78;
 // Fraction of HBM bandwidth reached by streaming kernels (STREAM-like copies reach ~90 % on A100,
 // fused elementwise / softmax / LayerNorm kernels a little less).
 constexpr double kMemoryEfficiency = 0.80;
@@ -124,13 +124,20 @@ MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, 
   const double token_mem = tok * h * repl * (2 * 2 * e + 2 * (3 * e + (dropout ? 1 : 0)));
   const double act_fn_mem = tok * f / tpd * (gated ? 3 * e : 2 * e);
   const double fwd_mem = core_mem + token_mem + act_fn_mem;
+  // Backward kernels read the saved input and the incoming gradient and write the outgoing one:
+  // softmax 6 B per score (vs 4 forward), dropout 2e + 1 (mask) + ... = the same as forward,
+  // LayerNorm 3e (vs 2e), bias-dropout-residual 2e + 1 (the residual gradient passes through),
+  // GeLU 3e per element (vs 2e), SwiGLU 5e (reads gate, up and the gradient, writes two).
+  const double core_mem_bwd = scores * (3 * e + (dropout ? 2 * e + 1 : 0));
+  const double token_mem_bwd = tok * h * repl * (2 * 3 * e + 2 * (2 * e + (dropout ? 1 : 0)));
+  const double act_fn_mem_bwd = tok * f / tpd * (gated ? 5 * e : 3 * e);
+  const double bwd_mem = core_mem_bwd + token_mem_bwd + act_fn_mem_bwd;
 
   t.layer_attn_core_fwd_s = core_gemm + mem_s(c, core_mem);
   t.layer_fwd_s = fwd_gemm + core_gemm + mem_s(c, fwd_mem);
   // Backward: each weight GEMM has an input-gradient and a weight-gradient GEMM of the same shape
-  // class and FLOPs; the attention core has two input-gradient GEMMs per forward GEMM; memory-bound
-  // backward kernels read the saved input and the incoming gradient and write one: ~2x forward.
-  t.layer_bwd_in_s = fwd_gemm + 2 * core_gemm + 2 * mem_s(c, fwd_mem);
+  // class and FLOPs; the attention core has two input-gradient GEMMs per forward GEMM.
+  t.layer_bwd_in_s = fwd_gemm + 2 * core_gemm + mem_s(c, bwd_mem);
   t.layer_bwd_w_s = fwd_gemm;
   t.layer_gemm_flops = 2 * tok * ((h + 2 * kv) * h + h * h + (gated ? 3 : 2) * f * h) / tpd +
                        4 * b * s * s * h / tpd;
