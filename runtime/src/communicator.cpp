@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace capplan::rt {
 namespace {
@@ -37,6 +38,10 @@ class SelfCommunicator final : public Communicator {
   void recv(float*, int64_t, int, int) override {
     throw std::logic_error("recv on a single-rank communicator");
   }
+  void send_async(const float*, int64_t, int, int) override {
+    throw std::logic_error("send on a single-rank communicator");
+  }
+  void wait_sends() override {}
   void barrier() override {}
 };
 
@@ -89,6 +94,18 @@ class MpiCommunicator final : public Communicator {
       MPI_Recv(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_,
                MPI_STATUS_IGNORE);
   }
+  void send_async(const float* data, int64_t n, int peer, int tag) override {
+    for (int64_t off = 0; off < n; off += kChunk) {
+      requests_.emplace_back();
+      MPI_Isend(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_,
+                &requests_.back());
+    }
+  }
+  void wait_sends() override {
+    if (!requests_.empty())
+      MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
+  }
   void barrier() override { MPI_Barrier(comm_); }
 
  private:
@@ -110,6 +127,7 @@ class MpiCommunicator final : public Communicator {
   }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  std::vector<MPI_Request> requests_;
 };
 
 int axis_size(char axis, const Layout& l) {

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "planner/schedule.h"
 #include "planner/spec_io.h"
 #include "runtime/backend.h"
 #include "runtime/checkpoint.h"
@@ -166,8 +167,8 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
                    std::to_string(o.layout.dp) + " * " + std::to_string(o.layout.mbs) + " = " +
                    std::to_string(per),
         "gradient accumulation needs gbs / (dp * mbs) micro-batches per step");
-  if (o.layout.pp > 1 || o.layout.vp > 1)
-    err("pp", "pipeline parallelism is not available in this build of capplan-train yet");
+  if (o.layout.vp > 1)
+    err("vp", "interleaved pipeline stages (vp > 1) are not available in capplan-train yet");
   o.optimizer.total_steps = o.steps;
   o.optimizer.zero = o.layout.zero;
   return d;
@@ -256,6 +257,8 @@ class Run {
   bool resume(Diagnostics& d);
   bool save_checkpoint(int64_t steps_done, std::string* error);
   void run_step(int64_t step, StepRecord& rec);
+  void load_microbatch(int64_t step, int64_t mb);
+  void sync_tied_embedding();
 
   TrainOptions o_;
   int rank_, world_;
@@ -274,6 +277,17 @@ class Run {
   int64_t start_step_ = 0;
   int threads_ = 1;
   std::vector<int32_t> sample_, tokens_, targets_;
+  // Pipeline: this stage's actions, and device buffers for activations / gradients in flight.
+  std::vector<PipelineAction> actions_;
+  std::vector<float*> send_fwd_, send_bwd_;  // per micro-batch (sent asynchronously)
+  float *recv_fwd_ = nullptr, *recv_bwd_ = nullptr;
+  std::vector<float*> buffers_;
+
+ public:
+  ~Run() {
+    if (be_)
+      for (float* p : buffers_) be_->release(p);
+  }
 };
 
 bool Run::setup(Diagnostics& d) {
@@ -315,11 +329,30 @@ bool Run::setup(Diagnostics& d) {
   gc.tp_size = L.tp;
   gc.pp_rank = groups_.coords.pp;
   gc.pp_size = L.pp;
-  gc.layer_begin = 0;
-  gc.layer_end = model_spec_.layers;
+  // Stage s holds layers [s * layers / pp, (s + 1) * layers / pp): sizes differ by at most one.
+  const int s = groups_.coords.pp;
+  gc.layer_begin = int(int64_t(s) * model_spec_.layers / L.pp);
+  gc.layer_end = int(int64_t(s + 1) * model_spec_.layers / L.pp);
   gc.seed = o_.seed;
   gc.recompute = L.recompute;
   gc.param_pad_multiple = L.dp;
+  micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
+  // One stage runs 1F1B (one micro-batch in flight); otherwise the chosen schedule's table.
+  const Schedule sched = L.pp == 1 ? Schedule::OneFOneB : L.schedule;
+  const auto table = build_schedule(sched, L.pp, 1, int(micro_));
+  if (table.size() != size_t(L.pp)) {
+    d.error(kCmd, 0, 0, "--schedule",
+            std::string("schedule ") + to_string(sched) + " cannot run " + std::to_string(micro_) +
+                " micro-batches on " + std::to_string(L.pp) + " stages");
+    return false;
+  }
+  actions_ = table[size_t(s)];
+  int inflight = 0, peak = 1;
+  for (const PipelineAction& a : actions_) {
+    inflight += a.pass == Pass::Forward ? 1 : -1;
+    peak = std::max(peak, inflight);
+  }
+  gc.slots = peak;
   if (std::string why = gpt_check_config(gc); !why.empty()) {
     d.error(kCmd, 0, 0, "--model", why);
     return false;
@@ -328,7 +361,21 @@ bool Run::setup(Diagnostics& d) {
   model_->init_params();
   opt_ = std::make_unique<Optimizer>(o_.optimizer, *model_, *be_, *groups_.dp, *groups_.tp,
                                      *groups_.pp);
-  micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
+  const int64_t n = model_->boundary_numel();
+  auto buffer = [&] {
+    float* p = be_->allocate(n);
+    if (!p) throw std::bad_alloc();
+    buffers_.push_back(p);
+    return p;
+  };
+  if (L.pp > 1) {
+    for (int64_t i = 0; i < micro_; ++i) {
+      send_fwd_.push_back(model_->last_stage() ? nullptr : buffer());
+      send_bwd_.push_back(model_->first_stage() ? nullptr : buffer());
+    }
+    recv_fwd_ = buffer();
+    recv_bwd_ = buffer();
+  }
 
   DataConfig dc;
   dc.source = o_.data;
@@ -437,34 +484,78 @@ bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
   return true;
 }
 
+void Run::load_microbatch(int64_t step, int64_t mb) {
+  const Layout& L = o_.layout;
+  for (int i = 0; i < L.mbs; ++i) {
+    const int64_t idx = global_sample_index(step, o_.gbs, L.dp, groups_.coords.dp, mb * L.mbs + i);
+    data_->sample(idx, sample_.data());
+    std::copy(sample_.begin(), sample_.begin() + T_, tokens_.begin() + int64_t(i) * T_);
+    std::copy(sample_.begin() + 1, sample_.end(), targets_.begin() + int64_t(i) * T_);
+  }
+}
+
+// The LM head on the last stage is tied to the first stage's embedding: both copies get the sum
+// of the two gradients (a + b on one side, b + a on the other: the same float), so the two
+// identical AdamW updates keep them bitwise equal.
+void Run::sync_tied_embedding() {
+  if (o_.layout.pp == 1 || !(model_->first_stage() || model_->last_stage())) return;
+  const ParamInfo* p = model_->find_param(model_->first_stage() ? "wte" : "wte.tied");
+  std::vector<float> mine(size_t(p->numel)), other(size_t(p->numel));
+  be_->to_host(mine.data(), model_->grads() + p->offset, p->numel);
+  const int peer = model_->first_stage() ? o_.layout.pp - 1 : 0;
+  groups_.pp->send_async(mine.data(), p->numel, peer, 1 << 30);
+  groups_.pp->recv(other.data(), p->numel, peer, 1 << 30);
+  groups_.pp->wait_sends();
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] += other[i];
+  be_->from_host(model_->grads() + p->offset, mine.data(), p->numel);
+}
+
 void Run::run_step(int64_t step, StepRecord& rec) {
   const Layout& L = o_.layout;
   const auto t_step = Clock::now();
   model_->zero_grads();
   const float scale = float(1.0 / (double(o_.gbs) * T_));
+  const int64_t n = model_->boundary_numel();
+  const int prev = groups_.coords.pp - 1, next = groups_.coords.pp + 1;
+  const bool first = model_->first_stage(), last = model_->last_stage();
+  std::vector<int> slot_of(size_t(micro_), -1), free_slots;
+  for (int i = model_->config().slots - 1; i >= 0; --i) free_slots.push_back(i);
   double loss_sum = 0;
-  for (int64_t mb = 0; mb < micro_; ++mb) {
-    auto t = Clock::now();
-    for (int i = 0; i < L.mbs; ++i) {
-      const int64_t idx = global_sample_index(step, o_.gbs, L.dp, groups_.coords.dp, mb * L.mbs + i);
-      data_->sample(idx, sample_.data());
-      std::copy(sample_.begin(), sample_.begin() + T_, tokens_.begin() + int64_t(i) * T_);
-      std::copy(sample_.begin() + 1, sample_.end(), targets_.begin() + int64_t(i) * T_);
+  for (const PipelineAction& a : actions_) {
+    const int64_t mb = a.microbatch;
+    if (a.pass == Pass::Forward) {
+      auto t = Clock::now();
+      if (first || last) load_microbatch(step, mb);
+      rec.data_s += seconds_since(t);
+      t = Clock::now();
+      const int slot = free_slots.back();
+      free_slots.pop_back();
+      slot_of[size_t(mb)] = slot;
+      if (!first) groups_.pp->recv(recv_fwd_, n, prev, int(2 * mb));
+      float* out = last ? nullptr : send_fwd_[size_t(mb)];
+      loss_sum += model_->forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
+      if (!last) groups_.pp->send_async(out, n, next, int(2 * mb));
+      rec.forward_s += seconds_since(t);
+    } else {
+      const auto t = Clock::now();
+      if (!last) groups_.pp->recv(recv_bwd_, n, next, int(2 * mb + 1));
+      float* din = first ? nullptr : send_bwd_[size_t(mb)];
+      model_->backward(slot_of[size_t(mb)], recv_bwd_, din);
+      if (!first) groups_.pp->send_async(din, n, prev, int(2 * mb + 1));
+      free_slots.push_back(slot_of[size_t(mb)]);
+      rec.backward_s += seconds_since(t);
     }
-    rec.data_s += seconds_since(t);
-    t = Clock::now();
-    loss_sum += model_->forward(0, tokens_.data(), nullptr, nullptr, targets_.data(), scale);
-    rec.forward_s += seconds_since(t);
-    t = Clock::now();
-    model_->backward(0, nullptr, nullptr);
-    rec.backward_s += seconds_since(t);
   }
   auto t = Clock::now();
+  groups_.pp->wait_sends();
+  sync_tied_embedding();
+  rec.backward_s += seconds_since(t);
+  t = Clock::now();
   OptimizerStats os = opt_->step(step);
   rec.optimizer_s = seconds_since(t) - os.comm_s;
   rec.dp_comm_s = os.comm_s;
   // Global mean loss: the last stage's TP rank 0 of every DP rank contributes its sum.
-  double contrib = (model_->last_stage() && groups_.coords.tp == 0) ? loss_sum : 0.0;
+  double contrib = (last && groups_.coords.tp == 0) ? loss_sum : 0.0;
   groups_.world->all_reduce_sum(&contrib, 1);
   rec.step = step + 1;
   rec.loss = contrib / (double(o_.gbs) * T_);

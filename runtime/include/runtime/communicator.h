@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "planner/spec.h"
 
@@ -31,6 +32,9 @@ class Communicator {
   virtual void broadcast(float* data, int64_t n, int root) = 0;
   virtual void send(const float* data, int64_t n, int peer, int tag) = 0;
   virtual void recv(float* data, int64_t n, int peer, int tag) = 0;
+  // Non-blocking send (pipeline stages): `data` must stay untouched until wait_sends() returns.
+  virtual void send_async(const float* data, int64_t n, int peer, int tag) = 0;
+  virtual void wait_sends() = 0;
   virtual void barrier() = 0;
 };
 
