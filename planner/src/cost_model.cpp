@@ -125,9 +125,10 @@ MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, 
   const double act_fn_mem = tok * f / tpd * (gated ? 3 * e : 2 * e);
   const double fwd_mem = core_mem + token_mem + act_fn_mem;
   // Backward kernels read the saved input and the incoming gradient and write the outgoing one:
-  // softmax 6 B per score (vs 4 forward), dropout 2e + 1 (mask) + ... = the same as forward,
-  // LayerNorm 3e (vs 2e), bias-dropout-residual 2e + 1 (the residual gradient passes through),
-  // GeLU 3e per element (vs 2e), SwiGLU 5e (reads gate, up and the gradient, writes two).
+  // softmax reads y and dy, writes dx (3e per score, 2e forward); dropout reads dy and the mask,
+  // writes dx (2e + 1, as forward); LayerNorm 3e (2e forward); bias-dropout-residual 2e + 1 (the
+  // residual gradient passes through); GeLU 3e (2e forward); SwiGLU 5e (reads gate, up, dy;
+  // writes two gradients).
   const double core_mem_bwd = scores * (3 * e + (dropout ? 2 * e + 1 : 0));
   const double token_mem_bwd = tok * h * repl * (2 * 3 * e + 2 * (2 * e + (dropout ? 1 : 0)));
   const double act_fn_mem_bwd = tok * f / tpd * (gated ? 5 * e : 3 * e);
