@@ -1,6 +1,7 @@
 // Chrome trace-event JSON of a simulated step (Trace Event Format, "JSON Object Format"): one
 // process per simulated GPU (pid = global rank), one thread per stream, complete events ("X")
-// with microsecond timestamps, plus process/thread name metadata. Opens in Perfetto.
+// with microsecond timestamps, process/thread name metadata and a counter track ("C") of each
+// GPU's activation memory. Opens in Perfetto.
 #include <cstdio>
 #include <string>
 
@@ -55,6 +56,18 @@ std::string chrome_trace_json(const StepSimulation& sim) {
     append_us(s, e.end_s - e.start_s);
     s += ",\"args\":{\"stage\":" + std::to_string(e.stage) + ",\"microbatch\":" +
          std::to_string(e.microbatch) + ",\"chunk\":" + std::to_string(e.chunk) + "}}";
+  }
+  // Activation memory of each simulated GPU as a counter track ("ph": "C"), in GiB.
+  for (size_t st = 0; st < sim.activation_bytes_over_time.size() && st < sim.stage_rank.size(); ++st) {
+    for (const auto& [t, bytes] : sim.activation_bytes_over_time[st]) {
+      sep();
+      char gib[48];
+      std::snprintf(gib, sizeof gib, "%.4f", bytes / (1024.0 * 1024.0 * 1024.0));
+      s += "{\"ph\":\"C\",\"name\":\"activations (GiB)\",\"pid\":" + std::to_string(sim.stage_rank[st]) +
+           ",\"ts\":";
+      append_us(s, t);
+      s += std::string(",\"args\":{\"GiB\":") + gib + "}}";
+    }
   }
   s += "\n]}\n";
   return s;

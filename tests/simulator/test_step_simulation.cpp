@@ -256,6 +256,7 @@ TEST(StepSimulation, ChromeTraceHasOnePidPerGpuAndCompleteEvents) {
   while ((pos = json.find("\"ph\":\"X\"", pos)) != std::string::npos) ++x, ++pos;
   EXPECT_EQ(x, sim.timeline.size());
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
+  EXPECT_NE(json.find("\"ph\":\"C\",\"name\":\"activations (GiB)\""), std::string::npos);
 }
 
 TEST(StepSimulation, BadInputGivesNamedErrorNotCrash) {
