@@ -41,7 +41,7 @@ int list(int argc, char** argv, const char* command, const std::vector<CatalogEn
     for (const CatalogEntry& e : entries) {
       w.begin_object();
       w.field("name", e.name).field("summary", e.summary).field("source", source_of(e));
-      w.field("file", e.file);
+      w.field("file", e.file).field("kind", models ? "model" : "cluster");
       if (models) w.field("params", params_of(e));
       w.end_object();
     }

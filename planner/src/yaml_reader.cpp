@@ -189,8 +189,16 @@ bool MapReader::boolean(const std::string& key, bool& out, bool required) {
 
 void MapReader::finish() {
   if (!map_.IsMap()) return;
+  std::vector<std::string> seen;
   for (auto it = map_.begin(); it != map_.end(); ++it) {
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string("?");
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      const Position p = position_of(it->first);
+      diags_.error(file_, p.line, p.column, prefix_ + key,
+                   "given more than once (the first one is used)");
+      continue;
+    }
+    seen.push_back(key);
     if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
     const Position p = position_of(it->first);
     const std::string near = closest_match(key, known_);

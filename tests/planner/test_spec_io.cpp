@@ -253,3 +253,12 @@ TEST(BadRef, EmptyAndNonMapFilesAreErrorsNotCrashes) {
   EXPECT_FALSE(parse_model_hf_json("{", "cut.json").ok());
   EXPECT_FALSE(parse_model_yaml("name: [a, b]\nlayers: {x: 1}\n", "types.yaml").ok());
 }
+
+TEST(ModelYaml, DuplicateKeyIsAnError) {
+  const auto m = parse_model_yaml(
+      "name: d\nlayers: 2\nhidden: 8\nheads: 2\nvocab: 10\nseq_len: 4\nlayers: 3\n", "d.yaml");
+  ASSERT_FALSE(m.ok());
+  ASSERT_EQ(m.diagnostics.items().size(), 1u) << m.diagnostics.to_string();
+  EXPECT_EQ(m.diagnostics.items()[0].path, "model.layers");
+  EXPECT_EQ(m.diagnostics.items()[0].line, 7);
+}
