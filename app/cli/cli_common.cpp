@@ -564,17 +564,17 @@ std::string candidates_table(const std::vector<Estimate>& candidates) {
   std::ostringstream os;
   char line[256];
   std::snprintf(line, sizeof line,
-                "%3s %5s %5s %4s %3s %3s %3s %4s %4s %-9s %-3s %-3s %-5s %-11s %-4s %8s %9s %10s "
+                "%3s %5s %5s %4s %3s %3s %3s %4s %4s %-9s %-3s %-4s %-5s %-11s %-4s %8s %9s %10s "
                 "%6s %8s %14s\n",
                 "#", "nodes", "gpus", "dp", "tp", "pp", "vp", "mbs", "zero", "recompute", "sp",
-                "off", "order", "schedule", "fits", "mem GiB", "step s", "samples/s", "MFU %",
+                "offl", "order", "schedule", "fits", "mem GiB", "step s", "samples/s", "MFU %",
                 "days", "cost");
   os << line;
   int rank = 1;
   for (const Estimate& e : candidates) {
     const Layout& l = e.layout;
     std::snprintf(line, sizeof line,
-                  "%3d %5d %5d %4d %3d %3d %3d %4d %4d %-9s %-3s %-3s %-5s %-11s %-4s %8s %9s "
+                  "%3d %5d %5d %4d %3d %3d %3d %4d %4d %-9s %-3s %-4s %-5s %-11s %-4s %8s %9s "
                   "%10s %6s %8s %14s\n",
                   rank++, e.nodes, e.gpus, l.dp, l.tp, l.pp, l.vp, l.mbs, l.zero,
                   to_string(l.recompute), l.sp ? "on" : "off", l.offload ? "on" : "off",
