@@ -242,3 +242,32 @@ TEST(Cli, EstimateFromAPlanFile) {
   EXPECT_TRUE(has(r.err, "tests/data/bad/plan_bad_layout.yaml:10:9: error: layout.zero")) << r.err;
   EXPECT_TRUE(has(r.err, "tests/data/bad/plan_bad_layout.yaml:11:3: error: layout.schedul")) << r.err;
 }
+
+TEST(Cli, UnknownPriceIsNullNotAGuess) {
+  // DGX systems have no hourly price in the catalog: cost_usd is null in JSON, "unknown" in text.
+  const std::string args =
+      "estimate --model gpt3-1.3b --cluster dgx-a100-80gb --nodes 1 --dp 8 --tp 1 --pp 1 --mbs 1 "
+      "--gbs 64 --tokens 1e9";
+  CliRun r = run_cli(args + " --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"cost_usd\": null")) << r.out;
+  r = run_cli(args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "unknown (cluster has no price)")) << r.out;
+}
+
+TEST(Cli, MoreGpusThanTheNodesHold) {
+  const CliRun r = run_cli(
+      "estimate --model gpt2-124m --cluster p4d.24xlarge --nodes 1 --gpus 12 --dp 12 --tp 1 "
+      "--pp 1 --mbs 1 --gbs 12");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "--gpus: more GPUs (12) than 1 nodes of 8 hold")) << r.err;
+}
+
+TEST(Cli, UserClusterFileWithOnlyRequiredKeys) {
+  const CliRun r = run_cli(
+      "estimate --model gpt2-124m --cluster tests/data/good/cluster_minimal.yaml --nodes 2 "
+      "--dp 8 --tp 1 --pp 1 --mbs 4 --gbs 64 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"gpus\": 8")) << r.out;
+}
