@@ -138,6 +138,21 @@ TEST(CostModel, GPipeHoldsAllMicrobatchesOneFOneBOnlyP) {
   EXPECT_DOUBLE_EQ(act_gpipe, 16 * layers_mb + 128000);
 }
 
+TEST(CostModel, InterleavedStageZeroHoldsKorthikantiFactor) {
+  // p = 2, vp = 2, 8 layers (2 per chunk), m = 4: stage 0 holds (p-1)*2 + (vp-1)*p + 1 = 5 chunk
+  // micro-batches = 10 layer-micro-batches = L/p * p * (1 + (p-1)/(p vp)) = 4 * 2 * 1.25
+  // (Korthikanti et al. 2022 Sec 4.2.3), plus the embedding mask of the 5 / vp micro-batches.
+  const Scenario sc = test::scenario(test::tiny_model(8), 2, 4);
+  Layout l = layout(1, 1, 2, 1);
+  l.schedule = Schedule::Interleaved;
+  l.vp = 2;
+  const Estimate e = estimate(sc, l);
+  ASSERT_TRUE(e.reason.empty()) << e.reason;
+  const double expected = 10 * 90112.0 + 2.5 * 2048;
+  report("interleaved stage-0 activations", expected, e.memory_per_gpu_bytes.activations);
+  EXPECT_DOUBLE_EQ(e.memory_per_gpu_bytes.activations, expected);
+}
+
 // Cluster with exact link figures: efficiency 1, fixed latencies.
 Scenario exact_links(int gpus, int64_t gbs) {
   Scenario sc = test::scenario(test::tiny_model(), gpus, gbs);
