@@ -158,7 +158,14 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     a.ln1_rstd = alloc(R_, true);
     a.h1 = alloc(int64_t(R_) * C_, true);
     a.qkv = alloc(int64_t(R_) * S_, true);
-    a.probs = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
+    // Selective recompute (Korthikanti et al. 2022): the [B, Hl, T, T] softmax is not kept per
+    // micro-batch but recomputed from qkv in backward; every layer shares one buffer.
+    if (cfg_.recompute == Recompute::Selective) {
+      if (!shared_probs_) shared_probs_ = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
+      a.probs = shared_probs_;
+    } else {
+      a.probs = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
+    }
     a.attn = alloc(int64_t(R_) * Hl_ * D_, true);
     a.x2 = alloc(int64_t(R_) * C_, true);
     a.ln2_mean = alloc(R_, true);
@@ -308,6 +315,7 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   be_.norm_backward(norm_, dres, g + L.ln2_w, L.ln2_b >= 0 ? g + L.ln2_b : nullptr, dh_, a.x2,
                     p + L.ln2_w, a.ln2_mean, a.ln2_rstd, R_, C_);
   // Attention: x2 = x + attn(h1 Wqkv^T) Wo^T
+  if (cfg_.recompute == Recompute::Selective) be_.attention_forward(dattn_, a.probs, a.qkv, sh);
   be_.matmul(dattn_, dres, p + L.wo, R_, Hl_ * D_, C_, false, false, false);
   be_.matmul(g + L.wo, dres, a.attn, C_, Hl_ * D_, R_, true, false, true);
   be_.attention_backward(dqkv_, dattn_, a.qkv, a.probs, sh);

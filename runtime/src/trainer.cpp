@@ -169,6 +169,11 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
         "gradient accumulation needs gbs / (dp * mbs) micro-batches per step");
   if (o.layout.vp > 1)
     err("vp", "interleaved pipeline stages (vp > 1) are not available in capplan-train yet");
+  if (o.layout.offload)
+    err("offload", "activation offload is not available in capplan-train yet");
+  if (o.layout.sp)
+    err("sp", "sequence parallelism is not available in capplan-train yet");
+
   o.optimizer.total_steps = o.steps;
   o.optimizer.zero = o.layout.zero;
   return d;
@@ -646,6 +651,12 @@ int Run::execute() {
                 model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp,
                 L.order.c_str(), L.zero, L.mbs, (long long)o_.gbs, (long long)micro_, T_,
                 threads_, be_->name().c_str(), data_->describe().c_str());
+    const double mib = 1024.0 * 1024.0;
+    std::printf("memory on rank 0: parameters %.1f MiB, gradients %.1f MiB, optimizer state "
+                "%.1f MiB, activations %.1f MiB (%d micro-batch slot%s)\n",
+                model_->padded_params() * 4.0 / mib, model_->padded_params() * 4.0 / mib,
+                opt_->state_numel() * 8.0 / mib, model_->activation_bytes() / mib,
+                model_->config().slots, model_->config().slots == 1 ? "" : "s");
     if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
     std::fflush(stdout);
     if (metrics_.is_open()) {

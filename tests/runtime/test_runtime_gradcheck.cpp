@@ -134,10 +134,13 @@ TEST(RuntimeGradCheck, SwigluRmsNormRopeGroupedQuery) {
 }
 
 // Full recompute rebuilds each layer's activations in backward from the same inputs and
-// operations: gradients must be bitwise identical to keeping them.
-TEST(RuntimeGradCheck, FullRecomputeIsBitwiseIdentical) {
-  for (bool llama : {false, true}) {
-    Fixture a(tiny_model(llama)), b(tiny_model(llama), Recompute::Full);
+// operations, selective recompute the attention softmax: gradients bitwise identical to keeping
+// them.
+TEST(RuntimeGradCheck, RecomputeIsBitwiseIdentical) {
+  for (auto [llama, mode] : {std::pair{false, Recompute::Full}, std::pair{true, Recompute::Full},
+                             std::pair{false, Recompute::Selective},
+                             std::pair{true, Recompute::Selective}}) {
+    Fixture a(tiny_model(llama)), b(tiny_model(llama), mode);
     EXPECT_EQ(a.loss(true), b.loss(true));
     const int64_t n = a.gpt->num_params();
     std::vector<float> ga(static_cast<size_t>(n)), gb(static_cast<size_t>(n));

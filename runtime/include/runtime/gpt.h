@@ -106,6 +106,7 @@ class Gpt {
   std::vector<Slot> slots_;
   std::vector<LayerActs> shared_acts_;  // recompute: one set reused by every layer
   std::vector<float*> owned_;           // every activation / scratch allocation
+  float* shared_probs_ = nullptr;       // selective recompute: one softmax buffer for all
   float *dres_ = nullptr, *dh_ = nullptr, *dqkv_ = nullptr, *dattn_ = nullptr, *dfc_ = nullptr,
         *dact_ = nullptr, *logits_ = nullptr, *hf_ = nullptr, *lnf_mean_ = nullptr,
         *lnf_rstd_ = nullptr, *stats_ = nullptr;
