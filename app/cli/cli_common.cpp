@@ -188,15 +188,12 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
   ScenarioArgs out;
   require_flag(args, "model", diags, "a preset name or a file; see `capplan models`");
   require_flag(args, "cluster", diags, "a preset name or a file; see `capplan clusters`");
-  bool have_model = false, have_cluster = false;
+  bool have_cluster = false;
   if (args.has("model")) {
     out.model_ref = args.get("model");
     Loaded<ModelSpec> m = load_model(out.model_ref);
     diags.append(m.diagnostics);
-    if (m.ok()) {
-      out.scenario.model = *m.value;
-      have_model = true;
-    }
+    if (m.ok()) out.scenario.model = *m.value;
   }
   if (args.has("cluster")) {
     out.cluster_ref = args.get("cluster");
@@ -267,7 +264,6 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
                std::string(to_string(t.precision)) + " is not supported by " +
                    out.scenario.cluster.gpu.name,
                "try --precision fp16");
-  (void)have_model;
   for (size_t i = before; i < diags.items().size(); ++i)
     if (diags.items()[i].severity == Severity::Error) return std::nullopt;
   return out;
@@ -588,13 +584,18 @@ std::string candidates_table(const std::vector<Estimate>& candidates) {
   return os.str();
 }
 
-void register_plan_extension(PlanExtension extension) {
-  const_cast<std::vector<PlanExtension>&>(plan_extensions()).push_back(std::move(extension));
-}
-
-const std::vector<PlanExtension>& plan_extensions() {
+namespace {
+// Function-local so that registration from other files' static initialisers is safe.
+std::vector<PlanExtension>& extension_registry() {
   static std::vector<PlanExtension> extensions;
   return extensions;
 }
+}  // namespace
+
+void register_plan_extension(PlanExtension extension) {
+  extension_registry().push_back(std::move(extension));
+}
+
+const std::vector<PlanExtension>& plan_extensions() { return extension_registry(); }
 
 }  // namespace capplan::cli
