@@ -44,6 +44,7 @@ std::vector<FlagSpec> run_flags() {
       {"threads", true, "threads per rank (default cores / ranks)", "N"},
       {"max-ranks", true, "most MPI ranks allowed on this machine (default max(8, 2 x cores))", "N"},
       {"resume", true, "auto | never | checkpoint folder (default never)", "R"},
+      {"checkpoint-every", true, "steps between checkpoints (default ceil(steps / 4))", "N"},
       {"train-bin", true, "capplan-train to run (default: next to capplan, $CAPPLAN_TRAIN, PATH)", "PATH"},
       {"mpirun", true, "mpirun to use (default $CAPPLAN_MPIRUN or mpirun from PATH)", "PATH"},
       {"peak-gflops", true, "state this machine's fp32 GEMM peak instead of measuring it", "X"},
@@ -101,6 +102,7 @@ int cmd_run(int argc, char** argv) {
   const auto threads = int_flag(args, "threads", diags, 1, 1024);
   const auto max_ranks = int_flag(args, "max-ranks", diags, 1, 1 << 20);
   const auto peak = number_flag(args, "peak-gflops", diags, 0, 1e12);
+  const auto checkpoint_every = int_flag(args, "checkpoint-every", diags, 1, 1000000000);
   if (diags.has_errors()) return report(diags);
 
   req.scale_down = args.has("scale-down");
@@ -111,6 +113,7 @@ int cmd_run(int argc, char** argv) {
   req.stated_gemm_peak_gflops = peak.value_or(0);
   req.data = args.get("data", "synthetic");
   req.resume = args.get("resume", "never");
+  req.checkpoint_every = int(checkpoint_every.value_or(0));
   req.run_dir = args.get("dir", default_run_dir());
   req.train_binary = args.get("train-bin");
   req.mpirun = args.get("mpirun");
@@ -141,6 +144,9 @@ int cmd_run(int argc, char** argv) {
   std::fprintf(progress, "command: %s\n", rt::shell_quote(pre.command).c_str());
   std::fflush(progress);
 
+  // A closed stdout or stderr (e.g. `capplan run ... | head`) must not kill capplan and orphan
+  // the job: writes then just fail, and the run goes on to its record.
+  ::signal(SIGPIPE, SIG_IGN);
   struct sigaction sa {}, old_int {}, old_term {};
   sa.sa_handler = on_interrupt;
   sigemptyset(&sa.sa_mask);

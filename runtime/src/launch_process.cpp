@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -179,6 +180,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   }
   const char* wd = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
 
+  const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     result.error = std::string("fork: ") + std::strerror(errno);
@@ -190,6 +192,11 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   if (pid == 0) {
     // Child: async-signal-safe calls only.
     ::setpgid(0, 0);
+    // If this process dies without cancelling (killed, crashed), the child gets SIGTERM rather
+    // than running on unwatched; mpirun forwards it to the ranks. The signal follows the forking
+    // thread, which stays in run_process until the child is reaped.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);
     ::signal(SIGPIPE, SIG_DFL);
     ::dup2(out_pipe[1], STDOUT_FILENO);
     ::dup2(err_pipe[1], STDERR_FILENO);

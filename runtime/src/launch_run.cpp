@@ -201,7 +201,7 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   c.seed = req.seed;
   c.data = req.data;
   c.checkpoint_dir = req.run_dir + "/checkpoints";
-  c.checkpoint_every = std::max(1, req.steps);
+  c.checkpoint_every = req.checkpoint_every > 0 ? req.checkpoint_every : std::max(1, (req.steps + 3) / 4);
   c.resume = req.resume;
   c.metrics_file = req.run_dir + "/metrics.jsonl";
   c.threads = req.threads;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -366,6 +367,41 @@ TEST(Process, CancelEndsTheWholeProcessGroup) {
     if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(gone) << "grandchild " << grandchild << " survived the cancel";
+}
+
+// Expectation: when the launching process dies without cancelling (SIGKILL here), its child gets
+// SIGTERM and ends instead of running on unwatched (mpirun then takes its ranks down).
+TEST(Process, ChildEndsWhenTheLauncherDies) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    ::close(fds[0]);
+    run_process({"/bin/sh", "-c", "echo $$; exec sleep 60"}, {},
+                [&](OutputStream, const std::string& line) {
+                  const std::string l = line + "\n";
+                  ssize_t ignored = ::write(fds[1], l.data(), l.size());
+                  (void)ignored;
+                });
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string line;
+  char c;
+  while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(fds[0]);
+  ASSERT_FALSE(line.empty());
+  const pid_t child = pid_t(std::stol(line));
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 250 && !gone; ++i) {
+    gone = process_gone(child);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "child " << child << " outlived its launcher";
+  if (!gone) ::kill(child, SIGKILL);
 }
 
 // ---------------------------------------------------------------- metrics

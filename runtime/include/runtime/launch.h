@@ -226,6 +226,7 @@ struct LaunchRequest {
   std::string train_build_hint;   // where the build put capplan-train, for locate_train_binary
   std::string mpirun;             // empty = $CAPPLAN_MPIRUN, else "mpirun" from PATH
   std::string resume = "never";   // auto | never | PATH, passed to capplan-train
+  int checkpoint_every = 0;       // 0 = every ceil(steps / 4) steps, so a cancelled run can resume
   int max_ranks = 0;              // 0 = max(8, 2 * cores): more ranks than that is refused
   int threads = 0;                // per rank; 0 = trainer default
   bool measure_machine = true;    // time GEMM and memcpy for the local cluster spec

@@ -42,8 +42,10 @@ struct ProcessResult {
 
 // Runs argv[0] (looked up in PATH when it has no '/') with argv, in its own process group, and
 // blocks until it has exited and both output streams are closed. When *cancel becomes true, the
-// whole process group gets SIGTERM, then SIGKILL after kill_grace_s. Thread-safe to call from
-// several threads for different children.
+// whole process group gets SIGTERM, then SIGKILL after kill_grace_s (mpirun forwards SIGTERM to
+// its ranks, which Open MPI keeps in process groups of their own). Should this process die first,
+// the child gets SIGTERM (Linux parent-death signal). Thread-safe to call from several threads
+// for different children.
 ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options,
                           const OutputLineFn& on_line, const std::atomic<bool>* cancel = nullptr);
 
