@@ -44,18 +44,24 @@ Optimizer::~Optimizer() {
 }
 
 OptimizerStats Optimizer::step(int64_t step) {
-  using clock = std::chrono::steady_clock;
   OptimizerStats st;
-  float* grads = model_.grads();
-  float* params = model_.params();
+  double total = reduce_gradients(&st.comm_s);
+  tp_.all_reduce_sum(&total, 1);
+  pp_.all_reduce_sum(&total, 1);
+  st.grad_norm = std::sqrt(total);
+  st.lr = learning_rate(cfg_, step);
+  update(step, st.grad_norm, &st.comm_s);
+  return st;
+}
+
+double Optimizer::reduce_gradients(double* comm_s) {
+  using clock = std::chrono::steady_clock;
   const int64_t my_begin = shard_ * dp_.rank(), my_end = my_begin + shard_;
-
-  auto t0 = clock::now();
-  dp_.reduce_scatter_sum(grads, gshard_, shard_);
-  st.comm_s += std::chrono::duration<double>(clock::now() - t0).count();
-
+  const auto t0 = clock::now();
+  dp_.reduce_scatter_sum(model_.grads(), gshard_, shard_);
+  *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
   // Global norm: this shard's counted elements, then the DP partials summed in rank order (so
-  // the value does not depend on the reduction algorithm), then over TP and PP.
+  // the value does not depend on the reduction algorithm).
   double local = 0;
   for (const ParamInfo& p : model_.param_infos()) {
     if (!p.norm_counted) continue;
@@ -66,22 +72,24 @@ OptimizerStats Optimizer::step(int64_t step) {
   dp_.all_gather(&local, parts.data(), 1);
   double total = 0;
   for (double x : parts) total += x;
-  tp_.all_reduce_sum(&total, 1);
-  pp_.all_reduce_sum(&total, 1);
-  st.grad_norm = std::sqrt(total);
-  st.lr = learning_rate(cfg_, step);
+  return total;
+}
 
+void Optimizer::update(int64_t step, double grad_norm, double* comm_s) {
+  using clock = std::chrono::steady_clock;
+  float* grads = model_.grads();
+  float* params = model_.params();
+  const int64_t my_begin = shard_ * dp_.rank(), my_end = my_begin + shard_;
   AdamWStep a;
-  a.lr = float(st.lr);
+  a.lr = float(learning_rate(cfg_, step));
   a.beta1 = float(cfg_.beta1);
   a.beta2 = float(cfg_.beta2);
   a.eps = float(cfg_.eps);
   a.bias_correction1 = float(1.0 - std::pow(cfg_.beta1, double(step + 1)));
   a.bias_correction2 = float(1.0 - std::pow(cfg_.beta2, double(step + 1)));
-  a.grad_scale = (cfg_.clip > 0 && st.grad_norm > cfg_.clip) ? float(cfg_.clip / st.grad_norm)
-                                                              : 1.0f;
+  a.grad_scale = (cfg_.clip > 0 && grad_norm > cfg_.clip) ? float(cfg_.clip / grad_norm) : 1.0f;
   // Update the flat range [begin, end) whose gradients start at g (flat index begin).
-  auto update = [&](int64_t begin, int64_t end, const float* g) {
+  auto apply = [&](int64_t begin, int64_t end, const float* g) {
     for (const ParamInfo& p : model_.param_infos()) {
       const int64_t b = std::max(p.offset, begin), e = std::min(p.offset + p.numel, end);
       if (b >= e) continue;
@@ -91,17 +99,16 @@ OptimizerStats Optimizer::step(int64_t step) {
     }
   };
   if (cfg_.zero >= 1) {
-    update(my_begin, my_end, gshard_);
-    t0 = clock::now();
+    apply(my_begin, my_end, gshard_);
+    const auto t0 = clock::now();
     dp_.all_gather(params + my_begin, params, shard_);
-    st.comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+    *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
   } else {
-    t0 = clock::now();
+    const auto t0 = clock::now();
     dp_.all_gather(gshard_, grads, shard_);
-    st.comm_s += std::chrono::duration<double>(clock::now() - t0).count();
-    update(0, padded_, grads);
+    *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+    apply(0, padded_, grads);
   }
-  return st;
 }
 
 }  // namespace capplan::rt

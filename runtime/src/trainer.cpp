@@ -17,6 +17,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "planner/schedule.h"
@@ -167,8 +168,9 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
                    std::to_string(o.layout.dp) + " * " + std::to_string(o.layout.mbs) + " = " +
                    std::to_string(per),
         "gradient accumulation needs gbs / (dp * mbs) micro-batches per step");
-  if (o.layout.vp > 1)
-    err("vp", "interleaved pipeline stages (vp > 1) are not available in capplan-train yet");
+  if (o.layout.vp > 1 && (o.layout.pp == 1 || o.layout.schedule != Schedule::Interleaved))
+    err("vp", "vp " + std::to_string(o.layout.vp) +
+                  " model chunks per stage need --pp > 1 and --schedule interleaved");
   if (o.layout.offload)
     err("offload", "activation offload is not available in capplan-train yet");
   if (o.layout.sp)
@@ -272,8 +274,8 @@ class Run {
   int64_t micro_ = 0;  // micro-batches per step on this DP rank
   ProcessGroups groups_;
   std::unique_ptr<Backend> be_;
-  std::unique_ptr<Gpt> model_;
-  std::unique_ptr<Optimizer> opt_;
+  std::vector<std::unique_ptr<Gpt>> models_;      // one per model chunk on this stage (vp)
+  std::vector<std::unique_ptr<Optimizer>> opts_;  // one per chunk
   std::unique_ptr<DataSource> data_;
   MetricsWriter metrics_;
   std::unique_ptr<SystemSampler> sampler_;
@@ -284,7 +286,7 @@ class Run {
   std::vector<int32_t> sample_, tokens_, targets_;
   // Pipeline: this stage's actions, and device buffers for activations / gradients in flight.
   std::vector<PipelineAction> actions_;
-  std::vector<float*> send_fwd_, send_bwd_;  // per micro-batch (sent asynchronously)
+  std::vector<std::vector<float*>> send_fwd_, send_bwd_;  // [chunk][micro-batch], sent async
   float *recv_fwd_ = nullptr, *recv_bwd_ = nullptr;
   std::vector<float*> buffers_;
 
@@ -318,6 +320,11 @@ bool Run::setup(Diagnostics& d) {
     d.error(kCmd, 0, 0, "--pp",
             "pp " + std::to_string(L.pp) + " is greater than the model's " +
                 std::to_string(model_spec_.layers) + " layers");
+  else if (L.vp > 1 && model_spec_.layers % (L.pp * L.vp) != 0)
+    d.error(kCmd, 0, 0, "--vp",
+            "vp " + std::to_string(L.vp) + " does not divide the " +
+                std::to_string(model_spec_.layers / L.pp) + " layers per stage (layers " +
+                std::to_string(model_spec_.layers) + " / pp " + std::to_string(L.pp) + ")");
   if (!model_spec_.tied_embeddings)
     d.warning(kCmd, 0, 0, "--model",
               "the model has untied embeddings; capplan-train trains a tied LM head");
@@ -332,52 +339,63 @@ bool Run::setup(Diagnostics& d) {
   gc.mbs = L.mbs;
   gc.tp_rank = groups_.coords.tp;
   gc.tp_size = L.tp;
-  gc.pp_rank = groups_.coords.pp;
-  gc.pp_size = L.pp;
-  // Stage s holds layers [s * layers / pp, (s + 1) * layers / pp): sizes differ by at most one.
-  const int s = groups_.coords.pp;
-  gc.layer_begin = int(int64_t(s) * model_spec_.layers / L.pp);
-  gc.layer_end = int(int64_t(s + 1) * model_spec_.layers / L.pp);
   gc.seed = o_.seed;
   gc.recompute = L.recompute;
   gc.param_pad_multiple = L.dp;
   micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
   // One stage runs 1F1B (one micro-batch in flight); otherwise the chosen schedule's table.
   const Schedule sched = L.pp == 1 ? Schedule::OneFOneB : L.schedule;
-  const auto table = build_schedule(sched, L.pp, 1, int(micro_));
+  const auto table = build_schedule(sched, L.pp, L.vp, int(micro_));
   if (table.size() != size_t(L.pp)) {
     d.error(kCmd, 0, 0, "--schedule",
             std::string("schedule ") + to_string(sched) + " cannot run " + std::to_string(micro_) +
-                " micro-batches on " + std::to_string(L.pp) + " stages");
+                " micro-batches on " + std::to_string(L.pp) + " stages",
+            sched == Schedule::Interleaved ? "interleaved needs gbs / (dp * mbs) divisible by pp"
+                                           : "");
     return false;
   }
+  const int s = groups_.coords.pp;
   actions_ = table[size_t(s)];
-  int inflight = 0, peak = 1;
-  for (const PipelineAction& a : actions_) {
-    inflight += a.pass == Pass::Forward ? 1 : -1;
-    peak = std::max(peak, inflight);
+  // Chunk c of stage s is virtual stage v = c * pp + s of pp * vp; virtual stage v holds layers
+  // [v * layers / (pp vp), (v + 1) * layers / (pp vp)): sizes differ by at most one.
+  const int virtual_stages = L.pp * L.vp;
+  for (int c = 0; c < L.vp; ++c) {
+    const int v = c * L.pp + s;
+    gc.pp_rank = v;
+    gc.pp_size = virtual_stages;
+    gc.layer_begin = int(int64_t(v) * model_spec_.layers / virtual_stages);
+    gc.layer_end = int(int64_t(v + 1) * model_spec_.layers / virtual_stages);
+    int inflight = 0, peak = 1;
+    for (const PipelineAction& a : actions_) {
+      if (a.chunk != c) continue;
+      inflight += a.pass == Pass::Forward ? 1 : -1;
+      peak = std::max(peak, inflight);
+    }
+    gc.slots = peak;
+    if (std::string why = gpt_check_config(gc); !why.empty()) {
+      d.error(kCmd, 0, 0, "--model", why);
+      return false;
+    }
+    models_.push_back(std::make_unique<Gpt>(gc, *be_, *groups_.tp));
+    models_.back()->init_params();
+    opts_.push_back(std::make_unique<Optimizer>(o_.optimizer, *models_.back(), *be_, *groups_.dp,
+                                                *groups_.tp, *groups_.pp));
   }
-  gc.slots = peak;
-  if (std::string why = gpt_check_config(gc); !why.empty()) {
-    d.error(kCmd, 0, 0, "--model", why);
-    return false;
-  }
-  model_ = std::make_unique<Gpt>(gc, *be_, *groups_.tp);
-  model_->init_params();
-  opt_ = std::make_unique<Optimizer>(o_.optimizer, *model_, *be_, *groups_.dp, *groups_.tp,
-                                     *groups_.pp);
-  const int64_t n = model_->boundary_numel();
+  const int64_t n = models_[0]->boundary_numel();
   auto buffer = [&] {
     float* p = be_->allocate(n);
     if (!p) throw std::bad_alloc();
     buffers_.push_back(p);
     return p;
   };
-  if (L.pp > 1) {
-    for (int64_t i = 0; i < micro_; ++i) {
-      send_fwd_.push_back(model_->last_stage() ? nullptr : buffer());
-      send_bwd_.push_back(model_->first_stage() ? nullptr : buffer());
-    }
+  send_fwd_.resize(size_t(L.vp));
+  send_bwd_.resize(size_t(L.vp));
+  if (virtual_stages > 1) {
+    for (int c = 0; c < L.vp; ++c)
+      for (int64_t i = 0; i < micro_; ++i) {
+        send_fwd_[size_t(c)].push_back(models_[size_t(c)]->last_stage() ? nullptr : buffer());
+        send_bwd_[size_t(c)].push_back(models_[size_t(c)]->first_stage() ? nullptr : buffer());
+      }
     recv_fwd_ = buffer();
     recv_bwd_ = buffer();
   }
@@ -403,6 +421,7 @@ bool Run::resume(Diagnostics& d) {
                         {"tp", std::to_string(L.tp)},
                         {"pp", std::to_string(L.pp)},
                         {"zero", std::to_string(L.zero)},
+                        {"vp", std::to_string(L.vp)},
                         {"world", std::to_string(world_)}};
   std::string step_dir;
   if (o_.resume == "auto") {
@@ -435,7 +454,7 @@ bool Run::resume(Diagnostics& d) {
     d.error(path, 0, 0, "", error);
     return false;
   }
-  auto load = [&](const char* name, float* dst, int64_t n) {
+  auto load = [&](const std::string& name, float* dst, int64_t n) {
     const Tensor* t = shard->find(name);
     if (!t || int64_t(t->data.size()) != n) {
       d.error(path, 0, 0, name, "missing or has the wrong size (expected " + std::to_string(n) + ")");
@@ -443,9 +462,12 @@ bool Run::resume(Diagnostics& d) {
     }
     be_->from_host(dst, t->data.data(), n);
   };
-  load("params", model_->params(), model_->num_params());
-  load("adam.m", opt_->m(), opt_->state_numel());
-  load("adam.v", opt_->v(), opt_->state_numel());
+  for (size_t c = 0; c < models_.size(); ++c) {
+    const std::string suffix = c == 0 ? "" : ".chunk" + std::to_string(c);
+    load("params" + suffix, models_[c]->params(), models_[c]->num_params());
+    load("adam.m" + suffix, opts_[c]->m(), opts_[c]->state_numel());
+    load("adam.v" + suffix, opts_[c]->v(), opts_[c]->state_numel());
+  }
   auto it = shard->meta.find("step");
   if (it == shard->meta.end()) d.error(path, 0, 0, "step", "missing");
   else start_step_ = std::stoll(it->second);
@@ -459,18 +481,29 @@ bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
                     {"tp", std::to_string(L.tp)},
                     {"pp", std::to_string(L.pp)},
                     {"zero", std::to_string(L.zero)},
+                    {"vp", std::to_string(L.vp)},
                     {"world", std::to_string(world_)},
                     {"step", std::to_string(steps_done)},
                     {"data_position", std::to_string(steps_done * o_.gbs)},
                     {"rng", "none"}};
-  std::vector<float> p(size_t(model_->num_params())), m(size_t(opt_->state_numel())),
-      v(size_t(opt_->state_numel()));
-  be_->to_host(p.data(), model_->params(), model_->num_params());
-  be_->to_host(m.data(), opt_->m(), opt_->state_numel());
-  be_->to_host(v.data(), opt_->v(), opt_->state_numel());
-  std::vector<TensorView> views = {{"params", p.data(), int64_t(p.size())},
-                                   {"adam.m", m.data(), int64_t(m.size())},
-                                   {"adam.v", v.data(), int64_t(v.size())}};
+  std::vector<std::vector<float>> host;
+  std::vector<std::string> names;
+  for (size_t c = 0; c < models_.size(); ++c) {
+    const std::string suffix = c == 0 ? "" : ".chunk" + std::to_string(c);
+    const Gpt& g = *models_[c];
+    Optimizer& op = *opts_[c];
+    for (auto [name, src, count] :
+         {std::tuple{"params", static_cast<const float*>(models_[c]->params()), g.num_params()},
+          std::tuple{"adam.m", static_cast<const float*>(op.m()), op.state_numel()},
+          std::tuple{"adam.v", static_cast<const float*>(op.v()), op.state_numel()}}) {
+      host.emplace_back(size_t(count));
+      be_->to_host(host.back().data(), src, count);
+      names.push_back(name + suffix);
+    }
+  }
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < host.size(); ++i)
+    views.push_back({names[i], host[i].data(), int64_t(host[i].size())});
   bool ok = checkpoint_write_shard(o_.checkpoint_dir, steps_done, rank_, meta, views, error)
                 .has_value();
   if (!all_ok(ok)) {
@@ -503,51 +536,62 @@ void Run::load_microbatch(int64_t step, int64_t mb) {
 // of the two gradients (a + b on one side, b + a on the other: the same float), so the two
 // identical AdamW updates keep them bitwise equal.
 void Run::sync_tied_embedding() {
-  if (o_.layout.pp == 1 || !(model_->first_stage() || model_->last_stage())) return;
-  const ParamInfo* p = model_->find_param(model_->first_stage() ? "wte" : "wte.tied");
+  const bool first = models_.front()->first_stage(), last = models_.back()->last_stage();
+  if (o_.layout.pp == 1 || !(first || last)) return;
+  Gpt& g = first ? *models_.front() : *models_.back();
+  const ParamInfo* p = g.find_param(first ? "wte" : "wte.tied");
   std::vector<float> mine(size_t(p->numel)), other(size_t(p->numel));
-  be_->to_host(mine.data(), model_->grads() + p->offset, p->numel);
-  const int peer = model_->first_stage() ? o_.layout.pp - 1 : 0;
+  be_->to_host(mine.data(), g.grads() + p->offset, p->numel);
+  const int peer = first ? o_.layout.pp - 1 : 0;
   groups_.pp->send_async(mine.data(), p->numel, peer, 1 << 30);
   groups_.pp->recv(other.data(), p->numel, peer, 1 << 30);
   groups_.pp->wait_sends();
   for (size_t i = 0; i < mine.size(); ++i) mine[i] += other[i];
-  be_->from_host(model_->grads() + p->offset, mine.data(), p->numel);
+  be_->from_host(g.grads() + p->offset, mine.data(), p->numel);
 }
 
 void Run::run_step(int64_t step, StepRecord& rec) {
   const Layout& L = o_.layout;
   const auto t_step = Clock::now();
-  model_->zero_grads();
+  for (auto& m : models_) m->zero_grads();
   const float scale = float(1.0 / (double(o_.gbs) * T_));
-  const int64_t n = model_->boundary_numel();
-  const int prev = groups_.coords.pp - 1, next = groups_.coords.pp + 1;
-  const bool first = model_->first_stage(), last = model_->last_stage();
-  std::vector<int> slot_of(size_t(micro_), -1), free_slots;
-  for (int i = model_->config().slots - 1; i >= 0; --i) free_slots.push_back(i);
+  const int64_t n = models_[0]->boundary_numel();
+  const int pp = L.pp, stage = groups_.coords.pp, vstages = L.pp * L.vp;
+  const int prev = (stage - 1 + pp) % pp, next = (stage + 1) % pp;
+  // A message's tag names the micro-batch, the sending virtual stage and the direction.
+  auto tag = [&](int64_t mb, int v, int dir) { return int((mb * vstages + v) * 2 + dir); };
+  std::vector<std::vector<int>> slot_of(size_t(L.vp), std::vector<int>(size_t(micro_), -1));
+  std::vector<std::vector<int>> free_slots(size_t(L.vp));
+  for (int c = 0; c < L.vp; ++c)
+    for (int i = models_[size_t(c)]->config().slots - 1; i >= 0; --i)
+      free_slots[size_t(c)].push_back(i);
   double loss_sum = 0;
   for (const PipelineAction& a : actions_) {
     const int64_t mb = a.microbatch;
+    const size_t c = size_t(a.chunk);
+    Gpt& g = *models_[c];
+    const int v = a.chunk * pp + stage;
+    const bool first = g.first_stage(), last = g.last_stage();
     if (a.pass == Pass::Forward) {
       auto t = Clock::now();
       if (first || last) load_microbatch(step, mb);
       rec.data_s += seconds_since(t);
       t = Clock::now();
-      const int slot = free_slots.back();
-      free_slots.pop_back();
-      slot_of[size_t(mb)] = slot;
-      if (!first) groups_.pp->recv(recv_fwd_, n, prev, int(2 * mb));
-      float* out = last ? nullptr : send_fwd_[size_t(mb)];
-      loss_sum += model_->forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
-      if (!last) groups_.pp->send_async(out, n, next, int(2 * mb));
+      const int slot = free_slots[c].back();
+      free_slots[c].pop_back();
+      slot_of[c][size_t(mb)] = slot;
+      if (!first) groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
+      float* out = last ? nullptr : send_fwd_[c][size_t(mb)];
+      loss_sum += g.forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
+      if (!last) groups_.pp->send_async(out, n, next, tag(mb, v, 0));
       rec.forward_s += seconds_since(t);
     } else {
       const auto t = Clock::now();
-      if (!last) groups_.pp->recv(recv_bwd_, n, next, int(2 * mb + 1));
-      float* din = first ? nullptr : send_bwd_[size_t(mb)];
-      model_->backward(slot_of[size_t(mb)], recv_bwd_, din);
-      if (!first) groups_.pp->send_async(din, n, prev, int(2 * mb + 1));
-      free_slots.push_back(slot_of[size_t(mb)]);
+      if (!last) groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
+      float* din = first ? nullptr : send_bwd_[c][size_t(mb)];
+      g.backward(slot_of[c][size_t(mb)], recv_bwd_, din);
+      if (!first) groups_.pp->send_async(din, n, prev, tag(mb, v, 1));
+      free_slots[c].push_back(slot_of[c][size_t(mb)]);
       rec.backward_s += seconds_since(t);
     }
   }
@@ -556,9 +600,18 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   sync_tied_embedding();
   rec.backward_s += seconds_since(t);
   t = Clock::now();
-  OptimizerStats os = opt_->step(step);
+  // Global gradient norm over chunks, then TP and PP; clipping uses it on every chunk.
+  OptimizerStats os;
+  double total = 0;
+  for (auto& op : opts_) total += op->reduce_gradients(&os.comm_s);
+  groups_.tp->all_reduce_sum(&total, 1);
+  groups_.pp->all_reduce_sum(&total, 1);
+  os.grad_norm = std::sqrt(total);
+  os.lr = learning_rate(o_.optimizer, step);
+  for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
   rec.optimizer_s = seconds_since(t) - os.comm_s;
   rec.dp_comm_s = os.comm_s;
+  const bool last = models_.back()->last_stage();
   // Global mean loss: the last stage's TP rank 0 of every DP rank contributes its sum.
   double contrib = (last && groups_.coords.tp == 0) ? loss_sum : 0.0;
   groups_.world->all_reduce_sum(&contrib, 1);
@@ -592,9 +645,12 @@ int Run::execute() {
   // Identical initialisation from the seed makes rank 0's broadcast a check: every DP replica
   // (same pp/tp coordinates) must hold the same bytes.
   {
-    std::vector<float> host(size_t(model_->num_params()));
-    be_->to_host(host.data(), model_->params(), model_->num_params());
-    const uint64_t h = fnv1a(host.data(), host.size() * sizeof(float));
+    uint64_t h = 1469598103934665603ull;
+    for (auto& m : models_) {
+      std::vector<float> host(size_t(m->num_params()));
+      be_->to_host(host.data(), m->params(), m->num_params());
+      h = fnv1a(host.data(), host.size() * sizeof(float), h);
+    }
     // Only DP replicas hold the same tensors; TP and PP ranks hold different parts.
     int64_t w[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
     groups_.dp->all_reduce_min(w, 2);
@@ -603,8 +659,9 @@ int Run::execute() {
       return 1;
     }
     int64_t counted = 0;
-    for (const ParamInfo& p : model_->param_infos())
-      if (p.norm_counted) counted += p.numel;
+    for (auto& m : models_)
+      for (const ParamInfo& p : m->param_infos())
+        if (p.norm_counted) counted += p.numel;
     double c = double(counted);
     groups_.world->all_reduce_sum(&c, 1);
     global_params_ = int64_t(c / o_.layout.dp);
@@ -652,11 +709,17 @@ int Run::execute() {
                 L.order.c_str(), L.zero, L.mbs, (long long)o_.gbs, (long long)micro_, T_,
                 threads_, be_->name().c_str(), data_->describe().c_str());
     const double mib = 1024.0 * 1024.0;
+    double params = 0, state = 0, acts = 0;
+    int slots = 0;
+    for (size_t c = 0; c < models_.size(); ++c) {
+      params += models_[c]->padded_params() * 4.0;
+      state += opts_[c]->state_numel() * 8.0;
+      acts += double(models_[c]->activation_bytes());
+      slots += models_[c]->config().slots;
+    }
     std::printf("memory on rank 0: parameters %.1f MiB, gradients %.1f MiB, optimizer state "
                 "%.1f MiB, activations %.1f MiB (%d micro-batch slot%s)\n",
-                model_->padded_params() * 4.0 / mib, model_->padded_params() * 4.0 / mib,
-                opt_->state_numel() * 8.0 / mib, model_->activation_bytes() / mib,
-                model_->config().slots, model_->config().slots == 1 ? "" : "s");
+                params / mib, params / mib, state / mib, acts / mib, slots, slots == 1 ? "" : "s");
     if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
     std::fflush(stdout);
     if (metrics_.is_open()) {

@@ -156,7 +156,8 @@ TEST(RuntimeTrain, KilledRunResumesBitwise) {
   EXPECT_NE(other.output.find("does not match"), std::string::npos) << other.output;
 }
 
-// Every factorisation of 8 ranks into D x P x T (1F1B unless gpipe is named), ZeRO-1 and full recompute
+// Every factorisation of 8 ranks into D x P x T (1F1B unless another schedule is named,
+// interleaved with vp 2 twice), ZeRO-1 and full recompute
 // spread over them, and three placement orders: 20 steps within 1e-5 of one rank (same
 // reasoning as above; pipeline stages and TP add only reordered fp32 sums).
 class RuntimeLayouts8 : public ::testing::TestWithParam<const char*> {};
@@ -172,8 +173,10 @@ TEST_P(RuntimeLayouts8, LossesMatchSingleRank) {
 INSTANTIATE_TEST_SUITE_P(
     Factorisations, RuntimeLayouts8,
     ::testing::Values("--dp 8", "--pp 8 --schedule gpipe --recompute full", "--tp 8 --order TPD",
-                      "--dp 4 --pp 2 --zero 1", "--dp 4 --tp 2 --order TPD --recompute selective",
-                      "--dp 2 --pp 4 --schedule gpipe --zero 1", "--pp 4 --tp 2 --recompute full",
+                      "--dp 4 --pp 2 --vp 2 --schedule interleaved --zero 1",
+                      "--dp 4 --tp 2 --order TPD --recompute selective",
+                      "--dp 2 --pp 4 --schedule gpipe --zero 1",
+                      "--pp 4 --vp 2 --schedule interleaved --tp 2 --recompute full",
                       "--dp 2 --tp 4 --zero 1 --order PTD", "--pp 2 --tp 4 --schedule gpipe",
                       "--dp 2 --pp 2 --tp 2 --zero 1 --recompute full --order TPD"));
 
@@ -196,6 +199,8 @@ TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
   expect_bad(1, m + " --stepz 3", "did you mean '--steps'?");
   expect_bad(4, m + " --pp 4 --gbs 4", "pp 4 is greater than the model's 2 layers");
   expect_bad(2, m + " --pp 2 --order DPX", "expected a permutation of D, P, T");
+  expect_bad(2, m + " --pp 2 --vp 2 --schedule interleaved --gbs 2",
+             "vp 2 does not divide the 1 layers per stage");
   // A shard holding token 300 for a model with vocab 97.
   const fs::path data = work_dir() / "bad_tokens";
   fs::create_directories(data);

@@ -51,6 +51,12 @@ class Optimizer {
   // Reduces the accumulated gradients over DP (they already carry 1 / global tokens), clips and
   // applies AdamW for 0-based `step`. Leaves grads() holding garbage; the caller zeroes them.
   OptimizerStats step(int64_t step);
+  // The two halves of step(), for several model chunks on one rank (interleaved pipeline):
+  // reduce this chunk's gradients over DP and return the sum of squares of its counted elements
+  // (DP partials summed in rank order; the caller sums chunks, then over TP and PP) ...
+  double reduce_gradients(double* comm_s);
+  // ... then clip with the global norm and apply AdamW for 0-based `step`.
+  void update(int64_t step, double grad_norm, double* comm_s);
 
   // Adam moments held by this rank: the whole buffer (zero 0) or its shard (zero 1).
   int64_t state_numel() const { return state_numel_; }
