@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "main_window.h"
+#include "pages.h"
 #include "search_job.h"
 
 int main(int argc, char** argv) {
@@ -46,11 +47,26 @@ int main(int argc, char** argv) {
       for (const QString& f : files) std::printf("%s\n", qPrintable(f));
       QApplication::exit(files.isEmpty() ? 1 : 0);
     };
+    // With the runtime built, a short scaled-down run of the selected layout fills the Run page.
     QObject::connect(&window, &capplan::gui::MainWindow::planUpdated, &window, [&window, shoot, pending] {
       if ((*pending)++ > 0) return;
-      QTimer::singleShot(6000, &window, shoot);  // the Pareto sweep and the simulation run meanwhile
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+      qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+      qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+      qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
+      capplan::gui::RunPanel* run = window.runPanel();
+      run->setRunDirectory(QDir::temp().filePath(QStringLiteral("capplan-screenshots-run")));
+      QDir(run->runDirectory()).removeRecursively();
+      run->setSteps(30);
+      run->setKeepKnobs(false);  // the plain layout: runs on every build of capplan-train
+      QObject::connect(run, &capplan::gui::RunPanel::runFinished, &window,
+                       [&window, shoot] { QTimer::singleShot(1500, &window, shoot); });
+      run->launch();
+#else
+      QTimer::singleShot(5000, &window, shoot);  // the Pareto sweep and the simulation meanwhile
+#endif
     });
-    QTimer::singleShot(120000, &window, shoot);  // never hang
+    QTimer::singleShot(180000, &window, shoot);  // never hang
   }
   return app.exec();
 }

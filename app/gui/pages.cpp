@@ -641,6 +641,7 @@ QWidget* MainWindow::buildPlanPage() {
   replanButton->setToolTip(tr("Search again with the current inputs (F5)"));
   searchStatus_ = new QLabel(page);
   searchStatus_->setObjectName(QStringLiteral("searchStatus"));
+  searchStatus_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   filterEdit_ = new QLineEdit(page);
   filterEdit_->setObjectName(QStringLiteral("filter"));
   filterEdit_->setPlaceholderText(tr("Filter rows (e.g. interleaved, DPT)"));
@@ -989,6 +990,7 @@ QWidget* MainWindow::buildTimelinePage() {
   timelineInfo_ = new QLabel(page);
   timelineInfo_->setObjectName(QStringLiteral("timelineInfo"));
   timelineInfo_->setWordWrap(true);
+  timelineInfo_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   v->addWidget(timelineInfo_);
   timeline_ = new TimelineView(page);
   timeline_->setObjectName(QStringLiteral("timeline"));
@@ -1028,6 +1030,7 @@ QWidget* MainWindow::buildTimelinePage() {
   runSimResult_ = new QLabel(runBox);
   runSimResult_->setObjectName(QStringLiteral("runSimResult"));
   runSimResult_->setWordWrap(true);
+  runSimResult_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   rf->addWidget(runSimResult_, 1);
   v->addWidget(runBox);
 
@@ -1392,6 +1395,8 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   resumeButton_->setEnabled(false);
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("runStatus"));
+  status_->setWordWrap(true);
+  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   runDp_ = makeSpin(this, "runDp", 1, kMaxRanks, tr("dp of the local run"));
   runTp_ = makeSpin(this, "runTp", 1, kMaxRanks, tr("tp of the local run"));
   runPp_ = makeSpin(this, "runPp", 1, kMaxRanks, tr("pp of the local run"));
@@ -1399,6 +1404,7 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   layoutNote_ = new QLabel(this);
   layoutNote_->setObjectName(QStringLiteral("runLayoutNote"));
   layoutNote_->setWordWrap(true);
+  layoutNote_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   bar->addWidget(new QLabel(tr("dp"), this));
   bar->addWidget(runDp_);
   bar->addWidget(new QLabel(tr("tp"), this));
@@ -1407,6 +1413,11 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   bar->addWidget(runPp_);
   bar->addWidget(new QLabel(tr("Steps"), this));
   bar->addWidget(steps_);
+  keepKnobs_ = new QCheckBox(tr("plan's knobs"), this);
+  keepKnobs_->setObjectName(QStringLiteral("runKeepKnobs"));
+  keepKnobs_->setChecked(true);
+  keepKnobs_->setToolTip(tr("Keep the plan's zero, recompute, offload and sp; clear to run the plain layout"));
+  bar->addWidget(keepKnobs_);
   bar->addWidget(launchButton_);
   bar->addWidget(stopButton_);
   bar->addWidget(resumeButton_);
@@ -1464,6 +1475,8 @@ RunPanel::~RunPanel() {
 
 void RunPanel::setSteps(int steps) { steps_->setValue(steps); }
 
+void RunPanel::setKeepKnobs(bool keep) { keepKnobs_->setChecked(keep); }
+
 void RunPanel::setPlan(const Plan& plan) {
   plan_ = plan;
   const Layout& l = plan.layout;
@@ -1478,7 +1491,7 @@ void RunPanel::setPlan(const Plan& plan) {
   runPp_->setValue(std::min(l.pp, 2));
   runDp_->setValue(std::max(1, std::min(l.dp, kMaxRanks / (runTp_->value() * runPp_->value()))));
   layoutNote_->setText(tr("The selected layout needs %1 ranks; this machine runs at most %2. Local run: dp %3, tp %4, pp %5 "
-                          "with the plan's schedule (%6), vp, zero, recompute, offload, sp and order; the model is scaled down.")
+                          "with the plan's schedule (%6), vp and order (and its other knobs when 'plan's knobs' is ticked); the model is scaled down.")
                            .arg(l.gpus()).arg(kMaxRanks).arg(runDp_->value()).arg(runTp_->value()).arg(runPp_->value())
                            .arg(QString::fromUtf8(to_string(l.schedule))));
 }
@@ -1493,18 +1506,24 @@ Layout RunPanel::runLayout() const {
     if (l.schedule == Schedule::Interleaved) l.schedule = Schedule::OneFOneB;
   }
   if (l.tp == 1) l.sp = false;
+  if (!keepKnobs_->isChecked()) {
+    l.zero = 0;
+    l.recompute = Recompute::None;
+    l.offload = false;
+    l.sp = false;
+  }
   return l;
 }
 
 int RunPanel::lossPoints() const { return loss_ != nullptr ? loss_->count() : 0; }
 
 void RunPanel::resetCharts() {
-  auto makeLine = [](QChartView* view, const QString& title, const QString& yTitle, std::initializer_list<QLineSeries**> series,
-                     std::initializer_list<QString> names) {
+  auto makeLine = [](QChartView* view, const QString& title, const QString& xTitle, const QString& yTitle,
+                     std::initializer_list<QLineSeries**> series, std::initializer_list<QString> names) {
     auto* chart = new QChart;
     chart->setTitle(title);
     auto* ax = new QValueAxis;
-    ax->setTitleText(QStringLiteral("step / s"));
+    ax->setTitleText(xTitle);
     ax->setLabelFormat(QStringLiteral("%.0f"));
     auto* ay = new QValueAxis;
     ay->setTitleText(yTitle);
@@ -1520,10 +1539,10 @@ void RunPanel::resetCharts() {
     }
     replaceChart(view, chart);
   };
-  makeLine(lossChart_, tr("Loss"), tr("loss"), {&loss_}, {tr("loss per step")});
-  makeLine(speedChart_, tr("Throughput"), tr("tokens/s"), {&tokens_}, {tr("tokens/s per step")});
-  makeLine(systemChart_, tr("System (per rank, over time)"), tr("% / GiB"), {&cpu_, &rss_},
-           {tr("CPU utilisation %"), tr("resident memory GiB")});
+  makeLine(lossChart_, tr("Loss"), tr("step"), tr("loss"), {&loss_}, {tr("loss per step")});
+  makeLine(speedChart_, tr("Throughput"), tr("step"), tr("tokens/s"), {&tokens_}, {tr("tokens/s per step")});
+  makeLine(systemChart_, tr("System (rank 0, over time)"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
+           {tr("CPU utilisation %"), tr("resident memory MiB")});
   t0_ = -1;
 }
 
@@ -1564,7 +1583,7 @@ void RunPanel::onMetrics(const QString& type, const QHash<QString, double>& n) {
       cpu_->append(t, cpu);
       extendAxes(cpu_, t, cpu);
     }
-    const double rss = n.value(QStringLiteral("rss_bytes"), NAN) / kGiB;
+    const double rss = n.value(QStringLiteral("rss_bytes"), NAN) / (1024.0 * 1024.0);
     if (std::isfinite(rss)) {
       rss_->append(t, rss);
       extendAxes(rss_, t, rss);

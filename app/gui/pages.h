@@ -15,6 +15,7 @@
 #include "planner/plan_io.h"
 
 class QChartView;
+class QCheckBox;
 class QLabel;
 class QLineSeries;
 class QPlainTextEdit;
@@ -93,6 +94,8 @@ class RunPanel : public QWidget {
     runDirUsed_ = false;
   }
   void setSteps(int steps);
+  // false: run the plain layout (zero 0, no recompute, offload or sp) when the trainer lacks a knob.
+  void setKeepKnobs(bool keep);
 
  public slots:
   void launch(bool resume = false);
@@ -120,6 +123,7 @@ class RunPanel : public QWidget {
   QSpinBox* runTp_ = nullptr;
   QSpinBox* runPp_ = nullptr;
   QLabel* layoutNote_ = nullptr;
+  QCheckBox* keepKnobs_ = nullptr;
   QPushButton* launchButton_ = nullptr;
   QPushButton* stopButton_ = nullptr;
   QPushButton* resumeButton_ = nullptr;

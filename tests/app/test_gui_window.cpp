@@ -271,6 +271,7 @@ TEST_F(GuiWindow, TinyLocalRunFillsTheLossChart) {
   run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(1);
   run->findChild<QSpinBox*>(QStringLiteral("runPp"))->setValue(1);
   run->setSteps(6);
+  run->setKeepKnobs(false);
   QSignalSpy done(run, &RunPanel::runFinished);
   window_->showPage(MainWindow::RunPage);
   QTest::mouseClick(run->findChild<QPushButton*>(QStringLiteral("launchRun")), Qt::LeftButton);
