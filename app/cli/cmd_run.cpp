@@ -45,6 +45,7 @@ std::vector<FlagSpec> run_flags() {
       {"max-ranks", true, "most MPI ranks allowed on this machine (default max(8, 2 x cores))", "N"},
       {"resume", true, "auto | never | checkpoint folder (default never)", "R"},
       {"checkpoint-every", true, "steps between checkpoints (default ceil(steps / 4))", "N"},
+      {"timeout", true, "stop the job after this many seconds; the run then fails (default none)", "S"},
       {"train-bin", true, "capplan-train to run (default: next to capplan, $CAPPLAN_TRAIN, PATH)", "PATH"},
       {"mpirun", true, "mpirun to use (default $CAPPLAN_MPIRUN or mpirun from PATH)", "PATH"},
       {"peak-gflops", true, "state this machine's fp32 GEMM peak instead of measuring it", "X"},
@@ -103,6 +104,7 @@ int cmd_run(int argc, char** argv) {
   const auto max_ranks = int_flag(args, "max-ranks", diags, 1, 1 << 20);
   const auto peak = number_flag(args, "peak-gflops", diags, 0, 1e12);
   const auto checkpoint_every = int_flag(args, "checkpoint-every", diags, 1, 1000000000);
+  const auto timeout = number_flag(args, "timeout", diags, 0, 1e9);
   if (diags.has_errors()) return report(diags);
 
   req.scale_down = args.has("scale-down");
@@ -114,6 +116,7 @@ int cmd_run(int argc, char** argv) {
   req.data = args.get("data", "synthetic");
   req.resume = args.get("resume", "never");
   req.checkpoint_every = int(checkpoint_every.value_or(0));
+  req.timeout_s = timeout.value_or(0);
   req.run_dir = args.get("dir", default_run_dir());
   req.train_binary = args.get("train-bin");
   req.mpirun = args.get("mpirun");

@@ -207,6 +207,7 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   c.threads = req.threads;
   p.metrics_file = c.metrics_file;
   p.log_file = req.run_dir + "/output.log";
+  p.timeout_s = req.timeout_s;
   rec.command = build_train_argv(c);
 
   if (dir_error.empty()) {
@@ -246,9 +247,25 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
     }
   };
 
+  // One stop flag for run_process, raised by the caller's cancel or by the time limit.
+  std::atomic<bool> stop{false};
+  bool timed_out = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto check_stop = [&] {
+    if (cancel && cancel->load()) stop = true;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (prepared.timeout_s > 0 && elapsed > prepared.timeout_s && !stop) {
+      timed_out = true;
+      stop = true;
+    }
+  };
+
   ProcessOptions opt;
-  opt.on_tick = poll_metrics;
-  opt.tick_s = 0.2;
+  opt.on_tick = [&] {
+    poll_metrics();
+    check_stop();
+  };
+  opt.tick_s = 0.05;
   // In containers without ptrace rights, Open MPI's single-copy shared-memory path fails with
   // "process_vm_readv: Operation not permitted"; the copy-in/copy-out path always works.
   if (!std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism")) {
@@ -266,7 +283,7 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
         }
         if (callbacks.on_output) callbacks.on_output(s, line);
       },
-      cancel);
+      &stop);
   poll_metrics();
 
   rec.finished_utc = utc_now();
@@ -275,7 +292,13 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
   rec.term_signal = res.term_signal;
   rec.measured = summarize_metrics(records);
   if (res.max_rss_bytes > 0) rec.measured.max_process_rss_bytes = res.max_rss_bytes;
-  if (res.cancelled) {
+  if (res.cancelled && timed_out) {
+    rec.status = RunStatus::Failed;
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g", prepared.timeout_s);
+    rec.reason = std::string("timed out after ") + limit + " s with " + std::to_string(rec.measured.steps) +
+                 " steps done (" + res.describe() + ")";
+  } else if (res.cancelled) {
     rec.status = RunStatus::Cancelled;
     rec.reason = "cancelled by the user after " + std::to_string(rec.measured.steps) + " steps (" +
                  res.describe() + ")";

@@ -589,6 +589,21 @@ TEST(Run, CancelledRunWritesItsRecord) {
   fs::remove_all(dir);
 }
 
+// Expectation: a job that outlives the time limit is stopped and the run failed, "timed out".
+TEST(Run, TimeLimitStopsTheJob) {
+  const std::string dir = temp_dir("timeout");
+  PreparedRun p = fake_prepared(dir, "echo started; exec sleep 60");
+  p.timeout_s = 0.3;
+  const RunRecord rec = execute_run(p, {});
+  EXPECT_EQ(rec.status, RunStatus::Failed);
+  EXPECT_NE(rec.reason.find("timed out after 0.3 s"), std::string::npos) << rec.reason;
+  EXPECT_EQ(rec.term_signal, SIGTERM);
+  const auto json = read_record(dir);
+  ASSERT_TRUE(json.has_value());
+  EXPECT_EQ(json->string("status"), "failed");
+  fs::remove_all(dir);
+}
+
 TEST(Run, MissingProgramIsAFailedRunWithReason) {
   const std::string dir = temp_dir("missing");
   PreparedRun p = fake_prepared(dir, "");

@@ -227,6 +227,7 @@ struct LaunchRequest {
   std::string mpirun;             // empty = $CAPPLAN_MPIRUN, else "mpirun" from PATH
   std::string resume = "never";   // auto | never | PATH, passed to capplan-train
   int checkpoint_every = 0;       // 0 = every ceil(steps / 4) steps, so a cancelled run can resume
+  double timeout_s = 0;           // > 0: stop the job after this long; the run then failed ("timed out")
   int max_ranks = 0;              // 0 = max(8, 2 * cores): more ranks than that is refused
   int threads = 0;                // per rank; 0 = trainer default
   bool measure_machine = true;    // time GEMM and memcpy for the local cluster spec
@@ -239,6 +240,7 @@ struct PreparedRun {
   TrainCommand train;
   std::string metrics_file; // RUNDIR/metrics.jsonl
   std::string log_file;     // RUNDIR/output.log
+  double timeout_s = 0;     // from the request
 };
 
 // Checks the request (ranks allowed on this machine, check_layout on what will run, memory per
