@@ -249,8 +249,8 @@ bool read_manifest(const std::string& step_dir, Manifest* m, std::string* why) {
     *why = "manifest format is not 'capplan-checkpoint'";
     return false;
   }
-  m->step = int64_t(v.number_or("step", -1));
-  m->world = int(v.number_or("world", 0));
+  m->step = v.int_or("step", -1, 0);
+  m->world = int(v.int_or("world", 0, 1, 1 << 24));
   m->meta.clear();
   m->shards.clear();
   if (const json::Value* meta = v.get("meta"); meta && meta->is_object()) {
@@ -265,10 +265,10 @@ bool read_manifest(const std::string& step_dir, Manifest* m, std::string* why) {
   }
   for (const auto& s : shards->arr) {
     ShardEntry e;
-    e.rank = int(s.number_or("rank", -1));
+    e.rank = int(s.int_or("rank", -1, 0, 1 << 24));
     e.file = s.string_or("file", "");
-    e.bytes = uint64_t(s.number_or("bytes", 0));
-    e.crc32c = uint32_t(s.number_or("crc32c", 0));
+    e.bytes = uint64_t(s.int_or("bytes", 0, 0));
+    e.crc32c = uint32_t(s.int_or("crc32c", 0, 0, UINT32_MAX));
     if (e.rank != int(m->shards.size()) || e.file.empty() ||
         e.file.find('/') != std::string::npos) {
       *why = "manifest shard entry " + std::to_string(m->shards.size()) + " is malformed";

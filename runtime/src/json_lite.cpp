@@ -26,6 +26,14 @@ double Value::number_or(const std::string& key, double fallback) const {
   return fallback;
 }
 
+int64_t Value::int_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const {
+  const Value* v = get(key);
+  if (!v || v->kind != Kind::Number) return fallback;
+  const double d = v->num;
+  if (!(d >= double(lo) && d <= double(hi)) || d != std::floor(d)) return fallback;
+  return int64_t(d);
+}
+
 std::string Value::string_or(const std::string& key, const std::string& fallback) const {
   const Value* v = get(key);
   return (v && v->kind == Kind::String) ? v->str : fallback;

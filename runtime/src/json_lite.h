@@ -26,6 +26,10 @@ struct Value {
   // non-finite values; `fallback` otherwise.
   double number_or(const std::string& key, double fallback) const;
   std::string string_or(const std::string& key, const std::string& fallback) const;
+  // An integral number in [lo, hi]; `fallback` for anything else (absent, fractional, NaN, out of
+  // range), so a corrupt file never reaches an undefined float-to-integer conversion.
+  int64_t int_or(const std::string& key, int64_t fallback, int64_t lo = INT64_MIN / 2,
+                 int64_t hi = INT64_MAX / 2) const;
 };
 
 // Parses `text`; on failure returns false and sets `error` ("column 12: expected ':'").

@@ -76,12 +76,12 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
       s.status = "missing";
       s.reason.clear();
       s.model = v.string_or("model", "");
-      s.world = int(v.number_or("world", 0));
-      s.dp = int(v.number_or("dp", 0));
+      s.world = int(v.int_or("world", 0, 0, 1 << 24));
+      s.dp = int(v.int_or("dp", 0, 0, 1 << 24));
       s.peak_flops_source = v.string_or("peak_flops_source", s.peak_flops_source);
     } else if (type == "step") {
       Step st;
-      st.step = int64_t(v.number_or("step", double(steps.size())));
+      st.step = v.int_or("step", int64_t(steps.size()) + 1);
       st.loss = v.number_or("loss", kNaN);
       if (const json::Value* l = v.get("loss"); l && l->kind == json::Value::Kind::Null) st.loss = kNaN;
       st.tokens_per_s = v.number_or("tokens_per_s", 0);
@@ -98,7 +98,7 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
       ++s.system_samples;
       double u = v.number_or("cpu_util", kNaN);
       if (std::isfinite(u)) cpu.push_back(u);
-      s.peak_rss_bytes = std::max(s.peak_rss_bytes, int64_t(v.number_or("rss_bytes", 0)));
+      s.peak_rss_bytes = std::max(s.peak_rss_bytes, v.int_or("rss_bytes", 0, 0));
     } else if (type == "summary") {
       s.status = v.string_or("status", "unknown");
       s.reason = v.string_or("reason", "");

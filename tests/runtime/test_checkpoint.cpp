@@ -173,6 +173,28 @@ TEST(Checkpoint, CorruptManifestAndHeaderAreSkipped) {
   EXPECT_NE(r.warnings[1].find("bad magic"), std::string::npos) << r.warnings[1];
 }
 
+TEST(Checkpoint, HostileManifestNumbersAreMalformedNotUndefined) {
+  // Numbers no writer produces (negative sizes, 1e300 ranks, fractions, NaN strings) make the
+  // manifest malformed: the checkpoint is skipped (and UBSan sees no float-to-int overflow).
+  auto dir = fresh_dir("hostile");
+  save(dir, 1, 1, 10);
+  save(dir, 2, 1, 10);
+  const auto manifest = fs::path(checkpoint_step_dir(dir.string(), 2)) / "manifest.json";
+  for (const char* shard : {R"({"rank":1e300,"file":"rank-00000.ckpt","bytes":100,"crc32c":1})",
+                            R"({"rank":0,"file":"rank-00000.ckpt","bytes":-5,"crc32c":1})",
+                            R"({"rank":0.5,"file":"rank-00000.ckpt","bytes":100,"crc32c":1})",
+                            R"({"rank":"NaN","file":"rank-00000.ckpt","bytes":100,"crc32c":1})"}) {
+    std::ofstream(manifest) << R"({"format":"capplan-checkpoint","version":1,"step":2,"world":1,)"
+                            << R"("meta":{},"shards":[)" << shard << "]}";
+    auto r = checkpoint_find_latest_good(dir.string(), {});
+    ASSERT_TRUE(r.manifest) << shard;
+    EXPECT_EQ(r.manifest->step, 1) << shard;
+    ASSERT_EQ(r.warnings.size(), 1u) << shard;
+  }
+  std::ofstream(manifest) << R"({"format":"capplan-checkpoint","step":1e300,"world":1,"shards":[]})";
+  EXPECT_EQ(checkpoint_find_latest_good(dir.string(), {}).manifest->step, 1);
+}
+
 TEST(Checkpoint, ReadShardRejectsCorruption) {
   auto dir = fresh_dir("read_corrupt");
   save(dir, 5);
