@@ -57,7 +57,7 @@ std::string save_two_rank_plan(const std::string& dir, int dp, int tp) {
 std::vector<std::string> capplan_run(const std::string& plan, const std::string& run_dir, int steps) {
   return {CAPPLAN_EXE, "run", "--plan", plan, "--scale-down", "--steps", std::to_string(steps),
           "--dir", run_dir, "--train-bin", CAPPLAN_TRAIN, "--mpirun", CAPPLAN_MPIEXEC, "--threads", "1",
-          "--json"};
+          "--timeout", "120", "--json"};  // a hung job fails the test instead of stalling it
 }
 
 // Expectation: exit 0; run.json says succeeded with 3 measured steps, a positive measured,
