@@ -4,6 +4,7 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
+#include <QPushButton>
 #include <QTimer>
 #include <cstdio>
 
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
     // With the runtime built, a short scaled-down run of the selected layout fills the Run page.
     QObject::connect(&window, &capplan::gui::MainWindow::planUpdated, &window, [&window, shoot, pending] {
       if ((*pending)++ > 0) return;
+      if (auto* simulate = window.findChild<QPushButton*>(QStringLiteral("simulateRun"))) simulate->click();
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
       qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
       qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
