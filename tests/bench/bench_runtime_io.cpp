@@ -83,4 +83,11 @@ BENCHMARK(BM_DataSourceSample)->Arg(1024);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  std::error_code ec;
+  fs::remove_all(scratch("").parent_path(), ec);
+  return 0;
+}

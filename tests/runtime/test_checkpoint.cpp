@@ -16,8 +16,22 @@ using namespace capplan::rt;
 
 namespace {
 
+fs::path scratch_root() {
+  return fs::temp_directory_path() / ("capplan_rt_ckpt_" + std::to_string(::getpid()));
+}
+
+// Removes this process's scratch folder after the tests.
+class ScratchCleanup : public testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(scratch_root(), ec);
+  }
+};
+const auto* const scratch_cleanup = testing::AddGlobalTestEnvironment(new ScratchCleanup);
+
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("capplan_rt_ckpt_" + std::to_string(::getpid())) / name;
+  fs::path d = scratch_root() / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
