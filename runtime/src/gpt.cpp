@@ -23,6 +23,8 @@ struct Gpt::LayerActs {
 
 struct Gpt::Slot {
   std::vector<float*> resid;     // nl + 1 buffers [R, C]: input of layer i, resid[nl] = output
+                                 // (with offload: the shared device set, see host_resid)
+  std::vector<float> host_resid; // offload: this micro-batch's resid, (nl + 1) * R * C, host
   std::vector<LayerActs> acts;   // per layer (empty with full recompute)
   std::vector<int32_t> tokens;   // first stage: the micro-batch's tokens (embedding backward)
   float* dfinal = nullptr;       // last stage: gradient w.r.t. resid[nl], from the loss
@@ -176,8 +178,17 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   };
   const bool full_recompute = cfg_.recompute == Recompute::Full;
   slots_.resize(size_t(cfg_.slots));
+  std::vector<float*> shared_resid;  // offload: one device set used by every slot in turn
+  if (cfg_.offload)
+    for (int i = 0; i <= nl_; ++i) shared_resid.push_back(alloc(int64_t(R_) * C_, true));
   for (Slot& s : slots_) {
-    for (int i = 0; i <= nl_; ++i) s.resid.push_back(alloc(int64_t(R_) * C_, true));
+    if (cfg_.offload) {
+      s.resid = shared_resid;
+      s.host_resid.assign(size_t(nl_ + 1) * R_ * C_, 0.0f);
+      host_activation_bytes_ += int64_t(s.host_resid.size() * sizeof(float));
+    } else {
+      for (int i = 0; i <= nl_; ++i) s.resid.push_back(alloc(int64_t(R_) * C_, true));
+    }
     if (!full_recompute) {
       s.acts.resize(size_t(nl_));
       for (LayerActs& a : s.acts) make_acts(a);
@@ -206,6 +217,15 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
 
 Gpt::~Gpt() {
   for (float* p : owned_) be_.release(p);
+}
+
+// Activation offload: after the forward, the micro-batch's checkpointed activations (each
+// layer's input) leave the device pool for the host pool, freeing the shared device set.
+void Gpt::offload(Slot& s) {
+  if (!cfg_.offload) return;
+  const int64_t n = int64_t(R_) * C_;
+  for (int i = 0; i <= nl_; ++i)
+    be_.to_host(s.host_resid.data() + size_t(i) * n, s.resid[size_t(i)], n);
 }
 
 const ParamInfo* Gpt::find_param(const std::string& name) const {
@@ -347,6 +367,7 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
   }
   if (!last_stage()) {
     be_.copy(output, s.resid[size_t(nl_)], n);
+    offload(s);
     return 0.0;
   }
   // Final norm, tied head, vocab-parallel cross-entropy and its gradient.
@@ -375,12 +396,16 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
   be_.fill(s.dfinal, 0.0f, n);
   be_.norm_backward(norm_, s.dfinal, g + off_lnf_w_, off_lnf_b_ >= 0 ? g + off_lnf_b_ : nullptr,
                     dh_, x, p + off_lnf_w_, lnf_mean_, lnf_rstd_, R_, C_);
+  offload(s);
   return loss_sum;
 }
 
 void Gpt::backward(int slot, const float* dout, float* dinput) {
   Slot& s = slots_.at(size_t(slot));
   const int64_t n = int64_t(R_) * C_;
+  if (cfg_.offload)  // bring this micro-batch's checkpointed activations back
+    for (int i = 0; i <= nl_; ++i)
+      be_.from_host(s.resid[size_t(i)], s.host_resid.data() + size_t(i) * n, n);
   be_.copy(dres_, last_stage() ? s.dfinal : dout, n);
   for (int i = nl_ - 1; i >= 0; --i) {
     LayerActs* a;

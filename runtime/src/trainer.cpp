@@ -171,8 +171,6 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
   if (o.layout.vp > 1 && (o.layout.pp == 1 || o.layout.schedule != Schedule::Interleaved))
     err("vp", "vp " + std::to_string(o.layout.vp) +
                   " model chunks per stage need --pp > 1 and --schedule interleaved");
-  if (o.layout.offload)
-    err("offload", "activation offload is not available in capplan-train yet");
   if (o.layout.sp)
     err("sp", "sequence parallelism is not available in capplan-train yet");
 
@@ -342,6 +340,7 @@ bool Run::setup(Diagnostics& d) {
   gc.seed = o_.seed;
   gc.recompute = L.recompute;
   gc.param_pad_multiple = L.dp;
+  gc.offload = L.offload;
   micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
   // One stage runs 1F1B (one micro-batch in flight); otherwise the chosen schedule's table.
   const Schedule sched = L.pp == 1 ? Schedule::OneFOneB : L.schedule;
@@ -709,17 +708,20 @@ int Run::execute() {
                 L.order.c_str(), L.zero, L.mbs, (long long)o_.gbs, (long long)micro_, T_,
                 threads_, be_->name().c_str(), data_->describe().c_str());
     const double mib = 1024.0 * 1024.0;
-    double params = 0, state = 0, acts = 0;
+    double params = 0, state = 0, acts = 0, host_acts = 0;
     int slots = 0;
     for (size_t c = 0; c < models_.size(); ++c) {
       params += models_[c]->padded_params() * 4.0;
       state += opts_[c]->state_numel() * 8.0;
       acts += double(models_[c]->activation_bytes());
+      host_acts += double(models_[c]->host_activation_bytes());
       slots += models_[c]->config().slots;
     }
     std::printf("memory on rank 0: parameters %.1f MiB, gradients %.1f MiB, optimizer state "
-                "%.1f MiB, activations %.1f MiB (%d micro-batch slot%s)\n",
-                params / mib, params / mib, state / mib, acts / mib, slots, slots == 1 ? "" : "s");
+                "%.1f MiB, activations %.1f MiB in the device pool + %.1f MiB offloaded to host "
+                "(%d micro-batch slot%s)\n",
+                params / mib, params / mib, state / mib, acts / mib, host_acts / mib, slots,
+                slots == 1 ? "" : "s");
     if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
     std::fflush(stdout);
     if (metrics_.is_open()) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend.h"
@@ -148,6 +149,49 @@ TEST(RuntimeGradCheck, RecomputeIsBitwiseIdentical) {
     b.be->to_host(gb.data(), b.gpt->grads(), n);
     EXPECT_EQ(ga, gb);
   }
+}
+
+// Offload with full recompute, two micro-batches in flight (F0 F1 B0 B1, as GPipe runs them):
+// the checkpointed layer inputs live in host memory between forward and backward, so the device
+// pool holds one set instead of one per slot, and the gradients are bitwise those of no offload.
+// Expectation: device activation bytes drop by (slots - 1) * (layers + 1) * rows * hidden * 4.
+TEST(RuntimeGradCheck, OffloadIsBitwiseIdenticalAndShrinksTheDevicePool) {
+  auto run = [](bool offload, std::vector<float>* grads) {
+    auto be = make_cpu_backend(2);
+    auto tp = make_self_communicator();
+    const ModelSpec m = tiny_model(true);
+    GptConfig c;
+    c.model = m;
+    c.seq_len = m.seq_len;
+    c.mbs = 2;
+    c.layer_end = m.layers;
+    c.seed = 7;
+    c.slots = 2;
+    c.recompute = Recompute::Full;
+    c.offload = offload;
+    Gpt g(c, *be, *tp);
+    g.init_params();
+    g.zero_grads();
+    const int rows = c.mbs * c.seq_len;
+    std::vector<int32_t> tok(size_t(2 * rows));
+    for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 7 + 3) % size_t(m.vocab));
+    g.forward(0, tok.data(), nullptr, nullptr, tok.data() + rows, 0.01f);
+    g.forward(1, tok.data() + rows, nullptr, nullptr, tok.data(), 0.01f);
+    g.backward(0, nullptr, nullptr);
+    g.backward(1, nullptr, nullptr);
+    grads->resize(size_t(g.num_params()));
+    be->to_host(grads->data(), g.grads(), g.num_params());
+    return std::pair{g.activation_bytes(), g.host_activation_bytes()};
+  };
+  std::vector<float> ga, gb;
+  const auto [dev_a, host_a] = run(false, &ga);
+  const auto [dev_b, host_b] = run(true, &gb);
+  EXPECT_EQ(ga, gb);
+  const ModelSpec m = tiny_model(true);
+  const int64_t set = int64_t(m.layers + 1) * 2 * m.seq_len * m.hidden * 4;
+  EXPECT_EQ(host_a, 0);
+  EXPECT_EQ(host_b, 2 * set);
+  EXPECT_EQ(dev_a - dev_b, set);
 }
 
 // Initialisation is a function of (seed, tensor, element): the rank of TP 2 holding the second

@@ -172,7 +172,7 @@ TEST_P(RuntimeLayouts8, LossesMatchSingleRank) {
 
 INSTANTIATE_TEST_SUITE_P(
     Factorisations, RuntimeLayouts8,
-    ::testing::Values("--dp 8", "--pp 8 --schedule gpipe --recompute full", "--tp 8 --order TPD",
+    ::testing::Values("--dp 8", "--pp 8 --schedule gpipe --recompute full --offload", "--tp 8 --order TPD",
                       "--dp 4 --pp 2 --vp 2 --schedule interleaved --zero 1",
                       "--dp 4 --tp 2 --order TPD --recompute selective",
                       "--dp 2 --pp 4 --schedule gpipe --zero 1",

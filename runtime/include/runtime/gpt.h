@@ -28,6 +28,8 @@ struct GptConfig {
   int slots = 1;                       // micro-batches whose activations can be held at once
   Recompute recompute = Recompute::None;
   int param_pad_multiple = 1;  // flat buffers are padded with zeros to a multiple (ZeRO shards)
+  bool offload = false;  // keep checkpointed activations (layer inputs) of in-flight micro-batches
+                         // in host memory between their forward and backward
 };
 
 // One parameter tensor of this rank inside the flat parameter buffer.
@@ -80,8 +82,9 @@ class Gpt {
   // gradient of their output in `dout`; non-first stages write the gradient of their input.
   void backward(int slot, const float* dout, float* dinput);
 
-  // Bytes of activations held (all slots) and of parameters + gradients on this rank.
+  // Bytes of activations held in the device pool (all slots) and, with offload, in host memory.
   int64_t activation_bytes() const { return activation_bytes_; }
+  int64_t host_activation_bytes() const { return host_activation_bytes_; }
 
  private:
   struct LayerParams;
@@ -89,6 +92,7 @@ class Gpt {
   struct Slot;
   void layer_forward(int l, LayerActs& a, const float* x, float* out);
   void layer_backward(int l, LayerActs& a, const float* x, float* dres);
+  void offload(Slot& s);
 
   GptConfig cfg_;
   Backend& be_;
@@ -111,6 +115,7 @@ class Gpt {
         *dact_ = nullptr, *logits_ = nullptr, *hf_ = nullptr, *lnf_mean_ = nullptr,
         *lnf_rstd_ = nullptr, *stats_ = nullptr;
   int64_t activation_bytes_ = 0;
+  int64_t host_activation_bytes_ = 0;
   float* alloc(int64_t n, bool activation);
 };
 
