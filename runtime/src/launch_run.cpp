@@ -211,7 +211,18 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   rec.command = build_train_argv(c);
 
   if (dir_error.empty()) {
-    const std::string err = write_file_atomic(req.run_dir + "/command.txt", shell_quote(rec.command) + "\n");
+    std::string err = write_file_atomic(req.run_dir + "/command.txt", shell_quote(rec.command) + "\n");
+    // The scaled run on this machine's cluster spec as a plan, so that `capplan estimate --plan`
+    // and `capplan simulate --plan` reproduce the record's predicted and simulated figures.
+    if (err.empty()) {
+      Plan plan;
+      plan.model_ref = req.run_dir + "/model.yaml";
+      plan.cluster_ref = "this machine";
+      plan.scenario = run.scenario;
+      plan.layout = run.layout;
+      plan.created_by = "capplan run";
+      err = save_plan(plan, req.run_dir + "/plan.yaml");
+    }
     if (!err.empty()) d.error(kFile, 0, 0, "dir", "run directory: " + err, "choose another --dir");
   }
   if (d.has_errors() && dir_error.empty()) {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "planner/plan_io.h"
 #include "planner/search.h"
 #include "planner/spec_io.h"
 #include "runtime/launch.h"
@@ -644,8 +645,15 @@ TEST(Prepare, GoodRequestWritesModelAndCommand) {
   const std::string cmd = read_text(dir + "/command.txt");
   EXPECT_NE(cmd.find("-np 2"), std::string::npos) << cmd;
   EXPECT_NE(cmd.find("--model " + dir + "/model.yaml"), std::string::npos) << cmd;
-  EXPECT_TRUE(p.value->record.predicted.has_value());
+  ASSERT_TRUE(p.value->record.predicted.has_value());
   EXPECT_EQ(p.value->record.layout.dp, 2);
+  // plan.yaml reproduces the prediction: the same estimate from the saved artifact.
+  const auto plan = load_plan(dir + "/plan.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics.to_string();
+  const Estimate again = estimate(plan.value->scenario, plan.value->layout);
+  EXPECT_NEAR(again.step_time_s, p.value->record.predicted->step_time_s,
+              1e-6 * p.value->record.predicted->step_time_s);
+  EXPECT_EQ(plan.value->scenario.model.layers, p.value->record.scenario.model.layers);
   fs::remove_all(dir);
 }
 

@@ -245,7 +245,8 @@ struct PreparedRun {
 
 // Checks the request (ranks allowed on this machine, check_layout on what will run, memory per
 // rank against RAM, capplan-train and mpirun present, RUNDIR writable), scales it down when asked,
-// predicts and simulates it, and writes RUNDIR/model.yaml and RUNDIR/command.txt. Every problem
+// predicts and simulates it, and writes RUNDIR/model.yaml, plan.yaml (the scaled run on this
+// machine's cluster spec) and command.txt. Every problem
 // found is a diagnostic (the CLI prints them and exits 2); nothing is started.
 Loaded<PreparedRun> prepare_run(const LaunchRequest& request);
 
