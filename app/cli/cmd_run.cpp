@@ -45,6 +45,7 @@ std::vector<FlagSpec> run_flags() {
       {"max-ranks", true, "most MPI ranks allowed on this machine (default max(8, 2 x cores))", "N"},
       {"resume", true, "auto | never | checkpoint folder (default never)", "R"},
       {"checkpoint-every", true, "steps between checkpoints (default ceil(steps / 4))", "N"},
+      {"dry-run", false, "check, scale and write RUNDIR's model, plan and command, then stop", ""},
       {"timeout", true, "stop the job after this many seconds; the run then fails (default none)", "S"},
       {"train-bin", true, "capplan-train to run (default: next to capplan, $CAPPLAN_TRAIN, PATH)", "PATH"},
       {"mpirun", true, "mpirun to use (default $CAPPLAN_MPIRUN or mpirun from PATH)", "PATH"},
@@ -146,6 +147,10 @@ int cmd_run(int argc, char** argv) {
   }
   std::fprintf(progress, "command: %s\n", rt::shell_quote(pre.command).c_str());
   std::fflush(progress);
+  if (args.has("dry-run")) {
+    if (json) std::printf("%s", rt::run_record_json(pre).c_str());
+    return kExitOk;
+  }
 
   // A closed stdout or stderr (e.g. `capplan run ... | head`) must not kill capplan and orphan
   // the job: writes then just fail, and the run goes on to its record.

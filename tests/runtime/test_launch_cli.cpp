@@ -91,6 +91,30 @@ TEST(RunCli, MissingPlanFileAndMixedFlagsExitTwo) {
   EXPECT_NE(r.err.find("--dp cannot be combined with it"), std::string::npos) << r.err;
 }
 
+// Expectation: --dry-run prepares RUNDIR (model, plan, command) and starts nothing: the fake
+// mpirun would leave args.txt behind, and must not.
+TEST(RunCli, DryRunWritesTheCommandAndStartsNothing) {
+  const std::string dir = temp_dir("dry");
+  const std::string fake = dir + "/fake-mpirun";
+  {
+    std::ofstream f(fake);
+    f << "#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/args.txt\"\n";
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  const CliResult r = run_capplan(with({"--model", "gpt2-124m", "--cluster", "p4d.24xlarge", "--nodes",
+                                        "1", "--gpus", "2", "--dp", "1", "--tp", "2", "--pp", "1",
+                                        "--mbs", "1", "--gbs", "8", "--scale-down", "--dry-run",
+                                        "--mpirun", fake, "--train-bin", "/bin/true", "--dir",
+                                        dir + "/run"}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("command: " + fake + " "), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(dir + "/run/model.yaml"));
+  EXPECT_TRUE(fs::exists(dir + "/run/plan.yaml"));
+  EXPECT_TRUE(fs::exists(dir + "/run/command.txt"));
+  EXPECT_FALSE(fs::exists(dir + "/args.txt"));
+  fs::remove_all(dir);
+}
+
 TEST(RunCli, BadFlagValueExitsTwo) {
   const CliResult r = run_capplan(with({"--plan", "x.yaml", "--steps", "zero"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
