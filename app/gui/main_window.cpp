@@ -17,6 +17,7 @@
 #include <QPlainTextEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QSplitter>
 #include <QStackedWidget>
@@ -78,7 +79,13 @@ class InputsCommand : public QUndoCommand {
 MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
     : QMainWindow(parent), options_(std::move(options)) {
   setWindowTitle(QStringLiteral("capplan"));
-  resize(1440, 900);
+  // 1440 x 900 where the screen allows it, else 90 % of the available area.
+  QSize size(1440, 900);
+  if (const QScreen* screen = QGuiApplication::primaryScreen()) {
+    const QSize avail = screen->availableSize();
+    size = size.boundedTo(QSize(avail.width() * 9 / 10, avail.height() * 9 / 10));
+  }
+  resize(size);
   if (options_.autosavePath.isEmpty()) {
     const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
     QDir().mkpath(dir);
