@@ -74,6 +74,8 @@ std::string gpt_check_config(const GptConfig& c) {
   if (c.layer_begin < 0 || c.layer_end > m.layers || c.layer_begin >= c.layer_end)
     return "empty or out-of-range layer range for this pipeline stage";
   if (c.slots <= 0) return "slots must be > 0";
+  if (c.sp && (int64_t(c.mbs) * c.seq_len) % c.tp_size != 0)
+    return "sequence parallelism needs mbs * seq_len divisible by tp";
   if (m.vocab > 65536 * 1024) return "vocab too large";
   return {};
 }
@@ -99,6 +101,9 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   T_ = cfg_.seq_len;
   B_ = cfg_.mbs;
   R_ = B_ * T_;
+  sp_ = cfg_.sp && cfg_.tp_size > 1;
+  Rl_ = sp_ ? R_ / cfg_.tp_size : R_;
+  row0_ = sp_ ? cfg_.tp_rank * Rl_ : 0;
   const int tps = cfg_.tp_size, tpr = cfg_.tp_rank;
   Hl_ = H_ / tps;
   KVl_ = KV_ / tps;
@@ -156,8 +161,8 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   grads_ = alloc(padded_params_, false);
 
   auto make_acts = [&](LayerActs& a) {
-    a.ln1_mean = alloc(R_, true);
-    a.ln1_rstd = alloc(R_, true);
+    a.ln1_mean = alloc(Rl_, true);
+    a.ln1_rstd = alloc(Rl_, true);
     a.h1 = alloc(int64_t(R_) * C_, true);
     a.qkv = alloc(int64_t(R_) * S_, true);
     // Selective recompute (Korthikanti et al. 2022): the [B, Hl, T, T] softmax is not kept per
@@ -169,9 +174,9 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
       a.probs = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
     }
     a.attn = alloc(int64_t(R_) * Hl_ * D_, true);
-    a.x2 = alloc(int64_t(R_) * C_, true);
-    a.ln2_mean = alloc(R_, true);
-    a.ln2_rstd = alloc(R_, true);
+    a.x2 = alloc(int64_t(Rl_) * C_, true);
+    a.ln2_mean = alloc(Rl_, true);
+    a.ln2_rstd = alloc(Rl_, true);
     a.h2 = alloc(int64_t(R_) * C_, true);
     a.fc = alloc(int64_t(R_) * Fc_, true);
     a.act = alloc(int64_t(R_) * Fl_, true);
@@ -180,27 +185,32 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   slots_.resize(size_t(cfg_.slots));
   std::vector<float*> shared_resid;  // offload: one device set used by every slot in turn
   if (cfg_.offload)
-    for (int i = 0; i <= nl_; ++i) shared_resid.push_back(alloc(int64_t(R_) * C_, true));
+    for (int i = 0; i <= nl_; ++i) shared_resid.push_back(alloc(int64_t(Rl_) * C_, true));
   for (Slot& s : slots_) {
     if (cfg_.offload) {
       s.resid = shared_resid;
-      s.host_resid.assign(size_t(nl_ + 1) * R_ * C_, 0.0f);
+      s.host_resid.assign(size_t(nl_ + 1) * Rl_ * C_, 0.0f);
       host_activation_bytes_ += int64_t(s.host_resid.size() * sizeof(float));
     } else {
-      for (int i = 0; i <= nl_; ++i) s.resid.push_back(alloc(int64_t(R_) * C_, true));
+      for (int i = 0; i <= nl_; ++i) s.resid.push_back(alloc(int64_t(Rl_) * C_, true));
     }
     if (!full_recompute) {
       s.acts.resize(size_t(nl_));
       for (LayerActs& a : s.acts) make_acts(a);
     }
-    if (last_stage()) s.dfinal = alloc(int64_t(R_) * C_, true);
+    if (last_stage()) s.dfinal = alloc(int64_t(Rl_) * C_, true);
     s.tokens.assign(size_t(R_), 0);
   }
   if (full_recompute) {
     shared_acts_.resize(1);
     make_acts(shared_acts_[0]);
   }
-  dres_ = alloc(int64_t(R_) * C_, false);
+  dres_ = alloc(int64_t(Rl_) * C_, false);
+  if (sp_) {
+    yfull_ = alloc(int64_t(R_) * C_, false);
+    dfull_ = alloc(int64_t(R_) * C_, false);
+    dhl_ = alloc(int64_t(Rl_) * C_, false);
+  }
   dh_ = alloc(int64_t(R_) * C_, false);
   dqkv_ = alloc(int64_t(R_) * S_, false);
   dattn_ = alloc(int64_t(R_) * Hl_ * D_, false);
@@ -209,8 +219,8 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   if (last_stage()) {
     logits_ = alloc(int64_t(R_) * Vl_, false);
     hf_ = alloc(int64_t(R_) * C_, false);
-    lnf_mean_ = alloc(R_, false);
-    lnf_rstd_ = alloc(R_, false);
+    lnf_mean_ = alloc(Rl_, false);
+    lnf_rstd_ = alloc(Rl_, false);
     stats_ = alloc(3 * int64_t(R_), false);
   }
 }
@@ -223,7 +233,7 @@ Gpt::~Gpt() {
 // layer's input) leave the device pool for the host pool, freeing the shared device set.
 void Gpt::offload(Slot& s) {
   if (!cfg_.offload) return;
-  const int64_t n = int64_t(R_) * C_;
+  const int64_t n = int64_t(Rl_) * C_;
   for (int i = 0; i <= nl_; ++i)
     be_.to_host(s.host_resid.data() + size_t(i) * n, s.resid[size_t(i)], n);
 }
@@ -234,7 +244,39 @@ const ParamInfo* Gpt::find_param(const std::string& name) const {
   return nullptr;
 }
 
-int64_t Gpt::boundary_numel() const { return int64_t(R_) * C_; }
+int64_t Gpt::boundary_numel() const { return int64_t(Rl_) * C_; }
+
+// Sequence parallelism (Korthikanti et al. 2022): the residual stream and the norms hold this TP
+// rank's block of rows; "g" becomes an all-gather of rows before the column-parallel GEMMs and
+// "g-bar" a reduce-scatter of rows after the row-parallel ones (and the reverse in backward).
+// Without it these are the plain identity / all-reduce of Megatron's f and g.
+
+// full [R, C] whose rows [row0, row0 + Rl) were written by this rank -> every rank's rows.
+void Gpt::gather_rows_in_place(float* full) {
+  if (sp_) tp_.all_gather(full + int64_t(row0_) * C_, full, int64_t(Rl_) * C_);
+}
+// Gradient of this rank's rows [Rl, C] -> the full [R, C] (dfull_), or itself without SP.
+const float* Gpt::gather_rows(const float* local) {
+  if (!sp_) return local;
+  tp_.all_gather(local, dfull_, int64_t(Rl_) * C_);
+  return dfull_;
+}
+// Partial sums over TP of a full [R, C] -> this rank's rows of the sum, in `local` (which is
+// `partial` itself without SP).
+void Gpt::reduce_rows(float* partial, float* local) {
+  if (sp_)
+    tp_.reduce_scatter_sum(partial, local, int64_t(Rl_) * C_);
+  else
+    tp_.all_reduce_sum(partial, int64_t(R_) * C_);
+}
+
+void Gpt::finish_backward() {
+  if (!sp_) return;
+  // Norm weights saw only this rank's rows: sum their gradients over TP (positions are computed
+  // from the gathered gradient on every rank already).
+  for (const ParamInfo& p : infos_)
+    if (p.tp_replicated && p.name != "wpe") tp_.all_reduce_sum(grads_ + p.offset, p.numel);
+}
 
 void Gpt::zero_grads() { be_.fill(grads_, 0.0f, padded_params_); }
 
@@ -296,62 +338,83 @@ void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
   const float* p = params_;
   const float* nob = nullptr;
   const AttentionShape sh{B_, T_, Hl_, KVl_, D_};
-  be_.norm_forward(norm_, a.h1, a.ln1_mean, a.ln1_rstd, x, p + L.ln1_w,
-                   L.ln1_b >= 0 ? p + L.ln1_b : nob, R_, C_);
+  const int64_t nl = int64_t(Rl_) * C_;
+  be_.norm_forward(norm_, a.h1 + int64_t(row0_) * C_, a.ln1_mean, a.ln1_rstd, x, p + L.ln1_w,
+                   L.ln1_b >= 0 ? p + L.ln1_b : nob, Rl_, C_);
+  gather_rows_in_place(a.h1);
   be_.matmul(a.qkv, a.h1, p + L.wqkv, R_, S_, C_, false, true, false);
   if (rope_) be_.rope(a.qkv, sh, false);
   be_.attention_forward(a.attn, a.probs, a.qkv, sh);
-  be_.matmul(a.x2, a.attn, p + L.wo, R_, C_, Hl_ * D_, false, true, false);
-  tp_.all_reduce_sum(a.x2, int64_t(R_) * C_);  // g
-  be_.add(a.x2, x, int64_t(R_) * C_);
-  be_.norm_forward(norm_, a.h2, a.ln2_mean, a.ln2_rstd, a.x2, p + L.ln2_w,
-                   L.ln2_b >= 0 ? p + L.ln2_b : nob, R_, C_);
+  float* y = sp_ ? yfull_ : a.x2;
+  be_.matmul(y, a.attn, p + L.wo, R_, C_, Hl_ * D_, false, true, false);
+  reduce_rows(y, a.x2);  // g
+  be_.add(a.x2, x, nl);
+  be_.norm_forward(norm_, a.h2 + int64_t(row0_) * C_, a.ln2_mean, a.ln2_rstd, a.x2, p + L.ln2_w,
+                   L.ln2_b >= 0 ? p + L.ln2_b : nob, Rl_, C_);
+  gather_rows_in_place(a.h2);
   be_.matmul(a.fc, a.h2, p + L.wfc, R_, Fc_, C_, false, true, false);
   if (swiglu_)
     be_.swiglu_forward(a.act, a.fc, R_, Fl_);
   else
     be_.gelu_forward(a.act, a.fc, int64_t(R_) * Fl_);
-  be_.matmul(out, a.act, p + L.wproj, R_, C_, Fl_, false, true, false);
-  tp_.all_reduce_sum(out, int64_t(R_) * C_);  // g
-  be_.add(out, a.x2, int64_t(R_) * C_);
+  y = sp_ ? yfull_ : out;
+  be_.matmul(y, a.act, p + L.wproj, R_, C_, Fl_, false, true, false);
+  reduce_rows(y, out);  // g
+  be_.add(out, a.x2, nl);
 }
 
-// dres holds the gradient of the layer's output on entry and of its input `x` on return.
+// dres holds the gradient of the layer's output on entry and of its input `x` on return (this
+// rank's rows with SP).
 void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   const LayerParams& L = layers_[size_t(i)];
   const float* p = params_;
   float* g = grads_;
   const AttentionShape sh{B_, T_, Hl_, KVl_, D_};
+  float* dhl = sp_ ? dhl_ : dh_;
   // MLP: out = x2 + act(h2 Wfc^T) Wproj^T
-  be_.matmul(dact_, dres, p + L.wproj, R_, Fl_, C_, false, false, false);
-  be_.matmul(g + L.wproj, dres, a.act, C_, Fl_, R_, true, false, true);
+  const float* dy = gather_rows(dres);
+  be_.matmul(dact_, dy, p + L.wproj, R_, Fl_, C_, false, false, false);
+  be_.matmul(g + L.wproj, dy, a.act, C_, Fl_, R_, true, false, true);
   if (swiglu_)
     be_.swiglu_backward(dfc_, a.fc, dact_, R_, Fl_);
   else
     be_.gelu_backward(dfc_, a.fc, dact_, int64_t(R_) * Fl_);
   be_.matmul(g + L.wfc, dfc_, a.h2, Fc_, C_, R_, true, false, true);
   be_.matmul(dh_, dfc_, p + L.wfc, R_, C_, Fc_, false, false, false);
-  tp_.all_reduce_sum(dh_, int64_t(R_) * C_);  // f
-  be_.norm_backward(norm_, dres, g + L.ln2_w, L.ln2_b >= 0 ? g + L.ln2_b : nullptr, dh_, a.x2,
-                    p + L.ln2_w, a.ln2_mean, a.ln2_rstd, R_, C_);
+  reduce_rows(dh_, dhl);  // f
+  be_.norm_backward(norm_, dres, g + L.ln2_w, L.ln2_b >= 0 ? g + L.ln2_b : nullptr, dhl, a.x2,
+                    p + L.ln2_w, a.ln2_mean, a.ln2_rstd, Rl_, C_);
   // Attention: x2 = x + attn(h1 Wqkv^T) Wo^T
   if (cfg_.recompute == Recompute::Selective) be_.attention_forward(dattn_, a.probs, a.qkv, sh);
-  be_.matmul(dattn_, dres, p + L.wo, R_, Hl_ * D_, C_, false, false, false);
-  be_.matmul(g + L.wo, dres, a.attn, C_, Hl_ * D_, R_, true, false, true);
+  dy = gather_rows(dres);
+  be_.matmul(dattn_, dy, p + L.wo, R_, Hl_ * D_, C_, false, false, false);
+  be_.matmul(g + L.wo, dy, a.attn, C_, Hl_ * D_, R_, true, false, true);
   be_.attention_backward(dqkv_, dattn_, a.qkv, a.probs, sh);
   if (rope_) be_.rope(dqkv_, sh, true);
   be_.matmul(g + L.wqkv, dqkv_, a.h1, S_, C_, R_, true, false, true);
   be_.matmul(dh_, dqkv_, p + L.wqkv, R_, C_, S_, false, false, false);
-  tp_.all_reduce_sum(dh_, int64_t(R_) * C_);  // f
-  be_.norm_backward(norm_, dres, g + L.ln1_w, L.ln1_b >= 0 ? g + L.ln1_b : nullptr, dh_, x,
-                    p + L.ln1_w, a.ln1_mean, a.ln1_rstd, R_, C_);
+  reduce_rows(dh_, dhl);  // f
+  be_.norm_backward(norm_, dres, g + L.ln1_w, L.ln1_b >= 0 ? g + L.ln1_b : nullptr, dhl, x,
+                    p + L.ln1_w, a.ln1_mean, a.ln1_rstd, Rl_, C_);
 }
 
 double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* output,
                     const int32_t* targets, float loss_scale) {
   Slot& s = slots_.at(size_t(slot));
-  const int64_t n = int64_t(R_) * C_;
-  if (first_stage()) {
+  const int64_t n = int64_t(Rl_) * C_;
+  if (first_stage() && sp_) {
+    std::copy(tokens, tokens + R_, s.tokens.begin());
+    be_.embedding_forward(yfull_, s.tokens.data(), params_ + off_wte_, nullptr, R_, T_, C_,
+                          vocab_begin_, Vl_);
+    reduce_rows(yfull_, s.resid[0]);
+    if (off_wpe_ >= 0)  // positions of this rank's rows, in runs of consecutive positions
+      for (int r = row0_; r < row0_ + Rl_;) {
+        const int len = std::min(row0_ + Rl_ - r, T_ - r % T_);
+        be_.add(s.resid[0] + int64_t(r - row0_) * C_, params_ + off_wpe_ + int64_t(r % T_) * C_,
+                int64_t(len) * C_);
+        r += len;
+      }
+  } else if (first_stage()) {
     std::copy(tokens, tokens + R_, s.tokens.begin());
     // Positions are added on TP rank 0 only, so the all-reduce adds them once.
     const float* wpe = (off_wpe_ >= 0 && cfg_.tp_rank == 0) ? params_ + off_wpe_ : nullptr;
@@ -374,8 +437,9 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
   const float* p = params_;
   float* g = grads_;
   const float* x = s.resid[size_t(nl_)];
-  be_.norm_forward(norm_, hf_, lnf_mean_, lnf_rstd_, x, p + off_lnf_w_,
-                   off_lnf_b_ >= 0 ? p + off_lnf_b_ : nullptr, R_, C_);
+  be_.norm_forward(norm_, hf_ + int64_t(row0_) * C_, lnf_mean_, lnf_rstd_, x, p + off_lnf_w_,
+                   off_lnf_b_ >= 0 ? p + off_lnf_b_ : nullptr, Rl_, C_);
+  gather_rows_in_place(hf_);
   be_.matmul(logits_, hf_, p + off_wte_, R_, Vl_, C_, false, true, false);
   float* row_max = stats_;
   float* sums = stats_ + R_;  // [sum_exp (R) | target_logit (R)]
@@ -392,17 +456,18 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
   be_.xent_backward(logits_, sums, targets, loss_scale, R_, Vl_, vocab_begin_, V_);
   be_.matmul(g + off_wte_, logits_, hf_, Vl_, C_, R_, true, false, true);
   be_.matmul(dh_, logits_, p + off_wte_, R_, C_, Vl_, false, false, false);
-  tp_.all_reduce_sum(dh_, n);  // f
+  float* dhl = sp_ ? dhl_ : dh_;
+  reduce_rows(dh_, dhl);  // f
   be_.fill(s.dfinal, 0.0f, n);
   be_.norm_backward(norm_, s.dfinal, g + off_lnf_w_, off_lnf_b_ >= 0 ? g + off_lnf_b_ : nullptr,
-                    dh_, x, p + off_lnf_w_, lnf_mean_, lnf_rstd_, R_, C_);
+                    dhl, x, p + off_lnf_w_, lnf_mean_, lnf_rstd_, Rl_, C_);
   offload(s);
   return loss_sum;
 }
 
 void Gpt::backward(int slot, const float* dout, float* dinput) {
   Slot& s = slots_.at(size_t(slot));
-  const int64_t n = int64_t(R_) * C_;
+  const int64_t n = int64_t(Rl_) * C_;
   if (cfg_.offload)  // bring this micro-batch's checkpointed activations back
     for (int i = 0; i <= nl_; ++i)
       be_.from_host(s.resid[size_t(i)], s.host_resid.data() + size_t(i) * n, n);
@@ -418,8 +483,8 @@ void Gpt::backward(int slot, const float* dout, float* dinput) {
     layer_backward(i, *a, s.resid[size_t(i)], dres_);
   }
   if (first_stage()) {
-    be_.embedding_backward(grads_ + off_wte_, off_wpe_ >= 0 ? grads_ + off_wpe_ : nullptr, dres_,
-                           s.tokens.data(), R_, T_, C_, vocab_begin_, Vl_);
+    be_.embedding_backward(grads_ + off_wte_, off_wpe_ >= 0 ? grads_ + off_wpe_ : nullptr,
+                           gather_rows(dres_), s.tokens.data(), R_, T_, C_, vocab_begin_, Vl_);
   } else {
     be_.copy(dinput, dres_, n);
   }

@@ -171,8 +171,6 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
   if (o.layout.vp > 1 && (o.layout.pp == 1 || o.layout.schedule != Schedule::Interleaved))
     err("vp", "vp " + std::to_string(o.layout.vp) +
                   " model chunks per stage need --pp > 1 and --schedule interleaved");
-  if (o.layout.sp)
-    err("sp", "sequence parallelism is not available in capplan-train yet");
 
   o.optimizer.total_steps = o.steps;
   o.optimizer.zero = o.layout.zero;
@@ -341,6 +339,7 @@ bool Run::setup(Diagnostics& d) {
   gc.recompute = L.recompute;
   gc.param_pad_multiple = L.dp;
   gc.offload = L.offload;
+  gc.sp = L.sp;
   micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
   // One stage runs 1F1B (one micro-batch in flight); otherwise the chosen schedule's table.
   const Schedule sched = L.pp == 1 ? Schedule::OneFOneB : L.schedule;
@@ -596,6 +595,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   }
   auto t = Clock::now();
   groups_.pp->wait_sends();
+  for (auto& m : models_) m->finish_backward();
   sync_tied_embedding();
   rec.backward_s += seconds_since(t);
   t = Clock::now();

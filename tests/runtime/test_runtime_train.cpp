@@ -157,7 +157,7 @@ TEST(RuntimeTrain, KilledRunResumesBitwise) {
 }
 
 // Every factorisation of 8 ranks into D x P x T (1F1B unless another schedule is named,
-// interleaved with vp 2 twice), ZeRO-1 and full recompute
+// interleaved with vp 2 twice, sequence parallelism twice), ZeRO-1 and full recompute
 // spread over them, and three placement orders: 20 steps within 1e-5 of one rank (same
 // reasoning as above; pipeline stages and TP add only reordered fp32 sums).
 class RuntimeLayouts8 : public ::testing::TestWithParam<const char*> {};
@@ -177,8 +177,8 @@ INSTANTIATE_TEST_SUITE_P(
                       "--dp 4 --tp 2 --order TPD --recompute selective",
                       "--dp 2 --pp 4 --schedule gpipe --zero 1",
                       "--pp 4 --vp 2 --schedule interleaved --tp 2 --recompute full",
-                      "--dp 2 --tp 4 --zero 1 --order PTD", "--pp 2 --tp 4 --schedule gpipe",
-                      "--dp 2 --pp 2 --tp 2 --zero 1 --recompute full --order TPD"));
+                      "--dp 2 --tp 4 --sp --zero 1 --order PTD", "--pp 2 --tp 4 --schedule gpipe",
+                      "--dp 2 --pp 2 --tp 2 --sp --zero 1 --recompute full --order TPD"));
 
 void expect_bad(int np, const std::string& args, const std::string& message) {
   const Result r = run(np, args);

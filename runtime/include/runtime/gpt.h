@@ -28,6 +28,7 @@ struct GptConfig {
   int slots = 1;                       // micro-batches whose activations can be held at once
   Recompute recompute = Recompute::None;
   int param_pad_multiple = 1;  // flat buffers are padded with zeros to a multiple (ZeRO shards)
+  bool sp = false;       // sequence parallelism over the TP group (needs tp > 1 to matter)
   bool offload = false;  // keep checkpointed activations (layer inputs) of in-flight micro-batches
                          // in host memory between their forward and backward
 };
@@ -70,7 +71,8 @@ class Gpt {
   void init_params();
   void zero_grads();
 
-  // Elements of the activation passed between pipeline stages: mbs * seq_len * hidden.
+  // Elements of the activation passed between pipeline stages: mbs * seq_len * hidden (/ tp
+  // with sequence parallelism: each TP rank passes its rows).
   int64_t boundary_numel() const;
   // Forward of one micro-batch into `slot` (< slots). The first stage embeds `tokens` [B * T]
   // (host); the others read `input` [B, T, hidden]. Non-last stages write `output`. The last
@@ -81,6 +83,8 @@ class Gpt {
   // Backward of the micro-batch in `slot`, accumulating into grads(). Non-last stages take the
   // gradient of their output in `dout`; non-first stages write the gradient of their input.
   void backward(int slot, const float* dout, float* dinput);
+  // After the last backward of a step: with SP, sums the norm-weight gradients over TP.
+  void finish_backward();
 
   // Bytes of activations held in the device pool (all slots) and, with offload, in host memory.
   int64_t activation_bytes() const { return activation_bytes_; }
@@ -93,11 +97,17 @@ class Gpt {
   void layer_forward(int l, LayerActs& a, const float* x, float* out);
   void layer_backward(int l, LayerActs& a, const float* x, float* dres);
   void offload(Slot& s);
+  void gather_rows_in_place(float* full);
+  const float* gather_rows(const float* local);
+  void reduce_rows(float* partial, float* local);
 
   GptConfig cfg_;
   Backend& be_;
   Communicator& tp_;
   int C_, H_, KV_, D_, F_, V_, T_, B_, R_, Hl_, KVl_, Fl_, Fc_, Vl_, S_, vocab_begin_, nl_;
+  bool sp_ = false;
+  int Rl_ = 0, row0_ = 0;  // rows of the residual stream on this rank (all R_ without SP)
+  float *yfull_ = nullptr, *dfull_ = nullptr, *dhl_ = nullptr;  // SP scratch
   NormKind norm_;
   bool rope_, swiglu_;
   std::vector<ParamInfo> infos_;
