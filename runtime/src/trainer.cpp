@@ -692,12 +692,24 @@ int Run::execute() {
     sampler_ = std::make_unique<SystemSampler>(rank_, threads_);
     sampler_->start();
   }
-  std::vector<std::string> hosts;
+  std::vector<std::string> hosts, placement;
   {
     char name[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
     MPI_Get_processor_name(name, &len);
-    hosts = gather_lines({std::string(name, size_t(len))}, rank_, world_);
+    const std::string host(name, size_t(len));
+    hosts = gather_lines({host}, rank_, world_);
+    const RankCoords& c = groups_.coords;
+    placement = gather_lines({JsonLine()
+                                  .add("type", "placement")
+                                  .add("rank", rank_)
+                                  .add("host", host)
+                                  .add("local_rank", groups_.local_rank)
+                                  .add("dp", c.dp)
+                                  .add("pp", c.pp)
+                                  .add("tp", c.tp)
+                                  .str()},
+                             rank_, world_);
   }
   const Layout& L = o_.layout;
   if (rank_ == 0) {
@@ -722,6 +734,12 @@ int Run::execute() {
                 "(%d micro-batch slot%s)\n",
                 params / mib, params / mib, state / mib, acts / mib, host_acts / mib, slots,
                 slots == 1 ? "" : "s");
+    std::printf("placement (order %s, right-most fastest):", L.order.c_str());
+    for (int r = 0; r < world_; ++r) {
+      const RankCoords c = rank_to_coords(r, L);
+      std::printf(" %d=(d%d,p%d,t%d)", r, c.dp, c.pp, c.tp);
+    }
+    std::printf("\n");
     if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
     std::fflush(stdout);
     if (metrics_.is_open()) {
@@ -743,6 +761,7 @@ int Run::execute() {
       s.peak_flops_source = peak_.source;
       s.resumed_from_step = start_step_ > 0 ? start_step_ : -1;
       metrics_.write_start(s);
+      for (const std::string& line : placement) metrics_.write_line(line);
     }
   }
 
