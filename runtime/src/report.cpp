@@ -102,6 +102,8 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
     } else if (type == "summary") {
       s.status = v.string_or("status", "unknown");
       s.reason = v.string_or("reason", "");
+    } else if (type == "placement") {
+      // rank -> (host, dp, pp, tp), written by the trainer after the start record
     } else {
       diags->warning(file, int(i + 1), 0, "type",
                      "unknown record type '" + type + "'; expected start, step, system or summary");
