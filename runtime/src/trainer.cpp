@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -43,7 +44,7 @@ const std::vector<std::string>& known_flags() {
       "model", "dp", "tp", "pp", "vp", "mbs", "gbs", "steps", "seq-len", "lr", "min-lr-ratio",
       "warmup", "weight-decay", "clip", "beta1", "beta2", "seed", "data", "checkpoint-dir",
       "checkpoint-every", "resume", "metrics", "threads", "zero", "recompute", "order", "schedule",
-      "offload", "sp", "kill-at-step"};
+      "offload", "sp", "kill-at-step", "dump-grads"};
   return f;
 }
 
@@ -148,6 +149,7 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
     else if (flag == "checkpoint-dir") o.checkpoint_dir = value;
     else if (flag == "resume") o.resume = value;
     else if (flag == "metrics") o.metrics = value;
+    else if (flag == "dump-grads") o.dump_grads = value;
     else if (flag == "recompute") {
       if (auto r = parse_recompute(value)) o.layout.recompute = *r;
       else err(flag, "expected none, selective or full, found '" + value + "'");
@@ -262,6 +264,7 @@ class Run {
   void run_step(int64_t step, StepRecord& rec);
   void load_microbatch(int64_t step, int64_t mb);
   void sync_tied_embedding();
+  void dump_gradients();
 
   TrainOptions o_;
   int rank_, world_;
@@ -548,6 +551,92 @@ void Run::sync_tied_embedding() {
   be_->from_host(g.grads() + p->offset, mine.data(), p->numel);
 }
 
+// --dump-grads: the step-1 gradients, summed over DP, un-sharded to the single-rank layout of
+// every global tensor and written by rank 0 as text ("name count" then the values, %.9g).
+// A testing aid: it all-reduces a copy of the gradients, so it does not change the run.
+void Run::dump_gradients() {
+  const Layout& L = o_.layout;
+  const int tp = L.tp, r = groups_.coords.tp;
+  const ModelSpec& m = model_spec_;
+  const int C = m.hidden, H = m.heads, KV = m.kv_heads_or_default(), D = m.head_dim();
+  const int F = m.ffn_hidden_or_default(), V = m.vocab;
+  const int Hl = H / tp, KVl = KV / tp, Fl = F / tp, Vl = (V + tp - 1) / tp;
+  const bool swiglu = m.ffn == Ffn::Swiglu;
+  // Each rank scatters its shards into full-size tensors (zeros elsewhere); a world sum then
+  // assembles them. Replicated tensors come from TP rank 0, DP rank 0 only.
+  std::map<std::string, std::vector<double>> full;
+  auto sizes = [&](const std::string& name) -> int64_t {
+    if (name == "wte") return int64_t(V) * C;
+    if (name == "wpe") return int64_t(T_) * C;
+    if (name.find("wqkv") != std::string::npos) return int64_t(H + 2 * KV) * D * C;
+    if (name.find("wo") != std::string::npos) return int64_t(C) * H * D;
+    if (name.find("wfc") != std::string::npos) return int64_t(swiglu ? 2 : 1) * F * C;
+    if (name.find("wproj") != std::string::npos) return int64_t(C) * F;
+    return C;  // norms
+  };
+  for (int l = 0; l < m.layers; ++l)
+    for (const char* t : {"ln1.w", "ln1.b", "wqkv", "wo", "ln2.w", "ln2.b", "wfc", "wproj"})
+      full["layers." + std::to_string(l) + "." + t].assign(size_t(sizes(t)), 0.0);
+  for (const char* t : {"wte", "wpe", "lnf.w", "lnf.b"}) full[t].assign(size_t(sizes(t)), 0.0);
+  for (auto& model : models_) {
+    std::vector<float> g(size_t(model->num_params()));
+    be_->to_host(g.data(), model->grads(), model->num_params());
+    groups_.dp->all_reduce_sum(g.data(), int64_t(g.size()));
+    if (groups_.coords.dp != 0) continue;
+    for (const ParamInfo& p : model->param_infos()) {
+      if (p.name == "wte.tied" || (p.tp_replicated && r != 0)) continue;
+      std::vector<double>& dst = full.at(p.name);
+      const float* src = g.data() + p.offset;
+      auto rows = [&](int64_t dst_row, int64_t src_row, int64_t n_rows, int64_t cols) {
+        for (int64_t i = 0; i < n_rows * cols; ++i)
+          dst[size_t(dst_row * cols + i)] = src[src_row * cols + i];
+      };
+      auto cols = [&](int64_t n_rows, int64_t full_cols, int64_t col0, int64_t n_cols) {
+        for (int64_t i = 0; i < n_rows; ++i)
+          for (int64_t j = 0; j < n_cols; ++j)
+            dst[size_t(i * full_cols + col0 + j)] = src[i * n_cols + j];
+      };
+      const std::string& n = p.name;
+      if (p.tp_replicated) {
+        rows(0, 0, 1, p.numel);
+      } else if (n == "wte") {
+        rows(int64_t(r) * Vl, 0, std::max(0, std::min(Vl, V - r * Vl)), C);
+      } else if (n.find("wqkv") != std::string::npos) {
+        rows(int64_t(r) * Hl * D, 0, int64_t(Hl) * D, C);
+        rows(int64_t(H) * D + int64_t(r) * KVl * D, int64_t(Hl) * D, int64_t(KVl) * D, C);
+        rows(int64_t(H + KV) * D + int64_t(r) * KVl * D, int64_t(Hl + KVl) * D, int64_t(KVl) * D, C);
+      } else if (n.find("wo") != std::string::npos) {
+        cols(C, int64_t(H) * D, int64_t(r) * Hl * D, int64_t(Hl) * D);
+      } else if (n.find("wfc") != std::string::npos) {
+        rows(int64_t(r) * Fl, 0, Fl, C);
+        if (swiglu) rows(F + int64_t(r) * Fl, Fl, Fl, C);
+      } else if (n.find("wproj") != std::string::npos) {
+        cols(C, F, int64_t(r) * Fl, Fl);
+      }
+    }
+  }
+  std::string out;
+  for (auto& [name, v] : full) {
+    groups_.world->all_reduce_sum(v.data(), int64_t(v.size()));
+    if (rank_ != 0) continue;
+    out += name + " " + std::to_string(v.size()) + "\n";
+    char buf[32];
+    for (double x : v) {
+      std::snprintf(buf, sizeof(buf), "%.9g\n", x);
+      out += buf;
+    }
+  }
+  if (rank_ == 0) {
+    std::FILE* f = std::fopen(o_.dump_grads.c_str(), "w");
+    if (f) {
+      std::fwrite(out.data(), 1, out.size(), f);
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "warning: --dump-grads: cannot write %s\n", o_.dump_grads.c_str());
+    }
+  }
+}
+
 void Run::run_step(int64_t step, StepRecord& rec) {
   const Layout& L = o_.layout;
   const auto t_step = Clock::now();
@@ -597,6 +686,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   groups_.pp->wait_sends();
   for (auto& m : models_) m->finish_backward();
   sync_tied_embedding();
+  if (step == 0 && !o_.dump_grads.empty()) dump_gradients();
   rec.backward_s += seconds_since(t);
   t = Clock::now();
   // Global gradient norm over chunks, then TP and PP; clipping uses it on every chunk.

@@ -29,6 +29,7 @@ struct TrainOptions {
   int threads = 0;                // per rank; 0 = cores on the node / ranks on the node
   int64_t kill_at_step = 0;       // fault injection for tests: the last rank SIGKILLs itself
                                   // after this many steps (0 = never)
+  std::string dump_grads;         // tests: write step 1's DP-summed gradients, un-sharded, here
 };
 
 // Parses `capplan-train` flags (argv[0] is the program). Unknown flags, bad numbers and values out
