@@ -1633,6 +1633,7 @@ void RunPanel::launch(bool resume) {
   req.scale_down = true;
   req.steps = steps_->value();
   req.run_dir = runDir_.toStdString();
+  req.resume = resume ? "auto" : "never";  // resume: from the newest good checkpoint in run_dir
   req.measure_machine = true;
 #ifdef CAPPLAN_GUI_TRAIN_HINT
   req.train_build_hint = CAPPLAN_GUI_TRAIN_HINT;

@@ -285,5 +285,44 @@ TEST_F(GuiWindow, TinyLocalRunFillsTheLossChart) {
 #endif
 }
 
+TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
+#if defined(CAPPLAN_GUI_HAVE_RUNTIME) && defined(CAPPLAN_GUI_TRAIN_HINT)
+  qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+  qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
+  RunPanel* run = window_->runPanel();
+  run->setRunDirectory(dir_.filePath(QStringLiteral("resume")));
+  run->findChild<QSpinBox*>(QStringLiteral("runDp"))->setValue(2);
+  run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(1);
+  run->findChild<QSpinBox*>(QStringLiteral("runPp"))->setValue(1);
+  run->setSteps(80);  // checkpoints every 20 steps
+  run->setKeepKnobs(false);
+  QSignalSpy done(run, &RunPanel::runFinished);
+  // Stop once a checkpoint (step 20) is behind us.
+  QObject::connect(run, &RunPanel::metricsArrived, run, [run](int points) {
+    if (points == 25) QTest::mouseClick(run->findChild<QPushButton*>(QStringLiteral("stopRun")), Qt::LeftButton);
+  });
+  run->launch();
+  ASSERT_TRUE(done.wait(240000));
+  EXPECT_FALSE(done.last().at(0).toBool());  // stopped, not succeeded
+  const int stoppedAt = run->lossPoints();
+  ASSERT_GE(stoppedAt, 25);
+  ASSERT_LT(stoppedAt, 80) << "the run finished before it could be stopped";
+  QPushButton* resume = run->findChild<QPushButton*>(QStringLiteral("resumeRun"));
+  ASSERT_TRUE(resume->isEnabled());
+  QTest::mouseClick(resume, Qt::LeftButton);
+  ASSERT_TRUE(done.wait(240000));
+  EXPECT_TRUE(done.last().at(0).toBool()) << run->findChild<QLabel*>(QStringLiteral("runStatus"))->text().toStdString();
+  // Expectation: the resumed run restarts after its newest checkpoint c (a multiple of 20, at
+  // least 20, at most the steps seen before the stop) and ends at step 80: it adds 80 - c points.
+  const int checkpoint = 80 - (run->lossPoints() - stoppedAt);
+  EXPECT_EQ(checkpoint % 20, 0) << checkpoint;
+  EXPECT_GE(checkpoint, 20);
+  EXPECT_LE(checkpoint, stoppedAt);
+#else
+  GTEST_SKIP() << "runtime launcher or capplan-train not built";
+#endif
+}
+
 }  // namespace
 }  // namespace capplan::gui
