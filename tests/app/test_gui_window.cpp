@@ -13,6 +13,7 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
 #include <QTemporaryDir>
@@ -152,6 +153,22 @@ TEST_F(GuiWindow, BadModelFileShowsDiagnosticsAndKeepsFields) {
   EXPECT_EQ(window_->inputs().model.layers, 96);
 }
 
+TEST_F(GuiWindow, HuggingFaceConfigLoadsAndReplans) {
+  const QString path = writeFile("config.json",
+                                 "{\"num_hidden_layers\": 32, \"hidden_size\": 4096, \"num_attention_heads\": 32,\n"
+                                 " \"num_key_value_heads\": 8, \"intermediate_size\": 11008, \"vocab_size\": 32000,\n"
+                                 " \"max_position_embeddings\": 4096}\n");
+  ASSERT_TRUE(window_->loadModelFile(path));
+  EXPECT_EQ(child<QSpinBox>("layers")->value(), 32);
+  EXPECT_EQ(child<QSpinBox>("kv_heads")->value(), 8);
+  ASSERT_TRUE(waitPlan());
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  // Expectation: tp divides kv_heads = 8 in every candidate (grouped-query attention).
+  for (const Estimate& e : window_->lastResult().candidates) EXPECT_EQ(8 % e.layout.tp, 0);
+  window_->undoStack()->undo();  // back to GPT-3 175B
+  EXPECT_EQ(child<QSpinBox>("layers")->value(), 96);
+}
+
 TEST_F(GuiWindow, InvalidFieldIsExplainedNextToItAndNotPlanned) {
   QSpinBox* heads = child<QSpinBox>("heads");
   const quint64 before = window_->searchJob()->generation();
@@ -211,6 +228,7 @@ TEST_F(GuiWindow, SaveAndOpenRoundTripTheSelectedLayout) {
   const Estimate chosen = *window_->selectedEstimate();
   const QString path = dir_.filePath(QStringLiteral("saved.plan.yaml"));
   ASSERT_TRUE(window_->savePlanFile(path));
+  EXPECT_TRUE(QSettings().value(QStringLiteral("recentFiles")).toStringList().contains(QFileInfo(path).absoluteFilePath()));
   child<QSpinBox>("gbs")->setValue(768);
   ASSERT_TRUE(waitPlan());
   ASSERT_TRUE(window_->openPlanFile(path));
