@@ -114,6 +114,23 @@ TEST(RunSimulation, BestIntervalNearYoungDaly) {
   EXPECT_GT(long_days, r.best_interval_mean_days);
 }
 
+TEST(RunSimulation, SpotInterruptionsAddToTheFailureRate) {
+  // Expectation: 128 nodes at 12,800 h MTBF (0.01 / h) plus 0.24 spot reclaims a day (0.01 / h)
+  // give one interruption every 50 h; twice as many interruptions as without spot.
+  RunOptions o;
+  o.node_mtbf_hours = 12800;
+  o.checkpoint_interval_min = 60;
+  o.trials = 2000;
+  const RunSimulation without = simulate_run(job(), o);
+  o.spot_interruptions_per_day = 0.24;
+  const RunSimulation with = simulate_run(job(), o);
+  ASSERT_TRUE(with.error.empty()) << with.error;
+  EXPECT_NEAR(without.job_mtbf_hours, 100.0, 1e-9);
+  EXPECT_NEAR(with.job_mtbf_hours, 50.0, 1e-9);
+  EXPECT_NEAR(with.mean_failures / without.mean_failures, 2.0, 0.15);
+  EXPECT_GT(with.mean_days, without.mean_days);
+}
+
 TEST(RunSimulation, BadOptionsAreNamed) {
   RunOptions o;
   o.node_mtbf_hours = -1;
