@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "planner/search.h"
 #include "planner/spec_io.h"
 #include "simulator/run_simulation.h"
 #include "simulator/step_simulation.h"
@@ -72,6 +73,40 @@ TEST(PlanSimulation, AgreesWithEstimateWithoutContention) {
                 c.name, e.step_time_s, s.step_time_s, 100 * rel, s.bubble_fraction, e.bubble_fraction);
     EXPECT_LT(std::abs(rel), 0.02) << c.name;
   }
+}
+
+TEST(PlanSimulation, NonInterleavedSearchCandidatesAgreeWithin3_5Percent) {
+  // Over the 100 best layouts the search finds (feasible or not), the non-interleaved ones agree
+  // with the estimate within 3.5 % without contention. The residue is known, not noise: the
+  // estimate charges two pipeline sends per micro-batch on the pace-setting stage, where the
+  // first and last stages send only one (Megatron-LM), and it fills the pipeline at the slowest
+  // stage's pace (both make the simulator faster); and the first DP bucket is ready only after
+  // its share of the last backward, so 1/buckets less of the all-reduce hides than the estimate's
+  // max(dp/8, dp - backward) assumes (the simulator slower, under 1 %).
+  Scenario sc = scenario("gpt3-13b", "p4d.24xlarge", 8, 512);
+  SearchOptions so;
+  so.nodes_min = so.nodes_max = 8;
+  so.top = 100;
+  so.include_infeasible = true;
+  const SearchResult r = search(sc, so);
+  StepSimulationOptions off;
+  off.contention = false;
+  off.record_timeline = false;
+  int checked = 0;
+  double worst = 0;
+  for (const Estimate& e : r.candidates) {
+    if (e.layout.schedule == Schedule::Interleaved) continue;
+    const StepSimulation s = simulate_step(sc, e.layout, off);
+    ASSERT_TRUE(s.error.empty()) << s.error;
+    const double rel = s.step_time_s / e.step_time_s - 1;
+    EXPECT_LT(std::abs(rel), 0.035) << "dp" << e.layout.dp << " tp" << e.layout.tp << " pp" << e.layout.pp
+                                    << " mbs" << e.layout.mbs;
+    worst = std::max(worst, std::abs(rel));
+    ++checked;
+  }
+  std::printf("Expectation |sim/est - 1| < 3.5 %%; Actual result worst %.2f %% over %d layouts\n", 100 * worst,
+              checked);
+  EXPECT_GE(checked, 20);
 }
 
 TEST(PlanSimulation, InterleavingHidesMoreDpTimeThanTheEstimateAssumes) {
