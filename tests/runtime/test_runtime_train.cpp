@@ -63,7 +63,7 @@ std::string deep_model_file() {
   return p.string();
 }
 
-Result run(int np, const std::string& args) {
+Result run_once(int np, const std::string& args) {
   // `timeout` turns a hang into a failure instead of a stuck test suite.
   const std::string cmd = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 " +
                           std::string(CAPPLAN_MPIEXEC) +
@@ -82,6 +82,18 @@ Result run(int np, const std::string& args) {
     double loss = 0;
     if (std::sscanf(line.c_str(), "step %d/%d loss %lf", &step, &total, &loss) == 3)
       r.losses[step] = loss;
+  }
+  return r;
+}
+
+// mpirun itself occasionally fails to start a job on a loaded machine (before any rank prints);
+// such a launch failure is retried once and reported, never taken as the run's result.
+Result run(int np, const std::string& args) {
+  Result r = run_once(np, args);
+  if (r.status != 0 && r.output.find("capplan-train") == std::string::npos &&
+      r.output.find("error:") == std::string::npos) {
+    std::fprintf(stderr, "launch failure (retrying once):\n%s\n", r.output.c_str());
+    r = run_once(np, args);
   }
   return r;
 }
