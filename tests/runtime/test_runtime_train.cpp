@@ -267,6 +267,10 @@ TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
   expect_bad(2, m + " --pp 2 --order DPX", "expected a permutation of D, P, T");
   expect_bad(2, m + " --pp 2 --vp 2 --schedule interleaved --gbs 2",
              "vp 2 does not divide the 1 layers per stage");
+  // Two ranks started with different flags (MPMD launch): caught before any work.
+  expect_bad(1, m + " --dp 2 --gbs 2 --steps 2 : -np 1 " + std::string(CAPPLAN_TRAIN) +
+                    " --threads 1" + m + " --dp 2 --gbs 2 --steps 3",
+             "the ranks were started with different flags");
   // A shard holding token 300 for a model with vocab 97.
   const fs::path data = work_dir() / "bad_tokens";
   fs::create_directories(data);
