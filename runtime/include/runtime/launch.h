@@ -58,7 +58,6 @@ struct ScaleDownOptions {
   int layers_per_chunk = 1;     // layers = pp * vp * layers_per_chunk, at least min_layers
   int min_layers = 2;           // so that a block feeds a block even without pipelining
   int max_microbatches = 0;     // 0 = max(2 * pp, 4), kept a multiple of pp for interleaved
-  double memory_budget_bytes = 0;  // per rank; 0 = no check
 };
 
 // A scenario and layout that can run here, and what changed, in words.
@@ -250,6 +249,7 @@ struct PreparedRun {
 // found is a diagnostic (the CLI prints them and exits 2); nothing is started.
 Loaded<PreparedRun> prepare_run(const LaunchRequest& request);
 
+// Both are called on the thread running execute_run (a GUI posts them to its own thread).
 struct RunCallbacks {
   OutputLineFn on_output;                                  // capplan-train / mpirun output lines
   std::function<void(const MetricsRecord&)> on_metrics;   // each new metrics record, in order
