@@ -288,6 +288,7 @@ class Run {
   std::vector<std::vector<float*>> send_fwd_, send_bwd_;  // [chunk][micro-batch], sent async
   float *recv_fwd_ = nullptr, *recv_bwd_ = nullptr;
   std::vector<float*> buffers_;
+  double bubble_ = 0;  // last step's measured pipeline bubble (mean over ranks)
 
  public:
   ~Run() {
@@ -652,7 +653,8 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   for (int c = 0; c < L.vp; ++c)
     for (int i = models_[size_t(c)]->config().slots - 1; i >= 0; --i)
       free_slots[size_t(c)].push_back(i);
-  double loss_sum = 0;
+  double loss_sum = 0, pp_wait_s = 0;
+  const auto t_pipe = Clock::now();
   for (const PipelineAction& a : actions_) {
     const int64_t mb = a.microbatch;
     const size_t c = size_t(a.chunk);
@@ -667,14 +669,22 @@ void Run::run_step(int64_t step, StepRecord& rec) {
       const int slot = free_slots[c].back();
       free_slots[c].pop_back();
       slot_of[c][size_t(mb)] = slot;
-      if (!first) groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
+      if (!first) {
+        const auto w = Clock::now();
+        groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
+        pp_wait_s += seconds_since(w);
+      }
       float* out = last ? nullptr : send_fwd_[c][size_t(mb)];
       loss_sum += g.forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
       if (!last) groups_.pp->send_async(out, n, next, tag(mb, v, 0));
       rec.forward_s += seconds_since(t);
     } else {
       const auto t = Clock::now();
-      if (!last) groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
+      if (!last) {
+        const auto w = Clock::now();
+        groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
+        pp_wait_s += seconds_since(w);
+      }
       float* din = first ? nullptr : send_bwd_[c][size_t(mb)];
       g.backward(slot_of[c][size_t(mb)], recv_bwd_, din);
       if (!first) groups_.pp->send_async(din, n, prev, tag(mb, v, 1));
@@ -684,6 +694,12 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   }
   auto t = Clock::now();
   groups_.pp->wait_sends();
+  // Measured pipeline bubble: the share of the micro-batch phase this rank spent waiting for
+  // its neighbours (mean over ranks), to set beside (p - 1) / (m + p - 1) for 1F1B / GPipe.
+  const double pipe_s = seconds_since(t_pipe);
+  double bubble = pipe_s > 0 ? pp_wait_s / pipe_s : 0.0;
+  if (L.pp > 1) groups_.world->all_reduce_sum(&bubble, 1);
+  bubble_ = bubble / world_;
   for (auto& m : models_) m->finish_backward();
   sync_tied_embedding();
   if (step == 0 && !o_.dump_grads.empty()) dump_gradients();
@@ -866,9 +882,11 @@ int Run::execute() {
     summary.final_loss = rec.loss;
     tokens_per_s_sum += rec.tokens_per_s;
     if (rank_ == 0) {
-      std::printf("step %lld/%lld loss %.17g lr %.6e grad_norm %.6g step_s %.4f tokens/s %.1f\n",
+      std::printf("step %lld/%lld loss %.17g lr %.6e grad_norm %.6g step_s %.4f tokens/s %.1f",
                   (long long)rec.step, (long long)o_.steps, rec.loss, rec.lr, rec.grad_norm,
                   rec.step_time_s, rec.tokens_per_s);
+      if (L.pp > 1) std::printf(" bubble %.3f", bubble_);
+      std::printf("\n");
       std::fflush(stdout);
       if (metrics_.is_open()) metrics_.write_step(rec);
     }
