@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -60,6 +62,33 @@ std::vector<std::string> capplan_run(const std::string& plan, const std::string&
           "--timeout", "120", "--json"};  // a hung job fails the test instead of stalling it
 }
 
+struct Launched {
+  ProcessResult process;
+  std::string out, err;
+};
+
+// mpirun itself occasionally fails to start a job on a loaded machine (before any rank prints a
+// step or an error); such a launch failure is retried once and reported, never taken as the result.
+Launched launch(const std::vector<std::string>& argv, const ProcessOptions& options,
+                const std::function<void(const std::string&)>& on_line = {},
+                std::atomic<bool>* cancel = nullptr) {
+  Launched l;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    l = Launched{};
+    l.process = run_process(argv, options,
+                            [&](OutputStream s, const std::string& line) {
+                              (s == OutputStream::Stdout ? l.out : l.err) += line + "\n";
+                              if (on_line) on_line(line);
+                            },
+                            cancel);
+    const bool launch_failure = l.process.exit_code == 1 && l.err.find("step ") == std::string::npos &&
+                                l.err.find("error:") == std::string::npos;
+    if (!launch_failure) break;
+    std::fprintf(stderr, "launch failure (retrying once):\n%s\n", l.err.c_str());
+  }
+  return l;
+}
+
 // Expectation: exit 0; run.json says succeeded with 3 measured steps, a positive measured,
 // predicted and simulated step time, and a finite loss; metrics, checkpoints and command are there.
 TEST(RunEndToEnd, TwoRanksScaledDownThreeSteps) {
@@ -67,13 +96,11 @@ TEST(RunEndToEnd, TwoRanksScaledDownThreeSteps) {
     SCOPED_TRACE("dp " + std::to_string(dp) + " tp " + std::to_string(tp));
     const std::string dir = temp_dir("ok");
     const std::string plan = save_two_rank_plan(dir, dp, tp);
-    std::string out, err;
-    const ProcessResult p = run_process(capplan_run(plan, dir + "/run", 3), {},
-                                        [&](OutputStream s, const std::string& line) {
-                                          (s == OutputStream::Stdout ? out : err) += line + "\n";
-                                        });
+    const Launched l = launch(capplan_run(plan, dir + "/run", 3), {});
+    const ProcessResult& p = l.process;
+    const std::string& out = l.out;
     ASSERT_TRUE(p.started) << p.error;
-    EXPECT_EQ(p.exit_code, 0) << err;
+    EXPECT_EQ(p.exit_code, 0) << l.err;
     const auto rec = parse_metrics_line(read_text(dir + "/run/run.json"));
     ASSERT_TRUE(rec.has_value()) << read_text(dir + "/run/run.json");
     EXPECT_EQ(rec->string("status"), "succeeded") << rec->string("reason");
@@ -104,11 +131,12 @@ TEST(RunEndToEnd, CancelStopsTheJobAndKeepsTheRecord) {
   std::atomic<bool> cancel{false};
   ProcessOptions o;
   o.kill_grace_s = 20;  // capplan itself must stop the job well within this
-  const ProcessResult p = run_process(capplan_run(plan, dir + "/run", 100000), o,
-                                      [&](OutputStream, const std::string& line) {
-                                        if (line.rfind("step   2/", 0) == 0) cancel = true;
-                                      },
-                                      &cancel);
+  const Launched l = launch(capplan_run(plan, dir + "/run", 100000), o,
+                            [&](const std::string& line) {
+                              if (line.rfind("step   2/", 0) == 0) cancel = true;
+                            },
+                            &cancel);
+  const ProcessResult& p = l.process;
   EXPECT_TRUE(p.cancelled);
   EXPECT_EQ(p.term_signal, 0) << "capplan had to be killed";
   EXPECT_EQ(p.exit_code, 1);
