@@ -1100,7 +1100,12 @@ void MainWindow::refreshTimeline() {
       b.microbatch = ev.microbatch;
       bars.push_back(b);
     }
-    timeline_->setBars(std::move(bars), l.pp, d.sim.step_time_s);
+    QStringList labels;
+    for (int st = 0; st < l.pp; ++st) {
+      const int rank = st < int(d.sim.stage_rank.size()) ? d.sim.stage_rank[size_t(st)] : -1;
+      labels << (rank >= 0 ? tr("stage %1 · GPU %2").arg(st).arg(rank) : tr("stage %1").arg(st));
+    }
+    timeline_->setBars(std::move(bars), l.pp, d.sim.step_time_s, labels);
     traceJson_ = d.trace;
     const bool samePlan = sameLayout(l, selected_ ? selected_->layout : Layout{});
     if (samePlan) {
@@ -1217,9 +1222,10 @@ QColor TimelineView::kindColor(int kind) {
   return kind >= 0 && kind < int(std::size(colors)) ? colors[kind] : QColor(120, 120, 120);
 }
 
-void TimelineView::setBars(std::vector<TimelineBar> bars, int stages, double stepTimeS) {
+void TimelineView::setBars(std::vector<TimelineBar> bars, int stages, double stepTimeS, QStringList stageLabels) {
   bars_ = std::move(bars);
   stages_ = stages;
+  stageLabels_ = std::move(stageLabels);
   stepTimeS_ = stepTimeS > 0 ? stepTimeS : 1;
   message_.clear();
   resetZoom();
@@ -1233,7 +1239,7 @@ void TimelineView::clear(const QString& message) {
 }
 
 namespace {
-constexpr int kLabelW = 118;
+constexpr int kLabelW = 150;
 constexpr int kAxisH = 26;
 constexpr int kLegendH = 26;
 }  // namespace
@@ -1329,8 +1335,9 @@ void TimelineView::paintEvent(QPaintEvent*) {
     if ((lane / 2) % 2 == 0) p.fillRect(r, palette().alternateBase());
     if (laneH >= 9) {
       p.setPen(palette().text().color());
+      const QString stage = lane / 2 < stageLabels_.size() ? stageLabels_[lane / 2] : tr("stage %1").arg(lane / 2);
       p.drawText(QRectF(4, r.top(), kLabelW - 8, r.height()), Qt::AlignVCenter | Qt::AlignLeft,
-                 lane % 2 == 0 ? tr("stage %1 compute").arg(lane / 2) : tr("stage %1 comm").arg(lane / 2));
+                 lane % 2 == 0 ? stage : tr("  comm"));
     }
   }
   // Time axis.
@@ -1633,7 +1640,8 @@ void RunPanel::launch(bool resume) {
   req.scale_down = true;
   req.steps = steps_->value();
   req.run_dir = runDir_.toStdString();
-  req.resume = resume ? "auto" : "never";  // resume: from the newest good checkpoint in run_dir
+  req.resume = resume ? "auto" : "never";
+  req.checkpoint_every = checkpointEvery_;  // resume: from the newest good checkpoint in run_dir
   req.measure_machine = true;
 #ifdef CAPPLAN_GUI_TRAIN_HINT
   req.train_build_hint = CAPPLAN_GUI_TRAIN_HINT;

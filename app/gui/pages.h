@@ -39,7 +39,8 @@ class TimelineView : public QWidget {
   Q_OBJECT
  public:
   explicit TimelineView(QWidget* parent = nullptr);
-  void setBars(std::vector<TimelineBar> bars, int stages, double stepTimeS);
+  // stageLabels: one per stage, e.g. "stage 3 · GPU 24"; empty = "stage N".
+  void setBars(std::vector<TimelineBar> bars, int stages, double stepTimeS, QStringList stageLabels = {});
   void clear(const QString& message);
   static const QStringList& kindNames();
   static QColor kindColor(int kind);
@@ -66,6 +67,7 @@ class TimelineView : public QWidget {
 
   std::vector<TimelineBar> bars_;
   int stages_ = 0;
+  QStringList stageLabels_;
   double stepTimeS_ = 0;
   double zoom_ = 1.0;      // 1 = whole step fits the width
   double offsetS_ = 0.0;   // time at the left edge of the plot
@@ -96,6 +98,7 @@ class RunPanel : public QWidget {
   void setSteps(int steps);
   // false: run the plain layout (zero 0, no recompute, offload or sp) when the trainer lacks a knob.
   void setKeepKnobs(bool keep);
+  void setCheckpointEvery(int steps) { checkpointEvery_ = steps; }  // 0 = a quarter of the run
 
  public slots:
   void launch(bool resume = false);
@@ -114,6 +117,7 @@ class RunPanel : public QWidget {
   Plan plan_;
   QString runDir_;
   bool runDirUsed_ = false;
+  int checkpointEvery_ = 0;
   bool running_ = false;
   std::shared_ptr<std::atomic<bool>> cancel_;
   QFutureWatcher<void>* watcher_ = nullptr;

@@ -313,10 +313,11 @@ TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
   run->findChild<QSpinBox*>(QStringLiteral("runDp"))->setValue(2);
   run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(1);
   run->findChild<QSpinBox*>(QStringLiteral("runPp"))->setValue(1);
-  run->setSteps(80);  // checkpoints every 20 steps
+  run->setSteps(4000);  // far more than runs before the stop below
+  run->setCheckpointEvery(10);
   run->setKeepKnobs(false);
   QSignalSpy done(run, &RunPanel::runFinished);
-  // Stop once a checkpoint (step 20) is behind us.
+  // Stop once a few checkpoints are behind us.
   QObject::connect(run, &RunPanel::metricsArrived, run, [run](int points) {
     if (points == 25) QTest::mouseClick(run->findChild<QPushButton*>(QStringLiteral("stopRun")), Qt::LeftButton);
   });
@@ -325,17 +326,20 @@ TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
   EXPECT_FALSE(done.last().at(0).toBool());  // stopped, not succeeded
   const int stoppedAt = run->lossPoints();
   ASSERT_GE(stoppedAt, 25);
-  ASSERT_LT(stoppedAt, 80) << "the run finished before it could be stopped";
+  ASSERT_LT(stoppedAt, 4000) << "the run finished before it could be stopped";
+  // Resume up to 20 steps past where it stopped.
+  const int target = stoppedAt + 20;
+  run->setSteps(target);
   QPushButton* resume = run->findChild<QPushButton*>(QStringLiteral("resumeRun"));
   ASSERT_TRUE(resume->isEnabled());
   QTest::mouseClick(resume, Qt::LeftButton);
   ASSERT_TRUE(done.wait(240000));
   EXPECT_TRUE(done.last().at(0).toBool()) << run->findChild<QLabel*>(QStringLiteral("runStatus"))->text().toStdString();
-  // Expectation: the resumed run restarts after its newest checkpoint c (a multiple of 20, at
-  // least 20, at most the steps seen before the stop) and ends at step 80: it adds 80 - c points.
-  const int checkpoint = 80 - (run->lossPoints() - stoppedAt);
-  EXPECT_EQ(checkpoint % 20, 0) << checkpoint;
-  EXPECT_GE(checkpoint, 20);
+  // Expectation: the resumed run restarts after its newest checkpoint c (a multiple of 10, at
+  // least 10, at most the steps seen before the stop) and ends at `target`: it adds target - c points.
+  const int checkpoint = target - (run->lossPoints() - stoppedAt);
+  EXPECT_EQ(checkpoint % 10, 0) << checkpoint;
+  EXPECT_GE(checkpoint, 10);
   EXPECT_LE(checkpoint, stoppedAt);
 #else
   GTEST_SKIP() << "runtime launcher or capplan-train not built";
