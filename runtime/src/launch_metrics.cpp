@@ -251,6 +251,17 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
     } else if (r.type == "summary") {
       m.summary_status = r.string("status");
       m.summary_reason = r.string("reason");
+    } else if (r.type == "memory") {
+      for (const auto& [key, value] : r.numbers) {
+        if (key.size() <= 6 || key.compare(key.size() - 6, 6, "_bytes") != 0 || !std::isfinite(value)) continue;
+        std::string kind = key.substr(0, key.size() - 6);
+        if (kind == "parameters" || kind == "params") kind = "weights";
+        if (kind == "optimizer_state") kind = "optimizer";
+        if (kind == "host_activations" || kind == "offload") kind = "offloaded";
+        double& slot = m.memory_bytes[kind];
+        slot = std::max(slot, value);
+        m.memory_source = "capplan-train memory records, largest over ranks";
+      }
     } else if (r.type == "start") {
       const double peak = r.number("peak_flops_per_s");
       if (std::isfinite(peak) && peak > 0) m.peak_flops_per_s = peak;
@@ -286,6 +297,25 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   m.tokens_per_s = median(tokens);
   for (auto& [name, values] : phases) m.phase_s[name] = median(values);
   return m;
+}
+
+std::map<std::string, double> parse_trainer_memory_line(const std::string& line) {
+  std::map<std::string, double> out;
+  const size_t at = line.find("memory on rank 0:");
+  if (at == std::string::npos) return out;
+  double w = 0, g = 0, o = 0, a = 0, h = 0;
+  const int n = std::sscanf(line.c_str() + at,
+                            "memory on rank 0: parameters %lf MiB, gradients %lf MiB, optimizer state "
+                            "%lf MiB, activations %lf MiB in the device pool + %lf MiB offloaded",
+                            &w, &g, &o, &a, &h);
+  if (n < 4) return out;
+  const double mib = 1024.0 * 1024.0;
+  out["weights"] = w * mib;
+  out["gradients"] = g * mib;
+  out["optimizer"] = o * mib;
+  out["activations"] = a * mib;
+  if (n == 5) out["offloaded"] = h * mib;
+  return out;
 }
 
 MeasuredRun read_measured(const std::string& metrics_file) {

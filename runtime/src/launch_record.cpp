@@ -244,6 +244,34 @@ std::vector<TermRow> compare_terms(const RunRecord& r) {
   return rows;
 }
 
+std::vector<MemoryRow> compare_memory(const RunRecord& r) {
+  const MemoryBytes* p = r.predicted ? &r.predicted->memory_per_gpu_bytes : nullptr;
+  const auto& m = r.measured.memory_bytes;
+  auto measured = [&](const char* kind) {
+    const auto it = m.find(kind);
+    return it == m.end() ? kUnknown : it->second;
+  };
+  std::vector<MemoryRow> rows = {
+      {"weights", p ? p->weights : kUnknown, measured("weights")},
+      {"gradients", p ? p->gradients : kUnknown, measured("gradients")},
+      {"optimizer", p ? p->optimizer : kUnknown, measured("optimizer")},
+      {"activations", p ? p->activations : kUnknown, measured("activations")},
+      {"offloaded", kUnknown, measured("offloaded")},
+      {"buffers", p ? p->buffers : kUnknown, measured("buffers")},
+  };
+  double total = 0;
+  bool any = false;
+  for (const char* k : {"weights", "gradients", "optimizer", "activations", "buffers"}) {
+    if (std::isfinite(measured(k))) {
+      total += measured(k);
+      any = true;
+    }
+  }
+  rows.push_back({"total (on the device)", p ? p->total : kUnknown, any ? total : kUnknown});
+  rows.push_back({"peak RSS (process)", kUnknown, max_of(r.measured.peak_rss_bytes_per_rank)});
+  return rows;
+}
+
 std::string run_record_json(const RunRecord& r) {
   Json j;
   j.begin_object();
@@ -338,6 +366,10 @@ std::string run_record_json(const RunRecord& r) {
   for (double v : m.peak_rss_bytes_per_rank) j.num("", v);
   j.end_array();
   j.num("max_process_rss_bytes", m.max_process_rss_bytes);
+  j.begin_object("memory_bytes");
+  for (const auto& [kind, v] : m.memory_bytes) j.num(kind, v);
+  j.end_object();
+  j.str("memory_source", m.memory_source);
   j.num("peak_flops_per_s", m.peak_flops_per_s)
       .str("peak_flops_source", m.peak_flops_source)
       .str("summary_status", m.summary_status)
@@ -351,6 +383,15 @@ std::string run_record_json(const RunRecord& r) {
         .num("predicted_s", row.predicted_s)
         .num("simulated_s", row.simulated_s)
         .num("measured_s", row.measured_s)
+        .end_object();
+  }
+  j.end_array();
+  j.begin_array("memory_comparison");
+  for (const MemoryRow& row : compare_memory(r)) {
+    j.begin_object()
+        .str("kind", row.kind)
+        .num("predicted_bytes", row.predicted_bytes)
+        .num("measured_bytes", row.measured_bytes)
         .end_object();
   }
   j.end_array();
@@ -396,18 +437,17 @@ std::string run_record_text(const RunRecord& r) {
        "   the first "
     << r.measured.warmup_steps << " of " << r.measured.steps
     << " steps are left out of the medians as warm-up)\n";
-  t << "\nmemory per rank\n";
-  if (r.predicted) {
-    const MemoryBytes& b = r.predicted->memory_per_gpu_bytes;
-    t << "  predicted " << fmt_bytes(b.total) << ": weights " << fmt_bytes(b.weights) << ", gradients "
-      << fmt_bytes(b.gradients) << ", optimizer " << fmt_bytes(b.optimizer) << ", activations "
-      << fmt_bytes(b.activations) << ", buffers " << fmt_bytes(b.buffers)
-      << " (buffers include a GPU runtime's fixed reservation, which a CPU rank does not make)\n";
+  t << "\nmemory per rank         predicted     measured\n";
+  for (const MemoryRow& row : compare_memory(r)) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-21s %-13s %s\n", row.kind.c_str(),
+                  fmt_bytes(row.predicted_bytes).c_str(), fmt_bytes(row.measured_bytes).c_str());
+    t << line;
   }
-  t << "  measured peak RSS per rank (system samples): "
-    << fmt_bytes(max_of(r.measured.peak_rss_bytes_per_rank))
-    << "; largest process of the job (wait4): " << fmt_bytes(r.measured.max_process_rss_bytes)
-    << " (RSS includes the MPI library and the program itself)\n";
+  t << "  (measured by kind: " << (r.measured.memory_source.empty() ? "not reported" : r.measured.memory_source)
+    << ";\n   predicted buffers include a GPU runtime's fixed reservation, which a CPU rank does not make;\n"
+       "   RSS includes the MPI library and the program; largest process of the job (wait4): "
+    << fmt_bytes(r.measured.max_process_rss_bytes) << ")\n";
   if (std::isfinite(r.measured.first_loss)) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "loss %.4f -> %.4f over %d steps\n", r.measured.first_loss,

@@ -249,6 +249,7 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
   // stderr line that is not mpirun's banner ruling.
   std::vector<std::string> error_lines;
   std::string last_err;
+  std::map<std::string, double> trainer_memory;  // from its start-up line, if it prints one
   std::vector<MetricsRecord> records;
   MetricsTail tail(prepared.metrics_file);
   auto poll_metrics = [&] {
@@ -286,6 +287,7 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
       rec.command, opt,
       [&](OutputStream s, const std::string& line) {
         if (log) log << line << '\n' << std::flush;
+        if (trainer_memory.empty()) trainer_memory = parse_trainer_memory_line(line);
         if (line.find("error:") != std::string::npos && error_lines.size() < 3) {
           error_lines.push_back(line);
         }
@@ -303,6 +305,10 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
   rec.term_signal = res.term_signal;
   rec.measured = summarize_metrics(records);
   if (res.max_rss_bytes > 0) rec.measured.max_process_rss_bytes = res.max_rss_bytes;
+  if (rec.measured.memory_bytes.empty() && !trainer_memory.empty()) {
+    rec.measured.memory_bytes = trainer_memory;
+    rec.measured.memory_source = "capplan-train's start-up line, rank 0";
+  }
   if (res.cancelled && timed_out) {
     rec.status = RunStatus::Failed;
     char limit[32];

@@ -504,6 +504,41 @@ TEST(Metrics, MeasuredMediansAfterWarmup) {
   EXPECT_TRUE(std::isnan(row("step").simulated_s));
 }
 
+// Expectation: memory by kind comes from "memory" records (largest over ranks, names mapped to
+// the planner's kinds), or else from the trainer's start-up line; compare_memory pairs them with
+// the prediction and sums the measured device total.
+TEST(Metrics, MemoryByKind) {
+  const auto from_line = parse_trainer_memory_line(
+      "memory on rank 0: parameters 1.5 MiB, gradients 1.5 MiB, optimizer state 3.0 MiB, "
+      "activations 2.0 MiB in the device pool + 0.5 MiB offloaded to host (4 micro-batch slots)");
+  const double mib = 1024.0 * 1024.0;
+  EXPECT_DOUBLE_EQ(from_line.at("weights"), 1.5 * mib);
+  EXPECT_DOUBLE_EQ(from_line.at("optimizer"), 3.0 * mib);
+  EXPECT_DOUBLE_EQ(from_line.at("offloaded"), 0.5 * mib);
+  EXPECT_TRUE(parse_trainer_memory_line("step 1/3 loss 5.5").empty());
+
+  std::vector<MetricsRecord> recs = {
+      *parse_metrics_line(R"({"type":"memory","rank":0,"parameters_bytes":100,"activations_bytes":50})"),
+      *parse_metrics_line(R"({"type":"memory","rank":1,"parameters_bytes":120,"activations_bytes":40})")};
+  RunRecord rec;
+  rec.measured = summarize_metrics(recs);
+  EXPECT_DOUBLE_EQ(rec.measured.memory_bytes.at("weights"), 120);
+  EXPECT_DOUBLE_EQ(rec.measured.memory_bytes.at("activations"), 50);
+  Estimate e;
+  e.memory_per_gpu_bytes.weights = 110;
+  e.memory_per_gpu_bytes.total = 1000;
+  rec.predicted = e;
+  const auto rows = compare_memory(rec);
+  ASSERT_GE(rows.size(), 7u);
+  EXPECT_EQ(rows[0].kind, "weights");
+  EXPECT_DOUBLE_EQ(rows[0].predicted_bytes, 110);
+  EXPECT_DOUBLE_EQ(rows[0].measured_bytes, 120);
+  EXPECT_TRUE(std::isnan(rows[1].measured_bytes));  // gradients not reported
+  EXPECT_EQ(rows[6].kind, "total (on the device)");
+  EXPECT_DOUBLE_EQ(rows[6].measured_bytes, 170);     // 120 + 50
+  EXPECT_DOUBLE_EQ(rows[6].predicted_bytes, 1000);
+}
+
 // ---------------------------------------------------------------- the whole run, with a fake trainer
 
 PreparedRun fake_prepared(const std::string& dir, const std::string& script) {

@@ -150,6 +150,12 @@ struct MeasuredRun {
   std::map<std::string, double> phase_s;  // median per phase ("forward", "backward", ...)
   std::vector<double> peak_rss_bytes_per_rank;  // from system samples; empty when none
   double max_process_rss_bytes = kUnknown;      // largest process of the job (wait4), see ProcessResult
+  // Bytes by kind ("weights", "gradients", "optimizer", "activations", "offloaded") as the
+  // trainer allocated them, largest over the ranks that report: from "memory" metrics records
+  // ({"type":"memory","rank":r,"<kind>_bytes":..}), else from capplan-train's "memory on rank 0:"
+  // start-up line. Empty when neither is there.
+  std::map<std::string, double> memory_bytes;
+  std::string memory_source;
   double peak_flops_per_s = kUnknown;  // per rank, as the trainer measured it
   std::string peak_flops_source;
   std::string summary_status;  // from the summary record: "ok", "failed", "aborted"; empty if none
@@ -203,6 +209,19 @@ struct TermRow {
   double predicted_s = kUnknown, simulated_s = kUnknown, measured_s = kUnknown;
 };
 std::vector<TermRow> compare_terms(const RunRecord& record);
+
+// Predicted and measured bytes per rank for each memory kind (weights, gradients, optimizer,
+// activations, offloaded, buffers, total); measured is unknown where the trainer does not say.
+struct MemoryRow {
+  std::string kind;
+  double predicted_bytes = kUnknown, measured_bytes = kUnknown;
+};
+std::vector<MemoryRow> compare_memory(const RunRecord& record);
+
+// Reads capplan-train's start-up line "memory on rank 0: parameters X MiB, gradients X MiB,
+// optimizer state X MiB, activations X MiB in the device pool + X MiB offloaded to host" into
+// bytes by kind; empty when the line is not that.
+std::map<std::string, double> parse_trainer_memory_line(const std::string& line);
 
 std::string run_record_json(const RunRecord& record);
 std::string run_record_text(const RunRecord& record);  // human-readable: command, changes, table
