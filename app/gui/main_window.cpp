@@ -539,11 +539,18 @@ void MainWindow::onExport() {
     planMessage_->setText(tr("Nothing to export yet: no layout is selected."));
     return;
   }
-  QDialog dialog(this);
-  dialog.setWindowTitle(tr("Export plan"));
-  dialog.resize(900, 640);
-  auto* lay = new QVBoxLayout(&dialog);
-  auto* tabs = new QTabWidget(&dialog);
+  QDialog* dialog = createExportDialog();
+  dialog->exec();
+  delete dialog;
+}
+
+QDialog* MainWindow::createExportDialog() {
+  auto* dialog = new QDialog(this);
+  dialog->setObjectName(QStringLiteral("exportDialog"));
+  dialog->setWindowTitle(tr("Export plan"));
+  dialog->resize(900, 640);
+  auto* lay = new QVBoxLayout(dialog);
+  auto* tabs = new QTabWidget(dialog);
   const Plan plan = currentPlan();
   for (ExportFormat f : {ExportFormat::SmpOptions, ExportFormat::Megatron, ExportFormat::DeepSpeed,
                          ExportFormat::Sbatch}) {
@@ -565,22 +572,22 @@ void MainWindow::onExport() {
   }
   lay->addWidget(tabs, 1);
   auto* buttons = new QHBoxLayout;
-  auto* saveAll = new QPushButton(tr("Save all to folder..."), &dialog);
+  auto* saveAll = new QPushButton(tr("Save all to folder..."), dialog);
   saveAll->setToolTip(tr("Writes every file above plus plan.yaml into a folder"));
-  auto* close = new QPushButton(tr("Close"), &dialog);
+  auto* close = new QPushButton(tr("Close"), dialog);
   buttons->addStretch(1);
   buttons->addWidget(saveAll);
   buttons->addWidget(close);
   lay->addLayout(buttons);
-  connect(close, &QPushButton::clicked, &dialog, &QDialog::accept);
-  connect(saveAll, &QPushButton::clicked, &dialog, [this, &dialog] {
-    const QString dir = QFileDialog::getExistingDirectory(&dialog, tr("Export to folder"));
+  connect(close, &QPushButton::clicked, dialog, &QDialog::accept);
+  connect(saveAll, &QPushButton::clicked, dialog, [this, dialog] {
+    const QString dir = QFileDialog::getExistingDirectory(dialog, tr("Export to folder"));
     if (dir.isEmpty()) return;
     const QStringList files = exportPlanTo(dir);
     statusBar()->showMessage(files.isEmpty() ? tr("Export failed") : tr("Wrote %1 files to %2").arg(files.size()).arg(dir),
                              6000);
   });
-  dialog.exec();
+  return dialog;
 }
 
 void MainWindow::addRecentFile(const QString& path) {
@@ -625,6 +632,15 @@ QStringList MainWindow::saveScreenshots(const QString& dir) {
     if (pix.save(path)) written << path;
   }
   showPage(PlanPage);
+  if (selected_) {  // the export dialog over the Plan page, on its sbatch tab
+    QDialog* dialog = createExportDialog();
+    if (auto* tabs = dialog->findChild<QTabWidget*>()) tabs->setCurrentIndex(3);
+    dialog->show();
+    QApplication::sendPostedEvents();
+    const QString path = QDir(dir).filePath(QStringLiteral("%1-export.png").arg(PageCount + 1, 2, 10, QLatin1Char('0')));
+    if (dialog->grab().save(path)) written << path;
+    delete dialog;
+  }
   return written;
 }
 

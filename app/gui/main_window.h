@@ -18,6 +18,7 @@
 class QAction;
 class QChartView;
 class QCheckBox;
+class QDialog;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -83,7 +84,7 @@ class MainWindow : public QMainWindow {
   // Writes every export format into `dir`; returns the paths written (empty on failure).
   QStringList exportPlanTo(const QString& dir);
   bool writeAutosave();
-  // Renders each page to DIR/<nn>-<page>.png; returns the files written.
+  // Renders each page to DIR/<nn>-<page>.png, then the export dialog; returns the files written.
   QStringList saveScreenshots(const QString& dir);
 
   void setInputs(const PlanInputs& inputs);  // one undoable edit
@@ -151,6 +152,7 @@ class MainWindow : public QMainWindow {
   void onSavePlan();
   void onSavePlanAs();
   void onExport();
+  QDialog* createExportDialog();  // tabs with each format's text and notes; caller owns it
 
   MainWindowOptions options_;
   PlanInputs inputs_;
