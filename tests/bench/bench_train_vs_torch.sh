@@ -37,10 +37,20 @@ vocab: 4096
 seq_len: 128
 YAML
 
-if [[ $TORCH == 1 ]] && ! python3 -c "import torch" 2>/dev/null; then
+# Debian's python3-torch lives in the system interpreter (/usr/bin/python3), which may not be the
+# first python3 on PATH (pyenv, venvs).
+TORCH_PY=""
+find_torch() {
+  for py in python3 /usr/bin/python3; do
+    if "$py" -c "import torch" 2>/dev/null; then TORCH_PY="$py"; return 0; fi
+  done
+  return 1
+}
+if [[ $TORCH == 1 ]] && ! find_torch; then
   echo "installing python3-torch for the reference (apt-get)..."
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
-  $SUDO apt-get install -y -q python3-torch >/dev/null || { echo "python3-torch unavailable; capplan figures only"; TORCH=0; }
+  $SUDO apt-get install -y -q --no-install-recommends python3-torch >/dev/null || true
+  find_torch || { echo "python3-torch unavailable; capplan figures only"; TORCH=0; }
 fi
 
 # Mean of tokens/s and MFU over the steps after the first two, from a metrics file.
@@ -72,7 +82,7 @@ for r in $(seq 1 "$ROUNDS"); do
   c=$(capplan_run --model "$WORK/bench.yaml" --mbs 8 --gbs 8 --steps 12)
   echo "round $r capplan-train: $c"
   if [[ $TORCH == 1 ]]; then
-    t=$(python3 "$HERE/bench_train_torch.py" --threads 2 --steps 12)
+    t=$("$TORCH_PY" "$HERE/bench_train_torch.py" --threads 2 --steps 12)
     echo "round $r pytorch:       $t"
     python3 -c "import json,sys; c=json.loads(sys.argv[1]); t=json.loads(sys.argv[2]); print('round %s speed-up capplan / pytorch: %.2fx' % (sys.argv[3], c['tokens_per_s'] / t['tokens_per_s']))" "$c" "$t" "$r"
   fi
