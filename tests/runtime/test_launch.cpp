@@ -266,6 +266,34 @@ TEST(TrainArgv, ExactVector) {
   EXPECT_EQ(std::count(v.begin(), v.end(), "--offload"), 1);
 }
 
+void make_executable(const std::string& path) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << "#!/bin/sh\n";
+  fs::permissions(path, fs::perms::owner_all);
+}
+
+// Expectation: capplan-train is found in the build tree (app/cli/capplan -> runtime/capplan-train),
+// side by side when installed, and $CAPPLAN_TRAIN wins over both; nothing found -> empty.
+TEST(TrainArgv, LocatesTheTrainerNextToCapplan) {
+  const std::string dir = temp_dir("locate");
+  ::unsetenv("CAPPLAN_TRAIN");
+  make_executable(dir + "/build/app/cli/capplan");
+  make_executable(dir + "/build/runtime/capplan-train");
+  EXPECT_EQ(locate_train_binary(dir + "/build/app/cli/capplan"),
+            fs::canonical(dir + "/build/runtime/capplan-train").string());
+  make_executable(dir + "/bin/capplan");
+  make_executable(dir + "/bin/capplan-train");
+  EXPECT_EQ(locate_train_binary(dir + "/bin/capplan"), fs::canonical(dir + "/bin/capplan-train").string());
+  EXPECT_EQ(locate_train_binary(dir + "/elsewhere/capplan", dir + "/bin/capplan-train"),
+            dir + "/bin/capplan-train");  // the build's hint
+  ::setenv("CAPPLAN_TRAIN", (dir + "/bin/capplan-train").c_str(), 1);
+  EXPECT_EQ(locate_train_binary(dir + "/build/app/cli/capplan"), dir + "/bin/capplan-train");
+  ::setenv("CAPPLAN_TRAIN", (dir + "/missing").c_str(), 1);
+  EXPECT_EQ(locate_train_binary(dir + "/build/app/cli/capplan"), "");
+  ::unsetenv("CAPPLAN_TRAIN");
+  fs::remove_all(dir);
+}
+
 TEST(TrainArgv, ShellQuoteForDisplay) {
   EXPECT_EQ(shell_quote({"a", "b c", "it's", "", "x=1,y/2"}), "a 'b c' 'it'\\''s' '' x=1,y/2");
 }
