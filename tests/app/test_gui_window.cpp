@@ -11,6 +11,7 @@
 #include <QJsonObject>
 #include <QPlainTextEdit>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QPushButton>
 #include <QSettings>
@@ -187,6 +188,26 @@ TEST_F(GuiWindow, InvalidFieldIsExplainedNextToItAndNotPlanned) {
   }
   EXPECT_TRUE(shown) << texts.join(QStringLiteral(" | ")).toStdString();
   EXPECT_FALSE(child<QLabel>("planMessage")->text().isEmpty());
+}
+
+TEST_F(GuiWindow, BadTokensTextIsKeptAndExplained) {
+  QLineEdit* tokens = child<QLineEdit>("tokens");
+  EXPECT_EQ(tokens->text(), QStringLiteral("300B"));
+  const quint64 before = window_->searchJob()->generation();
+  tokens->setText(QStringLiteral("lots"));
+  emit tokens->editingFinished();
+  QTest::qWait(50);
+  EXPECT_EQ(tokens->text(), QStringLiteral("lots"));  // what the user typed stays
+  EXPECT_EQ(window_->inputs().training.tokens, 300e9);
+  EXPECT_EQ(window_->searchJob()->generation(), before);
+  bool explained = false;
+  for (QLabel* l : window_->findChildren<QLabel*>())
+    explained |= !l->isHidden() && l->text().contains(QStringLiteral("'lots'"));
+  EXPECT_TRUE(explained);
+  tokens->setText(QStringLiteral("1.5T"));
+  emit tokens->editingFinished();
+  EXPECT_EQ(window_->inputs().training.tokens, 1.5e12);
+  ASSERT_TRUE(waitPlan());
 }
 
 TEST_F(GuiWindow, BadPlanFileShowsDiagnostics) {
