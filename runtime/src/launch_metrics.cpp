@@ -251,13 +251,15 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
     } else if (r.type == "summary") {
       m.summary_status = r.string("status");
       m.summary_reason = r.string("reason");
-    } else if (r.type == "memory") {
+    } else if (r.type == "memory" || r.type == "placement") {
       for (const auto& [key, value] : r.numbers) {
         if (key.size() <= 6 || key.compare(key.size() - 6, 6, "_bytes") != 0 || !std::isfinite(value)) continue;
         std::string kind = key.substr(0, key.size() - 6);
-        if (kind == "parameters" || kind == "params") kind = "weights";
+        if (kind == "param" || kind == "parameters" || kind == "params") kind = "weights";
+        if (kind == "grad") kind = "gradients";
         if (kind == "optimizer_state") kind = "optimizer";
-        if (kind == "host_activations" || kind == "offload") kind = "offloaded";
+        if (kind == "activation_device" || kind == "activation") kind = "activations";
+        if (kind == "activation_host" || kind == "host_activations" || kind == "offload") kind = "offloaded";
         double& slot = m.memory_bytes[kind];
         slot = std::max(slot, value);
         m.memory_source = "capplan-train memory records, largest over ranks";
@@ -279,12 +281,13 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   // Warm-up: the first step pays for allocation, page faults and cold caches, so it is left out;
   // with five or more steps, the second too (thread pools and MPI connections settle).
   m.warmup_steps = steps.size() >= 5 ? 2 : (steps.size() >= 2 ? 1 : 0);
-  std::vector<double> step_time, tokens;
+  std::vector<double> step_time, tokens, bubble;
   std::map<std::string, std::vector<double>> phases;
   for (size_t i = size_t(m.warmup_steps); i < steps.size(); ++i) {
     const MetricsRecord& r = *steps[i];
     step_time.push_back(r.number("step_time_s"));
     tokens.push_back(r.number("tokens_per_s"));
+    bubble.push_back(r.number("bubble_fraction"));
     for (const auto& [key, value] : r.numbers) {
       // Per-phase times are the keys ending in "_s" other than the step time itself.
       if (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0 && key != "step_time_s" &&
@@ -295,6 +298,7 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   }
   m.step_time_s = median(step_time);
   m.tokens_per_s = median(tokens);
+  m.bubble_fraction = median(bubble);
   for (auto& [name, values] : phases) m.phase_s[name] = median(values);
   return m;
 }
@@ -316,6 +320,16 @@ std::map<std::string, double> parse_trainer_memory_line(const std::string& line)
   out["activations"] = a * mib;
   if (n == 5) out["offloaded"] = h * mib;
   return out;
+}
+
+double parse_trainer_bubble(const std::string& line) {
+  if (line.rfind("step ", 0) != 0) return kUnknown;
+  const size_t at = line.rfind(" bubble ");
+  if (at == std::string::npos) return kUnknown;
+  const char* begin = line.c_str() + at + 8;
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  return end != begin && std::isfinite(v) ? v : kUnknown;
 }
 
 MeasuredRun read_measured(const std::string& metrics_file) {

@@ -211,7 +211,10 @@ std::vector<TermRow> compare_terms(const RunRecord& r) {
   const Term terms[] = {
       {"compute", &TimeBreakdown::compute, compute},
       {"recompute", &TimeBreakdown::recompute, phase(m, "recompute")},
-      {"bubble", &TimeBreakdown::bubble, phase(m, "bubble")},
+      // The trainer's bubble share is of the micro-batch phase; times the step it slightly
+      // over-counts (the optimizer and DP tail have no bubble).
+      {"bubble", &TimeBreakdown::bubble,
+       std::isfinite(phase(m, "bubble")) ? phase(m, "bubble") : m.bubble_fraction * m.step_time_s},
       {"tp_comm", &TimeBreakdown::tp_comm, phase(m, "tp_comm")},
       {"pp_comm", &TimeBreakdown::pp_comm, phase(m, "pp_comm")},
       {"dp_comm", &TimeBreakdown::dp_comm, phase(m, "dp_comm")},
@@ -357,6 +360,7 @@ std::string run_record_json(const RunRecord& r) {
       .integer("warmup_steps", m.warmup_steps)
       .num("step_time_s", m.step_time_s)
       .num("tokens_per_s", m.tokens_per_s)
+      .num("bubble_fraction", m.bubble_fraction)
       .num("first_loss", m.first_loss)
       .num("last_loss", m.last_loss);
   j.begin_object("phase_s");
@@ -431,6 +435,18 @@ std::string run_record_text(const RunRecord& r) {
                   fmt_s(row.predicted_s).c_str(), fmt_s(row.simulated_s).c_str(),
                   fmt_s(row.measured_s).c_str());
     t << line;
+  }
+  if (r.layout.pp > 1) {
+    const int64_t m = r.layout.num_microbatches(r.scenario.training.gbs);
+    const int p = r.layout.pp;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "  bubble share: predicted %.3f, simulated %.3f, measured %.3f; (p-1)/(m+p-1) = %d/%lld = %.3f%s\n",
+                  r.predicted ? r.predicted->bubble_fraction : kUnknown,
+                  r.simulated ? r.simulated->bubble_fraction : kUnknown, r.measured.bubble_fraction, p - 1,
+                  (long long)(m + p - 1), double(p - 1) / double(m + p - 1),
+                  r.layout.vp > 1 ? " (interleaving divides it by vp)" : "");
+    t << buf;
   }
   t << "  (measured compute = forward + backward as the trainer times them, which includes any\n"
        "   recompute, tensor-parallel communication and pipeline waiting it does not time apart;\n"

@@ -544,6 +544,17 @@ TEST(Metrics, MemoryByKind) {
   EXPECT_DOUBLE_EQ(from_line.at("optimizer"), 3.0 * mib);
   EXPECT_DOUBLE_EQ(from_line.at("offloaded"), 0.5 * mib);
   EXPECT_TRUE(parse_trainer_memory_line("step 1/3 loss 5.5").empty());
+  EXPECT_DOUBLE_EQ(parse_trainer_bubble("step 3/6 loss 5.5 lr 3e-4 grad_norm 0.8 step_s 0.09 tokens/s 5754.3 bubble 0.250"), 0.25);
+  EXPECT_TRUE(std::isnan(parse_trainer_bubble("step 3/6 loss 5.5 tokens/s 5754.3")));
+  EXPECT_TRUE(std::isnan(parse_trainer_bubble("no bubble 0.5")));
+
+  // capplan-train's placement records carry its allocations per rank.
+  const MeasuredRun placed = summarize_metrics(
+      {*parse_metrics_line(R"({"type":"placement","rank":0,"param_bytes":10,"grad_bytes":10,"optimizer_bytes":20,"activation_device_bytes":30,"activation_host_bytes":5})")});
+  EXPECT_DOUBLE_EQ(placed.memory_bytes.at("weights"), 10);
+  EXPECT_DOUBLE_EQ(placed.memory_bytes.at("gradients"), 10);
+  EXPECT_DOUBLE_EQ(placed.memory_bytes.at("activations"), 30);
+  EXPECT_DOUBLE_EQ(placed.memory_bytes.at("offloaded"), 5);
 
   std::vector<MetricsRecord> recs = {
       *parse_metrics_line(R"({"type":"memory","rank":0,"parameters_bytes":100,"activations_bytes":50})"),

@@ -148,12 +148,17 @@ struct MeasuredRun {
   double tokens_per_s = kUnknown; // median after warm-up
   double first_loss = kUnknown, last_loss = kUnknown;
   std::map<std::string, double> phase_s;  // median per phase ("forward", "backward", ...)
+  // Pipeline bubble: the share of the micro-batch phase the ranks spent waiting for their
+  // neighbours (mean over ranks, median over steps after warm-up), from the step records'
+  // "bubble_fraction", else from capplan-train's "step ... bubble X" lines. Unknown with pp = 1.
+  double bubble_fraction = kUnknown;
   std::vector<double> peak_rss_bytes_per_rank;  // from system samples; empty when none
   double max_process_rss_bytes = kUnknown;      // largest process of the job (wait4), see ProcessResult
   // Bytes by kind ("weights", "gradients", "optimizer", "activations", "offloaded") as the
-  // trainer allocated them, largest over the ranks that report: from "memory" metrics records
-  // ({"type":"memory","rank":r,"<kind>_bytes":..}), else from capplan-train's "memory on rank 0:"
-  // start-up line. Empty when neither is there.
+  // trainer allocated them, largest over the ranks that report: from "placement" or "memory"
+  // metrics records ({"rank":r, "param_bytes":.., "grad_bytes":.., "optimizer_bytes":..,
+  // "activation_device_bytes":.., "activation_host_bytes":..}), else from capplan-train's
+  // "memory on rank 0:" start-up line. Empty when neither is there.
   std::map<std::string, double> memory_bytes;
   std::string memory_source;
   double peak_flops_per_s = kUnknown;  // per rank, as the trainer measured it
@@ -222,6 +227,8 @@ std::vector<MemoryRow> compare_memory(const RunRecord& record);
 // optimizer state X MiB, activations X MiB in the device pool + X MiB offloaded to host" into
 // bytes by kind; empty when the line is not that.
 std::map<std::string, double> parse_trainer_memory_line(const std::string& line);
+// The bubble share at the end of capplan-train's "step N/M ... bubble X" line; NaN otherwise.
+double parse_trainer_bubble(const std::string& line);
 
 std::string run_record_json(const RunRecord& record);
 std::string run_record_text(const RunRecord& record);  // human-readable: command, changes, table
