@@ -2,7 +2,8 @@
 # Measured vs predicted step time on this machine: `capplan run --scale-down` of GPT-2 124M's
 # layouts on 2, 4 and 8 ranks, each next to the planner's estimate and the simulator's step for
 # the same scaled run on the cluster spec of this machine; with pp > 1, the measured bubble share
-# (when capplan-train reports a bubble phase) next to (p-1)/(m+p-1). Prints figures; asserts nothing.
+# (capplan-train's time waiting for pipeline neighbours) next to (p-1)/(m+p-1) and the planner's.
+# Prints figures; asserts nothing.
 # Usage: tests/bench/bench_launch.sh [BUILD_DIR] [STEPS]
 set -u
 BUILD=${1:-build}
@@ -57,8 +58,10 @@ for name in sorted(os.listdir(out)):
     bubble = "-"
     if p > 1:
         want = (p - 1) / (m + p - 1)
-        got = r["measured"]["phase_s"].get("bubble")
-        bubble = (f"{got / meas:.2f} vs {want:.2f}" if got is not None and meas else f"not timed vs {want:.2f}")
+        got = r["measured"].get("bubble_fraction")
+        pb = (r.get("predicted") or {}).get("bubble_fraction")
+        bubble = (f"{got:.2f}" if got is not None else "not timed") + f" vs {want:.2f}" + \
+                 (f" (predicted {pb:.2f})" if pb is not None else "")
     print(f"{label:<16}{ranks:>6}{m:>4}  {f(pred):>11}{f(sim):>11}{f(meas):>11}{ratio:>10}  {bubble}")
 mach = None
 for name in sorted(os.listdir(out)):
