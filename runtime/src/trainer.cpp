@@ -798,7 +798,7 @@ int Run::execute() {
     sampler_ = std::make_unique<SystemSampler>(rank_, threads_);
     sampler_->start();
   }
-  std::vector<std::string> hosts, placement;
+  std::vector<std::string> hosts, placement, memory;
   {
     char name[MPI_MAX_PROCESSOR_NAME];
     int len = 0;
@@ -806,6 +806,13 @@ int Run::execute() {
     const std::string host(name, size_t(len));
     hosts = gather_lines({host}, rank_, world_);
     const RankCoords& c = groups_.coords;
+    int64_t param_bytes = 0, state_bytes = 0, act_bytes = 0, host_act_bytes = 0;
+    for (size_t k = 0; k < models_.size(); ++k) {
+      param_bytes += models_[k]->padded_params() * int64_t(sizeof(float));
+      state_bytes += 2 * opts_[k]->state_numel() * int64_t(sizeof(float));
+      act_bytes += models_[k]->activation_bytes();
+      host_act_bytes += models_[k]->host_activation_bytes();
+    }
     placement = gather_lines({JsonLine()
                                   .add("type", "placement")
                                   .add("rank", rank_)
@@ -814,8 +821,22 @@ int Run::execute() {
                                   .add("dp", c.dp)
                                   .add("pp", c.pp)
                                   .add("tp", c.tp)
+                                  .add("param_bytes", param_bytes)
+                                  .add("grad_bytes", param_bytes)
+                                  .add("optimizer_bytes", state_bytes)
+                                  .add("activation_device_bytes", act_bytes)
+                                  .add("activation_host_bytes", host_act_bytes)
                                   .str()},
                              rank_, world_);
+    char line[320];
+    const double mib = 1024.0 * 1024.0;
+    std::snprintf(line, sizeof(line),
+                  "rank %d (d%d,p%d,t%d): parameters %.2f MiB, gradients %.2f MiB, optimizer "
+                  "state %.2f MiB, activations %.2f MiB in the device pool + %.2f MiB offloaded "
+                  "to host",
+                  rank_, c.dp, c.pp, c.tp, param_bytes / mib, param_bytes / mib,
+                  state_bytes / mib, act_bytes / mib, host_act_bytes / mib);
+    memory = gather_lines({line}, rank_, world_);
   }
   const Layout& L = o_.layout;
   if (rank_ == 0) {
@@ -825,21 +846,8 @@ int Run::execute() {
                 model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp,
                 L.order.c_str(), L.zero, L.mbs, (long long)o_.gbs, (long long)micro_, T_,
                 threads_, be_->name().c_str(), data_->describe().c_str());
-    const double mib = 1024.0 * 1024.0;
-    double params = 0, state = 0, acts = 0, host_acts = 0;
-    int slots = 0;
-    for (size_t c = 0; c < models_.size(); ++c) {
-      params += models_[c]->padded_params() * 4.0;
-      state += opts_[c]->state_numel() * 8.0;
-      acts += double(models_[c]->activation_bytes());
-      host_acts += double(models_[c]->host_activation_bytes());
-      slots += models_[c]->config().slots;
-    }
-    std::printf("memory on rank 0: parameters %.1f MiB, gradients %.1f MiB, optimizer state "
-                "%.1f MiB, activations %.1f MiB in the device pool + %.1f MiB offloaded to host "
-                "(%d micro-batch slot%s)\n",
-                params / mib, params / mib, state / mib, acts / mib, host_acts / mib, slots,
-                slots == 1 ? "" : "s");
+    std::printf("memory per rank (allocated once, so also the peak):\n");
+    for (const std::string& l : memory) std::printf("  %s\n", l.c_str());
     std::printf("placement (order %s, right-most fastest):", L.order.c_str());
     for (int r = 0; r < world_; ++r) {
       const RankCoords c = rank_to_coords(r, L);
