@@ -123,7 +123,7 @@ void expect_scaled_ok(const Scenario& original, const Layout& l, const std::stri
 // Expectation: for every valid layout of 8 and 16 GPUs of three model families (dense MHA,
 // grouped-query, small), with every schedule and knob combination tried, the scaled layout is
 // still valid and keeps every knob.
-TEST(ScaleDown, KeepsEveryEnumeratedLayoutValid) {
+TEST(LaunchScaleDown, KeepsEveryEnumeratedLayoutValid) {
   int checked = 0;
   for (const std::string model : {"gpt3-175b", "llama2-70b", "gpt2-124m"}) {
     for (const int gpus : {1, 2, 8, 16}) {
@@ -161,7 +161,7 @@ TEST(ScaleDown, KeepsEveryEnumeratedLayoutValid) {
 
 // Expectation: the layouts the search itself ranks best for GPT-3 175B on 8 p4d nodes (64 GPUs)
 // scale down to valid layouts.
-TEST(ScaleDown, KeepsSearchCandidatesValid) {
+TEST(LaunchScaleDown, KeepsSearchCandidatesValid) {
   const Scenario s = scenario_for("gpt3-175b", 64, 1536);
   SearchOptions o;
   o.nodes_min = o.nodes_max = 8;
@@ -181,7 +181,7 @@ TEST(ScaleDown, KeepsSearchCandidatesValid) {
 // Expectation: GPT-3 175B on tp 8, pp 8, vp 2, interleaved, gbs 1536 with dp 2 and mbs 1 (768
 // micro-batches) becomes 16 layers (pp 8 x vp 2 x 1), 8 heads, 16 micro-batches (capped at 2 pp,
 // a multiple of pp), gbs 2 x 16 = 32; and the changes say so.
-TEST(ScaleDown, Gpt3OnLargeLayoutByHand) {
+TEST(LaunchScaleDown, Gpt3OnLargeLayoutByHand) {
   const Scenario s = scenario_for("gpt3-175b", 128, 1536);
   Layout l;
   l.dp = 2, l.tp = 8, l.pp = 8, l.vp = 2, l.mbs = 1, l.schedule = Schedule::Interleaved;
@@ -203,7 +203,7 @@ TEST(ScaleDown, Gpt3OnLargeLayoutByHand) {
 }
 
 // Expectation: the model YAML reads back through the planner's loader as the same model.
-TEST(ScaleDown, ModelYamlRoundTrips) {
+TEST(LaunchScaleDown, ModelYamlRoundTrips) {
   const Scenario s = scenario_for("llama2-70b", 8, 64);
   Layout l;
   l.dp = 1, l.tp = 4, l.pp = 2;
@@ -226,7 +226,7 @@ TEST(ScaleDown, ModelYamlRoundTrips) {
   EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
 }
 
-TEST(LocalCluster, SplitsTheMachineOverRanks) {
+TEST(LaunchLocalCluster, SplitsTheMachineOverRanks) {
   const ClusterSpec c = local_cluster_spec(fake_machine(), 4);
   EXPECT_EQ(c.gpus_per_node, 4);
   EXPECT_DOUBLE_EQ(c.gpu.memory_gib, 4.0);                 // 16 GiB / 4
@@ -238,7 +238,7 @@ TEST(LocalCluster, SplitsTheMachineOverRanks) {
 }
 
 // Expectation: the argument vector, element by element; --offload and --sp only when on.
-TEST(TrainArgv, ExactVector) {
+TEST(LaunchArgv, ExactVector) {
   TrainCommand c;
   c.mpirun = "/usr/bin/mpirun";
   c.train_binary = "/b/capplan-train";
@@ -274,7 +274,7 @@ void make_executable(const std::string& path) {
 
 // Expectation: capplan-train is found in the build tree (app/cli/capplan -> runtime/capplan-train),
 // side by side when installed, and $CAPPLAN_TRAIN wins over both; nothing found -> empty.
-TEST(TrainArgv, LocatesTheTrainerNextToCapplan) {
+TEST(LaunchArgv, LocatesTheTrainerNextToCapplan) {
   const std::string dir = temp_dir("locate");
   ::unsetenv("CAPPLAN_TRAIN");
   make_executable(dir + "/build/app/cli/capplan");
@@ -294,7 +294,7 @@ TEST(TrainArgv, LocatesTheTrainerNextToCapplan) {
   fs::remove_all(dir);
 }
 
-TEST(TrainArgv, ShellQuoteForDisplay) {
+TEST(LaunchArgv, ShellQuoteForDisplay) {
   EXPECT_EQ(shell_quote({"a", "b c", "it's", "", "x=1,y/2"}), "a 'b c' 'it'\\''s' '' x=1,y/2");
 }
 
@@ -311,7 +311,7 @@ struct Captured {
 
 // Expectation: stdout and stderr lines arrive separately and in order, an unterminated last
 // line too, and the exit status is the child's.
-TEST(Process, StreamsLinesAndExitStatus) {
+TEST(LaunchProcess, StreamsLinesAndExitStatus) {
   Captured c;
   const ProcessResult r = run_process(
       {"/bin/sh", "-c", "echo one; echo err1 >&2; echo two; printf partial; exit 3"}, {}, c.fn());
@@ -324,7 +324,7 @@ TEST(Process, StreamsLinesAndExitStatus) {
   EXPECT_EQ(r.describe(), "exit status 3");
 }
 
-TEST(Process, EnvironmentWorkingDirAndPathLookup) {
+TEST(LaunchProcess, EnvironmentWorkingDirAndPathLookup) {
   const std::string dir = temp_dir("wd");
   Captured c;
   ProcessOptions o;
@@ -338,7 +338,7 @@ TEST(Process, EnvironmentWorkingDirAndPathLookup) {
   fs::remove_all(dir);
 }
 
-TEST(Process, MissingProgramIsReportedNotStarted) {
+TEST(LaunchProcess, MissingProgramIsReportedNotStarted) {
   const ProcessResult r = run_process({"/nonexistent/capplan-train"}, {}, {});
   EXPECT_FALSE(r.started);
   EXPECT_NE(r.error.find("/nonexistent/capplan-train"), std::string::npos) << r.error;
@@ -349,7 +349,7 @@ TEST(Process, MissingProgramIsReportedNotStarted) {
   EXPECT_FALSE(find_executable("sh").empty());
 }
 
-TEST(Process, KilledBySignalIsReported) {
+TEST(LaunchProcess, KilledBySignalIsReported) {
   const ProcessResult r = run_process({"/bin/sh", "-c", "kill -KILL $$"}, {}, {});
   EXPECT_TRUE(r.started);
   EXPECT_EQ(r.term_signal, SIGKILL);
@@ -370,7 +370,7 @@ bool process_gone(pid_t pid) {
 // Expectation: a child that ignores SIGTERM, and the grandchild it started, are both ended by
 // the cancel (SIGTERM to the group, then SIGKILL after the grace period); the result says
 // cancelled. Without the SIGKILL the child would sleep for 60 s.
-TEST(Process, CancelEndsTheWholeProcessGroup) {
+TEST(LaunchProcess, CancelEndsTheWholeProcessGroup) {
   std::atomic<bool> cancel{false};
   pid_t grandchild = 0;
   ProcessOptions o;
@@ -400,7 +400,7 @@ TEST(Process, CancelEndsTheWholeProcessGroup) {
 
 // Expectation: when the launching process dies without cancelling (SIGKILL here), its child gets
 // SIGTERM and ends instead of running on unwatched (mpirun then takes its ranks down).
-TEST(Process, ChildEndsWhenTheLauncherDies) {
+TEST(LaunchProcess, ChildEndsWhenTheLauncherDies) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   const pid_t launcher = ::fork();
@@ -435,7 +435,7 @@ TEST(Process, ChildEndsWhenTheLauncherDies) {
 
 // ---------------------------------------------------------------- metrics
 
-TEST(Metrics, ParsesFlatNestedAndNonFinite) {
+TEST(LaunchMetrics, ParsesFlatNestedAndNonFinite) {
   const auto r = parse_metrics_line(
       R"({"type":"step","step":3,"loss":5.25,"ok":true,"name":"a\"b\\n","nested":{"x":1.5,"y":[2,3]},"mfu":"NaN","z":null})");
   ASSERT_TRUE(r.has_value());
@@ -456,7 +456,7 @@ TEST(Metrics, ParsesFlatNestedAndNonFinite) {
 
 // Expectation: only complete lines are returned, each once; a line written in two pieces comes
 // back whole after its newline; a truncated file is read again from the start.
-TEST(Metrics, TailReadsAppendedLinesIncrementally) {
+TEST(LaunchMetrics, TailReadsAppendedLinesIncrementally) {
   const std::string dir = temp_dir("tail");
   const std::string path = dir + "/m.jsonl";
   MetricsTail tail(path);
@@ -478,7 +478,7 @@ TEST(Metrics, TailReadsAppendedLinesIncrementally) {
 
 // Expectation: steps of 10, 1, 2, 3, 4 s: the first two are warm-up, median of 2, 3, 4 = 3 s;
 // per-phase medians likewise; peak RSS per rank is the largest sample of each rank.
-TEST(Metrics, MeasuredMediansAfterWarmup) {
+TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
   std::vector<MetricsRecord> recs;
   const double times[] = {10, 1, 2, 3, 4};
   for (int i = 0; i < 5; ++i) {
@@ -535,7 +535,7 @@ TEST(Metrics, MeasuredMediansAfterWarmup) {
 // Expectation: memory by kind comes from "memory" records (largest over ranks, names mapped to
 // the planner's kinds), or else from the trainer's start-up line; compare_memory pairs them with
 // the prediction and sums the measured device total.
-TEST(Metrics, MemoryByKind) {
+TEST(LaunchMetrics, MemoryByKind) {
   const auto from_line = parse_trainer_memory_line(
       "memory on rank 0: parameters 1.5 MiB, gradients 1.5 MiB, optimizer state 3.0 MiB, "
       "activations 2.0 MiB in the device pool + 0.5 MiB offloaded to host (4 micro-batch slots)");
@@ -597,7 +597,7 @@ std::optional<MetricsRecord> read_record(const std::string& dir) {
 // Expectation: a fake trainer writing three step records and a summary: succeeded, 3 steps
 // measured (1 warm-up), metrics streamed to the callback in order, output in output.log, and
 // run.json + run.txt written.
-TEST(Run, SucceededRunRecordsMeasuredFigures) {
+TEST(LaunchRun, SucceededRunRecordsMeasuredFigures) {
   const std::string dir = temp_dir("ok");
   const std::string script =
       "for i in 1 2 3; do echo \"step $i\"; "
@@ -630,7 +630,7 @@ TEST(Run, SucceededRunRecordsMeasuredFigures) {
 
 // Expectation: a trainer that fails writes a record with status failed and the reason: the
 // exit status and the job's own error line, not mpirun's banner after it.
-TEST(Run, FailedRunStillWritesItsRecord) {
+TEST(LaunchRun, FailedRunStillWritesItsRecord) {
   const std::string dir = temp_dir("fail");
   const RunRecord rec = execute_run(
       fake_prepared(dir, "echo '<command line>: error: --gbs: 7 is not divisible by dp 2 x mbs 1' >&2; "
@@ -648,7 +648,7 @@ TEST(Run, FailedRunStillWritesItsRecord) {
   fs::remove_all(dir);
 }
 
-TEST(Run, CancelledRunWritesItsRecord) {
+TEST(LaunchRun, CancelledRunWritesItsRecord) {
   const std::string dir = temp_dir("cancel");
   std::atomic<bool> cancel{false};
   RunCallbacks cb;
@@ -665,7 +665,7 @@ TEST(Run, CancelledRunWritesItsRecord) {
 }
 
 // Expectation: a job that outlives the time limit is stopped and the run failed, "timed out".
-TEST(Run, TimeLimitStopsTheJob) {
+TEST(LaunchRun, TimeLimitStopsTheJob) {
   const std::string dir = temp_dir("timeout");
   PreparedRun p = fake_prepared(dir, "echo started; exec sleep 60");
   p.timeout_s = 0.3;
@@ -679,7 +679,7 @@ TEST(Run, TimeLimitStopsTheJob) {
   fs::remove_all(dir);
 }
 
-TEST(Run, MissingProgramIsAFailedRunWithReason) {
+TEST(LaunchRun, MissingProgramIsAFailedRunWithReason) {
   const std::string dir = temp_dir("missing");
   PreparedRun p = fake_prepared(dir, "");
   p.record.command = {"/nonexistent/mpirun", "-np", "2"};
@@ -711,7 +711,7 @@ bool mentions(const Diagnostics& d, const std::string& text) {
   return d.to_string().find(text) != std::string::npos;
 }
 
-TEST(Prepare, GoodRequestWritesModelAndCommand) {
+TEST(LaunchPrepare, GoodRequestWritesModelAndCommand) {
   const std::string dir = temp_dir("prep");
   const auto p = prepare_run(request_for(dir));
   ASSERT_TRUE(p.ok()) << p.diagnostics.to_string();
@@ -731,7 +731,7 @@ TEST(Prepare, GoodRequestWritesModelAndCommand) {
   fs::remove_all(dir);
 }
 
-TEST(Prepare, TooManyRanksIsAnErrorNamingTheCount) {
+TEST(LaunchPrepare, TooManyRanksIsAnErrorNamingTheCount) {
   const std::string dir = temp_dir("ranks");
   LaunchRequest q = request_for(dir);
   q.scenario = scenario_for("gpt3-175b", 960, 1920);
@@ -749,7 +749,7 @@ TEST(Prepare, TooManyRanksIsAnErrorNamingTheCount) {
   fs::remove_all(dir);
 }
 
-TEST(Prepare, MissingTrainerAndUnwritableDirAreReportedTogether) {
+TEST(LaunchPrepare, MissingTrainerAndUnwritableDirAreReportedTogether) {
   LaunchRequest q = request_for("/proc/capplan-no-such-dir/run");
   q.train_binary = "/nonexistent/capplan-train";
   const auto p = prepare_run(q);
@@ -758,7 +758,7 @@ TEST(Prepare, MissingTrainerAndUnwritableDirAreReportedTogether) {
   EXPECT_TRUE(mentions(p.diagnostics, "run directory")) << p.diagnostics.to_string();
 }
 
-TEST(Prepare, WithoutScaleDownALargeModelDoesNotFit) {
+TEST(LaunchPrepare, WithoutScaleDownALargeModelDoesNotFit) {
   const std::string dir = temp_dir("fit");
   LaunchRequest q = request_for(dir);
   q.scenario = scenario_for("gpt3-175b", 2, 8);

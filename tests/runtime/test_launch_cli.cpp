@@ -55,7 +55,7 @@ std::vector<std::string> with(std::vector<std::string> a) {
   return a;
 }
 
-TEST(RunCli, TooManyRanksExitsTwoNamingTheCount) {
+TEST(LaunchCli, TooManyRanksExitsTwoNamingTheCount) {
   const std::string dir = temp_dir("ranks");
   const CliResult r = run_capplan(with({"--model", "gpt3-175b", "--cluster", "p4d.24xlarge",
                                         "--nodes", "120", "--dp", "15", "--tp", "8", "--pp", "8",
@@ -69,7 +69,7 @@ TEST(RunCli, TooManyRanksExitsTwoNamingTheCount) {
   fs::remove_all(dir);
 }
 
-TEST(RunCli, MissingTrainerAndUnwritableDirExitTwoTogether) {
+TEST(LaunchCli, MissingTrainerAndUnwritableDirExitTwoTogether) {
   const CliResult r = run_capplan(with({"--model", "gpt2-124m", "--cluster", "p4d.24xlarge",
                                         "--nodes", "1", "--gpus", "2", "--dp", "2", "--tp", "1",
                                         "--pp", "1", "--mbs", "1", "--gbs", "8", "--scale-down",
@@ -84,7 +84,7 @@ TEST(RunCli, MissingTrainerAndUnwritableDirExitTwoTogether) {
       << r.err;
 }
 
-TEST(RunCli, MissingPlanFileAndMixedFlagsExitTwo) {
+TEST(LaunchCli, MissingPlanFileAndMixedFlagsExitTwo) {
   const CliResult r = run_capplan(with({"--plan", "/nonexistent/plan.yaml", "--dp", "2"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/plan.yaml"), std::string::npos) << r.err;
@@ -93,7 +93,7 @@ TEST(RunCli, MissingPlanFileAndMixedFlagsExitTwo) {
 
 // Expectation: --dry-run prepares RUNDIR (model, plan, command) and starts nothing: the fake
 // mpirun would leave args.txt behind, and must not.
-TEST(RunCli, DryRunWritesTheCommandAndStartsNothing) {
+TEST(LaunchCli, DryRunWritesTheCommandAndStartsNothing) {
   const std::string dir = temp_dir("dry");
   const std::string fake = dir + "/fake-mpirun";
   {
@@ -115,7 +115,7 @@ TEST(RunCli, DryRunWritesTheCommandAndStartsNothing) {
   fs::remove_all(dir);
 }
 
-TEST(RunCli, BadFlagValueExitsTwo) {
+TEST(LaunchCli, BadFlagValueExitsTwo) {
   const CliResult r = run_capplan(with({"--plan", "x.yaml", "--steps", "zero"}));
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--steps"), std::string::npos) << r.err;
@@ -123,7 +123,7 @@ TEST(RunCli, BadFlagValueExitsTwo) {
 
 // Expectation: a plan file goes through to the mpirun command (its layout and the scaled model),
 // and the fake job's metrics come back as measured figures in run.json; exit 0.
-TEST(RunCli, PlanFileThroughAFakeMpirun) {
+TEST(LaunchCli, PlanFileThroughAFakeMpirun) {
   const std::string dir = temp_dir("plan");
   Plan plan;
   plan.model_ref = "gpt2-124m";

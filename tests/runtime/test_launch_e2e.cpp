@@ -91,7 +91,7 @@ Launched launch(const std::vector<std::string>& argv, const ProcessOptions& opti
 
 // Expectation: exit 0; run.json says succeeded with 3 measured steps, a positive measured,
 // predicted and simulated step time, and a finite loss; metrics, checkpoints and command are there.
-TEST(RunEndToEnd, TwoRanksScaledDownThreeSteps) {
+TEST(LaunchEndToEnd, TwoRanksScaledDownThreeSteps) {
   for (const auto& [dp, tp] : {std::pair{2, 1}, std::pair{1, 2}}) {
     SCOPED_TRACE("dp " + std::to_string(dp) + " tp " + std::to_string(tp));
     const std::string dir = temp_dir("ok");
@@ -125,7 +125,7 @@ TEST(RunEndToEnd, TwoRanksScaledDownThreeSteps) {
 
 // Expectation: SIGTERM to capplan during a long run (after the second step) ends the MPI job;
 // capplan exits 1 and run.json says cancelled, with the steps that were done measured.
-TEST(RunEndToEnd, CancelStopsTheJobAndKeepsTheRecord) {
+TEST(LaunchEndToEnd, CancelStopsTheJobAndKeepsTheRecord) {
   const std::string dir = temp_dir("cancel");
   const std::string plan = save_two_rank_plan(dir, 2, 1);
   std::atomic<bool> cancel{false};
