@@ -184,10 +184,8 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   }
 
   // The run directory: created, and must take files.
-  std::string dir_error = req.run_dir.empty() ? std::string("no run directory given") : make_dirs(req.run_dir);
-  if (dir_error.empty()) {
-    dir_error = write_file_atomic(req.run_dir + "/model.yaml", model_yaml(run.scenario.model));
-  }
+  const std::string dir_error =
+      req.run_dir.empty() ? std::string("no run directory given") : make_dirs(req.run_dir);
   if (!dir_error.empty()) d.error(kFile, 0, 0, "dir", "run directory: " + dir_error, "choose another --dir");
 
   TrainCommand& c = p.train;
@@ -210,8 +208,9 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   p.timeout_s = req.timeout_s;
   rec.command = build_train_argv(c);
 
-  if (dir_error.empty()) {
-    std::string err = write_file_atomic(req.run_dir + "/command.txt", shell_quote(rec.command) + "\n");
+  if (!d.has_errors()) {
+    std::string err = write_file_atomic(req.run_dir + "/model.yaml", model_yaml(run.scenario.model));
+    if (err.empty()) err = write_file_atomic(req.run_dir + "/command.txt", shell_quote(rec.command) + "\n");
     // The scaled run on this machine's cluster spec as a plan, so that `capplan estimate --plan`
     // and `capplan simulate --plan` reproduce the record's predicted and simulated figures.
     if (err.empty()) {
@@ -225,8 +224,9 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
     }
     if (!err.empty()) d.error(kFile, 0, 0, "dir", "run directory: " + err, "choose another --dir");
   }
-  if (d.has_errors() && dir_error.empty()) {
-    // A run refused before it started still leaves its record, with the reasons.
+  if (d.has_errors() && dir_error.empty() && ::access((req.run_dir + "/run.json").c_str(), F_OK) != 0) {
+    // A run refused before it started still leaves its record, with the reasons; the record of
+    // an earlier run in the same directory is kept rather than replaced by a refusal.
     rec.status = RunStatus::NotStarted;
     rec.reason = d.to_string();
     while (!rec.reason.empty() && rec.reason.back() == '\n') rec.reason.pop_back();

@@ -746,6 +746,11 @@ TEST(LaunchPrepare, TooManyRanksIsAnErrorNamingTheCount) {
   ASSERT_TRUE(json.has_value());
   EXPECT_EQ(json->string("status"), "not-started");
   EXPECT_NE(json->string("reason").find("960 ranks"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir + "/model.yaml"));  // nothing prepared for a refused run
+  // A refusal in a directory that holds an earlier run's record leaves that record alone.
+  std::ofstream(dir + "/run.json") << "{\"status\": \"succeeded\"}\n";
+  EXPECT_FALSE(prepare_run(q).ok());
+  EXPECT_EQ(read_text(dir + "/run.json"), "{\"status\": \"succeeded\"}\n");
   fs::remove_all(dir);
 }
 
