@@ -92,6 +92,14 @@ int cmd_run(int argc, char** argv) {
   } else {
     auto scenario = scenario_from_args(args, diags);
     auto layout = layout_from_args(args, diags);
+    if (!args.has("model") && !args.has("cluster")) {
+      Diagnostic note;
+      note.severity = Severity::Note;
+      note.file = kCommandLine;
+      note.message = "capplan run takes a plan file (--plan plan.yaml, from `capplan plan --save`) "
+                     "or the flags of `capplan estimate`";
+      diags.add(note);
+    }
     if (scenario && layout) {
       req.scenario = scenario->scenario;
       req.layout = *layout;
