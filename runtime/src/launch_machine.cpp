@@ -96,9 +96,11 @@ double measure_copy_gbyte_per_s() {
 
 }  // namespace
 
-LocalMachine probe_local_machine(bool measure) {
+LocalMachine probe_local_machine(bool measure) { return probe_local_machine(measure, measure); }
+
+LocalMachine probe_local_machine(bool measure_gemm, bool measure_memory) {
   static std::mutex mu;
-  static bool measured = false;
+  static bool gemm_measured = false, copy_measured = false;
   static double gemm_gflops = 0, copy_gbs = 0;
   static std::string gemm_how;
 
@@ -108,18 +110,24 @@ LocalMachine probe_local_machine(bool measure) {
   m.available_bytes = meminfo_bytes("MemAvailable");
   m.gemm_peak_source = "unknown";
   m.memory_source = "unknown";
-  if (!measure) return m;
   std::lock_guard<std::mutex> lock(mu);
-  if (!measured) {
-    measure_gemm_gflops(128, 1, &gemm_how);  // warm-up: thread pool start, page faults
-    gemm_gflops = measure_gemm_gflops(512, 3, &gemm_how);
-    copy_gbs = measure_copy_gbyte_per_s();
-    measured = true;
+  if (measure_gemm) {
+    if (!gemm_measured) {
+      measure_gemm_gflops(128, 1, &gemm_how);  // warm-up: thread pool start, page faults
+      gemm_gflops = measure_gemm_gflops(512, 3, &gemm_how);
+      gemm_measured = true;
+    }
+    m.gemm_peak_gflops = gemm_gflops;
+    m.gemm_peak_source = gemm_how;
   }
-  m.gemm_peak_gflops = gemm_gflops;
-  m.gemm_peak_source = gemm_how;
-  m.memory_gbyte_per_s = copy_gbs;
-  m.memory_source = "measured: memcpy of 64 MiB, best of 3, read + written bytes";
+  if (measure_memory) {
+    if (!copy_measured) {
+      copy_gbs = measure_copy_gbyte_per_s();
+      copy_measured = true;
+    }
+    m.memory_gbyte_per_s = copy_gbs;
+    m.memory_source = "measured: memcpy of 64 MiB, best of 3, read + written bytes";
+  }
   return m;
 }
 

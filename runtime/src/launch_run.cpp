@@ -88,8 +88,8 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   rec.scaled_down = req.scale_down;
   rec.steps = req.steps;
   rec.run_dir = req.run_dir;
-  rec.machine = probe_local_machine(req.measure_machine && (req.stated_gemm_peak_gflops <= 0 ||
-                                                            req.stated_memory_gbyte_per_s <= 0));
+  rec.machine = probe_local_machine(req.measure_machine && req.stated_gemm_peak_gflops <= 0,
+                                    req.measure_machine && req.stated_memory_gbyte_per_s <= 0);
   if (req.stated_gemm_peak_gflops > 0) {
     rec.machine.gemm_peak_gflops = req.stated_gemm_peak_gflops;
     rec.machine.gemm_peak_source = "stated by the user";

@@ -39,6 +39,8 @@ struct LocalMachine {
 // Reads /proc. With `measure`, times an fp32 GEMM (cblas when built with it, else a blocked loop)
 // and a large memcpy, once per process (~0.5 s; later calls reuse the figures).
 LocalMachine probe_local_machine(bool measure = true);
+// The same, measuring only what is asked for (a stated figure needs no measurement).
+LocalMachine probe_local_machine(bool measure_gemm, bool measure_memory);
 
 // A one-node "cluster" whose GPUs are the `ranks` MPI ranks sharing this machine. Each rank gets
 // 1/ranks of the measured GEMM peak, of the copy bandwidth and of the RAM (MemTotal); the
