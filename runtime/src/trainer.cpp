@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -135,8 +136,12 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
     else if (flag == "seed") { if (auto x = to_int(flag, value, 0, INT64_MAX)) o.seed = uint64_t(*x); }
     else if (flag == "zero") {
       if (auto x = to_int(flag, value, 0, 3)) {
-        if (*x > 1) err(flag, "ZeRO stage " + value + " is not supported by capplan-train (0 or 1)");
-        else o.layout.zero = int(*x);
+        o.layout.zero = int(std::min<int64_t>(*x, 1));
+        if (*x > 1)
+          d.warning(kCmd, 0, 0, "--zero",
+                    "ZeRO stage " + value + " runs as stage 1 in capplan-train: optimizer state "
+                    "is sharded, gradients and weights stay whole on each rank (same results, "
+                    "more memory than stage " + value + ")");
       }
     }
     else if (flag == "lr") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.lr = *x; }
@@ -903,6 +908,11 @@ int Run::execute() {
       if (rank_ == 0)
         for (const auto& l : lines) metrics_.write_line(l);
     }
+    if (!std::isfinite(rec.loss)) {
+      failure = "non-finite loss at step " + std::to_string(step + 1);
+      if (rank_ == 0) std::fprintf(stderr, "error: %s; stopping\n", failure.c_str());
+      break;
+    }
     const int64_t done = step + 1;
     const bool due = !o_.checkpoint_dir.empty() &&
                      ((o_.checkpoint_every > 0 && done % o_.checkpoint_every == 0) ||
@@ -952,6 +962,7 @@ int train_main(int argc, char** argv) {
     report_diagnostics(d, rank);
     status = 2;
   } else {
+    if (rank == 0 && !d.empty()) std::fprintf(stderr, "%s", d.to_string().c_str());
     try {
       Run run(o, rank, world);
       status = run.execute();
