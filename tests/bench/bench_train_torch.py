@@ -90,7 +90,20 @@ def main():
     tokens = a.batch * a.seq
     print(json.dumps({"framework": "pytorch " + torch.__version__, "threads": a.threads,
                       "tokens_per_s": tokens * len(steady) / sum(steady),
-                      "blas": torch.__config__.show().count("OpenBLAS") > 0}))
+                      "blas": loaded_blas()}))
+
+
+def loaded_blas():
+    """Which BLAS the process really mapped (Debian's torch calls libblas.so.3, whose
+    alternative may be OpenBLAS or the slow reference BLAS)."""
+    try:
+        maps = open("/proc/self/maps").read()
+    except OSError:
+        return "unknown"
+    for name in ("openblas", "mkl", "blis", "atlas"):
+        if name in maps:
+            return name
+    return "reference" if "libblas" in maps else "unknown"
 
 
 if __name__ == "__main__":
