@@ -168,6 +168,13 @@ TEST(RuntimeTrain, KilledRunResumesBitwise) {
   ASSERT_EQ(resumed.losses.size(), 10u) << resumed.output;
   for (int step = 11; step <= 20; ++step)
     EXPECT_EQ(resumed.losses.at(step), straight.losses.at(step)) << "step " << step;
+  // --resume PATH names the step folder itself.
+  const Result by_path =
+      run(2, args + " --resume " + (dir / "step-000010").string());
+  ASSERT_EQ(by_path.status, 0) << by_path.output;
+  ASSERT_EQ(by_path.losses.size(), 10u) << by_path.output;
+  for (int step = 11; step <= 20; ++step)
+    EXPECT_EQ(by_path.losses.at(step), straight.losses.at(step)) << "step " << step;
   // A different layout cannot resume from these shards.
   const Result other = run(1, common(false) + " --checkpoint-dir " + dir.string());
   EXPECT_EQ(other.status, 2) << other.output;
