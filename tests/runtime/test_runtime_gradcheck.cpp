@@ -134,6 +134,15 @@ TEST(RuntimeGradCheck, SwigluRmsNormRopeGroupedQuery) {
   check_gradients(f);
 }
 
+// Causal attention works on blocks of 32 query rows; 70 positions make two full blocks and a
+// partial one, so every block boundary of the masked-triangle skipping is checked.
+TEST(RuntimeGradCheck, CausalAttentionAcrossQueryBlocks) {
+  ModelSpec m = tiny_model(true);
+  m.seq_len = 70;
+  Fixture f(m);
+  check_gradients(f);
+}
+
 // Full recompute rebuilds each layer's activations in backward from the same inputs and
 // operations, selective recompute the attention softmax: gradients bitwise identical to keeping
 // them.
