@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "json_writer.h"
+#include "planner/json_writer.h"
 #include "planner/cost_model.h"
 #include "planner/diagnostics.h"
 #include "planner/search.h"

@@ -5,111 +5,14 @@
 #include <cstdio>
 #include <sstream>
 
+#include "planner/json_writer.h"
 #include "planner/plan_io.h"
 #include "runtime/launch.h"
 
 namespace capplan::rt {
 namespace {
 
-// A minimal JSON writer: values are appended in order; the caller keeps the structure right.
-class Json {
- public:
-  Json& begin_object(const std::string& key = {}) { return open(key, '{'); }
-  Json& end_object() { return close('}'); }
-  Json& begin_array(const std::string& key = {}) { return open(key, '['); }
-  Json& end_array() { return close(']'); }
-  Json& num(const std::string& key, double v) {
-    prefix(key);
-    if (!std::isfinite(v)) {
-      out_ += "null";
-    } else {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.10g", v);
-      out_ += buf;
-    }
-    return *this;
-  }
-  Json& integer(const std::string& key, int64_t v) {
-    prefix(key);
-    out_ += std::to_string(v);
-    return *this;
-  }
-  Json& str(const std::string& key, const std::string& v) {
-    prefix(key);
-    quote(v);
-    return *this;
-  }
-  Json& boolean(const std::string& key, bool v) {
-    prefix(key);
-    out_ += v ? "true" : "false";
-    return *this;
-  }
-  Json& null(const std::string& key) {
-    prefix(key);
-    out_ += "null";
-    return *this;
-  }
-  std::string result() const { return out_ + "\n"; }
-
- private:
-  Json& open(const std::string& key, char c) {
-    prefix(key);
-    out_ += c;
-    first_.push_back(true);
-    ++depth_;
-    return *this;
-  }
-  Json& close(char c) {
-    --depth_;
-    const bool empty = first_.back();
-    first_.pop_back();
-    if (!empty) newline();
-    out_ += c;
-    return *this;
-  }
-  void newline() {
-    out_ += '\n';
-    out_.append(size_t(depth_) * 2, ' ');
-  }
-  void prefix(const std::string& key) {
-    if (!first_.empty()) {
-      if (!first_.back()) out_ += ',';
-      first_.back() = false;
-      newline();
-    }
-    if (!key.empty()) {
-      quote(key);
-      out_ += ": ";
-    }
-  }
-  void quote(const std::string& s) {
-    out_ += '"';
-    for (const char ch : s) {
-      const unsigned char c = static_cast<unsigned char>(ch);
-      switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\r': out_ += "\\r"; break;
-        case '\t': out_ += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out_ += buf;
-          } else {
-            out_ += ch;
-          }
-      }
-    }
-    out_ += '"';
-  }
-  std::string out_;
-  std::vector<bool> first_;
-  int depth_ = 0;
-};
-
-void write_model(Json& j, const std::string& key, const ModelSpec& m) {
+void write_model(JsonWriter& j, const std::string& key, const ModelSpec& m) {
   j.begin_object(key)
       .str("name", m.name)
       .integer("layers", m.layers)
@@ -126,7 +29,7 @@ void write_model(Json& j, const std::string& key, const ModelSpec& m) {
       .end_object();
 }
 
-void write_layout(Json& j, const std::string& key, const Layout& l, int64_t gbs) {
+void write_layout(JsonWriter& j, const std::string& key, const Layout& l, int64_t gbs) {
   j.begin_object(key)
       .integer("dp", l.dp)
       .integer("tp", l.tp)
@@ -144,7 +47,7 @@ void write_layout(Json& j, const std::string& key, const Layout& l, int64_t gbs)
       .end_object();
 }
 
-void write_breakdown(Json& j, const std::string& key, const TimeBreakdown& b) {
+void write_breakdown(JsonWriter& j, const std::string& key, const TimeBreakdown& b) {
   j.begin_object(key)
       .num("compute", b.compute)
       .num("recompute", b.recompute)
@@ -276,7 +179,7 @@ std::vector<MemoryRow> compare_memory(const RunRecord& r) {
 }
 
 std::string run_record_json(const RunRecord& r) {
-  Json j;
+  JsonWriter j;
   j.begin_object();
   j.str("status", to_string(r.status)).str("reason", r.reason);
   j.begin_array("command");
@@ -405,7 +308,7 @@ std::string run_record_json(const RunRecord& r) {
       .num("measured_max_process_rss", m.max_process_rss_bytes)
       .end_object();
   j.end_object();
-  return j.result();
+  return j.str() + "\n";
 }
 
 std::string run_record_text(const RunRecord& r) {

@@ -1,5 +1,7 @@
-// A small streaming JSON writer for `--json` output (no dependency). Keys and values are written
-// in call order; numbers that are not finite (an unknown price) are written as null.
+// The project's one JSON writer (no dependency): `--json` output, run records, plan exports.
+// Keys and values are written in call order; the caller keeps the structure right. Numbers are
+// written as the shortest text that reads back as the same double; non-finite numbers (an unknown
+// price) are written as null.
 #pragma once
 
 #include <cmath>
@@ -10,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-namespace capplan::cli {
+namespace capplan {
 
 class JsonWriter {
  public:
@@ -64,6 +66,16 @@ class JsonWriter {
     return value(v);
   }
 
+  // Keyed forms, for objects written member by member; an empty key writes a bare value (an
+  // array element).
+  JsonWriter& begin_object(std::string_view k) { return maybe_key(k).begin_object(); }
+  JsonWriter& begin_array(std::string_view k) { return maybe_key(k).begin_array(); }
+  JsonWriter& num(std::string_view k, double v) { return maybe_key(k).value(v); }
+  JsonWriter& integer(std::string_view k, int64_t v) { return maybe_key(k).value(v); }
+  JsonWriter& str(std::string_view k, std::string_view v) { return maybe_key(k).value(v); }
+  JsonWriter& boolean(std::string_view k, bool v) { return maybe_key(k).value(v); }
+  JsonWriter& null(std::string_view k) { return maybe_key(k).null(); }
+
   const std::string& str() const { return out_; }
 
   // Shortest text that reads back as the same double; null when not finite.
@@ -83,6 +95,7 @@ class JsonWriter {
   }
 
  private:
+  JsonWriter& maybe_key(std::string_view k) { return k.empty() ? *this : key(k); }
   JsonWriter& open(char c) {
     separate();
     out_ += c;
@@ -138,4 +151,4 @@ class JsonWriter {
   std::string out_;
 };
 
-}  // namespace capplan::cli
+}  // namespace capplan
