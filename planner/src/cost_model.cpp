@@ -46,6 +46,9 @@ constexpr double kAllocatorMargin = 0.05;
 constexpr double kAdamTrafficBytesPerParam = 30.0;
 // ZeRO-3 prefetch overlap: fraction of the parameter collectives hidden behind compute.
 constexpr double kZero3OverlapFraction = 0.5;
+// Gradient buckets per stage and step (ZeRO 0-2): Megatron-LM and DDP use ~25-40 MB buckets;
+// eight per stage keeps the last, always exposed bucket small without modelling bucket latency.
+constexpr int kDpBuckets = 8;
 // Activation offload may use this fraction of the node's host memory (the rest: OS, data loader,
 // pinned staging buffers).
 constexpr double kHostMemoryUsable = 0.8;
@@ -233,8 +236,10 @@ int64_t inflight_chunks(Schedule sch, int pp, int vp, int64_t m, int s) {
 }
 
 struct StageCost {
-  double compute = 0, recompute = 0, tp = 0, p2p = 0, bwd = 0, fwd = 0;
-  double total() const { return compute + recompute + tp + p2p; }
+  double compute = 0, recompute = 0, tp = 0, tp_bwd = 0, p2p = 0, bwd = 0, fwd = 0;
+  int sends = 0;
+  double work() const { return compute + recompute + tp; }  // compute-stream time per micro-batch
+  double total() const { return work() + p2p; }
 };
 
 }  // namespace
@@ -253,6 +258,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     st.compute = st.fwd + st.bwd;
     st.recompute = nl * mt.layer_recompute_s;
     st.tp = nl * (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar;
+    st.tp_bwd = nl * mt.tp_collectives_bwd * tp_ar;
     if (s == 0) {
       st.compute += mt.embed_fwd_s + mt.embed_bwd_s;
       st.fwd += mt.embed_fwd_s;
@@ -263,36 +269,62 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
       st.fwd += mt.head_fwd_s;
       st.bwd += mt.head_bwd_s;
     }
-    // Each chunk receives its input and sends its output once forward and once backward; Megatron
-    // does not overlap these with compute in the 1F1B steady state.
-    st.p2p = pp > 1 ? 2.0 * vp * p2p : 0.0;
+    // Each chunk sends its output forward and its input gradient backward once per micro-batch,
+    // except at the ends of the model: the first stage's first chunk sends nothing backward and the
+    // last stage's last chunk nothing forward (Megatron-LM p2p_communication). A send blocks the
+    // sender until it completes; it is not overlapped with compute in the 1F1B steady state.
+    st.sends = pp > 1 ? 2 * vp - (s == 0 ? 1 : 0) - (s == pp - 1 ? 1 : 0) : 0;
+    st.p2p = st.sends * p2p;
     return st;
   };
 
-  // Pace of the pipeline: the slowest of the first, second and last stage (embedding, most
-  // remainder layers, LM head); every other stage matches the second.
-  StageCost crit = stage_cost(0);
+  // Pace of the pipeline. In the steady state of 1F1B every stage runs one forward and one
+  // backward per slot, so the slowest stage c sets the pace: m slots of its work plus sends. The
+  // fill and drain are not paced by c: the first micro-batch reaches c after the forwards of the
+  // stages before it, the last one leaves stage 0 after their backwards, and the stages after c
+  // hold up c's first backward only by what exceeds the (p - 1 - c) forwards c runs meanwhile:
+  //   T(c) = m (w_c + n_c p2p) + [sum_{s<c} w_s + max(0, sum_{s>c} w_s - (p-1-c) f_c)] / vp
+  //          + 2 (p - 1) p2p / vp,
+  // with w_s the compute-stream work of stage s per micro-batch, n_c its sends and f_c its
+  // forward. Interleaving divides the fill by vp (each chunk is 1/vp of the stage; Narayanan et
+  // al. 2021 Sec 2.2.2). For equal stages T = (m + (p-1)/vp) w + ..., the textbook bubble. Each
+  // T(c) is a lower bound on the step (a path through the schedule's dependency graph); the
+  // step is their maximum over the stages that can pace (first, second with the most remainder
+  // layers, last with the LM head). Over-counts nothing the simulator replays; under-counts the
+  // extra stalls of interleaving when the chunks of one stage hold different numbers of layers.
+  const double vpd = ly.schedule == Schedule::Interleaved ? double(vp) : 1.0;
+  const double md = double(m);
+  const double sum_work = L * (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
+                         (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar) +
+                    mt.embed_fwd_s + mt.embed_bwd_s + (ly.tp > 1 ? tp_ar : 0.0) + mt.head_fwd_s + mt.head_bwd_s;
+  StageCost crit;
   int crit_s = 0;
-  const int cands[2] = {std::min(1, pp - 1), pp - 1};
-  for (int s : cands) {
-    if (s == 0) continue;
-    StageCost st = stage_cost(s);
-    if (st.total() > crit.total()) {
-      crit = st;
-      crit_s = s;
+  double best_T = -1, best_fill = 0;
+  const StageCost s0 = stage_cost(0);
+  {
+    const int cands[3] = {0, std::min(1, pp - 1), pp - 1};
+    for (int k = 0; k < 3; ++k) {
+      const int s = cands[k];
+      if (k > 0 && (s == 0 || (k == 2 && s == cands[1]))) continue;
+      const StageCost st = k == 0 ? s0 : stage_cost(s);
+      const double before = s == 0 ? 0.0 : s0.work();
+      const double after = std::max(0.0, sum_work - before - st.work());
+      const double fill = (before + std::max(0.0, after - (pp - 1 - s) * st.fwd)) / vpd;
+      const double T = md * st.total() + fill;
+      if (T > best_T) {
+        best_T = T;
+        best_fill = fill;
+        crit = st;
+        crit_s = s;
+      }
     }
   }
-  const double per_mb = crit.total();
-  const double md = double(m);
-  // 1F1B and GPipe: (m + p - 1) slots; interleaved: the fill shrinks to (p - 1)/vp slots
-  // (Narayanan et al. 2021 Sec 2.2, bubble fraction (p-1)/m and (p-1)/(m vp)).
-  const double fill_slots = ly.schedule == Schedule::Interleaved ? double(pp - 1) / vp : double(pp - 1);
   TimeBreakdown tb;
   tb.compute = md * crit.compute;
   tb.recompute = md * crit.recompute;
   tb.tp_comm = md * crit.tp;
-  tb.pp_comm = md * crit.p2p;
-  tb.bubble = fill_slots * per_mb;
+  tb.pp_comm = md * crit.p2p + (pp > 1 ? 2.0 * (pp - 1) * p2p / vpd : 0.0);
+  tb.bubble = best_fill;
 
   // Parameters per GPU on the heaviest stage.
   auto stage_params = [&](int s) {
@@ -342,10 +374,32 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     const double busy = tb.compute + tb.recompute + tb.tp_comm;
     dp_exposed = dp_s - kZero3OverlapFraction * std::min(dp_s, busy);
   } else {
-    // Bucketed all-reduce starts as gradients of the last micro-batch's backward are ready
-    // (PyTorch DDP, Li et al. 2020); what exceeds that backward is exposed, and the last bucket
-    // (1/8 here) always is.
-    dp_exposed = std::max(dp_s / 8.0, dp_s - crit.bwd);
+    // Bucketed all-reduce (PyTorch DDP, Li et al. 2020; Megatron-LM overlap_grad_reduce): the
+    // gradients of each chunk are complete during its last micro-batch's backward, in kDpBuckets
+    // buckets over the whole stage (chunk by chunk, the chunks whose last backward comes first
+    // taking the remainder), bucket j of a chunk ready after (j+1)/n_k of that backward (after
+    // its recompute). The buckets run one after another on one communication stream, each
+    // taking D / kDpBuckets. Stage 0 ends its compute last, so its buckets set the exposed time:
+    // relative to the end of its compute, chunk k (in order of its last backward, r = 0 .. vp-1)
+    // ends its last backward (vp - 1 - r) * p chunk-backwards of the pacing stage earlier (the
+    // interleaved drain runs the last p micro-batches of one chunk after another). Exposed =
+    // max(0, when the last bucket ends). For vp = 1 this is max(D / B, D - (B-1)/B * backward):
+    // the first bucket waits for its share of the backward.
+    const double rest0 = (s0.compute - s0.fwd + s0.tp_bwd) / vpd;  // a chunk's backward after recompute
+    const double pace_chunk_bwd = (crit.compute - crit.fwd + crit.recompute + crit.tp_bwd) / vpd +
+                                  (pp > 1 ? p2p : 0.0);
+    const int nvp = ly.schedule == Schedule::Interleaved ? vp : 1;
+    const double bucket_s = dp_s / kDpBuckets;
+    double t = -std::numeric_limits<double>::infinity();
+    for (int r = 0; r < nvp; ++r) {
+      const int nb = kDpBuckets / nvp + (r < kDpBuckets % nvp ? 1 : 0);
+      const double gap = double(nvp - 1 - r) * pp * pace_chunk_bwd;
+      for (int j = 0; j < nb; ++j) {
+        const double ready = -gap - rest0 * (1.0 - double(j + 1) / nb);
+        t = std::max(t, ready) + bucket_s;
+      }
+    }
+    dp_exposed = std::max(0.0, t);
   }
   tb.dp_comm = dp_exposed;
   const double opt_params = params_crit / (ly.zero >= 1 ? dp : 1.0);
@@ -448,7 +502,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     steps->p2p_bytes = pp > 1 ? mt.p2p_bytes : 0;
     steps->dp_comm_s = dp_s;
     steps->dp_bytes = ly.dp > 1 ? grad_bytes : 0;
-    steps->dp_buckets = 8;
+    steps->dp_buckets = kDpBuckets;
     steps->optimizer_s = tb.optimizer;
     steps->weights_bytes = best.weights;
   }

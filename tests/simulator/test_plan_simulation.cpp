@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 
 #include "planner/search.h"
 #include "planner/spec_io.h"
@@ -75,44 +76,85 @@ TEST(PlanSimulation, AgreesWithEstimateWithoutContention) {
   }
 }
 
-TEST(PlanSimulation, NonInterleavedSearchCandidatesAgreeWithin3_5Percent) {
-  // Over the 100 best layouts the search finds (feasible or not), the non-interleaved ones agree
-  // with the estimate within 3.5 % without contention. The residue is known, not noise: the
-  // estimate charges two pipeline sends per micro-batch on the pace-setting stage, where the
-  // first and last stages send only one (Megatron-LM), and it fills the pipeline at the slowest
-  // stage's pace (both make the simulator faster); and the first DP bucket is ready only after
-  // its share of the last backward, so 1/buckets less of the all-reduce hides than the estimate's
-  // max(dp/8, dp - backward) assumes (the simulator slower, under 1 %).
-  Scenario sc = scenario("gpt3-13b", "p4d.24xlarge", 8, 512);
+// Over the search's best layouts (feasible or not; every schedule, interleaved and offload
+// included) simulator and estimate agree within 2 % without contention. Prints the worst layout
+// and its breakdown side by side.
+double worst_disagreement(const Scenario& sc, int nodes, int top, int* checked, int* interleaved,
+                          int* offload, int* uneven) {
   SearchOptions so;
-  so.nodes_min = so.nodes_max = 8;
-  so.top = 100;
+  so.nodes_min = so.nodes_max = nodes;
+  so.top = top;
   so.include_infeasible = true;
   const SearchResult r = search(sc, so);
   StepSimulationOptions off;
   off.contention = false;
   off.record_timeline = false;
-  int checked = 0;
   double worst = 0;
   for (const Estimate& e : r.candidates) {
-    if (e.layout.schedule == Schedule::Interleaved) continue;
     const StepSimulation s = simulate_step(sc, e.layout, off);
-    ASSERT_TRUE(s.error.empty()) << s.error;
+    EXPECT_TRUE(s.error.empty()) << s.error;
+    if (!s.error.empty()) continue;
     const double rel = s.step_time_s / e.step_time_s - 1;
-    EXPECT_LT(std::abs(rel), 0.035) << "dp" << e.layout.dp << " tp" << e.layout.tp << " pp" << e.layout.pp
-                                    << " mbs" << e.layout.mbs;
+    const Layout& l = e.layout;
+    // The estimate assumes the chunks of a stage are equal; when pp * vp does not divide the
+    // layers (Megatron-LM refuses such layouts), chunks of 1 and 2 layers alternate and the
+    // simulated interleaved schedule stalls more than the estimate's fill (up to ~8 % here).
+    // Those are reported and held to 10 %, not 2 %.
+    if (l.schedule == Schedule::Interleaved && sc.model.layers % (l.pp * l.vp) != 0) {
+      EXPECT_LT(std::abs(rel), 0.10);
+      ++*uneven;
+      continue;
+    }
+    EXPECT_LT(std::abs(rel), 0.02) << "dp" << l.dp << " tp" << l.tp << " pp" << l.pp << " vp" << l.vp
+                                   << " mbs" << l.mbs << " zero" << l.zero << " offload" << l.offload
+                                   << " recompute" << int(l.recompute) << " order " << l.order;
+    if (std::abs(rel) > 0.015 || std::getenv("CAPPLAN_AGREE_VERBOSE")) {
+      const TimeBreakdown& a = e.breakdown_s;
+      const TimeBreakdown& b = s.breakdown_s;
+      std::printf(
+          "%+6.2f %% dp%d tp%d pp%d vp%d mbs%d z%d off%d rc%d sch%d m%lld | est cmp %.3f rc %.3f bub %.3f tp %.3f "
+          "pp %.3f dp %.3f opt %.3f off %.3f | sim cmp %.3f rc %.3f bub %.3f tp %.3f pp %.3f dp %.3f opt %.3f "
+          "off %.3f\n",
+          100 * rel, l.dp, l.tp, l.pp, l.vp, l.mbs, l.zero, int(l.offload), int(l.recompute), int(l.schedule),
+          (long long)e.num_microbatches, a.compute, a.recompute, a.bubble, a.tp_comm, a.pp_comm, a.dp_comm,
+          a.optimizer, a.offload, b.compute, b.recompute, b.bubble, b.tp_comm, b.pp_comm, b.dp_comm, b.optimizer,
+          b.offload);
+    }
     worst = std::max(worst, std::abs(rel));
-    ++checked;
+    ++*checked;
+    *interleaved += l.schedule == Schedule::Interleaved;
+    *offload += l.offload;
   }
-  std::printf("Expectation |sim/est - 1| < 3.5 %%; Actual result worst %.2f %% over %d layouts\n", 100 * worst,
-              checked);
-  EXPECT_GE(checked, 20);
+  return worst;
 }
 
-TEST(PlanSimulation, InterleavingHidesMoreDpTimeThanTheEstimateAssumes) {
-  // The estimate hides DP time behind the last micro-batch's backward of the whole stage only.
-  // With vp = 2 the buckets of the later chunk are ready several pipeline slots earlier, so the
-  // simulated exposed DP time is smaller (here about half: one chunk's buckets overlap fully).
+TEST(PlanSimulation, SearchCandidatesAgreeWithin2Percent_Gpt3_13b) {
+  Scenario sc = scenario("gpt3-13b", "p4d.24xlarge", 8, 512);
+  int checked = 0, inter = 0, off = 0, uneven = 0;
+  const double worst = worst_disagreement(sc, 8, 100, &checked, &inter, &off, &uneven);
+  std::printf("Expectation |sim/est - 1| < 2 %%; Actual result worst %.2f %% over %d layouts (%d interleaved, %d "
+              "offload; %d uneven interleaved held to 10 %%)\n",
+              100 * worst, checked, inter, off, uneven);
+  EXPECT_GE(inter, 30);
+  EXPECT_GE(checked, 50);
+}
+
+TEST(PlanSimulation, SearchCandidatesAgreeWithin2Percent_Gpt3_175b) {
+  Scenario sc = scenario("gpt3-175b", "p4d.24xlarge", 64, 1536);
+  int checked = 0, inter = 0, off = 0, uneven = 0;
+  const double worst = worst_disagreement(sc, 64, 100, &checked, &inter, &off, &uneven);
+  std::printf("Expectation |sim/est - 1| < 2 %%; Actual result worst %.2f %% over %d layouts (%d interleaved, %d "
+              "offload; %d uneven interleaved held to 10 %%)\n",
+              100 * worst, checked, inter, off, uneven);
+  EXPECT_GE(off, 30);
+  EXPECT_GE(checked, 50);
+}
+
+TEST(PlanSimulation, InterleavedDpBucketsExposeWhatTheEstimateExposes) {
+  // With vp = 2 the buckets of the chunk whose last backward comes first are ready p chunk
+  // backwards before the end, so about half of the DP time is exposed, not all that exceeds one
+  // stage backward. Expectation: estimated and simulated exposed DP time within 10 %, and far
+  // below the whole all-reduce.
   Scenario sc = scenario("gpt3-175b", "p4d.24xlarge", 128, 1536);
   Layout l = layout(8, 8, 16, 1, Schedule::Interleaved, 2);
   l.recompute = Recompute::Full;
@@ -121,10 +163,12 @@ TEST(PlanSimulation, InterleavingHidesMoreDpTimeThanTheEstimateAssumes) {
   const Estimate e = estimate(sc, l);
   const StepSimulation s = simulate_step(sc, l, off);
   ASSERT_TRUE(s.error.empty()) << s.error;
-  std::printf("Expectation dp_comm < %.4f s (estimate); Actual result %.4f s\n", e.breakdown_s.dp_comm,
-              s.breakdown_s.dp_comm);
-  EXPECT_LT(s.breakdown_s.dp_comm, 0.7 * e.breakdown_s.dp_comm);
-  EXPECT_LT(s.step_time_s, e.step_time_s);
+  const StepCosts c = step_costs(sc, l);
+  std::printf("Expectation dp_comm %.4f s (estimate, all-reduce %.4f s); Actual result %.4f s\n",
+              e.breakdown_s.dp_comm, c.dp_comm_s, s.breakdown_s.dp_comm);
+  EXPECT_NEAR(e.breakdown_s.dp_comm, s.breakdown_s.dp_comm, 0.1 * s.breakdown_s.dp_comm);
+  EXPECT_LT(e.breakdown_s.dp_comm, 0.7 * c.dp_comm_s);
+  EXPECT_NEAR(s.step_time_s / e.step_time_s, 1.0, 0.02);
 }
 
 TEST(PlanSimulation, ContentionBetweenDpAndPipelineSendsShows) {
