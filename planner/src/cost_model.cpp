@@ -238,8 +238,10 @@ int64_t inflight_chunks(Schedule sch, int pp, int vp, int64_t m, int s) {
 struct StageCost {
   double compute = 0, recompute = 0, tp = 0, tp_bwd = 0, p2p = 0, bwd = 0, fwd = 0;
   int sends = 0;
+  double offload = 0;  // exposed activation copies per micro-batch
+  double offload_bwd_chunk = 0;  // exposed copy back to the GPU per chunk backward
   double work() const { return compute + recompute + tp; }  // compute-stream time per micro-batch
-  double total() const { return work() + p2p; }
+  double total() const { return work() + p2p + offload; }
 };
 
 }  // namespace
@@ -275,6 +277,23 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     // sender until it completes; it is not overlapped with compute in the 1F1B steady state.
     st.sends = pp > 1 ? 2 * vp - (s == 0 ? 1 : 0) - (s == pp - 1 ? 1 : 0) : 0;
     st.p2p = st.sends * p2p;
+    if (ly.offload) {
+      // Activation offload layer by layer on the PCIe stream (Megatron-LM / Transformer Engine
+      // CPU offloading): a chunk's copy to host runs beside its forward and the copy back beside
+      // its backward, and the next compute waits for both the copy and the blocking send, so per
+      // chunk and direction the stage loses max(send, copy - compute) instead of the send:
+      // x_f = max(0, off - f - tp_f) and x_b = max(0, off - (b + recompute + tp_b)) per
+      // micro-batch, spread over the vp chunks. Exposed copies are charged to offload, the sends
+      // only where they are longer than the copy.
+      const double off = (nl * mt.layer_act_kept_bytes + (s == 0 ? mt.embed_act_bytes : 0.0)) / c.pcie_Bps;
+      const double xf = std::max(0.0, off - st.fwd - (st.tp - st.tp_bwd)) / vp;
+      const double xb = std::max(0.0, off - (st.compute - st.fwd) - st.recompute - st.tp_bwd) / vp;
+      const int nf = pp > 1 ? vp - (s == pp - 1 ? 1 : 0) : 0;  // chunks that send forward
+      const int nb = pp > 1 ? vp - (s == 0 ? 1 : 0) : 0;       // chunks that send backward
+      st.offload = vp * (xf + xb);
+      st.offload_bwd_chunk = xb;
+      st.p2p = nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb);
+    }
     return st;
   };
 
@@ -382,12 +401,13 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     // taking D / kDpBuckets. Stage 0 ends its compute last, so its buckets set the exposed time:
     // relative to the end of its compute, chunk k (in order of its last backward, r = 0 .. vp-1)
     // ends its last backward (vp - 1 - r) * p chunk-backwards of the pacing stage earlier (the
-    // interleaved drain runs the last p micro-batches of one chunk after another). Exposed =
+    // interleaved drain runs the last p micro-batches of one chunk after another, each followed
+    // by its send or its exposed copy back from the host). Exposed =
     // max(0, when the last bucket ends). For vp = 1 this is max(D / B, D - (B-1)/B * backward):
     // the first bucket waits for its share of the backward.
     const double rest0 = (s0.compute - s0.fwd + s0.tp_bwd) / vpd;  // a chunk's backward after recompute
     const double pace_chunk_bwd = (crit.compute - crit.fwd + crit.recompute + crit.tp_bwd) / vpd +
-                                  (pp > 1 ? p2p : 0.0);
+                                  std::max(pp > 1 ? p2p : 0.0, crit.offload_bwd_chunk);
     const int nvp = ly.schedule == Schedule::Interleaved ? vp : 1;
     const double bucket_s = dp_s / kDpBuckets;
     double t = -std::numeric_limits<double>::infinity();
@@ -410,7 +430,6 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
   MemoryBytes best;
   double best_total = -1;
   int mem_s_idx = 0;
-  double offload_exposed = 0;
   double host_bytes = 0;  // offloaded activations per GPU
   const int mem_cands[3] = {0, std::min(1, pp - 1), pp - 1};
   for (int k = 0; k < 3; ++k) {
@@ -433,12 +452,8 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     if (s == pp - 1) working += mt.head_act_bytes;
     if (ly.offload) {
       // Only the micro-batch being computed and the one being prefetched stay on the GPU.
+      // (The time of the copies is in the stage's pace, stage_cost above.)
       const double kept_mb = mb_inflight > 0 ? kept / mb_inflight : 0.0;
-      const double off_s = kept_mb / c.pcie_Bps;
-      if (s == crit_s || k == 0) {
-        const double exposed = std::max(0.0, off_s - crit.fwd) + std::max(0.0, off_s - crit.bwd);
-        offload_exposed = std::max(offload_exposed, md * exposed);
-      }
       const double on_gpu = std::min(kept, 2 * kept_mb);
       host_bytes = std::max(host_bytes, kept - on_gpu);
       kept = on_gpu;
@@ -454,7 +469,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
       mem_s_idx = s;
     }
   }
-  tb.offload = offload_exposed;
+  tb.offload = md * crit.offload;
   best.capacity = sc.cluster.gpu.memory_bytes();
 
   out.mem = best;
