@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -154,10 +155,12 @@ class FlatJson {
       pos_ += 4;
       return true;
     }
+    // from_chars, not strtod: the GUI runs under the user's locale, where strtod may expect a
+    // decimal comma.
     const char* begin = s_.c_str() + pos_;
-    char* end = nullptr;
-    const double v = std::strtod(begin, &end);
-    if (end == begin) return false;
+    double v = 0;
+    const auto [end, ec] = std::from_chars(begin, s_.c_str() + s_.size(), v);
+    if (ec != std::errc() || end == begin) return false;
     pos_ += size_t(end - begin);
     out_.numbers[key] = v;
     return true;
@@ -327,9 +330,9 @@ double parse_trainer_bubble(const std::string& line) {
   const size_t at = line.rfind(" bubble ");
   if (at == std::string::npos) return kUnknown;
   const char* begin = line.c_str() + at + 8;
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  return end != begin && std::isfinite(v) ? v : kUnknown;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(begin, line.c_str() + line.size(), v);
+  return ec == std::errc() && end != begin && std::isfinite(v) ? v : kUnknown;
 }
 
 MeasuredRun read_measured(const std::string& metrics_file) {

@@ -795,7 +795,9 @@ int Run::execute() {
         },
         1024, 3, threads_);
     std::string error;
-    ok = rank_ != 0 || metrics_.open(o_.metrics, &error);
+    // A resumed run appends, so the file keeps the whole history (the report takes each step
+    // from the newest run).
+    ok = rank_ != 0 || metrics_.open(o_.metrics, &error, start_step_ > 0);
     if (!all_ok(ok)) {
       if (rank_ == 0) std::fprintf(stderr, "%s: error: --metrics: %s\n", o_.metrics.c_str(), error.c_str());
       return 2;
