@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
       capplan::gui::RunPanel* run = window.runPanel();
       run->setRunDirectory(QDir::temp().filePath(QStringLiteral("capplan-screenshots-run")));
       QDir(run->runDirectory()).removeRecursively();
-      run->setSteps(30);
+      run->setSteps(400);  // a few seconds: long enough for several system samples
       run->setKeepKnobs(false);  // the plain layout: runs on every build of capplan-train
       QObject::connect(run, &capplan::gui::RunPanel::runFinished, &window,
                        [&window, shoot] { QTimer::singleShot(1500, &window, shoot); });
