@@ -31,6 +31,13 @@ class SelfCommunicator final : public Communicator {
   void all_gather(const double* send, double* recv, int64_t count) override {
     if (send != recv) std::memmove(recv, send, size_t(count) * sizeof(double));
   }
+  void reduce_scatter_sum_v(const float* send, float* recv,
+                            const std::vector<int64_t>& counts) override {
+    if (send != recv) std::memmove(recv, send, size_t(counts.at(0)) * sizeof(float));
+  }
+  void all_gather_v(const float* send, float* recv, const std::vector<int64_t>& counts) override {
+    if (send != recv) std::memmove(recv, send, size_t(counts.at(0)) * sizeof(float));
+  }
   void broadcast(float*, int64_t, int) override {}
   void send(const float*, int64_t, int, int) override {
     throw std::logic_error("send on a single-rank communicator");
@@ -81,6 +88,28 @@ class MpiCommunicator final : public Communicator {
   void all_gather(const double* send, double* recv, int64_t count) override {
     gather(send, recv, count, MPI_DOUBLE, sizeof(double));
   }
+  void reduce_scatter_sum_v(const float* send, float* recv,
+                            const std::vector<int64_t>& counts) override {
+    const std::vector<int> c = int_counts(counts);
+    if (size_ == 1) {
+      if (send != recv) std::memmove(recv, send, size_t(c[0]) * sizeof(float));
+      return;
+    }
+    // In place: this rank's block of the sum lands at the start of the buffer.
+    MPI_Reduce_scatter(send == recv ? MPI_IN_PLACE : send, recv, c.data(), MPI_FLOAT, MPI_SUM,
+                       comm_);
+  }
+  void all_gather_v(const float* send, float* recv, const std::vector<int64_t>& counts) override {
+    const std::vector<int> c = int_counts(counts);
+    if (size_ == 1) {
+      if (send != recv) std::memmove(recv, send, size_t(c[0]) * sizeof(float));
+      return;
+    }
+    std::vector<int> displs(c.size(), 0);
+    for (size_t r = 1; r < c.size(); ++r) displs[r] = displs[r - 1] + c[r - 1];
+    MPI_Allgatherv(send, c[size_t(rank_)], MPI_FLOAT, recv, c.data(), displs.data(), MPI_FLOAT,
+                   comm_);
+  }
   void broadcast(float* data, int64_t n, int root) override {
     for (int64_t off = 0; off < n; off += kChunk)
       MPI_Bcast(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, root, comm_);
@@ -124,6 +153,13 @@ class MpiCommunicator final : public Communicator {
     const bool in_place =
         static_cast<const char*>(send) == static_cast<char*>(recv) + size_t(rank_) * count * elem;
     MPI_Allgather(in_place ? MPI_IN_PLACE : send, int(count), type, recv, int(count), type, comm_);
+  }
+  std::vector<int> int_counts(const std::vector<int64_t>& counts) const {
+    if (int(counts.size()) != size_) throw std::invalid_argument("one count per rank expected");
+    int64_t total = 0;
+    for (int64_t n : counts) total += n;
+    if (total > kChunk) throw std::length_error("variable-count collective: too large");
+    return std::vector<int>(counts.begin(), counts.end());
   }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;

@@ -131,6 +131,7 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     num_params_ += n;
     return p.offset;
   };
+  unit_begin_.push_back(0);
   if (first_stage()) {
     off_wte_ = add("wte", int64_t(Vl_) * C_, true, false);
     if (!rope_) off_wpe_ = add("wpe", int64_t(T_) * C_, true, true);
@@ -139,6 +140,7 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   for (int i = 0; i < nl_; ++i) {
     const std::string p = "layers." + std::to_string(cfg_.layer_begin + i) + ".";
     LayerParams& L = layers_[size_t(i)];
+    unit_begin_.push_back(num_params_);
     L.ln1_w = add(p + "ln1.w", C_, false, true);
     if (ln) L.ln1_b = add(p + "ln1.b", C_, false, true);
     L.wqkv = add(p + "wqkv", int64_t(S_) * C_, true, false);
@@ -148,6 +150,7 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     L.wfc = add(p + "wfc", int64_t(Fc_) * C_, true, false);
     L.wproj = add(p + "wproj", int64_t(C_) * Fl_, true, false);
   }
+  unit_begin_.push_back(num_params_);
   if (last_stage()) {
     off_lnf_w_ = add("lnf.w", C_, false, true);
     if (ln) off_lnf_b_ = add("lnf.b", C_, false, true);
@@ -157,8 +160,47 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   }
   const int64_t pad = std::max(1, cfg_.param_pad_multiple);
   padded_params_ = (num_params_ + pad - 1) / pad * pad;
-  params_ = alloc(padded_params_, false);
-  grads_ = alloc(padded_params_, false);
+  unit_begin_.push_back(num_params_);
+  const int dps = cfg_.dp ? cfg_.dp->size() : 1;
+  if (cfg_.zero >= 2 && !cfg_.dp) throw std::invalid_argument("ZeRO-2/3 need the DP group");
+  if (padded_params_ % dps != 0)
+    throw std::invalid_argument("parameter buffer not padded to a multiple of dp");
+  shard_ = padded_params_ / dps;
+  shard_begin_ = cfg_.zero >= 1 && cfg_.dp ? shard_ * cfg_.dp->rank() : 0;
+  int64_t max_layer = 1;
+  for (int u = 1; u <= nl_; ++u)
+    max_layer = std::max(max_layer, unit_begin_[size_t(u) + 1] - unit_begin_[size_t(u)]);
+  const int64_t edge[2] = {unit_begin_[1] - unit_begin_[0],
+                           unit_begin_[size_t(nl_) + 2] - unit_begin_[size_t(nl_) + 1]};
+  const int64_t fb = int64_t(sizeof(float));
+  if (cfg_.zero >= 3) {
+    pshard_ = alloc(shard_, false);
+    wbuf_ = alloc(max_layer, false);
+    param_buffer_bytes_ = max_layer * fb;
+    for (int e = 0; e < 2; ++e)
+      if (edge[e] > 0) {
+        wedge_[e] = alloc(edge[e], false);
+        param_buffer_bytes_ += edge[e] * fb;
+      }
+    param_bytes_ = shard_ * fb + param_buffer_bytes_;
+  } else {
+    params_ = alloc(padded_params_, false);
+    param_bytes_ = padded_params_ * fb;
+  }
+  if (cfg_.zero >= 2) {
+    gshard_ = alloc(shard_, false);
+    gbuf_ = alloc(max_layer, false);
+    grad_buffer_bytes_ = max_layer * fb;
+    for (int e = 0; e < 2; ++e)
+      if (edge[e] > 0) {
+        gedge_[e] = alloc(edge[e], false);
+        grad_buffer_bytes_ += edge[e] * fb;
+      }
+    grad_bytes_ = shard_ * fb + grad_buffer_bytes_;
+  } else {
+    grads_ = alloc(padded_params_, false);
+    grad_bytes_ = padded_params_ * fb;
+  }
 
   auto make_acts = [&](LayerActs& a) {
     a.ln1_mean = alloc(Rl_, true);
@@ -273,19 +315,115 @@ void Gpt::reduce_rows(float* partial, float* local) {
 void Gpt::finish_backward() {
   if (!sp_) return;
   // Norm weights saw only this rank's rows: sum their gradients over TP (positions are computed
-  // from the gathered gradient on every rank already).
-  for (const ParamInfo& p : infos_)
-    if (p.tp_replicated && p.name != "wpe") tp_.all_reduce_sum(grads_ + p.offset, p.numel);
+  // from the gathered gradient on every rank already). With ZeRO-2/3 the layers' norms were
+  // summed in their bucket (reduce_unit).
+  for (const ParamInfo& p : infos_) {
+    const int u = unit_of(p.offset);
+    if (cfg_.zero >= 2 && u >= 1 && u <= nl_) continue;
+    if (p.tp_replicated && p.name != "wpe") tp_.all_reduce_sum(gd(p.offset), p.numel);
+  }
 }
 
-void Gpt::zero_grads() { be_.fill(grads_, 0.0f, padded_params_); }
+void Gpt::zero_grads() {
+  if (grads_) be_.fill(grads_, 0.0f, padded_params_);
+  for (int e = 0; e < 2; ++e) {
+    const int u = e == 0 ? 0 : nl_ + 1;
+    const int64_t n = unit_begin_[size_t(u) + 1] - unit_begin_[size_t(u)];
+    if (gedge_[e]) be_.fill(gedge_[e], 0.0f, n);
+    // ZeRO-3: the embedding and final norm are gathered once per step (weights change only in
+    // the optimizer step between two calls).
+    if (wedge_[e]) {
+      const std::vector<int64_t> counts = unit_counts(u);
+      const int64_t b = std::max(unit_begin_[size_t(u)], shard_begin_);
+      cfg_.dp->all_gather_v(counts[size_t(cfg_.dp->rank())] > 0 ? pshard_ + (b - shard_begin_)
+                                                                 : pshard_,
+                            wedge_[e], counts);
+    }
+  }
+  if (gshard_) {
+    be_.fill(gshard_, 0.0f, shard_);
+    int64_t max_layer = 1;
+    for (int u = 1; u <= nl_; ++u)
+      max_layer = std::max(max_layer, unit_begin_[size_t(u) + 1] - unit_begin_[size_t(u)]);
+    be_.fill(gbuf_, 0.0f, max_layer);
+  }
+  w_layer_ = -1;
+  g_layer_ = -1;
+}
+
+int Gpt::unit_of(int64_t offset) const {
+  for (int u = 0; u <= nl_ + 1; ++u)
+    if (offset < unit_begin_[size_t(u) + 1]) return u;
+  throw std::out_of_range("parameter offset past the buffer");
+}
+
+std::vector<int64_t> Gpt::unit_counts(int u) const {
+  const int64_t a = unit_begin_[size_t(u)], b = unit_begin_[size_t(u) + 1];
+  std::vector<int64_t> counts(size_t(cfg_.dp->size()));
+  for (size_t r = 0; r < counts.size(); ++r) {
+    const int64_t lo = std::max(a, int64_t(r) * shard_),
+                  hi = std::min(b, int64_t(r + 1) * shard_);
+    counts[r] = std::max<int64_t>(0, hi - lo);
+  }
+  return counts;
+}
+
+const float* Gpt::wt(int64_t offset) const {
+  if (cfg_.zero < 3) return params_ + offset;
+  const int u = unit_of(offset);
+  const int64_t rel = offset - unit_begin_[size_t(u)];
+  if (u == 0) return wedge_[0] + rel;
+  if (u == nl_ + 1) return wedge_[1] + rel;
+  if (w_layer_ != u - 1) throw std::logic_error("layer weights used before they were gathered");
+  return wbuf_ + rel;
+}
+
+float* Gpt::gd(int64_t offset) {
+  if (cfg_.zero < 2) return grads_ + offset;
+  const int u = unit_of(offset);
+  const int64_t rel = offset - unit_begin_[size_t(u)];
+  if (u == 0) return gedge_[0] + rel;
+  if (u == nl_ + 1) return gedge_[1] + rel;
+  if (g_layer_ != u - 1) throw std::logic_error("layer gradients outside that layer's backward");
+  return gbuf_ + rel;
+}
+
+// ZeRO-3: all-gather layer i's weights (each rank holds the part of the layer inside its shard)
+// into the layer buffer, unless it holds them already (a backward right after the forward of
+// the same layer, or the recompute before a backward).
+void Gpt::acquire_layer(int i) {
+  if (cfg_.zero < 3 || w_layer_ == i) return;
+  const int u = i + 1;
+  const std::vector<int64_t> counts = unit_counts(u);
+  const int64_t b = std::max(unit_begin_[size_t(u)], shard_begin_);
+  cfg_.dp->all_gather_v(
+      counts[size_t(cfg_.dp->rank())] > 0 ? pshard_ + (b - shard_begin_) : pshard_, wbuf_, counts);
+  w_layer_ = i;
+}
+
+// ZeRO-2/3: the bucket of unit u (this micro-batch's gradients of those elements) is summed over
+// DP into the owning ranks' shards (Rajbhandari et al. 2020, Sec 5.2) and zeroed for reuse.
+void Gpt::reduce_unit(int u, float* buf) {
+  const std::vector<int64_t> counts = unit_counts(u);
+  const int64_t a = unit_begin_[size_t(u)], n = unit_begin_[size_t(u) + 1] - a;
+  const int64_t mine = counts[size_t(cfg_.dp->rank())];
+  cfg_.dp->reduce_scatter_sum_v(buf, buf, counts);  // in place: this rank's sum at buf[0, mine)
+  if (mine > 0) be_.add(gshard_ + (std::max(a, shard_begin_) - shard_begin_), buf, mine);
+  be_.fill(buf, 0.0f, n);
+}
+
+void Gpt::flush_gradients() {
+  if (cfg_.zero < 2) return;
+  if (gedge_[0]) reduce_unit(0, gedge_[0]);
+  if (gedge_[1]) reduce_unit(nl_ + 1, gedge_[1]);
+}
 
 void Gpt::init_params() {
   const uint64_t seed = cfg_.seed;
   const int tpr = cfg_.tp_rank;
   const float std_w = 0.02f;
   const float std_out = 0.02f / std::sqrt(2.0f * cfg_.model.layers);
-  std::vector<float> host(size_t(num_params_), 0.0f);
+  std::vector<float> host(size_t(padded_params_), 0.0f);
   auto ptr = [&](int64_t off) { return host.data() + off; };
   // Rows `row0 + i` (i < rows) of a global [*, cols] tensor into dst.
   auto rows_of = [&](float* dst, uint64_t id, int64_t row0, int64_t rows, int64_t cols, float sd) {
@@ -330,35 +468,38 @@ void Gpt::init_params() {
     cols_of(ptr(L.wproj), tensor_id(l, kWdown), C_, F_, int64_t(tpr) * Fl_, Fl_, std_out);
   }
   ones(off_lnf_w_);
-  be_.from_host(params_, host.data(), num_params_);
+  if (params_)
+    be_.from_host(params_, host.data(), num_params_);
+  else
+    be_.from_host(pshard_, host.data() + shard_begin_, shard_);
 }
 
 void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
   const LayerParams& L = layers_[size_t(i)];
-  const float* p = params_;
+  acquire_layer(i);
   const float* nob = nullptr;
   const AttentionShape sh{B_, T_, Hl_, KVl_, D_};
   const int64_t nl = int64_t(Rl_) * C_;
-  be_.norm_forward(norm_, a.h1 + int64_t(row0_) * C_, a.ln1_mean, a.ln1_rstd, x, p + L.ln1_w,
-                   L.ln1_b >= 0 ? p + L.ln1_b : nob, Rl_, C_);
+  be_.norm_forward(norm_, a.h1 + int64_t(row0_) * C_, a.ln1_mean, a.ln1_rstd, x, wt(L.ln1_w),
+                   L.ln1_b >= 0 ? wt(L.ln1_b) : nob, Rl_, C_);
   gather_rows_in_place(a.h1);
-  be_.matmul(a.qkv, a.h1, p + L.wqkv, R_, S_, C_, false, true, false);
+  be_.matmul(a.qkv, a.h1, wt(L.wqkv), R_, S_, C_, false, true, false);
   if (rope_) be_.rope(a.qkv, sh, false);
   be_.attention_forward(a.attn, a.probs, a.qkv, sh);
   float* y = sp_ ? yfull_ : a.x2;
-  be_.matmul(y, a.attn, p + L.wo, R_, C_, Hl_ * D_, false, true, false);
+  be_.matmul(y, a.attn, wt(L.wo), R_, C_, Hl_ * D_, false, true, false);
   reduce_rows(y, a.x2);  // g
   be_.add(a.x2, x, nl);
-  be_.norm_forward(norm_, a.h2 + int64_t(row0_) * C_, a.ln2_mean, a.ln2_rstd, a.x2, p + L.ln2_w,
-                   L.ln2_b >= 0 ? p + L.ln2_b : nob, Rl_, C_);
+  be_.norm_forward(norm_, a.h2 + int64_t(row0_) * C_, a.ln2_mean, a.ln2_rstd, a.x2, wt(L.ln2_w),
+                   L.ln2_b >= 0 ? wt(L.ln2_b) : nob, Rl_, C_);
   gather_rows_in_place(a.h2);
-  be_.matmul(a.fc, a.h2, p + L.wfc, R_, Fc_, C_, false, true, false);
+  be_.matmul(a.fc, a.h2, wt(L.wfc), R_, Fc_, C_, false, true, false);
   if (swiglu_)
     be_.swiglu_forward(a.act, a.fc, R_, Fl_);
   else
     be_.gelu_forward(a.act, a.fc, int64_t(R_) * Fl_);
   y = sp_ ? yfull_ : out;
-  be_.matmul(y, a.act, p + L.wproj, R_, C_, Fl_, false, true, false);
+  be_.matmul(y, a.act, wt(L.wproj), R_, C_, Fl_, false, true, false);
   reduce_rows(y, out);  // g
   be_.add(out, a.x2, nl);
 }
@@ -367,35 +508,41 @@ void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
 // rank's rows with SP).
 void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   const LayerParams& L = layers_[size_t(i)];
-  const float* p = params_;
-  float* g = grads_;
+  acquire_layer(i);
+  g_layer_ = i;
   const AttentionShape sh{B_, T_, Hl_, KVl_, D_};
   float* dhl = sp_ ? dhl_ : dh_;
   // MLP: out = x2 + act(h2 Wfc^T) Wproj^T
   const float* dy = gather_rows(dres);
-  be_.matmul(dact_, dy, p + L.wproj, R_, Fl_, C_, false, false, false);
-  be_.matmul(g + L.wproj, dy, a.act, C_, Fl_, R_, true, false, true);
+  be_.matmul(dact_, dy, wt(L.wproj), R_, Fl_, C_, false, false, false);
+  be_.matmul(gd(L.wproj), dy, a.act, C_, Fl_, R_, true, false, true);
   if (swiglu_)
     be_.swiglu_backward(dfc_, a.fc, dact_, R_, Fl_);
   else
     be_.gelu_backward(dfc_, a.fc, dact_, int64_t(R_) * Fl_);
-  be_.matmul(g + L.wfc, dfc_, a.h2, Fc_, C_, R_, true, false, true);
-  be_.matmul(dh_, dfc_, p + L.wfc, R_, C_, Fc_, false, false, false);
+  be_.matmul(gd(L.wfc), dfc_, a.h2, Fc_, C_, R_, true, false, true);
+  be_.matmul(dh_, dfc_, wt(L.wfc), R_, C_, Fc_, false, false, false);
   reduce_rows(dh_, dhl);  // f
-  be_.norm_backward(norm_, dres, g + L.ln2_w, L.ln2_b >= 0 ? g + L.ln2_b : nullptr, dhl, a.x2,
-                    p + L.ln2_w, a.ln2_mean, a.ln2_rstd, Rl_, C_);
+  be_.norm_backward(norm_, dres, gd(L.ln2_w), L.ln2_b >= 0 ? gd(L.ln2_b) : nullptr, dhl, a.x2,
+                    wt(L.ln2_w), a.ln2_mean, a.ln2_rstd, Rl_, C_);
   // Attention: x2 = x + attn(h1 Wqkv^T) Wo^T
   if (cfg_.recompute == Recompute::Selective) be_.attention_forward(dattn_, a.probs, a.qkv, sh);
   dy = gather_rows(dres);
-  be_.matmul(dattn_, dy, p + L.wo, R_, Hl_ * D_, C_, false, false, false);
-  be_.matmul(g + L.wo, dy, a.attn, C_, Hl_ * D_, R_, true, false, true);
+  be_.matmul(dattn_, dy, wt(L.wo), R_, Hl_ * D_, C_, false, false, false);
+  be_.matmul(gd(L.wo), dy, a.attn, C_, Hl_ * D_, R_, true, false, true);
   be_.attention_backward(dqkv_, dattn_, a.qkv, a.probs, sh);
   if (rope_) be_.rope(dqkv_, sh, true);
-  be_.matmul(g + L.wqkv, dqkv_, a.h1, S_, C_, R_, true, false, true);
-  be_.matmul(dh_, dqkv_, p + L.wqkv, R_, C_, S_, false, false, false);
+  be_.matmul(gd(L.wqkv), dqkv_, a.h1, S_, C_, R_, true, false, true);
+  be_.matmul(dh_, dqkv_, wt(L.wqkv), R_, C_, S_, false, false, false);
   reduce_rows(dh_, dhl);  // f
-  be_.norm_backward(norm_, dres, g + L.ln1_w, L.ln1_b >= 0 ? g + L.ln1_b : nullptr, dhl, x,
-                    p + L.ln1_w, a.ln1_mean, a.ln1_rstd, Rl_, C_);
+  be_.norm_backward(norm_, dres, gd(L.ln1_w), L.ln1_b >= 0 ? gd(L.ln1_b) : nullptr, dhl, x,
+                    wt(L.ln1_w), a.ln1_mean, a.ln1_rstd, Rl_, C_);
+  if (cfg_.zero >= 2) {
+    if (sp_)  // norm weights saw this rank's rows only (see finish_backward)
+      for (int64_t off : {L.ln1_w, L.ln1_b, L.ln2_w, L.ln2_b})
+        if (off >= 0) tp_.all_reduce_sum(gd(off), C_);
+    reduce_unit(i + 1, gbuf_);
+  }
 }
 
 double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* output,
@@ -404,21 +551,21 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
   const int64_t n = int64_t(Rl_) * C_;
   if (first_stage() && sp_) {
     std::copy(tokens, tokens + R_, s.tokens.begin());
-    be_.embedding_forward(yfull_, s.tokens.data(), params_ + off_wte_, nullptr, R_, T_, C_,
+    be_.embedding_forward(yfull_, s.tokens.data(), wt(off_wte_), nullptr, R_, T_, C_,
                           vocab_begin_, Vl_);
     reduce_rows(yfull_, s.resid[0]);
     if (off_wpe_ >= 0)  // positions of this rank's rows, in runs of consecutive positions
       for (int r = row0_; r < row0_ + Rl_;) {
         const int len = std::min(row0_ + Rl_ - r, T_ - r % T_);
-        be_.add(s.resid[0] + int64_t(r - row0_) * C_, params_ + off_wpe_ + int64_t(r % T_) * C_,
+        be_.add(s.resid[0] + int64_t(r - row0_) * C_, wt(off_wpe_) + int64_t(r % T_) * C_,
                 int64_t(len) * C_);
         r += len;
       }
   } else if (first_stage()) {
     std::copy(tokens, tokens + R_, s.tokens.begin());
     // Positions are added on TP rank 0 only, so the all-reduce adds them once.
-    const float* wpe = (off_wpe_ >= 0 && cfg_.tp_rank == 0) ? params_ + off_wpe_ : nullptr;
-    be_.embedding_forward(s.resid[0], s.tokens.data(), params_ + off_wte_, wpe, R_, T_, C_,
+    const float* wpe = (off_wpe_ >= 0 && cfg_.tp_rank == 0) ? wt(off_wpe_) : nullptr;
+    be_.embedding_forward(s.resid[0], s.tokens.data(), wt(off_wte_), wpe, R_, T_, C_,
                           vocab_begin_, Vl_);
     tp_.all_reduce_sum(s.resid[0], n);
   } else {
@@ -434,13 +581,11 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
     return 0.0;
   }
   // Final norm, tied head, vocab-parallel cross-entropy and its gradient.
-  const float* p = params_;
-  float* g = grads_;
   const float* x = s.resid[size_t(nl_)];
-  be_.norm_forward(norm_, hf_ + int64_t(row0_) * C_, lnf_mean_, lnf_rstd_, x, p + off_lnf_w_,
-                   off_lnf_b_ >= 0 ? p + off_lnf_b_ : nullptr, Rl_, C_);
+  be_.norm_forward(norm_, hf_ + int64_t(row0_) * C_, lnf_mean_, lnf_rstd_, x, wt(off_lnf_w_),
+                   off_lnf_b_ >= 0 ? wt(off_lnf_b_) : nullptr, Rl_, C_);
   gather_rows_in_place(hf_);
-  be_.matmul(logits_, hf_, p + off_wte_, R_, Vl_, C_, false, true, false);
+  be_.matmul(logits_, hf_, wt(off_wte_), R_, Vl_, C_, false, true, false);
   float* row_max = stats_;
   float* sums = stats_ + R_;  // [sum_exp (R) | target_logit (R)]
   be_.xent_row_max(row_max, logits_, R_, Vl_, vocab_begin_, V_);
@@ -454,13 +599,13 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
     loss_sum += std::log(double(host[size_t(R_ + r)])) + double(host[size_t(r)]) -
                 double(host[size_t(2 * R_ + r)]);
   be_.xent_backward(logits_, sums, targets, loss_scale, R_, Vl_, vocab_begin_, V_);
-  be_.matmul(g + off_wte_, logits_, hf_, Vl_, C_, R_, true, false, true);
-  be_.matmul(dh_, logits_, p + off_wte_, R_, C_, Vl_, false, false, false);
+  be_.matmul(gd(off_wte_), logits_, hf_, Vl_, C_, R_, true, false, true);
+  be_.matmul(dh_, logits_, wt(off_wte_), R_, C_, Vl_, false, false, false);
   float* dhl = sp_ ? dhl_ : dh_;
   reduce_rows(dh_, dhl);  // f
   be_.fill(s.dfinal, 0.0f, n);
-  be_.norm_backward(norm_, s.dfinal, g + off_lnf_w_, off_lnf_b_ >= 0 ? g + off_lnf_b_ : nullptr,
-                    dhl, x, p + off_lnf_w_, lnf_mean_, lnf_rstd_, Rl_, C_);
+  be_.norm_backward(norm_, s.dfinal, gd(off_lnf_w_), off_lnf_b_ >= 0 ? gd(off_lnf_b_) : nullptr,
+                    dhl, x, wt(off_lnf_w_), lnf_mean_, lnf_rstd_, Rl_, C_);
   offload(s);
   return loss_sum;
 }
@@ -483,7 +628,7 @@ void Gpt::backward(int slot, const float* dout, float* dinput) {
     layer_backward(i, *a, s.resid[size_t(i)], dres_);
   }
   if (first_stage()) {
-    be_.embedding_backward(grads_ + off_wte_, off_wpe_ >= 0 ? grads_ + off_wpe_ : nullptr,
+    be_.embedding_backward(gd(off_wte_), off_wpe_ >= 0 ? gd(off_wpe_) : nullptr,
                            gather_rows(dres_), s.tokens.data(), R_, T_, C_, vocab_begin_, Vl_);
   } else {
     be_.copy(dinput, dres_, n);

@@ -31,16 +31,20 @@ Optimizer::Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend
     shard_begin_ = 0;
     state_numel_ = padded_;
   }
+  if (cfg_.zero >= 2 && (model_.config().zero != cfg_.zero || model_.shard_numel() != shard_))
+    throw std::invalid_argument("ZeRO-2/3: the model must be built with the same stage and DP group");
   m_ = be_.allocate(state_numel_);
   v_ = be_.allocate(state_numel_);
-  gshard_ = be_.allocate(shard_);
+  // ZeRO-2/3: the model accumulates the reduced gradient shard itself.
+  owns_gshard_ = cfg_.zero < 2;
+  gshard_ = owns_gshard_ ? be_.allocate(shard_) : model_.grad_shard();
   if (!m_ || !v_ || !gshard_) throw std::bad_alloc();
 }
 
 Optimizer::~Optimizer() {
   be_.release(m_);
   be_.release(v_);
-  be_.release(gshard_);
+  if (owns_gshard_) be_.release(gshard_);
 }
 
 OptimizerStats Optimizer::step(int64_t step) {
@@ -57,9 +61,11 @@ OptimizerStats Optimizer::step(int64_t step) {
 double Optimizer::reduce_gradients(double* comm_s) {
   using clock = std::chrono::steady_clock;
   const int64_t my_begin = shard_ * dp_.rank(), my_end = my_begin + shard_;
-  const auto t0 = clock::now();
-  dp_.reduce_scatter_sum(model_.grads(), gshard_, shard_);
-  *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+  if (cfg_.zero < 2) {  // ZeRO-2/3 reduced each bucket during the backward already
+    const auto t0 = clock::now();
+    dp_.reduce_scatter_sum(model_.grads(), gshard_, shard_);
+    *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+  }
   // Global norm: this shard's counted elements, then the DP partials summed in rank order (so
   // the value does not depend on the reduction algorithm).
   double local = 0;
@@ -94,15 +100,18 @@ void Optimizer::update(int64_t step, double grad_norm, double* comm_s) {
       const int64_t b = std::max(p.offset, begin), e = std::min(p.offset + p.numel, end);
       if (b >= e) continue;
       a.weight_decay = p.decay ? float(cfg_.weight_decay) : 0.0f;
-      be_.adamw(params + b, g + (b - begin), m_ + (b - shard_begin_), v_ + (b - shard_begin_),
+      float* w = cfg_.zero >= 3 ? model_.param_shard() + (b - my_begin) : params + b;
+      be_.adamw(w, g + (b - begin), m_ + (b - shard_begin_), v_ + (b - shard_begin_),
                 e - b, a);
     }
   };
   if (cfg_.zero >= 1) {
     apply(my_begin, my_end, gshard_);
-    const auto t0 = clock::now();
-    dp_.all_gather(params + my_begin, params, shard_);
-    *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+    if (cfg_.zero < 3) {  // ZeRO-3 keeps the shard; layers gather their weights when used
+      const auto t0 = clock::now();
+      dp_.all_gather(params + my_begin, params, shard_);
+      *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
+    }
   } else {
     const auto t0 = clock::now();
     dp_.all_gather(gshard_, grads, shard_);

@@ -134,16 +134,7 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
     else if (flag == "checkpoint-every") { if (auto x = to_int(flag, value, 0, big)) o.checkpoint_every = *x; }
     else if (flag == "kill-at-step") { if (auto x = to_int(flag, value, 0, big)) o.kill_at_step = *x; }
     else if (flag == "seed") { if (auto x = to_int(flag, value, 0, INT64_MAX)) o.seed = uint64_t(*x); }
-    else if (flag == "zero") {
-      if (auto x = to_int(flag, value, 0, 3)) {
-        o.layout.zero = int(std::min<int64_t>(*x, 1));
-        if (*x > 1)
-          d.warning(kCmd, 0, 0, "--zero",
-                    "ZeRO stage " + value + " runs as stage 1 in capplan-train: optimizer state "
-                    "is sharded, gradients and weights stay whole on each rank (same results, "
-                    "more memory than stage " + value + ")");
-      }
-    }
+    else if (flag == "zero") { if (auto x = to_int(flag, value, 0, 3)) o.layout.zero = int(*x); }
     else if (flag == "lr") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.lr = *x; }
     else if (flag == "min-lr-ratio") { if (auto x = to_double(flag, value, 0, 1)) o.optimizer.min_lr_ratio = *x; }
     else if (flag == "weight-decay") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.weight_decay = *x; }
@@ -349,6 +340,8 @@ bool Run::setup(Diagnostics& d) {
   gc.param_pad_multiple = L.dp;
   gc.offload = L.offload;
   gc.sp = L.sp;
+  gc.zero = L.zero;
+  gc.dp = groups_.dp.get();
   micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
   // One stage runs 1F1B (one micro-batch in flight); otherwise the chosen schedule's table.
   const Schedule sched = L.pp == 1 ? Schedule::OneFOneB : L.schedule;
@@ -471,7 +464,9 @@ bool Run::resume(Diagnostics& d) {
   };
   for (size_t c = 0; c < models_.size(); ++c) {
     const std::string suffix = c == 0 ? "" : ".chunk" + std::to_string(c);
-    load("params" + suffix, models_[c]->params(), models_[c]->num_params());
+    Gpt& g = *models_[c];  // ZeRO-3 checkpoints hold each rank's parameter shard
+    if (g.params()) load("params" + suffix, g.params(), g.num_params());
+    else load("params" + suffix, g.param_shard(), g.shard_numel());
     load("adam.m" + suffix, opts_[c]->m(), opts_[c]->state_numel());
     load("adam.v" + suffix, opts_[c]->v(), opts_[c]->state_numel());
   }
@@ -497,10 +492,13 @@ bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
   std::vector<std::string> names;
   for (size_t c = 0; c < models_.size(); ++c) {
     const std::string suffix = c == 0 ? "" : ".chunk" + std::to_string(c);
-    const Gpt& g = *models_[c];
+    Gpt& g = *models_[c];
     Optimizer& op = *opts_[c];
     for (auto [name, src, count] :
-         {std::tuple{"params", static_cast<const float*>(models_[c]->params()), g.num_params()},
+         {g.params() ? std::tuple{"params", static_cast<const float*>(models_[c]->params()),
+                                  g.num_params()}
+                     : std::tuple{"params", static_cast<const float*>(models_[c]->param_shard()),
+                                  g.shard_numel()},
           std::tuple{"adam.m", static_cast<const float*>(op.m()), op.state_numel()},
           std::tuple{"adam.v", static_cast<const float*>(op.v()), op.state_numel()}}) {
       host.emplace_back(size_t(count));
@@ -548,13 +546,13 @@ void Run::sync_tied_embedding() {
   Gpt& g = first ? *models_.front() : *models_.back();
   const ParamInfo* p = g.find_param(first ? "wte" : "wte.tied");
   std::vector<float> mine(size_t(p->numel)), other(size_t(p->numel));
-  be_->to_host(mine.data(), g.grads() + p->offset, p->numel);
+  be_->to_host(mine.data(), g.grad_at(p->offset), p->numel);
   const int peer = first ? o_.layout.pp - 1 : 0;
   groups_.pp->send_async(mine.data(), p->numel, peer, 1 << 30);
   groups_.pp->recv(other.data(), p->numel, peer, 1 << 30);
   groups_.pp->wait_sends();
   for (size_t i = 0; i < mine.size(); ++i) mine[i] += other[i];
-  be_->from_host(g.grads() + p->offset, mine.data(), p->numel);
+  be_->from_host(g.grad_at(p->offset), mine.data(), p->numel);
 }
 
 // --dump-grads: the step-1 gradients, summed over DP, un-sharded to the single-rank layout of
@@ -585,9 +583,15 @@ void Run::dump_gradients() {
       full["layers." + std::to_string(l) + "." + t].assign(size_t(sizes(t)), 0.0);
   for (const char* t : {"wte", "wpe", "lnf.w", "lnf.b"}) full[t].assign(size_t(sizes(t)), 0.0);
   for (auto& model : models_) {
-    std::vector<float> g(size_t(model->num_params()));
-    be_->to_host(g.data(), model->grads(), model->num_params());
-    groups_.dp->all_reduce_sum(g.data(), int64_t(g.size()));
+    std::vector<float> g(size_t(model->padded_params()));
+    if (model->grad_shard()) {  // ZeRO-2/3: the shards hold the DP sums already
+      std::vector<float> shard(size_t(model->shard_numel()));
+      be_->to_host(shard.data(), model->grad_shard(), model->shard_numel());
+      groups_.dp->all_gather(shard.data(), g.data(), model->shard_numel());
+    } else {
+      be_->to_host(g.data(), model->grads(), model->num_params());
+      groups_.dp->all_reduce_sum(g.data(), model->num_params());
+    }
     if (groups_.coords.dp != 0) continue;
     for (const ParamInfo& p : model->param_infos()) {
       if (p.name == "wte.tied" || (p.tp_replicated && r != 0)) continue;
@@ -707,6 +711,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   bubble_ = bubble / world_;
   for (auto& m : models_) m->finish_backward();
   sync_tied_embedding();
+  for (auto& m : models_) m->flush_gradients();
   if (step == 0 && !o_.dump_grads.empty()) dump_gradients();
   rec.backward_s += seconds_since(t);
   t = Clock::now();
@@ -757,9 +762,15 @@ int Run::execute() {
   {
     uint64_t h = 1469598103934665603ull;
     for (auto& m : models_) {
-      std::vector<float> host(size_t(m->num_params()));
-      be_->to_host(host.data(), m->params(), m->num_params());
-      h = fnv1a(host.data(), host.size() * sizeof(float), h);
+      std::vector<float> host(size_t(m->padded_params()));
+      if (m->params()) {
+        be_->to_host(host.data(), m->params(), m->num_params());
+      } else {  // ZeRO-3: the replicas' shards put together
+        std::vector<float> shard(size_t(m->shard_numel()));
+        be_->to_host(shard.data(), m->param_shard(), m->shard_numel());
+        groups_.dp->all_gather(shard.data(), host.data(), m->shard_numel());
+      }
+      h = fnv1a(host.data(), size_t(m->num_params()) * sizeof(float), h);
     }
     // Only DP replicas hold the same tensors; TP and PP ranks hold different parts.
     int64_t w[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
@@ -813,9 +824,13 @@ int Run::execute() {
     const std::string host(name, size_t(len));
     hosts = gather_lines({host}, rank_, world_);
     const RankCoords& c = groups_.coords;
-    int64_t param_bytes = 0, state_bytes = 0, act_bytes = 0, host_act_bytes = 0;
+    int64_t param_bytes = 0, grad_bytes = 0, param_buf = 0, grad_buf = 0, state_bytes = 0,
+            act_bytes = 0, host_act_bytes = 0;
     for (size_t k = 0; k < models_.size(); ++k) {
-      param_bytes += models_[k]->padded_params() * int64_t(sizeof(float));
+      param_bytes += models_[k]->param_bytes();
+      grad_bytes += models_[k]->grad_bytes();
+      param_buf += models_[k]->param_buffer_bytes();
+      grad_buf += models_[k]->grad_buffer_bytes();
       state_bytes += 2 * opts_[k]->state_numel() * int64_t(sizeof(float));
       act_bytes += models_[k]->activation_bytes();
       host_act_bytes += models_[k]->host_activation_bytes();
@@ -829,20 +844,23 @@ int Run::execute() {
                                   .add("pp", c.pp)
                                   .add("tp", c.tp)
                                   .add("param_bytes", param_bytes)
-                                  .add("grad_bytes", param_bytes)
+                                  .add("grad_bytes", grad_bytes)
+                                  .add("param_buffer_bytes", param_buf)
+                                  .add("grad_buffer_bytes", grad_buf)
                                   .add("optimizer_bytes", state_bytes)
                                   .add("activation_device_bytes", act_bytes)
                                   .add("activation_host_bytes", host_act_bytes)
                                   .str()},
                              rank_, world_);
-    char line[320];
+    char line[480];
     const double mib = 1024.0 * 1024.0;
+    // ZeRO-2/3: the totals include the reusable gathered-weight and gradient-bucket buffers.
     std::snprintf(line, sizeof(line),
-                  "rank %d (d%d,p%d,t%d): parameters %.2f MiB, gradients %.2f MiB, optimizer "
-                  "state %.2f MiB, activations %.2f MiB in the device pool + %.2f MiB offloaded "
-                  "to host",
-                  rank_, c.dp, c.pp, c.tp, param_bytes / mib, param_bytes / mib,
-                  state_bytes / mib, act_bytes / mib, host_act_bytes / mib);
+                  "rank %d (d%d,p%d,t%d): parameters %.4f MiB (%.4f gathered buffers), gradients "
+                  "%.4f MiB (%.4f buckets), optimizer state %.4f MiB, activations %.2f MiB in the "
+                  "device pool + %.2f MiB offloaded to host",
+                  rank_, c.dp, c.pp, c.tp, param_bytes / mib, param_buf / mib, grad_bytes / mib,
+                  grad_buf / mib, state_bytes / mib, act_bytes / mib, host_act_bytes / mib);
     memory = gather_lines({line}, rank_, world_);
   }
   const Layout& L = o_.layout;

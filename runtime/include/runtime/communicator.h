@@ -29,6 +29,13 @@ class Communicator {
   // recv: size() * count elements, block r from rank r.
   virtual void all_gather(const float* send, float* recv, int64_t count) = 0;
   virtual void all_gather(const double* send, double* recv, int64_t count) = 0;
+  // Variable block sizes (ZeRO-2/3 buckets over a flat buffer's shards): send holds the sum of
+  // counts; rank r receives the sum of its block (counts[r] elements; recv may be send itself:
+  // the block then lands at its start) ...
+  virtual void reduce_scatter_sum_v(const float* send, float* recv,
+                                    const std::vector<int64_t>& counts) = 0;
+  // ... and recv gets every rank's block in rank order (send: counts[rank()] elements).
+  virtual void all_gather_v(const float* send, float* recv, const std::vector<int64_t>& counts) = 0;
   virtual void broadcast(float* data, int64_t n, int root) = 0;
   virtual void send(const float* data, int64_t n, int peer, int tag) = 0;
   virtual void recv(float* data, int64_t n, int peer, int tag) = 0;

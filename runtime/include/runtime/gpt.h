@@ -31,6 +31,15 @@ struct GptConfig {
   bool sp = false;       // sequence parallelism over the TP group (needs tp > 1 to matter)
   bool offload = false;  // keep checkpointed activations (layer inputs) of in-flight micro-batches
                          // in host memory between their forward and backward
+  // ZeRO stage (Rajbhandari et al. 2020) as far as the model's buffers go; `dp` is the DP group.
+  // 0 and 1: whole parameter and gradient buffers. 2: this rank keeps only its 1/dp shard of the
+  // accumulated gradients; each layer's gradients go to one reusable bucket that is
+  // reduce-scattered into the shards right after that layer's backward (embedding and final-norm
+  // gradients: once per step, see flush_gradients). 3: also only the parameter shard; a layer's
+  // full weights are all-gathered into one reusable buffer before its forward and again before
+  // its backward (the embedding and final norm once per step, in zero_grads).
+  int zero = 0;
+  Communicator* dp = nullptr;  // needed for zero >= 2
 };
 
 // One parameter tensor of this rank inside the flat parameter buffer.
@@ -62,8 +71,24 @@ class Gpt {
   // Flat device buffers in the order of param_infos(), padded_params() long (zero tail).
   int64_t num_params() const { return num_params_; }
   int64_t padded_params() const { return padded_params_; }
-  float* params() { return params_; }
-  float* grads() { return grads_; }
+  float* params() { return params_; }  // nullptr with zero 3
+  float* grads() { return grads_; }    // nullptr with zero >= 2
+  // ZeRO shards of the flat buffer: [shard_begin, shard_begin + shard_numel) on this DP rank.
+  int64_t shard_begin() const { return shard_begin_; }
+  int64_t shard_numel() const { return shard_; }
+  float* grad_shard() { return gshard_; }   // zero >= 2: accumulated, DP-summed gradients
+  float* param_shard() { return pshard_; }  // zero 3: this rank's parameters
+  // Gradient of the element at flat `offset` of the embedding or final norm (tied embedding sync).
+  float* grad_at(int64_t offset) { return gd(offset); }
+  // zero >= 2, after the step's last backward, finish_backward and the tied-embedding sync:
+  // reduce-scatters the embedding / final-norm gradients into the shards. No-op otherwise.
+  void flush_gradients();
+  // Bytes held for parameters and gradients, buffers included, and the reusable gathered-weight
+  // / gradient-bucket buffers alone (zero >= 2).
+  int64_t param_bytes() const { return param_bytes_; }
+  int64_t grad_bytes() const { return grad_bytes_; }
+  int64_t param_buffer_bytes() const { return param_buffer_bytes_; }
+  int64_t grad_buffer_bytes() const { return grad_buffer_bytes_; }
   const std::vector<ParamInfo>& param_infos() const { return infos_; }
   const ParamInfo* find_param(const std::string& name) const;
   // Normal(0, 0.02) matrices (out-projections / sqrt(2 * layers), GPT-2), norms 1 and 0. Element
@@ -100,6 +125,14 @@ class Gpt {
   void gather_rows_in_place(float* full);
   const float* gather_rows(const float* local);
   void reduce_rows(float* partial, float* local);
+  // ZeRO-2/3 units: 0 = embedding (first stage), 1 + i = layer i, nl + 1 = final norm and tied
+  // head; unit u is the flat range [unit_begin_[u], unit_begin_[u + 1]).
+  int unit_of(int64_t offset) const;
+  std::vector<int64_t> unit_counts(int u) const;  // its intersection with each rank's shard
+  const float* wt(int64_t offset) const;  // parameter element at a flat offset
+  float* gd(int64_t offset);              // its gradient
+  void acquire_layer(int i);              // zero 3: gather layer i's weights
+  void reduce_unit(int u, float* buf);    // zero >= 2: bucket -> shards, bucket zeroed
 
   GptConfig cfg_;
   Backend& be_;
@@ -116,6 +149,13 @@ class Gpt {
   float* params_ = nullptr;
   float* grads_ = nullptr;
   std::vector<LayerParams> layers_;  // offsets into the flat buffers
+  std::vector<int64_t> unit_begin_;
+  int64_t shard_ = 0, shard_begin_ = 0;
+  float *gshard_ = nullptr, *pshard_ = nullptr;
+  float *wbuf_ = nullptr, *gbuf_ = nullptr;  // one layer's gathered weights / gradient bucket
+  float *wedge_[2] = {nullptr, nullptr}, *gedge_[2] = {nullptr, nullptr};  // units 0, nl + 1
+  int w_layer_ = -1, g_layer_ = -1;  // layer whose weights / gradients the buffers hold
+  int64_t param_bytes_ = 0, grad_bytes_ = 0, param_buffer_bytes_ = 0, grad_buffer_bytes_ = 0;
   int64_t off_wte_ = -1, off_wpe_ = -1, off_lnf_w_ = -1, off_lnf_b_ = -1;
   std::vector<Slot> slots_;
   std::vector<LayerActs> shared_acts_;  // recompute: one set reused by every layer

@@ -6,7 +6,9 @@
 // all-gather (the ring all-reduce's two halves, which is what MPI_Allreduce does for large
 // buffers), so every element's sum, norm and update are computed identically: ZeRO-1 and plain DP
 // give bitwise-equal weights. Plain DP all-gathers the reduced gradients and updates all weights;
-// ZeRO-1 updates its shard and all-gathers the weights.
+// ZeRO-1 updates its shard and all-gathers the weights. ZeRO-2 finds the reduced gradient shard
+// already accumulated by the model (one reduce-scatter per layer bucket and micro-batch, gpt.h);
+// ZeRO-3 also updates the model's parameter shard in place and gathers nothing here.
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@ struct OptimizerConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   double weight_decay = 0.1;  // decoupled, on matrices and embeddings only
   double clip = 1.0;          // max global gradient L2 norm; <= 0 = no clipping
-  int zero = 0;               // 0 or 1
+  int zero = 0;               // 0 to 3 (stages 2 and 3: the model holds the shards, gpt.h)
 };
 
 // Learning rate at 0-based `step`: lr * (step + 1) / warmup during warm-up, then
@@ -71,6 +73,7 @@ class Optimizer {
   Communicator &dp_, &tp_, &pp_;
   int64_t padded_ = 0, shard_ = 0, shard_begin_ = 0, state_numel_ = 0;
   float *m_ = nullptr, *v_ = nullptr, *gshard_ = nullptr;
+  bool owns_gshard_ = true;
 };
 
 }  // namespace capplan::rt
