@@ -548,6 +548,12 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
            std::to_string(md.ffn_hidden_or_default());
   if (int64_t(ly.pp) * ly.vp > md.layers)
     return "pp*vp = " + std::to_string(ly.pp * ly.vp) + " must be <= layers = " + std::to_string(md.layers);
+  // Interleaving needs equal chunks, as in Megatron-LM (Narayanan et al. 2021 Sec 2.2.2): with
+  // chunks of unequal size the schedule stalls in ways the closed form below does not capture, and
+  // capplan-train refuses such a layout too.
+  if (ly.vp > 1 && md.layers % (ly.pp * ly.vp) != 0)
+    return "vp = " + std::to_string(ly.vp) + " must divide the layers per stage (layers = " +
+           std::to_string(md.layers) + ", pp*vp = " + std::to_string(ly.pp * ly.vp) + ")";
   if (ly.vp > 1 && ly.schedule != Schedule::Interleaved) return "vp > 1 needs schedule interleaved";
   if (ly.schedule == Schedule::Interleaved && (ly.vp < 2 || ly.pp < 2))
     return "schedule interleaved needs pp >= 2 and vp >= 2";

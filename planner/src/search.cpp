@@ -198,6 +198,7 @@ struct Worker {
             }
             for (int vp = vp_lo; vp <= vp_hi; ++vp) {
               if (pin.vp && *pin.vp != vp) continue;
+              if (vp > 1 && sc.model.layers % (u.pp * vp) != 0) continue;  // equal chunks only
               ly.schedule = sch;
               ly.vp = vp;
               for (int z = 0; z <= max_zero; ++z) {
