@@ -203,6 +203,22 @@ INSTANTIATE_TEST_SUITE_P(
                       "--dp 2 --tp 4 --sp --zero 1 --order PTD", "--pp 2 --tp 4 --schedule gpipe",
                       "--dp 2 --pp 2 --tp 2 --sp --zero 1 --recompute full --order TPD"));
 
+// ZeRO-3 checkpoints hold each rank's parameter shard (and Adam's): resuming from step 10
+// continues bitwise.
+TEST(RuntimeTrain, ZeroThreeResumesFromItsShardsBitwise) {
+  const fs::path dir = work_dir() / "ckpt";
+  fs::remove_all(dir);
+  const std::string args = common(true) + " --dp 2 --zero 3 --checkpoint-every 10";
+  const Result straight = run(2, args + " --checkpoint-dir " + dir.string());
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  ASSERT_EQ(straight.losses.size(), 20u) << straight.output;
+  const Result resumed = run(2, args + " --resume " + (dir / "step-000010").string());
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  ASSERT_EQ(resumed.losses.size(), 10u) << resumed.output;
+  for (int step = 11; step <= 20; ++step)
+    EXPECT_EQ(resumed.losses.at(step), straight.losses.at(step)) << "step " << step;
+}
+
 // ZeRO-2 and 3 on 8 ranks (gbs 16: two micro-batches per DP rank, so the gradient shards
 // accumulate over micro-batches), 10 steps. Against one rank: within 1e-5, as every layout.
 // Against ZeRO-1: ZeRO-2 reduce-scatters each micro-batch's layer bucket and adds the DP sums of
@@ -319,7 +335,9 @@ TEST(RuntimeTrain, GradientsAfterStepOneMatchSingleRankUnsharded) {
   }
   for (const auto& [model, layout] :
        {std::pair{deep_model_file(), std::string("--dp 2 --pp 2 --tp 2 --sp --zero 1")},
-        std::pair{llama, std::string("--tp 4 --pp 2 --vp 2 --schedule interleaved")}}) {
+        std::pair{llama, std::string("--tp 4 --pp 2 --vp 2 --schedule interleaved")},
+        std::pair{llama, std::string("--dp 4 --pp 2 --zero 3")},
+        std::pair{deep_model_file(), std::string("--dp 2 --pp 2 --tp 2 --sp --zero 2")}}) {
     const std::string base = "--model " + model + " --gbs 8 --steps 1 --seed 3 --dump-grads ";
     const Result ref = run(1, base + (dir / "ref.txt").string());
     ASSERT_EQ(ref.status, 0) << ref.output;
