@@ -32,7 +32,8 @@ Optimizer::Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend
     state_numel_ = padded_;
   }
   if (cfg_.zero >= 2 && (model_.config().zero != cfg_.zero || model_.shard_numel() != shard_))
-    throw std::invalid_argument("ZeRO-2/3: the model must be built with the same stage and DP group");
+    throw std::invalid_argument(
+        "ZeRO-2/3: the model must be built with the same stage and DP group");
   m_ = be_.allocate(state_numel_);
   v_ = be_.allocate(state_numel_);
   // ZeRO-2/3: the model accumulates the reduced gradient shard itself.
