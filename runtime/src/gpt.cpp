@@ -182,7 +182,7 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
         wedge_[e] = alloc(edge[e], false);
         param_buffer_bytes_ += edge[e] * fb;
       }
-    param_bytes_ = shard_ * fb + param_buffer_bytes_;
+    param_bytes_ = shard_ * fb;
   } else {
     params_ = alloc(padded_params_, false);
     param_bytes_ = padded_params_ * fb;
@@ -196,7 +196,7 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
         gedge_[e] = alloc(edge[e], false);
         grad_buffer_bytes_ += edge[e] * fb;
       }
-    grad_bytes_ = shard_ * fb + grad_buffer_bytes_;
+    grad_bytes_ = shard_ * fb;
   } else {
     grads_ = alloc(padded_params_, false);
     grad_bytes_ = padded_params_ * fb;

@@ -845,8 +845,7 @@ int Run::execute() {
                                   .add("tp", c.tp)
                                   .add("param_bytes", param_bytes)
                                   .add("grad_bytes", grad_bytes)
-                                  .add("param_buffer_bytes", param_buf)
-                                  .add("grad_buffer_bytes", grad_buf)
+                                  .add("buffers_bytes", param_buf + grad_buf)
                                   .add("optimizer_bytes", state_bytes)
                                   .add("activation_device_bytes", act_bytes)
                                   .add("activation_host_bytes", host_act_bytes)
@@ -854,13 +853,16 @@ int Run::execute() {
                              rank_, world_);
     char line[480];
     const double mib = 1024.0 * 1024.0;
-    // ZeRO-2/3: the totals include the reusable gathered-weight and gradient-bucket buffers.
+    // ZeRO-2/3: parameters and gradients are the shards; the buffers (one gathered layer and
+    // one gradient bucket, plus the embedding and final norm) are counted apart, as the planner's
+    // memory model counts ZeRO-3's gathered layers among its buffers.
     std::snprintf(line, sizeof(line),
-                  "rank %d (d%d,p%d,t%d): parameters %.4f MiB (%.4f gathered buffers), gradients "
-                  "%.4f MiB (%.4f buckets), optimizer state %.4f MiB, activations %.2f MiB in the "
-                  "device pool + %.2f MiB offloaded to host",
-                  rank_, c.dp, c.pp, c.tp, param_bytes / mib, param_buf / mib, grad_bytes / mib,
-                  grad_buf / mib, state_bytes / mib, act_bytes / mib, host_act_bytes / mib);
+                  "rank %d (d%d,p%d,t%d): parameters %.4f MiB, gradients %.4f MiB, optimizer state "
+                  "%.4f MiB, ZeRO buffers %.4f MiB (gathered weights %.4f + gradient buckets "
+                  "%.4f), activations %.2f MiB in the device pool + %.2f MiB offloaded to host",
+                  rank_, c.dp, c.pp, c.tp, param_bytes / mib, grad_bytes / mib, state_bytes / mib,
+                  (param_buf + grad_buf) / mib, param_buf / mib, grad_buf / mib, act_bytes / mib,
+                  host_act_bytes / mib);
     memory = gather_lines({line}, rank_, world_);
   }
   const Layout& L = o_.layout;

@@ -83,8 +83,9 @@ class Gpt {
   // zero >= 2, after the step's last backward, finish_backward and the tied-embedding sync:
   // reduce-scatters the embedding / final-norm gradients into the shards. No-op otherwise.
   void flush_gradients();
-  // Bytes held for parameters and gradients, buffers included, and the reusable gathered-weight
-  // / gradient-bucket buffers alone (zero >= 2).
+  // Bytes held for parameters and gradients across steps (whole buffers, or the ZeRO shards), and
+  // the reusable gathered-weight / gradient-bucket buffers besides them (zero >= 2; one layer plus
+  // the embedding and final norm).
   int64_t param_bytes() const { return param_bytes_; }
   int64_t grad_bytes() const { return grad_bytes_; }
   int64_t param_buffer_bytes() const { return param_buffer_bytes_; }
