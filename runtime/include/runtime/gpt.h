@@ -4,7 +4,8 @@
 // out-projection row-parallel), GELU or SwiGLU MLP (up/gate column-parallel, down row-parallel),
 // final norm, LM head tied to the embedding and a vocab-parallel cross-entropy. Linear layers have
 // no bias. A Gpt holds the layers [layer_begin, layer_end) of one pipeline stage; forward and
-// backward are written by hand. It does no data-parallel communication (the trainer does).
+// backward are written by hand. Data-parallel communication is the trainer's, except ZeRO-2/3's
+// per-layer weight gathers and gradient reduce-scatters (GptConfig::zero).
 #pragma once
 
 #include <cstdint>
