@@ -25,6 +25,11 @@ void gemm_serial(bool ta, bool tb, int M, int N, int K, float alpha, const float
                  const float* B, int ldb, float beta, float* C, int ldc) {
   if (M <= 0 || N <= 0) return;
 #ifdef CAPPLAN_HAVE_CBLAS
+  // OpenBLAS's OpenMP build keeps its thread count per calling thread (an OpenMP ICV), so each
+  // pool worker says "one thread" once; otherwise every worker's GEMM would start its own team
+  // and oversubscribe the cores. The pthread build keeps one global count: the call is harmless.
+  static thread_local const bool single_threaded = (openblas_set_num_threads(1), true);
+  (void)single_threaded;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N,
               K, alpha, A, lda, B, ldb, beta, C, ldc);
 #else
