@@ -271,3 +271,37 @@ TEST(Cli, UserClusterFileWithOnlyRequiredKeys) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(has(r.out, "\"gpus\": 8")) << r.out;
 }
+
+TEST(Cli, ExportWritesEachFormatFromAPlan) {
+  // Expectation: the default plan (dp 15, tp 8, pp 8, ZeRO-1) as SageMaker smp_options carries the
+  // degrees and the optimizer-state sharding; a DeepSpeed config carries the batch arithmetic
+  // gbs = mbs * grad_accum * dp (1920 = 1 * 128 * 15); an sbatch script is shell-valid.
+  CliRun r = run_cli("export --plan default --format smp");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"pipeline_parallel_degree\": 8")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"tensor_parallel_degree\": 8")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"shard_optimizer_state\": true")) << r.out;
+  r = run_cli("export --plan default --format deepspeed");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"train_batch_size\": 1920")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"gradient_accumulation_steps\": 128")) << r.out;
+  const std::string script = std::filesystem::temp_directory_path().string() + "/capplan-cli-export-" +
+                             std::to_string(::getpid()) + ".sbatch";
+  r = run_cli("export --plan default --format sbatch --out '" + script + "'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(slurp(script), "capplan-train"));
+  EXPECT_EQ(std::system(("bash -n '" + script + "'").c_str()), 0);
+  std::filesystem::remove(script);
+}
+
+TEST(Cli, ExportBadFormatOrLayoutExitsTwo) {
+  CliRun r = run_cli("export --plan default --format nope");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "--format: expected smp, megatron, deepspeed or sbatch, found 'nope'")) << r.err;
+  r = run_cli("export --plan default");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(has(r.err, "--format")) << r.err;
+  r = run_cli("export --model gpt3-13b --cluster p4d.24xlarge --nodes 8 --dp 8 --tp 3 --pp 1 --mbs 1 "
+              "--gbs 512 --format megatron");
+  EXPECT_EQ(r.status, 2);
+}
