@@ -32,27 +32,25 @@
 #include "item_models.h"
 #include "planner/catalog.h"
 #include "planner/export.h"
+#include "planner/plan_io.h"
 #include "planner/spec_io.h"
 #include "search_job.h"
 
 namespace capplan::gui {
 
 PlanInputs defaultInputs(Diagnostics* diagnostics) {
+  // The embedded default plan (configs/plans/default.yaml), the same one `capplan estimate --plan
+  // default` reads.
   PlanInputs in;
-  in.modelRef = "gpt3-175b";
-  in.clusterRef = "p4d.24xlarge";
-  Loaded<ModelSpec> m = load_model(in.modelRef);
-  Loaded<ClusterSpec> c = load_cluster(in.clusterRef);
-  if (m.value) in.model = *m.value;
-  if (c.value) in.cluster = *c.value;
-  if (diagnostics != nullptr) {
-    diagnostics->append(m.diagnostics);
-    diagnostics->append(c.diagnostics);
-  }
-  in.training.gbs = 1536;
-  in.training.tokens = 300e9;
-  in.training.precision = Precision::Bf16;
-  in.nodesMin = in.nodesMax = 120;
+  Loaded<Plan> plan = load_plan("default");
+  if (diagnostics != nullptr) diagnostics->append(plan.diagnostics);
+  if (!plan.value) return in;
+  in.modelRef = plan.value->model_ref;
+  in.clusterRef = plan.value->cluster_ref;
+  in.model = plan.value->scenario.model;
+  in.cluster = plan.value->scenario.cluster;
+  in.training = plan.value->scenario.training;
+  in.nodesMin = in.nodesMax = plan.value->scenario.nodes;
   return in;
 }
 

@@ -57,7 +57,7 @@ struct PlanInputs {
   bool showInfeasible = false;
 };
 
-// GPT-3 175B on 120 x p4d.24xlarge, gbs 1536, 300B tokens, from the embedded catalog.
+// The embedded default plan: GPT-3 175B on 120 x p4d.24xlarge, gbs 1536, 300B tokens.
 PlanInputs defaultInputs(Diagnostics* diagnostics = nullptr);
 
 struct MainWindowOptions {

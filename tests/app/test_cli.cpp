@@ -229,10 +229,10 @@ TEST(Cli, HuggingFaceConfigAsModel) {
 }
 
 TEST(Cli, EstimateFromAPlanFile) {
-  // The embedded default plan: dp 15, tp 8, pp 8 over 120 x p4d.24xlarge.
+  // The embedded default plan: dp 12, tp 4, pp 20 over 120 x p4d.24xlarge.
   CliRun r = run_cli("estimate --plan default --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "\"dp\": 15")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"dp\": 12")) << r.out;
   EXPECT_TRUE(has(r.out, "\"gpus\": 960")) << r.out;
   r = run_cli("estimate --plan default --tp 4");
   EXPECT_EQ(r.status, 2);
@@ -273,17 +273,17 @@ TEST(Cli, UserClusterFileWithOnlyRequiredKeys) {
 }
 
 TEST(Cli, ExportWritesEachFormatFromAPlan) {
-  // Expectation: the default plan (dp 15, tp 8, pp 8, ZeRO-1) as SageMaker smp_options carries the
+  // Expectation: the default plan (dp 12, tp 4, pp 20, ZeRO-1) as SageMaker smp_options carries the
   // degrees and the optimizer-state sharding; a DeepSpeed config carries the batch arithmetic
-  // gbs = mbs * grad_accum * dp (1920 = 1 * 128 * 15); an sbatch script is shell-valid.
+  // gbs = mbs * grad_accum * dp (1536 = 1 * 128 * 12); an sbatch script is shell-valid.
   CliRun r = run_cli("export --plan default --format smp");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "\"pipeline_parallel_degree\": 8")) << r.out;
-  EXPECT_TRUE(has(r.out, "\"tensor_parallel_degree\": 8")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"pipeline_parallel_degree\": 20")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"tensor_parallel_degree\": 4")) << r.out;
   EXPECT_TRUE(has(r.out, "\"shard_optimizer_state\": true")) << r.out;
   r = run_cli("export --plan default --format deepspeed");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "\"train_batch_size\": 1920")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"train_batch_size\": 1536")) << r.out;
   EXPECT_TRUE(has(r.out, "\"gradient_accumulation_steps\": 128")) << r.out;
   const std::string script = std::filesystem::temp_directory_path().string() + "/capplan-cli-export-" +
                              std::to_string(::getpid()) + ".sbatch";
