@@ -164,6 +164,7 @@ int cmd_simulate(int argc, char** argv) {
     write_breakdown(w, sim.breakdown_s);
     w.field("bubble_fraction", sim.bubble_fraction);
     w.field("critical_stage", sim.critical_stage);
+    w.field("breakdown_stage", sim.breakdown_stage);
     w.key("stage_rank").begin_array();
     for (int r : sim.stage_rank) w.value(r);
     w.end_array();
@@ -216,6 +217,7 @@ int cmd_simulate(int argc, char** argv) {
     std::printf("  %-10s %12s %12s\n", name, fmt_fixed(v.first, 4).c_str(), fmt_fixed(v.second, 4).c_str());
   }
   std::printf("%-12s %12s %12s\n", "bubble", pct(sim.bubble_fraction).c_str(), pct(est.bubble_fraction).c_str());
+  std::printf("(simulated breakdown on the pacing stage %d)\n", sim.breakdown_stage);
   std::printf("\nper stage (simulated GPU = dp 0, tp 0; critical stage %d; %lld events%s):\n",
               sim.critical_stage, (long long)sim.num_events, opts.contention ? ", with contention" : "");
   std::printf("  %5s %6s %6s %8s %14s\n", "stage", "rank", "node", "busy", "peak act GiB");

@@ -557,14 +557,14 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
   out.busy_fraction_per_gpu.resize(size_t(pp));
   for (int s = 0; s < pp; ++s) out.busy_fraction_per_gpu[size_t(s)] = step > 0 ? compute_busy[size_t(s)] / step : 0;
 
-  // Breakdown on the critical GPU: its compute-stream work by kind, and each idle gap charged to
-  // what it waited for (the dependency that finished last): a transfer's own duration to its
-  // term, the rest of the gap to the bubble.
+  // Breakdown of every simulated GPU: its compute-stream work by kind, and each idle gap charged
+  // to what it waited for (the dependency that finished last): a transfer's own duration to its
+  // term, the rest of the gap to the bubble; the idle tail after its last task is bubble too. So
+  // each GPU's terms sum to the step time.
+  std::vector<TimeBreakdown> per_stage(static_cast<size_t>(pp));
   {
-    TimeBreakdown& b = out.breakdown_s;
-    double prev_end = 0;
-    const int cs = out.critical_stage;
-    auto charge_gap = [&](double gap, int dep) {
+    std::vector<double> prev_end(size_t(pp), 0.0);
+    auto charge_gap = [&](TimeBreakdown& b, double gap, int dep) {
       if (gap <= 0) return;
       if (dep < 0) {
         b.bubble += gap;
@@ -588,8 +588,10 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
       }
     };
     for (const Task& t : tasks) {
-      if (t.stage != cs || t.stream != SimStream::Compute) continue;
-      charge_gap(t.start_s - prev_end, t.last_dep);
+      if (t.stream != SimStream::Compute) continue;
+      TimeBreakdown& b = per_stage[size_t(t.stage)];
+      double& prev = prev_end[size_t(t.stage)];
+      charge_gap(b, t.start_s - prev, t.last_dep);
       const double dur = t.end_s - t.start_s;
       switch (t.kind) {
         case SimTaskKind::Forward:
@@ -600,11 +602,33 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
         case SimTaskKind::Optimizer: b.optimizer += dur; break;
         default: break;
       }
-      prev_end = t.end_s;
+      prev = t.end_s;
     }
-    const double tail = step - prev_end;
-    if (tail > 0) b.bubble += tail;
-    out.bubble_fraction = step > 0 ? b.bubble / step : 0;
+    for (int s = 0; s < pp; ++s) {
+      const double tail = step - prev_end[size_t(s)];
+      if (tail > 0) per_stage[size_t(s)].bubble += tail;
+    }
+  }
+
+  // The pacing GPU. The estimate's breakdown is that of the stage that sets the pace of the 1F1B
+  // steady state: m slots of its compute-stream work, its sends and its exposed copies, plus the
+  // fill it waits for (cost_model.cpp, "Pace of the pipeline"). The GPU that finishes last may be
+  // a lighter one (stage 0 holding fewer layers when pp does not divide them) whose extra idle
+  // time is the heavier stages' work, not a pipeline bubble. So the breakdown is taken on the
+  // stage with the least bubble, that is the most work of its own (compute, recompute, TP,
+  // optimizer, and the transfers it waited for), the last to finish among equals (equal stages:
+  // the critical one, with the textbook bubble (p-1)/(m+p-1)). Its bubble is the fill and drain
+  // around it, as the estimate's; it also holds any stall the estimate does not model.
+  {
+    int best = 0;
+    for (int s = 1; s < pp; ++s) {
+      const double d = per_stage[size_t(s)].bubble - per_stage[size_t(best)].bubble;
+      const double tie = 1e-9 * std::max(step, 1e-30);
+      if (d < -tie || (d <= tie && stage_end[size_t(s)] > stage_end[size_t(best)] * (1 + 1e-12))) best = s;
+    }
+    out.breakdown_stage = best;
+    out.breakdown_s = per_stage[size_t(best)];
+    out.bubble_fraction = step > 0 ? out.breakdown_s.bubble / step : 0;
   }
 
   // Activation memory over time per stage: a chunk's activations are allocated when its forward

@@ -51,7 +51,8 @@ TEST(CliSimulate, JsonHasTheContractFields) {
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* key : {"\"step_time_s\"", "\"breakdown_s\"", "\"bubble_fraction\"", "\"busy_fraction_per_gpu\"",
                           "\"peak_activation_bytes_per_stage\"", "\"compute\"", "\"pp_comm\"", "\"dp_comm\"",
-                          "\"estimate\"", "\"activation_bytes_over_time_per_stage\""}) {
+                          "\"estimate\"", "\"activation_bytes_over_time_per_stage\"", "\"critical_stage\"",
+                          "\"breakdown_stage\""}) {
     EXPECT_TRUE(contains(r.out, key)) << key;
   }
   EXPECT_FALSE(contains(r.out, "\"run\""));

@@ -240,6 +240,40 @@ TEST(StepSimulation, UnevenStagesPaceIsTheSlowestStage) {
   EXPECT_NEAR(sim.busy_fraction_per_gpu[2], 42.0 / sim.step_time_s, 1e-9);
 }
 
+TEST(StepSimulation, BreakdownIsThePacingStageNotTheLastToFinish) {
+  // pp=2, m=4, 1F1B, no sends: stage 0 f=1, b=1 (light), stage 1 f=2, b=2 (heavy, it paces).
+  //   stage 1: F0 [1,3] B0 [3,5] F1 [5,7] B1 [7,9] F2 [9,11] B2 [11,13] F3 [13,15] B3 [15,17]
+  //   stage 0: F0 [0,1] F1 [1,2] B0 [5,6] F2 [6,7] B1 [9,10] F3 [10,11] B2 [13,14] B3 [17,18]
+  // Expectation: step 18 s = m (f1+b1) + (f0+b0), the estimate's T(c) of the heavy stage; stage 0
+  // finishes last (critical), but the breakdown is stage 1's: compute 16 s, bubble 1 + 1 = 2 s
+  // (the estimate's fill f0 + b0), bubble fraction 2/18, not stage 0's 10/18.
+  StepCosts c = equal_costs(2, 1, 0.5, 0.5);
+  c.chunks[1].forward_s = 2;
+  c.chunks[1].backward_input_s = 1;
+  c.chunks[1].backward_weight_s = 1;
+  const auto sim = simulate_step(c, pipeline(2, Schedule::OneFOneB), 8, 4);
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  std::printf("Expectation step 18 s, stage 1, compute 16 s, bubble 2 s; Actual result %.4f s, stage %d, %.4f s, "
+              "%.4f s\n",
+              sim.step_time_s, sim.breakdown_stage, sim.breakdown_s.compute, sim.breakdown_s.bubble);
+  EXPECT_NEAR(sim.step_time_s, 18.0, 1e-12);
+  EXPECT_EQ(sim.critical_stage, 0);
+  EXPECT_EQ(sim.breakdown_stage, 1);
+  EXPECT_NEAR(sim.breakdown_s.compute, 16.0, 1e-12);
+  EXPECT_NEAR(sim.breakdown_s.bubble, 2.0, 1e-12);
+  EXPECT_NEAR(sim.bubble_fraction, 2.0 / 18, 1e-12);
+  EXPECT_NEAR(sim.breakdown_s.sum(), sim.step_time_s, 1e-12);
+}
+
+TEST(StepSimulation, EqualStagesBreakdownIsTheCriticalStage) {
+  // Expectation: with equal stages every GPU has the same bubble, and the breakdown stays on the
+  // one that finishes last (stage 0 in 1F1B).
+  const auto sim = simulate_step(equal_costs(4, 1, 1, 1), pipeline(4, Schedule::OneFOneB), 8, 8);
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  EXPECT_EQ(sim.breakdown_stage, sim.critical_stage);
+  EXPECT_EQ(sim.critical_stage, 0);
+}
+
 TEST(StepSimulation, ChromeTraceHasOnePidPerGpuAndCompleteEvents) {
   Layout l = pipeline(2, Schedule::OneFOneB);
   l.order = "PDT";

@@ -55,9 +55,17 @@ struct StepSimulationOptions {
 
 struct StepSimulation {
   double step_time_s = 0;
-  TimeBreakdown breakdown_s;    // same terms as Estimate::breakdown_s, on the critical GPU
+  // Same terms as Estimate::breakdown_s, on the pacing GPU (breakdown_stage); they sum to
+  // step_time_s, its idle time to the end of the step counted as bubble.
+  TimeBreakdown breakdown_s;
   double bubble_fraction = 0;   // breakdown_s.bubble / step_time_s
   int critical_stage = 0;       // the stage whose GPU finishes last
+  // The stage that sets the pace, as the estimate's breakdown (planner/src/cost_model.cpp): the
+  // least bubble, that is the most work of its own (compute, recompute, TP collectives,
+  // optimizer, the transfers it waits for); among equals, the one that finishes last. On equal
+  // stages it is critical_stage; on uneven ones (pp not dividing the layers) a heavy stage, not
+  // the light one that waits for it.
+  int breakdown_stage = 0;
   std::vector<int> stage_rank;  // global rank of each simulated GPU
   std::vector<int> stage_node;  // its node
   std::vector<double> busy_fraction_per_gpu;  // compute-stream occupancy / step time, per stage
