@@ -618,7 +618,9 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
   // stage with the least bubble, that is the most work of its own (compute, recompute, TP,
   // optimizer, and the transfers it waited for), the last to finish among equals (equal stages:
   // the critical one, with the textbook bubble (p-1)/(m+p-1)). Its bubble is the fill and drain
-  // around it, as the estimate's; it also holds any stall the estimate does not model.
+  // around it, as the estimate's; it also holds any stall the estimate does not model. Where
+  // exposed offload copies set the pace, stage 0 (more activations) and the last stage (the LM
+  // head) may wait almost equally and the two choices can split compute and offload differently.
   {
     int best = 0;
     for (int s = 1; s < pp; ++s) {
