@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "../../runtime/src/crc32c_portable.h"
+#include "support/test_files.h"
 #include "runtime/checkpoint.h"
 
 namespace fs = std::filesystem;
@@ -16,26 +17,7 @@ using namespace capplan::rt;
 
 namespace {
 
-fs::path scratch_root() {
-  return fs::temp_directory_path() / ("capplan_rt_ckpt_" + std::to_string(::getpid()));
-}
-
-// Removes this process's scratch folder after the tests.
-class ScratchCleanup : public testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(scratch_root(), ec);
-  }
-};
-const auto* const scratch_cleanup = testing::AddGlobalTestEnvironment(new ScratchCleanup);
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = scratch_root() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return capplan::test::scratch_dir(name); }
 
 KeyValues layout_meta() { return {{"model", "gpt-tiny"}, {"dp", "2"}, {"zero", "0"}, {"world", "2"}}; }
 

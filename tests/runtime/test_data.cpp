@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "support/test_files.h"
 #include "runtime/data.h"
 
 namespace fs = std::filesystem;
@@ -18,26 +19,7 @@ using namespace capplan::rt;
 
 namespace {
 
-fs::path scratch_root() {
-  return fs::temp_directory_path() / ("capplan_rt_data_" + std::to_string(::getpid()));
-}
-
-// Removes this process's scratch folder after the tests.
-class ScratchCleanup : public testing::Environment {
- public:
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(scratch_root(), ec);
-  }
-};
-const auto* const scratch_cleanup = testing::AddGlobalTestEnvironment(new ScratchCleanup);
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path d = scratch_root() / name;
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
+fs::path fresh_dir(const std::string& name) { return capplan::test::scratch_dir(name); }
 
 // Writes a shard by hand, byte for byte as llm.c's write_datafile does (header then uint16).
 void write_raw(const fs::path& p, int32_t magic, int32_t version, int32_t count,

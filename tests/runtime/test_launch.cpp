@@ -19,6 +19,7 @@
 #include "planner/plan_io.h"
 #include "planner/search.h"
 #include "planner/spec_io.h"
+#include "support/test_files.h"
 #include "runtime/launch.h"
 
 namespace capplan::rt {
@@ -54,20 +55,8 @@ Scenario scenario_for(const std::string& model, int gpus, int64_t gbs, int seq =
   return s;
 }
 
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("capplan-test-launch-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string temp_dir(const std::string& name) { return capplan::test::scratch_dir(name).string(); }
+using capplan::test::read_text;
 
 // The scaled layout keeps the knobs, satisfies check_layout, and the model is small.
 void expect_scaled_ok(const Scenario& original, const Layout& l, const std::string& what) {

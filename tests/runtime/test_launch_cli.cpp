@@ -11,6 +11,7 @@
 
 #include "planner/plan_io.h"
 #include "planner/spec_io.h"
+#include "support/test_files.h"
 #include "runtime/launch.h"
 
 namespace capplan::rt {
@@ -34,20 +35,8 @@ CliResult run_capplan(std::vector<std::string> args) {
   return r;
 }
 
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("capplan-test-launch-cli-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string temp_dir(const std::string& name) { return capplan::test::scratch_dir(name).string(); }
+using capplan::test::read_text;
 
 // Flags shared by the tests: a stated peak keeps them from timing a GEMM.
 std::vector<std::string> with(std::vector<std::string> a) {

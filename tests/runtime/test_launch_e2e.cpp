@@ -15,6 +15,7 @@
 
 #include "planner/plan_io.h"
 #include "planner/spec_io.h"
+#include "support/test_files.h"
 #include "runtime/launch.h"
 
 namespace capplan::rt {
@@ -22,20 +23,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string temp_dir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() /
-                     ("capplan-test-launch-e2e-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p.string();
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string temp_dir(const std::string& name) { return capplan::test::scratch_dir(name).string(); }
+using capplan::test::read_text;
 
 std::string save_two_rank_plan(const std::string& dir, int dp, int tp) {
   Plan plan;
