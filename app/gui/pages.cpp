@@ -321,22 +321,25 @@ void MainWindow::refreshModelFigures() {
   const int mbs = selected_ ? selected_->layout.mbs : 1;
   const int seq = inputs_.training.seq_len > 0 ? inputs_.training.seq_len : m.seq_len;
   const ModelProfile whole = profile_model(m, 1, seq, 1, inputs_.training.precision);
-  // Mixed-precision Adam (Rajbhandari et al. 2020, ZeRO Sec 3.1): 2 bytes per parameter of
-  // bf16/fp16 weights, 2 of gradients, 12 of optimizer state (fp32 master weights, momentum,
-  // variance); before any sharding. Activations depend on the layout (Plan page).
+  // Model state before any sharding, at the cost model's bytes per parameter; activations depend
+  // on the layout (Plan page).
   const double n = whole.total_params;
+  const StateBytesPerParam state = state_bytes_per_param(inputs_.training.precision);
   modelFigures_->setText(
       tr("<table cellspacing=6>"
          "<tr><td><b>Parameters</b></td><td align=right>%1</td></tr>"
          "<tr><td><b>FLOPs per token</b> (forward + backward)</td><td align=right>%2</td></tr>"
-         "<tr><td><b>Weights</b> (16-bit, 2 B/param)</td><td align=right>%3 GiB</td></tr>"
-         "<tr><td><b>Gradients</b> (16-bit, 2 B/param)</td><td align=right>%4 GiB</td></tr>"
-         "<tr><td><b>Optimizer state</b> (fp32 master + Adam, 12 B/param)</td><td align=right>%5 GiB</td></tr>"
-         "<tr><td>Source</td><td>%6</td></tr></table>")
+         "<tr><td><b>Weights</b> (%3 B/param)</td><td align=right>%4 GiB</td></tr>"
+         "<tr><td><b>Gradients</b> (%5 B/param)</td><td align=right>%6 GiB</td></tr>"
+         "<tr><td><b>Optimizer state</b> (fp32 master + Adam, %7 B/param)</td><td align=right>%8 GiB</td></tr>"
+         "<tr><td>Source</td><td>%9</td></tr></table>")
           .arg(formatCount(n), formatCount(whole.flops_per_token))
-          .arg(2 * n / kGiB, 0, 'f', 1)
-          .arg(2 * n / kGiB, 0, 'f', 1)
-          .arg(12 * n / kGiB, 0, 'f', 1)
+          .arg(state.weights)
+          .arg(state.weights * n / kGiB, 0, 'f', 1)
+          .arg(state.gradients)
+          .arg(state.gradients * n / kGiB, 0, 'f', 1)
+          .arg(state.optimizer)
+          .arg(state.optimizer * n / kGiB, 0, 'f', 1)
           .arg(htmlEscape(m.source.empty() ? inputs_.modelRef : m.source)));
   profile_->setProfile(profile_model(m, tp, seq, mbs, inputs_.training.precision));
   if (auto* box = qobject_cast<QGroupBox*>(profileView_->parentWidget()))

@@ -69,11 +69,9 @@ Constants constants_for(const Scenario& sc) {
   c.inter_lat_s = cl.inter_node_latency_us > 0 ? cl.inter_node_latency_us * 1e-6 : kInterNodeLatency_s;
   c.pcie_Bps = (cl.pcie_gbyte_per_s > 0 ? cl.pcie_gbyte_per_s : kPcieDefault_gbyte_per_s) * 1e9 *
                kPcieEfficiency;
-  c.elem_bytes = p == Precision::Fp32 ? 4.0 : 2.0;
-  // bf16 training accumulates and all-reduces gradients in fp32 (Megatron-LM forces
-  // accumulate_allreduce_grads_in_fp32 with --bf16: bf16 sums lose too many bits); fp16 keeps
-  // 16-bit gradients (Korthikanti et al. 2022 Sec 3: 2 + 2 + 12 = 16 bytes per parameter).
-  c.grad_bytes = p == Precision::Fp16 ? 2.0 : 4.0;
+  const StateBytesPerParam state = state_bytes_per_param(p);
+  c.elem_bytes = state.weights;
+  c.grad_bytes = state.gradients;
   return c;
 }
 
@@ -428,7 +426,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
   tb.optimizer = opt_params * kAdamTrafficBytesPerParam / c.hbm_Bps;
 
   // Memory, by kind, on the stages that can peak: 0 (most micro-batches in flight), 1 and last.
-  const double opt_bytes_per_param = sc.training.precision == Precision::Fp32 ? 8.0 : 12.0;
+  const double opt_bytes_per_param = state_bytes_per_param(sc.training.precision).optimizer;
   MemoryBytes best;
   double best_total = -1;
   int mem_s_idx = 0;
@@ -528,6 +526,18 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
 }  // namespace detail
 
 // ---- Public API ---------------------------------------------------------------------------------
+
+StateBytesPerParam state_bytes_per_param(Precision p) {
+  StateBytesPerParam b;
+  b.weights = p == Precision::Fp32 ? 4.0 : 2.0;
+  // bf16 training accumulates and all-reduces gradients in fp32 (Megatron-LM forces
+  // accumulate_allreduce_grads_in_fp32 with --bf16: bf16 sums lose too many bits); fp16 keeps
+  // 16-bit gradients (Korthikanti et al. 2022 Sec 3: 2 + 2 + 12 = 16 bytes per parameter).
+  b.gradients = p == Precision::Fp16 ? 2.0 : 4.0;
+  // fp32 master weights + Adam momentum and variance; fp32 training needs no separate master copy.
+  b.optimizer = p == Precision::Fp32 ? 8.0 : 12.0;
+  return b;
+}
 
 std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
   const ModelSpec& md = sc.model;

@@ -401,3 +401,15 @@ TEST(CostModel, OffloadKeepsTwoMicrobatchesOnTheGpu) {
 
 }  // namespace
 }  // namespace capplan
+
+TEST(CostModel, StateBytesPerParamByPrecision) {
+  // Expectation (ZeRO Sec 3.1, Megatron-LM's fp32 gradient accumulation with bf16):
+  // fp16 2 + 2 + 12 = 16 B/param; bf16 2 + 4 + 12 = 18; fp32 4 + 4 + 8 = 16.
+  const capplan::StateBytesPerParam fp16 = capplan::state_bytes_per_param(capplan::Precision::Fp16);
+  const capplan::StateBytesPerParam bf16 = capplan::state_bytes_per_param(capplan::Precision::Bf16);
+  const capplan::StateBytesPerParam fp32 = capplan::state_bytes_per_param(capplan::Precision::Fp32);
+  EXPECT_DOUBLE_EQ(fp16.weights + fp16.gradients + fp16.optimizer, 16.0);
+  EXPECT_DOUBLE_EQ(bf16.weights + bf16.gradients + bf16.optimizer, 18.0);
+  EXPECT_DOUBLE_EQ(fp32.weights + fp32.gradients + fp32.optimizer, 16.0);
+  EXPECT_DOUBLE_EQ(bf16.gradients, 4.0);
+}

@@ -70,6 +70,17 @@ struct Estimate {
   int nodes = 0;
 };
 
+// Bytes of model state per parameter for mixed-precision Adam, before any ZeRO sharding: 16-bit
+// weights (fp32 when training in fp32); gradients in fp16 or, with bf16, accumulated and reduced in
+// fp32 (Megatron-LM); fp32 master weights + Adam moments, 12 bytes (8 in fp32 training, where the
+// weights are the master copy). Rajbhandari et al. 2020 (ZeRO) Sec 3.1. The estimate uses these.
+struct StateBytesPerParam {
+  double weights = 0;
+  double gradients = 0;
+  double optimizer = 0;
+};
+StateBytesPerParam state_bytes_per_param(Precision precision);
+
 // Checks the layout against the scenario's hard constraints (dp*tp*pp == GPUs, tp divides heads
 // and kv_heads, pp*vp <= layers, vp only with Interleaved, gbs divisible by dp*mbs, order a
 // permutation of DPT, zero in 0..3, ...). Returns the first violated constraint, named, or nullopt.
