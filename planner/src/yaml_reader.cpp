@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "planner/json_writer.h"
 #include "planner/spec_io.h"
 
 namespace capplan::detail {
@@ -282,17 +283,7 @@ std::string yaml_quote(const std::string& s) {
 std::string yaml_number(double v) {
   if (std::isnan(v)) return ".nan";
   if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
-  if (v == std::floor(v) && std::fabs(v) < 1e17) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    return buf;
-  }
-  char buf[40];
-  for (int prec = 6; prec <= 17; ++prec) {
-    std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
+  return shortest_number(v);
 }
 
 }  // namespace capplan::detail

@@ -4,6 +4,7 @@
 // price) are written as null.
 #pragma once
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,19 @@
 #include <vector>
 
 namespace capplan {
+
+// A finite double as the shortest text that reads back as the same value, independent of the
+// locale: whole numbers below 1e15 in plain digits ("300000000000"), others by std::to_chars
+// ("0.1", "1.5e-07"). Shared by the JSON writer and the YAML plan writer.
+inline std::string shortest_number(double v) {
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    const auto r = std::to_chars(buf, buf + sizeof buf, static_cast<long long>(v));
+    return std::string(buf, r.ptr);
+  }
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
 
 class JsonWriter {
  public:
@@ -79,20 +93,7 @@ class JsonWriter {
   const std::string& str() const { return out_; }
 
   // Shortest text that reads back as the same double; null when not finite.
-  static std::string number(double v) {
-    if (!std::isfinite(v)) return "null";
-    if (v == std::floor(v) && std::fabs(v) < 1e15) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.0f", v);
-      return buf;
-    }
-    char buf[40];
-    for (int prec = 6; prec <= 17; ++prec) {
-      std::snprintf(buf, sizeof buf, "%.*g", prec, v);
-      if (std::strtod(buf, nullptr) == v) break;
-    }
-    return buf;
-  }
+  static std::string number(double v) { return std::isfinite(v) ? shortest_number(v) : "null"; }
 
  private:
   JsonWriter& maybe_key(std::string_view k) { return k.empty() ? *this : key(k); }
