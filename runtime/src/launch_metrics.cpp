@@ -306,25 +306,6 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   return m;
 }
 
-std::map<std::string, double> parse_trainer_memory_line(const std::string& line) {
-  std::map<std::string, double> out;
-  const size_t at = line.find("memory on rank 0:");
-  if (at == std::string::npos) return out;
-  double w = 0, g = 0, o = 0, a = 0, h = 0;
-  const int n = std::sscanf(line.c_str() + at,
-                            "memory on rank 0: parameters %lf MiB, gradients %lf MiB, optimizer state "
-                            "%lf MiB, activations %lf MiB in the device pool + %lf MiB offloaded",
-                            &w, &g, &o, &a, &h);
-  if (n < 4) return out;
-  const double mib = 1024.0 * 1024.0;
-  out["weights"] = w * mib;
-  out["gradients"] = g * mib;
-  out["optimizer"] = o * mib;
-  out["activations"] = a * mib;
-  if (n == 5) out["offloaded"] = h * mib;
-  return out;
-}
-
 double parse_trainer_bubble(const std::string& line) {
   if (line.rfind("step ", 0) != 0) return kUnknown;
   const size_t at = line.rfind(" bubble ");

@@ -249,7 +249,6 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
   // stderr line that is not mpirun's banner ruling.
   std::vector<std::string> error_lines;
   std::string last_err;
-  std::map<std::string, double> trainer_memory;  // from its start-up line, if it prints one
   std::vector<double> step_bubbles;              // from its step lines, with pp > 1
   std::vector<MetricsRecord> records;
   MetricsTail tail(prepared.metrics_file);
@@ -288,7 +287,6 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
       rec.command, opt,
       [&](OutputStream s, const std::string& line) {
         if (log) log << line << '\n' << std::flush;
-        if (trainer_memory.empty()) trainer_memory = parse_trainer_memory_line(line);
         if (const double b = parse_trainer_bubble(line); std::isfinite(b)) step_bubbles.push_back(b);
         if (line.find("error:") != std::string::npos && error_lines.size() < 3) {
           error_lines.push_back(line);
@@ -313,10 +311,6 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
     std::sort(b.begin(), b.end());
     const size_t n = b.size();
     rec.measured.bubble_fraction = n % 2 ? b[n / 2] : 0.5 * (b[n / 2 - 1] + b[n / 2]);
-  }
-  if (rec.measured.memory_bytes.empty() && !trainer_memory.empty()) {
-    rec.measured.memory_bytes = trainer_memory;
-    rec.measured.memory_source = "capplan-train's start-up line, rank 0";
   }
   if (res.cancelled && timed_out) {
     rec.status = RunStatus::Failed;

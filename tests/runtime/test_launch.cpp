@@ -521,18 +521,10 @@ TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
   EXPECT_TRUE(std::isnan(row("step").simulated_s));
 }
 
-// Expectation: memory by kind comes from "memory" records (largest over ranks, names mapped to
-// the planner's kinds), or else from the trainer's start-up line; compare_memory pairs them with
-// the prediction and sums the measured device total.
+// Expectation: memory by kind comes from capplan-train's records (largest over ranks, names
+// mapped to the planner's kinds); compare_memory pairs them with the prediction and sums the
+// measured device total.
 TEST(LaunchMetrics, MemoryByKind) {
-  const auto from_line = parse_trainer_memory_line(
-      "memory on rank 0: parameters 1.5 MiB, gradients 1.5 MiB, optimizer state 3.0 MiB, "
-      "activations 2.0 MiB in the device pool + 0.5 MiB offloaded to host (4 micro-batch slots)");
-  const double mib = 1024.0 * 1024.0;
-  EXPECT_DOUBLE_EQ(from_line.at("weights"), 1.5 * mib);
-  EXPECT_DOUBLE_EQ(from_line.at("optimizer"), 3.0 * mib);
-  EXPECT_DOUBLE_EQ(from_line.at("offloaded"), 0.5 * mib);
-  EXPECT_TRUE(parse_trainer_memory_line("step 1/3 loss 5.5").empty());
   EXPECT_DOUBLE_EQ(parse_trainer_bubble("step 3/6 loss 5.5 lr 3e-4 grad_norm 0.8 step_s 0.09 tokens/s 5754.3 bubble 0.250"), 0.25);
   EXPECT_TRUE(std::isnan(parse_trainer_bubble("step 3/6 loss 5.5 tokens/s 5754.3")));
   EXPECT_TRUE(std::isnan(parse_trainer_bubble("no bubble 0.5")));

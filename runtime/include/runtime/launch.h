@@ -159,8 +159,7 @@ struct MeasuredRun {
   // Bytes by kind ("weights", "gradients", "optimizer", "activations", "offloaded") as the
   // trainer allocated them, largest over the ranks that report: from "placement" or "memory"
   // metrics records ({"rank":r, "param_bytes":.., "grad_bytes":.., "optimizer_bytes":..,
-  // "activation_device_bytes":.., "activation_host_bytes":..}), else from capplan-train's
-  // "memory on rank 0:" start-up line. Empty when neither is there.
+  // "activation_device_bytes":.., "activation_host_bytes":..}). Empty when there are none.
   std::map<std::string, double> memory_bytes;
   std::string memory_source;
   double peak_flops_per_s = kUnknown;  // per rank, as the trainer measured it
@@ -225,10 +224,6 @@ struct MemoryRow {
 };
 std::vector<MemoryRow> compare_memory(const RunRecord& record);
 
-// Reads capplan-train's start-up line "memory on rank 0: parameters X MiB, gradients X MiB,
-// optimizer state X MiB, activations X MiB in the device pool + X MiB offloaded to host" into
-// bytes by kind; empty when the line is not that.
-std::map<std::string, double> parse_trainer_memory_line(const std::string& line);
 // The bubble share at the end of capplan-train's "step N/M ... bubble X" line; NaN otherwise.
 double parse_trainer_bubble(const std::string& line);
 
