@@ -25,11 +25,13 @@
 #include <QStatusBar>
 #include <QTabWidget>
 #include <QTableView>
+#include <QThreadPool>
 #include <QTimer>
 #include <QUndoStack>
 #include <QVBoxLayout>
 
 #include "item_models.h"
+#include "pages.h"
 #include "planner/catalog.h"
 #include "planner/export.h"
 #include "planner/plan_io.h"
@@ -176,8 +178,14 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
 }
 
 MainWindow::~MainWindow() {
+  // Cancel, wait, then destroy: no worker (search, step or run simulation, local run) may outlive
+  // the window, nor run on into the process's exit.
   search_->cancel();
   paretoSearch_->cancel();
+  if (runPanel_ != nullptr) runPanel_->stop();
+  search_->waitForFinished();
+  paretoSearch_->waitForFinished();
+  QThreadPool::globalInstance()->waitForDone();
 }
 
 void MainWindow::buildMenus() {
