@@ -1,6 +1,7 @@
 // Plan export to SageMaker model parallel, Megatron-LM, DeepSpeed and Slurm. Each writer maps the
 // plan's knobs onto the target's documented names and lists in `notes` what the target cannot
 // express (e.g. virtual pipeline stages in SMP v1), so nothing is dropped silently.
+#include "planner/json_writer.h"
 #include "planner/export.h"
 
 #include <algorithm>
@@ -12,28 +13,6 @@
 
 namespace capplan {
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string json_bool(bool b) { return b ? "true" : "false"; }
 
@@ -87,7 +66,7 @@ int64_t microbatches(const Plan& plan) {
 // Minimal model YAML with the keys of the model schema (README "YAML schemas").
 std::string model_yaml(const ModelSpec& m) {
   std::ostringstream o;
-  o << "name: " << json_string(m.name) << "\n"
+  o << "name: " << json_quote(m.name) << "\n"
     << "layers: " << m.layers << "\n"
     << "hidden: " << m.hidden << "\n"
     << "heads: " << m.heads << "\n"
@@ -160,8 +139,8 @@ ExportedFile export_smp_options(const Plan& plan) {
     << "        \"pipeline_parallel_degree\": " << l.pp << ",\n"
     << "        \"tensor_parallel_degree\": " << l.tp << ",\n"
     << "        \"microbatches\": " << microbatches(plan) << ",\n"
-    << "        \"placement_strategy\": " << json_string(placement) << ",\n"
-    << "        \"pipeline\": " << json_string(pipeline) << ",\n"
+    << "        \"placement_strategy\": " << json_quote(placement) << ",\n"
+    << "        \"pipeline\": " << json_quote(pipeline) << ",\n"
     << "        \"optimize\": \"speed\",\n"
     << "        \"auto_partition\": true,\n"
     << "        \"default_partition\": 0,\n"
@@ -180,13 +159,13 @@ ExportedFile export_smp_options(const Plan& plan) {
     << "    \"processes_per_host\": " << s.cluster.gpus_per_node << "\n"
     << "  },\n"
     << "  \"capplan\": {\n"
-    << "    \"instance_type\": " << json_string(s.cluster.name) << ",\n"
+    << "    \"instance_type\": " << json_quote(s.cluster.name) << ",\n"
     << "    \"instance_count\": " << s.nodes << ",\n"
     << "    \"data_parallel_degree\": " << l.dp << ",\n"
     << "    \"micro_batch_size\": " << l.mbs << ",\n"
     << "    \"global_batch_size\": " << s.training.gbs << ",\n"
-    << "    \"activation_checkpointing\": " << json_string(to_string(l.recompute)) << ",\n"
-    << "    \"summary\": " << json_string(plan_summary(plan)) << "\n"
+    << "    \"activation_checkpointing\": " << json_quote(to_string(l.recompute)) << ",\n"
+    << "    \"summary\": " << json_quote(plan_summary(plan)) << "\n"
     << "  }\n"
     << "}\n";
   f.text = o.str();

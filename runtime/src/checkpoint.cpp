@@ -9,6 +9,7 @@
 //   [28, 32) zero
 // Payload (little-endian): u32 n_meta, n_meta x (u32 len, key, u32 len, value), u32 n_tensors,
 // n_tensors x (u32 len, name, u64 count, count x f32).
+#include "planner/json_writer.h"
 #include "runtime/checkpoint.h"
 
 #include <fcntl.h>
@@ -212,24 +213,6 @@ std::vector<std::pair<int64_t, std::string>> list_step_dirs(const std::string& d
   return out;
 }
 
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char ch : s) {
-    unsigned char u = static_cast<unsigned char>(ch);
-    if (ch == '"' || ch == '\\') {
-      o += '\\';
-      o += ch;
-    } else if (u < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof(b), "\\u%04x", u);
-      o += b;
-    } else {
-      o += ch;
-    }
-  }
-  return o + "\"";
-}
-
 bool read_manifest(const std::string& step_dir, Manifest* m, std::string* why) {
   const std::string path = (fs::path(step_dir) / kManifestName).string();
   std::ifstream in(path, std::ios::binary);
@@ -398,14 +381,14 @@ bool checkpoint_write_manifest(const std::string& dir, int64_t step, int world,
                   std::to_string(step) + ",\"world\":" + std::to_string(world) + ",\"meta\":{";
   bool first = true;
   for (const auto& [k, v] : meta) {
-    j += (first ? "" : ",") + json_str(k) + ":" + json_str(v);
+    j += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
     first = false;
   }
   j += "},\"shards\":[";
   for (size_t i = 0; i < shards.size(); ++i) {
     const auto& s = shards[i];
     j += (i ? ",\n" : "\n") + std::string("{\"rank\":") + std::to_string(s.rank) +
-         ",\"file\":" + json_str(s.file) + ",\"bytes\":" + std::to_string(s.bytes) +
+         ",\"file\":" + json_quote(s.file) + ",\"bytes\":" + std::to_string(s.bytes) +
          ",\"crc32c\":" + std::to_string(s.crc32c) + "}";
   }
   j += "]}\n";

@@ -1,4 +1,5 @@
 // JSON-lines metrics writer, /proc sampler and the GEMM peak probe.
+#include "planner/json_writer.h"
 #include "runtime/metrics.h"
 
 #include <sched.h>
@@ -16,32 +17,9 @@ namespace capplan::rt {
 
 // ---- JSON ----
 
-std::string json_escape(const std::string& s) {
-  std::string o = "\"";
-  for (char ch : s) {
-    unsigned char u = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': o += "\\\""; break;
-      case '\\': o += "\\\\"; break;
-      case '\n': o += "\\n"; break;
-      case '\r': o += "\\r"; break;
-      case '\t': o += "\\t"; break;
-      default:
-        if (u < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof(b), "\\u%04x", u);
-          o += b;
-        } else {
-          o += ch;
-        }
-    }
-  }
-  return o + "\"";
-}
-
 void JsonLine::key(const std::string& k) {
   if (!body_.empty()) body_ += ',';
-  body_ += json_escape(k);
+  body_ += json_quote(k);
   body_ += ':';
 }
 
@@ -69,7 +47,7 @@ JsonLine& JsonLine::add(const std::string& k, int64_t v) {
 
 JsonLine& JsonLine::add(const std::string& k, const std::string& v) {
   key(k);
-  body_ += json_escape(v);
+  body_ += json_quote(v);
   return *this;
 }
 
@@ -118,7 +96,7 @@ void MetricsWriter::write_line(const std::string& json) {
 void MetricsWriter::write_start(const StartRecord& r) {
   std::string hosts = "[";
   for (size_t i = 0; i < r.rank_hosts.size(); ++i)
-    hosts += (i ? "," : "") + json_escape(r.rank_hosts[i]);
+    hosts += (i ? "," : "") + json_quote(r.rank_hosts[i]);
   hosts += "]";
   JsonLine j;
   j.add("type", "start")

@@ -28,6 +28,29 @@ inline std::string shortest_number(double v) {
   return std::string(buf, r.ptr);
 }
 
+// `s` as a JSON string, with the surrounding quotes; control characters escaped.
+inline std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += char(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
 class JsonWriter {
  public:
   explicit JsonWriter(bool pretty = true) : pretty_(pretty) {}
@@ -124,27 +147,7 @@ class JsonWriter {
     out_ += '\n';
     out_.append(counts_.size() * 2, ' ');
   }
-  void quote(std::string_view s) {
-    out_ += '"';
-    for (unsigned char c : s) {
-      switch (c) {
-        case '"': out_ += "\\\""; break;
-        case '\\': out_ += "\\\\"; break;
-        case '\n': out_ += "\\n"; break;
-        case '\r': out_ += "\\r"; break;
-        case '\t': out_ += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out_ += buf;
-          } else {
-            out_ += char(c);
-          }
-      }
-    }
-    out_ += '"';
-  }
+  void quote(std::string_view s) { out_ += json_quote(s); }
 
   bool pretty_;
   bool after_key_ = false;

@@ -34,7 +34,6 @@ class JsonLine {
   void key(const std::string& k);
   std::string body_;
 };
-std::string json_escape(const std::string& s);  // with the surrounding quotes
 
 struct StartRecord {  // "type":"start"
   std::string model;            // model name
