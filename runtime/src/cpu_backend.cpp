@@ -50,15 +50,63 @@ void gemm_serial(bool ta, bool tb, int M, int N, int K, float alpha, const float
 }
 
 constexpr float kNormEps = 1e-5f;
-constexpr int kCausalBlock = 32;  // query rows per block in causal attention
+constexpr int kCausalBlock = 64;  // query rows per block in causal attention
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 
-// Element-wise kernels are compiled twice (AVX2 and baseline x86-64) and picked at load time.
+// Element-wise kernels are compiled twice (x86-64-v3: AVX2 + FMA, and baseline x86-64) and
+// picked at load time.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define CAPPLAN_CLONES __attribute__((target_clones("avx2", "default")))
+#define CAPPLAN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define CAPPLAN_CLONES
 #endif
+
+// Reductions keep 8 partial results (element j goes to lane j % 8) combined pairwise at the end:
+// a fixed order, so the result does not depend on the instruction set, and the adds are
+// independent (a single running sum is a chain of dependent adds, ~4 cycles each). Written with
+// GCC vector types: one 8-lane vector is a ymm register on x86-64-v3 and two xmm otherwise.
+#define CAPPLAN_INLINE inline __attribute__((always_inline))
+typedef float f32x8 __attribute__((vector_size(32)));
+typedef double f64x4 __attribute__((vector_size(32)));
+
+CAPPLAN_INLINE f32x8 load8(const float* p) {
+  f32x8 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+CAPPLAN_INLINE f32x8 splat8(float x) { return f32x8{x, x, x, x, x, x, x, x}; }
+CAPPLAN_INLINE float combine8(f32x8 a) {
+  return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+}
+
+CAPPLAN_INLINE float sum_of(const float* x, int n) {
+  f32x8 acc = {};
+  int j = 0;
+  for (; j + 8 <= n; j += 8) acc += load8(x + j);
+  for (; j < n; ++j) acc[j % 8] += x[j];
+  return combine8(acc);
+}
+
+// sum (x[j] - mu)^2
+CAPPLAN_INLINE float sum_sq_dev(const float* x, float mu, int n) {
+  f32x8 acc = {};
+  const f32x8 m = splat8(mu);
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const f32x8 d = load8(x + j) - m;
+    acc += d * d;
+  }
+  for (; j < n; ++j) acc[j % 8] += (x[j] - mu) * (x[j] - mu);
+  return combine8(acc);
+}
+
+CAPPLAN_INLINE float dot_of(const float* a, const float* b, int n) {
+  f32x8 acc = {};
+  int j = 0;
+  for (; j + 8 <= n; j += 8) acc += load8(a + j) * load8(b + j);
+  for (; j < n; ++j) acc[j % 8] += a[j] * b[j];
+  return combine8(acc);
+}
 
 // exp(x) for x in float range, branch-free so loops over it vectorise: Cephes expf (Moshier 1984)
 // range reduction x = n ln2 + r with ln2 split in two parts, degree-6 polynomial on
@@ -122,18 +170,94 @@ CAPPLAN_CLONES void swiglu_bwd_row(float* dgate, float* dup, const float* gate, 
 // row[j] = exp(row[j] - mx) for j < n; returns the sum (8 partial sums, fixed order).
 CAPPLAN_CLONES float exp_shift_sum(float* row, float mx, int n) {
   for (int j = 0; j < n; ++j) row[j] = fast_exp(row[j] - mx);
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) acc[k] += row[j + k];
-  for (; j < n; ++j) acc[0] += row[j];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  return sum_of(row, n);
 }
 
+// Largest element, NaNs skipped (a NaN logit still makes the exp-sum, hence the loss, NaN).
 CAPPLAN_CLONES float max_of(const float* row, int n) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int j = 0; j < n; ++j) mx = row[j] > mx ? row[j] : mx;
+  const float inf = std::numeric_limits<float>::infinity();
+  f32x8 acc = splat8(-inf);
+  int j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const f32x8 v = load8(row + j);
+    acc = v > acc ? v : acc;
+  }
+  for (; j < n; ++j) acc[j % 8] = row[j] > acc[j % 8] ? row[j] : acc[j % 8];
+  float mx = acc[0];
+  for (int k = 1; k < 8; ++k) mx = acc[k] > mx ? acc[k] : mx;
   return mx;
+}
+
+// One row of LayerNorm (ln) or RMSNorm: statistics, then out = xhat * w (+ b).
+CAPPLAN_CLONES void norm_fwd_row(bool ln, float* o, float* mean, float* rstd, const float* x,
+                                 const float* w, const float* bias, int C) {
+  const float mu = ln ? sum_of(x, C) / C : 0.0f;
+  const float rs = 1.0f / std::sqrt(sum_sq_dev(x, mu, C) / C + kNormEps);
+  if (ln) {
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - mu) * rs * w[c] + bias[c];
+    *mean = mu;
+  } else {
+    for (int c = 0; c < C; ++c) o[c] = x[c] * rs * w[c];
+  }
+  *rstd = rs;
+}
+
+// d += d/dx of one row: rs * (dy w - mean(dy w) - xhat * mean(dy w xhat)); the first mean is
+// dropped for RMSNorm.
+CAPPLAN_CLONES void norm_bwd_row(bool ln, float* __restrict d, const float* __restrict dy,
+                                 const float* __restrict x, const float* __restrict w, float mu,
+                                 float rs, int C) {
+  f32x8 a1 = {}, a2 = {};
+  const f32x8 m = splat8(mu), r = splat8(rs);
+  int c = 0;
+  for (; c + 8 <= C; c += 8) {
+    const f32x8 dxhat = load8(dy + c) * load8(w + c);
+    a1 += dxhat;
+    a2 += dxhat * ((load8(x + c) - m) * r);
+  }
+  for (; c < C; ++c) {
+    const float dxhat = dy[c] * w[c];
+    a1[c % 8] += dxhat;
+    a2[c % 8] += dxhat * ((x[c] - mu) * rs);
+  }
+  const float m1 = ln ? combine8(a1) / C : 0.0f, m2 = combine8(a2) / C;
+  for (c = 0; c < C; ++c) d[c] += rs * (dy[c] * w[c] - m1 - (x[c] - mu) * rs * m2);
+}
+
+// dw[c] += dy xhat, db[c] += dy for columns [cb, ce) of one row.
+CAPPLAN_CLONES void norm_param_grad_row(bool ln, float* __restrict dw, float* __restrict db,
+                                        const float* __restrict dy, const float* __restrict x,
+                                        float mu, float rs, int cb, int ce) {
+  for (int c = cb; c < ce; ++c) dw[c] += dy[c] * (x[c] - mu) * rs;
+  if (ln)
+    for (int c = cb; c < ce; ++c) db[c] += dy[c];
+}
+
+// sum of x^2 in double, 8 partial sums (lanes 0-3 in lo, 4-7 in hi).
+CAPPLAN_CLONES double sum_sq_double(const float* x, int64_t b, int64_t e) {
+  f64x4 lo = {}, hi = {};
+  int64_t i = b;
+  for (; i + 8 <= e; i += 8) {
+    const f32x8 v = load8(x + i);
+    const f64x4 a = __builtin_convertvector(__builtin_shufflevector(v, v, 0, 1, 2, 3), f64x4);
+    const f64x4 c = __builtin_convertvector(__builtin_shufflevector(v, v, 4, 5, 6, 7), f64x4);
+    lo += a * a;
+    hi += c * c;
+  }
+  for (; i < e; ++i) {
+    const int k = int((i - b) % 8);
+    if (k < 4)
+      lo[k] += double(x[i]) * double(x[i]);
+    else
+      hi[k - 4] += double(x[i]) * double(x[i]);
+  }
+  return ((lo[0] + lo[1]) + (lo[2] + lo[3])) + ((hi[0] + hi[1]) + (hi[2] + hi[3]));
+}
+
+// Softmax backward of one causal row in place: d = p * (d - sum(p d)) over [0, n).
+CAPPLAN_CLONES void softmax_bwd_row(float* d, const float* p, int n) {
+  const float dot = dot_of(p, d, n);
+  for (int u = 0; u < n; ++u) d[u] = p[u] * (d[u] - dot);
 }
 
 CAPPLAN_CLONES void scale_range(float* row, float s, int n) {
@@ -207,25 +331,9 @@ class CpuBackend final : public Backend {
   void norm_forward(NormKind kind, float* out, float* mean, float* rstd, const float* x,
                     const float* w, const float* bias, int rows, int C) override {
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
-      for (int64_t r = rb; r < re; ++r) {
-        const float* xr = x + r * C;
-        float* o = out + r * C;
-        float mu = 0;
-        if (kind == NormKind::LayerNorm) {
-          for (int c = 0; c < C; ++c) mu += xr[c];
-          mu /= C;
-        }
-        float var = 0;
-        for (int c = 0; c < C; ++c) var += (xr[c] - mu) * (xr[c] - mu);
-        const float rs = 1.0f / std::sqrt(var / C + kNormEps);
-        if (kind == NormKind::LayerNorm) {
-          for (int c = 0; c < C; ++c) o[c] = (xr[c] - mu) * rs * w[c] + bias[c];
-          mean[r] = mu;
-        } else {
-          for (int c = 0; c < C; ++c) o[c] = xr[c] * rs * w[c];
-        }
-        rstd[r] = rs;
-      }
+      for (int64_t r = rb; r < re; ++r)
+        norm_fwd_row(kind == NormKind::LayerNorm, out + r * C, mean + r, rstd + r, x + r * C, w,
+                     bias, C);
     });
   }
 
@@ -234,33 +342,14 @@ class CpuBackend final : public Backend {
                      int rows, int C) override {
     const bool ln = kind == NormKind::LayerNorm;
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
-      for (int64_t r = rb; r < re; ++r) {
-        const float* xr = x + r * C;
-        const float* dy = dout + r * C;
-        const float mu = ln ? mean[r] : 0.0f, rs = rstd[r];
-        float sum_dxhat = 0, sum_dxhat_xhat = 0;
-        for (int c = 0; c < C; ++c) {
-          const float dxhat = dy[c] * w[c];
-          sum_dxhat += dxhat;
-          sum_dxhat_xhat += dxhat * (xr[c] - mu) * rs;
-        }
-        const float m1 = ln ? sum_dxhat / C : 0.0f, m2 = sum_dxhat_xhat / C;
-        float* d = dx + r * C;
-        for (int c = 0; c < C; ++c) {
-          const float xhat = (xr[c] - mu) * rs;
-          d[c] += rs * (dy[c] * w[c] - m1 - xhat * m2);
-        }
-      }
+      for (int64_t r = rb; r < re; ++r)
+        norm_bwd_row(ln, dx + r * C, dout + r * C, x + r * C, w, ln ? mean[r] : 0.0f, rstd[r],
+                     C);
     });
     pool_.parallel_for(C, [&](int64_t cb, int64_t ce, int) {
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * C;
-        const float* dy = dout + r * C;
-        const float mu = ln ? mean[r] : 0.0f, rs = rstd[r];
-        for (int64_t c = cb; c < ce; ++c) dw[c] += dy[c] * (xr[c] - mu) * rs;
-        if (ln)
-          for (int64_t c = cb; c < ce; ++c) db[c] += dy[c];
-      }
+      for (int64_t r = 0; r < rows; ++r)
+        norm_param_grad_row(ln, dw, db, dout + r * C, x + r * C, ln ? mean[r] : 0.0f, rstd[r],
+                            int(cb), int(ce));
     });
   }
 
@@ -335,9 +424,7 @@ class CpuBackend final : public Backend {
             for (int t = t0; t < t1; ++t) {  // softmax backward: dS = P (dP - sum(P dP))
               const float* pr = p + int64_t(t) * T;
               float* dr = dp + int64_t(t) * T;
-              float dot = 0;
-              for (int u = 0; u <= t; ++u) dot += pr[u] * dr[u];
-              for (int u = 0; u <= t; ++u) dr[u] = pr[u] * (dr[u] - dot);
+              softmax_bwd_row(dr, pr, t + 1);
               for (int u = t + 1; u < t1; ++u) dr[u] = 0;
             }
             gemm_serial(false, false, rows, D, t1, sc, db, T, k, S, 0.0f, dq + int64_t(t0) * S,
@@ -482,9 +569,7 @@ class CpuBackend final : public Backend {
   double sum_squares(const float* x, int64_t n) override {
     std::vector<double> part(size_t(pool_.size()), 0.0);
     pool_.parallel_for(n, [&](int64_t b, int64_t e, int t) {
-      double acc = 0;
-      for (int64_t i = b; i < e; ++i) acc += double(x[i]) * x[i];
-      part[size_t(t)] = acc;
+      part[size_t(t)] = sum_sq_double(x, b, e);
     });
     double total = 0;
     for (double p : part) total += p;
