@@ -36,9 +36,12 @@ Optimizer::Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend
         "ZeRO-2/3: the model must be built with the same stage and DP group");
   m_ = be_.allocate(state_numel_);
   v_ = be_.allocate(state_numel_);
-  // ZeRO-2/3: the model accumulates the reduced gradient shard itself.
-  owns_gshard_ = cfg_.zero < 2;
-  gshard_ = owns_gshard_ ? be_.allocate(shard_) : model_.grad_shard();
+  // ZeRO-2/3: the model accumulates the reduced gradient shard itself. Without DP peers the
+  // "shard" is the whole gradient buffer, so it is used in place (no reduce or gather copies).
+  owns_gshard_ = cfg_.zero < 2 && dp_.size() > 1;
+  gshard_ = owns_gshard_ ? be_.allocate(shard_)
+            : cfg_.zero < 2 ? model_.grads()
+                            : model_.grad_shard();
   if (!m_ || !v_ || !gshard_) throw std::bad_alloc();
 }
 
