@@ -259,7 +259,11 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   dfc_ = alloc(int64_t(R_) * Fc_, false);
   dact_ = alloc(int64_t(R_) * Fl_, false);
   if (last_stage()) {
-    logits_ = alloc(int64_t(R_) * Vl_, false);
+    // Rows per head chunk: about 8 MiB of logits, at least 128 rows for the GEMMs' sake.
+    head_rows_ = config.head_chunk_rows > 0
+                     ? std::min(R_, config.head_chunk_rows)
+                     : std::min(R_, std::max(128, (2 << 20) / std::max(1, Vl_) / 64 * 64));
+    logits_ = alloc(int64_t(head_rows_) * Vl_, false);
     hf_ = alloc(int64_t(R_) * C_, false);
     lnf_mean_ = alloc(Rl_, false);
     lnf_rstd_ = alloc(Rl_, false);
@@ -585,22 +589,33 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
   be_.norm_forward(norm_, hf_ + int64_t(row0_) * C_, lnf_mean_, lnf_rstd_, x, wt(off_lnf_w_),
                    off_lnf_b_ >= 0 ? wt(off_lnf_b_) : nullptr, Rl_, C_);
   gather_rows_in_place(hf_);
-  be_.matmul(logits_, hf_, wt(off_wte_), R_, Vl_, C_, false, true, false);
+  // The head runs over chunks of rows: a chunk's logits stay in cache from the head GEMM through
+  // the loss to the two gradient GEMMs (and the logits buffer holds one chunk, not R_ rows).
+  // stats_ = [row max (R_) | per chunk: sum of exp (rc), target logit (rc)].
   float* row_max = stats_;
-  float* sums = stats_ + R_;  // [sum_exp (R) | target_logit (R)]
-  be_.xent_row_max(row_max, logits_, R_, Vl_, vocab_begin_, V_);
-  tp_.all_reduce_max(row_max, R_);
-  be_.xent_sum_exp(sums, sums + R_, logits_, row_max, targets, R_, Vl_, vocab_begin_, V_);
-  tp_.all_reduce_sum(sums, 2 * int64_t(R_));
+  for (int r0 = 0; r0 < R_; r0 += head_rows_) {
+    const int rc = std::min(head_rows_, R_ - r0);
+    const float* h = hf_ + int64_t(r0) * C_;
+    float* sums = stats_ + R_ + 2 * int64_t(r0);
+    be_.matmul(logits_, h, wt(off_wte_), rc, Vl_, C_, false, true, false);
+    be_.xent_row_max(row_max + r0, logits_, rc, Vl_, vocab_begin_, V_);
+    tp_.all_reduce_max(row_max + r0, rc);
+    be_.xent_sum_exp(sums, sums + rc, logits_, row_max + r0, targets + r0, rc, Vl_, vocab_begin_,
+                     V_);
+    tp_.all_reduce_sum(sums, 2 * int64_t(rc));
+    be_.xent_backward(logits_, sums, targets + r0, loss_scale, rc, Vl_, vocab_begin_, V_);
+    be_.matmul(gd(off_wte_), logits_, h, Vl_, C_, rc, true, false, true);
+    be_.matmul(dh_ + int64_t(r0) * C_, logits_, wt(off_wte_), rc, C_, Vl_, false, false, false);
+  }
   std::vector<float> host(3 * size_t(R_));
   be_.to_host(host.data(), stats_, 3 * int64_t(R_));
   double loss_sum = 0;
-  for (int r = 0; r < R_; ++r)  // loss = log(sum exp(l - max)) + max - l[target]
-    loss_sum += std::log(double(host[size_t(R_ + r)])) + double(host[size_t(r)]) -
-                double(host[size_t(2 * R_ + r)]);
-  be_.xent_backward(logits_, sums, targets, loss_scale, R_, Vl_, vocab_begin_, V_);
-  be_.matmul(gd(off_wte_), logits_, hf_, Vl_, C_, R_, true, false, true);
-  be_.matmul(dh_, logits_, wt(off_wte_), R_, C_, Vl_, false, false, false);
+  for (int r0 = 0; r0 < R_; r0 += head_rows_) {
+    const int rc = std::min(head_rows_, R_ - r0);
+    const float* sums = host.data() + R_ + 2 * size_t(r0);
+    for (int i = 0; i < rc; ++i)  // loss = log(sum exp(l - max)) + max - l[target]
+      loss_sum += std::log(double(sums[i])) + double(host[size_t(r0 + i)]) - double(sums[rc + i]);
+  }
   float* dhl = sp_ ? dhl_ : dh_;
   reduce_rows(dh_, dhl);  // f
   be_.fill(s.dfinal, 0.0f, n);

@@ -43,8 +43,10 @@ struct Fixture {
   std::vector<int32_t> tokens, targets;
   int rows = 0;
 
-  explicit Fixture(const ModelSpec& m, Recompute recompute = Recompute::None) {
+  explicit Fixture(const ModelSpec& m, Recompute recompute = Recompute::None,
+                   int head_chunk_rows = 0) {
     GptConfig c;
+    c.head_chunk_rows = head_chunk_rows;
     c.model = m;
     c.seq_len = m.seq_len;
     c.mbs = 2;
@@ -134,13 +136,36 @@ TEST(RuntimeGradCheck, SwigluRmsNormRopeGroupedQuery) {
   check_gradients(f);
 }
 
-// Causal attention works on blocks of 32 query rows; 70 positions make two full blocks and a
-// partial one, so every block boundary of the masked-triangle skipping is checked.
+// Causal attention works on blocks of 64 query rows; 70 positions make a full block and a
+// partial one, so the block boundary of the masked-triangle skipping is checked.
 TEST(RuntimeGradCheck, CausalAttentionAcrossQueryBlocks) {
   ModelSpec m = tiny_model(true);
   m.seq_len = 70;
   Fixture f(m);
   check_gradients(f);
+}
+
+// The LM head and loss run over chunks of rows: 12 rows in chunks of 5 (5, 5, 2) pass the
+// gradient check and agree with one chunk of 12 (the same sums, accumulated over chunks).
+TEST(RuntimeGradCheck, HeadChunksMatchOneChunk) {
+  for (bool llama : {false, true}) {
+    Fixture chunked(tiny_model(llama), Recompute::None, 5);
+    check_gradients(chunked);
+    Fixture whole(tiny_model(llama), Recompute::None, 12);
+    const double a = chunked.loss(true), b = whole.loss(true);
+    EXPECT_NEAR(a, b, 1e-6 * std::abs(b));
+    const int64_t n = whole.gpt->num_params();
+    std::vector<float> ga(static_cast<size_t>(n)), gb(static_cast<size_t>(n));
+    chunked.be->to_host(ga.data(), chunked.gpt->grads(), n);
+    whole.be->to_host(gb.data(), whole.gpt->grads(), n);
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      diff += (double(ga[size_t(i)]) - gb[size_t(i)]) * (double(ga[size_t(i)]) - gb[size_t(i)]);
+      norm += double(gb[size_t(i)]) * gb[size_t(i)];
+    }
+    EXPECT_LT(std::sqrt(diff), 1e-6 * std::sqrt(norm)) << (llama ? "llama" : "gpt");
+    EXPECT_GT(norm, 0.0);
+  }
 }
 
 // Full recompute rebuilds each layer's activations in backward from the same inputs and

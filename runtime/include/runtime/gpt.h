@@ -41,6 +41,9 @@ struct GptConfig {
   // its backward (the embedding and final norm once per step, in zero_grads).
   int zero = 0;
   Communicator* dp = nullptr;  // needed for zero >= 2
+  // Rows per chunk of the LM head and cross-entropy (the logits buffer holds one chunk);
+  // 0: about 8 MiB of logits, at least 128 rows.
+  int head_chunk_rows = 0;
 };
 
 // One parameter tensor of this rank inside the flat parameter buffer.
@@ -142,6 +145,7 @@ class Gpt {
   int C_, H_, KV_, D_, F_, V_, T_, B_, R_, Hl_, KVl_, Fl_, Fc_, Vl_, S_, vocab_begin_, nl_;
   bool sp_ = false;
   int Rl_ = 0, row0_ = 0;  // rows of the residual stream on this rank (all R_ without SP)
+  int head_rows_ = 0;      // rows per chunk of the LM head and loss
   float *yfull_ = nullptr, *dfull_ = nullptr, *dhl_ = nullptr;  // SP scratch
   NormKind norm_;
   bool rope_, swiglu_;
