@@ -3,7 +3,11 @@
 # and precision, plus the GPT-2 124M shape and the fraction of this machine's measured fp32 GEMM
 # peak (capplan-train's GEMM probe, reported in its metrics). Prints figures; asserts nothing.
 #
-#   tests/bench/bench_train_vs_torch.sh [BUILD_DIR] [--no-torch] [--rounds N]
+#   tests/bench/bench_train_vs_torch.sh [BUILD_DIR] [--no-torch] [--rounds N] [--steps N]
+#
+# Each round runs both sides for N steps and measures the steps after the first two; the last
+# line gives the median speed-up over the rounds and its range (this machine's load varies by
+# +-10 % from minute to minute, so one round proves little).
 #
 # Shape (issue 4): 4 layers, d_model 256, 4 heads, seq 128, vocab 4096, batch 8, 2 threads, fp32.
 # PyTorch comes from Debian's python3-torch, installed here with apt-get when missing (never by
@@ -12,11 +16,13 @@ set -euo pipefail
 
 BUILD=build
 TORCH=1
-ROUNDS=3
+ROUNDS=5
+STEPS=20
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --no-torch) TORCH=0 ;;
     --rounds) ROUNDS="$2"; shift ;;
+    --steps) STEPS="$2"; shift ;;
     *) BUILD="$1" ;;
   esac
   shift
@@ -65,8 +71,10 @@ for line in open(sys.argv[1]):
     elif r.get("type") == "step":
         steps.append(r)
 steady = steps[2:] or steps
-tps = sum(s["tokens_per_s"] for s in steady) / len(steady)
-flops = sum(s["model_flops_per_s"] for s in steady) / len(steady)
+# Tokens over time, as the PyTorch side measures it (not a mean of per-step rates).
+secs = sum(s["step_time_s"] for s in steady)
+tps = sum(s["tokens_per_s"] * s["step_time_s"] for s in steady) / secs
+flops = sum(s["model_flops_per_s"] * s["step_time_s"] for s in steady) / secs
 print(json.dumps({"tokens_per_s": tps, "model_flops_per_s": flops, "peak_flops_per_s": peak,
                   "peak_fraction": flops / peak if peak else None, "peak_source": src}))
 PY
@@ -78,15 +86,21 @@ capplan_run() {  # model args..., prints the summary JSON
 }
 
 echo "== shape: 4 layers, d 256, 4 heads, seq 128, vocab 4096, batch 8, 2 threads, fp32"
+RATIOS=()
 for r in $(seq 1 "$ROUNDS"); do
-  c=$(capplan_run --model "$WORK/bench.yaml" --mbs 8 --gbs 8 --steps 12)
+  c=$(capplan_run --model "$WORK/bench.yaml" --mbs 8 --gbs 8 --steps "$STEPS")
   echo "round $r capplan-train: $c"
   if [[ $TORCH == 1 ]]; then
-    t=$("$TORCH_PY" "$HERE/bench_train_torch.py" --threads 2 --steps 12)
+    t=$("$TORCH_PY" "$HERE/bench_train_torch.py" --threads 2 --steps "$STEPS")
     echo "round $r pytorch:       $t"
-    python3 -c "import json,sys; c=json.loads(sys.argv[1]); t=json.loads(sys.argv[2]); print('round %s speed-up capplan / pytorch: %.2fx' % (sys.argv[3], c['tokens_per_s'] / t['tokens_per_s']))" "$c" "$t" "$r"
+    ratio=$(python3 -c "import json,sys; print('%.3f' % (json.loads(sys.argv[1])['tokens_per_s'] / json.loads(sys.argv[2])['tokens_per_s']))" "$c" "$t")
+    RATIOS+=("$ratio")
+    echo "round $r speed-up capplan / pytorch: ${ratio}x"
   fi
 done
+if [[ ${#RATIOS[@]} -gt 0 ]]; then
+  python3 -c "import statistics,sys; r=sorted(float(x) for x in sys.argv[1:]); print('speed-up capplan / pytorch over %d rounds: median %.2fx (range %.2f-%.2fx)' % (len(r), statistics.median(r), r[0], r[-1]))" "${RATIOS[@]}"
+fi
 
 echo "== shape: GPT-2 124M (12 layers, d 768, 12 heads, vocab 50257), seq 256, batch 4, 2 threads"
 c=$(capplan_run --model gpt2-124m --seq-len 256 --mbs 4 --gbs 4 --steps 5)
