@@ -3,6 +3,7 @@
 // second thread pool competes for the cores); attention runs one task per (batch, head) with
 // small GEMMs inside. Every reduction has a fixed order for a given thread count.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -307,6 +308,7 @@ class CpuBackend final : public Backend {
     const int lda = ta ? M : K;
     const int ldb = tb ? K : N;
     const float beta = accumulate ? 1.0f : 0.0f;
+    const auto t0 = std::chrono::steady_clock::now();
     // Blocks of whole output rows; at least 16 rows so tiny GEMMs stay on one thread.
     const int64_t blocks = std::min<int64_t>(pool_.size(), std::max(1, M / 16));
     pool_.parallel_for(blocks, [&](int64_t bb, int64_t be, int) {
@@ -316,6 +318,7 @@ class CpuBackend final : public Backend {
         gemm_serial(ta, tb, int(m1 - m0), N, K, 1.0f, ap, lda, b, ldb, beta, c + m0 * N, N);
       }
     });
+    gemm_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   void add(float* y, const float* x, int64_t n) override {
     pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
@@ -575,9 +578,11 @@ class CpuBackend final : public Backend {
     for (double p : part) total += p;
     return total;
   }
+  double gemm_seconds() const override { return gemm_s_; }
 
  private:
   ThreadPool pool_;
+  double gemm_s_ = 0;
   std::mutex scratch_mutex_;
   std::vector<float> scratch_;
   std::vector<float> rope_cos_, rope_sin_;

@@ -135,7 +135,8 @@ void MetricsWriter::write_step(const StepRecord& r) {
       .add("backward_s", r.backward_s)
       .add("optimizer_s", r.optimizer_s)
       .add("dp_comm_s", r.dp_comm_s)
-      .add("data_s", r.data_s);
+      .add("data_s", r.data_s)
+      .add("gemm_s", r.gemm_s);
   write_line(j.str());
 }
 

@@ -36,6 +36,7 @@ struct Step {
   int64_t step = 0;
   double loss = 0, tokens_per_s = 0, step_time_s = 0, mfu = kNaN;
   double forward_s = 0, backward_s = 0, optimizer_s = 0, dp_comm_s = 0, data_s = 0;
+  double gemm_s = kNaN;  // absent in files written before it was recorded
 };
 
 double mean_of(const std::vector<double>& v) {
@@ -92,6 +93,7 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
       st.optimizer_s = v.number_or("optimizer_s", 0);
       st.dp_comm_s = v.number_or("dp_comm_s", 0);
       st.data_s = v.number_or("data_s", 0);
+      st.gemm_s = v.number_or("gemm_s", kNaN);
       if (s.peak_flops_source.empty()) s.peak_flops_source = v.string_or("peak_flops_source", "");
       steps.push_back(st);
     } else if (type == "system") {
@@ -123,7 +125,8 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
     // The first step carries one-off costs (thread start-up, page faults): leave it out of means.
     const size_t from = steps.size() > 1 ? 1 : 0;
     std::vector<double> tps, t, mfu;
-    double f = 0, b = 0, o = 0, c = 0, d = 0, total = 0;
+    double f = 0, b = 0, o = 0, c = 0, d = 0, g = 0, total = 0;
+    bool have_gemm = true;
     for (size_t i = from; i < steps.size(); ++i) {
       const auto& st = steps[i];
       tps.push_back(st.tokens_per_s);
@@ -134,6 +137,8 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
       o += st.optimizer_s;
       c += st.dp_comm_s;
       d += st.data_s;
+      g += st.gemm_s;
+      have_gemm = have_gemm && std::isfinite(st.gemm_s);
       total += st.step_time_s;
     }
     s.mean_tokens_per_s = mean_of(tps);
@@ -146,6 +151,7 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
       s.share_dp_comm = c / total;
       s.share_data = d / total;
       s.share_other = std::max(0.0, 1.0 - (f + b + o + c + d) / total);
+      s.share_gemm = have_gemm ? g / total : kNaN;
     }
 
     // NonFiniteLoss
@@ -276,6 +282,8 @@ std::string report_to_text(const Report& rep) {
     os << "phases: forward " << pct(s.share_forward) << ", backward " << pct(s.share_backward)
        << ", optimizer " << pct(s.share_optimizer) << ", dp_comm " << pct(s.share_dp_comm)
        << ", data " << pct(s.share_data) << ", other " << pct(s.share_other) << "\n";
+    if (std::isfinite(s.share_gemm))
+      os << "GEMMs: " << pct(s.share_gemm) << " of the step time (inside forward and backward)\n";
   }
   os << "system: " << s.system_samples << " samples";
   if (s.system_samples > 0)
@@ -317,6 +325,7 @@ std::string report_to_json(const Report& rep) {
       .add("share_dp_comm", s.share_dp_comm)
       .add("share_data", s.share_data)
       .add("share_other", s.share_other)
+      .add("share_gemm", s.share_gemm)
       .add("system_samples", s.system_samples)
       .add("mean_cpu_util", s.mean_cpu_util)
       .add("peak_rss_bytes", s.peak_rss_bytes)

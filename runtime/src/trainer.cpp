@@ -650,6 +650,7 @@ void Run::dump_gradients() {
 void Run::run_step(int64_t step, StepRecord& rec) {
   const Layout& L = o_.layout;
   const auto t_step = Clock::now();
+  const double gemm0 = be_->gemm_seconds();
   for (auto& m : models_) m->zero_grads();
   const float scale = float(1.0 / (double(o_.gbs) * T_));
   const int64_t n = models_[0]->boundary_numel();
@@ -735,6 +736,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   rec.lr = os.lr;
   rec.grad_norm = os.grad_norm;
   rec.step_time_s = seconds_since(t_step);
+  rec.gemm_s = be_->gemm_seconds() - gemm0;
   rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
   const double flops =
       model_flops_per_token(global_params_, model_spec_.layers, T_, model_spec_.hidden) *

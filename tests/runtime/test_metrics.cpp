@@ -97,7 +97,7 @@ TEST(MetricsWriter, EveryLineIsJsonWithTheFields) {
   auto step = parse_or_fail(lines[1]);
   for (const char* k : {"step", "loss", "tokens_per_s", "lr", "grad_norm", "step_time_s",
                         "model_flops_per_s", "mfu", "peak_flops_source", "forward_s",
-                        "backward_s", "optimizer_s", "dp_comm_s", "data_s"})
+                        "backward_s", "optimizer_s", "dp_comm_s", "data_s", "gemm_s"})
     EXPECT_NE(step.get(k), nullptr) << k;
   EXPECT_EQ(step.string_or("type", ""), "step");
   auto summary = parse_or_fail(lines[3]);

@@ -39,7 +39,7 @@ std::vector<std::string> run_lines(int n, const std::function<double(int)>& loss
                         .add("mfu", 0.25).add("peak_flops_source", "measured: test")
                         .add("forward_s", ph.fwd).add("backward_s", ph.bwd)
                         .add("optimizer_s", ph.opt).add("dp_comm_s", ph.comm)
-                        .add("data_s", ph.data).str());
+                        .add("data_s", ph.data).add("gemm_s", 0.35).str());
     lines.push_back(JsonLine().add("type", "system").add("rank", 0).add("cpu_util", cpu_util)
                         .add("rss_bytes", int64_t(100) << 20).str());
   }
@@ -76,7 +76,23 @@ TEST(Report, HealthyRunHasNoFindings) {
   // Expectation: step time 1.4 s, forward 0.4 s -> share 0.4 / 1.4.
   EXPECT_NEAR(r.summary.share_forward, 0.4 / 1.4, 1e-12);
   EXPECT_NEAR(r.summary.share_other, 0.03 / 1.4, 1e-12);
+  // 0.35 s of each 1.4 s step in GEMMs.
+  EXPECT_NEAR(r.summary.share_gemm, 0.35 / 1.4, 1e-12);
+  EXPECT_NE(report_to_text(r).find("GEMMs: 25.0% of the step time"), std::string::npos)
+      << report_to_text(r);
   EXPECT_EQ(r.summary.status, "ok");
+}
+
+// Files written before gemm_s was recorded: no GEMM share and no GEMM line.
+TEST(Report, StepsWithoutGemmTimeLeaveTheShareUnknown) {
+  std::vector<std::string> lines = run_lines(5, decreasing);
+  for (auto& l : lines) {
+    const auto at = l.find(",\"gemm_s\":0.35");
+    if (at != std::string::npos) l.erase(at, std::string(",\"gemm_s\":0.35").size());
+  }
+  Report r = analyze(lines);
+  EXPECT_TRUE(std::isnan(r.summary.share_gemm));
+  EXPECT_EQ(report_to_text(r).find("GEMMs:"), std::string::npos) << report_to_text(r);
 }
 
 TEST(Report, DataLoadingDominates) {

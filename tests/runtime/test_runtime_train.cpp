@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "runtime/data.h"
+#include "runtime/report.h"
 
 namespace {
 
@@ -147,6 +148,21 @@ TEST(RuntimeTrain, SameRunTwiceIsBitwiseIdentical) {
   expect_close(a, b, 0.0, "determinism");
   const Result c = run(2, common(true, 10) + " --dp 2");
   expect_close(a, c, 0.0, "recompute full vs none");
+}
+
+// Step records carry the time rank 0 spent in GEMMs: part of forward + backward, so the report's
+// GEMM share lies in (0, share_forward + share_backward].
+TEST(RuntimeTrain, StepRecordsCarryGemmTime) {
+  const fs::path m = work_dir() / "metrics.jsonl";
+  fs::remove(m);
+  const Result r = run(2, common(false, 4) + " --dp 2 --metrics " + m.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto rep = capplan::rt::report_analyze_file(m.string());
+  ASSERT_TRUE(rep.value.has_value()) << rep.diagnostics.to_string();
+  const auto& s = rep.value->summary;
+  EXPECT_EQ(s.steps, 4);
+  EXPECT_GT(s.share_gemm, 0.0);
+  EXPECT_LE(s.share_gemm, s.share_forward + s.share_backward + 1e-9);
 }
 
 // 20 steps straight vs 10 + SIGKILL of one rank at step 12 + relaunch with --resume auto, which

@@ -101,6 +101,10 @@ class Backend {
                      const AdamWStep& step) = 0;
   // Sum of squares accumulated in double, in a fixed order for a given thread count.
   virtual double sum_squares(const float* x, int64_t n) = 0;
+
+  // Wall time the calling thread has spent in matmul() since the backend was made (seconds):
+  // the GEMM share of a step, which bounds how fast any trainer on the same GEMMs can be.
+  virtual double gemm_seconds() const = 0;
 };
 
 // The CPU backend with `threads` threads (>= 1). GEMMs go to cblas (single-threaded per call,

@@ -34,6 +34,9 @@ struct RunSummary {
   // Share of the summed step time spent in each phase (0..1); "other" is the rest.
   double share_forward = 0, share_backward = 0, share_optimizer = 0, share_dp_comm = 0,
          share_data = 0, share_other = 0;
+  // Share of the step time inside the backend's GEMMs (part of forward and backward); NaN when
+  // the records do not carry gemm_s.
+  double share_gemm = 0;
   int64_t system_samples = 0;
   double mean_cpu_util = 0;      // NaN when no system samples
   int64_t peak_rss_bytes = 0;
