@@ -12,7 +12,8 @@ add_library(capplan_launch
 )
 add_library(capplan::launch ALIAS capplan_launch)
 target_include_directories(capplan_launch PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include)
-target_link_libraries(capplan_launch PUBLIC capplan::planner Threads::Threads PRIVATE capplan_warnings)
+target_link_libraries(capplan_launch PUBLIC capplan::planner Threads::Threads
+  PRIVATE capplan::runtime_io capplan_warnings)
 if(BLAS_FOUND AND CAPPLAN_CBLAS_INCLUDE_DIR)
   target_include_directories(capplan_launch PRIVATE ${CAPPLAN_CBLAS_INCLUDE_DIR})
   target_link_libraries(capplan_launch PRIVATE ${BLAS_LIBRARIES})

@@ -1,6 +1,6 @@
 // Reading capplan-train's metrics JSON lines while they are written (MetricsTail) and after
-// (read_measured): a small JSON reader that flattens one object per line, and the medians that
-// turn step records into a measured step time per phase.
+// (read_measured): each line parsed by the runtime's JSON reader and flattened into one record,
+// and the medians that turn step records into a measured step time per phase.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -10,167 +10,34 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "json_lite.h"
 #include "runtime/launch.h"
 
 namespace capplan::rt {
 namespace {
 
-// Recursive-descent JSON reader into a flat record; returns false on malformed input.
-class FlatJson {
- public:
-  FlatJson(const std::string& text, MetricsRecord& out) : s_(text), out_(out) {}
-
-  bool parse_object_line() {
-    skip_ws();
-    if (!parse_value("", 0)) return false;
-    skip_ws();
-    return pos_ == s_.size() && top_was_object_;
+// Flattens one parsed JSON value into the record: nested keys joined with '.', array elements
+// as key.0, key.1, ...; booleans as 1 / 0; the metrics writer's "NaN" / "Infinity" strings also
+// as numbers; nulls left out.
+void flatten(const json::Value& v, const std::string& key, MetricsRecord& out) {
+  switch (v.kind) {
+    case json::Value::Kind::Object:
+      for (const auto& [k, child] : v.obj) flatten(child, key.empty() ? k : key + "." + k, out);
+      break;
+    case json::Value::Kind::Array:
+      for (size_t i = 0; i < v.arr.size(); ++i) flatten(v.arr[i], key + "." + std::to_string(i), out);
+      break;
+    case json::Value::Kind::String:
+      out.strings[key] = v.str;
+      if (v.str == "NaN" || v.str == "nan") out.numbers[key] = NAN;
+      else if (v.str == "Infinity" || v.str == "inf") out.numbers[key] = INFINITY;
+      else if (v.str == "-Infinity" || v.str == "-inf") out.numbers[key] = -INFINITY;
+      break;
+    case json::Value::Kind::Number: out.numbers[key] = v.num; break;
+    case json::Value::Kind::Bool: out.numbers[key] = v.b ? 1 : 0; break;
+    case json::Value::Kind::Null: break;
   }
-
- private:
-  void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\r' || s_[pos_] == '\n')) {
-      ++pos_;
-    }
-  }
-  bool parse_string(std::string& out) {
-    if (pos_ >= s_.size() || s_[pos_] != '"') return false;
-    ++pos_;
-    while (pos_ < s_.size()) {
-      const char c = s_[pos_++];
-      if (c == '"') return true;
-      if (c != '\\') {
-        out += c;
-        continue;
-      }
-      if (pos_ >= s_.size()) return false;
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          if (pos_ + 4 > s_.size()) return false;
-          const unsigned cp = unsigned(std::strtoul(s_.substr(pos_, 4).c_str(), nullptr, 16));
-          pos_ += 4;
-          if (cp < 0x80) {
-            out += char(cp);
-          } else if (cp < 0x800) {
-            out += char(0xC0 | (cp >> 6));
-            out += char(0x80 | (cp & 0x3F));
-          } else {  // surrogate pairs are kept as two 3-byte sequences: display only
-            out += char(0xE0 | (cp >> 12));
-            out += char(0x80 | ((cp >> 6) & 0x3F));
-            out += char(0x80 | (cp & 0x3F));
-          }
-          break;
-        }
-        default: return false;
-      }
-    }
-    return false;
-  }
-  void put_string(const std::string& key, const std::string& v) {
-    out_.strings[key] = v;
-    if (v == "NaN" || v == "nan") out_.numbers[key] = NAN;
-    else if (v == "Infinity" || v == "inf") out_.numbers[key] = INFINITY;
-    else if (v == "-Infinity" || v == "-inf") out_.numbers[key] = -INFINITY;
-  }
-  bool parse_value(const std::string& key, int depth) {
-    if (depth > 32) return false;
-    skip_ws();
-    if (pos_ >= s_.size()) return false;
-    const char c = s_[pos_];
-    if (c == '{') {
-      if (depth == 0) top_was_object_ = true;
-      ++pos_;
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == '}') {
-        ++pos_;
-        return true;
-      }
-      while (true) {
-        skip_ws();
-        std::string k;
-        if (!parse_string(k)) return false;
-        skip_ws();
-        if (pos_ >= s_.size() || s_[pos_] != ':') return false;
-        ++pos_;
-        if (!parse_value(key.empty() ? k : key + "." + k, depth + 1)) return false;
-        skip_ws();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          ++pos_;
-          continue;
-        }
-        if (pos_ < s_.size() && s_[pos_] == '}') {
-          ++pos_;
-          return true;
-        }
-        return false;
-      }
-    }
-    if (c == '[') {
-      ++pos_;
-      skip_ws();
-      if (pos_ < s_.size() && s_[pos_] == ']') {
-        ++pos_;
-        return true;
-      }
-      for (int i = 0;; ++i) {
-        if (!parse_value(key + "." + std::to_string(i), depth + 1)) return false;
-        skip_ws();
-        if (pos_ < s_.size() && s_[pos_] == ',') {
-          ++pos_;
-          continue;
-        }
-        if (pos_ < s_.size() && s_[pos_] == ']') {
-          ++pos_;
-          return true;
-        }
-        return false;
-      }
-    }
-    if (c == '"') {
-      std::string v;
-      if (!parse_string(v)) return false;
-      put_string(key, v);
-      return true;
-    }
-    if (s_.compare(pos_, 4, "true") == 0) {
-      pos_ += 4;
-      out_.numbers[key] = 1;
-      return true;
-    }
-    if (s_.compare(pos_, 5, "false") == 0) {
-      pos_ += 5;
-      out_.numbers[key] = 0;
-      return true;
-    }
-    if (s_.compare(pos_, 4, "null") == 0) {
-      pos_ += 4;
-      return true;
-    }
-    // from_chars, not strtod: the GUI runs under the user's locale, where strtod may expect a
-    // decimal comma.
-    const char* begin = s_.c_str() + pos_;
-    double v = 0;
-    const auto [end, ec] = std::from_chars(begin, s_.c_str() + s_.size(), v);
-    if (ec != std::errc() || end == begin) return false;
-    pos_ += size_t(end - begin);
-    out_.numbers[key] = v;
-    return true;
-  }
-
-  const std::string& s_;
-  MetricsRecord& out_;
-  size_t pos_ = 0;
-  bool top_was_object_ = false;
-};
+}
 
 double median(std::vector<double> v) {
   v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
@@ -193,9 +60,11 @@ std::string MetricsRecord::string(const std::string& key) const {
 }
 
 std::optional<MetricsRecord> parse_metrics_line(const std::string& line) {
+  json::Value v;
+  std::string error;
+  if (!json::parse(line, &v, &error) || !v.is_object()) return std::nullopt;
   MetricsRecord r;
-  FlatJson p(line, r);
-  if (!p.parse_object_line()) return std::nullopt;
+  flatten(v, "", r);
   r.type = r.string("type");
   return r;
 }
