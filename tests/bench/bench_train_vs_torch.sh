@@ -101,7 +101,7 @@ for r in $(seq 1 "$ROUNDS"); do
     ratio=$(python3 -c "import json,sys; print('%.3f' % (json.loads(sys.argv[1])['tokens_per_s'] / json.loads(sys.argv[2])['tokens_per_s']))" "$c" "$t")
     RATIOS+=("$ratio")
     # If capplan's step were its GEMMs alone (OpenBLAS, as PyTorch's), the speed-up would be
-    # ratio / gemm_share: the most any trainer on the same GEMMs could reach in this round.
+    # ratio / gemm_share: the most capplan could reach in this round without faster GEMMs.
     bound=$(python3 -c "import json,sys; c=json.loads(sys.argv[1]); print('%.3f' % (float(sys.argv[2]) / c['gemm_share']) if c['gemm_share'] > 0 else 'n/a')" "$c" "$ratio")
     BOUNDS+=("$bound")
     echo "round $r speed-up capplan / pytorch: ${ratio}x (GEMMs alone would give ${bound}x)"
