@@ -131,6 +131,23 @@ TEST(RuntimeTrain, LayoutsMatchSingleRank) {
   }
 }
 
+// The LM head and loss run over chunks of about 8 MiB of logits: with vocab 8192 and 1,024 rows
+// per micro-batch one rank takes 4 chunks of 256 rows, tp 2 (4,096 vocab rows each, with and
+// without SP) 2 chunks of 512, where every chunk's max and sums cross the TP group.
+TEST(RuntimeTrain, ChunkedHeadUnderTensorParallelMatchesSingleRank) {
+  const fs::path p = work_dir() / "wide_vocab.yaml";
+  {
+    std::ofstream f(p);
+    f << "name: tiny-wide-vocab\nlayers: 1\nhidden: 32\nheads: 4\nvocab: 8192\nseq_len: 64\n";
+  }
+  const std::string args =
+      "--model " + p.string() + " --gbs 16 --mbs 16 --steps 5 --lr 1e-2 --warmup 1 --seed 3";
+  const Result ref = run(1, args);
+  ASSERT_EQ(ref.losses.size(), 5u) << ref.output;
+  expect_close(ref, run(2, args + " --tp 2"), 1e-5, "tp 2");
+  expect_close(ref, run(2, args + " --tp 2 --sp"), 1e-5, "tp 2 sp");
+}
+
 // ZeRO-1 changes only where Adam runs, not what it computes (optimizer.h): bitwise equal.
 TEST(RuntimeTrain, ZeroOneBitwiseEqualsPlainDataParallel) {
   const Result plain = run(4, common(true, 10) + " --dp 4");
