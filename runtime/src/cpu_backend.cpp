@@ -196,7 +196,7 @@ CAPPLAN_CLONES void norm_fwd_row(bool ln, float* o, float* mean, float* rstd, co
   const float rs = 1.0f / std::sqrt(sum_sq_dev(x, mu, C) / C + kNormEps);
   if (ln) {
     for (int c = 0; c < C; ++c) o[c] = (x[c] - mu) * rs * w[c] + bias[c];
-    *mean = mu;
+    if (mean) *mean = mu;
   } else {
     for (int c = 0; c < C; ++c) o[c] = x[c] * rs * w[c];
   }
@@ -335,8 +335,8 @@ class CpuBackend final : public Backend {
                     const float* w, const float* bias, int rows, int C) override {
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
       for (int64_t r = rb; r < re; ++r)
-        norm_fwd_row(kind == NormKind::LayerNorm, out + r * C, mean + r, rstd + r, x + r * C, w,
-                     bias, C);
+        norm_fwd_row(kind == NormKind::LayerNorm, out + r * C, mean ? mean + r : nullptr,
+                     rstd + r, x + r * C, w, bias, C);
     });
   }
 
