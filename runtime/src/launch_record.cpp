@@ -133,10 +133,13 @@ std::vector<TermRow> compare_terms(const RunRecord& r) {
     row.measured_s = t.measured;
     rows.push_back(row);
   }
+  // Time inside the backend's GEMMs: a part of compute, shown under it, not a term of its own.
+  if (const auto it = m.phase_s.find("gemm"); it != m.phase_s.end())
+    rows.insert(rows.begin() + 1, {"gemm (within compute)", kUnknown, kUnknown, it->second});
   // Phases the runtime times that the cost model has no term for (e.g. data loading).
   for (const auto& [name, value] : m.phase_s) {
     static const char* known[] = {"forward", "backward", "recompute", "bubble", "tp_comm",
-                                  "pp_comm", "dp_comm", "optimizer", "offload"};
+                                  "pp_comm", "dp_comm", "optimizer", "offload", "gemm"};
     bool is_known = false;
     for (const char* k : known) is_known = is_known || name == k;
     if (!is_known) rows.push_back({name + " (not modelled)", kUnknown, kUnknown, value});

@@ -473,7 +473,7 @@ TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
   for (int i = 0; i < 5; ++i) {
     char line[256];
     std::snprintf(line, sizeof line,
-                  R"({"type":"step","step":%d,"loss":%g,"step_time_s":%g,"tokens_per_s":%g,"forward_s":%g,"backward_s":%g,"dp_comm_s":0.5,"data_s":0.1})",
+                  R"({"type":"step","step":%d,"loss":%g,"step_time_s":%g,"tokens_per_s":%g,"forward_s":%g,"backward_s":%g,"dp_comm_s":0.5,"data_s":0.1,"gemm_s":1.25})",
                   i + 1, 6.0 - i, times[i], 100.0 * (i + 1), times[i] / 4, times[i] / 2);
     recs.push_back(*parse_metrics_line(line));
   }
@@ -516,6 +516,10 @@ TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
   EXPECT_DOUBLE_EQ(row("dp_comm").measured_s, 0.5);
   EXPECT_TRUE(std::isnan(row("tp_comm").measured_s));
   EXPECT_DOUBLE_EQ(row("data (not modelled)").measured_s, 0.1);
+  // GEMM time is shown right under compute, as a part of it.
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows[1].term, "gemm (within compute)");
+  EXPECT_DOUBLE_EQ(rows[1].measured_s, 1.25);
   EXPECT_DOUBLE_EQ(row("step").measured_s, 3);
   EXPECT_DOUBLE_EQ(row("step").predicted_s, 2.5);
   EXPECT_TRUE(std::isnan(row("step").simulated_s));
