@@ -833,7 +833,7 @@ int Run::execute() {
       grad_bytes += models_[k]->grad_bytes();
       param_buf += models_[k]->param_buffer_bytes();
       grad_buf += models_[k]->grad_buffer_bytes();
-      state_bytes += 2 * opts_[k]->state_numel() * int64_t(sizeof(float));
+      state_bytes += opts_[k]->state_bytes();
       act_bytes += models_[k]->activation_bytes();
       host_act_bytes += models_[k]->host_activation_bytes();
     }

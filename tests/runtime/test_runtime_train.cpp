@@ -292,7 +292,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, RuntimeZero8,
                                            "--dp 4 --pp 2 --vp 2 --schedule interleaved"));
 
 struct RankMemory {
-  double params = 0, param_buffers = 0, grads = 0, grad_buffers = 0;  // MiB
+  double params = 0, param_buffers = 0, grads = 0, grad_buffers = 0, optimizer = 0;  // MiB
 };
 
 // The "memory per rank" lines capplan-train prints at start, by rank.
@@ -304,10 +304,10 @@ std::map<int, RankMemory> memory_lines(const Result& r) {
     RankMemory m;
     if (std::sscanf(line.c_str(),
                     " rank %d (d%d,p%d,t%d): parameters %lf MiB, gradients %lf MiB, optimizer "
-                    "state %*f MiB, ZeRO buffers %*f MiB (gathered weights %lf + gradient buckets "
+                    "state %lf MiB, ZeRO buffers %*f MiB (gathered weights %lf + gradient buckets "
                     "%lf)",
-                    &rank, &d, &p, &t, &m.params, &m.grads, &m.param_buffers,
-                    &m.grad_buffers) == 8)
+                    &rank, &d, &p, &t, &m.params, &m.grads, &m.optimizer, &m.param_buffers,
+                    &m.grad_buffers) == 9)
       out[rank] = m;
   }
   return out;
@@ -334,6 +334,11 @@ TEST(RuntimeTrain, ZeroStagesShrinkWeightsAndGradientsPerRank) {
     EXPECT_EQ(one.param_buffers, 0.0);
     EXPECT_EQ(one.grad_buffers, 0.0);
     EXPECT_NEAR(one.grads, one.params, 1e-4);
+    // Optimizer: Adam's two moment shards, plus (stage 1 only) the reduced gradient shard the
+    // update reads; under stages 2 and 3 that shard is the model's gradients.
+    EXPECT_NEAR(one.optimizer, 3 * one.params / 8, 3e-4) << rank;
+    EXPECT_NEAR(two.optimizer, 2 * one.params / 8, 3e-4) << rank;
+    EXPECT_NEAR(three.optimizer, two.optimizer, 1e-4) << rank;
     // Stage 2: gradients sharded, weights whole.
     EXPECT_NEAR(two.params, one.params, 1e-4) << rank;
     EXPECT_EQ(two.param_buffers, 0.0) << rank;
