@@ -80,7 +80,9 @@ class MpiCommunicator final : public Communicator {
       return;
     }
     if (count > kChunk) throw std::length_error("reduce_scatter: block too large");
-    MPI_Reduce_scatter_block(send, recv, int(count), MPI_FLOAT, MPI_SUM, comm_);
+    // In place: the input is recv's size() blocks and this rank's sum lands at its start.
+    MPI_Reduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, int(count), MPI_FLOAT,
+                             MPI_SUM, comm_);
   }
   void all_gather(const float* send, float* recv, int64_t count) override {
     gather(send, recv, count, MPI_FLOAT, sizeof(float));

@@ -36,19 +36,16 @@ Optimizer::Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend
         "ZeRO-2/3: the model must be built with the same stage and DP group");
   m_ = be_.allocate(state_numel_);
   v_ = be_.allocate(state_numel_);
-  // ZeRO-2/3: the model accumulates the reduced gradient shard itself. Without DP peers the
-  // "shard" is the whole gradient buffer, so it is used in place (no reduce or gather copies).
-  owns_gshard_ = cfg_.zero < 2 && dp_.size() > 1;
-  gshard_ = owns_gshard_ ? be_.allocate(shard_)
-            : cfg_.zero < 2 ? model_.grads()
-                            : model_.grad_shard();
+  // ZeRO-0/1: the gradients are reduce-scattered in place, so this rank's DP-summed shard is the
+  // start of the model's gradient buffer (no second buffer; without DP peers it is the whole
+  // buffer). ZeRO-2/3: the model accumulates the reduced shard itself.
+  gshard_ = cfg_.zero < 2 ? model_.grads() : model_.grad_shard();
   if (!m_ || !v_ || !gshard_) throw std::bad_alloc();
 }
 
 Optimizer::~Optimizer() {
   be_.release(m_);
   be_.release(v_);
-  if (owns_gshard_) be_.release(gshard_);
 }
 
 OptimizerStats Optimizer::step(int64_t step) {
@@ -67,7 +64,7 @@ double Optimizer::reduce_gradients(double* comm_s) {
   const int64_t my_begin = shard_ * dp_.rank(), my_end = my_begin + shard_;
   if (cfg_.zero < 2) {  // ZeRO-2/3 reduced each bucket during the backward already
     const auto t0 = clock::now();
-    dp_.reduce_scatter_sum(model_.grads(), gshard_, shard_);
+    dp_.reduce_scatter_sum(model_.grads(), gshard_, shard_);  // in place: gshard_ is grads
     *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
   // Global norm: this shard's counted elements, then the DP partials summed in rank order (so
@@ -118,7 +115,10 @@ void Optimizer::update(int64_t step, double grad_norm, double* comm_s) {
     }
   } else {
     const auto t0 = clock::now();
-    dp_.all_gather(gshard_, grads, shard_);
+    // Move the shard from the start of the buffer to its own block (no overlap unless it is
+    // already there), then gather the other blocks around it.
+    if (my_begin != 0) be_.copy(grads + my_begin, gshard_, shard_);
+    dp_.all_gather(grads + my_begin, grads, shard_);
     *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
     apply(0, padded_, grads);
   }

@@ -334,11 +334,11 @@ TEST(RuntimeTrain, ZeroStagesShrinkWeightsAndGradientsPerRank) {
     EXPECT_EQ(one.param_buffers, 0.0);
     EXPECT_EQ(one.grad_buffers, 0.0);
     EXPECT_NEAR(one.grads, one.params, 1e-4);
-    // Optimizer: Adam's two moment shards, plus (stage 1 only) the reduced gradient shard the
-    // update reads; under stages 2 and 3 that shard is the model's gradients.
-    EXPECT_NEAR(one.optimizer, 3 * one.params / 8, 3e-4) << rank;
-    EXPECT_NEAR(two.optimizer, 2 * one.params / 8, 3e-4) << rank;
-    EXPECT_NEAR(three.optimizer, two.optimizer, 1e-4) << rank;
+    // Optimizer: Adam's two moment shards and nothing else at every stage (stage 1 reduces the
+    // gradients in place, so its DP-summed shard needs no buffer of its own).
+    EXPECT_NEAR(one.optimizer, 2 * one.params / 8, 2e-4) << rank;
+    EXPECT_NEAR(two.optimizer, one.optimizer, 1e-4) << rank;
+    EXPECT_NEAR(three.optimizer, one.optimizer, 1e-4) << rank;
     // Stage 2: gradients sharded, weights whole.
     EXPECT_NEAR(two.params, one.params, 1e-4) << rank;
     EXPECT_EQ(two.param_buffers, 0.0) << rank;

@@ -24,7 +24,8 @@ class Communicator {
   virtual void all_reduce_sum(double* data, int64_t n) = 0;
   virtual void all_reduce_max(float* data, int64_t n) = 0;
   virtual void all_reduce_min(int64_t* data, int64_t n) = 0;
-  // send: size() * count elements; rank r receives the sum of block r.
+  // send: size() * count elements; rank r receives the sum of block r (recv may be send itself:
+  // the block then lands at its start).
   virtual void reduce_scatter_sum(const float* send, float* recv, int64_t count) = 0;
   // recv: size() * count elements, block r from rank r.
   virtual void all_gather(const float* send, float* recv, int64_t count) = 0;

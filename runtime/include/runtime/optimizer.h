@@ -62,11 +62,9 @@ class Optimizer {
 
   // Adam moments held by this rank: the whole buffer (zero 0) or its shard (zero 1).
   int64_t state_numel() const { return state_numel_; }
-  // Bytes this optimizer allocated: the two moments, plus the DP-reduced gradient shard it owns
-  // under ZeRO 0/1 with dp > 1 (under ZeRO 2/3 the model holds that shard as its gradients).
-  int64_t state_bytes() const {
-    return (2 * state_numel_ + (owns_gshard_ ? shard_ : 0)) * int64_t(sizeof(float));
-  }
+  // Bytes this optimizer allocated: the two moments (the DP-reduced gradient shard lives in the
+  // model's gradient buffer).
+  int64_t state_bytes() const { return 2 * state_numel_ * int64_t(sizeof(float)); }
   float* m() { return m_; }
   float* v() { return v_; }
   int64_t shard_begin() const { return shard_begin_; }  // flat index of state element 0
@@ -78,7 +76,6 @@ class Optimizer {
   Communicator &dp_, &tp_, &pp_;
   int64_t padded_ = 0, shard_ = 0, shard_begin_ = 0, state_numel_ = 0;
   float *m_ = nullptr, *v_ = nullptr, *gshard_ = nullptr;
-  bool owns_gshard_ = true;
 };
 
 }  // namespace capplan::rt
