@@ -650,6 +650,29 @@ void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, i
 
 }  // namespace detail
 
+namespace {
+
+// One layout through the cost model: the constants, micro-batch terms and placement it needs,
+// then evaluate() (filling `steps` when given). The layout must have passed check_layout.
+struct LayoutEvaluation {
+  detail::Constants c;
+  int64_t m = 0;
+  detail::MicroTerms mt;
+  detail::Evaluation ev;
+};
+LayoutEvaluation evaluate_layout(const Scenario& sc, const Layout& ly, StepCosts* steps) {
+  LayoutEvaluation r;
+  r.c = detail::constants_for(sc);
+  r.m = ly.num_microbatches(sc.training.gbs);
+  r.mt = detail::micro_terms(sc, r.c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+  const detail::Placement pl = detail::placement(r.c, sc.cluster.gpus_per_node, sc.total_gpus(),
+                                                 ly.dp, ly.tp, ly.pp, ly.order.c_str());
+  detail::evaluate(sc, r.c, ly, r.m, r.mt, pl, r.ev, steps);
+  return r;
+}
+
+}  // namespace
+
 Estimate estimate(const Scenario& sc, const Layout& ly) {
   Estimate est;
   if (auto err = check_layout(sc, ly)) {
@@ -661,27 +684,15 @@ Estimate estimate(const Scenario& sc, const Layout& ly) {
     est.cost_usd = std::numeric_limits<double>::quiet_NaN();
     return est;
   }
-  const detail::Constants c = detail::constants_for(sc);
-  const int64_t m = ly.num_microbatches(sc.training.gbs);
-  const detail::MicroTerms mt = detail::micro_terms(sc, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
-  const detail::Placement pl = detail::placement(c, sc.cluster.gpus_per_node, sc.total_gpus(),
-                                                 ly.dp, ly.tp, ly.pp, ly.order.c_str());
-  detail::Evaluation ev;
-  detail::evaluate(sc, c, ly, m, mt, pl, ev, nullptr);
-  detail::finish_estimate(sc, c, ly, m, mt, ev, est);
+  const LayoutEvaluation r = evaluate_layout(sc, ly, nullptr);
+  detail::finish_estimate(sc, r.c, ly, r.m, r.mt, r.ev, est);
   return est;
 }
 
 StepCosts step_costs(const Scenario& sc, const Layout& ly) {
   StepCosts out;
   if (check_layout(sc, ly)) return out;
-  const detail::Constants c = detail::constants_for(sc);
-  const int64_t m = ly.num_microbatches(sc.training.gbs);
-  const detail::MicroTerms mt = detail::micro_terms(sc, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
-  const detail::Placement pl = detail::placement(c, sc.cluster.gpus_per_node, sc.total_gpus(),
-                                                 ly.dp, ly.tp, ly.pp, ly.order.c_str());
-  detail::Evaluation ev;
-  detail::evaluate(sc, c, ly, m, mt, pl, ev, &out);
+  evaluate_layout(sc, ly, &out);
   return out;
 }
 
