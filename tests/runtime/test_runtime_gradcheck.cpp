@@ -36,6 +36,17 @@ ModelSpec tiny_model(bool llama) {
   return m;
 }
 
+// One stage holding every layer of `m`, micro-batches of `mbs` sequences, weights from `seed`.
+GptConfig tiny_config(const ModelSpec& m, uint64_t seed, int mbs = 2) {
+  GptConfig c;
+  c.model = m;
+  c.seq_len = m.seq_len;
+  c.mbs = mbs;
+  c.layer_end = m.layers;
+  c.seed = seed;
+  return c;
+}
+
 struct Fixture {
   std::unique_ptr<Backend> be = make_cpu_backend(2);
   std::unique_ptr<Communicator> tp = make_self_communicator();
@@ -45,13 +56,8 @@ struct Fixture {
 
   explicit Fixture(const ModelSpec& m, Recompute recompute = Recompute::None,
                    int head_chunk_rows = 0) {
-    GptConfig c;
+    GptConfig c = tiny_config(m, 7);
     c.head_chunk_rows = head_chunk_rows;
-    c.model = m;
-    c.seq_len = m.seq_len;
-    c.mbs = 2;
-    c.layer_end = m.layers;
-    c.seed = 7;
     c.recompute = recompute;
     gpt = std::make_unique<Gpt>(c, *be, *tp);
     gpt->init_params();
@@ -194,12 +200,7 @@ TEST(RuntimeGradCheck, OffloadIsBitwiseIdenticalAndShrinksTheDevicePool) {
     auto be = make_cpu_backend(2);
     auto tp = make_self_communicator();
     const ModelSpec m = tiny_model(true);
-    GptConfig c;
-    c.model = m;
-    c.seq_len = m.seq_len;
-    c.mbs = 2;
-    c.layer_end = m.layers;
-    c.seed = 7;
+    GptConfig c = tiny_config(m, 7);
     c.slots = 2;
     c.recompute = Recompute::Full;
     c.offload = offload;
@@ -238,12 +239,7 @@ TEST(RuntimeGradCheck, ZeroBucketsAndGatheredLayersEqualWholeBuffers) {
       auto tp = make_self_communicator();
       auto dp = make_self_communicator();
       const ModelSpec m = tiny_model(true);
-      GptConfig c;
-      c.model = m;
-      c.seq_len = m.seq_len;
-      c.mbs = 2;
-      c.layer_end = m.layers;
-      c.seed = 11;
+      GptConfig c = tiny_config(m, 11);
       c.recompute = rc;
       c.zero = zero;
       c.dp = dp.get();
@@ -280,11 +276,7 @@ TEST(RuntimeInit, TensorParallelSliceEqualsFullTensorRows) {
   ModelSpec m = tiny_model(false);
   auto be = make_cpu_backend(1);
   auto self = make_self_communicator();
-  GptConfig c;
-  c.model = m;
-  c.seq_len = m.seq_len;
-  c.layer_end = m.layers;
-  c.seed = 5;
+  GptConfig c = tiny_config(m, 5, 1);
   Gpt full(c, *be, *self);
   full.init_params();
   c.tp_size = 2;
