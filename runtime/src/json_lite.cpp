@@ -14,16 +14,19 @@ const Value* Value::get(const std::string& key) const {
   return it == obj.end() ? nullptr : &it->second;
 }
 
-double Value::number_or(const std::string& key, double fallback) const {
-  const Value* v = get(key);
-  if (!v) return fallback;
-  if (v->kind == Kind::Number) return v->num;
-  if (v->kind == Kind::String) {
-    if (v->str == "NaN") return std::numeric_limits<double>::quiet_NaN();
-    if (v->str == "Infinity") return std::numeric_limits<double>::infinity();
-    if (v->str == "-Infinity") return -std::numeric_limits<double>::infinity();
+double Value::as_number(double fallback) const {
+  if (kind == Kind::Number) return num;
+  if (kind == Kind::String) {
+    if (str == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (str == "Infinity") return std::numeric_limits<double>::infinity();
+    if (str == "-Infinity") return -std::numeric_limits<double>::infinity();
   }
   return fallback;
+}
+
+double Value::number_or(const std::string& key, double fallback) const {
+  const Value* v = get(key);
+  return v ? v->as_number(fallback) : fallback;
 }
 
 int64_t Value::int_or(const std::string& key, int64_t fallback, int64_t lo, int64_t hi) const {

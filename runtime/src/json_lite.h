@@ -22,6 +22,9 @@ struct Value {
 
   bool is_object() const { return kind == Kind::Object; }
   const Value* get(const std::string& key) const;  // nullptr when absent or not an object
+  // This value as a number: a number, or one of the strings "NaN" / "Infinity" / "-Infinity"
+  // the metrics writer uses for non-finite values; `fallback` otherwise.
+  double as_number(double fallback) const;
   // A number, or the strings "NaN" / "Infinity" / "-Infinity" the metrics writer uses for
   // non-finite values; `fallback` otherwise.
   double number_or(const std::string& key, double fallback) const;

@@ -18,7 +18,7 @@ namespace {
 
 // Flattens one parsed JSON value into the record: nested keys joined with '.', array elements
 // as key.0, key.1, ...; booleans as 1 / 0; the metrics writer's "NaN" / "Infinity" strings also
-// as numbers; nulls left out.
+// as numbers (json::Value::as_number); nulls left out.
 void flatten(const json::Value& v, const std::string& key, MetricsRecord& out) {
   switch (v.kind) {
     case json::Value::Kind::Object:
@@ -27,12 +27,12 @@ void flatten(const json::Value& v, const std::string& key, MetricsRecord& out) {
     case json::Value::Kind::Array:
       for (size_t i = 0; i < v.arr.size(); ++i) flatten(v.arr[i], key + "." + std::to_string(i), out);
       break;
-    case json::Value::Kind::String:
+    case json::Value::Kind::String: {
       out.strings[key] = v.str;
-      if (v.str == "NaN" || v.str == "nan") out.numbers[key] = NAN;
-      else if (v.str == "Infinity" || v.str == "inf") out.numbers[key] = INFINITY;
-      else if (v.str == "-Infinity" || v.str == "-inf") out.numbers[key] = -INFINITY;
+      // A string reads as a number only when it spells a non-finite one.
+      if (const double x = v.as_number(0.0); !std::isfinite(x)) out.numbers[key] = x;
       break;
+    }
     case json::Value::Kind::Number: out.numbers[key] = v.num; break;
     case json::Value::Kind::Bool: out.numbers[key] = v.b ? 1 : 0; break;
     case json::Value::Kind::Null: break;
