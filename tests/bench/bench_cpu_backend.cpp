@@ -1,8 +1,9 @@
 // The CPU backend's kernels on the shape of the speed comparison with PyTorch (4 layers, d 256,
 // 4 heads, seq 128, vocab 4096, batch 8 -> 1,024 rows), 2 threads: every GEMM shape of a step,
 // the GEMM sequence of a whole step (the floor under capplan-train's step time: the metrics'
-// gemm_s), attention, norms, GELU, cross-entropy and AdamW. Figures are printed by Google
-// Benchmark (GEMMs also as FLOP/s); nothing is asserted.
+// gemm_s), attention, norms, GELU, cross-entropy and AdamW, and a core's FMA ceiling to read
+// them against. Figures are printed by Google Benchmark (GEMMs also as FLOP/s); nothing is
+// asserted.
 //
 //   build/tests/bench/bench_cpu_backend [--benchmark_filter=Gemm]
 #include <benchmark/benchmark.h>
@@ -164,6 +165,49 @@ void BM_OptimizerStep(benchmark::State& state) {
   state.SetItemsProcessed(int64_t(state.iterations()) * n);
 }
 BENCHMARK(BM_OptimizerStep)->Unit(benchmark::kMicrosecond);
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The FMA ceiling of a core: 10 independent chains of 8-lane fused multiply-adds in registers
+// (two FMA pipes x 4 cycles latency need 8), nothing from memory. GEMM figures above are to be
+// read against it; per thread, so ->Threads(2) shows whether two cores keep their clock.
+__attribute__((target("avx2,fma"), noinline)) float fma_chains(int64_t n) {
+  typedef float v8 __attribute__((vector_size(32)));
+  const v8 mul = v8{} + 0.9999999f, add = v8{} + 1e-7f;
+  v8 a0 = v8{} + 1.0f, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+     a9 = a0;  // named, so they stay in registers
+  for (int64_t i = 0; i < n; ++i) {
+    a0 = __builtin_ia32_vfmaddps256(a0, mul, add);
+    a1 = __builtin_ia32_vfmaddps256(a1, mul, add);
+    a2 = __builtin_ia32_vfmaddps256(a2, mul, add);
+    a3 = __builtin_ia32_vfmaddps256(a3, mul, add);
+    a4 = __builtin_ia32_vfmaddps256(a4, mul, add);
+    a5 = __builtin_ia32_vfmaddps256(a5, mul, add);
+    a6 = __builtin_ia32_vfmaddps256(a6, mul, add);
+    a7 = __builtin_ia32_vfmaddps256(a7, mul, add);
+    a8 = __builtin_ia32_vfmaddps256(a8, mul, add);
+    a9 = __builtin_ia32_vfmaddps256(a9, mul, add);
+  }
+  const v8 sum = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + (a8 + a9);
+  return sum[0];
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    state.SkipWithError("no AVX2 + FMA on this CPU");
+    return;
+  }
+  int64_t kIters = 1 << 20;
+  benchmark::DoNotOptimize(kIters);  // no hoisting of the call out of the loop
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kIters);
+    benchmark::DoNotOptimize(fma_chains(kIters));
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(double(kIters) * 10 * 8 * 2 *
+                                                    double(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_FmaPeak)->Threads(1)->Threads(2)->UseRealTime();
+#endif
 
 }  // namespace
 
