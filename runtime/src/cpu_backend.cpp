@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/backend.h"
@@ -577,6 +578,12 @@ class CpuBackend final : public Backend {
     double total = 0;
     for (double p : part) total += p;
     return total;
+  }
+  void run_tasks(int n, const std::function<void(int)>& task) override {
+    if (n > pool_.size()) throw std::invalid_argument("run_tasks: more tasks than threads");
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) task(int(i));
+    });
   }
   double gemm_seconds() const override { return gemm_s_; }
 

@@ -74,6 +74,7 @@ std::string gpt_check_config(const GptConfig& c) {
   if (c.layer_begin < 0 || c.layer_end > m.layers || c.layer_begin >= c.layer_end)
     return "empty or out-of-range layer range for this pipeline stage";
   if (c.slots <= 0) return "slots must be > 0";
+  if (c.shared_params && c.zero >= 2) return "a replica's shared weights need ZeRO 0 or 1";
   if (c.sp && (int64_t(c.mbs) * c.seq_len) % c.tp_size != 0)
     return "sequence parallelism needs mbs * seq_len divisible by tp";
   if (m.vocab > 65536 * 1024) return "vocab too large";
@@ -183,6 +184,8 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
         param_buffer_bytes_ += edge[e] * fb;
       }
     param_bytes_ = shard_ * fb;
+  } else if (cfg_.shared_params) {
+    params_ = cfg_.shared_params;
   } else {
     params_ = alloc(padded_params_, false);
     param_bytes_ = padded_params_ * fb;

@@ -111,6 +111,7 @@ void MetricsWriter::write_start(const StartRecord& r) {
       .add("gbs", r.gbs)
       .add("seq_len", r.seq_len)
       .add("threads", r.threads)
+      .add("batch_split", r.batch_split)
       .add("backend", r.backend)
       .add_raw("rank_hosts", hosts)
       .add("peak_flops_per_s", r.peak_flops_per_s > 0 ? r.peak_flops_per_s : std::nan(""))

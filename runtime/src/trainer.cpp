@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -45,7 +46,7 @@ const std::vector<std::string>& known_flags() {
       "model", "dp", "tp", "pp", "vp", "mbs", "gbs", "steps", "seq-len", "lr", "min-lr-ratio",
       "warmup", "weight-decay", "clip", "beta1", "beta2", "seed", "data", "checkpoint-dir",
       "checkpoint-every", "resume", "metrics", "threads", "zero", "recompute", "order", "schedule",
-      "offload", "sp", "kill-at-step", "dump-grads"};
+      "offload", "sp", "kill-at-step", "dump-grads", "thread-split"};
   return f;
 }
 
@@ -146,6 +147,10 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
     else if (flag == "resume") o.resume = value;
     else if (flag == "metrics") o.metrics = value;
     else if (flag == "dump-grads") o.dump_grads = value;
+    else if (flag == "thread-split") {
+      if (value == "auto" || value == "kernel") o.thread_split = value;
+      else err(flag, "expected auto or kernel, found '" + value + "'");
+    }
     else if (flag == "recompute") {
       if (auto r = parse_recompute(value)) o.layout.recompute = *r;
       else err(flag, "expected none, selective or full, found '" + value + "'");
@@ -258,6 +263,7 @@ class Run {
   bool resume(Diagnostics& d);
   bool save_checkpoint(int64_t steps_done, std::string* error);
   void run_step(int64_t step, StepRecord& rec);
+  double run_split_microbatches(int64_t step, StepRecord& rec);
   void load_microbatch(int64_t step, int64_t mb);
   void sync_tied_embedding();
   void dump_gradients();
@@ -269,6 +275,22 @@ class Run {
   int64_t micro_ = 0;  // micro-batches per step on this DP rank
   ProcessGroups groups_;
   std::unique_ptr<Backend> be_;
+  // Batch split over threads: part r of every micro-batch (sequences [r B / n, (r + 1) B / n))
+  // runs through its own replica of the model on its own backend, concurrently; replica 0 is
+  // models_[0] and owns the weights, the others read them and keep their own gradients, which
+  // are summed into replica 0's at the end of the step. n = 1: the threads split every kernel.
+  // Declared before the models, which release their buffers through these backends.
+  int split_ = 1;
+  std::vector<std::unique_ptr<Backend>> part_be_;  // one per part, threads_ / split_ threads
+  std::vector<std::unique_ptr<Gpt>> parts_;        // replicas 1 .. split_ - 1
+  Backend& model_backend() { return split_ > 1 ? *part_be_[0] : *be_; }
+  std::string thread_split_text() const {
+    if (split_ == 1) return "kernels split over the threads";
+    const int per = o_.layout.mbs / split_;
+    return "batch split: each micro-batch in " + std::to_string(split_) + " parts of " +
+           std::to_string(per) + (per == 1 ? " sequence" : " sequences") + ", one per " +
+           (threads_ == split_ ? "thread" : std::to_string(threads_ / split_) + " threads");
+  }
   std::vector<std::unique_ptr<Gpt>> models_;      // one per model chunk on this stage (vp)
   std::vector<std::unique_ptr<Optimizer>> opts_;  // one per chunk
   std::unique_ptr<DataSource> data_;
@@ -329,10 +351,16 @@ bool Run::setup(Diagnostics& d) {
   groups_ = make_process_groups(L);
   threads_ = o_.threads > 0 ? o_.threads : std::max(1, cpus_available() / groups_.local_size);
   be_ = make_cpu_backend(threads_);
+  // Splitting the batch needs no communication inside the step (TP and PP exchange activations,
+  // ZeRO-2/3 gradients and weights per layer) and whole sequences per part (attention).
+  if (o_.thread_split == "auto" && L.tp == 1 && L.pp == 1 && L.zero <= 1)
+    split_ = std::gcd(L.mbs, threads_);
+  for (int r = 0; split_ > 1 && r < split_; ++r)
+    part_be_.push_back(make_cpu_backend(threads_ / split_));
   GptConfig gc;
   gc.model = model_spec_;
   gc.seq_len = T_;
-  gc.mbs = L.mbs;
+  gc.mbs = L.mbs / split_;
   gc.tp_rank = groups_.coords.tp;
   gc.tp_size = L.tp;
   gc.seed = o_.seed;
@@ -376,8 +404,12 @@ bool Run::setup(Diagnostics& d) {
       d.error(kCmd, 0, 0, "--model", why);
       return false;
     }
-    models_.push_back(std::make_unique<Gpt>(gc, *be_, *groups_.tp));
+    models_.push_back(std::make_unique<Gpt>(gc, model_backend(), *groups_.tp));
     models_.back()->init_params();
+    GptConfig part = gc;
+    part.shared_params = models_.back()->params();
+    for (int r = 1; r < split_; ++r)
+      parts_.push_back(std::make_unique<Gpt>(part, *part_be_[size_t(r)], *groups_.tp));
     opts_.push_back(std::make_unique<Optimizer>(o_.optimizer, *models_.back(), *be_, *groups_.dp,
                                                 *groups_.tp, *groups_.pp));
   }
@@ -647,11 +679,54 @@ void Run::dump_gradients() {
   }
 }
 
+// The micro-batches of a step with the batch split over threads (split_ > 1, so one stage, no
+// TP, ZeRO <= 1): each part's forward and backward run as one task per part, the parts' losses
+// and gradients are summed in part order (the result depends on split_, not on timing). Returns
+// the sum of the token losses; the gradients end in models_[0].
+double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
+  const int64_t part_tokens = int64_t(o_.layout.mbs / split_) * T_;
+  const float scale = float(1.0 / (double(o_.gbs) * T_));
+  std::vector<double> loss(size_t(split_), 0.0);
+  std::vector<std::exception_ptr> failed(static_cast<size_t>(split_));
+  for (int64_t mb = 0; mb < micro_; ++mb) {
+    auto t = Clock::now();
+    load_microbatch(step, mb);
+    rec.data_s += seconds_since(t);
+    t = Clock::now();
+    double forward0 = 0;  // part 0's forward, on this thread
+    be_->run_tasks(split_, [&](int r) {
+      try {
+        Gpt& g = r == 0 ? *models_[0] : *parts_[size_t(r) - 1];
+        if (mb == 0) g.zero_grads();
+        const auto t0 = Clock::now();
+        loss[size_t(r)] += g.forward(0, tokens_.data() + r * part_tokens, nullptr, nullptr,
+                                     targets_.data() + r * part_tokens, scale);
+        if (r == 0) forward0 = seconds_since(t0);
+        g.backward(0, nullptr, nullptr);
+      } catch (...) {
+        failed[size_t(r)] = std::current_exception();
+      }
+    });
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
+    rec.forward_s += forward0;
+    rec.backward_s += seconds_since(t) - forward0;
+  }
+  const auto t = Clock::now();
+  Gpt& g0 = *models_[0];
+  for (const auto& p : parts_) be_->add(g0.grads(), p->grads(), g0.num_params());
+  rec.backward_s += seconds_since(t);
+  double sum = 0;
+  for (double l : loss) sum += l;
+  return sum;
+}
+
 void Run::run_step(int64_t step, StepRecord& rec) {
   const Layout& L = o_.layout;
   const auto t_step = Clock::now();
-  const double gemm0 = be_->gemm_seconds();
-  for (auto& m : models_) m->zero_grads();
+  const double gemm0 = model_backend().gemm_seconds();
+  if (split_ == 1)
+    for (auto& m : models_) m->zero_grads();
   const float scale = float(1.0 / (double(o_.gbs) * T_));
   const int64_t n = models_[0]->boundary_numel();
   const int pp = L.pp, stage = groups_.coords.pp, vstages = L.pp * L.vp;
@@ -665,41 +740,45 @@ void Run::run_step(int64_t step, StepRecord& rec) {
       free_slots[size_t(c)].push_back(i);
   double loss_sum = 0, pp_wait_s = 0;
   const auto t_pipe = Clock::now();
-  for (const PipelineAction& a : actions_) {
-    const int64_t mb = a.microbatch;
-    const size_t c = size_t(a.chunk);
-    Gpt& g = *models_[c];
-    const int v = a.chunk * pp + stage;
-    const bool first = g.first_stage(), last = g.last_stage();
-    if (a.pass == Pass::Forward) {
-      auto t = Clock::now();
-      if (first || last) load_microbatch(step, mb);
-      rec.data_s += seconds_since(t);
-      t = Clock::now();
-      const int slot = free_slots[c].back();
-      free_slots[c].pop_back();
-      slot_of[c][size_t(mb)] = slot;
-      if (!first) {
-        const auto w = Clock::now();
-        groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
-        pp_wait_s += seconds_since(w);
+  if (split_ > 1) {
+    loss_sum = run_split_microbatches(step, rec);
+  } else {
+    for (const PipelineAction& a : actions_) {
+      const int64_t mb = a.microbatch;
+      const size_t c = size_t(a.chunk);
+      Gpt& g = *models_[c];
+      const int v = a.chunk * pp + stage;
+      const bool first = g.first_stage(), last = g.last_stage();
+      if (a.pass == Pass::Forward) {
+        auto t = Clock::now();
+        if (first || last) load_microbatch(step, mb);
+        rec.data_s += seconds_since(t);
+        t = Clock::now();
+        const int slot = free_slots[c].back();
+        free_slots[c].pop_back();
+        slot_of[c][size_t(mb)] = slot;
+        if (!first) {
+          const auto w = Clock::now();
+          groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
+          pp_wait_s += seconds_since(w);
+        }
+        float* out = last ? nullptr : send_fwd_[c][size_t(mb)];
+        loss_sum += g.forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
+        if (!last) groups_.pp->send_async(out, n, next, tag(mb, v, 0));
+        rec.forward_s += seconds_since(t);
+      } else {
+        const auto t = Clock::now();
+        if (!last) {
+          const auto w = Clock::now();
+          groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
+          pp_wait_s += seconds_since(w);
+        }
+        float* din = first ? nullptr : send_bwd_[c][size_t(mb)];
+        g.backward(slot_of[c][size_t(mb)], recv_bwd_, din);
+        if (!first) groups_.pp->send_async(din, n, prev, tag(mb, v, 1));
+        free_slots[c].push_back(slot_of[c][size_t(mb)]);
+        rec.backward_s += seconds_since(t);
       }
-      float* out = last ? nullptr : send_fwd_[c][size_t(mb)];
-      loss_sum += g.forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
-      if (!last) groups_.pp->send_async(out, n, next, tag(mb, v, 0));
-      rec.forward_s += seconds_since(t);
-    } else {
-      const auto t = Clock::now();
-      if (!last) {
-        const auto w = Clock::now();
-        groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
-        pp_wait_s += seconds_since(w);
-      }
-      float* din = first ? nullptr : send_bwd_[c][size_t(mb)];
-      g.backward(slot_of[c][size_t(mb)], recv_bwd_, din);
-      if (!first) groups_.pp->send_async(din, n, prev, tag(mb, v, 1));
-      free_slots[c].push_back(slot_of[c][size_t(mb)]);
-      rec.backward_s += seconds_since(t);
     }
   }
   auto t = Clock::now();
@@ -736,7 +815,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   rec.lr = os.lr;
   rec.grad_norm = os.grad_norm;
   rec.step_time_s = seconds_since(t_step);
-  rec.gemm_s = be_->gemm_seconds() - gemm0;
+  rec.gemm_s = model_backend().gemm_seconds() - gemm0;
   rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
   const double flops =
       model_flops_per_token(global_params_, model_spec_.layers, T_, model_spec_.hidden) *
@@ -837,6 +916,11 @@ int Run::execute() {
       act_bytes += models_[k]->activation_bytes();
       host_act_bytes += models_[k]->host_activation_bytes();
     }
+    for (const auto& p : parts_) {  // batch split: every part's own gradients and activations
+      grad_bytes += p->grad_bytes();
+      act_bytes += p->activation_bytes();
+      host_act_bytes += p->host_activation_bytes();
+    }
     placement = gather_lines({JsonLine()
                                   .add("type", "placement")
                                   .add("rank", rank_)
@@ -870,11 +954,12 @@ int Run::execute() {
   const Layout& L = o_.layout;
   if (rank_ == 0) {
     std::printf("capplan-train: %s, %lld parameters, layout dp %d tp %d pp %d (order %s), zero %d, "
-                "mbs %d, gbs %lld (%lld micro-batches per rank), seq %d, %d threads per rank, "
-                "backend %s, data %s\n",
+                "mbs %d, gbs %lld (%lld micro-batches per rank), seq %d, %d threads per rank "
+                "(%s), backend %s, data %s\n",
                 model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp,
                 L.order.c_str(), L.zero, L.mbs, (long long)o_.gbs, (long long)micro_, T_,
-                threads_, be_->name().c_str(), data_->describe().c_str());
+                threads_, thread_split_text().c_str(), be_->name().c_str(),
+                data_->describe().c_str());
     std::printf("memory per rank (allocated once, so also the peak):\n");
     for (const std::string& l : memory) std::printf("  %s\n", l.c_str());
     std::printf("placement (order %s, right-most fastest):", L.order.c_str());
@@ -898,6 +983,7 @@ int Run::execute() {
       s.gbs = o_.gbs;
       s.seq_len = T_;
       s.threads = threads_;
+      s.batch_split = split_;
       s.backend = be_->name();
       s.rank_hosts = hosts;
       s.peak_flops_per_s = peak_.flops_per_s;

@@ -1,6 +1,7 @@
 // capplan-train end to end under mpirun on tiny models: every layout (DP, TP, PP, their
 // products, both pipeline schedules, placement orders) reproduces the single-rank losses, ZeRO-1
 // is bitwise equal to plain DP, ZeRO-2/3 match ZeRO-1 and shrink the measured memory per rank,
+// a rank's threads may split each micro-batch instead of each kernel,
 // runs are deterministic, a killed run resumed from its checkpoint continues bitwise, and bad input stops every rank with a clear message.
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -165,6 +167,40 @@ TEST(RuntimeTrain, SameRunTwiceIsBitwiseIdentical) {
   expect_close(a, b, 0.0, "determinism");
   const Result c = run(2, common(true, 10) + " --dp 2");
   expect_close(a, c, 0.0, "recompute full vs none");
+}
+
+// With tp = pp = 1 and ZeRO <= 1 the threads of a rank split each micro-batch: every part runs
+// through its own replica of the model and the parts' gradients are summed at the end of the
+// step. Losses stay within 1e-5 of one thread (the same terms summed in another order), a run is
+// bitwise repeatable, and ZeRO-1 stays bitwise equal to plain DP over ranks of split batches.
+TEST(RuntimeTrain, BatchSplitOverThreadsMatchesOneThread) {
+  const auto npos = std::string::npos;
+  for (bool llama : {false, true}) {
+    const std::string a = common(llama) + " --mbs 2";
+    const Result one = run(1, a);
+    const fs::path m = work_dir() / "metrics.jsonl";
+    fs::remove(m);
+    const Result split = run(1, a + " --threads 2 --metrics " + m.string());
+    ASSERT_NE(split.output.find("batch split: each micro-batch in 2 parts of 1 sequence"), npos)
+        << split.output;
+    std::ifstream f(m);
+    const std::string start((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    EXPECT_NE(start.find("\"batch_split\":2"), npos) << start.substr(0, 400);
+    expect_close(one, split, 1e-5, "batch split in 2");
+    expect_close(split, run(1, a + " --threads 2"), 0.0, "batch split twice");
+    const Result kernel = run(1, a + " --threads 2 --thread-split kernel");
+    ASSERT_NE(kernel.output.find("kernels split over the threads"), npos) << kernel.output;
+    expect_close(one, kernel, 1e-5, "kernel split");
+  }
+  const Result one = run(1, common(true, 10));
+  const std::string dp = common(true, 10) + " --dp 2 --mbs 2 --threads 2";
+  const Result plain = run(2, dp);
+  ASSERT_NE(plain.output.find("batch split"), npos) << plain.output;
+  expect_close(one, plain, 1e-5, "dp 2, batch split in 2");
+  expect_close(plain, run(2, dp + " --zero 1"), 0.0, "zero 1 vs plain dp, batch split in 2");
+  // Layouts that exchange activations or weights inside the step split the kernels instead.
+  const Result tp = run(2, common(false, 4) + " --tp 2 --mbs 2 --threads 2");
+  EXPECT_NE(tp.output.find("kernels split over the threads"), npos) << tp.output;
 }
 
 // Step records carry the time rank 0 spent in GEMMs: part of forward + backward, so the report's

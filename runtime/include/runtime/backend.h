@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -101,6 +102,11 @@ class Backend {
                      const AdamWStep& step) = 0;
   // Sum of squares accumulated in double, in a fixed order for a given thread count.
   virtual double sum_squares(const float* x, int64_t n) = 0;
+
+  // Runs task(0) ... task(n - 1) at once, one per thread of this backend (n <= threads()), and
+  // returns when all are done: independent streams of work such as model replicas that each
+  // hold their own backend. A task must not call this backend's kernels.
+  virtual void run_tasks(int n, const std::function<void(int)>& task) = 0;
 
   // Wall time the calling thread has spent in matmul() since the backend was made (seconds):
   // the GEMM share of a step, which bounds how fast any trainer on the same GEMMs can be.

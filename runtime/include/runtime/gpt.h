@@ -44,6 +44,9 @@ struct GptConfig {
   // Rows per chunk of the LM head and cross-entropy (the logits buffer holds one chunk);
   // 0: about 8 MiB of logits, at least 128 rows.
   int head_chunk_rows = 0;
+  // A replica (zero <= 1): reads its weights from this buffer, another Gpt's params() of the
+  // same config, instead of owning them; it keeps its own gradients and activations.
+  float* shared_params = nullptr;
 };
 
 // One parameter tensor of this rank inside the flat parameter buffer.
@@ -90,7 +93,7 @@ class Gpt {
   // Bytes held for parameters and gradients across steps (whole buffers, or the ZeRO shards), and
   // the reusable gathered-weight / gradient-bucket buffers besides them (zero >= 2; one layer plus
   // the embedding and final norm).
-  int64_t param_bytes() const { return param_bytes_; }
+  int64_t param_bytes() const { return param_bytes_; }  // 0 for a replica (shared_params)
   int64_t grad_bytes() const { return grad_bytes_; }
   int64_t param_buffer_bytes() const { return param_buffer_bytes_; }
   int64_t grad_buffer_bytes() const { return grad_buffer_bytes_; }

@@ -42,6 +42,8 @@ struct StartRecord {  // "type":"start"
   int64_t gbs = 0;
   int seq_len = 0;
   int threads = 0;              // per rank
+  int batch_split = 1;          // parts each micro-batch is split into over the threads (1: the
+                                // threads split every kernel instead)
   std::string backend;          // "cpu", "cuda"
   std::vector<std::string> rank_hosts;  // rank r runs on rank_hosts[r] (rank mapping)
   double peak_flops_per_s = 0;  // per rank; 0 = unknown

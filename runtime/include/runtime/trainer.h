@@ -27,6 +27,10 @@ struct TrainOptions {
   std::string resume = "auto";    // auto | never | PATH of a step folder
   std::string metrics;            // JSON-lines file written by rank 0; empty = none
   int threads = 0;                // per rank; 0 = cores on the node / ranks on the node
+  // auto: with tp = pp = 1 and ZeRO <= 1, the threads split each micro-batch into
+  // gcd(mbs, threads) parts, each run through the whole model by its own threads (gradients
+  // summed at the end of the step); otherwise, or with "kernel", they split every kernel.
+  std::string thread_split = "auto";
   int64_t kill_at_step = 0;       // fault injection for tests: the last rank SIGKILLs itself
                                   // after this many steps (0 = never)
   std::string dump_grads;         // tests: write step 1's DP-summed gradients, un-sharded, here
