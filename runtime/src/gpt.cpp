@@ -75,6 +75,8 @@ std::string gpt_check_config(const GptConfig& c) {
     return "empty or out-of-range layer range for this pipeline stage";
   if (c.slots <= 0) return "slots must be > 0";
   if (c.shared_params && c.zero >= 2) return "a replica's shared weights need ZeRO 0 or 1";
+  if (c.defer_first_layer_wgrads && (c.zero >= 2 || (c.sp && c.tp_size > 1)))
+    return "deferred weight gradients need ZeRO 0 or 1 and no sequence parallelism";
   if (c.sp && (int64_t(c.mbs) * c.seq_len) % c.tp_size != 0)
     return "sequence parallelism needs mbs * seq_len divisible by tp";
   if (m.vocab > 65536 * 1024) return "vocab too large";
@@ -251,6 +253,10 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     make_acts(shared_acts_[0]);
   }
   dres_ = alloc(int64_t(Rl_) * C_, false);
+  if (cfg_.defer_first_layer_wgrads) {
+    dy_mlp_ = alloc(int64_t(R_) * C_, false);
+    dy_attn_ = alloc(int64_t(R_) * C_, false);
+  }
   if (sp_) {
     yfull_ = alloc(int64_t(R_) * C_, false);
     dfull_ = alloc(int64_t(R_) * C_, false);
@@ -519,15 +525,26 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   g_layer_ = i;
   const AttentionShape sh{B_, T_, Hl_, KVl_, D_};
   float* dhl = sp_ ? dhl_ : dh_;
+  // Weight gradient c += dy^T act. Deferred for the first layer: dfc_ and dqkv_ are not written
+  // again in this backward, and the output gradients, which are, are copied.
+  const bool defer = cfg_.defer_first_layer_wgrads && i == 0;
+  auto wgrad = [&](float* c, const float* dy, const float* act, int M, int N, float* keep) {
+    if (!defer) return be_.matmul(c, dy, act, M, N, R_, true, false, true);
+    if (keep) {
+      be_.copy(keep, dy, int64_t(R_) * M);
+      dy = keep;
+    }
+    deferred_.push_back({c, dy, act, M, N, R_});
+  };
   // MLP: out = x2 + act(h2 Wfc^T) Wproj^T
   const float* dy = gather_rows(dres);
   be_.matmul(dact_, dy, wt(L.wproj), R_, Fl_, C_, false, false, false);
-  be_.matmul(gd(L.wproj), dy, a.act, C_, Fl_, R_, true, false, true);
+  wgrad(gd(L.wproj), dy, a.act, C_, Fl_, dy_mlp_);
   if (swiglu_)
     be_.swiglu_backward(dfc_, a.fc, dact_, R_, Fl_);
   else
     be_.gelu_backward(dfc_, a.fc, dact_, int64_t(R_) * Fl_);
-  be_.matmul(gd(L.wfc), dfc_, a.h2, Fc_, C_, R_, true, false, true);
+  wgrad(gd(L.wfc), dfc_, a.h2, Fc_, C_, nullptr);
   be_.matmul(dh_, dfc_, wt(L.wfc), R_, C_, Fc_, false, false, false);
   reduce_rows(dh_, dhl);  // f
   be_.norm_backward(norm_, dres, gd(L.ln2_w), L.ln2_b >= 0 ? gd(L.ln2_b) : nullptr, dhl, a.x2,
@@ -536,10 +553,10 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   if (cfg_.recompute == Recompute::Selective) be_.attention_forward(dattn_, a.probs, a.qkv, sh);
   dy = gather_rows(dres);
   be_.matmul(dattn_, dy, wt(L.wo), R_, Hl_ * D_, C_, false, false, false);
-  be_.matmul(gd(L.wo), dy, a.attn, C_, Hl_ * D_, R_, true, false, true);
+  wgrad(gd(L.wo), dy, a.attn, C_, Hl_ * D_, dy_attn_);
   be_.attention_backward(dqkv_, dattn_, a.qkv, a.probs, sh);
   if (rope_) be_.rope(dqkv_, sh, true);
-  be_.matmul(gd(L.wqkv), dqkv_, a.h1, S_, C_, R_, true, false, true);
+  wgrad(gd(L.wqkv), dqkv_, a.h1, S_, C_, nullptr);
   be_.matmul(dh_, dqkv_, wt(L.wqkv), R_, C_, S_, false, false, false);
   reduce_rows(dh_, dhl);  // f
   be_.norm_backward(norm_, dres, gd(L.ln1_w), L.ln1_b >= 0 ? gd(L.ln1_b) : nullptr, dhl, x,
@@ -630,6 +647,7 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
 
 void Gpt::backward(int slot, const float* dout, float* dinput) {
   Slot& s = slots_.at(size_t(slot));
+  deferred_.clear();
   const int64_t n = int64_t(Rl_) * C_;
   if (cfg_.offload)  // bring this micro-batch's checkpointed activations back
     for (int i = 0; i <= nl_; ++i)
@@ -651,6 +669,8 @@ void Gpt::backward(int slot, const float* dout, float* dinput) {
   } else {
     be_.copy(dinput, dres_, n);
   }
+  auto larger = [](const DeferredGemm& x, const DeferredGemm& y) { return x.flops() > y.flops(); };
+  std::stable_sort(deferred_.begin(), deferred_.end(), larger);
 }
 
 }  // namespace capplan::rt

@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -361,6 +362,7 @@ bool Run::setup(Diagnostics& d) {
   gc.model = model_spec_;
   gc.seq_len = T_;
   gc.mbs = L.mbs / split_;
+  gc.defer_first_layer_wgrads = split_ > 1;
   gc.tp_rank = groups_.coords.tp;
   gc.tp_size = L.tp;
   gc.seed = o_.seed;
@@ -683,20 +685,32 @@ void Run::dump_gradients() {
 // TP, ZeRO <= 1): each part's forward and backward run as one task per part, the parts' losses
 // and gradients are summed in part order (the result depends on split_, not on timing). Returns
 // the sum of the token losses; the gradients end in models_[0].
+//
+// The parts do the same work, but the cores do not run at the same speed (here one of the two
+// is often ~5 % slower for seconds at a time), so a part that finishes first would wait. Each
+// part's backward therefore leaves its first layer's weight-gradient GEMMs (about a twentieth
+// of its work) in a list, and a thread that is done with its own part takes over any part's
+// listed GEMMs that nobody has started. Each GEMM still adds into its own part's gradients, on
+// one thread, so which thread runs it changes nothing in the result.
 double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
   const int64_t part_tokens = int64_t(o_.layout.mbs / split_) * T_;
   const float scale = float(1.0 / (double(o_.gbs) * T_));
   std::vector<double> loss(size_t(split_), 0.0);
   std::vector<std::exception_ptr> failed(static_cast<size_t>(split_));
+  auto part = [&](int r) -> Gpt& { return r == 0 ? *models_[0] : *parts_[size_t(r) - 1]; };
   for (int64_t mb = 0; mb < micro_; ++mb) {
     auto t = Clock::now();
     load_microbatch(step, mb);
     rec.data_s += seconds_since(t);
     t = Clock::now();
     double forward0 = 0;  // part 0's forward, on this thread
+    // Per part: whether its list is ready, and the next entry of it to take.
+    std::vector<std::atomic<bool>> listed(static_cast<size_t>(split_));
+    std::vector<std::atomic<size_t>> next(static_cast<size_t>(split_));
+    std::atomic<int> open(split_);  // parts still running their own forward and backward
     be_->run_tasks(split_, [&](int r) {
       try {
-        Gpt& g = r == 0 ? *models_[0] : *parts_[size_t(r) - 1];
+        Gpt& g = part(r);
         if (mb == 0) g.zero_grads();
         const auto t0 = Clock::now();
         loss[size_t(r)] += g.forward(0, tokens_.data() + r * part_tokens, nullptr, nullptr,
@@ -705,6 +719,24 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
         g.backward(0, nullptr, nullptr);
       } catch (...) {
         failed[size_t(r)] = std::current_exception();
+      }
+      listed[size_t(r)].store(true, std::memory_order_release);
+      open.fetch_sub(1, std::memory_order_acq_rel);
+      // Own list first, then the others' as they appear, until every list is taken.
+      Backend& mine = *part_be_[size_t(r)];
+      for (;;) {
+        bool pending = open.load(std::memory_order_acquire) > 0;
+        for (int k = 0; k < split_; ++k) {
+          const int q = (r + k) % split_;
+          if (!listed[size_t(q)].load(std::memory_order_acquire)) continue;
+          const std::vector<DeferredGemm>& list = part(q).deferred();
+          for (size_t i; (i = next[size_t(q)].fetch_add(1)) < list.size();) {
+            const DeferredGemm& d = list[i];
+            mine.matmul(d.c, d.a, d.b, d.M, d.N, d.K, true, false, true);
+          }
+        }
+        if (!pending) break;
+        std::this_thread::yield();
       }
     });
     for (const std::exception_ptr& e : failed)

@@ -191,6 +191,58 @@ TEST(RuntimeGradCheck, RecomputeIsBitwiseIdentical) {
   }
 }
 
+// The batch split over threads: a replica reads its owner's weights, and the first layer's four
+// weight-gradient GEMMs are left to the caller (deferred()), largest first. Run after each
+// backward, on another backend, they give bitwise the gradients of an undeferred model, over
+// two accumulated micro-batches and under full recompute; before they run, those four tensors
+// hold only the first micro-batch's share.
+TEST(RuntimeGradCheck, DeferredFirstLayerWeightGradientsAreBitwiseTheSame) {
+  for (auto [llama, mode] : {std::pair{false, Recompute::None}, std::pair{true, Recompute::Full}}) {
+    const ModelSpec m = tiny_model(llama);
+    auto be = make_cpu_backend(1), other = make_cpu_backend(1);
+    auto tp = make_self_communicator();
+    GptConfig c = tiny_config(m, 7);
+    c.recompute = mode;
+    Gpt plain(c, *be, *tp);
+    plain.init_params();
+    GptConfig d = c;
+    d.defer_first_layer_wgrads = true;
+    d.shared_params = plain.params();
+    Gpt deferred(d, *be, *tp);
+    EXPECT_EQ(deferred.params(), plain.params());
+    EXPECT_EQ(deferred.param_bytes(), 0);
+    const int rows = c.mbs * c.seq_len;
+    std::vector<int32_t> tok(size_t(2 * rows));
+    for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 5 + 1) % size_t(m.vocab));
+    plain.zero_grads();
+    deferred.zero_grads();
+    const int64_t n = plain.num_params();
+    std::vector<float> ga(static_cast<size_t>(n)), gb(static_cast<size_t>(n));
+    for (int mb = 0; mb < 2; ++mb) {
+      const int32_t* x = tok.data() + mb * rows;
+      const int32_t* y = tok.data() + (1 - mb) * rows;
+      EXPECT_EQ(plain.forward(0, x, nullptr, nullptr, y, 0.01f),
+                deferred.forward(0, x, nullptr, nullptr, y, 0.01f));
+      plain.backward(0, nullptr, nullptr);
+      deferred.backward(0, nullptr, nullptr);
+      const std::vector<DeferredGemm>& list = deferred.deferred();
+      ASSERT_EQ(list.size(), 4u);
+      for (size_t i = 1; i < list.size(); ++i) EXPECT_GE(list[i - 1].flops(), list[i].flops());
+      if (mb == 0) {  // nothing added yet to the first layer's weight gradients
+        be->to_host(gb.data(), deferred.grads(), n);
+        const ParamInfo* w = deferred.find_param("layers.0.wfc");
+        ASSERT_NE(w, nullptr);
+        for (int64_t i = 0; i < w->numel; ++i) ASSERT_EQ(gb[size_t(w->offset + i)], 0.0f);
+      }
+      for (const DeferredGemm& g : list)
+        other->matmul(g.c, g.a, g.b, g.M, g.N, g.K, true, false, true);
+    }
+    be->to_host(ga.data(), plain.grads(), n);
+    be->to_host(gb.data(), deferred.grads(), n);
+    EXPECT_EQ(ga, gb);
+  }
+}
+
 // Offload with full recompute, two micro-batches in flight (F0 F1 B0 B1, as GPipe runs them):
 // the checkpointed layer inputs live in host memory between forward and backward, so the device
 // pool holds one set instead of one per slot, and the gradients are bitwise those of no offload.

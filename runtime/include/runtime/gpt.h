@@ -47,6 +47,19 @@ struct GptConfig {
   // A replica (zero <= 1): reads its weights from this buffer, another Gpt's params() of the
   // same config, instead of owning them; it keeps its own gradients and activations.
   float* shared_params = nullptr;
+  // backward() leaves the four weight-gradient GEMMs of this stage's first layer (the last it
+  // reaches) to the caller, in deferred(): they only feed the optimizer, so threads that finish
+  // their part of a batch early can take them over (one stage, no SP, ZeRO <= 1).
+  bool defer_first_layer_wgrads = false;
+};
+
+// A weight-gradient GEMM put off by Gpt::backward: c[M, N] += a^T b, a [K, M], b [K, N].
+struct DeferredGemm {
+  float* c;
+  const float* a;
+  const float* b;
+  int M, N, K;
+  double flops() const { return 2.0 * M * N * K; }
 };
 
 // One parameter tensor of this rank inside the flat parameter buffer.
@@ -118,6 +131,9 @@ class Gpt {
   void backward(int slot, const float* dout, float* dinput);
   // After the last backward of a step: with SP, sums the norm-weight gradients over TP.
   void finish_backward();
+  // The last backward's deferred GEMMs (defer_first_layer_wgrads), largest first; each must run
+  // (on any backend) before the next forward or backward of this model.
+  const std::vector<DeferredGemm>& deferred() const { return deferred_; }
 
   // Bytes of activations held in the device pool (all slots) and, with offload, in host memory.
   int64_t activation_bytes() const { return activation_bytes_; }
@@ -170,6 +186,8 @@ class Gpt {
   std::vector<LayerActs> shared_acts_;  // recompute: one set reused by every layer
   std::vector<float*> owned_;           // every activation / scratch allocation
   float* shared_probs_ = nullptr;       // selective recompute: one softmax buffer for all
+  std::vector<DeferredGemm> deferred_;
+  float *dy_mlp_ = nullptr, *dy_attn_ = nullptr;  // deferral: the first layer's output gradients
   float *dres_ = nullptr, *dh_ = nullptr, *dqkv_ = nullptr, *dattn_ = nullptr, *dfc_ = nullptr,
         *dact_ = nullptr, *logits_ = nullptr, *hf_ = nullptr, *lnf_mean_ = nullptr,
         *lnf_rstd_ = nullptr, *stats_ = nullptr;
