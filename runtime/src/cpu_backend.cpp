@@ -143,22 +143,21 @@ inline float fast_exp(float x) {
 // tanh(u) = 1 - 2 / (exp(2u) + 1): exact limits +-1, absolute error ~1e-7 near 0.
 inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
 
-CAPPLAN_CLONES void gelu_fwd_range(float* out, const float* x, int64_t b, int64_t e) {
-  for (int64_t i = b; i < e; ++i) {
-    const float v = x[i];
-    out[i] = 0.5f * v * (1.0f + fast_tanh(kGeluK * (v + 0.044715f * v * v * v)));
-  }
-}
-
-CAPPLAN_CLONES void gelu_bwd_range(float* dx, const float* x, const float* dout, int64_t b,
+// out = gelu(x), x = gelu'(x): one tanh for both, so the backward is a product.
+CAPPLAN_CLONES void gelu_fwd_range(float* __restrict out, float* __restrict x, int64_t b,
                                    int64_t e) {
   for (int64_t i = b; i < e; ++i) {
     const float v = x[i];
     const float th = fast_tanh(kGeluK * (v + 0.044715f * v * v * v));
-    const float d = 0.5f * (1.0f + th) +
-                    0.5f * v * (1.0f - th * th) * kGeluK * (1.0f + 3.0f * 0.044715f * v * v);
-    dx[i] = d * dout[i];
+    out[i] = 0.5f * v * (1.0f + th);
+    x[i] = 0.5f * (1.0f + th) +
+           0.5f * v * (1.0f - th * th) * kGeluK * (1.0f + 3.0f * 0.044715f * v * v);
   }
+}
+
+CAPPLAN_CLONES void gelu_bwd_range(float* __restrict dx, const float* __restrict dgelu,
+                                   const float* __restrict dout, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) dx[i] = dgelu[i] * dout[i];
 }
 
 CAPPLAN_CLONES void swiglu_fwd_row(float* out, const float* gate, const float* up, int F) {
@@ -482,11 +481,11 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void gelu_forward(float* out, const float* x, int64_t n) override {
+  void gelu_forward(float* out, float* x, int64_t n) override {
     pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { gelu_fwd_range(out, x, b, e); });
   }
-  void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) override {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { gelu_bwd_range(dx, x, dout, b, e); });
+  void gelu_backward(float* dx, const float* dgelu, const float* dout, int64_t n) override {
+    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { gelu_bwd_range(dx, dgelu, dout, b, e); });
   }
   void swiglu_forward(float* out, const float* fc, int rows, int F) override {
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {

@@ -18,7 +18,7 @@ struct Gpt::LayerParams {
 struct Gpt::LayerActs {
   float *ln1_mean = nullptr, *ln1_rstd = nullptr, *h1 = nullptr, *qkv = nullptr, *probs = nullptr,
         *attn = nullptr, *x2 = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr, *h2 = nullptr,
-        *fc = nullptr, *act = nullptr;
+        *fc = nullptr, *act = nullptr;  // fc: SwiGLU's [gate | up], or GELU'(h2 Wfc^T) for GELU
 };
 
 struct Gpt::Slot {

@@ -69,9 +69,10 @@ class Backend {
   // k parts of qkv in place; inverse = rotate by -angle (the backward of the forward rotation).
   virtual void rope(float* qkv, const AttentionShape& s, bool inverse) = 0;
 
-  // GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2).
-  virtual void gelu_forward(float* out, const float* x, int64_t n) = 0;
-  virtual void gelu_backward(float* dx, const float* x, const float* dout, int64_t n) = 0;
+  // GELU, tanh approximation (Hendrycks & Gimpel 2016, as GPT-2). The forward also replaces x
+  // by GELU'(x), computed from the same tanh, which is all the backward needs: dx = x' * dout.
+  virtual void gelu_forward(float* out, float* x, int64_t n) = 0;
+  virtual void gelu_backward(float* dx, const float* dgelu, const float* dout, int64_t n) = 0;
   // SwiGLU (Shazeer 2020): fc row = [gate (F) | up (F)], out = silu(gate) * up, [rows, F].
   virtual void swiglu_forward(float* out, const float* fc, int rows, int F) = 0;
   virtual void swiglu_backward(float* dfc, const float* fc, const float* dout, int rows, int F) = 0;
