@@ -62,7 +62,8 @@ struct StepRecord {  // "type":"step"
   double mfu = 0;               // model_flops_per_s / peak; NaN when the peak is unknown
   std::string peak_flops_source;
   double forward_s = 0, backward_s = 0, optimizer_s = 0, dp_comm_s = 0, data_s = 0;
-  double gemm_s = 0;  // of the step, time in the backend's GEMMs (rank 0; inside fwd/bwd)
+  double gemm_s = 0;  // of the step, time in the backend's GEMMs (rank 0, its first thread;
+                      // inside fwd/bwd)
 };
 
 struct SummaryRecord {  // "type":"summary"
