@@ -264,6 +264,7 @@ class Run {
   bool resume(Diagnostics& d);
   bool save_checkpoint(int64_t steps_done, std::string* error);
   void run_step(int64_t step, StepRecord& rec);
+  double run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s);
   double run_split_microbatches(int64_t step, StepRecord& rec);
   void load_microbatch(int64_t step, int64_t mb);
   void sync_tied_embedding();
@@ -695,7 +696,7 @@ void Run::dump_gradients() {
 double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
   const int64_t part_tokens = int64_t(o_.layout.mbs / split_) * T_;
   const float scale = float(1.0 / (double(o_.gbs) * T_));
-  std::vector<double> loss(size_t(split_), 0.0);
+  std::vector<double> loss(static_cast<size_t>(split_), 0.0);
   std::vector<std::exception_ptr> failed(static_cast<size_t>(split_));
   auto part = [&](int r) -> Gpt& { return r == 0 ? *models_[0] : *parts_[size_t(r) - 1]; };
   for (int64_t mb = 0; mb < micro_; ++mb) {
@@ -753,12 +754,12 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
   return sum;
 }
 
-void Run::run_step(int64_t step, StepRecord& rec) {
+// The micro-batches of a step in the order of this stage's schedule table (split_ == 1),
+// activations and their gradients to and from the neighbouring stages. Returns the sum of the
+// token losses (last stage); adds the time spent waiting for a neighbour to *pp_wait_s.
+double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
   const Layout& L = o_.layout;
-  const auto t_step = Clock::now();
-  const double gemm0 = model_backend().gemm_seconds();
-  if (split_ == 1)
-    for (auto& m : models_) m->zero_grads();
+  for (auto& m : models_) m->zero_grads();
   const float scale = float(1.0 / (double(o_.gbs) * T_));
   const int64_t n = models_[0]->boundary_numel();
   const int pp = L.pp, stage = groups_.coords.pp, vstages = L.pp * L.vp;
@@ -770,49 +771,55 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   for (int c = 0; c < L.vp; ++c)
     for (int i = models_[size_t(c)]->config().slots - 1; i >= 0; --i)
       free_slots[size_t(c)].push_back(i);
-  double loss_sum = 0, pp_wait_s = 0;
-  const auto t_pipe = Clock::now();
-  if (split_ > 1) {
-    loss_sum = run_split_microbatches(step, rec);
-  } else {
-    for (const PipelineAction& a : actions_) {
-      const int64_t mb = a.microbatch;
-      const size_t c = size_t(a.chunk);
-      Gpt& g = *models_[c];
-      const int v = a.chunk * pp + stage;
-      const bool first = g.first_stage(), last = g.last_stage();
-      if (a.pass == Pass::Forward) {
-        auto t = Clock::now();
-        if (first || last) load_microbatch(step, mb);
-        rec.data_s += seconds_since(t);
-        t = Clock::now();
-        const int slot = free_slots[c].back();
-        free_slots[c].pop_back();
-        slot_of[c][size_t(mb)] = slot;
-        if (!first) {
-          const auto w = Clock::now();
-          groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
-          pp_wait_s += seconds_since(w);
-        }
-        float* out = last ? nullptr : send_fwd_[c][size_t(mb)];
-        loss_sum += g.forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
-        if (!last) groups_.pp->send_async(out, n, next, tag(mb, v, 0));
-        rec.forward_s += seconds_since(t);
-      } else {
-        const auto t = Clock::now();
-        if (!last) {
-          const auto w = Clock::now();
-          groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
-          pp_wait_s += seconds_since(w);
-        }
-        float* din = first ? nullptr : send_bwd_[c][size_t(mb)];
-        g.backward(slot_of[c][size_t(mb)], recv_bwd_, din);
-        if (!first) groups_.pp->send_async(din, n, prev, tag(mb, v, 1));
-        free_slots[c].push_back(slot_of[c][size_t(mb)]);
-        rec.backward_s += seconds_since(t);
+  double loss_sum = 0;
+  for (const PipelineAction& a : actions_) {
+    const int64_t mb = a.microbatch;
+    const size_t c = size_t(a.chunk);
+    Gpt& g = *models_[c];
+    const int v = a.chunk * pp + stage;
+    const bool first = g.first_stage(), last = g.last_stage();
+    if (a.pass == Pass::Forward) {
+      auto t = Clock::now();
+      if (first || last) load_microbatch(step, mb);
+      rec.data_s += seconds_since(t);
+      t = Clock::now();
+      const int slot = free_slots[c].back();
+      free_slots[c].pop_back();
+      slot_of[c][size_t(mb)] = slot;
+      if (!first) {
+        const auto w = Clock::now();
+        groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
+        *pp_wait_s += seconds_since(w);
       }
+      float* out = last ? nullptr : send_fwd_[c][size_t(mb)];
+      loss_sum += g.forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
+      if (!last) groups_.pp->send_async(out, n, next, tag(mb, v, 0));
+      rec.forward_s += seconds_since(t);
+    } else {
+      const auto t = Clock::now();
+      if (!last) {
+        const auto w = Clock::now();
+        groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
+        *pp_wait_s += seconds_since(w);
+      }
+      float* din = first ? nullptr : send_bwd_[c][size_t(mb)];
+      g.backward(slot_of[c][size_t(mb)], recv_bwd_, din);
+      if (!first) groups_.pp->send_async(din, n, prev, tag(mb, v, 1));
+      free_slots[c].push_back(slot_of[c][size_t(mb)]);
+      rec.backward_s += seconds_since(t);
     }
   }
+  return loss_sum;
+}
+
+void Run::run_step(int64_t step, StepRecord& rec) {
+  const Layout& L = o_.layout;
+  const auto t_step = Clock::now();
+  const double gemm0 = model_backend().gemm_seconds();
+  double pp_wait_s = 0;
+  const auto t_pipe = Clock::now();
+  const double loss_sum =
+      split_ > 1 ? run_split_microbatches(step, rec) : run_schedule(step, rec, &pp_wait_s);
   auto t = Clock::now();
   groups_.pp->wait_sends();
   // Measured pipeline bubble: the share of the micro-batch phase this rank spent waiting for
