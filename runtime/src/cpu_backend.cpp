@@ -485,7 +485,8 @@ class CpuBackend final : public Backend {
     pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { gelu_fwd_range(out, x, b, e); });
   }
   void gelu_backward(float* dx, const float* dgelu, const float* dout, int64_t n) override {
-    pool_.parallel_for(n, [&](int64_t b, int64_t e, int) { gelu_bwd_range(dx, dgelu, dout, b, e); });
+    pool_.parallel_for(n,
+                       [&](int64_t b, int64_t e, int) { gelu_bwd_range(dx, dgelu, dout, b, e); });
   }
   void swiglu_forward(float* out, const float* fc, int rows, int F) override {
     pool_.parallel_for(rows, [&](int64_t rb, int64_t re, int) {
