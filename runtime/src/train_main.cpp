@@ -1,5 +1,6 @@
 // capplan-train: `capplan-train [flags]` trains (under mpirun); `capplan-train data prepare ...`
 // writes token shards and `capplan-train report FILE` summarises a metrics file.
+#include <cstdio>
 #include <cstring>
 
 #include "runtime/data.h"
@@ -7,6 +8,10 @@
 #include "runtime/trainer.h"
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::fputs(capplan::rt::train_usage().c_str(), stdout);
+    return 0;
+  }
   if (argc >= 3 && std::strcmp(argv[1], "data") == 0 && std::strcmp(argv[2], "prepare") == 0)
     return capplan::rt::data_prepare_main(argc - 2, argv + 2);
   if (argc >= 2 && std::strcmp(argv[1], "report") == 0)

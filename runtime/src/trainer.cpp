@@ -42,7 +42,9 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-const std::vector<std::string>& known_flags() {
+}  // namespace
+
+const std::vector<std::string>& train_flags() {
   static const std::vector<std::string> f = {
       "model", "dp", "tp", "pp", "vp", "mbs", "gbs", "steps", "seq-len", "lr", "min-lr-ratio",
       "warmup", "weight-decay", "clip", "beta1", "beta2", "seed", "data", "checkpoint-dir",
@@ -51,7 +53,42 @@ const std::vector<std::string>& known_flags() {
   return f;
 }
 
-}  // namespace
+std::string train_usage() {
+  return R"(usage: mpirun -np N capplan-train --model M [flags]   (N = dp * tp * pp ranks)
+       capplan-train data prepare --text FILE... --out DIR [--shard-bytes N]
+       capplan-train report FILE
+
+model and layout (the names of capplan estimate):
+  --model M                 preset name, YAML file or Hugging Face config.json (required)
+  --dp N, --tp N, --pp N    data, tensor and pipeline parallel degrees (default 1)
+  --vp N                    model chunks per pipeline stage (with --schedule interleaved)
+  --mbs N                   sequences per micro-batch (default 1)
+  --gbs N                   global batch in sequences (default dp * mbs; gbs / (dp * mbs)
+                            micro-batches per step)
+  --seq-len N               tokens per sequence (default: the model's)
+  --zero 0|1|2|3            ZeRO stage: shard optimizer state, + gradients, + weights (default 0)
+  --recompute none|selective|full
+  --sp                      sequence parallelism over the TP group
+  --offload                 keep checkpointed activations in host memory between passes
+  --order DPT|...|cluster|spread   placement of the axes over ranks, right-most fastest
+  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)
+training:
+  --steps N (default 10)    --lr X (3e-4)             --warmup N (0)
+  --min-lr-ratio X (0.1)    --weight-decay X (0.1)    --clip X (1.0; 0 = none)
+  --beta1 X (0.9)           --beta2 X (0.95)          --seed N (1234)
+data, checkpoints, metrics:
+  --data DIR|synthetic      token shards (llm.c .bin layout), or random tokens (default)
+  --checkpoint-dir DIR      --checkpoint-every N      --resume auto|never|PATH (default auto)
+  --metrics FILE            JSON lines: steps, system samples every 500 ms, summary
+threads:
+  --threads N               per rank (default: the CPUs of this process / ranks on the node)
+  --thread-split auto|kernel   auto: with tp = pp = 1 and ZeRO <= 1 the threads split each
+                            micro-batch (one part each); kernel: they split every kernel
+testing aids:
+  --kill-at-step N          the last rank kills itself (SIGKILL) after step N
+  --dump-grads FILE         write step 1's gradients, summed over DP and un-sharded
+)";
+}
 
 Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* out) {
   Diagnostics d;
@@ -103,7 +140,7 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
       flag = flag.substr(0, eq);
       has_value = true;
     }
-    const auto& known = known_flags();
+    const auto& known = train_flags();
     if (std::find(known.begin(), known.end(), flag) == known.end()) {
       const std::string close = closest_match(flag, known);
       err(flag, "unknown flag", close.empty() ? "" : "did you mean '--" + close + "'?");

@@ -1,12 +1,16 @@
 // Gradient check of every parameter tensor of the GPT model against central finite differences,
 // on tiny models covering both families (GELU + LayerNorm + learned positions; SwiGLU + RMSNorm +
 // RoPE + grouped-query attention). Also: layout-independent initialisation, rank placement by
-// order, and the learning-rate schedule.
+// order, the learning-rate schedule, and capplan-train's flags and --help text.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -14,6 +18,7 @@
 #include "runtime/communicator.h"
 #include "runtime/gpt.h"
 #include "runtime/optimizer.h"
+#include "runtime/trainer.h"
 
 namespace capplan::rt {
 namespace {
@@ -384,6 +389,39 @@ TEST(RuntimeOptimizer, WarmupCosineSchedule) {
   EXPECT_NEAR(learning_rate(c, 9), 1e-3, 1e-12);
   EXPECT_NEAR(learning_rate(c, 60), 0.55e-3, 1e-12);
   EXPECT_NEAR(learning_rate(c, 110), 1e-4, 1e-12);
+}
+
+
+// `capplan-train --help` names every flag the parser takes, and the parser takes every flag the
+// help names (those of `data prepare` aside); --thread-split takes auto or kernel only.
+TEST(RuntimeTrainArgs, HelpAndParserAgree) {
+  const std::string usage = train_usage();
+  for (const std::string& f : train_flags())
+    EXPECT_NE(usage.find("--" + f + " "), std::string::npos) << "--" << f << " not in --help";
+  std::set<std::string> named;
+  for (size_t i = usage.find("--"); i != std::string::npos; i = usage.find("--", i + 2)) {
+    size_t j = i + 2;
+    while (j < usage.size() && (std::islower(static_cast<unsigned char>(usage[j])) ||
+                                std::isdigit(static_cast<unsigned char>(usage[j])) ||
+                                usage[j] == '-'))
+      ++j;
+    named.insert(usage.substr(i + 2, j - i - 2));
+  }
+  for (const char* prepare : {"text", "out", "shard-bytes"}) named.erase(prepare);
+  for (const std::string& f : named)
+    EXPECT_NE(std::find(train_flags().begin(), train_flags().end(), f), train_flags().end())
+        << "--help names --" << f << ", which the parser does not take";
+  TrainOptions o;
+  const char* ok[] = {"capplan-train", "--model", "m.yaml", "--thread-split", "kernel"};
+  EXPECT_FALSE(parse_train_args(5, ok, &o).has_errors());
+  EXPECT_EQ(o.thread_split, "kernel");
+  TrainOptions bad;
+  const char* wrong[] = {"capplan-train", "--model", "m.yaml", "--thread-split", "rows"};
+  const Diagnostics d = parse_train_args(5, wrong, &bad);
+  ASSERT_TRUE(d.has_errors());
+  EXPECT_NE(d.to_string().find("--thread-split: expected auto or kernel, found 'rows'"),
+            std::string::npos)
+      << d.to_string();
 }
 
 }  // namespace

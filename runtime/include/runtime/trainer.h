@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "planner/diagnostics.h"
 #include "planner/spec.h"
@@ -35,6 +36,10 @@ struct TrainOptions {
                                   // after this many steps (0 = never)
   std::string dump_grads;         // tests: write step 1's DP-summed gradients, un-sharded, here
 };
+
+// Every flag `capplan-train` takes (without the leading --), and the text `--help` prints.
+const std::vector<std::string>& train_flags();
+std::string train_usage();
 
 // Parses `capplan-train` flags (argv[0] is the program). Unknown flags, bad numbers and values out
 // of range are all reported, each naming the flag, with file "<command line>".
