@@ -138,6 +138,7 @@ void MetricsWriter::write_step(const StepRecord& r) {
       .add("dp_comm_s", r.dp_comm_s)
       .add("data_s", r.data_s)
       .add("gemm_s", r.gemm_s);
+  if (std::isfinite(r.split_wait_s)) j.add("split_wait_s", r.split_wait_s);
   write_line(j.str());
 }
 

@@ -37,6 +37,7 @@ struct Step {
   double loss = 0, tokens_per_s = 0, step_time_s = 0, mfu = kNaN;
   double forward_s = 0, backward_s = 0, optimizer_s = 0, dp_comm_s = 0, data_s = 0;
   double gemm_s = kNaN;  // absent in files written before it was recorded
+  double split_wait_s = kNaN;  // only with the batch split over threads
 };
 
 double mean_of(const std::vector<double>& v) {
@@ -55,6 +56,7 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
   s.status = "missing";
   s.mean_mfu = kNaN;
   s.mean_cpu_util = kNaN;
+  s.share_split_wait = kNaN;
   std::vector<Step> steps;
   std::vector<double> cpu;
   for (size_t i = 0; i < lines.size(); ++i) {
@@ -94,6 +96,7 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
       st.dp_comm_s = v.number_or("dp_comm_s", 0);
       st.data_s = v.number_or("data_s", 0);
       st.gemm_s = v.number_or("gemm_s", kNaN);
+      st.split_wait_s = v.number_or("split_wait_s", kNaN);
       if (s.peak_flops_source.empty()) s.peak_flops_source = v.string_or("peak_flops_source", "");
       steps.push_back(st);
     } else if (type == "system") {
@@ -125,8 +128,8 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
     // The first step carries one-off costs (thread start-up, page faults): leave it out of means.
     const size_t from = steps.size() > 1 ? 1 : 0;
     std::vector<double> tps, t, mfu;
-    double f = 0, b = 0, o = 0, c = 0, d = 0, g = 0, total = 0;
-    bool have_gemm = true;
+    double f = 0, b = 0, o = 0, c = 0, d = 0, g = 0, w = 0, total = 0;
+    bool have_gemm = true, have_wait = true;
     for (size_t i = from; i < steps.size(); ++i) {
       const auto& st = steps[i];
       tps.push_back(st.tokens_per_s);
@@ -139,6 +142,8 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
       d += st.data_s;
       g += st.gemm_s;
       have_gemm = have_gemm && std::isfinite(st.gemm_s);
+      w += st.split_wait_s;
+      have_wait = have_wait && std::isfinite(st.split_wait_s);
       total += st.step_time_s;
     }
     s.mean_tokens_per_s = mean_of(tps);
@@ -152,6 +157,7 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
       s.share_data = d / total;
       s.share_other = std::max(0.0, 1.0 - (f + b + o + c + d) / total);
       s.share_gemm = have_gemm ? g / total : kNaN;
+      s.share_split_wait = have_wait ? w / total : kNaN;
     }
 
     // NonFiniteLoss
@@ -284,6 +290,9 @@ std::string report_to_text(const Report& rep) {
        << ", data " << pct(s.share_data) << ", other " << pct(s.share_other) << "\n";
     if (std::isfinite(s.share_gemm))
       os << "GEMMs: " << pct(s.share_gemm) << " of the step time (inside forward and backward)\n";
+    if (std::isfinite(s.share_split_wait))
+      os << "threads: " << pct(s.share_split_wait)
+         << " of the step waiting for each other at the end of the batch split's parts\n";
   }
   os << "system: " << s.system_samples << " samples";
   if (s.system_samples > 0)

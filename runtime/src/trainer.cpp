@@ -742,11 +742,14 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
     rec.data_s += seconds_since(t);
     t = Clock::now();
     double forward0 = 0;  // part 0's forward, on this thread
+    std::vector<double> busy(static_cast<size_t>(split_));  // each thread's time not waiting
     // Per part: whether its list is ready, and the next entry of it to take.
     std::vector<std::atomic<bool>> listed(static_cast<size_t>(split_));
     std::vector<std::atomic<size_t>> next(static_cast<size_t>(split_));
     std::atomic<int> open(split_);  // parts still running their own forward and backward
     be_->run_tasks(split_, [&](int r) {
+      const auto t_task = Clock::now();
+      double waited = 0;
       try {
         Gpt& g = part(r);
         if (mb == 0) g.zero_grads();
@@ -774,13 +777,20 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
           }
         }
         if (!pending) break;
+        const auto w = Clock::now();
         std::this_thread::yield();
+        waited += seconds_since(w);
       }
+      busy[size_t(r)] = seconds_since(t_task) - waited;
     });
     for (const std::exception_ptr& e : failed)
       if (e) std::rethrow_exception(e);
+    const double wall = seconds_since(t);
     rec.forward_s += forward0;
-    rec.backward_s += seconds_since(t) - forward0;
+    rec.backward_s += wall - forward0;
+    double mean_busy = 0;
+    for (double b : busy) mean_busy += b / split_;
+    rec.split_wait_s = (mb == 0 ? 0.0 : rec.split_wait_s) + std::max(0.0, wall - mean_busy);
   }
   const auto t = Clock::now();
   Gpt& g0 = *models_[0];

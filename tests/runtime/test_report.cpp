@@ -95,6 +95,24 @@ TEST(Report, StepsWithoutGemmTimeLeaveTheShareUnknown) {
   EXPECT_EQ(report_to_text(r).find("GEMMs:"), std::string::npos) << report_to_text(r);
 }
 
+// A run whose threads split the batch carries split_wait_s: its share of the step and a line;
+// a run without it (HealthyRunHasNoFindings' lines) has neither.
+TEST(Report, BatchSplitWaitShare) {
+  std::vector<std::string> lines = run_lines(5, decreasing);
+  for (auto& l : lines) {
+    const auto at = l.find(",\"gemm_s\":0.35");
+    if (at != std::string::npos) l.insert(at, ",\"split_wait_s\":0.07");
+  }
+  Report r = analyze(lines);
+  EXPECT_NEAR(r.summary.share_split_wait, 0.07 / 1.4, 1e-12);
+  EXPECT_NE(report_to_text(r).find("threads: 5.0% of the step waiting for each other"),
+            std::string::npos)
+      << report_to_text(r);
+  Report plain = analyze(run_lines(5, decreasing));
+  EXPECT_TRUE(std::isnan(plain.summary.share_split_wait));
+  EXPECT_EQ(report_to_text(plain).find("threads:"), std::string::npos) << report_to_text(plain);
+}
+
 TEST(Report, DataLoadingDominates) {
   Phases ph;
   ph.data = 1.0;  // 1.0 of 2.38 s = 42% > 25%

@@ -184,12 +184,21 @@ TEST(RuntimeTrain, BatchSplitOverThreadsMatchesOneThread) {
     ASSERT_NE(split.output.find("batch split: each micro-batch in 2 parts of 1 sequence"), npos)
         << split.output;
     std::ifstream f(m);
-    const std::string start((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    EXPECT_NE(start.find("\"batch_split\":2"), npos) << start.substr(0, 400);
+    const std::string records((std::istreambuf_iterator<char>(f)),
+                              std::istreambuf_iterator<char>());
+    EXPECT_NE(records.find("\"batch_split\":2"), npos) << records.substr(0, 400);
+    EXPECT_NE(records.find("\"split_wait_s\":"), npos) << "step records carry the threads' wait";
     expect_close(one, split, 1e-5, "batch split in 2");
     expect_close(split, run(1, a + " --threads 2"), 0.0, "batch split twice");
-    const Result kernel = run(1, a + " --threads 2 --thread-split kernel");
+    const fs::path mk = work_dir() / "metrics_kernel.jsonl";
+    fs::remove(mk);
+    const Result kernel = run(1, a + " --threads 2 --thread-split kernel --metrics " + mk.string());
     ASSERT_NE(kernel.output.find("kernels split over the threads"), npos) << kernel.output;
+    std::ifstream fk(mk);
+    const std::string kernel_records((std::istreambuf_iterator<char>(fk)),
+                                     std::istreambuf_iterator<char>());
+    EXPECT_NE(kernel_records.find("\"batch_split\":1"), npos);
+    EXPECT_EQ(kernel_records.find("split_wait_s"), npos);
     expect_close(one, kernel, 1e-5, "kernel split");
   }
   const Result one = run(1, common(true, 10));

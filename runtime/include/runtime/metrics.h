@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <cstdio>
 #include <functional>
 #include <mutex>
@@ -64,6 +65,9 @@ struct StepRecord {  // "type":"step"
   double forward_s = 0, backward_s = 0, optimizer_s = 0, dp_comm_s = 0, data_s = 0;
   double gemm_s = 0;  // of the step, time in the backend's GEMMs (rank 0, its first thread;
                       // inside fwd/bwd)
+  // Batch split over threads only (else NaN, not written): time rank 0's threads spent waiting
+  // for each other at the end of the parts, mean over the threads (inside backward).
+  double split_wait_s = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct SummaryRecord {  // "type":"summary"

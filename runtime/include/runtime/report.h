@@ -37,6 +37,9 @@ struct RunSummary {
   // Share of the step time inside the backend's GEMMs (part of forward and backward); NaN when
   // the records do not carry gemm_s.
   double share_gemm = 0;
+  // Share of the step time the threads waited for each other at the end of the batch split's
+  // parts (mean over threads); NaN when the run did not split the batch over threads.
+  double share_split_wait = 0;
   int64_t system_samples = 0;
   double mean_cpu_util = 0;      // NaN when no system samples
   int64_t peak_rss_bytes = 0;
