@@ -129,6 +129,7 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
         std::string kind = key.substr(0, key.size() - 6);
         if (kind == "param" || kind == "parameters" || kind == "params") kind = "weights";
         if (kind == "grad") kind = "gradients";
+        if (kind == "split_grad") kind = "split_gradients";
         if (kind == "optimizer_state") kind = "optimizer";
         if (kind == "activation_device" || kind == "activation") kind = "activations";
         if (kind == "activation_host" || kind == "host_activations" || kind == "offload") kind = "offloaded";

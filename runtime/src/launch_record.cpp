@@ -160,17 +160,23 @@ std::vector<MemoryRow> compare_memory(const RunRecord& r) {
     const auto it = m.find(kind);
     return it == m.end() ? kUnknown : it->second;
   };
+  // The batch split's extra gradient copies (capplan-train on the CPU, threads splitting each
+  // micro-batch) are not the layout's: a row of their own, when a run had them.
   std::vector<MemoryRow> rows = {
       {"weights", p ? p->weights : kUnknown, measured("weights")},
-      {"gradients", p ? p->gradients : kUnknown, measured("gradients")},
+      {"gradients", p ? p->gradients : kUnknown, measured("gradients")}};
+  if (measured("split_gradients") > 0)
+    rows.push_back({"gradient copies", kUnknown, measured("split_gradients")});
+  rows.insert(rows.end(), {
       {"optimizer", p ? p->optimizer : kUnknown, measured("optimizer")},
       {"activations", p ? p->activations : kUnknown, measured("activations")},
       {"offloaded", kUnknown, measured("offloaded")},
       {"buffers", p ? p->buffers : kUnknown, measured("buffers")},
-  };
+  });
   double total = 0;
   bool any = false;
-  for (const char* k : {"weights", "gradients", "optimizer", "activations", "buffers"}) {
+  for (const char* k :
+       {"weights", "gradients", "split_gradients", "optimizer", "activations", "buffers"}) {
     if (std::isfinite(measured(k))) {
       total += measured(k);
       any = true;
@@ -370,6 +376,10 @@ std::string run_record_text(const RunRecord& r) {
     << ";\n   predicted buffers include a GPU runtime's fixed reservation, which a CPU rank does not make;\n"
        "   RSS includes the MPI library and the program; largest process of the job (wait4): "
     << fmt_bytes(r.measured.max_process_rss_bytes) << ")\n";
+  if (const auto it = r.measured.memory_bytes.find("split_gradients");
+      it != r.measured.memory_bytes.end() && it->second > 0)
+    t << "  (gradient copies: the gradients of the other parts when a rank's threads split each\n"
+         "   micro-batch, capplan-train's batch split; not part of the layout's memory)\n";
   if (std::isfinite(r.measured.first_loss)) {
     char buf[96];
     std::snprintf(buf, sizeof buf, "loss %.4f -> %.4f over %d steps\n", r.measured.first_loss,

@@ -992,7 +992,7 @@ int Run::execute() {
     hosts = gather_lines({host}, rank_, world_);
     const RankCoords& c = groups_.coords;
     int64_t param_bytes = 0, grad_bytes = 0, param_buf = 0, grad_buf = 0, state_bytes = 0,
-            act_bytes = 0, host_act_bytes = 0;
+            act_bytes = 0, host_act_bytes = 0, split_grad_bytes = 0;
     for (size_t k = 0; k < models_.size(); ++k) {
       param_bytes += models_[k]->param_bytes();
       grad_bytes += models_[k]->grad_bytes();
@@ -1002,8 +1002,10 @@ int Run::execute() {
       act_bytes += models_[k]->activation_bytes();
       host_act_bytes += models_[k]->host_activation_bytes();
     }
-    for (const auto& p : parts_) {  // batch split: every part's own gradients and activations
-      grad_bytes += p->grad_bytes();
+    // Batch split: the other parts' gradient copies apart (the layout's memory has one), their
+    // activations with the first part's (together, those of one whole micro-batch).
+    for (const auto& p : parts_) {
+      split_grad_bytes += p->grad_bytes();
       act_bytes += p->activation_bytes();
       host_act_bytes += p->host_activation_bytes();
     }
@@ -1021,20 +1023,25 @@ int Run::execute() {
                                   .add("optimizer_bytes", state_bytes)
                                   .add("activation_device_bytes", act_bytes)
                                   .add("activation_host_bytes", host_act_bytes)
+                                  .add("split_grad_bytes", split_grad_bytes)
                                   .str()},
                              rank_, world_);
-    char line[480];
+    char line[600], split_extra[120] = "";
     const double mib = 1024.0 * 1024.0;
+    if (split_ > 1)
+      std::snprintf(split_extra, sizeof(split_extra),
+                    ", + %.4f MiB of gradients for the other parts of the batch split",
+                    split_grad_bytes / mib);
     // ZeRO-2/3: parameters and gradients are the shards; the buffers (one gathered layer and
     // one gradient bucket, plus the embedding and final norm) are counted apart, as the planner's
     // memory model counts ZeRO-3's gathered layers among its buffers.
     std::snprintf(line, sizeof(line),
                   "rank %d (d%d,p%d,t%d): parameters %.4f MiB, gradients %.4f MiB, optimizer state "
                   "%.4f MiB, ZeRO buffers %.4f MiB (gathered weights %.4f + gradient buckets "
-                  "%.4f), activations %.2f MiB in the device pool + %.2f MiB offloaded to host",
+                  "%.4f), activations %.2f MiB in the device pool + %.2f MiB offloaded to host%s",
                   rank_, c.dp, c.pp, c.tp, param_bytes / mib, grad_bytes / mib, state_bytes / mib,
                   (param_buf + grad_buf) / mib, param_buf / mib, grad_buf / mib, act_bytes / mib,
-                  host_act_bytes / mib);
+                  host_act_bytes / mib, split_extra);
     memory = gather_lines({line}, rank_, world_);
   }
   const Layout& L = o_.layout;

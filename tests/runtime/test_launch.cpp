@@ -561,6 +561,27 @@ TEST(LaunchMetrics, MemoryByKind) {
   EXPECT_EQ(rows[6].kind, "total (on the device)");
   EXPECT_DOUBLE_EQ(rows[6].measured_bytes, 170);     // 120 + 50
   EXPECT_DOUBLE_EQ(rows[6].predicted_bytes, 1000);
+
+  // Under the batch split the other parts' gradients get a row of their own (no prediction: the
+  // layout has one copy), counted in the total, and the text says what they are; a placement
+  // record with none (split_grad_bytes 0, the kernel split) adds no row.
+  RunRecord split;
+  split.measured = summarize_metrics({*parse_metrics_line(
+      R"({"type":"placement","rank":0,"param_bytes":10,"grad_bytes":10,"split_grad_bytes":10,"optimizer_bytes":20,"activation_device_bytes":30})")});
+  const auto srows = compare_memory(split);
+  ASSERT_EQ(srows.size(), rows.size() + 1);
+  EXPECT_EQ(srows[2].kind, "gradient copies");
+  EXPECT_DOUBLE_EQ(srows[2].measured_bytes, 10);
+  EXPECT_TRUE(std::isnan(srows[2].predicted_bytes));
+  EXPECT_EQ(srows[7].kind, "total (on the device)");
+  EXPECT_DOUBLE_EQ(srows[7].measured_bytes, 80);  // 10 + 10 + 10 + 20 + 30
+  EXPECT_NE(run_record_text(split).find("gradient copies: the gradients of the other parts"),
+            std::string::npos);
+  RunRecord kernel;
+  kernel.measured = summarize_metrics({*parse_metrics_line(
+      R"({"type":"placement","rank":0,"param_bytes":10,"grad_bytes":10,"split_grad_bytes":0})")});
+  EXPECT_EQ(compare_memory(kernel).size(), rows.size());
+  EXPECT_EQ(run_record_text(kernel).find("gradient copies"), std::string::npos);
 }
 
 // ---------------------------------------------------------------- the whole run, with a fake trainer
