@@ -172,7 +172,8 @@ TEST(RuntimeTrain, SameRunTwiceIsBitwiseIdentical) {
 // With tp = pp = 1 and ZeRO <= 1 the threads of a rank split each micro-batch: every part runs
 // through its own replica of the model and the parts' gradients are summed at the end of the
 // step. Losses stay within 1e-5 of one thread (the same terms summed in another order), a run is
-// bitwise repeatable, and ZeRO-1 stays bitwise equal to plain DP over ranks of split batches.
+// bitwise repeatable, ZeRO-1 stays bitwise equal to plain DP over ranks of split batches, and a
+// killed run resumes bitwise.
 TEST(RuntimeTrain, BatchSplitOverThreadsMatchesOneThread) {
   const auto npos = std::string::npos;
   for (bool llama : {false, true}) {
@@ -207,6 +208,19 @@ TEST(RuntimeTrain, BatchSplitOverThreadsMatchesOneThread) {
   ASSERT_NE(plain.output.find("batch split"), npos) << plain.output;
   expect_close(one, plain, 1e-5, "dp 2, batch split in 2");
   expect_close(plain, run(2, dp + " --zero 1"), 0.0, "zero 1 vs plain dp, batch split in 2");
+  // A killed batch-split run resumes from its checkpoint bitwise.
+  const fs::path ck = work_dir() / "ckpt";
+  fs::remove_all(ck);
+  const std::string split2 = common(false, 10) + " --mbs 2 --threads 2";
+  const Result straight = run(1, split2);
+  const std::string saved = split2 + " --checkpoint-every 5 --checkpoint-dir " + ck.string();
+  EXPECT_NE(run(1, saved + " --kill-at-step 6").status, 0);
+  const Result resumed = run(1, saved + " --resume auto");
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from step 5"), npos) << resumed.output;
+  ASSERT_EQ(resumed.losses.size(), 5u) << resumed.output;
+  for (int step = 6; step <= 10; ++step)
+    EXPECT_EQ(resumed.losses.at(step), straight.losses.at(step)) << "step " << step;
   // Layouts that exchange activations or weights inside the step split the kernels instead.
   const Result tp = run(2, common(false, 4) + " --tp 2 --mbs 2 --threads 2");
   EXPECT_NE(tp.output.find("kernels split over the threads"), npos) << tp.output;
