@@ -75,8 +75,10 @@ std::string gpt_check_config(const GptConfig& c) {
     return "empty or out-of-range layer range for this pipeline stage";
   if (c.slots <= 0) return "slots must be > 0";
   if (c.shared_params && c.zero >= 2) return "a replica's shared weights need ZeRO 0 or 1";
-  if (c.defer_first_layer_wgrads && (c.zero >= 2 || (c.sp && c.tp_size > 1)))
-    return "deferred weight gradients need ZeRO 0 or 1 and no sequence parallelism";
+  if (c.defer_weight_grads && (c.zero >= 2 || (c.sp && c.tp_size > 1) || c.slots > 1 ||
+                               c.layer_begin != 0 || c.layer_end != m.layers))
+    return "deferred weight gradients need one stage, one micro-batch in flight, ZeRO 0 or 1 "
+           "and no sequence parallelism";
   if (c.sp && (int64_t(c.mbs) * c.seq_len) % c.tp_size != 0)
     return "sequence parallelism needs mbs * seq_len divisible by tp";
   if (m.vocab > 65536 * 1024) return "vocab too large";
@@ -253,7 +255,7 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     make_acts(shared_acts_[0]);
   }
   dres_ = alloc(int64_t(Rl_) * C_, false);
-  if (cfg_.defer_first_layer_wgrads) {
+  if (cfg_.defer_weight_grads) {
     dy_mlp_ = alloc(int64_t(R_) * C_, false);
     dy_attn_ = alloc(int64_t(R_) * C_, false);
   }
@@ -527,7 +529,7 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   float* dhl = sp_ ? dhl_ : dh_;
   // Weight gradient c += dy^T act. Deferred for the first layer: dfc_ and dqkv_ are not written
   // again in this backward, and the output gradients, which are, are copied.
-  const bool defer = cfg_.defer_first_layer_wgrads && i == 0;
+  const bool defer = cfg_.defer_weight_grads && i == 0;
   auto wgrad = [&](float* c, const float* dy, const float* act, int M, int N, float* keep) {
     if (!defer) return be_.matmul(c, dy, act, M, N, R_, true, false, true);
     if (keep) {
@@ -572,6 +574,7 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
 double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* output,
                     const int32_t* targets, float loss_scale) {
   Slot& s = slots_.at(size_t(slot));
+  deferred_.clear();
   const int64_t n = int64_t(Rl_) * C_;
   if (first_stage() && sp_) {
     std::copy(tokens, tokens + R_, s.tokens.begin());
@@ -624,7 +627,10 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
                      V_);
     tp_.all_reduce_sum(sums, 2 * int64_t(rc));
     be_.xent_backward(logits_, sums, targets + r0, loss_scale, rc, Vl_, vocab_begin_, V_);
-    be_.matmul(gd(off_wte_), logits_, h, Vl_, C_, rc, true, false, true);
+    if (cfg_.defer_weight_grads && r0 + rc == R_)  // the logits of the last chunk stay put
+      deferred_.push_back({gd(off_wte_), logits_, h, Vl_, C_, rc});
+    else
+      be_.matmul(gd(off_wte_), logits_, h, Vl_, C_, rc, true, false, true);
     be_.matmul(dh_ + int64_t(r0) * C_, logits_, wt(off_wte_), rc, C_, Vl_, false, false, false);
   }
   std::vector<float> host(3 * size_t(R_));
@@ -647,7 +653,6 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
 
 void Gpt::backward(int slot, const float* dout, float* dinput) {
   Slot& s = slots_.at(size_t(slot));
-  deferred_.clear();
   const int64_t n = int64_t(Rl_) * C_;
   if (cfg_.offload)  // bring this micro-batch's checkpointed activations back
     for (int i = 0; i <= nl_; ++i)

@@ -400,7 +400,7 @@ bool Run::setup(Diagnostics& d) {
   gc.model = model_spec_;
   gc.seq_len = T_;
   gc.mbs = L.mbs / split_;
-  gc.defer_first_layer_wgrads = split_ > 1;
+  gc.defer_weight_grads = split_ > 1;
   gc.tp_rank = groups_.coords.tp;
   gc.tp_size = L.tp;
   gc.seed = o_.seed;
@@ -726,9 +726,9 @@ void Run::dump_gradients() {
 //
 // The parts do the same work, but the cores do not run at the same speed (here one of the two
 // is often ~5 % slower for seconds at a time), so a part that finishes first would wait. Each
-// part's backward therefore leaves its first layer's weight-gradient GEMMs (about a twentieth
-// of its work) in a list, and a thread that is done with its own part takes over any part's
-// listed GEMMs that nobody has started. Each GEMM still adds into its own part's gradients, on
+// part therefore leaves the weight-gradient GEMMs of its LM head's last chunk and of its first
+// layer (a tenth of its work on the benchmark's shape) in a list, and a thread that is done with
+// its own part takes over any part's listed GEMMs that nobody has started. Each GEMM still adds into its own part's gradients, on
 // one thread, so which thread runs it changes nothing in the result.
 double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
   const int64_t part_tokens = int64_t(o_.layout.mbs / split_) * T_;

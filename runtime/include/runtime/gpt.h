@@ -47,10 +47,12 @@ struct GptConfig {
   // A replica (zero <= 1): reads its weights from this buffer, another Gpt's params() of the
   // same config, instead of owning them; it keeps its own gradients and activations.
   float* shared_params = nullptr;
-  // backward() leaves the four weight-gradient GEMMs of this stage's first layer (the last it
-  // reaches) to the caller, in deferred(): they only feed the optimizer, so threads that finish
-  // their part of a batch early can take them over (one stage, no SP, ZeRO <= 1).
-  bool defer_first_layer_wgrads = false;
+  // forward() and backward() leave some weight-gradient GEMMs to the caller, in deferred(): the
+  // LM head's for its last chunk of rows and the four of this stage's first layer (the last it
+  // reaches). They only feed the optimizer, so threads that finish their part of a batch early
+  // can take them over (one stage, no SP, ZeRO <= 1). The embedding's gradient then adds the
+  // head's last chunk after its own rows, not before: the same terms in another order.
+  bool defer_weight_grads = false;
 };
 
 // A weight-gradient GEMM put off by Gpt::backward: c[M, N] += a^T b, a [K, M], b [K, N].
@@ -131,8 +133,8 @@ class Gpt {
   void backward(int slot, const float* dout, float* dinput);
   // After the last backward of a step: with SP, sums the norm-weight gradients over TP.
   void finish_backward();
-  // The last backward's deferred GEMMs (defer_first_layer_wgrads), largest first; each must run
-  // (on any backend) before the next forward or backward of this model.
+  // The GEMMs the last forward and backward deferred (defer_weight_grads), largest first; each
+  // must run (on any backend) after that backward and before the next forward of this model.
   const std::vector<DeferredGemm>& deferred() const { return deferred_; }
 
   // Bytes of activations held in the device pool (all slots) and, with offload, in host memory.
