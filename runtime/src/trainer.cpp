@@ -736,6 +736,7 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
   std::vector<double> loss(static_cast<size_t>(split_), 0.0);
   std::vector<std::exception_ptr> failed(static_cast<size_t>(split_));
   auto part = [&](int r) -> Gpt& { return r == 0 ? *models_[0] : *parts_[size_t(r) - 1]; };
+  double wait_s = 0;
   for (int64_t mb = 0; mb < micro_; ++mb) {
     auto t = Clock::now();
     load_microbatch(step, mb);
@@ -790,8 +791,9 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
     rec.backward_s += wall - forward0;
     double mean_busy = 0;
     for (double b : busy) mean_busy += b / split_;
-    rec.split_wait_s = (mb == 0 ? 0.0 : rec.split_wait_s) + std::max(0.0, wall - mean_busy);
+    wait_s += std::max(0.0, wall - mean_busy);
   }
+  rec.split_wait_s = wait_s;
   const auto t = Clock::now();
   Gpt& g0 = *models_[0];
   for (const auto& p : parts_) be_->add(g0.grads(), p->grads(), g0.num_params());
