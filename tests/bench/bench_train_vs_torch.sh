@@ -5,8 +5,9 @@
 #
 #   tests/bench/bench_train_vs_torch.sh [BUILD_DIR] [--no-torch] [--rounds N] [--steps N]
 #
-# Each round runs both sides for N steps and measures the steps after the first two (this
-# machine's load moves throughput by +-10 % from minute to minute, so one round proves little).
+# Each round runs both sides for N steps (default 20) and measures the steps after the first two
+# (this machine's load moves throughput by +-10 % from minute to minute, so one round proves
+# little; the default is 10 rounds, about 5 minutes).
 # The last lines give the median speed-up over the rounds with its range, and a bound on it:
 # the speed-up capplan would reach if its step were only its GEMMs (the metrics' gemm_s), the
 # same OpenBLAS sgemm calls PyTorch makes.
@@ -18,7 +19,7 @@ set -euo pipefail
 
 BUILD=build
 TORCH=1
-ROUNDS=5
+ROUNDS=10
 STEPS=20
 while [[ $# -gt 0 ]]; do
   case "$1" in
