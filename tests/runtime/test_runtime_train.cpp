@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
@@ -22,6 +21,7 @@
 
 #include "runtime/data.h"
 #include "runtime/report.h"
+#include "support/test_files.h"
 
 namespace {
 
@@ -184,9 +184,7 @@ TEST(RuntimeTrain, BatchSplitOverThreadsMatchesOneThread) {
     const Result split = run(1, a + " --threads 2 --metrics " + m.string());
     ASSERT_NE(split.output.find("batch split: each micro-batch in 2 parts of 1 sequence"), npos)
         << split.output;
-    std::ifstream f(m);
-    const std::string records((std::istreambuf_iterator<char>(f)),
-                              std::istreambuf_iterator<char>());
+    const std::string records = capplan::test::read_text(m);
     EXPECT_NE(records.find("\"batch_split\":2"), npos) << records.substr(0, 400);
     EXPECT_NE(records.find("\"split_wait_s\":"), npos) << "step records carry the threads' wait";
     expect_close(one, split, 1e-5, "batch split in 2");
@@ -195,9 +193,7 @@ TEST(RuntimeTrain, BatchSplitOverThreadsMatchesOneThread) {
     fs::remove(mk);
     const Result kernel = run(1, a + " --threads 2 --thread-split kernel --metrics " + mk.string());
     ASSERT_NE(kernel.output.find("kernels split over the threads"), npos) << kernel.output;
-    std::ifstream fk(mk);
-    const std::string kernel_records((std::istreambuf_iterator<char>(fk)),
-                                     std::istreambuf_iterator<char>());
+    const std::string kernel_records = capplan::test::read_text(mk);
     EXPECT_NE(kernel_records.find("\"batch_split\":1"), npos);
     EXPECT_EQ(kernel_records.find("split_wait_s"), npos);
     expect_close(one, kernel, 1e-5, "kernel split");
