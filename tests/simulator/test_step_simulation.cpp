@@ -12,16 +12,20 @@
 namespace capplan {
 namespace {
 
-// Equal chunks: forward f, backward split into input-gradient bi and weight-gradient bw.
+// One chunk's times: forward f, backward split into input-gradient bi and weight-gradient bw.
+void set_times(ChunkCosts& ch, double f, double bi, double bw) {
+  ch.forward_s = f;
+  ch.backward_input_s = bi;
+  ch.backward_weight_s = bw;
+}
+
+// Equal chunks of 1 GB of activations each.
 StepCosts equal_costs(int chunks, double f, double bi, double bw, double p2p = 0) {
   StepCosts c;
-  for (int i = 0; i < chunks; ++i) {
-    ChunkCosts ch;
-    ch.forward_s = f;
-    ch.backward_input_s = bi;
-    ch.backward_weight_s = bw;
+  c.chunks.resize(size_t(chunks));
+  for (ChunkCosts& ch : c.chunks) {
+    set_times(ch, f, bi, bw);
     ch.activation_bytes = 1e9;
-    c.chunks.push_back(ch);
   }
   c.p2p_s = p2p;
   return c;
@@ -230,9 +234,7 @@ TEST(StepSimulation, OffloadHiddenWhenPcieIsFastExposedWhenSlow) {
 TEST(StepSimulation, UnevenStagesPaceIsTheSlowestStage) {
   // Expectation: a 2x heavier middle stage sets the steady-state pace: step >= m * (its f+b).
   StepCosts c = equal_costs(4, 1, 1, 1);
-  c.chunks[2].forward_s = 2;
-  c.chunks[2].backward_input_s = 2;
-  c.chunks[2].backward_weight_s = 2;
+  set_times(c.chunks[2], 2, 2, 2);
   const auto sim = simulate_step(c, pipeline(4, Schedule::OneFOneB), 8, 7);
   ASSERT_TRUE(sim.error.empty()) << sim.error;
   EXPECT_GE(sim.step_time_s, 7 * 6.0);
@@ -248,9 +250,7 @@ TEST(StepSimulation, BreakdownIsThePacingStageNotTheLastToFinish) {
   // finishes last (critical), but the breakdown is stage 1's: compute 16 s, bubble 1 + 1 = 2 s
   // (the estimate's fill f0 + b0), bubble fraction 2/18, not stage 0's 10/18.
   StepCosts c = equal_costs(2, 1, 0.5, 0.5);
-  c.chunks[1].forward_s = 2;
-  c.chunks[1].backward_input_s = 1;
-  c.chunks[1].backward_weight_s = 1;
+  set_times(c.chunks[1], 2, 1, 1);
   const auto sim = simulate_step(c, pipeline(2, Schedule::OneFOneB), 8, 4);
   ASSERT_TRUE(sim.error.empty()) << sim.error;
   std::printf("Expectation step 18 s, stage 1, compute 16 s, bubble 2 s; Actual result %.4f s, stage %d, %.4f s, "
