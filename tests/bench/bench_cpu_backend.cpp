@@ -1,17 +1,23 @@
 // The CPU backend's kernels on the shape of the speed comparison with PyTorch (4 layers, d 256,
 // 4 heads, seq 128, vocab 4096, batch 8 -> 1,024 rows), 2 threads: every GEMM shape of a step,
 // the GEMM sequence of a whole step (the floor under capplan-train's step time: the metrics'
-// gemm_s), attention, norms, GELU, cross-entropy and AdamW, and a core's FMA ceiling to read
-// them against. Figures are printed by Google Benchmark (GEMMs also as FLOP/s); nothing is
+// gemm_s), attention, norms, GELU, cross-entropy and AdamW, OpenBLAS's beta = 0 against memset
+// + beta = 1, and a core's FMA ceiling to read them against. Figures are printed by Google Benchmark (GEMMs also as FLOP/s); nothing is
 // asserted.
 //
 //   build/tests/bench/bench_cpu_backend [--benchmark_filter=Gemm]
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/backend.h"
+
+#ifdef CAPPLAN_HAVE_CBLAS
+#include <cblas.h>
+#endif
 
 using namespace capplan::rt;
 
@@ -165,6 +171,42 @@ void BM_OptimizerStep(benchmark::State& state) {
   state.SetItemsProcessed(int64_t(state.iterations()) * n);
 }
 BENCHMARK(BM_OptimizerStep)->Unit(benchmark::kMicrosecond);
+
+#ifdef CAPPLAN_HAVE_CBLAS
+// One single-threaded cblas_sgemm with beta = 0 (OpenBLAS zeroes C in a pass of its own before
+// adding A B) against memset of C and beta = 1 (what the backend does): arg 1 selects the way
+// (0 OpenBLAS's beta = 0, 1 memset + beta = 1), arg 2 the shape (a batch-split part's shapes,
+// then attention's 64-row blocks); the two ways of a shape run one after the other.
+void BM_SgemmBetaZero(benchmark::State& state) {
+  struct Shape { int M, N, K; bool tb; };
+  const Shape shapes[] = {{512, 768, 256, true}, {512, 1024, 256, true}, {512, 256, 1024, false},
+                          {512, 4096, 256, true}, {64, 64, 64, true},    {64, 128, 64, true},
+                          {64, 64, 128, false}};
+  const bool pre_zero = state.range(0) == 1;
+  const Shape sh = shapes[state.range(1)];
+  std::vector<float> a(size_t(sh.M) * sh.K, 0.5f), b(size_t(sh.K) * sh.N, 0.25f),
+      c(size_t(sh.M) * sh.N);
+  openblas_set_num_threads(1);
+  for (auto _ : state) {
+    float beta = 0.0f;
+    if (pre_zero) {
+      std::memset(c.data(), 0, sizeof(float) * c.size());
+      beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, sh.tb ? CblasTrans : CblasNoTrans, sh.M, sh.N, sh.K,
+                1.0f, a.data(), sh.K, b.data(), sh.tb ? sh.K : sh.N, beta, c.data(), sh.N);
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.SetLabel(std::to_string(sh.M) + "x" + std::to_string(sh.N) + "x" + std::to_string(sh.K) +
+                 (pre_zero ? " memset + beta 1" : " beta 0"));
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * sh.M * sh.N * sh.K *
+                                                    double(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SgemmBetaZero)
+    ->ArgsProduct({{0, 1}, {0, 1, 2, 3, 4, 5, 6}})
+    ->Unit(benchmark::kMicrosecond);
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
 // The FMA ceiling of a core: 10 independent chains of 8-lane fused multiply-adds in registers
