@@ -22,16 +22,16 @@ void write_summary(JsonWriter& w, const ValidationSummary& s) {
 int cmd_validate(int argc, char** argv) {
   const std::vector<FlagSpec> flags = {json_flag()};
   Diagnostics diags;
-  const Args args = parse_args(argc, argv, flags, diags, 1);
+  const Args args = parse_args(argc, argv, flags, diags, 16);
   if (args.help()) {
-    print_help("validate", "FILE.yaml [--json]", flags);
+    print_help("validate", "FILE.yaml [FILE.yaml ...] [--json]", flags);
     return kExitOk;
   }
   if (args.positional().empty())
     diags.error(kCommandLine, 0, 0, "", "missing the file of measured runs (FILE.yaml)");
   if (diags.has_errors()) return report(diags);
 
-  const Loaded<ValidationReport> loaded = validate_file(args.positional().front());
+  const Loaded<ValidationReport> loaded = validate_files(args.positional());
   if (!loaded.ok()) return report(loaded.diagnostics);
   report(loaded.diagnostics);  // warnings
   const ValidationReport& r = *loaded.value;
@@ -46,6 +46,7 @@ int cmd_validate(int argc, char** argv) {
   for (const ValidationResult& v : r.results) {
     w.begin_object();
     w.field("id", v.run.id).field("source", v.run.source).field("calibration", v.run.calibration);
+    w.field("family", v.run.family).field("framework", v.run.scenario.training.framework.name);
     w.field("measure", to_string(v.run.measure));
     w.field("measured", v.run.measured).field("predicted", v.predicted);
     w.field("error_pct", v.error_pct);
@@ -60,6 +61,12 @@ int cmd_validate(int argc, char** argv) {
   write_summary(w, r.held_out);
   w.key("all");
   write_summary(w, r.all);
+  w.key("families").begin_object();
+  for (const FamilySummary& f : r.families) {
+    w.key(f.family);
+    write_summary(w, f.summary);
+  }
+  w.end_object();
   w.end_object();
   std::printf("%s\n", w.str().c_str());
   return kExitOk;

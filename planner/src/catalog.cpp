@@ -123,6 +123,21 @@ const std::vector<CatalogEntry>& catalog_plans() {
   return entries;
 }
 
+const std::vector<CatalogEntry>& catalog_frameworks() {
+  static const std::vector<CatalogEntry> entries = [] {
+    auto v = entries_under("configs/frameworks/");
+    for (auto& e : v) {
+      const std::string& t = e.text;
+      if (t.rfind("# ", 0) == 0) e.summary = t.substr(2, t.find('\n') - 2);
+    }
+    return v;
+  }();
+  return entries;
+}
+const CatalogEntry* find_catalog_framework(const std::string& name) {
+  return find_in(catalog_frameworks(), name);
+}
+
 const CatalogEntry* find_catalog_model(const std::string& name) {
   return find_in(catalog_models(), name);
 }

@@ -17,10 +17,27 @@ namespace capplan {
 namespace detail {
 
 // ---- Global constants ------------------------------------------------------------------------
-// Fraction of tensor-core peak reached by the arithmetic of a large fp16/bf16 GEMM. cuBLAS reaches
-// 250-270 of 312 TFLOP/s on large A100 GEMMs (NVIDIA Deep Learning Performance Guide, "Matrix
-// Multiplication Background", 2023); the memory term below brings smaller GEMMs down from there.
+// Fraction of tensor-core peak reached by the arithmetic of a large fp16/bf16 GEMM on a GPU whose
+// file gives no measured figure (the A100 value). cuBLAS reaches 250-270 of 312 TFLOP/s on large
+// A100 GEMMs (NVIDIA Deep Learning Performance Guide, "Matrix Multiplication Background", 2023);
+// the memory term below brings smaller GEMMs down from there.
 constexpr double kGemmEfficiency = 0.78;
+// A GPU's measured large-GEMM fraction of peak (gemm_peak_fraction in its file) times this share
+// gives the arithmetic efficiency of gemm_s(): the measured fraction already contains the operand
+// traffic that gemm_s() adds separately. 0.78 / 0.85 (A100), one figure for every GPU.
+constexpr double kGemmArithmeticShare = 0.78 / 0.85;
+// GEMM tile of cuBLAS's large-matrix kernels (128 x 128 output tiles on Ampere and Hopper; NVIDIA
+// Deep Learning Performance Guide, "Tile and wave quantization"): M and N are padded to whole
+// tiles (applied on GPUs whose file gives their SM count).
+constexpr double kGemmTile = 128;
+// FlashAttention's backward runs 2.5x the forward's FLOPs (five matmuls against two, recomputing
+// the scores) at a lower rate: FA2's backward reaches ~0.85 of its forward's FLOP/s (Dao 2023,
+// kernel benchmarks).
+constexpr double kFlashBwdFlopsRatio = 2.5;
+constexpr double kFlashBwdRate = 0.85;
+// Host memory bandwidth per node reached by a CPU optimizer step (ZeRO-Offload's CPU Adam, FSDP's
+// CPU-offloaded step): two-socket servers stream 150-300 GB/s (STREAM triad); 100 GB/s reached.
+constexpr double kHostMemory_Bps = 100e9;
 // Fraction of HBM bandwidth reached by streaming kernels (STREAM-like copies reach ~90 % on A100,
 // fused elementwise / softmax / LayerNorm kernels a little less).
 constexpr double kMemoryEfficiency = 0.80;
@@ -35,16 +52,16 @@ constexpr double kInterNodeLatency_s = 6e-6;
 // cudaMemcpyAsync reaches ~25 GB/s of it (NVIDIA bandwidthTest), hence 0.8.
 constexpr double kPcieDefault_gbyte_per_s = 32.0;
 constexpr double kPcieEfficiency = 0.8;
-// Fixed per-GPU reservation: CUDA context, cuBLAS workspace, NCCL channels (~1 GiB observed in
-// nvidia-smi on an idle PyTorch + NCCL process), plus the allocator's fragmentation margin.
-constexpr double kFixedReservedBytes = 1.0 * 1024 * 1024 * 1024;
-constexpr double kAllocatorMargin = 0.05;
+// The fixed per-GPU reservation (CUDA context, cuBLAS workspace, NCCL channels: ~1 GiB in
+// nvidia-smi on an idle PyTorch + NCCL process) and the allocator's fragmentation margin are the
+// framework's (FrameworkSpec::reserved_gib, allocator_margin).
 // Mixed-precision Adam: fp32 master weights + two fp32 moments = 12 bytes per parameter
 // (Rajbhandari et al. 2020, ZeRO, Sec 3.1: K = 12); fp32 training keeps moments only (8).
 // Optimizer step traffic: read grad, master, m, v (16 B), write master, m, v (12 B), write the
 // 16-bit weight (2 B) = 30 bytes per parameter at HBM bandwidth.
 constexpr double kAdamTrafficBytesPerParam = 30.0;
-// ZeRO-3 prefetch overlap: fraction of the parameter collectives hidden behind compute.
+// ZeRO-3 prefetch overlap (rank-share mode): fraction of the parameter collectives hidden behind
+// compute (DeepSpeed's prefetch on a side stream competes with the GEMMs).
 constexpr double kZero3OverlapFraction = 0.5;
 // Gradient buckets per stage and step (ZeRO 0-2): Megatron-LM and DDP use ~25-40 MB buckets;
 // eight per stage keeps the last, always exposed bucket small without modelling bucket latency.
@@ -59,7 +76,14 @@ Constants constants_for(const Scenario& sc) {
   Constants c;
   c.peak_flops = cl.gpu.peak_tflops(p) * 1e12;
   if (c.peak_flops <= 0 && p == Precision::Bf16) c.peak_flops = cl.gpu.peak_tflops_fp16 * 1e12;
-  c.gemm_eff = cl.efficiency.gemm.value_or(kGemmEfficiency);
+  const double gpu_eff = cl.gpu.gemm_peak_fraction > 0 ? cl.gpu.gemm_peak_fraction * kGemmArithmeticShare
+                                                       : kGemmEfficiency;
+  c.gemm_eff = cl.efficiency.gemm.value_or(gpu_eff);
+  // FlashAttention runs in 16 bits (bf16/fp16) also under fp8 training, at the GPU's measured rate.
+  const double peak16 = (cl.gpu.peak_tflops_bf16 > 0 ? cl.gpu.peak_tflops_bf16 : cl.gpu.peak_tflops_fp16) * 1e12;
+  c.flash_flops = cl.gpu.flash_peak_fraction * peak16;
+  c.sms = cl.gpu.sms;
+  c.host_Bps = kHostMemory_Bps;
   c.hbm_Bps = cl.gpu.memory_gbyte_per_s * 1e9 * cl.efficiency.memory.value_or(kMemoryEfficiency);
   c.intra_Bps = cl.intra_node_gbyte_per_s * 1e9 * cl.efficiency.intra_node.value_or(kIntraNodeEfficiency);
   c.inter_node_Bps =
@@ -69,22 +93,29 @@ Constants constants_for(const Scenario& sc) {
   c.inter_lat_s = cl.inter_node_latency_us > 0 ? cl.inter_node_latency_us * 1e-6 : kInterNodeLatency_s;
   c.pcie_Bps = (cl.pcie_gbyte_per_s > 0 ? cl.pcie_gbyte_per_s : kPcieDefault_gbyte_per_s) * 1e9 *
                kPcieEfficiency;
-  const StateBytesPerParam state = state_bytes_per_param(p);
-  c.elem_bytes = state.weights;
+  const StateBytesPerParam state = state_bytes_per_param(sc.training);
+  c.elem_bytes = p == Precision::Fp32 ? 4.0 : 2.0;
   c.grad_bytes = state.gradients;
+  c.gemm_elem_bytes = p == Precision::Fp8 ? 1.0 : c.elem_bytes;
   return c;
 }
 
 namespace {
 
-// Time of one GEMM C[M,N] = A[M,K] B[K,N]: arithmetic 2MNK at gemm_eff x peak plus its operand and
-// result traffic e(MK + KN + MN) at HBM bandwidth, added rather than overlapped (a roofline with a
-// soft knee: large GEMMs approach gemm_eff, thin ones are bandwidth-bound). Over-counts traffic for
-// GEMMs whose operands stay in L2; under-counts tile-quantisation losses on odd sizes.
+// Time of one GEMM C[M,N] = A[M,K] B[K,N] (`count` of them, as one batched call): arithmetic 2MNK
+// at gemm_eff x peak plus its operand and result traffic e(MK + KN + MN) at HBM bandwidth, added
+// rather than overlapped (a roofline with a soft knee: large GEMMs approach gemm_eff, thin ones
+// are bandwidth-bound). Tile quantisation (NVIDIA Deep Learning Performance Guide): M and N are
+// padded to whole 128 x 128 output tiles. Wave quantisation (tiles in whole waves of one per SM)
+// is not charged: cuBLAS picks among tile shapes and split-K variants to fill the last wave, and
+// charging the textbook waves made the calibration runs of small models 5-8 % too slow.
+// Over-counts traffic for GEMMs whose operands stay in L2.
 double gemm_s(const Constants& c, double m, double n, double k, double count = 1) {
-  const double flops = 2.0 * m * n * k;
-  const double bytes = c.elem_bytes * (m * k + k * n + m * n);
-  return count * (flops / (c.peak_flops * c.gemm_eff) + bytes / c.hbm_Bps);
+  const double mp = c.sms > 0 ? std::ceil(m / kGemmTile) * kGemmTile : m;
+  const double np = c.sms > 0 ? std::ceil(n / kGemmTile) * kGemmTile : n;
+  const double flops = 2.0 * mp * np * k * count;
+  const double bytes = c.gemm_elem_bytes * (m * k + k * n) + c.elem_bytes * m * n;
+  return flops / (c.peak_flops * c.gemm_eff) + count * bytes / c.hbm_Bps;
 }
 
 double mem_s(const Constants& c, double bytes) { return bytes / c.hbm_Bps; }
@@ -94,6 +125,8 @@ double mem_s(const Constants& c, double bytes) { return bytes / c.hbm_Bps; }
 MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, bool sp,
                        Recompute recompute) {
   const ModelSpec& md = sc.model;
+  const FrameworkSpec& fw = sc.training.framework;
+  const Attention attn = sc.training.attention_or_default();
   MicroTerms t;
   const double h = md.hidden, f = md.ffn_hidden_or_default(), a = md.heads;
   const double d = md.head_dim();
@@ -105,64 +138,111 @@ MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, 
   const bool seqpar = sp && tp > 1;
   // Replicated (non-TP) token work is split by tp under sequence parallelism (Korthikanti Sec 4.2.2).
   const double repl = seqpar ? 1.0 / tpd : 1.0;
+  // The attention core stays in 16 bits under fp8 training (Transformer Engine casts only the
+  // linear layers' GEMMs).
+  Constants c16 = c;
+  if (sc.training.precision == Precision::Fp8) {
+    const GpuSpec& g = sc.cluster.gpu;
+    c16.peak_flops = (g.peak_tflops_bf16 > 0 ? g.peak_tflops_bf16 : g.peak_tflops_fp16) * 1e12;
+    c16.gemm_elem_bytes = 2;
+  }
 
   // GEMMs of one block per TP rank (Megatron column/row split, Shoeybi et al. 2019 Sec 3).
   double fwd_gemm = gemm_s(c, tok, (h + 2 * kv) / tpd, h)                 // QKV
                     + gemm_s(c, tok, h, h / tpd)                          // attention out
                     + gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h)        // FFN in (gate+up)
                     + gemm_s(c, tok, h, f / tpd);                         // FFN out
-  // Attention core as batched GEMMs per head: Q K^T [s,d]x[d,s] and P V [s,s]x[s,d].
+  // fp8 (Transformer Engine): each linear layer's input is cast to fp8 (read 2 bytes, write 1)
+  // before its GEMM (column-parallel inputs are whole, row-parallel ones split over tp); outputs
+  // stay bf16; the weights' fp8 copies are cached across micro-batches (TE is_first_microbatch).
+  if (sc.training.precision == Precision::Fp8) fwd_gemm += mem_s(c, 3.0 * tok * (2 * h + (h + f) / tpd));
   const double heads_rank = b * a / tpd;
-  const double core_gemm = gemm_s(c, s, s, d, heads_rank) + gemm_s(c, s, d, s, heads_rank);
-  // Memory-bound forward traffic (bytes), fused kernels as in Megatron-LM:
-  //  - scale+mask+softmax reads and writes the a*s*s scores (2e), dropout reads, writes and stores
-  //    a mask (2e + 1);
-  //  - two LayerNorms (read + write e each), two bias-dropout-residual adds (read 2e, write e,
-  //    mask 1), on b*s*h replicated elements (split under sp);
-  //  - GeLU reads and writes f/tp per token; SwiGLU reads 2f, writes f.
   const double scores = heads_rank * s * s;
-  const double core_mem = scores * (2 * e + (dropout ? 2 * e + 1 : 0));
-  const double token_mem = tok * h * repl * (2 * 2 * e + 2 * (3 * e + (dropout ? 1 : 0)));
-  const double act_fn_mem = tok * f / tpd * (gated ? 3 * e : 2 * e);
+  double core_fwd_s = 0, core_bwd_s = 0, core_mem = 0, core_mem_bwd = 0;
+  if (attn == Attention::Flash) {
+    // FlashAttention-2/3 (Dao 2023; Shah et al. 2024): one kernel, scores never leave on-chip
+    // memory; causal masking skips the upper triangle's blocks, so half of the 4 b s^2 h FLOPs
+    // run, at the kernel's measured rate (flash_peak_fraction of the GPU); the backward recomputes
+    // the scores: 2.5x the forward's FLOPs at 0.85 of its rate. Memory traffic: Q, K, V read and
+    // O written once (counted with the token work below).
+    const double core_flops = 0.5 * 4 * b * s * s * h / tpd;
+    core_fwd_s = core_flops / c.flash_flops;
+    core_bwd_s = kFlashBwdFlopsRatio * core_flops / (c.flash_flops * kFlashBwdRate);
+    core_mem = tok * (h + 2 * kv) / tpd * e + tok * h / tpd * e;
+    core_mem_bwd = 2 * core_mem;
+  } else {
+    // Attention core as batched GEMMs per head: Q K^T [s,d]x[d,s] and P V [s,s]x[s,d].
+    const double core_gemm = gemm_s(c16, s, s, d, heads_rank) + gemm_s(c16, s, d, s, heads_rank);
+    core_fwd_s = core_gemm;
+    core_bwd_s = 2 * core_gemm;  // two input-gradient GEMMs per forward GEMM
+    // Memory-bound passes over the a*s*s scores. Fused (Megatron's scale-mask-softmax kernel):
+    // read + write 2e forward, 3e backward (reads y and dy, writes dx). Eager (Hugging Face /
+    // minGPT modules: scale, causal mask, softmax as three kernels): 6e forward, 7e backward
+    // (softmax 3e, mask and scale 2e each). Dropout on the probabilities reads, writes and stores
+    // a mask (2e + 1) either way.
+    const bool eager = attn == Attention::Eager;
+    core_mem = scores * ((eager ? 6 : 2) * e + (dropout ? 2 * e + 1 : 0));
+    core_mem_bwd = scores * ((eager ? 7 : 3) * e + (dropout ? 2 * e + 1 : 0));
+    // Eager modules split and merge heads with a contiguous copy of Q, K, V and the context.
+    if (eager) {
+      core_mem += tok * (2 * h + 2 * kv) / tpd * 2 * e;
+      core_mem_bwd += tok * (2 * h + 2 * kv) / tpd * 2 * e;
+    }
+  }
+  // Memory-bound forward traffic (bytes) of the token-wise kernels. Fused (Megatron-LM fused
+  // kernels): two LayerNorms (read + write e each), two bias-dropout-residual adds (read 2e, write
+  // e, mask 1), GeLU (with its bias) reads and writes f/tp per token, SwiGLU reads 2f, writes f.
+  // Unfused (one PyTorch kernel per op): dropout (2e + 1) and the residual add (3e) apart, and
+  // Hugging Face's gelu_new as eight elementwise kernels (2e each: 16e per element; SwiGLU's silu
+  // and product as two, 5e); all on b*s*h replicated elements (split under sp).
+  const bool fused = fw.fused_kernels;
+  const double resid_fwd = fused ? 3 * e + (dropout ? 1 : 0) : (dropout ? 2 * e + 1 : 0) + 3 * e;
+  const double token_mem = tok * h * repl * (2 * 2 * e + 2 * resid_fwd);
+  const double act_fn_mem = tok * f / tpd * (gated ? (fused ? 3 : 5) * e : (fused ? 2 : 16) * e);
   const double fwd_mem = core_mem + token_mem + act_fn_mem;
   // Backward kernels read the saved input and the incoming gradient and write the outgoing one:
-  // softmax reads y and dy, writes dx (3e per score, 2e forward); dropout reads dy and the mask,
-  // writes dx (2e + 1, as forward); LayerNorm 3e (2e forward); bias-dropout-residual 2e + 1 (the
-  // residual gradient passes through); GeLU 3e (2e forward); SwiGLU 5e (reads gate, up, dy;
-  // writes two gradients).
-  const double core_mem_bwd = scores * (3 * e + (dropout ? 2 * e + 1 : 0));
-  const double token_mem_bwd = tok * h * repl * (2 * 3 * e + 2 * (2 * e + (dropout ? 1 : 0)));
-  const double act_fn_mem_bwd = tok * f / tpd * (gated ? 5 * e : 3 * e);
+  // LayerNorm 3e (2e forward); bias-dropout-residual 2e + 1 fused (the residual gradient passes
+  // through), dropout 2e + 1 plus the add's 3e unfused; GeLU 3e fused, gelu_new's chain 2x its
+  // forward unfused; SwiGLU 5e fused (reads gate, up, dy; writes two gradients), 8e unfused.
+  const double resid_bwd = fused ? 2 * e + (dropout ? 1 : 0) : (dropout ? 2 * e + 1 : 0) + 3 * e;
+  const double token_mem_bwd = tok * h * repl * (2 * 3 * e + 2 * resid_bwd);
+  const double act_fn_mem_bwd = tok * f / tpd * (gated ? (fused ? 5 : 8) * e : (fused ? 3 : 32) * e);
   const double bwd_mem = core_mem_bwd + token_mem_bwd + act_fn_mem_bwd;
 
-  t.layer_attn_core_fwd_s = core_gemm + mem_s(c, core_mem);
-  t.layer_fwd_s = fwd_gemm + core_gemm + mem_s(c, fwd_mem);
+  t.layer_attn_core_fwd_s = core_fwd_s + mem_s(c, attn == Attention::Flash ? 0.0 : core_mem);
+  t.layer_fwd_s = fwd_gemm + core_fwd_s + mem_s(c, fwd_mem);
   // Backward: each weight GEMM has an input-gradient and a weight-gradient GEMM of the same shape
-  // class and FLOPs; the attention core has two input-gradient GEMMs per forward GEMM.
-  t.layer_bwd_in_s = fwd_gemm + 2 * core_gemm + mem_s(c, bwd_mem);
+  // class and FLOPs; the attention core as above.
+  t.layer_bwd_in_s = fwd_gemm + core_bwd_s + mem_s(c, bwd_mem);
   t.layer_bwd_w_s = fwd_gemm;
   t.layer_gemm_flops = 2 * tok * ((h + 2 * kv) * h + h * h + (gated ? 3 : 2) * f * h) / tpd +
                        4 * b * s * s * h / tpd;
   t.layer_attn_core_flops = 4 * b * s * s * h / tpd;
 
   // Activations per micro-batch (profile.cpp, Korthikanti et al. 2022 Eq. 2; under sp the
-  // replicated 10sbh part is split too, Eq. 4: sbh(34/t + 5as/(ht))).
+  // replicated 10sbh part is split too, Eq. 4: sbh(34/t + 5as/(ht))). FlashAttention keeps no
+  // s^2 tensor, only its output (counted with the projections) and the fp32 log-sum-exp per head
+  // and token; unfused gelu_new keeps three more f-wide intermediates (tanh argument, tanh, x^3).
   const double drop = dropout ? 1.0 : 0.0;
   const double repl_tok = (e * h + e * h + 2 * e * h + 2 * drop * h) * repl;
-  const double split_tok = (h + kv) * e + kv * e + h * e + (gated ? 3 : 2) * f * e;
-  const double score_tok = (e + drop * (1 + e)) * a * s;
+  const double split_tok = (h + kv) * e + kv * e + h * e + (gated ? 3 : 2) * f * e +
+                           (!fused && !gated ? 3 * f * e : 0.0);
+  const double score_tok = attn == Attention::Flash ? 4 * a : (e + drop * (1 + e)) * a * s;
   t.layer_act_full_bytes = tok * (repl_tok + (split_tok + score_tok) / tpd);
+  // DeepSpeed's partition_activations splits a full recompute's kept layer input over the tp
+  // ranks and all-gathers it before the recompute (half an all-reduce's volume).
+  const bool partition = fw.partition_activations && tp > 1 && !seqpar;
   switch (recompute) {
     case Recompute::None:
       t.layer_act_kept_bytes = t.layer_act_full_bytes;
       t.layer_recompute_s = 0;
       break;
     case Recompute::Selective:  // drop the attention core's scores (Korthikanti Sec 4.3)
-      t.layer_act_kept_bytes = tok * (repl_tok + split_tok / tpd);
-      t.layer_recompute_s = t.layer_attn_core_fwd_s;
+      t.layer_act_kept_bytes = tok * (repl_tok + split_tok / tpd + (attn == Attention::Flash ? score_tok / tpd : 0.0));
+      t.layer_recompute_s = attn == Attention::Flash ? 0.0 : t.layer_attn_core_fwd_s;
       break;
     case Recompute::Full:  // keep only the layer input, 2sbh (/t under sp) (Korthikanti Sec 4.3)
-      t.layer_act_kept_bytes = tok * e * h * repl;
+      t.layer_act_kept_bytes = tok * e * h * repl / (partition ? tpd : 1.0);
       t.layer_recompute_s = t.layer_fwd_s;
       break;
   }
@@ -174,7 +254,9 @@ MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, 
   t.tp_bytes = tok * h * e;
   t.tp_collectives_fwd = tp > 1 ? 2 : 0;
   t.tp_collectives_bwd =
-      tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar ? 1 : 0)) : 0;
+      tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar ? 1 : 0) +
+                (partition && recompute == Recompute::Full ? 0.5 : 0.0))
+             : 0;
 
   // Embedding: a gather and position add (memory-bound, ~3 passes over b*s*h), one TP all-reduce
   // for the vocab-parallel lookup (counted in the stage's TP time by evaluate()).
@@ -198,7 +280,8 @@ MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, 
   t.head_params = prof.layers.back().params + t.final_norm_params;
   // Megatron's scatter/gather optimisation sends 1/t of the activation between stages and
   // all-gathers it over NVLink (Narayanan et al. 2021 Sec 4.1); under sp it is already split.
-  t.p2p_bytes = tok * h * e / tpd;
+  // Without it every tp rank sends the whole activation.
+  t.p2p_bytes = (fw.p2p_scatter_gather || seqpar) ? tok * h * e / tpd : tok * h * e;
   return t;
 }
 
@@ -361,14 +444,42 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
   // Data-parallel gradient synchronisation on the stage with most parameters.
   const double params_crit = std::max(stage_params(0), stage_params(pp - 1));
   const double grad_bytes = params_crit * g_elem;
+  const FrameworkSpec& fw = sc.training.framework;
+  const bool ring_z3 = fw.zero3_comm == Zero3Comm::Ring;
   double dp_s = 0;
+  double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
+  double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   if (ly.dp > 1) {
     if (ly.zero == 0) {
       dp_s = allreduce_s(pl.dp, grad_bytes);
     } else if (ly.zero <= 2) {
       // Reduce-scatter of gradients + all-gather of updated 16-bit weights: one all-reduce's
       // volume when both have the same width (Rajbhandari et al. 2020 Sec 7.2.1).
-      dp_s = allgather_s(pl.dp, grad_bytes) + allgather_s(pl.dp, params_crit * w_elem);
+      param_gather_s = allgather_s(pl.dp, params_crit * w_elem);
+      dp_s = allgather_s(pl.dp, grad_bytes) + param_gather_s;
+    } else if (ring_z3) {
+      // ZeRO-3 as PyTorch FSDP runs it (Zhao et al. 2023 Sec 3): each layer's flat parameter is
+      // all-gathered (NCCL ring over the dp group, at the links placement() gives it) before its
+      // forward and again before its backward, and its gradient reduce-scattered after its
+      // backward, per micro-batch. The collectives run on their own stream, `prefetch` layers
+      // ahead: layer i+1's gather runs during layer i's forward, and during layer i's backward
+      // (after its recompute) the gather of layer i-1 and the reduce-scatter of layer i. What a
+      // layer's compute cannot cover is exposed; the first gather of each pass always is.
+      // Without prefetch (0) nothing overlaps.
+      const double nl = stage_layers(L, pp, vp, 0);
+      const double ag = allgather_s(pl.dp, mt.layer_params * w_elem);
+      const double rs = allgather_s(pl.dp, mt.layer_params * g_elem);
+      const StageCost st = stage_cost(0);
+      const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
+      const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
+      const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
+      double per_mb;
+      if (fw.zero3_prefetch_layers > 0)
+        per_mb = ag + (nl - 1) * std::max(0.0, ag - f_layer) + ag + (nl - 1) * std::max(0.0, ag + rs - b_layer) + rs;
+      else
+        per_mb = nl * (2 * ag + rs);
+      dp_s = md * (nl * (2 * ag + rs) + 3 * outer);
+      z3_exposed = md * (per_mb + 3 * outer);
     } else {
       // ZeRO-3: weights all-gathered for forward and again for backward, gradients reduce-scattered,
       // per micro-batch: 1.5x an all-reduce each time (Rajbhandari et al. 2020 Sec 7.2.2). Every
@@ -386,12 +497,19 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     }
   }
   double dp_exposed = dp_s;
-  if (ly.zero == 3) {
+  if (ly.zero == 3 && ring_z3) {
+    dp_exposed = z3_exposed;
+  } else if (ly.zero == 3) {
     // Prefetched layer by layer on a side stream, but the collectives compete with the GEMMs for
     // SMs and memory bandwidth: half of the overlappable part is taken as hidden (a stated prior,
     // not fitted; see README "Validation" for the ZeRO-3 runs).
     const double busy = tb.compute + tb.recompute + tb.tp_comm;
     dp_exposed = dp_s - kZero3OverlapFraction * std::min(dp_s, busy);
+  } else if (!fw.dp_overlap) {
+    // One reduction after the last backward (Megatron-LM's local DDP, DeepSpeed's pipeline
+    // engine): all of it exposed, except the weight all-gather the framework overlaps with the
+    // next forward (Megatron-Core overlap_param_gather: one bucket of it stays exposed).
+    dp_exposed = dp_s - (fw.param_gather_overlap ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0);
   } else {
     // Bucketed all-reduce (PyTorch DDP, Li et al. 2020; Megatron-LM overlap_grad_reduce): the
     // gradients of each chunk are complete during its last micro-batch's backward, in kDpBuckets
@@ -419,14 +537,41 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
         t = std::max(t, ready) + bucket_s;
       }
     }
-    dp_exposed = std::max(0.0, t);
+    dp_exposed = std::max(0.0, t - (fw.param_gather_overlap ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0));
   }
   tb.dp_comm = dp_exposed;
   const double opt_params = params_crit / (ly.zero >= 1 ? dp : 1.0);
-  tb.optimizer = opt_params * kAdamTrafficBytesPerParam / c.hbm_Bps;
+  const TrainingSpec& tr = sc.training;
+  // Optimizer step: Adam streams 30 bytes per parameter (above), SGD reads the gradient and the
+  // weight and writes the weight (3 x 2 bytes in 16 bits).
+  const double step_traffic = tr.optimizer == Optimizer::Sgd ? 3 * w_elem : kAdamTrafficBytesPerParam;
+  const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+  if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3)) {
+    // ZeRO-Offload (Ren et al. 2021) / FSDP cpu_offload: the step runs on the CPU over the
+    // node's host memory bandwidth, shared by its GPUs, after the gradients come down over PCIe
+    // and before the updated 16-bit weights go back up (not overlapped).
+    tb.optimizer = opt_params * step_traffic * gpus_in_node / c.host_Bps +
+                   opt_params * (g_elem + w_elem) / c.pcie_Bps;
+  } else {
+    tb.optimizer = opt_params * step_traffic / c.hbm_Bps;
+  }
+  if (tr.offload_params) {
+    // Parameters live in host memory and each layer's weights (its shard under ZeRO-3) come up
+    // over PCIe before each of its forward and backward passes, a layer ahead of its compute: a
+    // stage loses what the copy does not hide, per layer and micro-batch.
+    const double nl = stage_layers(L, pp, vp, 0);
+    const double per_layer = mt.layer_params * w_elem / (ly.zero >= 3 ? dp : 1.0) / c.pcie_Bps;
+    const StageCost st = stage_cost(0);
+    const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
+    const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
+    tb.offload += md * nl * (std::max(0.0, per_layer - f_layer) + std::max(0.0, per_layer - b_layer));
+  }
 
   // Memory, by kind, on the stages that can peak: 0 (most micro-batches in flight), 1 and last.
-  const double opt_bytes_per_param = state_bytes_per_param(sc.training.precision).optimizer;
+  const StateBytesPerParam state = state_bytes_per_param(sc.training);
+  const double opt_bytes_per_param = tr.offload_optimizer ? 0.0 : state.optimizer;
+  const double reserved_bytes = fw.reserved_gib * 1024.0 * 1024.0 * 1024.0;
+  double host_state_bytes = 0;  // offloaded weights and optimizer state per GPU
   MemoryBytes best;
   double best_total = -1;
   int mem_s_idx = 0;
@@ -437,7 +582,15 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     if (k > 0 && (s == 0 || (k == 2 && s == mem_cands[1]))) continue;
     MemoryBytes mb;
     const double params = stage_params(s);
-    mb.weights = params * w_elem / (ly.zero >= 3 ? dp : 1.0);
+    mb.weights = params * state.weights / (ly.zero >= 3 ? dp : 1.0);
+    if (tr.offload_params) {
+      // Only the layers being computed and prefetched are on the GPU (their shards under ZeRO-3
+      // are gathered into the prefetch buffers counted below).
+      host_state_bytes = std::max(host_state_bytes, mb.weights);
+      mb.weights = ly.zero >= 3 ? 0.0 : 2 * mt.layer_params * state.weights;
+    }
+    if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3))
+      host_state_bytes += params * state.optimizer / (ly.zero >= 1 ? dp : 1.0);
     mb.gradients = params * g_elem / (ly.zero >= 2 ? dp : 1.0);
     mb.optimizer = params * opt_bytes_per_param / (ly.zero >= 1 ? dp : 1.0);
     const double nl = stage_layers(L, pp, vp, s);
@@ -459,9 +612,12 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
       kept = on_gpu;
     }
     mb.activations = kept + working;
-    const double zero3_prefetch = ly.zero >= 3 ? 2 * mt.layer_params * w_elem : 0.0;
+    // ZeRO-3: the gathered layer computing and the ones prefetched (and, in backward, the
+    // layer's unsharded gradient before its reduce-scatter).
+    const double zero3_prefetch =
+        ly.zero >= 3 ? (1 + fw.zero3_prefetch_layers) * mt.layer_params * w_elem + mt.layer_params * g_elem : 0.0;
     const double sub = mb.weights + mb.gradients + mb.optimizer + mb.activations + zero3_prefetch;
-    mb.buffers = kFixedReservedBytes + zero3_prefetch + kAllocatorMargin * sub;
+    mb.buffers = reserved_bytes + zero3_prefetch + fw.allocator_margin * sub;
     mb.total = mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.buffers;
     if (mb.total > best_total) {
       best_total = mb.total;
@@ -469,7 +625,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
       mem_s_idx = s;
     }
   }
-  tb.offload = md * crit.offload;
+  tb.offload += md * crit.offload;
   best.capacity = sc.cluster.gpu.memory_bytes();
 
   out.mem = best;
@@ -478,7 +634,9 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
   out.fits = best.total <= best.capacity;
   out.host_bytes_per_node = host_bytes * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
   out.host_capacity_bytes = sc.cluster.host_memory_gib * 1024.0 * 1024.0 * 1024.0 * kHostMemoryUsable;
-  if (ly.offload && out.host_capacity_bytes > 0 && out.host_bytes_per_node > out.host_capacity_bytes)
+  out.host_bytes_per_node += host_state_bytes * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
+  if ((ly.offload || tr.offload_params || tr.offload_optimizer) && out.host_capacity_bytes > 0 &&
+      out.host_bytes_per_node > out.host_capacity_bytes)
     out.fits = false;
   out.critical_stage = crit_s;
   out.memory_stage = mem_s_idx;
@@ -515,7 +673,10 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     }
     steps->p2p_s = p2p;
     steps->p2p_bytes = pp > 1 ? mt.p2p_bytes : 0;
-    steps->dp_comm_s = dp_s;
+    steps->dp_comm_s = dp_s - (fw.param_gather_overlap && ly.zero >= 1 && ly.zero <= 2
+                                   ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0);
+    steps->dp_overlap = fw.dp_overlap || ly.zero == 3;
+    steps->zero3_exposed_s = ly.zero == 3 && ring_z3 && ly.dp > 1 ? z3_exposed : -1.0;
     steps->dp_bytes = ly.dp > 1 ? grad_bytes : 0;
     steps->dp_buckets = kDpBuckets;
     steps->optimizer_s = tb.optimizer;
@@ -527,9 +688,17 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
 
 // ---- Public API ---------------------------------------------------------------------------------
 
+StateBytesPerParam state_bytes_per_param(const TrainingSpec& t) {
+  StateBytesPerParam b = state_bytes_per_param(t.precision);
+  // SGD keeps no state beyond the weights (the PyTorch FSDP runs: fp16 throughout).
+  if (t.optimizer == Optimizer::Sgd) b.optimizer = 0;
+  return b;
+}
+
 StateBytesPerParam state_bytes_per_param(Precision p) {
   StateBytesPerParam b;
-  b.weights = p == Precision::Fp32 ? 4.0 : 2.0;
+  // fp8 (Transformer Engine): bf16 weights plus their cached fp8 copy for the GEMMs.
+  b.weights = p == Precision::Fp32 ? 4.0 : (p == Precision::Fp8 ? 3.0 : 2.0);
   // bf16 training accumulates and all-reduces gradients in fp32 (Megatron-LM forces
   // accumulate_allreduce_grads_in_fp32 with --bf16: bf16 sums lose too many bits); fp16 keeps
   // 16-bit gradients (Korthikanti et al. 2022 Sec 3: 2 + 2 + 12 = 16 bytes per parameter).
@@ -587,6 +756,22 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
       !(sc.training.precision == Precision::Bf16 && sc.cluster.gpu.peak_tflops_fp16 > 0))
     return "the GPU has no peak for precision " + std::string(to_string(sc.training.precision));
   if (sc.cluster.gpu.memory_gbyte_per_s <= 0) return "the GPU has no memory bandwidth";
+  const TrainingSpec& tr = sc.training;
+  if (tr.precision == Precision::Fp8 && sc.cluster.gpu.peak_tflops_fp8 <= 0)
+    return "precision fp8 needs fp8 tensor cores; " + sc.cluster.gpu.name +
+           " has none (fp8 starts with Hopper: H100, H200, B200)";
+  if (tr.attention_or_default() == Attention::Flash) {
+    if (sc.cluster.gpu.flash_peak_fraction <= 0)
+      return "attention flash (FlashAttention-2/3) does not run on " + sc.cluster.gpu.name +
+             " (it needs Ampere or newer); use attention fused or eager";
+    const int d = md.head_dim();
+    if (d > 256 || d % 8 != 0)
+      return "attention flash supports head sizes that are multiples of 8 up to 256; this model's is " +
+             std::to_string(d) + " (hidden / heads); use attention fused or eager";
+  }
+  if ((tr.offload_params || tr.offload_optimizer) && !(sc.cluster.host_memory_gib > 0))
+    return std::string(tr.offload_params ? "offload_params" : "offload_optimizer") +
+           " needs the cluster's host_memory_gib (the host memory that holds what is offloaded)";
   if (sc.total_gpus() > sc.cluster.gpus_per_node && sc.cluster.inter_node_gbit_per_s <= 0)
     return "the job spans nodes but the cluster has no inter_node_gbit_per_s";
   if (sc.total_gpus() > 1 && sc.cluster.intra_node_gbyte_per_s <= 0 &&

@@ -20,6 +20,10 @@ struct Constants {
   double pcie_Bps = 0;        // host <-> GPU per GPU per direction
   double elem_bytes = 2;      // bytes of an activation / weight element in the training precision
   double grad_bytes = 2;      // bytes of a gradient element (fp32 main gradients under bf16)
+  double gemm_elem_bytes = 2; // bytes of a GEMM operand (1 under fp8)
+  double flash_flops = 0;     // FLOP/s FlashAttention's forward reaches; 0 = not available
+  int sms = 0;                // SMs for wave quantisation; 0 = not modelled
+  double host_Bps = 0;        // host memory bandwidth per node reached by a CPU optimizer step
 };
 Constants constants_for(const Scenario& scenario);
 
@@ -35,8 +39,8 @@ struct MicroTerms {
   double layer_attn_core_flops = 0;   // forward FLOPs of Q K^T and softmax V per TP rank
   double layer_act_kept_bytes = 0;    // kept from forward to backward under the recompute mode
   double layer_act_full_bytes = 0;    // without recompute (the working set a recompute rebuilds)
-  int tp_collectives_fwd = 0;         // all-reduce equivalents of size tp_bytes, per layer
-  int tp_collectives_bwd = 0;         // including those of a full-recompute forward
+  double tp_collectives_fwd = 0;      // all-reduce equivalents of size tp_bytes, per layer
+  double tp_collectives_bwd = 0;      // including those of a full-recompute forward
   double tp_bytes = 0;                // b * s * h * element bytes
   double embed_fwd_s = 0, embed_bwd_s = 0;
   double embed_act_bytes = 0;

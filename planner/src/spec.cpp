@@ -45,6 +45,32 @@ const char* to_string(Precision v) {
     case Precision::Bf16: return "bf16";
     case Precision::Fp16: return "fp16";
     case Precision::Fp32: return "fp32";
+    case Precision::Fp8: return "fp8";
+  }
+  return "?";
+}
+
+const char* to_string(Attention v) {
+  switch (v) {
+    case Attention::Eager: return "eager";
+    case Attention::Fused: return "fused";
+    case Attention::Flash: return "flash";
+  }
+  return "?";
+}
+
+const char* to_string(Optimizer v) {
+  switch (v) {
+    case Optimizer::Adam: return "adam";
+    case Optimizer::Sgd: return "sgd";
+  }
+  return "?";
+}
+
+const char* to_string(Zero3Comm v) {
+  switch (v) {
+    case Zero3Comm::Ring: return "ring";
+    case Zero3Comm::RankShare: return "rank-share";
   }
   return "?";
 }
@@ -93,6 +119,7 @@ std::optional<Precision> parse_precision(const std::string& s) {
   if (l == "bf16" || l == "bfloat16") return Precision::Bf16;
   if (l == "fp16" || l == "float16" || l == "half") return Precision::Fp16;
   if (l == "fp32" || l == "float32") return Precision::Fp32;
+  if (l == "fp8" || l == "float8") return Precision::Fp8;
   return std::nullopt;
 }
 
@@ -125,6 +152,28 @@ std::optional<std::string> parse_order(const std::string& s) {
   std::sort(sorted.begin(), sorted.end());
   if (sorted != "DPT") return std::nullopt;
   return u;
+}
+
+std::optional<Attention> parse_attention(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "eager") return Attention::Eager;
+  if (l == "fused") return Attention::Fused;
+  if (l == "flash" || l == "flash-attention" || l == "flashattention") return Attention::Flash;
+  return std::nullopt;
+}
+
+std::optional<Optimizer> parse_optimizer(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "adam" || l == "adamw") return Optimizer::Adam;
+  if (l == "sgd") return Optimizer::Sgd;
+  return std::nullopt;
+}
+
+std::optional<Zero3Comm> parse_zero3_comm(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "ring") return Zero3Comm::Ring;
+  if (l == "rank-share") return Zero3Comm::RankShare;
+  return std::nullopt;
 }
 
 }  // namespace capplan

@@ -186,8 +186,12 @@ std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& fi
     pr.number("fp16", g.peak_tflops_fp16, true, kTflops);
     pr.number("bf16", g.peak_tflops_bf16, false, kTflopsOptional);
     pr.number("fp32", g.peak_tflops_fp32, false, kTflopsOptional);
+    pr.number("fp8", g.peak_tflops_fp8, false, kTflopsOptional);
     pr.finish();
   }
+  r.number("gemm_peak_fraction", g.gemm_peak_fraction, false, {0, false, 1});
+  r.number("flash_peak_fraction", g.flash_peak_fraction, false, {0, false, 1});
+  r.integer("sms", g.sms, false, {0, false, 1e5});
   r.finish();
   if (diags.items().size() == errors_before) validate_gpu_impl(g, file, diags, &r, prefix);
   for (size_t i = errors_before; i < diags.items().size(); ++i)
@@ -470,6 +474,48 @@ Loaded<GpuSpec> load_gpu(const std::string& ref) {
   if (!expect_map(map, e->file, "GPU spec", out.diagnostics)) return out;
   out.value = detail::read_gpu_map(map, e->file, prefix, out.diagnostics);
   return out;
+}
+
+Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::string& file) {
+  Loaded<FrameworkSpec> out;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
+  std::string prefix;
+  const YAML::Node map = unwrap(root, "framework", prefix);
+  if (!expect_map(map, file, "framework spec", out.diagnostics)) return out;
+  const size_t errors_before = out.diagnostics.items().size();
+  MapReader r(map, file, prefix, out.diagnostics);
+  FrameworkSpec f;
+  r.text("name", f.name, true);
+  r.enumeration("attention", f.attention, parse_attention, "eager, fused, flash");
+  r.boolean("fused_kernels", f.fused_kernels, false);
+  r.boolean("dp_overlap", f.dp_overlap, false);
+  r.boolean("param_gather_overlap", f.param_gather_overlap, false);
+  r.boolean("p2p_scatter_gather", f.p2p_scatter_gather, false);
+  r.enumeration("zero3_comm", f.zero3_comm, parse_zero3_comm, "ring, rank-share");
+  r.integer("zero3_prefetch_layers", f.zero3_prefetch_layers, false, {0, false, 64});
+  r.boolean("partition_activations", f.partition_activations, false);
+  r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});
+  r.number("reserved_gib", f.reserved_gib, false, {0, false, 1024});
+  r.text("source", f.source, false);
+  r.finish();
+  for (size_t i = errors_before; i < out.diagnostics.items().size(); ++i)
+    if (out.diagnostics.items()[i].severity == Severity::Error) return out;
+  out.value = f;
+  return out;
+}
+
+Loaded<FrameworkSpec> load_framework(const std::string& ref) {
+  if (const CatalogEntry* e = find_catalog_framework(ref)) return parse_framework_yaml(e->text, e->file);
+  const bool looks_like_path = ref.find('/') != std::string::npos || ref.ends_with(".yaml");
+  if (!looks_like_path) return unknown_ref<FrameworkSpec>("framework", ref, catalog_frameworks());
+  Loaded<FrameworkSpec> out;
+  std::string text, error;
+  if (!detail::read_text_file(ref, text, error)) {
+    out.diagnostics.error(ref, 0, 0, "", error);
+    return out;
+  }
+  return parse_framework_yaml(text, ref);
 }
 
 }  // namespace capplan

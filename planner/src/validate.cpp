@@ -265,7 +265,29 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
     r.integer("gpus", run.scenario.gpus, false, kCount);
     r.integer64("gbs", run.scenario.training.gbs, true, {0, true, 1e12});
     r.integer("seq_len", run.scenario.training.seq_len, false, {0, true, 1e8});
-    r.enumeration("precision", run.scenario.training.precision, parse_precision, "bf16, fp16, fp32");
+    r.enumeration("precision", run.scenario.training.precision, parse_precision, "bf16, fp16, fp32, fp8");
+    r.text("family", run.family, false);
+    {
+      std::string fw;
+      if (r.text("framework", fw, false) && !fw.empty()) {
+        Loaded<FrameworkSpec> f = load_framework(fw);
+        if (f.value) {
+          run.scenario.training.framework = *f.value;
+        } else {
+          const detail::Position p = detail::position_of(rn["framework"]);
+          for (const Diagnostic& d : f.diagnostics.items())
+            diags.error(file, p.line, p.column, prefix + "framework", d.message, d.hint);
+        }
+      }
+    }
+    {
+      Attention at = Attention::Fused;
+      if (r.has("attention") && r.enumeration("attention", at, parse_attention, "eager, fused, flash"))
+        run.scenario.training.attention = at;
+    }
+    r.enumeration("optimizer", run.scenario.training.optimizer, parse_optimizer, "adam, sgd");
+    r.boolean("offload_params", run.scenario.training.offload_params, false);
+    r.boolean("offload_optimizer", run.scenario.training.offload_optimizer, false);
     const bool layout_ok = read_layout(r, prefix, run.layout);
     read_measured(r, run);
     r.finish();
@@ -273,6 +295,7 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
     for (size_t k = errors_before; k < diags.items().size(); ++k)
       if (diags.items()[k].severity == Severity::Error) run_ok = false;
     if (!run_ok || !model_ok || !cluster_ok || !layout_ok) continue;
+    if (run.family.empty()) run.family = run.id.substr(0, run.id.find('-'));
     // GPUs default to the layout's product, nodes to what holds them.
     const int gpn = std::max(1, run.scenario.cluster.gpus_per_node);
     if (run.scenario.gpus == 0 && run.scenario.nodes == 0) run.scenario.gpus = run.layout.gpus();
@@ -306,6 +329,13 @@ ValidationReport validate_runs(const std::vector<ValidationRun>& runs, const std
     res.error_pct = (res.predicted - run.measured) / run.measured * 100.0;
     summarise(rep.all, res);
     summarise(run.calibration ? rep.calibration : rep.held_out, res);
+    auto fam = std::find_if(rep.families.begin(), rep.families.end(),
+                            [&](const FamilySummary& f) { return f.family == run.family; });
+    if (fam == rep.families.end()) {
+      rep.families.push_back({run.family, {}});
+      fam = rep.families.end() - 1;
+    }
+    summarise(fam->summary, res);
     rep.results.push_back(std::move(res));
   }
   return rep;
@@ -322,6 +352,26 @@ Loaded<ValidationReport> validate_file(const std::string& path) {
   out.diagnostics = runs.diagnostics;
   if (!runs.ok()) return out;
   out.value = validate_runs(*runs.value, path);
+  return out;
+}
+
+Loaded<ValidationReport> validate_files(const std::vector<std::string>& paths) {
+  Loaded<ValidationReport> out;
+  std::vector<ValidationRun> all;
+  std::string names;
+  for (const std::string& path : paths) {
+    std::string text, error;
+    names += (names.empty() ? "" : ", ") + path;
+    if (!detail::read_text_file(path, text, error)) {
+      out.diagnostics.error(path, 0, 0, "", "cannot read the file: " + error);
+      continue;
+    }
+    Loaded<std::vector<ValidationRun>> runs = parse_validation_yaml(text, path);
+    out.diagnostics.append(runs.diagnostics);
+    if (runs.ok()) all.insert(all.end(), runs.value->begin(), runs.value->end());
+  }
+  if (out.diagnostics.has_errors()) return out;
+  out.value = validate_runs(all, names);
   return out;
 }
 
@@ -346,6 +396,10 @@ std::string format_validation_report(const ValidationReport& rep) {
                   v.mape_pct, v.max_abs_pct, v.worst_id.c_str());
     s += buf;
   };
+  for (const FamilySummary& f : rep.families) {
+    const std::string name = "  family " + f.family;
+    line(name.c_str(), f.summary);
+  }
   line("calibration", rep.calibration);
   line("held out", rep.held_out);
   line("all", rep.all);

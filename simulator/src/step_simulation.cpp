@@ -368,8 +368,15 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
   // as if overlapped like the reduce-scatter (Megatron-LM overlap_param_gather hides it behind
   // the next step's forward). The planner prices the whole as costs.dp_comm_s.
   const bool has_dp = layout.dp > 1 && costs.dp_comm_s > 0;
-  const bool zero3 = has_dp && layout.zero >= 3;
-  const int total_buckets = has_dp && !zero3 ? std::max(1, costs.dp_buckets) : 0;
+  // ZeRO-3 in ring mode: the planner already took the layer-by-layer prefetch into account and
+  // gives the exposed part, replayed as a wait on the compute stream after each backward.
+  const bool zero3_ring = has_dp && layout.zero >= 3 && costs.zero3_exposed_s >= 0;
+  const bool zero3 = has_dp && layout.zero >= 3 && !zero3_ring;
+  // Without overlap (costs.dp_overlap false) the whole reduction is one task after the stage's
+  // last backward.
+  const bool dp_after_backward = has_dp && !zero3 && !zero3_ring && !costs.dp_overlap;
+  const int total_buckets =
+      has_dp && !zero3 && !zero3_ring && !dp_after_backward ? std::max(1, costs.dp_buckets) : 0;
   // ZeRO-3: per micro-batch and chunk, weights all-gathered before forward and before backward,
   // gradients reduce-scattered after backward: costs.dp_comm_s is m * 3 such collectives of a
   // stage (Rajbhandari et al. 2020 Sec 7.2.2); a chunk's share is 1/vp of each.
@@ -470,11 +477,23 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
       bwd_first[k] = first;
       bwd_done[k] = last;
       last_compute = last;
+      if (zero3_ring) {
+        last = g.add(SimTaskKind::DpComm, SimStream::Compute, s, a.microbatch, gc,
+                     costs.zero3_exposed_s / (double(m) * vp));
+        bwd_done[k] = last;
+        last_compute = last;
+      }
       if (zero3) {
         const int rs = g.add(SimTaskKind::DpComm, SimStream::Comm, s, a.microbatch, gc, zero3_piece_s, {last});
         dp_link(tasks[size_t(rs)]);
         stage_dp[s].push_back(rs);
       }
+    }
+    if (dp_after_backward && last_compute >= 0) {
+      const int d = g.add(SimTaskKind::DpComm, SimStream::Comm, s, -1, -1, costs.dp_comm_s, {last_compute});
+      tasks[size_t(d)].bucket = bucket_counter++;
+      dp_link(tasks[size_t(d)]);
+      stage_dp[s].push_back(d);
     }
     // Optimizer step after the stage's last backward and all of its DP collectives.
     const int o = g.add(SimTaskKind::Optimizer, SimStream::Compute, s, -1, -1, costs.optimizer_s);

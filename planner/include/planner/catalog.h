@@ -25,5 +25,8 @@ const CatalogEntry* find_catalog_gpu(const std::string& name);
 // with parse_plan_yaml(entry.text, entry.file) or load_plan(name) (plan_io.h).
 const std::vector<CatalogEntry>& catalog_plans();
 const CatalogEntry* find_catalog_plan(const std::string& name);
+// Framework presets (configs/frameworks/): the software stack's known behaviour.
+const std::vector<CatalogEntry>& catalog_frameworks();
+const CatalogEntry* find_catalog_framework(const std::string& name);
 
 }  // namespace capplan

@@ -80,6 +80,8 @@ struct StateBytesPerParam {
   double optimizer = 0;
 };
 StateBytesPerParam state_bytes_per_param(Precision precision);
+// As above for a training spec: SGD keeps no optimizer state; fp8 adds the weights' fp8 copy.
+StateBytesPerParam state_bytes_per_param(const TrainingSpec& training);
 
 // Checks the layout against the scenario's hard constraints (dp*tp*pp == GPUs, tp divides heads
 // and kv_heads, pp*vp <= layers, vp only with Interleaved, gbs divisible by dp*mbs, order a
@@ -116,6 +118,10 @@ struct StepCosts {
   double dp_comm_s = 0;            // gradient all-reduce (or ZeRO collectives), whole step, unhidden
   double dp_bytes = 0;
   int dp_buckets = 1;              // gradient buckets, issued as backward proceeds
+  bool dp_overlap = true;          // false: one reduction after the stage's last backward (the framework's)
+  // ZeRO-3 with flat-unit ring collectives (Zero3Comm::Ring): the part the layer-by-layer prefetch
+  // does not hide, whole step; replayed as waits on the compute stream. < 0: rank-share mode.
+  double zero3_exposed_s = -1;
   double optimizer_s = 0;
   double weights_bytes = 0;        // per GPU, same meaning as MemoryBytes
 };

@@ -13,9 +13,24 @@ namespace capplan {
 enum class Ffn { Gelu, Swiglu };
 enum class Norm { LayerNorm, RmsNorm };
 enum class PositionEmbedding { Learned, Rope };
-enum class Precision { Bf16, Fp16, Fp32 };
+// Fp8: Transformer Engine style - fp8 GEMMs (E4M3 forward, E5M2 gradients), bf16 everywhere else.
+enum class Precision { Bf16, Fp16, Fp32, Fp8 };
 enum class Recompute { None, Selective, Full };
 enum class Schedule { GPipe, OneFOneB, Interleaved };
+// How the attention core is implemented: Eager (Hugging Face style: scores materialised, mask,
+// softmax and dropout as separate memory passes), Fused (Megatron's fused scale-mask-softmax, the
+// scores still materialised), Flash (FlashAttention-2/3: no s^2 tensor, backward recomputes the
+// scores).
+enum class Attention { Eager, Fused, Flash };
+// Adam: fp32 master weights and two fp32 moments (12 bytes per parameter in mixed precision).
+// Sgd: plain SGD, no state beyond the weights in the training precision (the PyTorch FSDP runs
+// trained in fp16 "including the optimizer").
+enum class Optimizer { Adam, Sgd };
+// ZeRO-3 / FSDP parameter traffic: Ring = one NCCL all-gather / reduce-scatter per wrapped layer
+// (PyTorch FSDP flat parameters) at the node's NIC bandwidth, prefetched behind the neighbouring
+// layer's compute; RankShare = every rank fetches the remote shards itself at its own share of
+// the NICs (DeepSpeed ZeRO-3's per-parameter partitions, Rajbhandari et al. 2021 Sec 6.1).
+enum class Zero3Comm { Ring, RankShare };
 
 struct ModelSpec {
   std::string name;
@@ -43,7 +58,15 @@ struct GpuSpec {
   double peak_tflops_fp16 = 0;  // dense tensor-core peak
   double peak_tflops_bf16 = 0;  // 0 = not supported (e.g. V100)
   double peak_tflops_fp32 = 0;  // non-tensor-core fp32
+  double peak_tflops_fp8 = 0;   // dense fp8 tensor-core peak; 0 = no fp8 (before Hopper)
   double memory_gbyte_per_s = 0;
+  // Measured fraction of the 16-bit peak that cuBLAS reaches on large GEMMs (a published
+  // microbenchmark, cited in the GPU's file); 0 = unknown (the cost model's A100 figure is used).
+  double gemm_peak_fraction = 0;
+  // Measured fraction of the 16-bit peak FlashAttention's forward reaches on long sequences;
+  // 0 = FlashAttention does not run on this GPU (FA2/FA3 need Ampere or newer).
+  double flash_peak_fraction = 0;
+  int sms = 0;                  // streaming multiprocessors (wave quantisation); 0 = unknown
   std::string source;
 
   double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }
@@ -53,6 +76,7 @@ struct GpuSpec {
       case Precision::Bf16: return peak_tflops_bf16;
       case Precision::Fp16: return peak_tflops_fp16;
       case Precision::Fp32: return peak_tflops_fp32;
+      case Precision::Fp8: return peak_tflops_fp8;
     }
     return 0;
   }
@@ -81,11 +105,45 @@ struct ClusterSpec {
   std::string source;
 };
 
+// A training implementation's known behaviour (configs/frameworks/*.yaml): what the cost model
+// must know about the software stack besides the layout. Each field's source is in the file.
+struct FrameworkSpec {
+  std::string name = "megatron-lm";
+  Attention attention = Attention::Fused;  // default attention kernel
+  // LayerNorm, bias + GeLU and bias + dropout + residual as single fused kernels (Megatron);
+  // false: one PyTorch kernel per elementwise op (Hugging Face / minGPT modules).
+  bool fused_kernels = true;
+  // Data-parallel gradient reduction overlapped with the backward in buckets (DDP, FSDP,
+  // Megatron-Core overlap_grad_reduce); false: one reduction after the last backward.
+  bool dp_overlap = false;
+  // ZeRO-1/2: the all-gather of updated weights overlapped with the next forward
+  // (Megatron-Core overlap_param_gather); false: exposed after the optimizer step.
+  bool param_gather_overlap = false;
+  // Pipeline sends split over the tp ranks and re-gathered over NVLink (Narayanan et al. 2021
+  // Sec 4.1); false: every tp rank sends the whole activation.
+  bool p2p_scatter_gather = true;
+  Zero3Comm zero3_comm = Zero3Comm::Ring;
+  int zero3_prefetch_layers = 1;   // layers gathered ahead of the one computing (ZeRO-3 / FSDP)
+  // Checkpointed activations split over the tp ranks and all-gathered before the recompute
+  // (DeepSpeed partition_activations).
+  bool partition_activations = false;
+  double allocator_margin = 0.05;  // caching-allocator fragmentation, fraction of the rest
+  double reserved_gib = 1.0;       // CUDA context, cuBLAS workspace, NCCL channels
+  std::string source;
+};
+
 struct TrainingSpec {
   int64_t gbs = 0;      // global batch, sequences per optimizer step
   int seq_len = 0;      // 0 = the model's seq_len
   double tokens = 0;    // tokens to train; 0 = 20 per parameter (Hoffmann et al. 2022)
   Precision precision = Precision::Bf16;  // mixed precision with fp32 master weights and Adam
+  FrameworkSpec framework;                // the implementation (default megatron-lm)
+  std::optional<Attention> attention;     // unset = the framework's default
+  Optimizer optimizer = Optimizer::Adam;
+  bool offload_params = false;     // 16-bit weights kept in host memory, streamed per layer (ZeRO-Infinity, FSDP cpu_offload)
+  bool offload_optimizer = false;  // optimizer state and master weights in host memory, step on the CPU (ZeRO-Offload)
+
+  Attention attention_or_default() const { return attention.value_or(framework.attention); }
 };
 
 // How one training step is laid out over dp * tp * pp GPUs.
@@ -117,12 +175,18 @@ const char* to_string(PositionEmbedding v);
 const char* to_string(Precision v);
 const char* to_string(Recompute v);
 const char* to_string(Schedule v);
+const char* to_string(Attention v);
+const char* to_string(Optimizer v);
+const char* to_string(Zero3Comm v);
 std::optional<Ffn> parse_ffn(const std::string& s);
 std::optional<Norm> parse_norm(const std::string& s);
 std::optional<PositionEmbedding> parse_position(const std::string& s);
 std::optional<Precision> parse_precision(const std::string& s);
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<Schedule> parse_schedule(const std::string& s);
+std::optional<Attention> parse_attention(const std::string& s);
+std::optional<Optimizer> parse_optimizer(const std::string& s);
+std::optional<Zero3Comm> parse_zero3_comm(const std::string& s);
 // "DPT", "TPD", ... or SageMaker's names "cluster" (= DPT) and "spread" (= TPD); nullopt otherwise.
 std::optional<std::string> parse_order(const std::string& s);
 

@@ -14,6 +14,10 @@ Loaded<ModelSpec> load_model(const std::string& ref);
 Loaded<ClusterSpec> load_cluster(const std::string& ref);
 // `ref` is a GPU catalog name (A100-SXM4-40GB, ...).
 Loaded<GpuSpec> load_gpu(const std::string& ref);
+// `ref` is a framework preset name (configs/frameworks/: megatron-lm, megatron-core, deepspeed,
+// fsdp, smp-v1, ...) or a path to a YAML file of the same keys.
+Loaded<FrameworkSpec> load_framework(const std::string& ref);
+Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::string& file);
 
 // From text already in memory; `file` names it in diagnostics.
 Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& file);

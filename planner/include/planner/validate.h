@@ -27,6 +27,7 @@ struct ValidationRun {
   std::string source;       // citation of the measurement
   std::string assumptions;  // knobs the source leaves open and the value taken
   bool calibration = true;  // false: held out, not used when the global constants were chosen
+  std::string family;       // source family for the per-family summary (default: id up to its first '-')
   std::string model_ref;    // preset name, or "inline"
   std::string cluster_ref;
   Scenario scenario;
@@ -50,12 +51,18 @@ struct ValidationSummary {
   std::string worst_id;
 };
 
+struct FamilySummary {
+  std::string family;
+  ValidationSummary summary;
+};
+
 struct ValidationReport {
-  std::string file;
+  std::string file;               // the files, joined by ", " when several were validated
   std::vector<ValidationResult> results;
   ValidationSummary calibration;  // runs marked calibration: true
   ValidationSummary held_out;     // runs marked calibration: false
   ValidationSummary all;
+  std::vector<FamilySummary> families;  // per source family, in order of first appearance
 };
 
 // Parses a runs file already in memory; `file` names it in diagnostics. Every problem (unknown key,
@@ -67,6 +74,9 @@ ValidationReport validate_runs(const std::vector<ValidationRun>& runs, const std
 
 // Loads `path` and validates it: what `capplan validate FILE.yaml` prints.
 Loaded<ValidationReport> validate_file(const std::string& path);
+// Several files as one report (`capplan validate A.yaml B.yaml`): every file's problems are
+// reported; the summaries cover all runs.
+Loaded<ValidationReport> validate_files(const std::vector<std::string>& paths);
 
 // One line per run and the summaries, as a fixed-width table.
 std::string format_validation_report(const ValidationReport& report);
