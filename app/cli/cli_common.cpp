@@ -153,8 +153,16 @@ std::vector<FlagSpec> scenario_flags(bool node_range) {
       {"gbs", true, "global batch size, sequences per optimizer step", "G"},
       {"seq", true, "sequence length (default: the model's)", "S"},
       {"tokens", true, "tokens to train, e.g. 300e9 (default 20 per parameter)", "N"},
-      {"precision", true, "bf16 | fp16 | fp32 (default bf16, fp16 where bf16 is unsupported)",
+      {"precision", true, "bf16 | fp16 | fp32 | fp8 (default bf16, fp16 where bf16 is unsupported)",
        "P"},
+      {"framework", true,
+       "implementation preset (configs/frameworks): megatron-lm (default), megatron-lm-2020, "
+       "megatron-core, deepspeed, fsdp, smp-v1, or a YAML file",
+       "F"},
+      {"attention", true, "attention kernel: eager | fused | flash (default: the framework's)", "A"},
+      {"optimizer", true, "adam (default) | sgd", "O"},
+      {"offload-params", false, "keep the 16-bit weights in host memory, streamed per layer", ""},
+      {"offload-optimizer", false, "optimizer state in host memory, step on the CPU (ZeRO-Offload)", ""},
   };
 }
 
@@ -252,7 +260,7 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
     if (auto p = parse_precision(args.get("precision")))
       t.precision = *p;
     else
-      flag_error(diags, "precision", "expected bf16, fp16 or fp32, found '" +
+      flag_error(diags, "precision", "expected bf16, fp16, fp32 or fp8, found '" +
                                          args.get("precision") + "'");
   } else if (have_cluster && out.scenario.cluster.gpu.peak_tflops_bf16 <= 0) {
     // GPUs without bf16 (V100) train in fp16 with loss scaling.
@@ -263,7 +271,45 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
     flag_error(diags, "precision",
                std::string(to_string(t.precision)) + " is not supported by " +
                    out.scenario.cluster.gpu.name,
-               "try --precision fp16");
+               t.precision == Precision::Fp8 ? "fp8 needs Hopper or newer (H100, H200, B200)"
+                                             : "try --precision fp16");
+  if (args.has("framework") && args.get("framework") != "any") {
+    Loaded<FrameworkSpec> f = load_framework(args.get("framework"));
+    if (f.value) {
+      t.framework = *f.value;
+    } else {
+      for (const Diagnostic& d : f.diagnostics.items()) flag_error(diags, "framework", d.message, d.hint);
+    }
+  }
+  if (args.has("attention")) {
+    if (auto a = parse_attention(args.get("attention")))
+      t.attention = *a;
+    else
+      flag_error(diags, "attention", "expected eager, fused or flash, found '" + args.get("attention") + "'");
+  }
+  if (args.has("optimizer")) {
+    if (auto o = parse_optimizer(args.get("optimizer")))
+      t.optimizer = *o;
+    else
+      flag_error(diags, "optimizer", "expected adam or sgd, found '" + args.get("optimizer") + "'");
+  }
+  t.offload_params = args.has("offload-params");
+  t.offload_optimizer = args.has("offload-optimizer");
+  if (have_cluster && (t.offload_params || t.offload_optimizer) &&
+      !(out.scenario.cluster.host_memory_gib > 0))
+    flag_error(diags, t.offload_params ? "offload-params" : "offload-optimizer",
+               "the cluster " + out.scenario.cluster.name + " has no host_memory_gib, so what is offloaded has nowhere to go",
+               "add host_memory_gib to the cluster file");
+  if (have_cluster && t.attention_or_default() == Attention::Flash) {
+    const GpuSpec& g = out.scenario.cluster.gpu;
+    const int d = out.scenario.model.head_dim();
+    if (g.flash_peak_fraction <= 0)
+      flag_error(diags, "attention", "flash (FlashAttention-2/3) does not run on " + g.name, "use --attention fused");
+    else if (d > 256 || d % 8 != 0)
+      flag_error(diags, "attention",
+                 "flash supports head sizes that are multiples of 8 up to 256; this model's is " + std::to_string(d),
+                 "use --attention fused");
+  }
   for (size_t i = before; i < diags.items().size(); ++i)
     if (diags.items()[i].severity == Severity::Error) return std::nullopt;
   return out;

@@ -769,6 +769,10 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
       return "attention flash supports head sizes that are multiples of 8 up to 256; this model's is " +
              std::to_string(d) + " (hidden / heads); use attention fused or eager";
   }
+  if (ly.sp && !tr.framework.sequence_parallel)
+    return "framework " + tr.framework.name + " has no sequence parallelism (sp)";
+  if (ly.recompute == Recompute::Selective && !tr.framework.selective_recompute)
+    return "framework " + tr.framework.name + " has no selective recompute (use full or none)";
   if ((tr.offload_params || tr.offload_optimizer) && !(sc.cluster.host_memory_gib > 0))
     return std::string(tr.offload_params ? "offload_params" : "offload_optimizer") +
            " needs the cluster's host_memory_gib (the host memory that holds what is offloaded)";

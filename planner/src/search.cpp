@@ -177,12 +177,14 @@ struct Worker {
       if (pin.mbs && *pin.mbs != mbs) continue;
       const int64_t m = gbs / (int64_t(dp) * mbs);
       ly.mbs = mbs;
-      for (int spi = 0; spi < (u.tp > 1 ? 2 : 1); ++spi) {
+      const FrameworkSpec& fw = sc.training.framework;
+      for (int spi = 0; spi < (u.tp > 1 && fw.sequence_parallel ? 2 : 1); ++spi) {
         if (pin.sp && *pin.sp != bool(spi)) continue;
         ly.sp = spi != 0;
         for (int rci = 0; rci < 3; ++rci) {
           const Recompute rc = Recompute(rci);
           if (pin.recompute && *pin.recompute != rc) continue;
+          if (rc == Recompute::Selective && !fw.selective_recompute) continue;
           ly.recompute = rc;
           const detail::MicroTerms mt = detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
           for (int si = 0; si < 3; ++si) {

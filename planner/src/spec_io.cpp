@@ -495,6 +495,8 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.enumeration("zero3_comm", f.zero3_comm, parse_zero3_comm, "ring, rank-share");
   r.integer("zero3_prefetch_layers", f.zero3_prefetch_layers, false, {0, false, 64});
   r.boolean("partition_activations", f.partition_activations, false);
+  r.boolean("sequence_parallel", f.sequence_parallel, false);
+  r.boolean("selective_recompute", f.selective_recompute, false);
   r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});
   r.number("reserved_gib", f.reserved_gib, false, {0, false, 1024});
   r.text("source", f.source, false);

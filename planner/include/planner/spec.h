@@ -127,6 +127,10 @@ struct FrameworkSpec {
   // Checkpointed activations split over the tp ranks and all-gathered before the recompute
   // (DeepSpeed partition_activations).
   bool partition_activations = false;
+  // Layout knobs the implementation has: sequence parallelism (Korthikanti et al. 2022) and
+  // selective recompute of the attention core; the search offers only these.
+  bool sequence_parallel = true;
+  bool selective_recompute = true;
   double allocator_margin = 0.05;  // caching-allocator fragmentation, fraction of the rest
   double reserved_gib = 1.0;       // CUDA context, cuBLAS workspace, NCCL channels
   std::string source;
