@@ -8,6 +8,8 @@
 
 #include "model_fixtures.h"
 #include "planner/cost_model.h"
+#include "planner/search.h"
+#include "planner/spec_io.h"
 
 namespace capplan {
 namespace {
@@ -413,3 +415,118 @@ TEST(CostModel, StateBytesPerParamByPrecision) {
   EXPECT_DOUBLE_EQ(fp32.weights + fp32.gradients + fp32.optimizer, 16.0);
   EXPECT_DOUBLE_EQ(bf16.gradients, 4.0);
 }
+
+namespace capplan {
+namespace {
+
+Scenario preset_scenario(const char* model, const char* cluster, int nodes, int64_t gbs) {
+  Scenario sc;
+  sc.model = *load_model(model).value;
+  sc.cluster = *load_cluster(cluster).value;
+  sc.nodes = nodes;
+  sc.training.gbs = gbs;
+  return sc;
+}
+
+TEST(CostModelStack, FlashKeepsNoScoresAndIsFasterThanFusedAtLongSequences) {
+  // Expectation: at seq 8192 the fused kernel keeps 5as/h bytes of scores per token and runs
+  // passes over them; FlashAttention keeps none and skips the causal half, so both the
+  // activations and the step are smaller.
+  Scenario sc = preset_scenario("llama3-8b", "p5.48xlarge", 1, 64);
+  Layout l;
+  l.dp = 8;
+  l.mbs = 1;
+  l.zero = 1;
+  sc.training.attention = Attention::Fused;
+  const Estimate fused = estimate(sc, l);
+  sc.training.attention = Attention::Flash;
+  const Estimate flash = estimate(sc, l);
+  std::printf("Expectation flash < fused. Actual activations %.1f vs %.1f GiB, step %.3f vs %.3f s\n",
+              flash.memory_per_gpu_bytes.activations / 1073741824.0,
+              fused.memory_per_gpu_bytes.activations / 1073741824.0, flash.step_time_s, fused.step_time_s);
+  EXPECT_LT(flash.memory_per_gpu_bytes.activations, 0.7 * fused.memory_per_gpu_bytes.activations);
+  EXPECT_LT(flash.step_time_s, fused.step_time_s);
+}
+
+TEST(CostModelStack, EagerAndUnfusedKernelsCostMoreThanFused) {
+  // The same layout under smp-v1 (Hugging Face modules: eager attention, one kernel per
+  // elementwise op, whole-activation pipeline sends) is slower than under megatron-lm.
+  Scenario sc = preset_scenario("gpt3-175b", "p4d.24xlarge", 120, 960);
+  Layout l;
+  l.dp = 15;
+  l.tp = 8;
+  l.pp = 8;
+  l.zero = 1;
+  l.recompute = Recompute::Full;
+  const Estimate megatron = estimate(sc, l);
+  sc.training.framework = *load_framework("smp-v1").value;
+  const Estimate smp = estimate(sc, l);
+  ASSERT_TRUE(smp.reason.empty() || smp.fits) << smp.reason;
+  EXPECT_GT(smp.step_time_s, megatron.step_time_s * 1.05);
+  EXPECT_GT(smp.breakdown_s.pp_comm, megatron.breakdown_s.pp_comm);
+}
+
+TEST(CostModelStack, BadKnobsAreRefusedWithTheReason) {
+  Scenario sc = preset_scenario("gpt3-1.3b", "p4d.24xlarge", 1, 64);
+  Layout l;
+  l.dp = 8;
+  sc.training.precision = Precision::Fp8;
+  auto err = check_layout(sc, l);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("fp8"), std::string::npos) << *err;
+  sc.training.precision = Precision::Bf16;
+  Scenario v100 = preset_scenario("gpt3-1.3b", "p3.16xlarge", 1, 64);
+  v100.training.precision = Precision::Fp16;
+  v100.training.attention = Attention::Flash;
+  err = check_layout(v100, l);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("does not run on V100"), std::string::npos) << *err;
+  sc.cluster.host_memory_gib = 0;
+  sc.training.offload_optimizer = true;
+  err = check_layout(sc, l);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("host_memory_gib"), std::string::npos) << *err;
+  EXPECT_FALSE(load_framework("megatron-lmm").ok());
+}
+
+TEST(CostModelStack, SgdKeepsNoOptimizerState) {
+  TrainingSpec t;
+  t.precision = Precision::Fp16;
+  t.optimizer = Optimizer::Sgd;
+  const StateBytesPerParam b = state_bytes_per_param(t);
+  EXPECT_EQ(b.optimizer, 0.0);
+  EXPECT_EQ(b.weights, 2.0);
+  t.optimizer = Optimizer::Adam;
+  EXPECT_EQ(state_bytes_per_param(t).optimizer, 12.0);
+}
+
+TEST(CostModelStack, SeedCaseWithSmpV1FromThePresetsPhysics) {
+  // SageMaker measured 32 samples/s for GPT-3 175B on 120 p4d.24xlarge with SMP v1. With the
+  // smp-v1 preset (no sequence parallelism, no selective recompute, eager HF kernels) the best
+  // plan must land in 24-44 samples/s, and at 240 nodes in 18-35 days for 300B tokens.
+  for (int nodes : {120, 240}) {
+    Scenario sc = preset_scenario("gpt3-175b", "p4d.24xlarge", nodes, 1536);
+    sc.training.tokens = 300e9;
+    sc.training.framework = *load_framework("smp-v1").value;
+    SearchOptions opt;
+    opt.nodes_min = opt.nodes_max = nodes;
+    opt.top = 1;
+    const SearchResult r = search(sc, opt);
+    ASSERT_FALSE(r.candidates.empty());
+    const Estimate& best = r.candidates.front();
+    std::printf("Expectation %s. Actual: %.1f samples/s, %.1f days at %d nodes\n",
+                nodes == 120 ? "24-44 samples/s" : "18-35 days", best.samples_per_s, best.days_to_train, nodes);
+    if (nodes == 120) {
+      EXPECT_GE(best.samples_per_s, 24.0);
+      EXPECT_LE(best.samples_per_s, 44.0);
+    } else {
+      EXPECT_GE(best.days_to_train, 18.0);
+      EXPECT_LE(best.days_to_train, 35.0);
+    }
+    EXPECT_FALSE(best.layout.sp);
+    EXPECT_NE(best.layout.recompute, Recompute::Selective);
+  }
+}
+
+}  // namespace
+}  // namespace capplan
