@@ -3,6 +3,8 @@
 // (heads divides hidden, ...) are here too; layout constraints are check_layout() (cost_model.h).
 #include "planner/spec_io.h"
 
+#include "planner/limits.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -435,9 +437,10 @@ Loaded<ModelSpec> load_model(const std::string& ref) {
   if (const CatalogEntry* e = find_catalog_model(ref)) return parse_model_yaml(e->text, e->file);
   std::string text, error;
   if (!detail::is_file(ref)) {
-    if (looks_like_path(ref) || detail::path_exists(ref))
-      return missing_file<ModelSpec>(ref, detail::path_exists(ref) ? "not a regular file"
-                                                                        : "no such file");
+    if (looks_like_path(ref) || detail::path_exists(ref)) {
+      check_input_file(ref, error);
+      return missing_file<ModelSpec>(ref, error);
+    }
     return unknown_ref<ModelSpec>("model", ref, catalog_models());
   }
   if (!detail::read_text_file(ref, text, error)) return missing_file<ModelSpec>(ref, error);
@@ -450,9 +453,10 @@ Loaded<ClusterSpec> load_cluster(const std::string& ref) {
     return parse_cluster_yaml(e->text, e->file);
   std::string text, error;
   if (!detail::is_file(ref)) {
-    if (looks_like_path(ref) || detail::path_exists(ref))
-      return missing_file<ClusterSpec>(ref, detail::path_exists(ref) ? "not a regular file"
-                                                                          : "no such file");
+    if (looks_like_path(ref) || detail::path_exists(ref)) {
+      check_input_file(ref, error);
+      return missing_file<ClusterSpec>(ref, error);
+    }
     return unknown_ref<ClusterSpec>("cluster", ref, catalog_clusters());
   }
   if (!detail::read_text_file(ref, text, error)) return missing_file<ClusterSpec>(ref, error);

@@ -103,6 +103,11 @@ bool is_file(const std::filesystem::path& p);
 
 // Text for YAML output: plain when safe, double-quoted otherwise.
 std::string yaml_quote(const std::string& s);
+// Text for a `#` comment line of a generated YAML file or script: a control character (a newline
+// would end the comment and start a key or a command) is written as a visible escape (\n, \x01).
+std::string comment_text(const std::string& s);
+// Whether `s` holds a control character (< 0x20 or 0x7f); `where` gets its 0-based index.
+bool has_control_char(const std::string& s, size_t* where = nullptr);
 // Shortest round-trip form of a double ("300000000000", "0.5", "1e-06").
 std::string yaml_number(double v);
 
