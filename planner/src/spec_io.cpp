@@ -31,13 +31,17 @@ constexpr Limits kVocab{0, true, 1e9};
 constexpr Limits kSeq{0, true, 1e8};
 constexpr Limits kFfn{0, true, 1e8};
 constexpr Limits kGpusPerNode{0, true, 1024};
-constexpr Limits kGib{0, true, 1e5};
-constexpr Limits kTflops{0, true, 1e6};
-constexpr Limits kTflopsOptional{0, false, 1e6};
-constexpr Limits kGbytePerS{0, true, 1e6};
-constexpr Limits kGbitPerS{0, true, 1e7};
+// Physical figures have a floor as well as a ceiling: values such as 1e-300 pass "> 0" but make
+// every time infinite.
+constexpr Limits kGib{1.0 / 1024, false, 1e5};  // at least 1 MiB
+constexpr Limits kTflops{1e-3, false, 1e6};  // at least 1 GFLOP/s
+constexpr Limits kTflopsOptional{0, false, 1e6, 1e-3};  // 0 = not supported / unknown
+constexpr Limits kGbytePerS{1e-3, false, 1e6};  // at least 1 MB/s
+constexpr Limits kGbitPerS{1e-3, false, 1e7};  // at least 1 Mbit/s
 constexpr Limits kNonNegative{0, false, 1e7};
-constexpr Limits kFraction{0, true, 1};
+constexpr Limits kNonNegativeRate{0, false, 1e6, 1e-3};     // 0 = the default; else >= 1 MB/s
+constexpr Limits kNonNegativeGib{0, false, 1e7, 1.0 / 1024};  // 0 = unknown; else >= 1 MiB
+constexpr Limits kFraction{1e-3, false, 1};  // an efficiency: 0.1 % to 100 %
 
 std::vector<std::string> names_of(const std::vector<CatalogEntry>& entries) {
   std::vector<std::string> out;
@@ -234,8 +238,8 @@ std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::st
   r.number("price_per_node_hour_usd", c.price_per_node_hour_usd, false, kNonNegative);
   r.number("intra_node_latency_us", c.intra_node_latency_us, false, kNonNegative);
   r.number("inter_node_latency_us", c.inter_node_latency_us, false, kNonNegative);
-  r.number("pcie_gbyte_per_s", c.pcie_gbyte_per_s, false, kNonNegative);
-  r.number("host_memory_gib", c.host_memory_gib, false, kNonNegative);
+  r.number("pcie_gbyte_per_s", c.pcie_gbyte_per_s, false, kNonNegativeRate);
+  r.number("host_memory_gib", c.host_memory_gib, false, kNonNegativeGib);
   r.text("source", c.source, false);
 
   bool gpu_ok = false;

@@ -136,6 +136,11 @@ bool MapReader::number(const std::string& key, double& out, bool required, Limit
     return false;
   }
   const bool low = limits.lo_exclusive ? !(*v > limits.lo) : !(*v >= limits.lo);
+  if (!low && *v != 0 && std::fabs(*v) < limits.min_nonzero) {
+    error_at(n, key, "too small: must be 0 or at least " + yaml_number(limits.min_nonzero) +
+                         ", found " + *s);
+    return false;
+  }
   if (low || *v > limits.hi) {
     std::string msg = "must be " + describe_limits(limits) + ", found " + *s;
     if (*v == 0 && limits.lo == 0 && limits.lo_exclusive) msg = "must be > 0, found " + *s;

@@ -23,6 +23,9 @@ struct Limits {
   double lo = 0;
   bool lo_exclusive = true;  // true: value must be > lo; false: >= lo
   double hi = 1e18;
+  // > 0: a non-zero value must be at least this (0 itself stays allowed, e.g. "unknown"); so
+  // 1e-300 GB/s, which would pass "> 0" and make every time infinite, is refused.
+  double min_nonzero = 0;
 };
 
 struct Position {

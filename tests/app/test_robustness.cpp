@@ -142,7 +142,7 @@ TEST(Robustness, RepeatedKeysAreFoundInOnePass) {
       else f << "k" << i << ": 1\n";
     }
   }
-  const CliRun r = run_cli("profile --model " + q(file), 60);
+  const CliRun r = run_cli("profile --model " + q(file), 30);
   EXPECT_TRUE(refused(r, "model.yaml:7:1: error: model.layers: given more than once (the first one is used)"));
   EXPECT_TRUE(has(r.err, "model.yaml:8:1: error: model.k1: unknown key")) << r.err.substr(0, 2000);
   EXPECT_TRUE(has(r.err, "error: model: 299900 more unknown or repeated keys not listed (at most 100 are "
@@ -151,6 +151,42 @@ TEST(Robustness, RepeatedKeysAreFoundInOnePass) {
   size_t lines = 0;
   for (char c : r.err) lines += c == '\n';
   EXPECT_EQ(lines, 101u);
+}
+
+// ---- flags and values the search must refuse ----
+
+TEST(Robustness, PinsAndRangesAreChecked) {
+  const std::string plan = "plan --model gpt3-175b --cluster p4d.24xlarge --gbs 64 ";
+  // Expectation: a knob pinned twice is refused (it silently took the last value).
+  EXPECT_TRUE(refused(run_cli(plan + "--nodes 1 --fix tp=8,tp=4"),
+                      "<command line>: error: --fix: tp: pinned twice (tp=8, then tp=4)"));
+  // Expectation: tp=3 cannot divide 8 GPUs: an impossible pin, exit 2 with the reason (it said
+  // "no layout fits in memory" with exit 0).
+  EXPECT_TRUE(refused(run_cli(plan + "--nodes 1 --fix tp=3"),
+                      "--fix: no layout satisfies the pins: tp=3 does not divide 8 GPUs"));
+  EXPECT_TRUE(refused(run_cli(plan + "--nodes 1 --fix pp=200"),
+                      "pp=200 is more than the model's 96 layers"));
+  // A pin that is possible but does not fit in memory is still exit 0 with the advice.
+  const CliRun fits = run_cli(plan + "--nodes 1 --fix tp=8");
+  EXPECT_EQ(fits.status, 0) << fits.err;
+  EXPECT_TRUE(has(fits.out, "no layout fits in memory")) << fits.out;
+  // Expectation: a node range over the limit is refused at once, naming the limit (it ran for
+  // hours).
+  const CliRun range = run_cli(plan + "--nodes 1:1000000", 20);
+  EXPECT_TRUE(refused(range, "--nodes: the node range 1:1000000 holds 1000000 node counts, over "
+                             "the limit of 100000 per search"));
+  EXPECT_LT(range.wall_s, 10.0);
+}
+
+// Expectation: 1e-300 GB/s passes "> 0" but made every time infinite ("internal: the task graph
+// did not run to completion"): refused with the field's range.
+TEST(Robustness, AbsurdlySmallClusterFiguresAreRefused) {
+  const std::string f = "tests/data/bad/cluster_tiny_bandwidth.yaml";
+  const std::string msg = f + ":4:25: error: cluster.intra_node_gbyte_per_s: must be >= 0.001 and <= 1000000, found 1e-300";
+  EXPECT_TRUE(refused(run_cli("simulate --model gpt3-175b --cluster " + f +
+                              " --nodes 1 --dp 1 --tp 8 --pp 1 --mbs 1 --gbs 8"),
+                      msg));
+  EXPECT_TRUE(refused(run_cli("plan --model gpt3-175b --cluster " + f + " --nodes 1 --gbs 8"), msg));
 }
 
 }  // namespace
