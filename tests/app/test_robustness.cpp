@@ -189,4 +189,38 @@ TEST(Robustness, AbsurdlySmallClusterFiguresAreRefused) {
   EXPECT_TRUE(refused(run_cli("plan --model gpt3-175b --cluster " + f + " --nodes 1 --gbs 8"), msg));
 }
 
+// ---- simulations that would not end or not fit in memory ----
+
+// Expectation: 8 stages x 1,000,000 micro-batches is ~80 M tasks (~150 GB: it aborted on
+// std::bad_alloc): refused before anything is allocated, with the figure and the limit.
+TEST(Robustness, StepSimulationIsBoundedByTasks) {
+  const CliRun r = run_cli("simulate --model gpt3-175b --cluster p4d.24xlarge --nodes 1 --dp 1 "
+                           "--tp 1 --pp 8 --mbs 1 --gbs 1000000", 20);
+  EXPECT_TRUE(refused(r, "the step's task graph would hold about 80000128 tasks (pp 8 x vp 1 x "
+                         "1000000 micro-batches x 10), over the limit of 10000000 simulated tasks"));
+  const CliRun refine = run_cli("plan --model gpt3-175b --cluster p4d.24xlarge --nodes 120 "
+                                "--gbs 16000000 --refine 2", 60);
+  EXPECT_TRUE(refused(refine, "--refine: the step's task graph would hold about"));
+}
+
+// Expectation: node MTBF 20 h on 120 nodes (job MTBF 10 min) ran for minutes, because the sweep
+// up to 16x Young/Daly meets ~10^6 interruptions per interval: now the intervals that would go
+// over the Monte-Carlo limit are skipped and said so, and the answer comes at once; MTBF 1e-9 h
+// is "expected never to complete".
+TEST(Robustness, RunSimulationIsBoundedByWork) {
+  const CliRun r = run_cli("simulate --plan default --run --node-mtbf-hours 20 --trials 10", 30);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "points not simulated: at those intervals the job is interrupted so "
+                         "often that the Monte-Carlo would go over its limit of 20000000 events"))
+      << r.out;
+  const CliRun json = run_cli("simulate --plan default --run --node-mtbf-hours 20 --trials 10 --json", 30);
+  ASSERT_EQ(json.status, 0) << json.err;
+  EXPECT_TRUE(has(json.out, "\"mean_days\": null")) << "skipped sweep points are null";
+  EXPECT_TRUE(refused(run_cli("simulate --plan default --run --node-mtbf-hours 1e-9", 30),
+                      "--run: expected never to complete: the job's MTBF of 8.33e-12 h (node MTBF "
+                      "1e-09 h over 120 nodes) is shorter than one checkpoint interval"));
+  EXPECT_TRUE(refused(run_cli("simulate --plan default --run --node-mtbf-hours 2 --trials 1000", 30),
+                      "Monte-Carlo events"));
+}
+
 }  // namespace

@@ -19,11 +19,12 @@ struct ResourceLimits {
   static constexpr int64_t max_search_layouts = 200'000'000;
   // Node counts one range search may cover (--nodes A:B).
   static constexpr int64_t max_search_node_counts = 100'000;
-  // Tasks one step simulation may hold (~200 bytes each with its edges: ~4 GB at the limit).
-  static constexpr int64_t max_simulated_tasks = 20'000'000;
-  // Simulated checkpoint intervals (segments of work between failures) over all trials and
-  // sweep points of one run simulation.
-  static constexpr int64_t max_monte_carlo_segments = 200'000'000;
+  // Tasks one step simulation may hold (~200 bytes each with its edges and timeline event:
+  // ~2 GB at the limit).
+  static constexpr int64_t max_simulated_tasks = 10'000'000;
+  // Monte-Carlo events of one run simulation: simulated interruptions, plus one per trial, over
+  // all trials and checkpoint-interval sweep points (~20 ns each: under a second at the limit).
+  static constexpr int64_t max_monte_carlo_events = 20'000'000;
 };
 
 // "64 MiB", "200000000": the figures as the messages print them.
