@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "planner/plan_io.h"
@@ -394,6 +395,7 @@ std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& d
                                          "recompute", "offload", "sp", "order", "schedule"};
   std::stringstream ss(text);
   std::string item;
+  std::map<std::string, std::string> given;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
@@ -402,6 +404,10 @@ std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& d
       continue;
     }
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    if (auto [it, fresh] = given.emplace(k, v); !fresh) {
+      flag_error(diags, "fix", k + ": pinned twice (" + k + "=" + it->second + ", then " + item + ")");
+      continue;
+    }
     auto bad = [&](const std::string& expected) {
       flag_error(diags, "fix", k + ": expected " + expected + ", found '" + v + "'");
     };

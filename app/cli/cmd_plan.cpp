@@ -61,6 +61,16 @@ int cmd_plan(int argc, char** argv) {
   options.gpus = scenario->scenario.gpus;
 
   SearchResult result = search(scenario->scenario, options);
+  if (!result.limit.empty()) {
+    diags.error(kCommandLine, 0, 0, "--nodes", result.limit);
+    return report(diags);
+  }
+  if (result.candidates.empty()) {
+    if (auto why = pins_unsatisfiable(scenario->scenario, options)) {
+      diags.error(kCommandLine, 0, 0, "--fix", "no layout satisfies the pins: " + *why);
+      return report(diags);
+    }
+  }
   for (const auto& ext : plan_extensions()) {
     if (!ext.after_search) continue;
     const int status = ext.after_search(args, *scenario, result, diags);

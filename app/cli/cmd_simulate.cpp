@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli_common.h"
+#include "planner/limits.h"
 #include "planner/plan_io.h"
 #include "simulator/run_simulation.h"
 #include "simulator/step_simulation.h"
@@ -54,6 +55,7 @@ void write_run_json(JsonWriter& w, const RunSimulation& r, const RunOptions& o) 
   w.field("mean_failures", r.mean_failures).field("mean_lost_work_hours", r.mean_lost_work_hours);
   w.field("mean_restart_hours", r.mean_restart_hours);
   w.field("mean_checkpoint_hours", r.mean_checkpoint_hours);
+  w.field("sweep_points_skipped", r.sweep_points_skipped);
   w.key("interval_sweep").begin_array();
   for (const auto& [interval, days] : r.interval_sweep) {
     w.begin_object().field("interval_min", interval).field("mean_days", days).end_object();
@@ -245,6 +247,11 @@ int cmd_simulate(int argc, char** argv) {
     std::printf("  failures %s, lost work %s h, restarts %s h, checkpoints %s h (means per run)\n",
                 fmt_fixed(run.mean_failures, 1).c_str(), fmt_fixed(run.mean_lost_work_hours, 1).c_str(),
                 fmt_fixed(run.mean_restart_hours, 1).c_str(), fmt_fixed(run.mean_checkpoint_hours, 1).c_str());
+    if (run.sweep_points_skipped > 0)
+      std::printf("  interval sweep: %d of 44 points not simulated: at those intervals the job is "
+                  "interrupted so often that the Monte-Carlo would go over its limit of %lld events\n",
+                  run.sweep_points_skipped,
+                  static_cast<long long>(ResourceLimits::max_monte_carlo_events));
   }
   return kExitOk;
 }
@@ -260,7 +267,12 @@ const bool kRefineRegistered = [] {
     if (!args.has("refine")) return kExitOk;
     const auto k = int_flag(args, "refine", diags, 1, 1000000);
     if (!k) return kExitBadInput;
-    const auto times = refine_by_simulation(sa.scenario, result.candidates, int(*k));
+    std::vector<std::string> refused;
+    const auto times = refine_by_simulation(sa.scenario, result.candidates, int(*k), &refused);
+    if (!refused.empty()) {
+      diags.error(kCommandLine, 0, 0, "--refine", refused.front());
+      return kExitBadInput;
+    }
     std::fprintf(stderr, "refined: top %zu candidates re-ranked by simulated step time\n", times.size());
     for (size_t i = 0; i < times.size(); ++i) {
       const Estimate& e = result.candidates[i];

@@ -75,7 +75,12 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 std::string closest_match(const std::string& word, const std::vector<std::string>& candidates) {
   std::string best;
   size_t best_d = std::string::npos;
+  const size_t limit = std::max<size_t>(1, word.size() / 3);
   for (const auto& c : candidates) {
+    // The distance is at least the difference in length: skip the quadratic count when that
+    // alone is over the limit (a 10 MB "key" is not compared letter by letter).
+    const size_t gap = word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+    if (gap > limit) continue;
     const size_t d = edit_distance(word, c);
     if (d < best_d) {
       best_d = d;
@@ -83,7 +88,6 @@ std::string closest_match(const std::string& word, const std::vector<std::string
     }
   }
   // Close enough: at most a third of the word's letters differ (and at least one may).
-  const size_t limit = std::max<size_t>(1, word.size() / 3);
   return best_d <= limit ? best : std::string{};
 }
 

@@ -5,11 +5,13 @@
 #include "planner/export.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "planner/catalog.h"
+#include "yaml_reader.h"
 
 namespace capplan {
 namespace {
@@ -43,6 +45,50 @@ std::string shell_quote(const std::string& s) {
     else out += c;
   }
   return out + "'";
+}
+
+// A value of an `#SBATCH --opt=VALUE` line: sbatch reads these lines itself, so no character
+// may end the line or the word; anything but [A-Za-z0-9._-] becomes '_'.
+std::string sbatch_word(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s)
+    out += (std::isalnum(c) || c == '.' || c == '_' || c == '-') ? char(c) : '_';
+  return out.empty() ? std::string("capplan") : out;
+}
+
+// Double-quoted for bash with `$NAME` and `${NAME}` still expanded (the run folder may name
+// $SLURM_JOB_ID) and every other `$`, backtick, quote and backslash escaped, so no command
+// substitution can run.
+std::string shell_quote_expanding(const std::string& s) {
+  auto name_char = [](char c, bool first) {
+    return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (!first && c >= '0' && c <= '9');
+  };
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '$') {
+      size_t j = i + 1;
+      const bool braced = j < s.size() && s[j] == '{';
+      if (braced) ++j;
+      size_t k = j;
+      while (k < s.size() && name_char(s[k], k == j)) ++k;
+      const bool ok = k > j && (!braced || (k < s.size() && s[k] == '}'));
+      if (ok) {
+        const size_t end = braced ? k + 1 : k;
+        out.append(s, i, end - i);
+        i = end - 1;
+        continue;
+      }
+      out += "\\$";
+    } else if (c == '"' || c == '\\' || c == '`') {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
 }
 
 // One line: "gpt3-175b on 120 x p4d.24xlarge: dp=8 tp=8 pp=15 ...", for file headers.
@@ -233,7 +279,7 @@ ExportedFile export_megatron_args(const Plan& plan) {
 
   std::ostringstream o;
   o << "#!/usr/bin/env bash\n"
-    << "# Megatron-LM arguments for " << plan_summary(plan) << "\n"
+    << "# Megatron-LM arguments for " << detail::comment_text(plan_summary(plan)) << "\n"
     << "# Launch: torchrun --nnodes " << s.nodes << " --nproc-per-node " << s.cluster.gpus_per_node
     << " pretrain_gpt.py \"${MEGATRON_ARGS[@]}\" <data and tokenizer arguments>\n"
     << "MEGATRON_ARGS=(\n";
@@ -302,18 +348,18 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
 
   std::ostringstream o;
   o << "#!/bin/bash\n"
-    << "# " << plan_summary(plan) << "\n"
-    << "#SBATCH --job-name=" << shell_quote(job) << "\n"
+    << "# " << detail::comment_text(plan_summary(plan)) << "\n"
+    << "#SBATCH --job-name=" << sbatch_word(job) << "\n"
     << "#SBATCH --nodes=" << nodes << "\n"
     << "#SBATCH --ntasks=" << ranks << "\n"
     << "#SBATCH --ntasks-per-node=" << std::min(ranks, per_node) << "\n"
     << "#SBATCH --gpus-per-node=" << per_node << "\n"
     << "#SBATCH --exclusive\n"
     << "#SBATCH --output=%x-%j.out\n";
-  if (!opt.partition.empty()) o << "#SBATCH --partition=" << shell_quote(opt.partition) << "\n";
+  if (!opt.partition.empty()) o << "#SBATCH --partition=" << sbatch_word(opt.partition) << "\n";
   if (opt.time_limit_hours > 0) o << "#SBATCH --time=" << opt.time_limit_hours << ":00:00\n";
   o << "set -euo pipefail\n\n"
-    << "RUN_DIR=\"" << opt.run_dir << "\"\n"
+    << "RUN_DIR=" << shell_quote_expanding(opt.run_dir) << "\n"
     << "mkdir -p \"$RUN_DIR\"\n";
   std::string model_arg;
   if (preset) {

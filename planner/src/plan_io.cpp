@@ -113,7 +113,8 @@ std::string plan_to_yaml(const Plan& plan) {
   const Scenario& s = plan.scenario;
   const Layout& l = plan.layout;
   std::ostringstream os;
-  os << "# capplan plan: " << s.model.name << " on " << s.nodes << " x " << s.cluster.name;
+  os << "# capplan plan: " << detail::comment_text(s.model.name) << " on " << s.nodes << " x "
+     << detail::comment_text(s.cluster.name);
   if (s.gpus > 0) os << " (" << s.gpus << " GPUs)";
   os << "\n";
   os << "created_by: " << yaml_quote(plan.created_by.empty() ? "capplan" : plan.created_by)
@@ -252,9 +253,9 @@ Loaded<Plan> load_plan(const std::string& path) {
     return out;
   }
   std::string text, error;
-  if (!detail::is_file(path) || !detail::read_text_file(path, text, error)) {
+  if (!detail::read_text_file(path, text, error)) {
     Loaded<Plan> out;
-    out.diagnostics.error(path, 0, 0, "", error.empty() ? "not a regular file" : error);
+    out.diagnostics.error(path, 0, 0, "", error);
     return out;
   }
   return parse_plan_yaml(text, path);

@@ -286,6 +286,14 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
     return result;
   int fixed_gpus = 0;
   if (o.nodes_min == o.nodes_max) fixed_gpus = o.gpus > 0 ? o.gpus : scenario.gpus;
+  if (int64_t(o.nodes_max) - o.nodes_min + 1 > ResourceLimits::max_search_node_counts) {
+    result.limit = "the node range " + std::to_string(o.nodes_min) + ":" +
+                   std::to_string(o.nodes_max) + " holds " +
+                   std::to_string(int64_t(o.nodes_max) - o.nodes_min + 1) +
+                   " node counts, over the limit of " +
+                   std::to_string(ResourceLimits::max_search_node_counts) + " per search";
+    return result;
+  }
 
   // Work units: (nodes, tp, pp) with tp dividing heads, kv_heads and ffn_hidden, pp <= layers.
   std::vector<Unit> units;
@@ -320,15 +328,22 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
     workers.back().c = c;
     workers.back().tokens = tokens;
   }
-  std::atomic<int64_t> next{0}, done{0};
-  std::atomic<bool> cancel{false};
+  std::atomic<int64_t> next{0}, done{0}, evaluated{0};
+  std::atomic<bool> cancel{false}, over_limit{false};
   std::mutex progress_mutex;
   auto body = [&](Worker& w) {
     for (;;) {
       if (cancel.load(std::memory_order_relaxed)) return;
       const int64_t i = next.fetch_add(1);
       if (i >= total) return;
+      const int64_t before = w.evaluated;
       w.run_unit(units[size_t(i)]);
+      if (evaluated.fetch_add(w.evaluated - before) + (w.evaluated - before) >
+          ResourceLimits::max_search_layouts) {
+        over_limit.store(true);
+        cancel.store(true);
+        return;
+      }
       const int64_t d = done.fetch_add(1) + 1;
       if (progress) {
         std::lock_guard<std::mutex> lock(progress_mutex);
@@ -373,9 +388,62 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
   }
   for (const Cand& cd : front) result.pareto.push_back(materialize(scenario, cd));
   result.cancelled = cancel.load();
+  if (over_limit.load())
+    result.limit = "stopped after " + std::to_string(result.evaluated) +
+                   " layouts, over the limit of " +
+                   std::to_string(ResourceLimits::max_search_layouts) +
+                   " per search (a node range of " + std::to_string(node_counts) +
+                   " node counts); search a narrower range or pin knobs with --fix";
   result.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
+                                              const SearchOptions& options) {
+  const LayoutPins& p = options.pins;
+  if (!(p.dp || p.tp || p.pp || p.vp || p.mbs || p.zero || p.recompute || p.offload || p.sp ||
+        p.order || p.schedule))
+    return std::nullopt;
+  SearchOptions any = options;
+  any.include_infeasible = true;
+  any.top = 1;
+  if (!search(scenario, any).candidates.empty()) return std::nullopt;
+  // Nothing at all: name the first pin that no GPU count of the search allows.
+  const ModelSpec& m = scenario.model;
+  const int gpn = scenario.cluster.gpus_per_node;
+  const int lo = options.nodes_min > 0 ? options.nodes_min : scenario.nodes;
+  const int hi = std::max(lo, options.nodes_max);
+  const int one = options.gpus > 0 ? options.gpus : scenario.gpus;
+  const std::string gpus_text =
+      lo == hi ? std::to_string(one > 0 ? one : lo * gpn) + " GPUs"
+               : std::to_string(lo * gpn) + " to " + std::to_string(hi * gpn) + " GPUs";
+  auto divides_some = [&](int64_t k) {
+    for (int n = lo; n <= hi; ++n) {
+      const int64_t g = lo == hi && one > 0 ? one : int64_t(n) * gpn;
+      if (k > 0 && g % k == 0) return true;
+    }
+    return false;
+  };
+  const std::string t = p.tp ? std::to_string(*p.tp) : "";
+  if (p.tp && (m.heads % *p.tp || m.kv_heads_or_default() % *p.tp || m.ffn_hidden_or_default() % *p.tp))
+    return "tp=" + t + " does not divide the model's heads " + std::to_string(m.heads) +
+           ", kv_heads " + std::to_string(m.kv_heads_or_default()) + " and ffn_hidden " +
+           std::to_string(m.ffn_hidden_or_default());
+  if (p.tp && !divides_some(*p.tp)) return "tp=" + t + " does not divide " + gpus_text;
+  if (p.pp && *p.pp > m.layers)
+    return "pp=" + std::to_string(*p.pp) + " is more than the model's " +
+           std::to_string(m.layers) + " layers";
+  const int64_t tp_pp = int64_t(p.tp.value_or(1)) * p.pp.value_or(1) * p.dp.value_or(1);
+  if (!divides_some(tp_pp))
+    return "dp x tp x pp = " + std::to_string(tp_pp) + " (as pinned) does not divide " + gpus_text;
+  if (p.sp && *p.sp && p.tp && *p.tp == 1) return "sp=true needs tp > 1";
+  if (p.mbs && scenario.training.gbs % *p.mbs)
+    return "mbs=" + std::to_string(*p.mbs) + " does not divide gbs " +
+           std::to_string(scenario.training.gbs);
+  return "no layout on " + gpus_text + " satisfies the pinned knobs together (gbs " +
+         std::to_string(scenario.training.gbs) + ", " + std::to_string(m.layers) + " layers, " +
+         std::to_string(m.heads) + " heads)";
 }
 
 }  // namespace capplan

@@ -3,6 +3,8 @@
 // (heads divides hidden, ...) are here too; layout constraints are check_layout() (cost_model.h).
 #include "planner/spec_io.h"
 
+#include "planner/limits.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -29,13 +31,17 @@ constexpr Limits kVocab{0, true, 1e9};
 constexpr Limits kSeq{0, true, 1e8};
 constexpr Limits kFfn{0, true, 1e8};
 constexpr Limits kGpusPerNode{0, true, 1024};
-constexpr Limits kGib{0, true, 1e5};
-constexpr Limits kTflops{0, true, 1e6};
-constexpr Limits kTflopsOptional{0, false, 1e6};
-constexpr Limits kGbytePerS{0, true, 1e6};
-constexpr Limits kGbitPerS{0, true, 1e7};
+// Physical figures have a floor as well as a ceiling: values such as 1e-300 pass "> 0" but make
+// every time infinite.
+constexpr Limits kGib{1.0 / 1024, false, 1e5};  // at least 1 MiB
+constexpr Limits kTflops{1e-3, false, 1e6};  // at least 1 GFLOP/s
+constexpr Limits kTflopsOptional{0, false, 1e6, 1e-3};  // 0 = not supported / unknown
+constexpr Limits kGbytePerS{1e-3, false, 1e6};  // at least 1 MB/s
+constexpr Limits kGbitPerS{1e-3, false, 1e7};  // at least 1 Mbit/s
 constexpr Limits kNonNegative{0, false, 1e7};
-constexpr Limits kFraction{0, true, 1};
+constexpr Limits kNonNegativeRate{0, false, 1e6, 1e-3};     // 0 = the default; else >= 1 MB/s
+constexpr Limits kNonNegativeGib{0, false, 1e7, 1.0 / 1024};  // 0 = unknown; else >= 1 MiB
+constexpr Limits kFraction{1e-3, false, 1};  // an efficiency: 0.1 % to 100 %
 
 std::vector<std::string> names_of(const std::vector<CatalogEntry>& entries) {
   std::vector<std::string> out;
@@ -236,8 +242,8 @@ std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::st
   r.number("price_per_node_hour_usd", c.price_per_node_hour_usd, false, kNonNegative);
   r.number("intra_node_latency_us", c.intra_node_latency_us, false, kNonNegative);
   r.number("inter_node_latency_us", c.inter_node_latency_us, false, kNonNegative);
-  r.number("pcie_gbyte_per_s", c.pcie_gbyte_per_s, false, kNonNegative);
-  r.number("host_memory_gib", c.host_memory_gib, false, kNonNegative);
+  r.number("pcie_gbyte_per_s", c.pcie_gbyte_per_s, false, kNonNegativeRate);
+  r.number("host_memory_gib", c.host_memory_gib, false, kNonNegativeGib);
   r.text("source", c.source, false);
 
   bool gpu_ok = false;
@@ -439,9 +445,10 @@ Loaded<ModelSpec> load_model(const std::string& ref) {
   if (const CatalogEntry* e = find_catalog_model(ref)) return parse_model_yaml(e->text, e->file);
   std::string text, error;
   if (!detail::is_file(ref)) {
-    if (looks_like_path(ref) || detail::path_exists(ref))
-      return missing_file<ModelSpec>(ref, detail::path_exists(ref) ? "not a regular file"
-                                                                        : "no such file");
+    if (looks_like_path(ref) || detail::path_exists(ref)) {
+      check_input_file(ref, error);
+      return missing_file<ModelSpec>(ref, error);
+    }
     return unknown_ref<ModelSpec>("model", ref, catalog_models());
   }
   if (!detail::read_text_file(ref, text, error)) return missing_file<ModelSpec>(ref, error);
@@ -454,9 +461,10 @@ Loaded<ClusterSpec> load_cluster(const std::string& ref) {
     return parse_cluster_yaml(e->text, e->file);
   std::string text, error;
   if (!detail::is_file(ref)) {
-    if (looks_like_path(ref) || detail::path_exists(ref))
-      return missing_file<ClusterSpec>(ref, detail::path_exists(ref) ? "not a regular file"
-                                                                          : "no such file");
+    if (looks_like_path(ref) || detail::path_exists(ref)) {
+      check_input_file(ref, error);
+      return missing_file<ClusterSpec>(ref, error);
+    }
     return unknown_ref<ClusterSpec>("cluster", ref, catalog_clusters());
   }
   if (!detail::read_text_file(ref, text, error)) return missing_file<ClusterSpec>(ref, error);

@@ -37,8 +37,7 @@ std::string resolve_ref(const std::string& ref, const std::string& runs_file) {
   const size_t slash = runs_file.find_last_of('/');
   if (slash == std::string::npos) return ref;
   const std::string candidate = runs_file.substr(0, slash + 1) + ref;
-  std::string text, error;
-  return detail::read_text_file(candidate, text, error) ? candidate : ref;
+  return detail::path_exists(candidate) ? candidate : ref;
 }
 
 constexpr Limits kCount{0, true, 1e7};

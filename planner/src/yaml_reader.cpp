@@ -8,8 +8,10 @@
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <unordered_set>
 
 #include "planner/json_writer.h"
+#include "planner/limits.h"
 #include "planner/spec_io.h"
 
 namespace capplan::detail {
@@ -134,6 +136,11 @@ bool MapReader::number(const std::string& key, double& out, bool required, Limit
     return false;
   }
   const bool low = limits.lo_exclusive ? !(*v > limits.lo) : !(*v >= limits.lo);
+  if (!low && *v != 0 && std::fabs(*v) < limits.min_nonzero) {
+    error_at(n, key, "too small: must be 0 or at least " + yaml_number(limits.min_nonzero) +
+                         ", found " + *s);
+    return false;
+  }
   if (low || *v > limits.hi) {
     std::string msg = "must be " + describe_limits(limits) + ", found " + *s;
     if (*v == 0 && limits.lo == 0 && limits.lo_exclusive) msg = "must be > 0, found " + *s;
@@ -168,6 +175,16 @@ bool MapReader::integer(const std::string& key, int& out, bool required, Limits 
 bool MapReader::text(const std::string& key, std::string& out, bool required) {
   const auto s = scalar(key, required, "a string");
   if (!s) return false;
+  // Names end up in file headers, scripts and command lines: no control characters. `source`
+  // is free text (a folded multi-line note is fine) and only ever written quoted.
+  size_t at = 0;
+  if (key != "source" && has_control_char(*s, &at)) {
+    error_at(node_of(key), key,
+             "must not contain control characters (found byte " +
+                 std::to_string(static_cast<unsigned char>((*s)[at])) + " at character " +
+                 std::to_string(at + 1) + ")");
+    return false;
+  }
   out = *s;
   return true;
 }
@@ -190,21 +207,37 @@ bool MapReader::boolean(const std::string& key, bool& out, bool required) {
 
 void MapReader::finish() {
   if (!map_.IsMap()) return;
-  std::vector<std::string> seen;
+  // Hash sets: one pass over the keys (a file of millions of keys is checked in linear time).
+  // The first ResourceLimits::max_key_diagnostics problems are listed one by one, the rest
+  // counted in one line.
+  const std::unordered_set<std::string> known(known_.begin(), known_.end());
+  std::unordered_set<std::string> seen;
+  seen.reserve(map_.size());
+  int64_t listed = 0, more = 0;
   for (auto it = map_.begin(); it != map_.end(); ++it) {
     const std::string key = it->first.IsScalar() ? it->first.Scalar() : std::string("?");
-    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-      const Position p = position_of(it->first);
+    const bool repeated = !seen.insert(key).second;
+    if (!repeated && known.count(key)) continue;
+    if (listed == ResourceLimits::max_key_diagnostics) {
+      ++more;
+      continue;
+    }
+    ++listed;
+    const Position p = position_of(it->first);
+    if (repeated) {
       diags_.error(file_, p.line, p.column, prefix_ + key,
                    "given more than once (the first one is used)");
       continue;
     }
-    seen.push_back(key);
-    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
-    const Position p = position_of(it->first);
     const std::string near = closest_match(key, known_);
     diags_.error(file_, p.line, p.column, prefix_ + key, "unknown key",
                  near.empty() ? std::string() : "did you mean '" + near + "'?");
+  }
+  if (more > 0) {
+    const Position p = position_of(map_);
+    diags_.error(file_, p.line, p.column, prefix_.empty() ? std::string() : prefix_.substr(0, prefix_.size() - 1),
+                 std::to_string(more) + " more unknown or repeated keys not listed (at most " +
+                     std::to_string(ResourceLimits::max_key_diagnostics) + " are listed per map)");
   }
 }
 
@@ -222,19 +255,7 @@ bool parse_yaml_text(const std::string& text, const std::string& file, YAML::Nod
 }
 
 bool read_text_file(const std::string& path, std::string& out, std::string& error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot open file";
-    return false;
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    error = "cannot read file";
-    return false;
-  }
-  out = ss.str();
-  return true;
+  return read_input_file(path, out, error);
 }
 
 bool path_exists(const std::filesystem::path& p) {
@@ -272,12 +293,44 @@ std::string yaml_quote(const std::string& s) {
       q += "\\n";
     } else if (c == '\t') {
       q += "\\t";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned char>(c));
+      q += buf;
     } else {
       q += c;
     }
   }
   q += '"';
   return q;
+}
+
+std::string comment_text(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+bool has_control_char(const std::string& s, size_t* where) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      if (where) *where = i;
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string yaml_number(double v) {

@@ -23,6 +23,9 @@ struct Limits {
   double lo = 0;
   bool lo_exclusive = true;  // true: value must be > lo; false: >= lo
   double hi = 1e18;
+  // > 0: a non-zero value must be at least this (0 itself stays allowed, e.g. "unknown"); so
+  // 1e-300 GB/s, which would pass "> 0" and make every time infinite, is refused.
+  double min_nonzero = 0;
 };
 
 struct Position {
@@ -103,6 +106,11 @@ bool is_file(const std::filesystem::path& p);
 
 // Text for YAML output: plain when safe, double-quoted otherwise.
 std::string yaml_quote(const std::string& s);
+// Text for a `#` comment line of a generated YAML file or script: a control character (a newline
+// would end the comment and start a key or a command) is written as a visible escape (\n, \x01).
+std::string comment_text(const std::string& s);
+// Whether `s` holds a control character (< 0x20 or 0x7f); `where` gets its 0-based index.
+bool has_control_char(const std::string& s, size_t* where = nullptr);
 // Shortest round-trip form of a double ("300000000000", "0.5", "1e-06").
 std::string yaml_number(double v);
 

@@ -10,6 +10,7 @@
 // Payload (little-endian): u32 n_meta, n_meta x (u32 len, key, u32 len, value), u32 n_tensors,
 // n_tensors x (u32 len, name, u64 count, count x f32).
 #include "planner/json_writer.h"
+#include "planner/limits.h"
 #include "runtime/checkpoint.h"
 
 #include <fcntl.h>
@@ -143,6 +144,7 @@ bool decode_header(const unsigned char* h, size_t n, FileHeader* out, std::strin
 // Reads the header and streams the payload through CRC32C; checks size and checksum.
 bool verify_shard_file(const std::string& path, FileHeader* header, uint64_t* file_bytes,
                        std::string* why) {
+  if (!check_input_file(path, *why)) return false;  // a FIFO would block the open
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     *why = "cannot open: " + errno_text(errno);
@@ -215,16 +217,18 @@ std::vector<std::pair<int64_t, std::string>> list_step_dirs(const std::string& d
 
 bool read_manifest(const std::string& step_dir, Manifest* m, std::string* why) {
   const std::string path = (fs::path(step_dir) / kManifestName).string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  std::string text, err;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(path, ec))) {
     *why = "no manifest (torn: the run stopped before every rank had written)";
     return false;
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
+  if (!read_input_file(path, text, err)) {
+    *why = "manifest: " + err;
+    return false;
+  }
   json::Value v;
-  std::string err;
-  if (!json::parse(ss.str(), &v, &err) || !v.is_object()) {
+  if (!json::parse(text, &v, &err) || !v.is_object()) {
     *why = "manifest is not valid JSON (" + (err.empty() ? std::string("not an object") : err) + ")";
     return false;
   }
@@ -438,6 +442,10 @@ class PayloadReader {
 }  // namespace
 
 std::optional<CheckpointShard> checkpoint_read_shard(const std::string& path, std::string* error) {
+  if (std::string why; !check_input_file(path, why)) {
+    *error = path + ": " + why;
+    return std::nullopt;
+  }
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     *error = path + ": cannot open: " + errno_text(errno);
@@ -537,7 +545,7 @@ std::string checkpoint_check_meta(const KeyValues& meta, const KeyValues& expect
     if (it == meta.end())
       item = k + ": the checkpoint does not record it, this run has '" + want + "'";
     else if (it->second != want)
-      item = k + ": the checkpoint has '" + it->second + "', this run has '" + want + "'";
+      item = k + ": the checkpoint has " + it->second + ", this run has " + want;
     if (!item.empty()) out += (out.empty() ? "" : "; ") + item;
   }
   return out;
@@ -550,6 +558,11 @@ LatestGood checkpoint_find_latest_good(const std::string& dir, const KeyValues& 
     auto m = checkpoint_verify(path, &why);
     if (!m) {
       r.warnings.push_back(path + ": skipped: " + why);
+      std::error_code ec;
+      if (fs::exists(fs::path(path) / kManifestName, ec)) {
+        r.failed.push_back(path + ": " + why);
+        r.failed_dirs.push_back(path);
+      }
       continue;
     }
     std::string mismatch = checkpoint_check_meta(m->meta, expected);
@@ -562,7 +575,28 @@ LatestGood checkpoint_find_latest_good(const std::string& dir, const KeyValues& 
   return r;
 }
 
-std::vector<std::string> checkpoint_retain(const std::string& dir, int keep) {
+std::string checkpoint_move_aside(const std::string& step_dir, std::string* error) {
+  const fs::path from(step_dir);
+  const fs::path aside = from.parent_path() / "unverified";
+  std::error_code ec;
+  fs::create_directories(aside, ec);
+  if (ec) {
+    *error = aside.string() + ": cannot create: " + ec.message();
+    return {};
+  }
+  fs::path to = aside / from.filename();
+  for (int i = 1; fs::exists(to, ec) && i < 1000; ++i)
+    to = aside / (from.filename().string() + "." + std::to_string(i));
+  fs::rename(from, to, ec);
+  if (ec) {
+    *error = step_dir + ": cannot move into " + aside.string() + ": " + ec.message();
+    return {};
+  }
+  return to.string();
+}
+
+std::vector<std::string> checkpoint_retain(const std::string& dir, int keep,
+                                           std::vector<std::string>* moved_aside) {
   keep = std::max(keep, 1);
   std::vector<std::string> removed;
   auto dirs = list_step_dirs(dir);
@@ -581,6 +615,13 @@ std::vector<std::string> checkpoint_retain(const std::string& dir, int keep) {
     }
     if (has_manifest && good < keep) {
       ++good;
+      continue;
+    }
+    // Only a folder that verifies is deleted; anything else may be the only copy of progress.
+    if (!has_manifest || !checkpoint_verify(path, &why)) {
+      std::string error;
+      const std::string to = checkpoint_move_aside(path, &error);
+      if (!to.empty() && moved_aside) moved_aside->push_back(to);
       continue;
     }
     // Manifest first: a removal cut short leaves a folder that no longer claims to be good.

@@ -2,6 +2,8 @@
 // synthetic DataSources, and `capplan-train data prepare`.
 #include "runtime/data.h"
 
+#include "planner/limits.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -263,10 +265,21 @@ bool dataset_list_shards(const std::string& dir, std::vector<std::string>* paths
     return false;
   }
   paths->clear();
+  std::vector<std::string> bad;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() == ".bin" && e.is_regular_file()) paths->push_back(e.path().string());
+    if (e.path().extension() != ".bin") continue;
+    // A shard that is a dangling symlink, a folder or a FIFO is refused by name, not skipped:
+    // skipping it would silently train on less data (and a FIFO would block the reader).
+    std::string why;
+    if (check_input_file(e.path().string(), why)) paths->push_back(e.path().string());
+    else bad.push_back(e.path().string() + ": " + why);
   }
   std::sort(paths->begin(), paths->end());
+  std::sort(bad.begin(), bad.end());
+  for (const std::string& b : bad)
+    diags->error(b.substr(0, b.find(": ")), 0, 0, "",
+                 "token shard is " + b.substr(b.find(": ") + 2) + "; a shard must be a regular file");
+  if (!bad.empty()) return false;
   if (paths->empty()) {
     diags->error(dir, 0, 0, "", "no .bin token shards in the data folder",
                  "create them with `capplan-train data prepare --text FILE --out " + dir + "`");

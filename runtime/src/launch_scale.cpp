@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "planner/json_writer.h"
 #include "runtime/launch.h"
 
 namespace capplan::rt {
@@ -156,14 +157,8 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
   return out;
 }
 
-static std::string yaml_quoted(const std::string& text) {
-  std::string out = "\"";
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
+// JSON's string escapes are YAML's double-quoted ones: control characters stay escaped.
+static std::string yaml_quoted(const std::string& text) { return json_quote(text); }
 
 std::string model_yaml(const ModelSpec& m) {
   std::ostringstream y;

@@ -7,6 +7,8 @@
 // Thresholds are ours (ReportRules), not Debugger's defaults.
 #include "runtime/report.h"
 
+#include "planner/limits.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -246,6 +248,12 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
 
 Loaded<Report> report_analyze_file(const std::string& path, const ReportRules& rules) {
   Loaded<Report> out;
+  // Not capped at the input limit: a long run's metrics grow past 64 MiB and are read line by
+  // line; but a FIFO or a device would block or never end.
+  if (std::string why; !check_input_file(path, why)) {
+    out.diagnostics.error(path, 0, 0, "", why);
+    return out;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     out.diagnostics.error(path, 0, 0, "", std::string("cannot open: ") + std::strerror(errno));

@@ -5,6 +5,7 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -24,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "planner/json_writer.h"
 #include "planner/schedule.h"
 #include "planner/spec_io.h"
 #include "runtime/backend.h"
@@ -49,8 +52,22 @@ const std::vector<std::string>& train_flags() {
       "model", "dp", "tp", "pp", "vp", "mbs", "gbs", "steps", "seq-len", "lr", "min-lr-ratio",
       "warmup", "weight-decay", "clip", "beta1", "beta2", "seed", "data", "checkpoint-dir",
       "checkpoint-every", "resume", "metrics", "threads", "zero", "recompute", "order", "schedule",
-      "offload", "sp", "kill-at-step", "dump-grads", "thread-split"};
+      "offload", "sp", "kill-at-step", "dump-grads", "thread-split", "allow-fresh-start",
+      "resume-override"};
   return f;
+}
+
+const std::vector<std::string>& resume_checked_keys() {
+  static const std::vector<std::string> k = {"gbs",   "seed",  "lr",    "min_lr_ratio",
+                                             "warmup", "weight_decay", "clip", "beta1",
+                                             "beta2", "steps", "data"};
+  return k;
+}
+
+const std::vector<std::string>& resume_overridable_keys() {
+  static const std::vector<std::string> k = {"lr",    "min_lr_ratio", "warmup", "weight_decay",
+                                             "clip",  "beta1",        "beta2",  "steps", "data"};
+  return k;
 }
 
 std::string train_usage() {
@@ -79,6 +96,10 @@ training:
 data, checkpoints, metrics:
   --data DIR|synthetic      token shards (llm.c .bin layout), or random tokens (default)
   --checkpoint-dir DIR      --checkpoint-every N      --resume auto|never|PATH (default auto)
+  --allow-fresh-start       with --resume auto: start from step 0 when every completed
+                            checkpoint fails verification (default: refuse, listing them)
+  --resume-override K,...   let a resumed run change these recorded training flags: lr,
+                            min_lr_ratio, warmup, weight_decay, clip, beta1, beta2, steps, data
   --metrics FILE            JSON lines: steps, system samples every 500 ms, summary
 threads:
   --threads N               per rank (default: the CPUs of this process / ranks on the node)
@@ -147,9 +168,9 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
       if (!has_value && i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) ++i;
       continue;
     }
-    if (flag == "offload" || flag == "sp") {
+    if (flag == "offload" || flag == "sp" || flag == "allow-fresh-start") {
       const bool on = !has_value || value == "1" || value == "true" || value == "on";
-      (flag == "offload" ? o.layout.offload : o.layout.sp) = on;
+      (flag == "offload" ? o.layout.offload : flag == "sp" ? o.layout.sp : o.allow_fresh_start) = on;
       continue;
     }
     if (!has_value) {
@@ -183,6 +204,25 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
     else if (flag == "data") o.data = value;
     else if (flag == "checkpoint-dir") o.checkpoint_dir = value;
     else if (flag == "resume") o.resume = value;
+    else if (flag == "resume-override") {
+      std::istringstream is(value);
+      for (std::string k; std::getline(is, k, ',');) {
+        std::replace(k.begin(), k.end(), '-', '_');
+        const auto& ok = resume_overridable_keys();
+        const auto& checked = resume_checked_keys();
+        if (std::find(ok.begin(), ok.end(), k) != ok.end()) {
+          o.resume_override.push_back(k);
+        } else if (std::find(checked.begin(), checked.end(), k) != checked.end()) {
+          err(flag, "'" + k + "' cannot be overridden: the order of the training data depends on it",
+              "start a new run (another --checkpoint-dir) to change it");
+        } else {
+          const std::string close = closest_match(k, ok);
+          err(flag, "unknown key '" + k + "' (expected one of lr, min_lr_ratio, warmup, "
+                    "weight_decay, clip, beta1, beta2, steps, data)",
+              close.empty() ? "" : "did you mean '" + close + "'?");
+        }
+      }
+    }
     else if (flag == "metrics") o.metrics = value;
     else if (flag == "dump-grads") o.dump_grads = value;
     else if (flag == "thread-split") {
@@ -209,6 +249,10 @@ Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* ou
                    std::to_string(o.layout.dp) + " * " + std::to_string(o.layout.mbs) + " = " +
                    std::to_string(per),
         "gradient accumulation needs gbs / (dp * mbs) micro-batches per step");
+  if (o.layout.sp && o.layout.tp == 1)
+    err("sp", "sequence parallelism splits the sequence over the tp group: it needs --tp > 1");
+  if (o.allow_fresh_start && o.resume != "auto")
+    err("allow-fresh-start", "only applies with --resume auto");
   if (o.layout.vp > 1 && (o.layout.pp == 1 || o.layout.schedule != Schedule::Interleaved))
     err("vp", "vp " + std::to_string(o.layout.vp) +
                   " model chunks per stage need --pp > 1 and --schedule interleaved");
@@ -289,6 +333,22 @@ std::vector<std::string> gather_lines(const std::vector<std::string>& mine, int 
   for (std::string l; std::getline(is, l);)
     if (!l.empty()) out.push_back(l);
   return out;
+}
+
+// The training flags a checkpoint records (resume_checked_keys()), as text.
+KeyValues training_meta(const TrainOptions& o) {
+  const OptimizerConfig& c = o.optimizer;
+  return {{"gbs", std::to_string(o.gbs)},
+          {"seed", std::to_string(o.seed)},
+          {"lr", shortest_number(c.lr)},
+          {"min_lr_ratio", shortest_number(c.min_lr_ratio)},
+          {"warmup", std::to_string(c.warmup_steps)},
+          {"weight_decay", shortest_number(c.weight_decay)},
+          {"clip", shortest_number(c.clip)},
+          {"beta1", shortest_number(c.beta1)},
+          {"beta2", shortest_number(c.beta2)},
+          {"steps", std::to_string(o.steps)},
+          {"data", o.data}};
 }
 
 class Run {
@@ -382,6 +442,24 @@ bool Run::setup(Diagnostics& d) {
             "vp " + std::to_string(L.vp) + " does not divide the " +
                 std::to_string(model_spec_.layers / L.pp) + " layers per stage (layers " +
                 std::to_string(model_spec_.layers) + " / pp " + std::to_string(L.pp) + ")");
+  if (!o_.checkpoint_dir.empty()) {
+    // Checked now, not at the first save: a file in the way or an unwritable folder would
+    // otherwise fail only after the first checkpoint interval of training.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path dir(o_.checkpoint_dir);
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+      d.error(o_.checkpoint_dir, 0, 0, "--checkpoint-dir", "exists and is not a folder");
+    } else {
+      fs::create_directories(dir, ec);
+      if (!fs::is_directory(dir, ec))
+        d.error(o_.checkpoint_dir, 0, 0, "--checkpoint-dir",
+                "cannot create the folder" + (ec ? ": " + ec.message() : std::string()));
+      else if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        d.error(o_.checkpoint_dir, 0, 0, "--checkpoint-dir",
+                std::string("cannot write into the folder: ") + std::strerror(errno));
+    }
+  }
   if (!model_spec_.tied_embeddings)
     d.warning(kCmd, 0, 0, "--model",
               "the model has untied embeddings; capplan-train trains a tied LM head");
@@ -496,6 +574,7 @@ bool Run::resume(Diagnostics& d) {
                         {"vp", std::to_string(L.vp)},
                         {"world", std::to_string(world_)}};
   std::string step_dir;
+  std::optional<Manifest> manifest;
   if (o_.resume == "auto") {
     LatestGood lg = checkpoint_find_latest_good(o_.checkpoint_dir, expected);
     if (rank_ == 0)
@@ -504,10 +583,41 @@ bool Run::resume(Diagnostics& d) {
       d.error(o_.checkpoint_dir, 0, 0, "--resume", "newest good checkpoint does not match this run: " + lg.error);
       return false;
     }
+    if (!lg.manifest && !lg.failed.empty() && !o_.allow_fresh_start) {
+      // Completed checkpoints exist but none verifies: starting over would silently lose them.
+      for (const std::string& f : lg.failed)
+        d.error(o_.checkpoint_dir, 0, 0, "--resume", "checkpoint fails verification: " + f);
+      d.error(o_.checkpoint_dir, 0, 0, "--resume",
+              "every completed checkpoint (" + std::to_string(lg.failed.size()) +
+                  ") fails verification; not starting over from step 0",
+              "repair or move them, or pass --allow-fresh-start to train from scratch "
+              "(they are kept, moved into unverified/ as the new checkpoints replace them)");
+      return false;
+    }
+    if (!lg.manifest && !lg.failed_dirs.empty() && rank_ == 0) {
+      // A fresh start, allowed: the new saves would overwrite these step folders; keep them.
+      for (const std::string& f : lg.failed_dirs) {
+        std::string error;
+        const std::string to = checkpoint_move_aside(f, &error);
+        if (to.empty()) std::fprintf(stderr, "warning: %s\n", error.c_str());
+        else std::fprintf(stderr, "warning: %s: fails verification, moved aside to %s\n", f.c_str(), to.c_str());
+      }
+    }
     if (!lg.manifest) return true;
     step_dir = lg.step_dir;
+    manifest = lg.manifest;
   } else {
     std::string why;
+    std::error_code ec;
+    if (!std::filesystem::exists(o_.resume, ec)) {
+      d.error(o_.resume, 0, 0, "--resume", "no such checkpoint folder",
+              "name a step folder such as DIR/step-000010, or use --resume auto");
+      return false;
+    }
+    if (!std::filesystem::is_directory(o_.resume, ec)) {
+      d.error(o_.resume, 0, 0, "--resume", "not a folder: --resume names a checkpoint's step folder");
+      return false;
+    }
     std::optional<Manifest> man = checkpoint_verify(o_.resume, &why);
     if (!man) {
       d.error(o_.resume, 0, 0, "--resume", "not a good checkpoint: " + why);
@@ -518,6 +628,34 @@ bool Run::resume(Diagnostics& d) {
       return false;
     }
     step_dir = o_.resume;
+    manifest = man;
+  }
+  // The training flags the checkpoint recorded: each difference is refused unless overridden.
+  // (A checkpoint written before they were recorded has none of them: nothing to compare.)
+  {
+    const KeyValues now = training_meta(o_);
+    for (const std::string& k : resume_checked_keys()) {
+      auto it = manifest->meta.find(k);
+      if (it == manifest->meta.end() || it->second == now.at(k)) continue;
+      const bool allowed = std::find(o_.resume_override.begin(), o_.resume_override.end(), k) !=
+                           o_.resume_override.end();
+      const std::string what = k + ": the checkpoint has " + it->second + ", this run has " + now.at(k);
+      if (allowed) {
+        d.warning(step_dir, 0, 0, "--resume-override", what + " (overridden)");
+        continue;
+      }
+      if (k == "steps") {  // extending (or shortening) a run is what resuming is for
+        d.warning(step_dir, 0, 0, "--steps",
+                  what + ": the learning-rate schedule decays over the new length from here");
+        continue;
+      }
+      const auto& ok = resume_overridable_keys();
+      d.error(step_dir, 0, 0, "--resume", what,
+              std::find(ok.begin(), ok.end(), k) != ok.end()
+                  ? "pass --resume-override " + k + " to continue with the new value"
+                  : "the order of the training data depends on it: it cannot be changed on resume");
+    }
+    if (d.has_errors()) return false;
   }
   std::string error;
   const std::string path = step_dir + "/" + checkpoint_shard_name(rank_);
@@ -560,6 +698,7 @@ bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
                     {"step", std::to_string(steps_done)},
                     {"data_position", std::to_string(steps_done * o_.gbs)},
                     {"rng", "none"}};
+  for (const auto& [k, v] : training_meta(o_)) meta[k] = v;
   std::vector<std::vector<float>> host;
   std::vector<std::string> names;
   for (size_t c = 0; c < models_.size(); ++c) {
@@ -590,7 +729,13 @@ bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
   ok = true;
   if (rank_ == 0) {
     ok = checkpoint_write_manifest(o_.checkpoint_dir, steps_done, world_, meta, {}, error);
-    if (ok) checkpoint_retain(o_.checkpoint_dir, 3);
+    if (ok) {
+      std::vector<std::string> aside;
+      checkpoint_retain(o_.checkpoint_dir, 3, &aside);
+      for (const std::string& a : aside)
+        std::fprintf(stderr, "warning: %s: a checkpoint that does not verify, moved aside (not deleted)\n",
+                     a.c_str());
+    }
   }
   if (!all_ok(ok)) {
     if (ok) *error = "rank 0 failed to write the checkpoint manifest";

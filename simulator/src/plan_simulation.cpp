@@ -28,7 +28,7 @@ StepSimulation simulate_step(const Scenario& scenario, const Layout& layout,
 }
 
 std::vector<double> refine_by_simulation(const Scenario& scenario, std::vector<Estimate>& candidates,
-                                         int k) {
+                                         int k, std::vector<std::string>* errors) {
   k = std::clamp(k, 0, int(candidates.size()));
   std::vector<std::pair<double, int>> timed;
   StepSimulationOptions opts;
@@ -39,6 +39,7 @@ std::vector<double> refine_by_simulation(const Scenario& scenario, std::vector<E
     if (candidates[size_t(i)].gpus > 0) sc.gpus = candidates[size_t(i)].gpus;
     const StepSimulation sim = simulate_step(sc, candidates[size_t(i)].layout, opts);
     timed.push_back({sim.error.empty() ? sim.step_time_s : kInf, i});
+    if (!sim.error.empty() && errors) errors->push_back(sim.error);
   }
   std::stable_sort(timed.begin(), timed.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -7,11 +7,32 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <sstream>
+
+#include "planner/limits.h"
 
 
 namespace capplan {
 namespace {
+
+// "20 h", "9.1 min", "4.0 s", "8e-12 h": a duration for a message.
+std::string fmt_hours(double h) {
+  char buf[48];
+  if (h >= 1 || h <= 0 || !std::isfinite(h)) std::snprintf(buf, sizeof buf, "%.3g h", h);
+  else if (h * 60 >= 1) std::snprintf(buf, sizeof buf, "%.3g min", h * 60);
+  else if (h * 3600 >= 1e-3) std::snprintf(buf, sizeof buf, "%.3g s", h * 3600);
+  else std::snprintf(buf, sizeof buf, "%.3g h", h);
+  return buf;
+}
+
+std::string fmt_count(double n) {
+  char buf[48];
+  if (!std::isfinite(n)) return "infinitely many";
+  std::snprintf(buf, sizeof buf, n < 1e6 ? "%.0f" : "%.3g", n);
+  return buf;
+}
 
 uint64_t splitmix64(uint64_t& x) {
   uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
@@ -55,10 +76,12 @@ double Xoshiro256::uniform01() { return double(next() >> 11) * 0x1.0p-53; }
 double Xoshiro256::exponential(double mean) { return -mean * std::log1p(-uniform01()); }
 
 double simulate_one_run(double work_h, double interval_h, double checkpoint_h, double restart_h,
-                        double mtti_h, Xoshiro256& rng, double* lost_h, int* failures) {
+                        double mtti_h, Xoshiro256& rng, double* lost_h, int* failures,
+                        int64_t* events_left) {
   double done = 0, wall = 0;
   const double segment = interval_h + checkpoint_h;
   while (true) {
+    if (events_left && (*events_left)-- <= 0) return std::numeric_limits<double>::infinity();
     const double remaining = work_h - done;
     if (remaining <= 0) break;
     const double writes = std::max(0.0, std::ceil(remaining / interval_h - 1e-12) - 1);
@@ -75,6 +98,16 @@ double simulate_one_run(double work_h, double interval_h, double checkpoint_h, d
     if (failures) ++*failures;
   }
   return wall;
+}
+
+// Expected interruptions of one trial at checkpoint interval I: the run is ceil(W / I) segments
+// of I hours of work plus C to write; interruptions arrive at rate 1 / M, so a segment of S
+// hours needs exp(S / M) attempts on average (the time to S failure-free hours of a Poisson
+// process), exp(S / M) - 1 of them interrupted. Counts the events simulate_one_run() loops over.
+double expected_interruptions(double work_h, double interval_h, double checkpoint_h, double mtti_h) {
+  if (!std::isfinite(mtti_h)) return 0;
+  const double segments = std::max(1.0, std::ceil(work_h / interval_h));
+  return segments * std::expm1((std::min(interval_h, work_h) + checkpoint_h) / mtti_h);
 }
 
 RunSimulation simulate_run(const RunInputs& in, const RunOptions& opt) {
@@ -101,6 +134,38 @@ RunSimulation simulate_run(const RunInputs& in, const RunOptions& opt) {
   r.checkpoint_interval_min =
       opt.checkpoint_interval_min > 0 ? opt.checkpoint_interval_min : std::max(r.young_daly_interval_min, 1e-3);
   const double restart_h = opt.restart_min / 60.0;
+  // Bound the Monte-Carlo work before doing it (ResourceLimits::max_monte_carlo_events): a job
+  // whose checkpoint interval fails on average more often than it succeeds by orders of
+  // magnitude is expected never to complete; one that completes but needs more simulated
+  // interruptions than the limit is refused with the figure; sweep points over what is left
+  // of the limit are skipped (reported as not simulated), never run for minutes.
+  const double limit = double(ResourceLimits::max_monte_carlo_events);
+  {
+    const double interval_h = r.checkpoint_interval_min / 60.0;
+    const double per_segment = std::expm1((std::min(interval_h, work_h) + c_h) / r.job_mtbf_hours);
+    const double events = opt.trials * (1.0 + expected_interruptions(work_h, interval_h, c_h, r.job_mtbf_hours));
+    if (!(per_segment < 1e4)) {
+      std::ostringstream os;
+      os << "expected never to complete: the job's MTBF of " << fmt_hours(r.job_mtbf_hours)
+         << " (node MTBF " << fmt_hours(opt.node_mtbf_hours) << " over " << in.nodes
+         << " nodes) is shorter than one checkpoint interval of "
+         << fmt_hours(interval_h) << " plus " << fmt_hours(c_h)
+         << " to write it: each interval would be interrupted about " << fmt_count(per_segment)
+         << " times before one completes";
+      r.error = os.str();
+      return r;
+    }
+    if (events > limit) {
+      std::ostringstream os;
+      os << "the run simulation would need about " << fmt_count(events) << " Monte-Carlo events ("
+         << fmt_count(events / opt.trials - 1) << " interruptions per trial x " << opt.trials
+         << " trials), over the limit of " << ResourceLimits::max_monte_carlo_events
+         << "; use fewer --trials";
+      r.error = os.str();
+      return r;
+    }
+  }
+  int64_t events_left = ResourceLimits::max_monte_carlo_events;
   const double price = in.price_per_node_hour_usd;
   const double nan = std::numeric_limits<double>::quiet_NaN();
 
@@ -109,7 +174,7 @@ RunSimulation simulate_run(const RunInputs& in, const RunOptions& opt) {
     double sum = 0;
     for (int i = 0; i < opt.trials; ++i) {
       const double h = simulate_one_run(work_h, interval_min / 60.0, c_h, restart_h, r.job_mtbf_hours,
-                                        rng, lost_h, failures);
+                                        rng, lost_h, failures, &events_left);
       sum += h / 24.0;
       if (days) days->push_back(h / 24.0);
     }
@@ -121,6 +186,12 @@ RunSimulation simulate_run(const RunInputs& in, const RunOptions& opt) {
   double lost_h = 0;
   int failures = 0;
   r.mean_days = run_trials(r.checkpoint_interval_min, &days, &lost_h, &failures);
+  if (events_left <= 0) {
+    r.error = "the run simulation went over the limit of " +
+              std::to_string(ResourceLimits::max_monte_carlo_events) +
+              " Monte-Carlo events (interruptions over all trials); use fewer --trials";
+    return r;
+  }
   std::sort(days.begin(), days.end());
   r.median_days = percentile(days, 0.5);
   r.p10_days = percentile(days, 0.1);
@@ -140,8 +211,20 @@ RunSimulation simulate_run(const RunInputs& in, const RunOptions& opt) {
   r.best_interval_min = r.checkpoint_interval_min;
   r.best_interval_mean_days = r.mean_days;
   const int points = 33;
+  // A sweep point is simulated only when its expected events fit in what is left of the limit.
+  auto affordable = [&](double interval_min) {
+    const double events =
+        opt.trials * (1.0 + expected_interruptions(work_h, interval_min / 60.0, c_h, r.job_mtbf_hours));
+    // Twice the expectation: the mean of a few trials can run above it.
+    return 2.0 * events < double(events_left);
+  };
   for (int i = 0; i < points; ++i) {
     const double interval = center * std::pow(16.0, (2.0 * i / (points - 1)) - 1.0);
+    if (!affordable(interval)) {
+      r.interval_sweep.push_back({interval, nan});
+      ++r.sweep_points_skipped;
+      continue;
+    }
     const double mean = run_trials(interval, nullptr, nullptr, nullptr);
     r.interval_sweep.push_back({interval, mean});
     if (mean < r.best_interval_mean_days) {
@@ -154,6 +237,10 @@ RunSimulation simulate_run(const RunInputs& in, const RunOptions& opt) {
   const double step = std::pow(16.0, 2.0 / (points - 1));
   for (int i = 1; i < 12; ++i) {
     const double interval = coarse_best * std::pow(step, -1.0 + 2.0 * i / 12);
+    if (!affordable(interval)) {
+      ++r.sweep_points_skipped;
+      continue;
+    }
     const double mean = run_trials(interval, nullptr, nullptr, nullptr);
     if (mean < r.best_interval_mean_days) {
       r.best_interval_mean_days = mean;

@@ -13,6 +13,8 @@
 // but a DP bucket and a pipeline send on the same NIC at the same time do.
 #include "simulator/step_simulation.h"
 
+#include "planner/limits.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -295,6 +297,21 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
     out.error = "step costs: expected pp * vp = " + std::to_string(chunks) + " chunks, found " +
                 std::to_string(costs.chunks.size());
     return out;
+  }
+  {
+    // The task graph holds about 10 tasks per micro-batch and model chunk (forward, recompute,
+    // two backward parts, TP collectives, sends, offload and reload, ZeRO gathers) plus 16 per
+    // stage: bound its memory before building it.
+    const int64_t tasks = int64_t(chunks) * num_microbatches * 10 + 16 * int64_t(pp);
+    if (tasks > ResourceLimits::max_simulated_tasks) {
+      out.error = "the step's task graph would hold about " + std::to_string(tasks) +
+                  " tasks (pp " + std::to_string(pp) + " x vp " + std::to_string(vp) + " x " +
+                  std::to_string(num_microbatches) + " micro-batches x 10), over the limit of " +
+                  std::to_string(ResourceLimits::max_simulated_tasks) +
+                  " simulated tasks (about 200 bytes each); simulate fewer micro-batches (a "
+                  "smaller gbs or a larger mbs) or use the estimate, which has no such limit";
+      return out;
+    }
   }
   if (gpus_per_node < 1) gpus_per_node = 1;
   const int m = int(num_microbatches);

@@ -6,9 +6,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <filesystem>
 #include <string>
+#include <vector>
+
+#include <sys/wait.h>
 
 #include "planner/export.h"
+#include "planner/plan_io.h"
+#include "planner/spec_io.h"
+#include "support/test_files.h"
 
 namespace capplan {
 namespace {
@@ -180,6 +187,138 @@ TEST(Export, TrainingStepsAndFormatNames) {
     EXPECT_FALSE(export_plan(gpt3_plan(), fmt).text.empty());
   }
   EXPECT_FALSE(parse_export_format("yaml").has_value());
+}
+
+}  // namespace
+}  // namespace capplan
+
+namespace capplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Names that would run a command if any generated file let them out of their quotes or comments.
+const std::vector<std::string> kHostileNames = {
+    "org/gpt2\ntouch PWNED\n#", "x$(touch PWNED)y", "x`touch PWNED`y", "a'b\"c; touch PWNED #",
+    "x\r\ntouch PWNED", "${IFS}$(touch${IFS}PWNED)", "\\\"; touch PWNED; echo \\\""};
+
+int run_shell(const std::string& cmd) {
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+// Files named PWNED anywhere under `dir`.
+int pwned_files(const fs::path& dir) {
+  int n = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename() == "PWNED") ++n;
+  return n;
+}
+
+// A sandbox folder with `srun`, `mpirun` and `torchrun` stubs that only record their arguments.
+fs::path sandbox(const std::string& name) {
+  const fs::path d = fs::path(CAPPLAN_BINARY_DIR) / "test_export_sandbox" / name;
+  fs::remove_all(d);
+  fs::create_directories(d / "bin");
+  for (const char* stub : {"srun", "mpirun", "torchrun"}) {
+    std::ofstream s(d / "bin" / stub);
+    s << "#!/bin/sh\nprintf '%s\\n' \"$(basename \"$0\")\" \"$@\" >> \"$STUB_LOG\"\n";
+    s.close();
+    fs::permissions(d / "bin" / stub, fs::perms::owner_all);
+  }
+  return d;
+}
+
+// Expectation: every format exported with a hostile model, cluster, job, partition, data and
+// run-folder name passes `bash -n` (scripts) or parses (JSON); running the scripts in a sandbox
+// with srun/mpirun/torchrun stubbed runs the stub and nothing else (no file named PWNED), and the
+// hostile text reaches the stub as one intact argument.
+TEST(ExportHostileNames, EveryFormatQuotesEveryName) {
+  int case_no = 0;
+  for (const std::string& name : kHostileNames) {
+    SCOPED_TRACE("name: " + name);
+    Plan p = gpt3_plan();
+    p.scenario.model.name = name;
+    p.scenario.cluster.name = name;
+    p.model_ref = name;
+    p.cluster_ref = name;
+    for (ExportFormat fmt : {ExportFormat::SmpOptions, ExportFormat::DeepSpeed}) {
+      const ExportedFile f = export_plan(p, fmt);
+      YAML::Node root;
+      EXPECT_NO_THROW(root = YAML::Load(f.text)) << f.text;
+      if (fmt == ExportFormat::SmpOptions) {
+        EXPECT_EQ(root["capplan"]["instance_type"].as<std::string>(), name);
+      }
+    }
+    const fs::path box = sandbox("case" + std::to_string(case_no++));
+    const std::string env = "cd '" + box.string() + "' && env -i PATH='" + (box / "bin").string() +
+                            ":/usr/bin:/bin' STUB_LOG='" + (box / "stub.log").string() +
+                            "' SLURM_JOB_ID=42 ";
+    // Megatron: source the arguments and start the (stubbed) launcher the header names.
+    const ExportedFile meg = export_megatron_args(p);
+    EXPECT_EQ(bash_syntax_check(meg.text, "hostile_megatron.sh"), 0) << meg.text;
+    { std::ofstream(box / "megatron_args.sh") << meg.text; }
+    EXPECT_EQ(run_shell(env + "bash -c 'source ./megatron_args.sh && torchrun pretrain_gpt.py "
+                              "\"${MEGATRON_ARGS[@]}\"'"),
+              0)
+        << meg.text;
+    // sbatch, with srun and with mpirun, every option a hostile string too.
+    for (bool mpirun : {false, true}) {
+      SbatchOptions o;
+      o.use_mpirun = mpirun;
+      o.job_name = name;
+      o.partition = name;
+      o.data = name;
+      o.run_dir = "runs/" + name + "/$SLURM_JOB_ID";
+      p.model_ref = mpirun ? "gpt3-175b" : name;  // a preset: --model is the (quoted) name
+      const ExportedFile sb = export_sbatch(p, o);
+      EXPECT_EQ(bash_syntax_check(sb.text, "hostile.sbatch"), 0) << sb.text;
+      { std::ofstream(box / "train.sbatch") << sb.text; }
+      fs::remove(box / "stub.log");
+      EXPECT_EQ(run_shell(env + "bash ./train.sbatch"), 0) << sb.text;
+      const std::string log = capplan::test::read_text(box / "stub.log");
+      EXPECT_EQ(log.rfind(mpirun ? "mpirun\n" : "srun\n", 0), 0u) << log;
+      EXPECT_NE(log.find("\n--data\n" + name + "\n"), std::string::npos) << log;
+      // The run folder was created under its literal name, with $SLURM_JOB_ID expanded (a
+      // `${NAME}` in the folder is expanded too: the folder may name the job's variables).
+      if (name.find('$') == std::string::npos) {
+        EXPECT_TRUE(fs::is_directory(box / "runs" / name / "42")) << sb.text;
+      }
+    }
+    EXPECT_EQ(pwned_files(box), 0) << "a generated script ran an injected command";
+  }
+}
+
+// Expectation: a saved plan with hostile names (no control characters: those are refused at
+// load) reads back with every name intact; with a newline the comment header stays one line.
+TEST(ExportHostileNames, SavedPlansLoadBack) {
+  for (const std::string& name : kHostileNames) {
+    SCOPED_TRACE("name: " + name);
+    Plan p = gpt3_plan();
+    p.scenario.cluster = *load_cluster("p4d.24xlarge").value;
+    p.scenario.model.name = name;
+    p.scenario.cluster.name = name + " cluster";
+    p.scenario.cluster.gpu.name = "gpu " + name;
+    p.created_by = name;
+    const std::string yaml = plan_to_yaml(p);
+    const Loaded<Plan> back = parse_plan_yaml(yaml, "hostile.yaml");
+    bool control = false;
+    for (unsigned char c : name) control = control || c < 0x20;
+    if (control) {
+      ASSERT_FALSE(back.ok()) << yaml;
+      EXPECT_NE(back.diagnostics.to_string().find("model.name: must not contain control characters"),
+                std::string::npos)
+          << back.diagnostics.to_string();
+      EXPECT_EQ(back.diagnostics.to_string().find("malformed YAML"), std::string::npos)
+          << back.diagnostics.to_string();
+      continue;
+    }
+    ASSERT_TRUE(back.ok()) << back.diagnostics.to_string() << "\n" << yaml;
+    EXPECT_EQ(back.value->scenario.model.name, name);
+    EXPECT_EQ(back.value->scenario.cluster.name, name + " cluster");
+    EXPECT_EQ(back.value->scenario.cluster.gpu.name, "gpu " + name);
+    EXPECT_EQ(back.value->created_by, name);
+  }
 }
 
 }  // namespace

@@ -210,25 +210,56 @@ TEST(Checkpoint, DifferentModelOrLayoutIsAnErrorNamingTheMismatch) {
   expected["dp"] = "4";
   auto r = checkpoint_find_latest_good(dir.string(), expected);
   ASSERT_FALSE(r.error.empty());
-  EXPECT_NE(r.error.find("model: the checkpoint has 'gpt-tiny', this run has 'gpt-small'"),
+  EXPECT_NE(r.error.find("model: the checkpoint has gpt-tiny, this run has gpt-small"),
             std::string::npos) << r.error;
-  EXPECT_NE(r.error.find("dp: the checkpoint has '2', this run has '4'"), std::string::npos)
+  EXPECT_NE(r.error.find("dp: the checkpoint has 2, this run has 4"), std::string::npos)
       << r.error;
   EXPECT_EQ(r.error.find("zero"), std::string::npos) << r.error;  // agreeing keys not listed
 }
 
 TEST(Checkpoint, RetentionKeepsTheLastK) {
   // Expectation: good 1..5 plus a torn 3.5-like folder (step 4 torn) and a newer in-progress
-  // step 9 (no manifest): keep 3 good = 5, 3, 2 (4 is torn and older than the newest good, so it
-  // goes), remove 1 and 4, never touch 9.
+  // step 9 (no manifest): keep 3 good = 5, 3, 2, remove 1 (it verifies), move 4 aside into
+  // unverified/ (torn: never deleted automatically), never touch 9.
   auto dir = fresh_dir("retain");
   for (int64_t s : {1, 2, 3, 4, 5, 9}) save(dir, s, 1, 10);
   fs::remove(fs::path(checkpoint_step_dir(dir.string(), 4)) / "manifest.json");
   fs::remove(fs::path(checkpoint_step_dir(dir.string(), 9)) / "manifest.json");
-  auto removed = checkpoint_retain(dir.string(), 3);
-  EXPECT_EQ(removed.size(), 2u);
+  std::vector<std::string> aside;
+  auto removed = checkpoint_retain(dir.string(), 3, &aside);
+  EXPECT_EQ(removed, std::vector<std::string>{checkpoint_step_dir(dir.string(), 1)});
+  EXPECT_EQ(aside, std::vector<std::string>{(dir / "unverified" / "step-000004").string()});
+  EXPECT_TRUE(fs::exists(dir / "unverified" / "step-000004" / "rank-00000.ckpt"));
   for (int64_t s : {2, 3, 5, 9}) EXPECT_TRUE(fs::exists(checkpoint_step_dir(dir.string(), s))) << s;
   for (int64_t s : {1, 4}) EXPECT_FALSE(fs::exists(checkpoint_step_dir(dir.string(), s))) << s;
+}
+
+TEST(Checkpoint, RetentionNeverDeletesACorruptCheckpoint) {
+  // Expectation: steps 1..4 saved, step 1's shard then corrupted (one byte flipped); a save of
+  // step 5 keeping 3 removes step 2 (it verifies) and moves step 1 aside (it no longer
+  // verifies) instead of deleting it, and
+  // latest-good lists a corrupt folder (it has a manifest) as failed, a torn one not.
+  auto dir = fresh_dir("retain_corrupt");
+  for (int64_t s : {1, 2, 3, 4, 5}) save(dir, s, 1, 10);
+  const fs::path shard = fs::path(checkpoint_step_dir(dir.string(), 1)) / "rank-00000.ckpt";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x5a');
+  }
+  std::vector<std::string> aside;
+  const auto removed = checkpoint_retain(dir.string(), 3, &aside);
+  EXPECT_EQ(removed, std::vector<std::string>{checkpoint_step_dir(dir.string(), 2)});
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_TRUE(fs::exists(fs::path(aside[0]) / "rank-00000.ckpt"));
+  // All of them corrupt or torn: nothing good, the corrupt ones listed as failed.
+  for (int64_t s : {3, 4}) fs::remove(fs::path(checkpoint_step_dir(dir.string(), s)) / "rank-00000.ckpt");
+  fs::remove(fs::path(checkpoint_step_dir(dir.string(), 5)) / "manifest.json");
+  const LatestGood lg = checkpoint_find_latest_good(dir.string(), {});
+  EXPECT_FALSE(lg.manifest.has_value());
+  EXPECT_EQ(lg.warnings.size(), 3u);
+  ASSERT_EQ(lg.failed.size(), 2u);
+  EXPECT_NE(lg.failed[0].find("step-000004: rank-00000.ckpt is missing"), std::string::npos) << lg.failed[0];
 }
 
 TEST(Checkpoint, RewritingAStepInvalidatesItsOldManifest) {

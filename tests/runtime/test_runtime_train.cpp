@@ -5,6 +5,7 @@
 // runs are deterministic, a killed run resumed from its checkpoint continues bitwise, and bad input stops every rank with a clear message.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cmath>
@@ -497,6 +498,101 @@ TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
   ASSERT_TRUE(capplan::rt::shard_write(capplan::rt::shard_path(data.string(), 0), tokens, &d))
       << d.to_string();
   expect_bad(2, m + " --dp 2 --data " + data.string(), "300");
+}
+
+// ---- resume safety ----
+
+// Expectation: with every completed checkpoint corrupt, --resume auto refuses (exit 2) and lists
+// each one and why, instead of training from step 0 with exit 0; --allow-fresh-start trains from
+// scratch, and its retention moves the corrupt folders aside into unverified/ instead of
+// deleting them.
+TEST(RuntimeTrain, AllCheckpointsCorruptRefusesAFreshStart) {
+  const fs::path dir = work_dir() / "ckpt";
+  fs::remove_all(dir);
+  const std::string args = common(false, 4) + " --checkpoint-every 1 --checkpoint-dir " + dir.string();
+  ASSERT_EQ(run(1, args).status, 0);
+  // Steps 2, 3, 4 are kept (retention keeps 3); flip a byte of each shard's payload.
+  for (const char* step : {"step-000002", "step-000003", "step-000004"}) {
+    std::fstream f(dir / step / "rank-00000.ckpt", std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << step;
+    f.seekp(100);
+    f.put('\x7f');
+  }
+  const Result refused = run(1, args + " --resume auto");
+  EXPECT_EQ(refused.status, 2) << refused.output;
+  EXPECT_TRUE(refused.losses.empty()) << refused.output;
+  for (const char* step : {"step-000002", "step-000003", "step-000004"})
+    EXPECT_NE(refused.output.find(std::string(step) + ": rank-00000.ckpt: payload checksum mismatch"),
+              std::string::npos)
+        << step << "\n" << refused.output;
+  EXPECT_NE(refused.output.find("every completed checkpoint (3) fails verification"),
+            std::string::npos) << refused.output;
+  // Nothing was deleted.
+  for (const char* step : {"step-000002", "step-000003", "step-000004"})
+    EXPECT_TRUE(fs::exists(dir / step / "rank-00000.ckpt")) << step;
+  // Allowed: trains from step 0; the corrupt folders end up moved aside, none deleted.
+  const Result fresh = run(1, common(false, 8) + " --checkpoint-every 1 --checkpoint-dir " +
+                                  dir.string() + " --resume auto --allow-fresh-start --resume-override steps");
+  ASSERT_EQ(fresh.status, 0) << fresh.output;
+  EXPECT_EQ(fresh.losses.size(), 8u) << fresh.output;
+  for (const char* step : {"step-000002", "step-000003", "step-000004"})
+    EXPECT_TRUE(fs::exists(dir / "unverified" / step / "rank-00000.ckpt")) << step << "\n" << fresh.output;
+}
+
+// Expectation: a resumed run with another --gbs, --seed, --lr or --data is refused, naming each
+// difference ("gbs: the checkpoint has 8, this run has 16"); --resume-override allows the
+// optimizer's and data's (the run continues) but never gbs or seed.
+TEST(RuntimeTrain, ResumeRefusesChangedTrainingFlags) {
+  const fs::path dir = work_dir() / "ckpt";
+  fs::remove_all(dir);
+  const std::string model = "--model " + model_file(false) + " --mbs 1 --steps 4 --warmup 2 ";
+  const std::string ck = " --checkpoint-every 2 --checkpoint-dir " + dir.string();
+  ASSERT_EQ(run(1, model + "--gbs 8 --lr 1e-2 --seed 42" + ck + " --kill-at-step 3").status != 0, true);
+  ASSERT_TRUE(fs::exists(dir / "step-000002" / "manifest.json"));
+  const Result changed = run(1, model + "--gbs 16 --lr 2e-2 --seed 7" + ck);
+  EXPECT_EQ(changed.status, 2) << changed.output;
+  for (const char* part : {"gbs: the checkpoint has 8, this run has 16",
+                           "seed: the checkpoint has 42, this run has 7",
+                           "lr: the checkpoint has 0.01, this run has 0.02",
+                           "pass --resume-override lr to continue with the new value"})
+    EXPECT_NE(changed.output.find(part), std::string::npos) << part << "\n" << changed.output;
+  EXPECT_TRUE(changed.losses.empty()) << changed.output;
+  const Result gbs = run(1, model + "--gbs 16 --lr 1e-2 --seed 42" + ck + " --resume-override gbs");
+  EXPECT_EQ(gbs.status, 2) << gbs.output;
+  EXPECT_NE(gbs.output.find("'gbs' cannot be overridden"), std::string::npos) << gbs.output;
+  const Result lr = run(1, model + "--gbs 8 --lr 2e-2 --seed 42" + ck + " --resume-override lr");
+  ASSERT_EQ(lr.status, 0) << lr.output;
+  EXPECT_NE(lr.output.find("resumed from step 2"), std::string::npos) << lr.output;
+  EXPECT_NE(lr.output.find("lr: the checkpoint has 0.01, this run has 0.02 (overridden)"),
+            std::string::npos) << lr.output;
+}
+
+// Expectation: each of these is refused at start with exit 2 and the reason, before any step.
+TEST(RuntimeTrain, BadCheckpointDirDataAndSpAreRefusedAtStart) {
+  const std::string m = " --model " + model_file(false) + " --steps 2";
+  // --checkpoint-dir names a file: refused now, not at the first save.
+  const fs::path file = work_dir() / "a_file";
+  std::ofstream(file) << "x";
+  expect_bad(1, m + " --checkpoint-dir " + file.string(), "--checkpoint-dir: exists and is not a folder");
+  // --sp needs tp > 1 (the planner refuses it too).
+  expect_bad(1, m + " --sp", "--sp: sequence parallelism splits the sequence over the tp group");
+  // A --resume PATH that does not exist is named as such (not "no manifest (torn...)").
+  expect_bad(1, m + " --resume " + (work_dir() / "nowhere").string(), "no such checkpoint folder");
+  // Shard entries that are a dangling symlink, a folder and a FIFO are refused by name.
+  const fs::path data = work_dir() / "odd_shards";
+  fs::remove_all(data);
+  fs::create_directories(data / "shard_002.bin");
+  capplan::Diagnostics d;
+  ASSERT_TRUE(capplan::rt::shard_write((data / "shard_000.bin").string(),
+                                       std::vector<uint16_t>(200, 5), &d)) << d.to_string();
+  fs::create_symlink(data / "missing.bin", data / "shard_001.bin");
+  ASSERT_EQ(::mkfifo((data / "shard_003.bin").c_str(), 0600), 0);
+  const Result r = run(1, m + " --data " + data.string());
+  EXPECT_EQ(r.status, 2) << r.output;
+  for (const char* part : {"shard_001.bin: error: token shard is a dangling symlink",
+                           "shard_002.bin: error: token shard is not a regular file (a folder)",
+                           "shard_003.bin: error: token shard is not a regular file (a FIFO)"})
+    EXPECT_NE(r.output.find(part), std::string::npos) << part << "\n" << r.output;
 }
 
 }  // namespace

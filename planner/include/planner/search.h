@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/limits.h"
 
 namespace capplan {
 
@@ -46,6 +47,9 @@ struct SearchResult {
                                      // it fits; orders of a layout that does not fit are skipped)
   double search_time_s = 0;
   bool cancelled = false;            // candidates then hold the best found so far
+  // Non-empty: the search went over one of ResourceLimits (limits.h) and stopped (or did not
+  // start); says which limit and by how much. Candidates hold the best found before it stopped.
+  std::string limit;
 };
 
 // progress(done, total) is called from worker threads (one call at a time) after each work unit,
@@ -54,5 +58,10 @@ using SearchProgress = std::function<bool(int64_t done, int64_t total)>;
 
 SearchResult search(const Scenario& scenario, const SearchOptions& options,
                     const SearchProgress& progress = {});
+
+// When the pins rule out every layout, feasible in memory or not (tp not dividing the GPU count
+// or the heads, pp over the layers, ...), the reason in words; nullopt when some layout
+// satisfies them. Runs a search of the pinned layouts, so call it when a search found nothing.
+std::optional<std::string> pins_unsatisfiable(const Scenario& scenario, const SearchOptions& options);
 
 }  // namespace capplan

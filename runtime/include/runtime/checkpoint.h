@@ -56,6 +56,10 @@ struct LatestGood {
   std::optional<Manifest> manifest;  // nullopt: no usable checkpoint (a fresh start)
   std::string step_dir;              // "<dir>/step-000010" when found
   std::vector<std::string> warnings; // one per skipped checkpoint, naming the folder and why
+  // The skipped folders that have a manifest (completed saves that now fail verification), as
+  // "<folder>: why"; torn folders (no manifest: a save that never completed) are not listed.
+  std::vector<std::string> failed;
+  std::vector<std::string> failed_dirs;  // the same folders, as paths
   std::string error;                 // non-empty: the newest good one is from another model/layout
 };
 
@@ -101,9 +105,16 @@ LatestGood checkpoint_find_latest_good(const std::string& dir, const KeyValues& 
 // Compares meta with expected on the keys of `expected`; "" when they agree.
 std::string checkpoint_check_meta(const KeyValues& meta, const KeyValues& expected);
 
-// Rank 0, after writing a manifest: keeps the newest `keep` good checkpoints (keep >= 1) and
-// removes every older step folder, torn or good. Folders newer than the newest good one are left
-// alone (another run may be writing them). Returns the removed folders.
-std::vector<std::string> checkpoint_retain(const std::string& dir, int keep = 3);
+// Rank 0, after writing a manifest: keeps the newest `keep` good checkpoints (keep >= 1); of the
+// older step folders, removes those that verify and moves every other one (torn, corrupt) aside
+// into <dir>/unverified/ (never deleted automatically: it may be the only copy of some progress).
+// Folders newer than the newest good one are left alone (another run may be writing them).
+// Returns the removed folders; `moved_aside` gets the new paths of the moved ones.
+std::vector<std::string> checkpoint_retain(const std::string& dir, int keep = 3,
+                                           std::vector<std::string>* moved_aside = nullptr);
+
+// Moves a step folder into <dir>/unverified/ (a name that is free there); returns the new path,
+// or "" with `error` set.
+std::string checkpoint_move_aside(const std::string& step_dir, std::string* error);
 
 }  // namespace capplan::rt

@@ -26,6 +26,12 @@ struct TrainOptions {
   std::string checkpoint_dir;     // empty = no checkpoints
   int64_t checkpoint_every = 0;   // steps; 0 = only at the end when checkpoint_dir is set
   std::string resume = "auto";    // auto | never | PATH of a step folder
+  // --resume auto when every completed checkpoint fails verification: start from step 0 (true)
+  // or refuse with the list of what failed (false).
+  bool allow_fresh_start = false;
+  // Training flags a resumed run may change from what the checkpoint recorded (snake_case keys
+  // of resume_overridable_keys()); any other difference is refused.
+  std::vector<std::string> resume_override;
   std::string metrics;            // JSON-lines file written by rank 0; empty = none
   int threads = 0;                // per rank; 0 = cores on the node / ranks on the node
   // auto: with tp = pp = 1 and ZeRO <= 1, the threads split each micro-batch into
@@ -36,6 +42,13 @@ struct TrainOptions {
                                   // after this many steps (0 = never)
   std::string dump_grads;         // tests: write step 1's DP-summed gradients, un-sharded, here
 };
+
+// The training flags a checkpoint records beside the layout ("gbs", "seed", "lr", ...), and the
+// ones --resume-override may name (the optimizer's hyper-parameters, steps and data: the restored
+// state stays valid; gbs and seed fix the data order, so they cannot be overridden). A changed
+// `steps` is always allowed, with a warning: extending a run is what resuming is for.
+const std::vector<std::string>& resume_checked_keys();
+const std::vector<std::string>& resume_overridable_keys();
 
 // Every flag `capplan-train` takes (without the leading --), and the text `--help` prints.
 const std::vector<std::string>& train_flags();

@@ -67,15 +67,25 @@ struct RunSimulation {
   double mean_restart_hours = 0;
   double best_interval_min = 0;         // lowest mean days: 33-point sweep 1/16x..16x Young/Daly, refined
   double best_interval_mean_days = 0;
-  std::vector<std::pair<double, double>> interval_sweep;  // (interval min, mean days)
+  std::vector<std::pair<double, double>> interval_sweep;  // (interval min, mean days); NaN days:
+                                                          // not simulated (over the work limit)
+  // Sweep points (of 33 + 11) not simulated: their expected interruptions would go over
+  // ResourceLimits::max_monte_carlo_events (intervals far above the job's MTBF).
+  int sweep_points_skipped = 0;
   std::string error;
 };
 
 RunSimulation simulate_run(const RunInputs& inputs, const RunOptions& options);
 
 // One trial (exposed for tests): returns wall-clock hours; adds to lost/failures when given.
+// With `events_left`, each interruption (and the final stretch) takes one from it; at 0 the trial
+// stops and returns infinity.
 double simulate_one_run(double work_h, double interval_h, double checkpoint_h, double restart_h,
                         double mean_time_to_interrupt_h, Xoshiro256& rng, double* lost_h = nullptr,
-                        int* failures = nullptr);
+                        int* failures = nullptr, int64_t* events_left = nullptr);
+
+// Expected interruptions of one trial at checkpoint interval `interval_h`:
+// ceil(work / interval) x (exp((interval + checkpoint) / MTTI) - 1).
+double expected_interruptions(double work_h, double interval_h, double checkpoint_h, double mtti_h);
 
 }  // namespace capplan

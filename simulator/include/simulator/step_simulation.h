@@ -95,8 +95,9 @@ std::string chrome_trace_json(const StepSimulation& sim);
 
 // Re-ranks candidates by simulated step time (capplan plan --refine K): the first k are
 // simulated and sorted by it, the rest keep their order after them. Returns the simulated times
-// of the first k, in the new order.
+// of the first k, in the new order. A candidate that cannot be simulated (over the task limit)
+// gets an infinite time and its reason in `errors` (one per refused candidate, when given).
 std::vector<double> refine_by_simulation(const Scenario& scenario, std::vector<Estimate>& candidates,
-                                         int k);
+                                         int k, std::vector<std::string>* errors = nullptr);
 
 }  // namespace capplan

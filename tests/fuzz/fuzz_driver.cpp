@@ -1,6 +1,9 @@
-// Runs the loader fuzz target without libFuzzer: deterministic mutations (splitmix64 seeded, so
-// every run tries the same inputs) of the YAML/JSON files under the folders given.
-//   fuzz_spec_loaders [--iterations N] DIR...
+// Runs a loader fuzz target without libFuzzer: deterministic mutations (splitmix64 seeded, so
+// every run tries the same inputs) of the seed files under the folders given (by default the
+// .yaml and .json files; --ext .bin picks others, repeatable). Linked into every fuzz target
+// when the compiler has no libFuzzer, and run as a test.
+//   fuzz_<target> [--iterations N] [--ext .E]... DIR...
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -64,16 +67,25 @@ std::string mutate(std::string s, uint64_t& rng) {
 
 int main(int argc, char** argv) {
   long iterations = 2000;
-  std::vector<std::string> corpus;
+  std::vector<std::string> corpus, exts, dirs;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--iterations" && i + 1 < argc) {
       iterations = std::atol(argv[++i]);
       continue;
     }
+    if (a == "--ext" && i + 1 < argc) {
+      exts.push_back(argv[++i]);
+      continue;
+    }
+    dirs.push_back(a);
+  }
+  if (exts.empty()) exts = {".yaml", ".json"};
+  const std::string name = std::filesystem::path(argv[0]).filename().string();
+  for (const std::string& a : dirs) {
     for (const auto& e : std::filesystem::recursive_directory_iterator(a)) {
-      const auto ext = e.path().extension();
-      if (!e.is_regular_file() || (ext != ".yaml" && ext != ".json")) continue;
+      const auto ext = e.path().extension().string();
+      if (!e.is_regular_file() || std::find(exts.begin(), exts.end(), ext) == exts.end()) continue;
       std::ifstream in(e.path(), std::ios::binary);
       std::stringstream ss;
       ss << in.rdbuf();
@@ -81,7 +93,7 @@ int main(int argc, char** argv) {
     }
   }
   if (corpus.empty()) {
-    std::fprintf(stderr, "fuzz_spec_loaders: no .yaml/.json files in the folders given\n");
+    std::fprintf(stderr, "%s: no seed files in the folders given\n", name.c_str());
     return 2;
   }
   // Every file as it is, then mutations.
@@ -93,7 +105,7 @@ int main(int argc, char** argv) {
     const std::string input = mutate(base, rng);
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   }
-  std::printf("fuzz_spec_loaders: %zu files, %ld mutated inputs, no crash\n", corpus.size(),
+  std::printf("%s: %zu seed files, %ld mutated inputs, no crash\n", name.c_str(), corpus.size(),
               iterations);
   return 0;
 }
