@@ -13,6 +13,7 @@ if [ -z "$cmd" ] || [ -z "$dir" ]; then
   echo "usage: $0 start|stop DIR" >&2
   exit 2
 fi
+dir="$(realpath -m "$dir")"
 ctld_port="${CAPPLAN_SLURM_PORT:-26817}"
 slurmd_port=$((ctld_port + 1))
 
@@ -136,6 +137,7 @@ stop() {
     sleep 1
   fi
   stop_daemons
+  rm -f "$dir/env"
   echo "slurm fixture: stopped"
 }
 
