@@ -9,6 +9,7 @@ add_library(capplan_launch
   ${CMAKE_CURRENT_LIST_DIR}/src/launch_metrics.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/launch_record.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/launch_run.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/launch_slurm.cpp
 )
 add_library(capplan::launch ALIAS capplan_launch)
 target_include_directories(capplan_launch PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include)

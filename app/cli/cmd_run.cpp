@@ -50,12 +50,66 @@ std::vector<FlagSpec> run_flags() {
       {"train-bin", true, "capplan-train to run (default: next to capplan, $CAPPLAN_TRAIN, PATH)", "PATH"},
       {"mpirun", true, "mpirun to use (default $CAPPLAN_MPIRUN or mpirun from PATH)", "PATH"},
       {"peak-gflops", true, "state this machine's fp32 GEMM peak instead of measuring it", "X"},
+      {"hostfile", true, "Open MPI hostfile: run the ranks over these hosts (plain SSH access)", "FILE"},
+      {"slurm", false, "submit to Slurm (sbatch) and follow the job instead of running here", ""},
+      {"partition", true, "with --slurm: the partition (default: the cluster's default)", "P"},
+      {"account", true, "with --slurm: the account to charge", "A"},
+      {"time", true, "with --slurm: the job's time limit (default: the partition's)", "HH:MM:SS"},
+      {"requeue", true, "with --slurm: requeue a failed attempt up to N times, resuming (default 3)", "N"},
+      {"attach", true, "with --slurm: follow job JOBID submitted earlier (its --dir, or Slurm's WorkDir)", "JOBID"},
   };
 }
 
 std::string fmt_opt(double v, const char* unit, int decimals = 3) {
   if (!std::isfinite(v)) return "-";
   return fmt_fixed(v, decimals) + unit;
+}
+
+// Follows a submitted job to its end: state changes, queue position, output lines and steps.
+int follow_job(const rt::PreparedSlurmRun& prepared, const std::string& job_id, bool json, int steps) {
+  std::FILE* progress = json ? stderr : stdout;
+  ::signal(SIGPIPE, SIG_IGN);
+  struct sigaction sa {}, old_int {}, old_term {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  rt::SlurmCallbacks cb;
+  cb.on_output = [&](rt::OutputStream, const std::string& line) {
+    std::fprintf(progress, "  | %s\n", line.c_str());
+    std::fflush(progress);
+  };
+  cb.on_state = [&](const rt::SlurmStateChange& c, int position) {
+    static std::string last;
+    std::string text = "slurm: job " + job_id + " " + c.state;
+    if (!c.reason.empty() && c.reason != "None") text += " (" + c.reason + ")";
+    if (position > 0) text += ", queue position " + std::to_string(position);
+    if (c.restarts > 0) text += ", requeued " + std::to_string(c.restarts) + "x";
+    if (text == last) return;
+    last = text;
+    std::fprintf(progress, "%s\n", text.c_str());
+    std::fflush(progress);
+  };
+  cb.on_metrics = [&](const rt::MetricsRecord& r) {
+    if (r.type == "start" && r.number("resumed_from_step", 0) > 0) {
+      std::fprintf(progress, "resumed from step %.0f\n", r.number("resumed_from_step", 0));
+    }
+    if (r.type != "step") return;
+    std::fprintf(progress, "step %3.0f/%d  loss %s  step %s  %s tokens/s\n", r.number("step", 0), steps,
+                 fmt_opt(r.number("loss"), "", 4).c_str(), fmt_opt(r.number("step_time_s"), " s").c_str(),
+                 fmt_opt(r.number("tokens_per_s"), "", 0).c_str());
+    std::fflush(progress);
+  };
+  const rt::RunRecord rec = rt::follow_slurm_job(prepared, job_id, cb, &g_cancel);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  if (json) std::printf("%s", rt::run_record_json(rec).c_str());
+  else std::printf("\n%s", rt::run_record_text(rec).c_str());
+  if (rec.status != rt::RunStatus::Succeeded) {
+    std::fprintf(stderr, "capplan run: %s: %s\n", rt::to_string(rec.status), rec.reason.c_str());
+    return kExitFailure;
+  }
+  return kExitOk;
 }
 
 }  // namespace
@@ -73,9 +127,30 @@ int cmd_run(int argc, char** argv) {
   }
   if (diags.has_errors()) return report(diags);
 
+  const bool slurm = args.has("slurm") || args.has("attach");
+  for (const char* f : {"partition", "account", "time", "requeue", "attach"}) {
+    if (args.has(f) && !args.has("slurm")) {
+      diags.error(kCommandLine, 0, 0, std::string("--") + f, std::string("--") + f + " needs --slurm");
+    }
+  }
+  if (slurm && args.has("hostfile")) {
+    diags.error(kCommandLine, 0, 0, "--hostfile", "--hostfile runs through mpirun over SSH; Slurm places the ranks itself",
+                "drop --hostfile or --slurm");
+  }
+  if (args.has("attach")) {
+    if (diags.has_errors()) return report(diags);
+    auto attached = rt::attach_slurm_run(args.get("attach"), args.get("dir"));
+    diags.append(attached.diagnostics);
+    if (!attached.ok()) return report(diags);
+    std::fprintf(args.has("json") ? stderr : stdout, "capplan run: attached to Slurm job %s in %s\n",
+                 args.get("attach").c_str(), attached.value->run.record.run_dir.c_str());
+    return follow_job(*attached.value, args.get("attach"), args.has("json"), attached.value->run.record.steps);
+  }
+
   rt::LaunchRequest req;
   if (args.has("plan")) {
     for (const char* f : {"model", "cluster", "nodes", "gpus", "dp", "tp", "pp", "gbs"}) {
+      if (slurm && std::string(f) == "nodes") continue;  // with --slurm, --nodes is the job's
       if (args.has(f)) {
         diags.error(kCommandLine, 0, 0, std::string("--") + f,
                     "--plan gives the model, cluster and layout; --" + std::string(f) + " cannot be combined with it");
@@ -129,9 +204,50 @@ int cmd_run(int argc, char** argv) {
   req.run_dir = args.get("dir", default_run_dir());
   req.train_binary = args.get("train-bin");
   req.mpirun = args.get("mpirun");
+  req.hostfile = args.get("hostfile");
 #ifdef CAPPLAN_TRAIN_BUILD_PATH
   req.train_build_hint = CAPPLAN_TRAIN_BUILD_PATH;
 #endif
+
+  if (slurm) {
+    rt::SlurmOptions so;
+    so.partition = args.get("partition");
+    so.account = args.get("account");
+    so.time_limit = args.get("time");
+    const auto requeue = int_flag(args, "requeue", diags, 0, 1000);
+    const auto nodes = int_flag(args, "nodes", diags, 1, 1 << 20);
+    if (diags.has_errors()) return report(diags);
+    so.requeue = int(requeue.value_or(3));
+    so.nodes = int(nodes.value_or(0));
+    auto prepared = rt::prepare_slurm_run(req, so);
+    diags.append(prepared.diagnostics);
+    if (!prepared.ok()) return report(diags);
+    report(diags);
+    const bool json = args.has("json");
+    std::FILE* progress = json ? stderr : stdout;
+    const rt::RunRecord& pre = prepared.value->run.record;
+    std::fprintf(progress, "capplan run --slurm: %d ranks (dp %d x tp %d x pp %d) on %d node(s), %d steps, in %s\n",
+                 pre.layout.gpus(), pre.layout.dp, pre.layout.tp, pre.layout.pp, prepared.value->options.nodes,
+                 req.steps, pre.run_dir.c_str());
+    for (const auto& c : pre.changes) std::fprintf(progress, "  - %s\n", c.c_str());
+    std::fprintf(progress, "job script: %s/job.sbatch\ncommand: %s\n", pre.run_dir.c_str(),
+                 rt::shell_quote(prepared.value->sbatch_argv).c_str());
+    std::fflush(progress);
+    if (args.has("dry-run")) {
+      if (json) std::printf("%s", rt::run_record_json(pre).c_str());
+      return kExitOk;
+    }
+    std::string err;
+    const std::string job_id = rt::submit_slurm_job(*prepared.value, &err);
+    if (job_id.empty()) {
+      std::fprintf(stderr, "capplan run: %s\n", err.c_str());
+      return kExitFailure;
+    }
+    std::fprintf(progress, "slurm: submitted job %s (capplan run --slurm --attach %s follows it again)\n",
+                 job_id.c_str(), job_id.c_str());
+    std::fflush(progress);
+    return follow_job(*prepared.value, job_id, json, req.steps);
+  }
 
   auto prepared = rt::prepare_run(req);
   diags.append(prepared.diagnostics);

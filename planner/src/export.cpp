@@ -353,41 +353,124 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
     << "#SBATCH --nodes=" << nodes << "\n"
     << "#SBATCH --ntasks=" << ranks << "\n"
     << "#SBATCH --ntasks-per-node=" << std::min(ranks, per_node) << "\n"
-    << "#SBATCH --gpus-per-node=" << per_node << "\n"
-    << "#SBATCH --exclusive\n"
-    << "#SBATCH --output=%x-%j.out\n";
+    ;
+  if (opt.request_gpus) o << "#SBATCH --gpus-per-node=" << per_node << "\n";
+  if (opt.exclusive) o << "#SBATCH --exclusive\n";
+  o << "#SBATCH --output=%x-%j.out\n";
   if (!opt.partition.empty()) o << "#SBATCH --partition=" << sbatch_word(opt.partition) << "\n";
-  if (opt.time_limit_hours > 0) o << "#SBATCH --time=" << opt.time_limit_hours << ":00:00\n";
-  o << "set -euo pipefail\n\n"
-    << "RUN_DIR=" << shell_quote_expanding(opt.run_dir) << "\n"
-    << "mkdir -p \"$RUN_DIR\"\n";
+  if (!opt.account.empty()) o << "#SBATCH --account=" << sbatch_word(opt.account) << "\n";
+  // A Slurm time is digits, ':' and '-' only; anything else never reaches the script.
+  const bool time_ok = !opt.time_limit.empty() &&
+                       opt.time_limit.find_first_not_of("0123456789:-") == std::string::npos;
+  if (time_ok) o << "#SBATCH --time=" << opt.time_limit << "\n";
+  else if (opt.time_limit_hours > 0) o << "#SBATCH --time=" << opt.time_limit_hours << ":00:00\n";
+  if (opt.requeue >= 0) {
+    // The run directory does not depend on the job's attempt, so a requeued job resumes from
+    // the checkpoints of the attempt before; the output file collects every attempt.
+    o << "#SBATCH --requeue\n"
+      << "#SBATCH --open-mode=append\n";
+  }
+  o << "set -euo pipefail\n\n";
+  if (opt.run_dir_literal) o << "RUN_DIR=" << shell_quote(opt.run_dir) << "\n";
+  else o << "RUN_DIR=" << shell_quote_expanding(opt.run_dir) << "\n";
+  o << "mkdir -p \"$RUN_DIR\"\n";
   std::string model_arg;
   if (preset) {
     model_arg = shell_quote(plan.model_ref);
+  } else if (!opt.train_args.empty()) {
+    model_arg = "\"$RUN_DIR/model.yaml\"";  // the given arguments name their own model file
   } else {
     o << "cat > \"$RUN_DIR/model.yaml\" <<'CAPPLAN_MODEL_EOF'\n"
       << model_yaml(s.model) << "CAPPLAN_MODEL_EOF\n";
     model_arg = "\"$RUN_DIR/model.yaml\"";
   }
-  o << "\nTRAIN_ARGS=(\n"
-    << "  --model " << model_arg << "\n"
-    << "  --dp " << l.dp << " --tp " << l.tp << " --pp " << l.pp << " --vp " << l.vp << "\n"
-    << "  --mbs " << l.mbs << " --gbs " << s.training.gbs << "\n"
-    << "  --zero " << l.zero << " --recompute " << to_string(l.recompute) << "\n";
-  if (l.offload) o << "  --offload\n";
-  if (l.sp) o << "  --sp\n";
-  o << "  --order " << shell_quote(l.order) << " --schedule " << to_string(l.schedule) << "\n";
-  if (steps > 0) o << "  --steps " << steps << "\n";
-  o << "  --data " << shell_quote(opt.data) << "\n"
-    << "  --checkpoint-dir \"$RUN_DIR/checkpoints\" --checkpoint-every " << opt.checkpoint_every
-    << " --resume auto\n"
-    << "  --metrics \"$RUN_DIR/metrics.jsonl\"\n"
-    << ")\n\n";
-  if (opt.use_mpirun) {
-    o << "mpirun -np " << ranks << " --map-by ppr:" << std::min(ranks, per_node) << ":node "
-      << shell_quote(opt.train_binary) << " \"${TRAIN_ARGS[@]}\"\n";
+  if (!opt.train_args.empty()) {
+    o << "\nTRAIN_ARGS=(\n";
+    for (const auto& a : opt.train_args) o << "  " << shell_quote(a) << "\n";
+    o << ")\n\n";
   } else {
-    o << "srun --mpi=pmix " << shell_quote(opt.train_binary) << " \"${TRAIN_ARGS[@]}\"\n";
+    o << "\nTRAIN_ARGS=(\n"
+      << "  --model " << model_arg << "\n"
+      << "  --dp " << l.dp << " --tp " << l.tp << " --pp " << l.pp << " --vp " << l.vp << "\n"
+      << "  --mbs " << l.mbs << " --gbs " << s.training.gbs << "\n"
+      << "  --zero " << l.zero << " --recompute " << to_string(l.recompute) << "\n";
+    if (l.offload) o << "  --offload\n";
+    if (l.sp) o << "  --sp\n";
+    o << "  --order " << shell_quote(l.order) << " --schedule " << to_string(l.schedule) << "\n";
+    if (steps > 0) o << "  --steps " << steps << "\n";
+    o << "  --data " << shell_quote(opt.data) << "\n"
+      << "  --checkpoint-dir \"$RUN_DIR/checkpoints\" --checkpoint-every " << opt.checkpoint_every
+      << " --resume auto\n"
+      << "  --metrics \"$RUN_DIR/metrics.jsonl\"\n"
+      << ")\n\n";
+  }
+  // One rank per node for the health check; the training layout for the run.
+  auto launcher = [&](bool per_node_one) {
+    std::string cmd;
+    if (opt.use_mpirun) {
+      cmd = "mpirun";
+      for (const auto& a : opt.mpirun_args) cmd += " " + shell_quote(a);
+      cmd += per_node_one ? " -np \"$SLURM_JOB_NUM_NODES\" --map-by ppr:1:node"
+                          : " -np " + std::to_string(ranks) + " --map-by ppr:" +
+                                std::to_string(std::min(ranks, per_node)) + ":node";
+    } else {
+      cmd = per_node_one ? "srun --mpi=pmix --ntasks-per-node=1 --ntasks=\"$SLURM_JOB_NUM_NODES\""
+                         : "srun --mpi=pmix";
+    }
+    return cmd + " " + shell_quote(opt.train_binary);
+  };
+  if (opt.requeue >= 0) {
+    o << "ATTEMPT=\"${SLURM_RESTART_COUNT:-0}\"\n"
+      << "MAX_REQUEUE=" << opt.requeue << "\n"
+      << "echo \"capplan: attempt $((ATTEMPT + 1)) of job $SLURM_JOB_ID on $SLURM_JOB_NODELIST at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\"\n"
+      << "# Requeue this job (Slurm starts it again, on healthy nodes, with the same RUN_DIR).\n"
+      << "requeue_or_exit() {\n"
+      << "  if [ \"$ATTEMPT\" -lt \"$MAX_REQUEUE\" ]; then\n"
+      << "    echo \"capplan: requeue $((ATTEMPT + 1)) of $MAX_REQUEUE: $2\"\n"
+      << "    scontrol requeue \"$SLURM_JOB_ID\"\n"
+      << "    sleep 600  # the requeue ends this attempt\n"
+      << "  fi\n"
+      << "  echo \"capplan: stopped after $((ATTEMPT + 1)) attempts ($MAX_REQUEUE requeues allowed): $2\"\n"
+      << "  exit \"$1\"\n"
+      << "}\n\n";
+  }
+  if (!opt.health_args.empty()) {
+    o << "HEALTH_ARGS=(\n";
+    for (const auto& a : opt.health_args) o << "  " << shell_quote(a) << "\n";
+    o << ")\n"
+      << "HEALTH_TAG=\"$SLURM_JOB_ID-${SLURM_RESTART_COUNT:-0}\"\n"
+      << "if ! " << launcher(true) << " health \"${HEALTH_ARGS[@]}\" \\\n"
+      << "     --out \"$RUN_DIR/health-$HEALTH_TAG.json\" --failed-nodes \"$RUN_DIR/health-failed-$HEALTH_TAG.tsv\"; then\n"
+      << "  echo \"capplan: health check failed at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\"\n"
+      << "  # Drain each node that failed, so that Slurm gives the job other nodes.\n"
+      << "  if [ -f \"$RUN_DIR/health-failed-$HEALTH_TAG.tsv\" ]; then\n"
+      << "    while IFS=$'\\t' read -r node why; do\n"
+      << "      [ -n \"$node\" ] || continue\n"
+      << "      echo \"capplan: draining $node: $why\"\n"
+      << "      scontrol update NodeName=\"$node\" State=DRAIN Reason=\"$why\" || true\n"
+      << "    done < \"$RUN_DIR/health-failed-$HEALTH_TAG.tsv\"\n"
+      << "  fi\n"
+      << "  usable=$(sinfo -h -N -p \"$SLURM_JOB_PARTITION\" -o '%t' | grep -cE '^(idle|mix|alloc)' || true)\n";
+    if (opt.requeue >= 0) {
+      o << "  if [ \"$usable\" -ge \"$SLURM_JOB_NUM_NODES\" ]; then requeue_or_exit 3 \"health check failed\"; fi\n"
+        << "  echo \"capplan: stopped: health check failed and only $usable healthy nodes remain for $SLURM_JOB_NUM_NODES\"\n";
+    } else {
+      o << "  echo \"capplan: stopped: health check failed ($usable healthy nodes remain)\"\n";
+    }
+    o << "  exit 3\n"
+      << "fi\n\n";
+  }
+  if (opt.requeue >= 0) {
+    o << "echo \"capplan: training starts at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\"\n"
+      << "set +e\n"
+      << launcher(false) << " \"${TRAIN_ARGS[@]}\"\n"
+      << "rc=$?\n"
+      << "set -e\n"
+      << "echo \"capplan: training ended with exit status $rc at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\"\n"
+      << "if [ \"$rc\" -ne 0 ]; then requeue_or_exit \"$rc\" \"training failed with exit status $rc\"; fi\n"
+      << "echo \"capplan: training finished\"\n";
+  } else {
+    o << launcher(false) << " \"${TRAIN_ARGS[@]}\"\n";
   }
   f.text = o.str();
   return f;

@@ -20,6 +20,10 @@ std::vector<std::string> build_train_argv(const TrainCommand& c) {
   a.push_back("--oversubscribe");
   a.push_back("--bind-to");
   a.push_back("none");
+  if (!c.hostfile.empty()) {
+    a.push_back("--hostfile");
+    a.push_back(c.hostfile);
+  }
   a.push_back("-np");
   a.push_back(std::to_string(l.gpus()));
   a.push_back(c.train_binary);

@@ -89,6 +89,77 @@ std::string fmt_bytes(double v) {
   return buf;
 }
 
+void write_slurm(JsonWriter& j, const SlurmJob& s) {
+  j.begin_object("slurm")
+      .str("job_id", s.job_id)
+      .str("partition", s.partition)
+      .str("account", s.account)
+      .str("time_limit", s.time_limit)
+      .integer("nodes", s.nodes)
+      .integer("requeue_limit", s.requeue_limit)
+      .str("script", s.script)
+      .str("output_file", s.output_file)
+      .str("final_state", s.final_state)
+      .str("final_reason", s.final_reason)
+      .str("exit_code", s.exit_code)
+      .integer("restarts", s.restarts);
+  j.begin_array("states");
+  for (const auto& c : s.states) {
+    j.begin_object()
+        .str("time_utc", c.time_utc)
+        .str("state", c.state)
+        .str("reason", c.reason)
+        .integer("restarts", c.restarts)
+        .end_object();
+  }
+  j.end_array();
+  j.begin_array("attempts");
+  for (const auto& a : s.attempts) {
+    j.begin_object()
+        .integer("attempt", a.attempt)
+        .str("started_utc", a.started_utc)
+        .str("train_started_utc", a.train_started_utc)
+        .str("train_ended_utc", a.train_ended_utc)
+        .integer("exit_code", a.exit_code)
+        .str("outcome", a.outcome)
+        .integer("resumed_from_step", a.resumed_from_step)
+        .integer("first_step", a.first_step)
+        .integer("last_step", a.last_step)
+        .num("step_time_sum_s", a.step_time_sum_s);
+    j.begin_array("health_failures");
+    for (const auto& h : a.health_failures) j.str("", h);
+    j.end_array();
+    j.end_object();
+  }
+  j.end_array();
+  j.begin_array("drained");
+  for (const auto& d : s.drained) j.str("", d);
+  j.end_array();
+  j.end_object();
+}
+
+void write_goodput(JsonWriter& j, const Goodput& g) {
+  j.begin_object("goodput")
+      .num("wall_s", g.wall_s)
+      .num("productive_s", g.productive_s)
+      .num("ratio", g.ratio)
+      .integer("failures", g.failures)
+      .num("predicted_ratio", g.predicted_ratio)
+      .str("predicted_basis", g.predicted_basis);
+  j.begin_array("per_failure");
+  for (const auto& f : g.per_failure) {
+    j.begin_object()
+        .integer("attempt", f.attempt)
+        .num("restart_s", f.restart_s)
+        .num("reload_s", f.reload_s)
+        .integer("recomputed_steps", f.recomputed_steps)
+        .num("recomputed_s", f.recomputed_s)
+        .end_object();
+  }
+  j.end_array();
+  j.end_object();
+}
+
 }  // namespace
 
 const char* to_string(RunStatus s) {
@@ -316,6 +387,8 @@ std::string run_record_json(const RunRecord& r) {
       .num("measured_peak_rss", max_of(m.peak_rss_bytes_per_rank))
       .num("measured_max_process_rss", m.max_process_rss_bytes)
       .end_object();
+  if (r.slurm) write_slurm(j, *r.slurm);
+  if (r.goodput) write_goodput(j, *r.goodput);
   j.end_object();
   return j.str() + "\n";
 }
@@ -385,6 +458,45 @@ std::string run_record_text(const RunRecord& r) {
     std::snprintf(buf, sizeof buf, "loss %.4f -> %.4f over %d steps\n", r.measured.first_loss,
                   r.measured.last_loss, r.measured.steps);
     t << buf;
+  }
+  if (r.slurm) {
+    const SlurmJob& s = *r.slurm;
+    t << "\nSlurm job " << s.job_id << " on partition " << (s.partition.empty() ? "(default)" : s.partition) << ", "
+      << s.nodes << " node(s), time limit " << (s.time_limit.empty() ? "(partition's)" : s.time_limit)
+      << ", up to " << s.requeue_limit << " requeues; ended " << (s.final_state.empty() ? "-" : s.final_state);
+    if (!s.exit_code.empty()) t << " (exit code " << s.exit_code << ")";
+    t << ", " << s.restarts << " requeue(s)\n  states:\n";
+    for (const auto& c : s.states) {
+      t << "    " << c.time_utc << "  " << c.state;
+      if (!c.reason.empty() && c.reason != "None") t << " (" << c.reason << ")";
+      t << "\n";
+    }
+    t << "  attempts:\n";
+    for (const auto& a : s.attempts) {
+      t << "    " << a.attempt << ": started " << a.started_utc << ", " << a.outcome;
+      if (a.resumed_from_step > 0) t << ", resumed from step " << a.resumed_from_step;
+      else if (a.resumed_from_step == 0) t << ", from scratch";
+      if (a.last_step > 0) t << ", steps " << a.first_step << "-" << a.last_step;
+      t << "\n";
+      for (const auto& h : a.health_failures) t << "       health: " << h << "\n";
+    }
+    for (const auto& d : s.drained) t << "  drained " << d << "\n";
+  }
+  if (r.goodput) {
+    const Goodput& g = *r.goodput;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "\ngoodput: productive step time %s of wall time %s = %.3f (predicted %.3f)\n",
+                  fmt_s(g.productive_s).c_str(), fmt_s(g.wall_s).c_str(), g.ratio, g.predicted_ratio);
+    t << buf;
+    if (!g.predicted_basis.empty()) t << "  (predicted for " << g.predicted_basis << ")\n";
+    for (const auto& f : g.per_failure) {
+      std::snprintf(buf, sizeof buf,
+                    "  failure of attempt %d: restart %s, reload %s, %lld steps recomputed (%s)\n", f.attempt,
+                    fmt_s(f.restart_s).c_str(), fmt_s(f.reload_s).c_str(), (long long)f.recomputed_steps,
+                    fmt_s(f.recomputed_s).c_str());
+      t << buf;
+    }
   }
   t << "\nrun directory: " << r.run_dir << "\n";
   return t.str();

@@ -183,6 +183,35 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
             "install Open MPI (apt-get install openmpi-bin) or set CAPPLAN_MPIRUN");
   }
 
+  // A hostfile (Open MPI's format: "host [slots=N] [max_slots=N]", # comments) spreads the ranks
+  // over hosts reached by SSH; each line is checked here rather than by mpirun mid-start.
+  if (!req.hostfile.empty()) {
+    std::ifstream hf(req.hostfile);
+    if (!hf) {
+      d.error(req.hostfile, 0, 0, "--hostfile", std::string("cannot read the hostfile: ") + std::strerror(errno));
+    } else {
+      int line_no = 0, hosts = 0;
+      for (std::string line; std::getline(hf, line);) {
+        ++line_no;
+        line = line.substr(0, line.find('#'));
+        std::istringstream words(line);
+        std::string host, opt;
+        if (!(words >> host)) continue;
+        ++hosts;
+        while (words >> opt) {
+          const size_t eq = opt.find('=');
+          const std::string key = opt.substr(0, eq), value = eq == std::string::npos ? "" : opt.substr(eq + 1);
+          const bool known = key == "slots" || key == "max_slots" || key == "max-slots";
+          if (!known || value.empty() || value.find_first_not_of("0123456789") != std::string::npos) {
+            d.error(req.hostfile, line_no, 1, "hostfile", "'" + opt + "' after host '" + host +
+                    "': expected slots=N or max_slots=N");
+          }
+        }
+      }
+      if (hosts == 0) d.error(req.hostfile, 0, 0, "hostfile", "no hosts in the hostfile");
+    }
+  }
+
   // The run directory: created, and must take files.
   const std::string dir_error =
       req.run_dir.empty() ? std::string("no run directory given") : make_dirs(req.run_dir);
@@ -203,6 +232,7 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   c.resume = req.resume;
   c.metrics_file = req.run_dir + "/metrics.jsonl";
   c.threads = req.threads;
+  c.hostfile = req.hostfile;
   p.metrics_file = c.metrics_file;
   p.log_file = req.run_dir + "/output.log";
   p.timeout_s = req.timeout_s;

@@ -1,9 +1,11 @@
 // capplan-train: `capplan-train [flags]` trains (under mpirun); `capplan-train data prepare ...`
-// writes token shards and `capplan-train report FILE` summarises a metrics file.
+// writes token shards, `capplan-train report FILE` summarises a metrics file and
+// `capplan-train health` checks the nodes before a job trains.
 #include <cstdio>
 #include <cstring>
 
 #include "runtime/data.h"
+#include "runtime/health.h"
 #include "runtime/report.h"
 #include "runtime/trainer.h"
 
@@ -14,6 +16,8 @@ int main(int argc, char** argv) {
   }
   if (argc >= 3 && std::strcmp(argv[1], "data") == 0 && std::strcmp(argv[2], "prepare") == 0)
     return capplan::rt::data_prepare_main(argc - 2, argv + 2);
+  if (argc >= 2 && std::strcmp(argv[1], "health") == 0)
+    return capplan::rt::health_main(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "report") == 0)
     return capplan::rt::report_main(argc - 1, argv + 1);
   return capplan::rt::train_main(argc, argv);

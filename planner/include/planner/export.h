@@ -34,6 +34,19 @@ struct SbatchOptions {
   std::string run_dir = "runs/$SLURM_JOB_ID";  // checkpoints and metrics go here (shell-expanded)
   int checkpoint_every = 1000;               // steps
   bool use_mpirun = false;                   // false: srun --mpi=pmix; true: mpirun over the allocation
+  // Set by `capplan run --slurm`; the defaults give the script `export --format sbatch` writes.
+  bool run_dir_literal = false;              // run_dir is a path (quoted as data), not shell text
+  std::string time_limit;                    // "HH:MM:SS"; non-empty replaces time_limit_hours
+  std::string account;                       // empty = no --account line
+  int requeue = -1;                          // >= 0: #SBATCH --requeue, and a failed attempt
+                                             // requeues the job while fewer than this many were
+  bool request_gpus = true;                  // false: no --gpus-per-node line (CPU nodes)
+  bool exclusive = true;                     // #SBATCH --exclusive
+  std::vector<std::string> mpirun_args;      // extra mpirun arguments (use_mpirun), each quoted
+  std::vector<std::string> train_args;       // non-empty: capplan-train's arguments, each quoted,
+                                             // instead of those derived from the plan
+  std::vector<std::string> health_args;      // non-empty: `capplan-train health` with these runs
+                                             // first, one rank per node; a failure drains the node
 };
 
 // Training steps implied by the plan: ceil(tokens / (gbs * seq_len)); 0 when unknown.

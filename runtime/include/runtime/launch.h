@@ -101,6 +101,7 @@ struct TrainCommand {
   std::string resume = "auto";    // auto | never | PATH
   std::string metrics_file;
   int threads = 0;                // per rank; 0 = the trainer's default (cores / ranks)
+  std::string hostfile;           // non-empty: mpirun --hostfile FILE (ranks over several hosts)
 };
 
 // ["mpirun", ("--allow-run-as-root"), "--oversubscribe", "--bind-to", "none", "-np", "N",
@@ -178,6 +179,67 @@ struct SimulatedStep {
   double bubble_fraction = kUnknown;
 };
 
+// ---------------------------------------------------------------- Slurm jobs
+
+struct SlurmStateChange {
+  std::string time_utc;  // when capplan saw it (ISO 8601)
+  std::string state;     // Slurm's: PENDING, RUNNING, COMPLETING, REQUEUED, COMPLETED, FAILED, ...
+  std::string reason;    // Slurm's reason (Priority, Resources, BeginTime, NonZeroExitCode, ...)
+  int restarts = 0;      // Slurm's requeue count at that moment
+};
+
+// One start of the job script (Slurm's SLURM_RESTART_COUNT + 1), from the lines the script writes
+// to its output file and the trainer's metrics.
+struct SlurmAttempt {
+  int attempt = 0;                 // 1-based
+  std::string started_utc;         // the script began (after the queue)
+  std::string train_started_utc;   // the health check passed and the trainer started
+  std::string train_ended_utc;     // the trainer exited (empty when it did not)
+  int exit_code = -1;              // the trainer's exit status (-1: unknown, or it did not run)
+  std::string outcome;             // "finished", "failed", "health check failed", "running", ...
+  int64_t resumed_from_step = -1;  // the step the trainer resumed from (0: from scratch; -1: did not start)
+  int64_t first_step = 0, last_step = 0;  // steps this attempt recorded (0: none)
+  double step_time_sum_s = 0;      // sum of its steps' step_time_s
+  std::vector<std::string> health_failures;  // "node: check: measured vs expected"
+};
+
+// The effective training time ratio: productive step time over wall time, and what each failure
+// cost: the wait until the next attempt trained again (requeue, queue, health check), the
+// trainer's time outside its steps (start-up, checkpoint load and saves), and the steps done
+// after the checkpoint that the next attempt resumed from (recomputed).
+struct FailureCost {
+  int attempt = 0;               // the attempt that failed
+  double restart_s = kUnknown;   // its trainer's end -> the next attempt's trainer start
+  double reload_s = kUnknown;    // the next attempt's trainer time outside steps
+  int64_t recomputed_steps = 0;
+  double recomputed_s = 0;       // their step time
+};
+struct Goodput {
+  double wall_s = kUnknown;          // first attempt's start -> the end of the job
+  double productive_s = kUnknown;    // each final step's step time, once
+  double ratio = kUnknown;           // productive / wall
+  int failures = 0;
+  std::vector<FailureCost> per_failure;
+  // The run simulation's prediction for this plan with the same failure count: work over work +
+  // checkpoint writes + failures x (restart + half a checkpoint interval lost); see run_record_text.
+  double predicted_ratio = kUnknown;
+  std::string predicted_basis;
+};
+
+struct SlurmJob {
+  std::string job_id;
+  std::string partition, account, time_limit;  // as submitted (empty = Slurm's default)
+  int nodes = 0;
+  int requeue_limit = 0;
+  std::string script;                          // RUNDIR/job.sbatch
+  std::string output_file;                     // RUNDIR/slurm-JOBID.out
+  std::vector<SlurmStateChange> states;        // every change, in order
+  std::string final_state, final_reason, exit_code;  // Slurm's, at the end
+  int restarts = 0;                            // Slurm's requeue count at the end
+  std::vector<SlurmAttempt> attempts;
+  std::vector<std::string> drained;            // "node: reason" the job script drained
+};
+
 enum class RunStatus { NotStarted, Running, Succeeded, Failed, Cancelled };
 const char* to_string(RunStatus s);  // "not-started", "running", "succeeded", "failed", "cancelled"
 
@@ -204,6 +266,8 @@ struct RunRecord {
   std::optional<Estimate> predicted;      // planner, for `scenario` on the local cluster spec
   std::optional<SimulatedStep> simulated; // simulator, when built with it
   MeasuredRun measured;
+  std::optional<SlurmJob> slurm;          // a run submitted to Slurm (capplan run --slurm)
+  std::optional<Goodput> goodput;         // runs with checkpoints and attempts (Slurm)
 };
 
 // Predicted, simulated and measured seconds per step for each term of TimeBreakdown, plus
@@ -255,6 +319,7 @@ struct LaunchRequest {
   bool measure_machine = true;    // time GEMM and memcpy for the local cluster spec
   double stated_gemm_peak_gflops = 0;    // > 0: use this fp32 peak (whole machine) instead
   double stated_memory_gbyte_per_s = 0;  // > 0: use this copy bandwidth instead
+  std::string hostfile;           // Open MPI hostfile: ranks over these hosts (plain SSH access)
 };
 
 struct PreparedRun {
@@ -283,5 +348,62 @@ struct RunCallbacks {
 // cancelled via *cancel). Returns the record as written.
 RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks,
                       const std::atomic<bool>* cancel = nullptr);
+
+// ---------------------------------------------------------------- on a Slurm cluster
+
+struct SlurmOptions {
+  std::string partition;     // empty = the cluster's default partition
+  std::string account;       // empty = the user's default
+  std::string time_limit;    // HH:MM:SS (or D-HH:MM:SS); empty = the partition's
+  int nodes = 0;             // 0 = the plan's node count
+  int requeue = 3;           // a failed attempt requeues the job while fewer than this were
+  double poll_s = 1.0;       // squeue / scontrol polling period while following
+  double gflops_tolerance = 0.1;  // the health check passes a node at >= this x the expected GEMM figure
+};
+
+// What `capplan run --slurm` submits: the prepared run (checks, prediction, RUNDIR), the job
+// script and the sbatch command.
+struct PreparedSlurmRun {
+  PreparedRun run;
+  SlurmOptions options;
+  std::string job_script;                 // RUNDIR/job.sbatch (export_sbatch's text)
+  std::vector<std::string> sbatch_argv;   // sbatch --parsable ... job.sbatch, run in RUNDIR
+  double checkpoint_bytes = 0;            // one checkpoint of this run (planner's state bytes)
+  std::string sbatch, squeue, scontrol, scancel, sacct, sinfo;  // resolved paths ("" = absent)
+};
+
+// prepare_run's checks and files, plus: sbatch (and squeue, scontrol, scancel) on PATH, the
+// partition known to Slurm with enough nodes for the plan, a time limit of at least one
+// checkpoint interval (checkpoint_every x the predicted step time), and RUNDIR/job.sbatch
+// written. Every problem is a diagnostic; nothing is submitted.
+Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const SlurmOptions& options);
+
+// Submits with `sbatch --parsable` (from RUNDIR, so the job's working directory is RUNDIR);
+// returns the job id, or empty with *error set.
+std::string submit_slurm_job(const PreparedSlurmRun& prepared, std::string* error);
+
+struct SlurmCallbacks {
+  OutputLineFn on_output;                                      // the job's output file, line by line
+  std::function<void(const MetricsRecord&)> on_metrics;       // each new metrics record
+  std::function<void(const SlurmStateChange&, int queue_position)> on_state;  // 0 = not pending
+};
+
+// Follows job `job_id` until it leaves the queue for good (squeue while it is queued or running,
+// scontrol / sacct after), streaming its output and metrics; *cancel runs scancel and waits for
+// the job to end. Writes the run record (with the job, its states, attempts and goodput)
+// whatever happens, and returns it.
+RunRecord follow_slurm_job(const PreparedSlurmRun& prepared, const std::string& job_id,
+                           const SlurmCallbacks& callbacks, const std::atomic<bool>* cancel = nullptr);
+
+// For --attach: the prepared run rebuilt from RUNDIR (plan.yaml, job.sbatch) and the job's
+// details from Slurm; RUNDIR empty = the job's working directory as Slurm reports it.
+Loaded<PreparedSlurmRun> attach_slurm_run(const std::string& job_id, const std::string& run_dir);
+
+// The attempts and goodput of a Slurm run from its output file's "capplan: ..." lines and the
+// metrics records (several attempts appended to one file). Exposed for tests.
+std::vector<SlurmAttempt> slurm_attempts(const std::vector<std::string>& output_lines,
+                                         const std::vector<MetricsRecord>& records);
+Goodput compute_goodput(const std::vector<SlurmAttempt>& attempts, const std::vector<MetricsRecord>& records,
+                        const std::string& finished_utc);
 
 }  // namespace capplan::rt
