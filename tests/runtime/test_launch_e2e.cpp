@@ -1,7 +1,7 @@
 // `capplan run` end to end through the real mpirun and capplan-train: a saved plan of 2 ranks,
 // scaled down, 3 steps; run.json holds predicted, simulated and measured figures, and RUNDIR the
 // metrics, checkpoints and command. And a cancel (SIGTERM to capplan) stops the whole MPI job
-// and still leaves a record marked cancelled.
+// and still leaves a record marked cancelled. With --hostfile the ranks go through mpirun --hostfile.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -134,6 +134,47 @@ TEST(LaunchEndToEnd, CancelStopsTheJobAndKeepsTheRecord) {
   EXPECT_EQ(rec->string("status"), "cancelled");
   EXPECT_GE(rec->number("measured.steps", 0), 2);
   fs::remove_all(dir);
+}
+
+// Expectation: with --hostfile (this host, 2 slots) the same run goes through
+// `mpirun --hostfile FILE`, succeeds, and the command in the record names the file.
+TEST(LaunchEndToEnd, HostfileSpreadsTheRanksOverItsHosts) {
+  const std::string dir = temp_dir("hostfile");
+  const std::string plan = save_two_rank_plan(dir, 2, 1);
+  const std::string hosts = dir + "/hosts";
+  std::ofstream(hosts) << "# this host only\nlocalhost slots=2\n";
+  std::vector<std::string> argv = capplan_run(plan, dir + "/run", 3);
+  argv.insert(argv.end(), {"--hostfile", hosts});
+  const Launched l = launch(argv, {});
+  ASSERT_TRUE(l.process.started) << l.process.error;
+  EXPECT_EQ(l.process.exit_code, 0) << l.err;
+  const std::string command = read_text(dir + "/run/command.txt");
+  EXPECT_NE(command.find(" --hostfile " + hosts + " -np 2 "), std::string::npos) << command;
+  const auto rec = parse_metrics_line(read_text(dir + "/run/run.json"));
+  ASSERT_TRUE(rec.has_value());
+  EXPECT_EQ(rec->string("status"), "succeeded") << rec->string("reason");
+}
+
+// Expectation: a hostfile line that is not "host [slots=N] [max_slots=N]" is exit status 2 with
+// file:line, before anything starts; so is a hostfile that does not exist.
+TEST(LaunchEndToEnd, BadHostfileIsRefusedWithFileAndLine) {
+  const std::string dir = temp_dir("bad-hostfile");
+  const std::string plan = save_two_rank_plan(dir, 2, 1);
+  const std::string hosts = dir + "/hosts";
+  std::ofstream(hosts) << "localhost slots=2\nnode2 slots=two\n";
+  std::vector<std::string> argv = capplan_run(plan, dir + "/run", 3);
+  argv.insert(argv.end(), {"--hostfile", hosts});
+  const Launched l = launch(argv, {});
+  EXPECT_EQ(l.process.exit_code, 2) << l.err;
+  EXPECT_NE(l.err.find(hosts + ":2:1: error: hostfile: 'slots=two' after host 'node2': expected slots=N or max_slots=N"),
+            std::string::npos)
+      << l.err;
+  EXPECT_FALSE(fs::exists(dir + "/run/metrics.jsonl"));
+  argv.back() = dir + "/missing";
+  const Launched m = launch(argv, {});
+  EXPECT_EQ(m.process.exit_code, 2) << m.err;
+  EXPECT_NE(m.err.find(dir + "/missing: error: --hostfile: cannot read the hostfile: No such file"), std::string::npos)
+      << m.err;
 }
 
 }  // namespace
