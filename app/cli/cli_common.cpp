@@ -486,6 +486,7 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   w.field("capacity", m.capacity);
   w.end_object();
   w.field("step_time_s", e.step_time_s);
+  w.field("step_time_s_p10", e.step_time_s_p10).field("step_time_s_p90", e.step_time_s_p90);
   const TimeBreakdown& b = e.breakdown_s;
   w.key("breakdown_s").begin_object();
   w.field("compute", b.compute).field("recompute", b.recompute).field("bubble", b.bubble);
@@ -501,7 +502,10 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   w.field("tokens", e.tokens);
   w.field("tokens_defaulted", e.tokens_defaulted);
   w.field("days_to_train", e.days_to_train);
+  w.field("days_to_train_p10", e.days_to_train_p10).field("days_to_train_p90", e.days_to_train_p90);
   w.field("cost_usd", e.cost_usd);
+  w.field("cost_usd_p10", e.cost_usd_p10).field("cost_usd_p90", e.cost_usd_p90);
+  w.field("as_good_as_best", e.as_good_as_best);
   w.field("gpus", e.gpus);
   w.field("nodes", e.nodes);
   w.end_object();
@@ -605,6 +609,11 @@ std::string estimate_text(const Scenario& s, const Estimate& e) {
      << fmt_fixed(e.days_to_train, 1) << " days, " << fmt_money(e.cost_usd)
      << (std::isfinite(e.cost_usd) ? "" : " (cluster has no price)") << " on " << e.nodes
      << " nodes / " << e.gpus << " GPUs\n";
+  if (e.step_time_s_p90 > 0)
+    os << "band (p10-p90, the model's error)  step " << fmt_fixed(e.step_time_s_p10, 3) << "-"
+       << fmt_fixed(e.step_time_s_p90, 3) << " s, " << fmt_fixed(e.days_to_train_p10, 1) << "-"
+       << fmt_fixed(e.days_to_train_p90, 1) << " days, " << fmt_money(e.cost_usd_p10) << " to "
+       << fmt_money(e.cost_usd_p90) << "\n";
   return os.str();
 }
 
@@ -631,7 +640,10 @@ std::string candidates_table(const std::vector<Estimate>& candidates) {
                   fmt_fixed(e.step_time_s, 3).c_str(), fmt_fixed(e.samples_per_s, 2).c_str(),
                   fmt_fixed(100 * e.mfu, 1).c_str(), fmt_fixed(e.days_to_train, 1).c_str(),
                   fmt_money(e.cost_usd).c_str());
-    os << line;
+    std::string text = line;
+    // Candidates whose band overlaps the best one's are as good within the model's error.
+    if (e.as_good_as_best && rank > 2) text.insert(text.size() - 1, "  ~best");
+    os << text;
   }
   return os.str();
 }

@@ -373,6 +373,17 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
   std::sort(all.begin(), all.end(), better);
   if (all.size() > size_t(std::max(o.top, 0))) all.resize(size_t(std::max(o.top, 0)));
   for (const Cand& cd : all) result.candidates.push_back(materialize(scenario, cd));
+  // As good as the best within the model's error: the candidate's band overlaps the best one's
+  // (step time for the time and throughput objectives, dollars for cost).
+  if (!result.candidates.empty()) {
+    const Estimate& best = result.candidates.front();
+    for (Estimate& e : result.candidates) {
+      if (o.objective == Objective::Cost && std::isfinite(best.cost_usd_p90))
+        e.as_good_as_best = e.cost_usd_p10 <= best.cost_usd_p90;
+      else
+        e.as_good_as_best = e.step_time_s_p10 <= best.step_time_s_p90;
+    }
+  }
 
   // Pareto front of days vs dollars (GPU-days when the price is unknown) over node counts.
   std::vector<Cand> front;

@@ -497,6 +497,7 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.text("name", f.name, true);
   r.enumeration("attention", f.attention, parse_attention, "eager, fused, flash");
   r.boolean("fused_kernels", f.fused_kernels, false);
+  r.integer("activation_kernels", f.activation_kernels, false, {0, false, 64});
   r.boolean("dp_overlap", f.dp_overlap, false);
   r.boolean("param_gather_overlap", f.param_gather_overlap, false);
   r.boolean("p2p_scatter_gather", f.p2p_scatter_gather, false);
@@ -506,6 +507,7 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.boolean("sequence_parallel", f.sequence_parallel, false);
   r.boolean("selective_recompute", f.selective_recompute, false);
   r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});
+  r.number("residual_spread", f.residual_spread, false, {0, false, 10});
   r.number("reserved_gib", f.reserved_gib, false, {0, false, 1024});
   r.text("source", f.source, false);
   r.finish();

@@ -68,7 +68,24 @@ struct Estimate {
   double cost_usd = 0;  // NaN when the cluster has no price
   int gpus = 0;
   int nodes = 0;
+  // The band from the uncertainty of the model's constants (band_spreads() below), 10th and 90th
+  // percentiles: p10 is the faster (cheaper) end. Days and dollars scale with the step time.
+  double step_time_s_p10 = 0, step_time_s_p90 = 0;
+  double days_to_train_p10 = 0, days_to_train_p90 = 0;
+  double cost_usd_p10 = 0, cost_usd_p90 = 0;  // NaN when the cluster has no price
+  bool as_good_as_best = false;  // plan: its band overlaps the best candidate's
 };
+
+// Relative spread (one standard deviation) of each uncertain input of an estimate, and where it
+// comes from. The band propagates them one at a time (step time at +sigma and -sigma, half the
+// difference as that input's share) and adds them and the framework's residual in quadrature.
+struct BandSpreads {
+  double gemm = 0;        // GEMM efficiency
+  double memory = 0;      // HBM efficiency of the memory-bound kernels
+  double network = 0;     // NVLink and NIC efficiency of the collectives
+  double framework = 0;   // the implementation's residual (FrameworkSpec::residual_spread)
+};
+BandSpreads band_spreads(const Scenario& scenario);
 
 // Bytes of model state per parameter for mixed-precision Adam, before any ZeRO sharding: 16-bit
 // weights (fp32 when training in fp32); gradients in fp16 or, with bf16, accumulated and reduced in

@@ -113,6 +113,9 @@ struct FrameworkSpec {
   // LayerNorm, bias + GeLU and bias + dropout + residual as single fused kernels (Megatron);
   // false: one PyTorch kernel per elementwise op (Hugging Face / minGPT modules).
   bool fused_kernels = true;
+  // Elementwise kernels of the MLP activation when unfused: 1 for nn.GELU, 8 for Hugging Face's
+  // gelu_new (0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) written out op by op).
+  int activation_kernels = 1;
   // Data-parallel gradient reduction overlapped with the backward in buckets (DDP, FSDP,
   // Megatron-Core overlap_grad_reduce); false: one reduction after the last backward.
   bool dp_overlap = false;
@@ -132,6 +135,9 @@ struct FrameworkSpec {
   bool sequence_parallel = true;
   bool selective_recompute = true;
   double allocator_margin = 0.05;  // caching-allocator fragmentation, fraction of the rest
+  // Relative spread (one standard deviation) of the model's step time for this implementation,
+  // from `capplan validate` residuals of its published runs (a prior where it has none).
+  double residual_spread = 0.05;
   double reserved_gib = 1.0;       // CUDA context, cuBLAS workspace, NCCL channels
   std::string source;
 };
