@@ -61,6 +61,10 @@ void write_cluster(std::ostringstream& os, const ClusterSpec& c) {
   os << "      fp16: " << yaml_number(c.gpu.peak_tflops_fp16) << "\n";
   os << "      bf16: " << yaml_number(c.gpu.peak_tflops_bf16) << "\n";
   os << "      fp32: " << yaml_number(c.gpu.peak_tflops_fp32) << "\n";
+  os << "      fp8: " << yaml_number(c.gpu.peak_tflops_fp8) << "\n";
+  os << "    gemm_peak_fraction: " << yaml_number(c.gpu.gemm_peak_fraction) << "\n";
+  os << "    flash_peak_fraction: " << yaml_number(c.gpu.flash_peak_fraction) << "\n";
+  os << "    sms: " << c.gpu.sms << "\n";
   if (!c.gpu.source.empty()) os << "    source: " << yaml_quote(c.gpu.source) << "\n";
   os << "  intra_node_gbyte_per_s: " << yaml_number(c.intra_node_gbyte_per_s) << "\n";
   os << "  inter_node_gbit_per_s: " << yaml_number(c.inter_node_gbit_per_s) << "\n";
@@ -128,6 +132,11 @@ std::string plan_to_yaml(const Plan& plan) {
   if (s.training.seq_len > 0) os << "  seq_len: " << s.training.seq_len << "\n";
   if (s.training.tokens > 0) os << "  tokens: " << yaml_number(s.training.tokens) << "\n";
   os << "  precision: " << to_string(s.training.precision) << "\n";
+  os << "  framework: " << yaml_quote(s.training.framework.name) << "\n";
+  if (s.training.attention) os << "  attention: " << to_string(*s.training.attention) << "\n";
+  os << "  optimizer: " << to_string(s.training.optimizer) << "\n";
+  if (s.training.offload_params) os << "  offload_params: true\n";
+  if (s.training.offload_optimizer) os << "  offload_optimizer: true\n";
   os << "layout:\n";
   os << "  dp: " << l.dp << "\n";
   os << "  tp: " << l.tp << "\n";
@@ -206,7 +215,24 @@ Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file) {
     tr.number("tokens", t.tokens, false, kTokens);
     const GpuSpec& gpu = plan.scenario.cluster.gpu;
     const bool gpu_known = gpu.peak_tflops_fp16 > 0 || gpu.peak_tflops_bf16 > 0;
-    if (tr.enumeration("precision", t.precision, parse_precision, "bf16, fp16, fp32")) {
+    {
+      std::string fw;
+      if (tr.text("framework", fw, false) && !fw.empty()) {
+        Loaded<FrameworkSpec> f = load_framework(fw);
+        if (f.value)
+          t.framework = *f.value;
+        else
+          for (const Diagnostic& dg : f.diagnostics.items())
+            tr.error_at(tr.child("framework"), "framework", dg.message, dg.hint);
+      }
+      Attention at = Attention::Fused;
+      if (tr.has("attention") && tr.enumeration("attention", at, parse_attention, "eager, fused, flash"))
+        t.attention = at;
+      tr.enumeration("optimizer", t.optimizer, parse_optimizer, "adam, sgd");
+      tr.boolean("offload_params", t.offload_params, false);
+      tr.boolean("offload_optimizer", t.offload_optimizer, false);
+    }
+    if (tr.enumeration("precision", t.precision, parse_precision, "bf16, fp16, fp32, fp8")) {
       if (gpu_known && gpu.peak_tflops(t.precision) <= 0)
         tr.error_at(tr.child("precision"), "precision",
                     std::string(to_string(t.precision)) + " is not supported by " + gpu.name,
