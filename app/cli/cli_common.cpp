@@ -477,6 +477,7 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   w.field("recompute", to_string(l.recompute)).field("offload", l.offload).field("sp", l.sp);
   w.field("order", l.order).field("schedule", to_string(l.schedule));
   w.end_object();
+  w.field("framework", e.framework);
   w.field("fits", e.fits);
   w.field("reason", e.reason);
   const MemoryBytes& m = e.memory_per_gpu_bytes;
@@ -619,6 +620,9 @@ std::string estimate_text(const Scenario& s, const Estimate& e) {
 
 std::string candidates_table(const std::vector<Estimate>& candidates) {
   std::ostringstream os;
+  // Candidates of several frameworks (plan --framework any) name theirs at the end of the line.
+  bool mixed = false;
+  for (const Estimate& e : candidates) mixed = mixed || e.framework != candidates.front().framework;
   char line[256];
   std::snprintf(line, sizeof line,
                 "%3s %5s %5s %4s %3s %3s %3s %4s %4s %-9s %-3s %-4s %-5s %-11s %-4s %8s %9s %10s "
@@ -641,6 +645,7 @@ std::string candidates_table(const std::vector<Estimate>& candidates) {
                   fmt_fixed(100 * e.mfu, 1).c_str(), fmt_fixed(e.days_to_train, 1).c_str(),
                   fmt_money(e.cost_usd).c_str());
     std::string text = line;
+    if (mixed) text.insert(text.size() - 1, "  " + e.framework);
     // Candidates whose band overlaps the best one's are as good within the model's error.
     if (e.as_good_as_best && rank > 2) text.insert(text.size() - 1, "  ~best");
     os << text;

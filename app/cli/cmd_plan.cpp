@@ -60,7 +60,9 @@ int cmd_plan(int argc, char** argv) {
   options.nodes_max = scenario->nodes_max;
   options.gpus = scenario->scenario.gpus;
 
-  SearchResult result = search(scenario->scenario, options);
+  const bool any_framework = args.has("framework") && args.get("framework") == "any";
+  SearchResult result = any_framework ? search_frameworks(scenario->scenario, options)
+                                      : search(scenario->scenario, options);
   if (!result.limit.empty()) {
     diags.error(kCommandLine, 0, 0, "--nodes", result.limit);
     return report(diags);

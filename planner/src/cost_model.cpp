@@ -795,6 +795,7 @@ namespace detail {
 void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m,
                      const MicroTerms& mt, const Evaluation& ev, Estimate& est) {
   est.layout = ly;
+  est.framework = sc.training.framework.name;
   est.num_microbatches = m;
   est.fits = ev.fits;
   est.memory_per_gpu_bytes = ev.mem;

@@ -262,6 +262,19 @@ ExportedFile export_megatron_args(const Plan& plan) {
   if (l.zero >= 1) add("--use-distributed-optimizer");
   if (s.training.precision == Precision::Bf16) add("--bf16");
   if (s.training.precision == Precision::Fp16) add("--fp16");
+  if (s.training.precision == Precision::Fp8) {
+    // Transformer Engine fp8: E4M3 forward, E5M2 gradients; bf16 elsewhere.
+    add("--bf16");
+    add("--transformer-impl", "transformer_engine");
+    add("--fp8-format", "hybrid");
+  }
+  const Attention attn = s.training.attention_or_default();
+  if (attn == Attention::Flash) add("--use-flash-attn");
+  if (attn == Attention::Eager) f.notes.push_back("attention eager is Hugging Face's kernel; Megatron-LM uses its fused softmax");
+  if (s.training.framework.dp_overlap) add("--overlap-grad-reduce");
+  if (s.training.framework.param_gather_overlap && l.zero >= 1) add("--overlap-param-gather");
+  if (s.training.offload_optimizer || s.training.offload_params)
+    f.notes.push_back("offload_params / offload_optimizer have no Megatron-LM flag in this export (DeepSpeed does)");
   // Megatron's default rank order varies TP fastest, then DP, then PP ("PDT" here);
   // --use-tp-pp-dp-mapping varies TP, then PP, then DP ("DPT").
   if (l.order == "DPT") add("--use-tp-pp-dp-mapping");
@@ -313,8 +326,14 @@ ExportedFile export_deepspeed_config(const Plan& plan) {
     << "  \"fp16\": {\"enabled\": " << json_bool(s.training.precision == Precision::Fp16)
     << ", \"loss_scale\": 0, \"initial_scale_power\": 16},\n"
     << "  \"zero_optimization\": {\n"
-    << "    \"stage\": " << l.zero << ",\n"
-    << "    \"overlap_comm\": true,\n"
+    << "    \"stage\": " << l.zero << ",\n";
+  // ZeRO-Offload / ZeRO-Infinity (DeepSpeed docs: offload_optimizer, offload_param; the
+  // parameters only under stage 3).
+  if (s.training.offload_optimizer || (s.training.offload_params && l.zero == 3))
+    o << "    \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true},\n";
+  if (s.training.offload_params && l.zero == 3)
+    o << "    \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true},\n";
+  o << "    \"overlap_comm\": true,\n"
     << "    \"contiguous_gradients\": true,\n"
     << "    \"reduce_bucket_size\": 500000000\n"
     << "  },\n"

@@ -5,6 +5,9 @@
 // so the ranking does not depend on thread timing. The winners are re-estimated through estimate().
 #include "planner/search.h"
 
+#include "planner/catalog.h"
+#include "planner/spec_io.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -455,6 +458,67 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
   return "no layout on " + gpus_text + " satisfies the pinned knobs together (gbs " +
          std::to_string(scenario.training.gbs) + ", " + std::to_string(m.layers) + " layers, " +
          std::to_string(m.heads) + " heads)";
+}
+
+SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,
+                               const SearchProgress& progress) {
+  SearchResult all;
+  const auto score = [&](const Estimate& e) {
+    switch (options.objective) {
+      case Objective::Cost: return std::isfinite(e.cost_usd) ? e.cost_usd : e.days_to_train * e.gpus;
+      case Objective::Throughput: return -e.samples_per_s;
+      case Objective::Time: break;
+    }
+    return e.step_time_s;
+  };
+  for (const CatalogEntry& entry : catalog_frameworks()) {
+    Loaded<FrameworkSpec> fw = load_framework(entry.name);
+    if (!fw.value) continue;
+    Scenario sc = scenario;
+    sc.training.framework = *fw.value;
+    sc.training.attention.reset();
+    // Knobs the preset cannot run on this GPU (FlashAttention before Ampere) fall back.
+    if (sc.training.framework.attention == Attention::Flash && sc.cluster.gpu.flash_peak_fraction <= 0)
+      sc.training.attention = Attention::Fused;
+    SearchResult r = search(sc, options, progress);
+    all.evaluated += r.evaluated;
+    all.search_time_s += r.search_time_s;
+    all.cancelled = all.cancelled || r.cancelled;
+    if (all.limit.empty()) all.limit = r.limit;
+    all.candidates.insert(all.candidates.end(), r.candidates.begin(), r.candidates.end());
+    all.pareto.insert(all.pareto.end(), r.pareto.begin(), r.pareto.end());
+    if (r.cancelled) break;
+  }
+  std::stable_sort(all.candidates.begin(), all.candidates.end(), [&](const Estimate& a, const Estimate& b) {
+    if (a.fits != b.fits) return a.fits;
+    return score(a) < score(b);
+  });
+  if (all.candidates.size() > size_t(std::max(options.top, 0))) all.candidates.resize(size_t(std::max(options.top, 0)));
+  if (!all.candidates.empty()) {
+    const Estimate& best = all.candidates.front();
+    for (Estimate& e : all.candidates)
+      e.as_good_as_best = options.objective == Objective::Cost && std::isfinite(best.cost_usd_p90)
+                              ? e.cost_usd_p10 <= best.cost_usd_p90
+                              : e.step_time_s_p10 <= best.step_time_s_p90;
+  }
+  // Pareto over every framework: keep the points no other point beats on both days and dollars.
+  std::vector<Estimate> front;
+  for (const Estimate& a : all.pareto) {
+    bool dominated = false;
+    const double ca = std::isfinite(a.cost_usd) ? a.cost_usd : a.days_to_train * a.gpus;
+    for (const Estimate& b : all.pareto) {
+      const double cb = std::isfinite(b.cost_usd) ? b.cost_usd : b.days_to_train * b.gpus;
+      if (&a != &b && b.days_to_train <= a.days_to_train && cb <= ca &&
+          (b.days_to_train < a.days_to_train || cb < ca)) {
+        dominated = true;
+        break;
+      }
+    }
+    if (!dominated) front.push_back(a);
+  }
+  std::sort(front.begin(), front.end(), [](const Estimate& a, const Estimate& b) { return a.nodes < b.nodes; });
+  all.pareto = std::move(front);
+  return all;
 }
 
 }  // namespace capplan

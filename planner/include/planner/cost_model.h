@@ -74,6 +74,7 @@ struct Estimate {
   double days_to_train_p10 = 0, days_to_train_p90 = 0;
   double cost_usd_p10 = 0, cost_usd_p90 = 0;  // NaN when the cluster has no price
   bool as_good_as_best = false;  // plan: its band overlaps the best candidate's
+  std::string framework;         // the implementation it was costed for (FrameworkSpec::name)
 };
 
 // Relative spread (one standard deviation) of each uncertain input of an estimate, and where it

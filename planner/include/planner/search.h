@@ -59,6 +59,12 @@ using SearchProgress = std::function<bool(int64_t done, int64_t total)>;
 SearchResult search(const Scenario& scenario, const SearchOptions& options,
                     const SearchProgress& progress = {});
 
+// `plan --framework any`: the search once per framework preset (configs/frameworks/, each with
+// its own default attention), the candidates ranked together by the objective and the Pareto
+// front taken over all of them. Each candidate's `framework` names its preset.
+SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,
+                               const SearchProgress& progress = {});
+
 // When the pins rule out every layout, feasible in memory or not (tp not dividing the GPU count
 // or the heads, pp over the layers, ...), the reason in words; nullopt when some layout
 // satisfies them. Runs a search of the pinned layouts, so call it when a search found nothing.
