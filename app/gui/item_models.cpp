@@ -118,6 +118,18 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ForegroundRole && !e.fits) return QBrush(QColor(160, 40, 40));
   if (role == Qt::ToolTipRole) {
     if (!e.fits) return QStringLiteral("Does not fit: %1").arg(QString::fromStdString(e.reason));
+    const int c = index.column();
+    // The model's band (p10-p90) where the figure has one.
+    if (c == StepTime || c == Days || c == Dollars || c == SamplesPerS || c == TokensPerS)
+      return QStringLiteral("%1 (%2). The model's error band, p10-p90: step %3 to %4, %5 to %6 days, %7 to %8%9")
+          .arg(QString::fromStdString(e.framework))
+          .arg(e.as_good_as_best ? QStringLiteral("as good as the best within the model's error")
+                                 : QStringLiteral("slower than the best beyond the model's error"))
+          .arg(formatSeconds(e.step_time_s_p10), formatSeconds(e.step_time_s_p90))
+          .arg(e.days_to_train_p10, 0, 'f', 1)
+          .arg(e.days_to_train_p90, 0, 'f', 1)
+          .arg(formatDollars(e.cost_usd_p10), formatDollars(e.cost_usd_p90))
+          .arg(QString());
     return QStringLiteral("%1 GiB of %2 GiB per GPU; step %3")
         .arg(memGiB, 0, 'f', 1)
         .arg(e.memory_per_gpu_bytes.capacity / (1024.0 * 1024.0 * 1024.0), 0, 'f', 0)

@@ -206,6 +206,8 @@ class MainWindow : public QMainWindow {
   QSpinBox* gbs_ = nullptr;
   QLineEdit* tokens_ = nullptr;
   QComboBox* precision_ = nullptr;
+  QComboBox* framework_ = nullptr;
+  QComboBox* attention_ = nullptr;
   QComboBox* objective_ = nullptr;
   QSpinBox* pinDp_ = nullptr;
   QSpinBox* pinTp_ = nullptr;

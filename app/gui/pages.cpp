@@ -71,7 +71,7 @@ enum FieldId {
   FLayers = 1, FHidden, FHeads, FKvHeads, FFfnHidden, FVocab, FSeq, FFfn, FNorm, FTied, FPreset,
   FCluster, FNodesMin, FNodesMax, FPrice, FGbs, FTokens, FPrecision, FObjective, FPinDp, FPinTp,
   FPinPp, FPinVp, FPinMbs, FPinZero, FPinRecompute, FPinSchedule, FPinOrder, FPinOffload, FPinSp,
-  FInfeasible
+  FInfeasible, FFramework, FAttention
 };
 
 QSpinBox* makeSpin(QWidget* parent, const char* name, int min, int max, const QString& tip,
@@ -503,9 +503,32 @@ QWidget* MainWindow::buildPlanPage() {
   QLabel* tokensErr = makeErrorLabel(trainBox);
   fieldErrors_.insert(QStringLiteral("training.tokens"), tokensErr);
   tf->addRow(tr("Tokens"), withError(tokens_, tokensErr));
-  precision_ = makeCombo(trainBox, "precision", {QStringLiteral("bf16"), QStringLiteral("fp16"), QStringLiteral("fp32")},
-                         tr("Training precision: mixed precision with fp32 master weights and Adam"));
+  precision_ = makeCombo(trainBox, "precision",
+                         {QStringLiteral("bf16"), QStringLiteral("fp16"), QStringLiteral("fp32"), QStringLiteral("fp8")},
+                         tr("Training precision: mixed precision with fp32 master weights and Adam; fp8: "
+                            "Transformer Engine GEMMs (Hopper and newer)"));
   tf->addRow(tr("Precision"), precision_);
+  QStringList frameworks;
+  for (const CatalogEntry& e : catalog_frameworks()) frameworks << QString::fromStdString(e.name);
+  framework_ = makeCombo(trainBox, "framework", frameworks,
+                         tr("Implementation: what the cost model knows about the software stack "
+                            "(kernels, overlap, pipeline sends, ZeRO-3 traffic); configs/frameworks/"));
+  tf->addRow(tr("Framework"), framework_);
+  attention_ = makeCombo(trainBox, "attention",
+                         {QStringLiteral("default"), QStringLiteral("eager"), QStringLiteral("fused"), QStringLiteral("flash")},
+                         tr("Attention kernel: default = the framework's; eager (Hugging Face), fused "
+                            "(Megatron softmax), flash (FlashAttention-2/3, Ampere and newer)"));
+  tf->addRow(tr("Attention"), attention_);
+  connect(framework_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    Loaded<FrameworkSpec> f = load_framework(t.toStdString());
+    if (!f.value || f.value->name == inputs_.training.framework.name) return;
+    editInputs(FFramework, tr("Edit framework"), [&](PlanInputs& in) { in.training.framework = *f.value; });
+  });
+  connect(attention_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    const std::optional<Attention> a = parse_attention(t.toStdString());
+    if (a == inputs_.training.attention) return;
+    editInputs(FAttention, tr("Edit attention"), [&](PlanInputs& in) { in.training.attention = a; });
+  });
   objective_ = makeCombo(trainBox, "objective", {QStringLiteral("time"), QStringLiteral("cost"), QStringLiteral("throughput")},
                          tr("Ranking: fewest days (time), fewest dollars (cost) or most samples/s (throughput)"));
   tf->addRow(tr("Objective"), objective_);
@@ -945,6 +968,9 @@ void MainWindow::syncWidgetsFromInputs() {
     fieldErrors_.value(QStringLiteral("training.tokens"))->hide();
   }
   setComboText(precision_, QString::fromUtf8(to_string(in.training.precision)));
+  setComboText(framework_, QString::fromStdString(in.training.framework.name));
+  setComboText(attention_, in.training.attention ? QString::fromUtf8(to_string(*in.training.attention))
+                                                 : QStringLiteral("default"));
   setComboText(objective_, QString::fromUtf8(to_string(in.objective)));
   setIfDifferent(pinDp_, in.pins.dp.value_or(0));
   setIfDifferent(pinTp_, in.pins.tp.value_or(0));
