@@ -22,6 +22,8 @@
 #include <QUndoStack>
 #include <cstdlib>
 
+#include <QComboBox>
+
 #include "gui_test_support.h"
 #include "item_models.h"
 #include "main_window.h"
@@ -107,6 +109,27 @@ TEST_F(GuiWindow, EditingAFieldReplansAndUndoRestores) {
   ASSERT_TRUE(waitPlan());
   for (const Estimate& e : window_->lastResult().candidates)
     EXPECT_EQ(e.num_microbatches * e.layout.dp * e.layout.mbs, 1536);
+}
+
+TEST_F(GuiWindow, FrameworkChoiceReplansWithThatStack) {
+  // Expectation: choosing smp-v1 re-plans the default GPT-3 175B scenario with that preset: no
+  // candidate uses sequence parallelism or selective recompute (SMP v1 has neither), each names
+  // smp-v1, carries a band around its step, and the best is slower than under megatron-lm.
+  QComboBox* fw = child<QComboBox>("framework");
+  ASSERT_NE(fw, nullptr);
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  const double megatron_step = window_->lastResult().candidates.front().step_time_s;
+  fw->setCurrentText(QStringLiteral("smp-v1"));
+  ASSERT_TRUE(waitPlan());
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  for (const Estimate& e : window_->lastResult().candidates) {
+    EXPECT_EQ(e.framework, "smp-v1");
+    EXPECT_FALSE(e.layout.sp);
+    EXPECT_NE(e.layout.recompute, Recompute::Selective);
+    EXPECT_LT(e.step_time_s_p10, e.step_time_s);
+    EXPECT_GT(e.step_time_s_p90, e.step_time_s);
+  }
+  EXPECT_GT(window_->lastResult().candidates.front().step_time_s, megatron_step);
 }
 
 TEST_F(GuiWindow, PinningAKnobRestrictsTheSearch) {
