@@ -490,6 +490,7 @@ bool MainWindow::loadModelFile(const QString& path) {
   editInputs(-1, tr("Open model %1").arg(QFileInfo(path).fileName()), [&](PlanInputs& in) {
     in.model = *m.value;
     in.modelRef = path.toStdString();
+    in.training.seq_len = 0;  // train at the new model's own length, as the CLI does
   });
   return true;
 }

@@ -207,6 +207,7 @@ class MainWindow : public QMainWindow {
   QLineEdit* tokens_ = nullptr;
   QComboBox* precision_ = nullptr;
   QComboBox* framework_ = nullptr;
+  QSpinBox* trainSeq_ = nullptr;
   QComboBox* attention_ = nullptr;
   QComboBox* objective_ = nullptr;
   QSpinBox* pinDp_ = nullptr;

@@ -71,7 +71,7 @@ enum FieldId {
   FLayers = 1, FHidden, FHeads, FKvHeads, FFfnHidden, FVocab, FSeq, FFfn, FNorm, FTied, FPreset,
   FCluster, FNodesMin, FNodesMax, FPrice, FGbs, FTokens, FPrecision, FObjective, FPinDp, FPinTp,
   FPinPp, FPinVp, FPinMbs, FPinZero, FPinRecompute, FPinSchedule, FPinOrder, FPinOffload, FPinSp,
-  FInfeasible, FFramework, FAttention
+  FInfeasible, FFramework, FAttention, FTrainSeq
 };
 
 QSpinBox* makeSpin(QWidget* parent, const char* name, int min, int max, const QString& tip,
@@ -199,7 +199,9 @@ QWidget* MainWindow::buildModelPage() {
       {&ffnHidden_, "ffn_hidden", "model.ffn_hidden", 0, 10000000, tr("FFN hidden"),
        tr("Inner size of the MLP; 0 = 4 x hidden"), tr("4 x hidden")},
       {&vocab_, "vocab", "model.vocab", 1, 100000000, tr("Vocabulary"), tr("Vocabulary size (tokens)"), {}},
-      {&seqLen_, "seq_len", "model.seq_len", 1, 10000000, tr("Sequence"), tr("Sequence length in tokens"), {}},
+      {&seqLen_, "seq_len", "model.seq_len", 1, 10000000, tr("Default sequence"),
+       tr("The model's own sequence length in tokens (its seq_len or max_position_embeddings); "
+          "training uses it unless the Plan page's Training sequence is set"), {}},
   };
   const FieldId ids[] = {FLayers, FHidden, FHeads, FKvHeads, FFfnHidden, FVocab, FSeq};
   for (size_t i = 0; i < std::size(defs); ++i) {
@@ -258,6 +260,7 @@ QWidget* MainWindow::buildModelPage() {
     editInputs(FPreset, tr("Model preset %1").arg(name), [&](PlanInputs& in) {
       in.model = *m.value;
       in.modelRef = name.toStdString();
+      in.training.seq_len = 0;  // train at the new model's own length, as the CLI does
     });
   });
   connect(openModel, &QPushButton::clicked, this, [this] {
@@ -497,6 +500,15 @@ QWidget* MainWindow::buildPlanPage() {
   QLabel* gbsErr = makeErrorLabel(trainBox);
   fieldErrors_.insert(QStringLiteral("training.gbs"), gbsErr);
   tf->addRow(tr("Global batch"), withError(gbs_, gbsErr));
+  trainSeq_ = makeSpin(trainBox, "trainSeq", 0, 10000000,
+                       tr("Sequence length the plan trains at, in tokens; 0 = the model's default "
+                          "sequence (Model page)"),
+                       tr("model's"));
+  tf->addRow(tr("Training sequence"), trainSeq_);
+  connect(trainSeq_, &QSpinBox::valueChanged, this, [this](int v) {
+    if (v == inputs_.training.seq_len) return;
+    editInputs(FTrainSeq, tr("Edit training sequence"), [&](PlanInputs& in) { in.training.seq_len = v; });
+  });
   tokens_ = new QLineEdit(trainBox);
   tokens_->setObjectName(QStringLiteral("tokens"));
   tokens_->setToolTip(tr("Tokens to train: 300e9, 300B, 1.3T; empty = 20 per parameter (Hoffmann et al. 2022)"));
@@ -963,6 +975,8 @@ void MainWindow::syncWidgetsFromInputs() {
   setIfDifferent(nodesMax_, in.nodesMax);
   if (price_->value() != in.cluster.price_per_node_hour_usd) price_->setValue(in.cluster.price_per_node_hour_usd);
   setIfDifferent(gbs_, int(in.training.gbs));
+  setIfDifferent(trainSeq_, in.training.seq_len);
+  trainSeq_->setSpecialValueText(tr("model's (%1)").arg(in.model.seq_len));
   if (!tokens_->hasFocus()) {
     tokens_->setText(formatTokens(in.training.tokens));
     fieldErrors_.value(QStringLiteral("training.tokens"))->hide();

@@ -28,6 +28,7 @@
 #include "item_models.h"
 #include "main_window.h"
 #include "pages.h"
+#include "planner/search.h"
 #include "planner/spec_io.h"
 #include "search_job.h"
 
@@ -191,6 +192,54 @@ TEST_F(GuiWindow, HuggingFaceConfigLoadsAndReplans) {
   for (const Estimate& e : window_->lastResult().candidates) EXPECT_EQ(8 % e.layout.tp, 0);
   window_->undoStack()->undo();  // back to GPT-3 175B
   EXPECT_EQ(child<QSpinBox>("layers")->value(), 96);
+}
+
+TEST_F(GuiWindow, ModelsOfOtherLengthsPlanAtTheirOwnSequenceAsTheCliDoes) {
+  // Expectation: after choosing Llama 2 70B (seq 4096) the plan trains at 4096, not at the
+  // default plan's 2048, and its best candidate equals what `capplan plan --model llama2-70b
+  // --cluster p4d.24xlarge --nodes 120 --gbs 1536 --tokens 300e9` finds (the same library search
+  // on the scenario the CLI builds, which leaves the sequence at the model's). Setting the
+  // Training sequence field to 2048 re-plans at 2048.
+  for (const char* preset : {"llama2-70b", "gpt2-1.5b"}) {
+    const QString path = QString::fromUtf8(CAPPLAN_SOURCE_DIR) + QStringLiteral("/configs/models/") +
+                         QString::fromUtf8(preset) + QStringLiteral(".yaml");
+    ASSERT_TRUE(window_->loadModelFile(path)) << preset;
+    ASSERT_TRUE(waitPlan()) << preset;
+    ASSERT_FALSE(window_->lastResult().candidates.empty()) << preset;
+    EXPECT_EQ(child<QSpinBox>("trainSeq")->value(), 0) << preset;
+    Scenario cli;
+    cli.model = *load_model(preset).value;
+    cli.cluster = *load_cluster("p4d.24xlarge").value;
+    cli.nodes = 120;
+    cli.training.gbs = 1536;
+    cli.training.tokens = 300e9;
+    SearchOptions o;
+    o.nodes_min = o.nodes_max = 120;
+    o.top = 1;
+    const SearchResult r = search(cli, o);
+    ASSERT_FALSE(r.candidates.empty());
+    const Estimate& gui_best = window_->lastResult().candidates.front();
+    std::printf("Expectation: %s GUI days = CLI days. Actual %.3f vs %.3f\n", preset,
+                gui_best.days_to_train, r.candidates.front().days_to_train);
+    EXPECT_NEAR(gui_best.days_to_train, r.candidates.front().days_to_train, 1e-9 * gui_best.days_to_train);
+  }
+  child<QSpinBox>("trainSeq")->setValue(512);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(window_->lastResult().candidates.empty(), false);
+  Scenario cli;
+  cli.model = *load_model("gpt2-1.5b").value;
+  cli.cluster = *load_cluster("p4d.24xlarge").value;
+  cli.nodes = 120;
+  cli.training.gbs = 1536;
+  cli.training.tokens = 300e9;
+  cli.training.seq_len = 512;
+  SearchOptions o;
+  o.nodes_min = o.nodes_max = 120;
+  o.top = 1;
+  const SearchResult r = search(cli, o);
+  ASSERT_FALSE(r.candidates.empty());
+  EXPECT_NEAR(window_->lastResult().candidates.front().days_to_train, r.candidates.front().days_to_train,
+              1e-9 * r.candidates.front().days_to_train);
 }
 
 TEST_F(GuiWindow, InvalidFieldIsExplainedNextToItAndNotPlanned) {
