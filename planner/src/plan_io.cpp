@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -295,8 +296,19 @@ std::string write_file_atomic(const std::string& path, const std::string& conten
   const std::filesystem::path target(path);
   const std::filesystem::path dir =
       target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  std::string tmpl = (dir / std::string(".").append(target.filename().string()).append(".tmp.XXXXXX")).string();
-  const int fd = ::mkstemp(tmpl.data());
+  // A fresh name beside the target, created exclusively with mode 0666 so that the kernel
+  // applies the process's umask itself (mkstemp's 0600 would need the umask read, and reading
+  // it means setting it, process-wide, in a multi-threaded GUI).
+  static std::atomic<unsigned> counter{0};
+  std::string tmpl;
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    tmpl = (dir / (std::string(".") + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+                   std::to_string(counter.fetch_add(1))))
+               .string();
+    fd = ::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return path + ": cannot create a temporary file: " + std::strerror(errno);
   const char* p = contents.data();
   size_t left = contents.size();
@@ -312,10 +324,6 @@ std::string write_file_atomic(const std::string& path, const std::string& conten
     p += n;
     left -= size_t(n);
   }
-  // mkstemp creates 0600; give the file the usual permissions (umask applies).
-  const mode_t mask = ::umask(0);
-  ::umask(mask);
-  ::fchmod(fd, 0666 & ~mask);
   const bool synced = ::fsync(fd) == 0;
   const int sync_errno = errno;
   const bool closed = ::close(fd) == 0;

@@ -2,6 +2,7 @@
 // process per simulated GPU (pid = global rank), one thread per stream, complete events ("X")
 // with microsecond timestamps, process/thread name metadata and a counter track ("C") of each
 // GPU's activation memory. Opens in Perfetto.
+#include <charconv>
 #include <cstdio>
 #include <string>
 
@@ -10,11 +11,15 @@
 namespace capplan {
 namespace {
 
-void append_us(std::string& s, double seconds) {
+// Fixed-point text with `decimals` digits, always with a '.' (std::to_chars ignores the C
+// locale, which a Qt application sets from the user's: "%.3f" would write "1,500" in de_DE).
+void append_fixed(std::string& s, double v, int decimals) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3f", seconds * 1e6);
-  s += buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
+  s.append(buf, r.ec == std::errc() ? r.ptr : buf);
 }
+
+void append_us(std::string& s, double seconds) { append_fixed(s, seconds * 1e6, 3); }
 
 }  // namespace
 
@@ -61,12 +66,12 @@ std::string chrome_trace_json(const StepSimulation& sim) {
   for (size_t st = 0; st < sim.activation_bytes_over_time.size() && st < sim.stage_rank.size(); ++st) {
     for (const auto& [t, bytes] : sim.activation_bytes_over_time[st]) {
       sep();
-      char gib[48];
-      std::snprintf(gib, sizeof gib, "%.4f", bytes / (1024.0 * 1024.0 * 1024.0));
       s += "{\"ph\":\"C\",\"name\":\"activations (GiB)\",\"pid\":" + std::to_string(sim.stage_rank[st]) +
            ",\"ts\":";
       append_us(s, t);
-      s += std::string(",\"args\":{\"GiB\":") + gib + "}}";
+      s += ",\"args\":{\"GiB\":";
+      append_fixed(s, bytes / (1024.0 * 1024.0 * 1024.0), 4);
+      s += "}}";
     }
   }
   s += "\n]}\n";
