@@ -908,29 +908,20 @@ void MainWindow::refreshPareto() {
 }
 
 void MainWindow::explainEmptyResult() {
-  // No candidate at all: name the constraint a layout made of the pinned knobs violates.
+  // No candidate at all: the library names the constraint the pinned knobs break and the values
+  // that would work (the call `capplan plan --fix` makes).
   Scenario s;
   s.model = inputs_.model;
   s.cluster = inputs_.cluster;
   s.training = inputs_.training;
   s.nodes = inputs_.nodesMin;
-  const LayoutPins& p = inputs_.pins;
-  Layout l;
-  l.tp = p.tp.value_or(1);
-  l.pp = p.pp.value_or(1);
-  l.vp = p.vp.value_or(1);
-  l.mbs = p.mbs.value_or(1);
-  l.zero = p.zero.value_or(0);
-  l.recompute = p.recompute.value_or(Recompute::None);
-  l.offload = p.offload.value_or(false);
-  l.sp = p.sp.value_or(false);
-  l.order = p.order.value_or("DPT");
-  l.schedule = p.schedule.value_or(l.vp > 1 ? Schedule::Interleaved : Schedule::OneFOneB);
-  const int gpus = s.total_gpus();
-  l.dp = p.dp.value_or(l.tp * l.pp > 0 && gpus % (l.tp * l.pp) == 0 ? gpus / (l.tp * l.pp) : 0);
-  const std::optional<std::string> why = check_layout(s, l);
-  planMessage_->setText(why ? tr("No valid layout for these inputs. With the pinned knobs: %1").arg(QString::fromStdString(*why))
-                            : tr("No valid layout for these inputs; try un-pinning knobs or more nodes."));
+  SearchOptions o;
+  o.nodes_min = inputs_.nodesMin;
+  o.nodes_max = std::max(inputs_.nodesMin, inputs_.nodesMax);
+  o.pins = inputs_.pins;
+  const std::optional<std::string> why = pins_unsatisfiable(s, o);
+  planMessage_->setText(why ? tr("No valid layout for these inputs: %1").arg(QString::fromStdString(*why))
+                            : tr("No layout fits in memory for these inputs; try un-pinning knobs or more nodes."));
 }
 
 void MainWindow::showFieldDiagnostics(const Diagnostics& diagnostics, QListWidget* list) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "cost_model_detail.h"
 #include "planner/profile.h"
@@ -440,17 +441,42 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
     return false;
   };
   const std::string t = p.tp ? std::to_string(*p.tp) : "";
+  // The tp values the model and the GPU counts allow, and the pp values that go with the pinned
+  // tp (and dp): named in the message so that the user sees what would work.
+  auto tp_ok = [&](int k) {
+    return m.heads % k == 0 && m.kv_heads_or_default() % k == 0 && m.ffn_hidden_or_default() % k == 0 &&
+           divides_some(k);
+  };
+  auto list = [](const std::vector<int>& v) {
+    std::string out;
+    for (size_t i = 0; i < v.size() && i < 12; ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+    if (v.size() > 12) out += ", ...";
+    return out.empty() ? std::string("none") : out;
+  };
+  auto working_tp = [&] {
+    std::vector<int> v;
+    for (int k = 1; k <= std::max(1, gpn) * 8 && k <= m.heads; ++k)
+      if (tp_ok(k)) v.push_back(k);
+    return list(v);
+  };
   if (p.tp && (m.heads % *p.tp || m.kv_heads_or_default() % *p.tp || m.ffn_hidden_or_default() % *p.tp))
     return "tp=" + t + " does not divide the model's heads " + std::to_string(m.heads) +
            ", kv_heads " + std::to_string(m.kv_heads_or_default()) + " and ffn_hidden " +
-           std::to_string(m.ffn_hidden_or_default());
-  if (p.tp && !divides_some(*p.tp)) return "tp=" + t + " does not divide " + gpus_text;
+           std::to_string(m.ffn_hidden_or_default()) + "; tp values that work: " + working_tp();
+  if (p.tp && !divides_some(*p.tp))
+    return "tp=" + t + " does not divide " + gpus_text + "; tp values that work: " + working_tp();
   if (p.pp && *p.pp > m.layers)
     return "pp=" + std::to_string(*p.pp) + " is more than the model's " +
            std::to_string(m.layers) + " layers";
   const int64_t tp_pp = int64_t(p.tp.value_or(1)) * p.pp.value_or(1) * p.dp.value_or(1);
-  if (!divides_some(tp_pp))
-    return "dp x tp x pp = " + std::to_string(tp_pp) + " (as pinned) does not divide " + gpus_text;
+  if (!divides_some(tp_pp)) {
+    std::vector<int> pps;
+    const int64_t rest = int64_t(p.tp.value_or(1)) * p.dp.value_or(1);
+    for (int k = 1; k <= m.layers; ++k)
+      if (divides_some(rest * k)) pps.push_back(k);
+    return "dp x tp x pp = " + std::to_string(tp_pp) + " (as pinned) does not divide " + gpus_text +
+           (p.pp ? "; pp values that work with the other pins: " + list(pps) : std::string());
+  }
   if (p.sp && *p.sp && p.tp && *p.tp == 1) return "sp=true needs tp > 1";
   if (p.mbs && scenario.training.gbs % *p.mbs)
     return "mbs=" + std::to_string(*p.mbs) + " does not divide gbs " +

@@ -140,11 +140,15 @@ TEST_F(GuiWindow, PinningAKnobRestrictsTheSearch) {
   ASSERT_TRUE(waitPlan());
   ASSERT_FALSE(window_->lastResult().candidates.empty());
   for (const Estimate& e : window_->lastResult().candidates) EXPECT_EQ(e.layout.tp, 8);
-  // A pin no layout can satisfy is explained in words.
+  // A pin no layout can satisfy is explained in words: the real constraint and the values that
+  // would work, not a generic "must be >= 1".
   tp->setValue(7);  // 7 divides neither 96 heads nor 8 GPUs per node
   ASSERT_TRUE(waitPlan());
   EXPECT_TRUE(window_->lastResult().candidates.empty());
-  EXPECT_FALSE(child<QLabel>("planMessage")->text().isEmpty());
+  const QString msg = child<QLabel>("planMessage")->text();
+  EXPECT_TRUE(msg.contains(QStringLiteral("tp=7 does not divide the model's heads 96"))) << msg.toStdString();
+  EXPECT_TRUE(msg.contains(QStringLiteral("tp values that work: 1, 2, 3, 4"))) << msg.toStdString();
+  EXPECT_FALSE(msg.contains(QStringLiteral(">= 1"))) << msg.toStdString();
 }
 
 TEST_F(GuiWindow, SearchStartedAndCancelledFromTheGui) {
