@@ -2,6 +2,8 @@
 // of edits to debounced searches. Pages and charts are built in pages.cpp.
 #include "main_window.h"
 
+#include "glossary_text.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
@@ -198,7 +200,8 @@ void MainWindow::buildMenus() {
   QAction* save = file->addAction(tr("&Save plan"), this, &MainWindow::onSavePlan);
   save->setShortcut(QKeySequence::Save);
   QAction* saveAs = file->addAction(tr("Save plan &as..."), this, &MainWindow::onSavePlanAs);
-  saveAs->setShortcut(QKeySequence::SaveAs);
+  // QKeySequence::SaveAs is empty on some platforms: Ctrl+Shift+S everywhere.
+  saveAs->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S));
   file->addSeparator();
   QAction* exp = file->addAction(tr("&Export..."), this, &MainWindow::onExport);
   exp->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
@@ -237,6 +240,30 @@ void MainWindow::buildMenus() {
     a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  QAction* glossary = help->addAction(tr("&Glossary"), this, [this] {
+    auto* box = new QMessageBox(QMessageBox::NoIcon, tr("Glossary"), QString(), QMessageBox::Close, this);
+    box->setObjectName(QStringLiteral("glossaryDialog"));
+    box->setTextFormat(Qt::MarkdownText);
+    box->setText(QString::fromUtf8(kGlossaryMarkdown));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+  });
+  glossary->setObjectName(QStringLiteral("helpGlossary"));
+  glossary->setShortcut(QKeySequence::HelpContents);
+  QAction* columns = help->addAction(tr("What do the &columns mean?"), this, [this] {
+    // The result table's own header tooltips, one line per column.
+    QString text;
+    const QAbstractItemModel* m = candidates_;
+    for (int c = 0; c < m->columnCount(); ++c)
+      text += QStringLiteral("<b>%1</b>: %2<br>")
+                  .arg(m->headerData(c, Qt::Horizontal, Qt::DisplayRole).toString().toHtmlEscaped(),
+                       m->headerData(c, Qt::Horizontal, Qt::ToolTipRole).toString().toHtmlEscaped());
+    auto* box = new QMessageBox(QMessageBox::NoIcon, tr("Result columns"), text, QMessageBox::Close, this);
+    box->setObjectName(QStringLiteral("columnsDialog"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+  });
+  columns->setObjectName(QStringLiteral("helpColumns"));
   help->addAction(tr("&About capplan"), this, [this] {
     QMessageBox::about(this, tr("About capplan"),
                        tr("<b>capplan</b> 0.1.0 - capacity planner for training transformer language "

@@ -23,6 +23,8 @@
 #include <cstdlib>
 
 #include <QComboBox>
+#include <QAction>
+#include <QMessageBox>
 
 #include "gui_test_support.h"
 #include "item_models.h"
@@ -131,6 +133,31 @@ TEST_F(GuiWindow, FrameworkChoiceReplansWithThatStack) {
     EXPECT_GT(e.step_time_s_p90, e.step_time_s);
   }
   EXPECT_GT(window_->lastResult().candidates.front().step_time_s, megatron_step);
+}
+
+TEST_F(GuiWindow, HelpShowsTheGlossaryAndTheColumnsAndSaveAsHasItsShortcut) {
+  // Expectation: Help > Glossary opens the README's glossary (dp, tp, ... with their meaning),
+  // Help > columns lists every result column with its explanation, and Save As answers to
+  // Ctrl+Shift+S.
+  auto* glossary = window_->findChild<QAction*>(QStringLiteral("helpGlossary"));
+  ASSERT_NE(glossary, nullptr);
+  glossary->trigger();
+  auto* box = window_->findChild<QMessageBox*>(QStringLiteral("glossaryDialog"));
+  ASSERT_NE(box, nullptr);
+  EXPECT_TRUE(box->text().contains(QStringLiteral("data-parallel degree")));
+  EXPECT_TRUE(box->text().contains(QStringLiteral("num_microbatches")));
+  box->close();
+  auto* columns = window_->findChild<QAction*>(QStringLiteral("helpColumns"));
+  ASSERT_NE(columns, nullptr);
+  columns->trigger();
+  auto* cbox = window_->findChild<QMessageBox*>(QStringLiteral("columnsDialog"));
+  ASSERT_NE(cbox, nullptr);
+  EXPECT_TRUE(cbox->text().contains(QStringLiteral("Days to train the token budget")));
+  cbox->close();
+  bool found = false;
+  for (QAction* a : window_->findChildren<QAction*>())
+    if (a->shortcut() == QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_S)) found = true;
+  EXPECT_TRUE(found) << "no action answers to Ctrl+Shift+S";
 }
 
 TEST_F(GuiWindow, PinningAKnobRestrictsTheSearch) {
