@@ -165,6 +165,26 @@ TEST(Cli, UnknownPresetAndMissingFile) {
                       "does-not-exist.yaml"));
 }
 
+TEST(Cli, StackKnobsRefuseWhatCannotRun) {
+  // Each gets exit 2 and a message naming the flag and the reason.
+  const std::string base = "estimate --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --dp 8 --tp 1 --pp 1 "
+                           "--mbs 1 --gbs 64 ";
+  EXPECT_TRUE(refused(run_cli(base + "--framework megatron-lmm"), "--framework: no framework preset or file named 'megatron-lmm'"));
+  EXPECT_TRUE(refused(run_cli(base + "--attention sdpa"), "--attention: expected eager, fused or flash, found 'sdpa'"));
+  EXPECT_TRUE(refused(run_cli(base + "--precision fp8"), "--precision: fp8 is not supported by A100-SXM4-40GB"));
+  EXPECT_TRUE(refused(run_cli("estimate --model gpt3-1.3b --cluster p3.16xlarge --nodes 1 --dp 8 --tp 1 --pp 1 "
+                              "--mbs 1 --gbs 64 --attention flash"),
+                      "--attention: flash (FlashAttention-2/3) does not run on V100-SXM2-16GB"));
+  EXPECT_TRUE(refused(run_cli("estimate --model tests/data/good/model_head_dim_320.yaml --cluster p4d.24xlarge "
+                              "--nodes 1 --dp 8 --tp 1 --pp 1 --mbs 1 --gbs 64 --attention flash"),
+                      "--attention: flash supports head sizes that are multiples of 8 up to 256; this model's is 320"));
+  EXPECT_TRUE(refused(run_cli("estimate --model gpt3-1.3b --cluster dgx-a100-80gb --nodes 1 --dp 8 --tp 1 --pp 1 "
+                              "--mbs 1 --gbs 64 --offload-optimizer"),
+                      "--offload-optimizer: the cluster dgx-a100-80gb has no host_memory_gib"));
+  EXPECT_TRUE(refused(run_cli(base + "--framework smp-v1 --recompute selective"),
+                      "framework smp-v1 has no selective recompute"));
+}
+
 TEST(Cli, UnknownCommandSuggests) {
   EXPECT_TRUE(refused(run_cli("estimte"), "did you mean 'estimate'?"));
 }
