@@ -440,6 +440,10 @@ TEST_F(Slurm, BadInputIsRefusedBeforeAnythingIsSubmitted) {
           "<command line>: error: --slurm: sbatch not found in PATH", env_entries(bin.string()));
   refused({"--dir", (base / "b").string(), "--partition", "nosuch"},
           "<command line>: error: --partition: unknown partition 'nosuch'");
+  // A refused run still leaves its record, with the reason.
+  const std::string refusal = read_text(base / "b" / "run.json");
+  EXPECT_EQ(json_string(refusal, "status"), "not-started") << refusal;
+  EXPECT_NE(json_string(refusal, "reason").find("unknown partition 'nosuch'"), std::string::npos) << refusal;
   refused({"--dir", (base / "c").string()},
           "<command line>: error: --nodes: the run needs 2 nodes, but partition '" + partition_ + "' has 1",
           env_entries(), 20, 5, 2);
