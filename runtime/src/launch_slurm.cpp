@@ -442,8 +442,11 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
                                                  "--gflops-tolerance", number(options.gflops_tolerance)});
   }
   if (pr.record.predicted) {
+    // The ranks' predicted memory without the cost model's fixed buffer reservation, which is a
+    // GPU runtime's and which capplan-train's CPU ranks do not make.
+    const MemoryBytes& m = pr.record.predicted->memory_per_gpu_bytes;
     so.health_args.insert(so.health_args.end(),
-                          {"--min-free-memory", number(pr.record.predicted->memory_per_gpu_bytes.total * ranks_per_node)});
+                          {"--min-free-memory", number((m.total - m.buffers) * ranks_per_node)});
   }
   p.job_script = export_sbatch(plan, so).text;
   const std::string script_path = run_dir + "/job.sbatch";
