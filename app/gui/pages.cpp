@@ -1464,6 +1464,38 @@ RunPanel::RunPanel(QWidget* parent) : QWidget(parent) {
   bar->addWidget(resumeButton_);
   bar->addWidget(status_, 1);
   v->addLayout(bar);
+  auto* slurmBar = new QHBoxLayout;
+  slurm_ = new QCheckBox(tr("Launch on Slurm"), this);
+  slurm_->setObjectName(QStringLiteral("runSlurm"));
+  slurm_->setToolTip(tr("Submit the run with sbatch (health check first, requeue and resume after a failure) "
+                        "and follow it with squeue; Stop cancels the job (scancel)"));
+  partition_ = new QLineEdit(this);
+  partition_->setObjectName(QStringLiteral("runPartition"));
+  partition_->setPlaceholderText(tr("default partition"));
+  partition_->setToolTip(tr("Slurm partition (empty: the cluster's default)"));
+  slurmNodes_ = makeSpin(this, "runSlurmNodes", 1, 4096, tr("Nodes of the Slurm job"));
+  timeLimit_ = new QLineEdit(this);
+  timeLimit_->setObjectName(QStringLiteral("runTimeLimit"));
+  timeLimit_->setPlaceholderText(tr("HH:MM:SS"));
+  timeLimit_->setToolTip(tr("Time limit of the job (empty: the partition's); at least one checkpoint interval"));
+  slurmState_ = new QLabel(this);
+  slurmState_->setObjectName(QStringLiteral("runSlurmState"));
+  slurmState_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  for (QWidget* w : {static_cast<QWidget*>(partition_), static_cast<QWidget*>(slurmNodes_), static_cast<QWidget*>(timeLimit_)})
+    w->setEnabled(false);
+  connect(slurm_, &QCheckBox::toggled, this, [this](bool on) {
+    for (QWidget* w : {static_cast<QWidget*>(partition_), static_cast<QWidget*>(slurmNodes_), static_cast<QWidget*>(timeLimit_)})
+      w->setEnabled(on);
+  });
+  slurmBar->addWidget(slurm_);
+  slurmBar->addWidget(new QLabel(tr("partition"), this));
+  slurmBar->addWidget(partition_);
+  slurmBar->addWidget(new QLabel(tr("nodes"), this));
+  slurmBar->addWidget(slurmNodes_);
+  slurmBar->addWidget(new QLabel(tr("time limit"), this));
+  slurmBar->addWidget(timeLimit_);
+  slurmBar->addWidget(slurmState_, 1);
+  v->addLayout(slurmBar);
   v->addWidget(layoutNote_);
 
   auto* charts = new QHBoxLayout;
@@ -1558,6 +1590,38 @@ Layout RunPanel::runLayout() const {
 
 int RunPanel::lossPoints() const { return loss_ != nullptr ? loss_->count() : 0; }
 
+int RunPanel::resumeMarkers() const { return resumed_ != nullptr ? resumed_->count() : 0; }
+
+void RunPanel::setSlurm(bool on, const QString& partition, int nodes, const QString& timeLimit) {
+  slurm_->setChecked(on);
+  partition_->setText(partition);
+  slurmNodes_->setValue(nodes);
+  timeLimit_->setText(timeLimit);
+}
+
+void RunPanel::onSlurmState(const QString& state, const QString& reason, int position, int restarts) {
+  QString text = tr("Slurm: %1").arg(state);
+  if (!reason.isEmpty() && reason != QLatin1String("None")) text += QStringLiteral(" (%1)").arg(reason);
+  if (position > 0) text += tr(", queue position %1").arg(position);
+  if (restarts > 0) text += tr(", requeued %1x").arg(restarts);
+  slurmState_->setText(text);
+}
+
+// A requeued attempt resumed from `step`: the steps after it are recomputed, so they leave the
+// chart, and a marker shows where the attempt took over.
+void RunPanel::onResumed(double step) {
+  QList<QPointF> kept;
+  for (const QPointF& p : loss_->points())
+    if (p.x() <= step) kept.append(p);
+  loss_->replace(kept);
+  QList<QPointF> speed;
+  for (const QPointF& p : tokens_->points())
+    if (p.x() <= step) speed.append(p);
+  tokens_->replace(speed);
+  const double y = kept.isEmpty() ? 0.0 : kept.last().y();
+  resumed_->append(step, y);
+}
+
 void RunPanel::resetCharts() {
   auto makeLine = [](QChartView* view, const QString& title, const QString& xTitle, const QString& yTitle,
                      std::initializer_list<QLineSeries**> series, std::initializer_list<QString> names) {
@@ -1581,6 +1645,11 @@ void RunPanel::resetCharts() {
     replaceChart(view, chart);
   };
   makeLine(lossChart_, tr("Loss"), tr("step"), tr("loss"), {&loss_}, {tr("loss per step")});
+  resumed_ = new QScatterSeries;
+  resumed_->setName(tr("attempt resumed (requeue)"));
+  resumed_->setMarkerSize(10);
+  lossChart_->chart()->addSeries(resumed_);
+  for (QAbstractAxis* axis : loss_->attachedAxes()) resumed_->attachAxis(axis);
   makeLine(speedChart_, tr("Throughput"), tr("step"), tr("tokens/s"), {&tokens_}, {tr("tokens/s per step")});
   makeLine(systemChart_, tr("System (rank 0, over time)"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
            {tr("CPU utilisation %"), tr("resident memory MiB")});
@@ -1604,6 +1673,11 @@ void extendAxes(QLineSeries* s, double x, double y) {
 }  // namespace
 
 void RunPanel::onMetrics(const QString& type, const QHash<QString, double>& n) {
+  if (slurmRun_ && type == QLatin1String("start") && n.value(QStringLiteral("resumed_from_step"), 0) > 0 &&
+      loss_->count() > 0) {
+    onResumed(n.value(QStringLiteral("resumed_from_step")));
+    return;
+  }
   if (n.contains(QStringLiteral("loss")) && (type.isEmpty() || type == QLatin1String("step"))) {
     const double step = n.value(QStringLiteral("step"));
     const double loss = n.value(QStringLiteral("loss"));
@@ -1696,6 +1770,75 @@ void RunPanel::launch(bool resume) {
     }, Qt::QueuedConnection);
   };
   if (watcher_ == nullptr) watcher_ = new QFutureWatcher<void>(this);
+  slurmRun_ = slurm_->isChecked();
+  slurmState_->clear();
+  if (slurmRun_) {
+    rt::SlurmOptions so;
+    so.partition = partition_->text().trimmed().toStdString();
+    so.nodes = slurmNodes_->value();
+    so.time_limit = timeLimit_->text().trimmed().toStdString();
+    req.resume = "auto";
+    watcher_->setFuture(QtConcurrent::run([req, so, cancel, post]() {
+      Loaded<rt::PreparedSlurmRun> prepared = rt::prepare_slurm_run(req, so);
+      if (!prepared.ok()) {
+        const QString text = QString::fromStdString(prepared.diagnostics.to_string());
+        post([text](RunPanel* p) {
+          p->onOutputLine(text);
+          p->onFinished(QStringLiteral("not started"), text.section(QLatin1Char('\n'), 0, 0));
+        });
+        return;
+      }
+      std::string error;
+      const std::string job = rt::submit_slurm_job(*prepared.value, &error);
+      if (job.empty()) {
+        post([e = QString::fromStdString(error)](RunPanel* p) { p->onFinished(QStringLiteral("not submitted"), e); });
+        return;
+      }
+      post([job = QString::fromStdString(job), argv = prepared.value->sbatch_argv](RunPanel* p) {
+        p->onOutputLine(QStringLiteral("$ ") + QString::fromStdString(rt::shell_quote(argv)));
+        p->status_->setText(RunPanel::tr("Submitted as Slurm job %1").arg(job));
+      });
+      rt::SlurmCallbacks cb;
+      cb.on_output = [post](rt::OutputStream, const std::string& line) {
+        post([l = QString::fromStdString(line)](RunPanel* p) { p->onOutputLine(l); });
+      };
+      cb.on_metrics = [post](const rt::MetricsRecord& r) {
+        QHash<QString, double> numbers;
+        for (const auto& [k, v] : r.numbers) numbers.insert(QString::fromStdString(k), v);
+        post([type = QString::fromStdString(r.type), numbers](RunPanel* p) { p->onMetrics(type, numbers); });
+      };
+      cb.on_state = [post](const rt::SlurmStateChange& c, int position) {
+        post([state = QString::fromStdString(c.state), reason = QString::fromStdString(c.reason), position,
+              restarts = c.restarts](RunPanel* p) { p->onSlurmState(state, reason, position, restarts); });
+      };
+      const rt::RunRecord record = rt::follow_slurm_job(*prepared.value, job, cb, cancel.get());
+      const std::vector<rt::TermRow> rows = rt::compare_terms(record);
+      QString history;
+      if (record.slurm) {
+        for (const auto& a : record.slurm->attempts) {
+          history += RunPanel::tr("attempt %1: %2").arg(a.attempt).arg(QString::fromStdString(a.outcome));
+          if (a.resumed_from_step > 0) history += RunPanel::tr(", resumed from step %1").arg(a.resumed_from_step);
+          history += QStringLiteral("<br>");
+        }
+      }
+      if (record.goodput && std::isfinite(record.goodput->ratio))
+        history += RunPanel::tr("goodput %1 (productive step time over wall time)").arg(record.goodput->ratio, 0, 'f', 3);
+      post([rows, history, status = QString::fromUtf8(rt::to_string(record.status)),
+            reason = QString::fromStdString(record.reason)](RunPanel* p) {
+        p->compare_->setRowCount(int(rows.size()));
+        auto cell = [](double v) { return new QTableWidgetItem(std::isfinite(v) ? formatSeconds(v) : RunPanel::tr("unknown")); };
+        for (int i = 0; i < int(rows.size()); ++i) {
+          p->compare_->setItem(i, 0, new QTableWidgetItem(QString::fromStdString(rows[size_t(i)].term)));
+          p->compare_->setItem(i, 1, cell(rows[size_t(i)].predicted_s));
+          p->compare_->setItem(i, 2, cell(rows[size_t(i)].simulated_s));
+          p->compare_->setItem(i, 3, cell(rows[size_t(i)].measured_s));
+        }
+        p->findings_->setText(history);
+        p->onFinished(status, reason);
+      });
+    }));
+    return;
+  }
   watcher_->setFuture(QtConcurrent::run([req, cancel, post]() {
     Loaded<rt::PreparedRun> prepared = rt::prepare_run(req);
     if (!prepared.ok()) {

@@ -1,6 +1,6 @@
 // Widgets of the Timeline and Run pages: a zoomable Gantt chart of one simulated step (one row per
-// pipeline stage and stream), and the Run panel that launches a scaled-down local run through the
-// runtime's launcher and charts its metrics file as it grows.
+// pipeline stage and stream), and the Run panel that launches a scaled-down run through the
+// runtime's launcher, on this machine or submitted to Slurm, and charts its metrics as they grow.
 #pragma once
 
 #include <QFutureWatcher>
@@ -17,7 +17,9 @@
 class QChartView;
 class QCheckBox;
 class QLabel;
+class QLineEdit;
 class QLineSeries;
+class QScatterSeries;
 class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
@@ -99,6 +101,9 @@ class RunPanel : public QWidget {
   // false: run the plain layout (zero 0, no recompute, offload or sp) when the trainer lacks a knob.
   void setKeepKnobs(bool keep);
   void setCheckpointEvery(int steps) { checkpointEvery_ = steps; }  // 0 = a quarter of the run
+  // "Launch on Slurm": submit the same run with sbatch and follow it (partition, nodes, time limit).
+  void setSlurm(bool on, const QString& partition = {}, int nodes = 1, const QString& timeLimit = {});
+  int resumeMarkers() const;  // points on the loss chart where an attempt resumed
 
  public slots:
   void launch(bool resume = false);
@@ -112,6 +117,8 @@ class RunPanel : public QWidget {
   void onMetrics(const QString& type, const QHash<QString, double>& numbers);
   void onOutputLine(const QString& line);
   void onFinished(const QString& status, const QString& reason);
+  void onSlurmState(const QString& state, const QString& reason, int position, int restarts);
+  void onResumed(double step);
   void resetCharts();
 
   Plan plan_;
@@ -142,6 +149,13 @@ class RunPanel : public QWidget {
   QLineSeries* tokens_ = nullptr;
   QLineSeries* cpu_ = nullptr;
   QLineSeries* rss_ = nullptr;
+  QScatterSeries* resumed_ = nullptr;  // where a requeued attempt resumed
+  QCheckBox* slurm_ = nullptr;
+  QLineEdit* partition_ = nullptr;
+  QSpinBox* slurmNodes_ = nullptr;
+  QLineEdit* timeLimit_ = nullptr;
+  QLabel* slurmState_ = nullptr;
+  bool slurmRun_ = false;  // the current run was submitted to Slurm
   double t0_ = -1;
 };
 

@@ -311,7 +311,9 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
       const Captured c = capture({p.sinfo, "-h", "-o", "%P"});
       if (c.exit_code != 0) {
         answers = false;
-        d.error(kFile, 0, 0, "--slurm", "Slurm does not answer (sinfo: " + trim(c.err) + ")",
+        std::string why = trim(c.err);
+        if (const size_t nl = why.rfind('\n'); nl != std::string::npos) why = why.substr(nl + 1);
+        d.error(kFile, 0, 0, "--slurm", "Slurm does not answer (" + why + ")",
                 "check SLURM_CONF and that slurmctld runs");
       }
       std::istringstream in(c.out);
@@ -377,7 +379,18 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
   }
   if (options.requeue < 0) d.error(kFile, 0, 0, "--requeue", "must be >= 0, found " + std::to_string(options.requeue));
 
-  if (d.has_errors() || !run.value) return out;
+  if (d.has_errors() || !run.value) {
+    // Refused: the record says why, unless an earlier run's record is there (kept, not replaced).
+    if (run.value && ::access((run_dir + "/run.json").c_str(), F_OK) != 0) {
+      RunRecord rec = run.value->record;
+      rec.status = RunStatus::NotStarted;
+      rec.reason = d.to_string();
+      while (!rec.reason.empty() && rec.reason.back() == '\n') rec.reason.pop_back();
+      rec.finished_utc = utc_now();
+      write_run_record(rec);
+    }
+    return out;
+  }
   p.run = std::move(*run.value);
   PreparedRun& pr = p.run;
 
@@ -429,8 +442,11 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
                                                  "--gflops-tolerance", number(options.gflops_tolerance)});
   }
   if (pr.record.predicted) {
+    // The ranks' predicted memory without the cost model's fixed buffer reservation, which is a
+    // GPU runtime's and which capplan-train's CPU ranks do not make.
+    const MemoryBytes& m = pr.record.predicted->memory_per_gpu_bytes;
     so.health_args.insert(so.health_args.end(),
-                          {"--min-free-memory", number(pr.record.predicted->memory_per_gpu_bytes.total * ranks_per_node)});
+                          {"--min-free-memory", number((m.total - m.buffers) * ranks_per_node)});
   }
   p.job_script = export_sbatch(plan, so).text;
   const std::string script_path = run_dir + "/job.sbatch";

@@ -6,6 +6,7 @@
 //    attempts; paths and names with spaces, quotes and $( ) reach Slurm and the trainer as data;
 //  - a health check that fails (a checkpoint folder on a tmpfs too small for two checkpoints)
 //    stops the job before training, drains the node and puts the reason in the record;
+//  - a run whose every attempt fails past the same checkpoint stops after its requeues, saying so;
 //  - Ctrl-C cancels the job (scancel): squeue no longer lists it and no process of it remains;
 //  - --attach follows a job after the capplan that submitted it was killed;
 //  - bad input (no sbatch, an unknown partition, too many nodes, a time limit under one checkpoint
@@ -302,6 +303,52 @@ TEST_F(Slurm, KilledRankIsRequeuedAndResumesToBitwiseTheLossesOfAnUninterruptedR
   EXPECT_NE(record.find("tiny 'q' \\\"x\\\" $(touch PWNED)"), std::string::npos);
 }
 
+// The trainer's runs in a metrics file: (start records seen, newest step after the last one).
+std::pair<int, int> attempt_progress(const fs::path& metrics) {
+  std::ifstream f(metrics);
+  int starts = 0, step = 0;
+  for (std::string line; std::getline(f, line);) {
+    const auto r = parse_metrics_line(line);
+    if (!r) continue;
+    if (r->type == "start") ++starts, step = 0;
+    if (r->type == "step") step = int(r->number("step", 0));
+  }
+  return {starts, step};
+}
+
+// Every attempt is killed 5 steps past the checkpoint it resumed from: the job must stop after
+// 1 + 2 requeues and say that the attempts kept failing at the same step.
+TEST_F(Slurm, RunThatKeepsFailingAtTheSameStepStopsAfterItsRequeues) {
+  const fs::path base = capplan::test::scratch_dir("slurm-same-step");
+  const std::string model = write_model(base / "tiny.yaml", "tiny");
+  const fs::path dir = base / "run";
+  Background job = start(concat({"run", "--slurm", "--requeue", "2"},
+                                concat(layout_flags(model, 400, 50), {"--dir", dir.string()})),
+                         (base / "capplan.log").string());
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    ASSERT_TRUE(wait_for([&] {
+      const auto [starts, step] = attempt_progress(dir / "metrics.jsonl");
+      return starts == attempt && step >= 55;
+    }, 120)) << "attempt " << attempt << "\n" << read_text(base / "capplan.log");
+    const auto ranks = processes_mentioning((dir / "metrics.jsonl").string(), "capplan-train");
+    ASSERT_EQ(ranks.size(), 2u);
+    ASSERT_LT(attempt_progress(dir / "metrics.jsonl").second, 100) << "past the next checkpoint";
+    ::kill(ranks.back(), SIGKILL);
+  }
+  EXPECT_EQ(job.wait(120), 1) << read_text(base / "capplan.log");
+  const std::string record = read_text(dir / "run.json");
+  EXPECT_EQ(json_string(record, "status"), "failed") << record;
+  const std::string reason = json_string(record, "reason");
+  EXPECT_NE(reason.find("stopped after 3 attempts (2 requeues allowed): training failed with exit status"),
+            std::string::npos)
+      << reason;
+  EXPECT_NE(reason.find("the last 2 attempts all resumed from step 50 and failed before the next checkpoint"),
+            std::string::npos)
+      << reason;
+  EXPECT_EQ(count(record, "\"outcome\": "), 3u) << record;
+  EXPECT_NE(record.find("\"restarts\": 2"), std::string::npos) << record;
+}
+
 TEST_F(Slurm, FailedHealthCheckStopsTheJobBeforeTrainingAndDrainsTheNode) {
   const fs::path base = capplan::test::scratch_dir("slurm-health");
   const std::string model = write_model(base / "tiny.yaml", "tiny", 64, 2);
@@ -393,6 +440,10 @@ TEST_F(Slurm, BadInputIsRefusedBeforeAnythingIsSubmitted) {
           "<command line>: error: --slurm: sbatch not found in PATH", env_entries(bin.string()));
   refused({"--dir", (base / "b").string(), "--partition", "nosuch"},
           "<command line>: error: --partition: unknown partition 'nosuch'");
+  // A refused run still leaves its record, with the reason.
+  const std::string refusal = read_text(base / "b" / "run.json");
+  EXPECT_EQ(json_string(refusal, "status"), "not-started") << refusal;
+  EXPECT_NE(json_string(refusal, "reason").find("unknown partition 'nosuch'"), std::string::npos) << refusal;
   refused({"--dir", (base / "c").string()},
           "<command line>: error: --nodes: the run needs 2 nodes, but partition '" + partition_ + "' has 1",
           env_entries(), 20, 5, 2);

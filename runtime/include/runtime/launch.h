@@ -2,8 +2,10 @@
 // describes this machine, the scale-down that shrinks a plan's model until it runs here in seconds
 // while keeping its layout, the `mpirun ... capplan-train ...` argument vector, the run itself
 // (streamed, cancellable), the metrics tail-reader for live charts, and the run record
-// (RUNDIR/run.json + run.txt). Used by `capplan run` and the GUI's Run page. It does not train
-// (capplan-train does), and links neither MPI nor Qt.
+// (RUNDIR/run.json + run.txt). The same run can go to a Slurm cluster instead (submitted with
+// sbatch, followed with squeue / scontrol / sacct, requeued and resumed after a failure). Used by
+// `capplan run` and the GUI's Run page. It does not train (capplan-train does), and links
+// neither MPI nor Qt.
 #pragma once
 
 #include <atomic>
