@@ -478,6 +478,11 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   w.field("order", l.order).field("schedule", to_string(l.schedule));
   w.end_object();
   w.field("framework", e.framework);
+  w.key("training").begin_object();
+  w.field("framework", e.framework).field("attention", to_string(e.attention));
+  w.field("precision", to_string(e.precision)).field("optimizer", to_string(e.optimizer));
+  w.field("offload_params", e.offload_params).field("offload_optimizer", e.offload_optimizer);
+  w.end_object();
   w.field("fits", e.fits);
   w.field("reason", e.reason);
   const MemoryBytes& m = e.memory_per_gpu_bytes;

@@ -796,6 +796,11 @@ void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, i
                      const MicroTerms& mt, const Evaluation& ev, Estimate& est) {
   est.layout = ly;
   est.framework = sc.training.framework.name;
+  est.attention = sc.training.attention_or_default();
+  est.precision = sc.training.precision;
+  est.optimizer = sc.training.optimizer;
+  est.offload_params = sc.training.offload_params;
+  est.offload_optimizer = sc.training.offload_optimizer;
   est.num_microbatches = m;
   est.fits = ev.fits;
   est.memory_per_gpu_bytes = ev.mem;

@@ -75,6 +75,11 @@ struct Estimate {
   double cost_usd_p10 = 0, cost_usd_p90 = 0;  // NaN when the cluster has no price
   bool as_good_as_best = false;  // plan: its band overlaps the best candidate's
   std::string framework;         // the implementation it was costed for (FrameworkSpec::name)
+  // The training knobs it was costed with (the attention is the effective one).
+  Attention attention = Attention::Fused;
+  Precision precision = Precision::Bf16;
+  Optimizer optimizer = Optimizer::Adam;
+  bool offload_params = false, offload_optimizer = false;
 };
 
 // Relative spread (one standard deviation) of each uncertain input of an estimate, and where it
