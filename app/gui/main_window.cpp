@@ -2,6 +2,9 @@
 // of edits to debounced searches. Pages and charts are built in pages.cpp.
 #include "main_window.h"
 
+#include <QDateTime>
+#include <QFile>
+
 #include "glossary_text.h"
 
 #include <QAction>
@@ -153,17 +156,30 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   Diagnostics d;
   PlanInputs start = defaultInputs(&d);
   bool restored = false;
+  Diagnostics restoredProblems;
+  QString keptAside;
   if (options_.restoreAutosave && QFileInfo::exists(options_.autosavePath)) {
     Loaded<Plan> p = load_plan(options_.autosavePath.toStdString());
-    if (p.ok()) {
+    if (!p.ok()) {
+      // An autosave taken while a field held an invalid value: restore it as written, with its
+      // diagnostics next to the fields, and keep the file aside so that no later autosave
+      // overwrites what the user typed.
+      p = load_plan_draft(options_.autosavePath.toStdString());
+      restoredProblems = p.diagnostics;
+      keptAside = options_.autosavePath + QStringLiteral(".unloadable-") +
+                  QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss"));
+      if (!QFile::copy(options_.autosavePath, keptAside)) keptAside.clear();
+    }
+    if (p.value) {
       start.modelRef = p.value->model_ref;
       start.model = p.value->scenario.model;
       start.clusterRef = p.value->cluster_ref;
       start.cluster = p.value->scenario.cluster;
       start.training = p.value->scenario.training;
-      start.nodesMin = start.nodesMax = p.value->scenario.nodes;
+      start.nodesMin = start.nodesMax = std::max(1, p.value->scenario.nodes);
       preferred_ = std::make_pair(p.value->layout, p.value->scenario.nodes);
       restored = true;
+      restoredFrom_ = QFileInfo(options_.autosavePath).fileName();
     }
   }
   applying_ = true;
@@ -172,9 +188,16 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   syncWidgetsFromInputs();
   if (d.has_errors()) showFieldDiagnostics(d, planDiagnostics_);
   nav_->setCurrentRow(PlanPage);
-  statusBar()->showMessage(restored ? tr("Restored unsaved edits from %1").arg(options_.autosavePath)
-                                    : tr("Default plan: GPT-3 175B on 120 x p4d.24xlarge, 300B tokens"),
-                           8000);
+  if (restoredProblems.has_errors()) {
+    showFieldDiagnostics(restoredProblems, planDiagnostics_);
+    showFieldDiagnostics(restoredProblems, modelDiagnostics_);
+  }
+  QString startMessage = restored ? tr("restored unsaved edits from %1").arg(options_.autosavePath)
+                                  : tr("Default plan: GPT-3 175B on 120 x p4d.24xlarge, 300B tokens");
+  if (restored && restoredProblems.has_errors())
+    startMessage += tr(" (with the problems listed; the file as it was is kept as %1)")
+                        .arg(keptAside.isEmpty() ? tr("(could not copy)") : keptAside);
+  statusBar()->showMessage(startMessage, 15000);
   updateTitle();
   if (options_.searchOnStart) QTimer::singleShot(0, this, &MainWindow::replan);
 }
@@ -329,8 +352,11 @@ Plan MainWindow::currentPlan() const {
 }
 
 void MainWindow::updateTitle() {
-  const QString name = currentFile_.isEmpty() ? tr("default plan") : QFileInfo(currentFile_).fileName();
-  setWindowTitle(QStringLiteral("%1%2 - capplan").arg(name, undo_->isClean() ? QString() : QStringLiteral(" *")));
+  const QString name = !currentFile_.isEmpty() ? QFileInfo(currentFile_).fileName()
+                       : !restoredFrom_.isEmpty() ? tr("unsaved edits restored from %1").arg(restoredFrom_)
+                                                  : tr("default plan");
+  const bool dirty = !undo_->isClean() || (currentFile_.isEmpty() && !restoredFrom_.isEmpty());
+  setWindowTitle(QStringLiteral("%1%2 - capplan").arg(name, dirty ? QStringLiteral(" *") : QString()));
 }
 
 // ---------------------------------------------------------------- search
@@ -479,6 +505,7 @@ bool MainWindow::openPlanFile(const QString& path) {
   applyInputs(in);
   applying_ = false;
   currentFile_ = path;
+  restoredFrom_.clear();
   undo_->setClean();
   addRecentFile(path);
   updateTitle();
@@ -499,6 +526,7 @@ bool MainWindow::savePlanFile(const QString& path) {
     return false;
   }
   currentFile_ = path;
+  restoredFrom_.clear();
   undo_->setClean();
   QFile::remove(options_.autosavePath);
   addRecentFile(path);

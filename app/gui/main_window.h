@@ -207,6 +207,7 @@ class MainWindow : public QMainWindow {
   QLineEdit* tokens_ = nullptr;
   QComboBox* precision_ = nullptr;
   QComboBox* framework_ = nullptr;
+  QString restoredFrom_;  // the autosave the inputs were restored from (shown in the title)
   QSpinBox* trainSeq_ = nullptr;
   QComboBox* attention_ = nullptr;
   QComboBox* objective_ = nullptr;

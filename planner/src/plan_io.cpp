@@ -155,7 +155,26 @@ std::string plan_to_yaml(const Plan& plan) {
   return os.str();
 }
 
+namespace {
+Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool keep_invalid);
+}  // namespace
+
 Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file) {
+  return parse_plan(text, file, false);
+}
+
+Loaded<Plan> load_plan_draft(const std::string& path) {
+  std::string text, error;
+  if (!detail::read_text_file(path, text, error)) {
+    Loaded<Plan> out;
+    out.diagnostics.error(path, 0, 0, "", error);
+    return out;
+  }
+  return parse_plan(text, path, true);
+}
+
+namespace {
+Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool keep_invalid) {
   Loaded<Plan> out;
   Diagnostics& d = out.diagnostics;
   YAML::Node root;
@@ -179,7 +198,7 @@ Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file) {
   if (!model.IsDefined()) {
     r.missing("model", "a preset name, a path, or an inline model spec");
   } else if (model.IsMap()) {
-    if (auto m = detail::read_model_map(model, file, "model.", d)) plan.scenario.model = *m;
+    if (auto m = detail::read_model_map(model, file, "model.", d, keep_invalid)) plan.scenario.model = *m;
   } else if (model.IsScalar()) {
     if (plan.model_ref.empty()) plan.model_ref = model.Scalar();
     const Loaded<ModelSpec> m = load_model(resolve_ref(model.Scalar(), file));
@@ -193,7 +212,7 @@ Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file) {
   if (!cluster.IsDefined()) {
     r.missing("cluster", "a preset name, a path, or an inline cluster spec");
   } else if (cluster.IsMap()) {
-    if (auto c = detail::read_cluster_map(cluster, file, "cluster.", d)) plan.scenario.cluster = *c;
+    if (auto c = detail::read_cluster_map(cluster, file, "cluster.", d, keep_invalid)) plan.scenario.cluster = *c;
   } else if (cluster.IsScalar()) {
     if (plan.cluster_ref.empty()) plan.cluster_ref = cluster.Scalar();
     const Loaded<ClusterSpec> c = load_cluster(resolve_ref(cluster.Scalar(), file));
@@ -266,11 +285,13 @@ Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file) {
     lr.finish();
   }
   r.finish();
-  for (size_t i = before; i < d.items().size(); ++i)
-    if (d.items()[i].severity == Severity::Error) return out;
+  if (!keep_invalid)
+    for (size_t i = before; i < d.items().size(); ++i)
+      if (d.items()[i].severity == Severity::Error) return out;
   out.value = plan;
   return out;
 }
+}  // namespace
 
 Loaded<Plan> load_plan(const std::string& path) {
   if (!detail::path_exists(path)) {

@@ -174,7 +174,7 @@ std::string hf_name(MapReader& r, const std::string& file) {
 namespace detail {
 
 std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& file,
-                                    const std::string& prefix, Diagnostics& diags) {
+                                    const std::string& prefix, Diagnostics& diags, bool keep_invalid) {
   const size_t errors_before = diags.items().size();
   MapReader r(map, file, prefix, diags);
   GpuSpec g;
@@ -201,12 +201,12 @@ std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& fi
   r.finish();
   if (diags.items().size() == errors_before) validate_gpu_impl(g, file, diags, &r, prefix);
   for (size_t i = errors_before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+    if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
   return g;
 }
 
 std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string& file,
-                                        const std::string& prefix, Diagnostics& diags) {
+                                        const std::string& prefix, Diagnostics& diags, bool keep_invalid) {
   const size_t errors_before = diags.items().size();
   MapReader r(map, file, prefix, diags);
   ModelSpec m;
@@ -226,12 +226,12 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
   r.finish();
   if (diags.items().size() == errors_before) validate_model_impl(m, file, diags, &r, prefix);
   for (size_t i = errors_before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+    if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
   return m;
 }
 
 std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::string& file,
-                                            const std::string& prefix, Diagnostics& diags) {
+                                            const std::string& prefix, Diagnostics& diags, bool keep_invalid) {
   const size_t errors_before = diags.items().size();
   MapReader r(map, file, prefix, diags);
   ClusterSpec c;
@@ -251,7 +251,7 @@ std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::st
   if (!gpu.IsDefined()) {
     r.missing("gpu", "a catalog name such as A100-SXM4-40GB, or a map");
   } else if (gpu.IsMap()) {
-    if (auto g = read_gpu_map(gpu, file, prefix + "gpu.", diags)) {
+    if (auto g = read_gpu_map(gpu, file, prefix + "gpu.", diags, keep_invalid)) {
       c.gpu = *g;
       gpu_ok = true;
     }
@@ -294,7 +294,7 @@ std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::st
   if (diags.items().size() == errors_before)
     validate_cluster_impl(c, file, diags, &r, prefix, gpu_ok);
   for (size_t i = errors_before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+    if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
   return c;
 }
 

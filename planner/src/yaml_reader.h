@@ -93,12 +93,17 @@ bool parse_yaml_text(const std::string& text, const std::string& file, YAML::Nod
 bool read_text_file(const std::string& path, std::string& out, std::string& error);
 
 // Section readers used by spec_io.cpp and plan_io.cpp. `prefix` is the key path, e.g. "model.".
+// With keep_invalid the spec is returned as written even when it breaks a rule (heads not
+// dividing hidden, ...), the diagnostics saying so: what a draft (an autosave) needs.
 std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string& file,
-                                        const std::string& prefix, Diagnostics& diags);
+                                        const std::string& prefix, Diagnostics& diags,
+                                        bool keep_invalid = false);
 std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& file,
-                                    const std::string& prefix, Diagnostics& diags);
+                                    const std::string& prefix, Diagnostics& diags,
+                                    bool keep_invalid = false);
 std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::string& file,
-                                            const std::string& prefix, Diagnostics& diags);
+                                            const std::string& prefix, Diagnostics& diags,
+                                            bool keep_invalid = false);
 
 // Non-throwing file system queries (a 5000-character "path" from user input must not throw).
 bool path_exists(const std::filesystem::path& p);

@@ -375,6 +375,40 @@ TEST_F(GuiWindow, AutosaveRestoresEditsAfterAKill) {
   EXPECT_EQ(again.findChild<QSpinBox*>(QStringLiteral("layers"))->value(), 48);
 }
 
+TEST_F(GuiWindow, AnInvalidAutosaveIsRestoredWithItsProblemsAndKeptAside) {
+  // The app was killed while heads = 7 (not dividing hidden 12288) was on screen, so the
+  // autosave holds an invalid plan. Expectation: the next start restores it as typed (heads 7),
+  // lists the problem, says where the edits came from in the title, keeps a copy of the file
+  // that later autosaves cannot overwrite, and does not plan the invalid inputs.
+  child<QSpinBox>("heads")->setValue(7);
+  ASSERT_TRUE(window_->writeAutosave());
+  const QString autosave = dir_.filePath(QStringLiteral("autosave.yaml"));
+  QFile f(autosave);
+  ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+  const QByteArray written = f.readAll();
+  f.close();
+  ASSERT_TRUE(written.contains("heads: 7"));
+  MainWindowOptions o;
+  o.autosavePath = autosave;
+  o.searchOnStart = false;
+  MainWindow again(o);
+  EXPECT_EQ(again.inputs().model.heads, 7);
+  EXPECT_EQ(again.findChild<QSpinBox*>(QStringLiteral("heads"))->value(), 7);
+  EXPECT_TRUE(again.windowTitle().contains(QStringLiteral("restored from autosave.yaml"))) << again.windowTitle().toStdString();
+  auto* problems = again.findChild<QListWidget*>(QStringLiteral("planDiagnostics"));
+  ASSERT_NE(problems, nullptr);
+  ASSERT_GT(problems->count(), 0);
+  EXPECT_TRUE(problems->item(0)->text().contains(QStringLiteral("heads"))) << problems->item(0)->text().toStdString();
+  const QStringList aside = QDir(dir_.path()).entryList({QStringLiteral("autosave.yaml.unloadable-*")});
+  ASSERT_EQ(aside.size(), 1);
+  // A later autosave of other edits leaves the copy as it was.
+  again.findChild<QSpinBox*>(QStringLiteral("heads"))->setValue(96);
+  again.writeAutosave();
+  QFile kept(dir_.filePath(aside.front()));
+  ASSERT_TRUE(kept.open(QIODevice::ReadOnly));
+  EXPECT_EQ(kept.readAll(), written);
+}
+
 TEST_F(GuiWindow, TimelineShowsTheSimulatedStep) {
 #ifdef CAPPLAN_GUI_HAVE_SIMULATOR
   if (window_->timelineView()->barCount() == 0) {

@@ -21,6 +21,10 @@ struct Plan {
 std::string plan_to_yaml(const Plan& plan);
 Loaded<Plan> parse_plan_yaml(const std::string& text, const std::string& file);
 Loaded<Plan> load_plan(const std::string& path);
+// A plan file read as a draft: the values as written even where they break a rule, with every
+// diagnostic (an autosave taken while a field held an invalid value). The value is empty only
+// when the file cannot be read or is not YAML.
+Loaded<Plan> load_plan_draft(const std::string& path);
 // Atomic write; returns an error message or empty on success.
 std::string save_plan(const Plan& plan, const std::string& path);
 
