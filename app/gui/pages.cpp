@@ -1713,7 +1713,16 @@ void RunPanel::onFinished(const QString& status, const QString& reason) {
   launchButton_->setEnabled(true);
   stopButton_->setEnabled(false);
   resumeButton_->setEnabled(!runDir_.isEmpty());
-  status_->setText(reason.isEmpty() ? tr("Run %1").arg(status) : tr("Run %1: %2").arg(status, reason));
+  if (status == QLatin1String("cancelled")) {
+    // Stop is the user's choice, not a failure; what was checkpointed stays for Resume.
+    QString text = tr("Stopped by the user");
+    const int steps = int(loss_->count());
+    if (steps > 0) text += tr(" after %1 steps").arg(steps);
+    text += tr(". Its checkpoints are kept in %1; Resume continues from the newest.").arg(runDir_);
+    status_->setText(text);
+  } else {
+    status_->setText(reason.isEmpty() ? tr("Run %1").arg(status) : tr("Run %1: %2").arg(status, reason));
+  }
   emit runFinished(status == QLatin1String("succeeded"));
 }
 

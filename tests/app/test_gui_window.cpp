@@ -482,6 +482,11 @@ TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
   run->launch();
   ASSERT_TRUE(done.wait(240000));
   EXPECT_FALSE(done.last().at(0).toBool());  // stopped, not succeeded
+  // Expectation: a stop is reported as the user's stop, with the checkpoints kept, not as a failure.
+  const QString stopped = run->findChild<QLabel*>(QStringLiteral("runStatus"))->text();
+  EXPECT_TRUE(stopped.startsWith(QStringLiteral("Stopped by the user"))) << stopped.toStdString();
+  EXPECT_TRUE(stopped.contains(QStringLiteral("checkpoints are kept"))) << stopped.toStdString();
+  EXPECT_FALSE(stopped.contains(QStringLiteral("fail"), Qt::CaseInsensitive)) << stopped.toStdString();
   const int stoppedAt = run->lossPoints();
   ASSERT_GE(stoppedAt, 25);
   ASSERT_LT(stoppedAt, 4000) << "the run finished before it could be stopped";
