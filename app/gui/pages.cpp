@@ -74,9 +74,34 @@ enum FieldId {
   FInfeasible, FFramework, FAttention, FTrainSeq
 };
 
+// A spin box whose minimum means "unset" (its special text, e.g. "any"): clearing the text or
+// typing the special word sets the minimum instead of bringing the old value back.
+class UnsetSpinBox : public QSpinBox {
+ public:
+  using QSpinBox::QSpinBox;
+
+ protected:
+  bool unsetText(const QString& text) const {
+    const QString t = text.trimmed();
+    return t.isEmpty() || (!specialValueText().isEmpty() &&
+                           specialValueText().startsWith(t, Qt::CaseInsensitive));
+  }
+  QValidator::State validate(QString& text, int& pos) const override {
+    if (unsetText(text)) return QValidator::Acceptable;
+    return QSpinBox::validate(text, pos);
+  }
+  int valueFromText(const QString& text) const override {
+    return unsetText(text) ? minimum() : QSpinBox::valueFromText(text);
+  }
+  void fixup(QString& text) const override {
+    if (unsetText(text)) text = specialValueText();
+    else QSpinBox::fixup(text);
+  }
+};
+
 QSpinBox* makeSpin(QWidget* parent, const char* name, int min, int max, const QString& tip,
                    const QString& special = {}) {
-  auto* s = new QSpinBox(parent);
+  QSpinBox* s = special.isEmpty() ? new QSpinBox(parent) : new UnsetSpinBox(parent);
   s->setObjectName(QString::fromUtf8(name));
   s->setRange(min, max);
   s->setToolTip(tip);

@@ -176,6 +176,20 @@ TEST_F(GuiWindow, PinningAKnobRestrictsTheSearch) {
   EXPECT_TRUE(msg.contains(QStringLiteral("tp=7 does not divide the model's heads 96"))) << msg.toStdString();
   EXPECT_TRUE(msg.contains(QStringLiteral("tp values that work: 1, 2, 3, 4"))) << msg.toStdString();
   EXPECT_FALSE(msg.contains(QStringLiteral(">= 1"))) << msg.toStdString();
+  // Clearing the pin's text, or typing "any", unpins it (the old value does not come back).
+  tp->setValue(8);
+  ASSERT_TRUE(waitPlan());
+  tp->setFocus();
+  tp->selectAll();
+  QTest::keyClick(tp, Qt::Key_Backspace);
+  QTest::keyClick(tp, Qt::Key_Return);
+  tp->clearFocus();
+  EXPECT_EQ(tp->value(), 0) << tp->text().toStdString();
+  tp->setValue(4);
+  tp->selectAll();
+  QTest::keyClicks(tp, QStringLiteral("any"));
+  QTest::keyClick(tp, Qt::Key_Return);
+  EXPECT_EQ(tp->value(), 0) << tp->text().toStdString();
 }
 
 TEST_F(GuiWindow, SearchStartedAndCancelledFromTheGui) {
