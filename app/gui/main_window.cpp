@@ -386,6 +386,7 @@ void MainWindow::replan() {
   paretoSearch_->cancel();
   progress_->setValue(0);
   progress_->setMaximum(1000);
+  progress_->show();
   cancelButton_->setEnabled(true);
   cancelAct_->setEnabled(true);
   searchStatus_->setText(tr("Searching..."));
@@ -435,6 +436,7 @@ void MainWindow::onSearchFinished(quint64 generation, bool cancelled) {
   cancelButton_->setEnabled(false);
   cancelAct_->setEnabled(false);
   progress_->setValue(progress_->maximum());
+  progress_->hide();
   if (!cancelled) startParetoSearch();
   emit planUpdated();
 }

@@ -693,9 +693,12 @@ QWidget* MainWindow::buildPlanPage() {
   auto* bar = new QHBoxLayout;
   progress_ = new QProgressBar(page);
   progress_->setObjectName(QStringLiteral("searchProgress"));
-  progress_->setTextVisible(false);
+  // Shown only while a search runs, with its text ("searching 37 %"); hidden when idle.
+  progress_->setTextVisible(true);
+  progress_->setFormat(tr("searching %p %"));
   progress_->setMaximumWidth(260);
   progress_->setToolTip(tr("Search progress (runs off the GUI thread)"));
+  progress_->hide();
   cancelButton_ = new QPushButton(tr("Cancel"), page);
   cancelButton_->setObjectName(QStringLiteral("cancelSearch"));
   cancelButton_->setToolTip(tr("Stop the search and keep the best layouts found so far (Esc)"));

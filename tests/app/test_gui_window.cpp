@@ -23,6 +23,7 @@
 #include <cstdlib>
 
 #include <QComboBox>
+#include <QProgressBar>
 #include <QAction>
 #include <QMessageBox>
 
@@ -94,6 +95,8 @@ TEST_F(GuiWindow, DefaultPlanIsComputedAndShown) {
       EXPECT_FALSE(w->toolTip().isEmpty()) << name;
     }
   }
+  // The search progress bar is shown only while a search runs, never as an idle blank bar.
+  EXPECT_FALSE(child<QProgressBar>("searchProgress")->isVisible());
 }
 
 TEST_F(GuiWindow, EditingAFieldReplansAndUndoRestores) {
