@@ -64,7 +64,7 @@ struct MainWindowOptions {
   QString autosavePath;          // empty = <AppDataLocation>/autosave.plan.yaml
   bool restoreAutosave = true;   // load the autosave (edits not saved before a crash or kill)
   bool searchOnStart = true;
-  int debounceMs = 150;
+  int debounceMs = 30;   // from the last edit to the re-plan
 };
 
 class MainWindow : public QMainWindow {
