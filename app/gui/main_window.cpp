@@ -421,7 +421,9 @@ void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, 
                              .arg(formatSeconds(result.search_time_s))
                              .arg(result.cancelled ? tr(" - cancelled, best so far") : QString())
                              .arg(result.candidates.size()));
-  if (finished && result.candidates.empty()) explainEmptyResult();
+  if (finished && !result.limit.empty())
+    planMessage_->setText(tr("Search stopped at a limit: %1").arg(QString::fromStdString(result.limit)));
+  else if (finished && result.candidates.empty()) explainEmptyResult();
   else if (finished) {
     const bool anyFits = result.candidates.front().fits;
     planMessage_->setText(anyFits ? QString()

@@ -33,6 +33,7 @@ void mergeSearchResult(SearchResult& total, const SearchResult& part, const Sear
   total.evaluated += part.evaluated;
   total.search_time_s += part.search_time_s;
   total.cancelled = total.cancelled || part.cancelled;
+  if (total.limit.empty()) total.limit = part.limit;
   total.candidates.insert(total.candidates.end(), part.candidates.begin(), part.candidates.end());
   std::stable_sort(total.candidates.begin(), total.candidates.end(),
                    [&](const Estimate& a, const Estimate& b) {

@@ -251,7 +251,7 @@ Loaded<Report> report_analyze_file(const std::string& path, const ReportRules& r
   // Not capped at the input limit: a long run's metrics grow past 64 MiB and are read line by
   // line; but a FIFO or a device would block or never end.
   if (std::string why; !check_input_file(path, why)) {
-    out.diagnostics.error(path, 0, 0, "", why);
+    out.diagnostics.error(path, 0, 0, "", "cannot open: " + why);
     return out;
   }
   std::ifstream in(path, std::ios::binary);
