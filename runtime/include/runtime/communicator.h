@@ -1,4 +1,4 @@
-// The communicator interface of capplan-train (MPI now; NCCL implements the same later) and the
+// The communicator interface of capplan-train (implemented over MPI) and the
 // process groups of a dp x pp x tp layout. Ranks are placed by an `order` string, a permutation of
 // D, P, T whose right-most letter varies fastest over consecutive world ranks ("DPT": tp ranks are
 // neighbours, as Megatron-LM places them). Collectives are blocking; errors abort the job (MPI's
