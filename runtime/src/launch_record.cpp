@@ -3,6 +3,7 @@
 // (machine-readable; unknown figures are null) and RUNDIR/run.txt (for people).
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <sstream>
 
 #include "planner/json_writer.h"
@@ -161,6 +162,15 @@ void write_goodput(JsonWriter& j, const Goodput& g) {
 }
 
 }  // namespace
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm {};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 const char* to_string(RunStatus s) {
   switch (s) {

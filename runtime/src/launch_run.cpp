@@ -26,14 +26,6 @@ namespace {
 
 const char* kFile = "<command line>";
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm {};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // mkdir -p; returns an error message, empty on success.
 std::string make_dirs(const std::string& path) {

@@ -32,14 +32,6 @@ namespace {
 
 const char* kFile = "<command line>";
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm {};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // Seconds since the epoch of "YYYY-MM-DDTHH:MM:SS[.fff]Z"; NaN when it is not that.
 double parse_utc(const std::string& s) {

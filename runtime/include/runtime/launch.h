@@ -243,7 +243,9 @@ struct SlurmJob {
 };
 
 enum class RunStatus { NotStarted, Running, Succeeded, Failed, Cancelled };
-const char* to_string(RunStatus s);  // "not-started", "running", "succeeded", "failed", "cancelled"
+const char* to_string(RunStatus s);
+// The current time as the records write it: ISO 8601 UTC, "2026-12-01T10:20:00Z".
+std::string utc_now();  // "not-started", "running", "succeeded", "failed", "cancelled"
 
 struct RunRecord {
   RunStatus status = RunStatus::NotStarted;
