@@ -256,6 +256,17 @@ struct Worker {
   }
 };
 
+// As good as the best within the model's error: a candidate's band overlaps the best one's (step
+// time for the time and throughput objectives, dollars for cost). `ranked` is best first.
+void mark_as_good_as_best(std::vector<Estimate>& ranked, Objective objective) {
+  if (ranked.empty()) return;
+  const Estimate best = ranked.front();
+  for (Estimate& e : ranked)
+    e.as_good_as_best = objective == Objective::Cost && std::isfinite(best.cost_usd_p90)
+                            ? e.cost_usd_p10 <= best.cost_usd_p90
+                            : e.step_time_s_p10 <= best.step_time_s_p90;
+}
+
 Estimate materialize(const Scenario& base, const Cand& cd) {
   Scenario sc = base;
   sc.nodes = cd.nodes;
@@ -377,17 +388,7 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
   std::sort(all.begin(), all.end(), better);
   if (all.size() > size_t(std::max(o.top, 0))) all.resize(size_t(std::max(o.top, 0)));
   for (const Cand& cd : all) result.candidates.push_back(materialize(scenario, cd));
-  // As good as the best within the model's error: the candidate's band overlaps the best one's
-  // (step time for the time and throughput objectives, dollars for cost).
-  if (!result.candidates.empty()) {
-    const Estimate& best = result.candidates.front();
-    for (Estimate& e : result.candidates) {
-      if (o.objective == Objective::Cost && std::isfinite(best.cost_usd_p90))
-        e.as_good_as_best = e.cost_usd_p10 <= best.cost_usd_p90;
-      else
-        e.as_good_as_best = e.step_time_s_p10 <= best.step_time_s_p90;
-    }
-  }
+  mark_as_good_as_best(result.candidates, o.objective);
 
   // Pareto front of days vs dollars (GPU-days when the price is unknown) over node counts.
   std::vector<Cand> front;
@@ -520,13 +521,7 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
     return score(a) < score(b);
   });
   if (all.candidates.size() > size_t(std::max(options.top, 0))) all.candidates.resize(size_t(std::max(options.top, 0)));
-  if (!all.candidates.empty()) {
-    const Estimate& best = all.candidates.front();
-    for (Estimate& e : all.candidates)
-      e.as_good_as_best = options.objective == Objective::Cost && std::isfinite(best.cost_usd_p90)
-                              ? e.cost_usd_p10 <= best.cost_usd_p90
-                              : e.step_time_s_p10 <= best.step_time_s_p90;
-  }
+  mark_as_good_as_best(all.candidates, options.objective);
   // Pareto over every framework: keep the points no other point beats on both days and dollars.
   std::vector<Estimate> front;
   for (const Estimate& a : all.pareto) {
