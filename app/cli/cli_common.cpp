@@ -296,20 +296,14 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
   }
   t.offload_params = args.has("offload-params");
   t.offload_optimizer = args.has("offload-optimizer");
-  if (have_cluster && (t.offload_params || t.offload_optimizer) &&
-      !(out.scenario.cluster.host_memory_gib > 0))
-    flag_error(diags, t.offload_params ? "offload-params" : "offload-optimizer",
-               "the cluster " + out.scenario.cluster.name + " has no host_memory_gib, so what is offloaded has nowhere to go",
-               "add host_memory_gib to the cluster file");
-  if (have_cluster && t.attention_or_default() == Attention::Flash) {
-    const GpuSpec& g = out.scenario.cluster.gpu;
-    const int d = out.scenario.model.head_dim();
-    if (g.flash_peak_fraction <= 0)
-      flag_error(diags, "attention", "flash (FlashAttention-2/3) does not run on " + g.name, "use --attention fused");
-    else if (d > 256 || d % 8 != 0)
-      flag_error(diags, "attention",
-                 "flash supports head sizes that are multiples of 8 up to 256; this model's is " + std::to_string(d),
-                 "use --attention fused");
+  // The knobs against the hardware: the library's check, reported against the flag (an fp8
+  // precision the GPU lacks is reported above already).
+  if (have_cluster && !diags.has_errors()) {
+    if (auto p = check_training(out.scenario)) {
+      std::string flag = p->field;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      flag_error(diags, flag, p->message);
+    }
   }
   for (size_t i = before; i < diags.items().size(); ++i)
     if (diags.items()[i].severity == Severity::Error) return std::nullopt;

@@ -472,7 +472,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
       const double nl = stage_layers(L, pp, vp, 0);
       const double ag = allgather_s(pl.dp, mt.layer_params * w_elem);
       const double rs = allgather_s(pl.dp, mt.layer_params * g_elem);
-      const StageCost st = stage_cost(0);
+      const StageCost& st = s0;
       const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
       const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
       const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
@@ -564,7 +564,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     // stage loses what the copy does not hide, per layer and micro-batch.
     const double nl = stage_layers(L, pp, vp, 0);
     const double per_layer = mt.layer_params * w_elem / (ly.zero >= 3 ? dp : 1.0) / c.pcie_Bps;
-    const StageCost st = stage_cost(0);
+    const StageCost& st = s0;
     const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
     const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
     tb.offload += md * nl * (std::max(0.0, per_layer - f_layer) + std::max(0.0, per_layer - b_layer));
@@ -713,6 +713,29 @@ StateBytesPerParam state_bytes_per_param(Precision p) {
   return b;
 }
 
+std::optional<TrainingProblem> check_training(const Scenario& sc) {
+  const TrainingSpec& tr = sc.training;
+  const GpuSpec& g = sc.cluster.gpu;
+  if (tr.precision == Precision::Fp8 && g.peak_tflops_fp8 <= 0)
+    return TrainingProblem{"precision", "fp8 needs fp8 tensor cores; " + g.name +
+                                            " has none (fp8 starts with Hopper: H100, H200, B200)"};
+  if (tr.attention_or_default() == Attention::Flash) {
+    if (g.flash_peak_fraction <= 0)
+      return TrainingProblem{"attention", "flash (FlashAttention-2/3) does not run on " + g.name +
+                                              " (it needs Ampere or newer); use fused or eager"};
+    const int d = sc.model.head_dim();
+    if (d > 256 || d % 8 != 0)
+      return TrainingProblem{"attention",
+                             "flash supports head sizes that are multiples of 8 up to 256; this model's is " +
+                                 std::to_string(d) + " (hidden / heads); use fused or eager"};
+  }
+  if ((tr.offload_params || tr.offload_optimizer) && !(sc.cluster.host_memory_gib > 0))
+    return TrainingProblem{tr.offload_params ? "offload_params" : "offload_optimizer",
+                           "the cluster " + sc.cluster.name +
+                               " has no host_memory_gib, so what is offloaded has nowhere to go"};
+  return std::nullopt;
+}
+
 std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
   const ModelSpec& md = sc.model;
   if (ly.dp < 1 || ly.tp < 1 || ly.pp < 1 || ly.vp < 1 || ly.mbs < 1)
@@ -761,26 +784,12 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
       !(sc.training.precision == Precision::Bf16 && sc.cluster.gpu.peak_tflops_fp16 > 0))
     return "the GPU has no peak for precision " + std::string(to_string(sc.training.precision));
   if (sc.cluster.gpu.memory_gbyte_per_s <= 0) return "the GPU has no memory bandwidth";
+  if (auto t = check_training(sc)) return t->message;
   const TrainingSpec& tr = sc.training;
-  if (tr.precision == Precision::Fp8 && sc.cluster.gpu.peak_tflops_fp8 <= 0)
-    return "precision fp8 needs fp8 tensor cores; " + sc.cluster.gpu.name +
-           " has none (fp8 starts with Hopper: H100, H200, B200)";
-  if (tr.attention_or_default() == Attention::Flash) {
-    if (sc.cluster.gpu.flash_peak_fraction <= 0)
-      return "attention flash (FlashAttention-2/3) does not run on " + sc.cluster.gpu.name +
-             " (it needs Ampere or newer); use attention fused or eager";
-    const int d = md.head_dim();
-    if (d > 256 || d % 8 != 0)
-      return "attention flash supports head sizes that are multiples of 8 up to 256; this model's is " +
-             std::to_string(d) + " (hidden / heads); use attention fused or eager";
-  }
   if (ly.sp && !tr.framework.sequence_parallel)
     return "framework " + tr.framework.name + " has no sequence parallelism (sp)";
   if (ly.recompute == Recompute::Selective && !tr.framework.selective_recompute)
     return "framework " + tr.framework.name + " has no selective recompute (use full or none)";
-  if ((tr.offload_params || tr.offload_optimizer) && !(sc.cluster.host_memory_gib > 0))
-    return std::string(tr.offload_params ? "offload_params" : "offload_optimizer") +
-           " needs the cluster's host_memory_gib (the host memory that holds what is offloaded)";
   if (sc.total_gpus() > sc.cluster.gpus_per_node && sc.cluster.inter_node_gbit_per_s <= 0)
     return "the job spans nodes but the cluster has no inter_node_gbit_per_s";
   if (sc.total_gpus() > 1 && sc.cluster.intra_node_gbyte_per_s <= 0 &&

@@ -110,6 +110,14 @@ StateBytesPerParam state_bytes_per_param(const TrainingSpec& training);
 // and kv_heads, pp*vp <= layers, vp only with Interleaved, gbs divisible by dp*mbs, order a
 // permutation of DPT, zero in 0..3, ...). Returns the first violated constraint, named, or nullopt.
 std::optional<std::string> check_layout(const Scenario& scenario, const Layout& layout);
+// The training knobs against the hardware, before any layout (check_layout includes it): fp8
+// without fp8 tensor cores, FlashAttention on a GPU or head size it does not support, offload
+// without host memory. `field` is the training key (precision, attention, offload_params, ...).
+struct TrainingProblem {
+  std::string field;
+  std::string message;
+};
+std::optional<TrainingProblem> check_training(const Scenario& scenario);
 
 // Memory and step time of a valid layout (call check_layout first; an invalid layout returns an
 // Estimate with fits = false and the constraint as reason). A layout that does not fit in memory
