@@ -48,6 +48,7 @@ struct MicroTerms {
   double head_act_bytes = 0;          // fp32 logits of one micro-batch
   double layer_params = 0, embed_params = 0, head_params = 0;  // per TP rank
   double final_norm_params = 0;       // part of head_params
+  double layer_matrix_params = 0;     // the layer's largest weight matrix, per TP rank
   double p2p_bytes = 0;               // activation sent to the next stage, per micro-batch
 };
 MicroTerms micro_terms(const Scenario& scenario, const Constants& c, int tp, int mbs, bool sp,

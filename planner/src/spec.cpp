@@ -75,6 +75,14 @@ const char* to_string(Zero3Comm v) {
   return "?";
 }
 
+const char* to_string(Zero3Unit v) {
+  switch (v) {
+    case Zero3Unit::Layer: return "layer";
+    case Zero3Unit::Linear: return "linear";
+  }
+  return "?";
+}
+
 const char* to_string(Recompute v) {
   switch (v) {
     case Recompute::None: return "none";
@@ -173,6 +181,13 @@ std::optional<Zero3Comm> parse_zero3_comm(const std::string& s) {
   const std::string l = lower(s);
   if (l == "ring") return Zero3Comm::Ring;
   if (l == "rank-share") return Zero3Comm::RankShare;
+  return std::nullopt;
+}
+
+std::optional<Zero3Unit> parse_zero3_unit(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "layer") return Zero3Unit::Layer;
+  if (l == "linear") return Zero3Unit::Linear;
   return std::nullopt;
 }
 

@@ -550,6 +550,18 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
       t.demand[0] = 1;
     }
   };
+  // A chunk's offload starts with its forward and its reload with its backward: each waits for
+  // what that compute task waits for (the input from the previous chunk, a blocking send).
+  std::vector<int> copy_with(tasks.size(), -1);
+  for (size_t k = 0; k < n_mc; ++k) {
+    if (offload_task[k] >= 0) copy_with[size_t(fwd_first[k])] = offload_task[k];
+    if (reload_task[k] >= 0 && bwd_first[k] >= 0) copy_with[size_t(bwd_first[k])] = reload_task[k];
+  }
+  auto depend_start = [&](int compute, int on) {
+    if (compute < 0) return;
+    g.depend(compute, on);
+    if (copy_with[size_t(compute)] >= 0) g.depend(copy_with[size_t(compute)], on);
+  };
   for (int mb = 0; mb < m; ++mb) {
     for (int gc = 0; gc < chunks; ++gc) {
       const int s = gc % pp;
@@ -557,14 +569,14 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
       if (gc + 1 < chunks) {
         const int id = g.add(SimTaskKind::SendForward, SimStream::SendNext, s, mb, gc, costs.p2p_s, {fwd_done[k]});
         p2p_links(tasks[size_t(id)], s, (gc + 1) % pp);
-        g.depend(fwd_first[idx(mb, gc + 1)], id);
-        if (options.blocking_p2p) g.depend(next_compute[size_t(fwd_done[k])], id);
+        depend_start(fwd_first[idx(mb, gc + 1)], id);
+        if (options.blocking_p2p) depend_start(next_compute[size_t(fwd_done[k])], id);
       }
       if (gc > 0) {
         const int id = g.add(SimTaskKind::SendBackward, SimStream::SendPrev, s, mb, gc, costs.p2p_s, {bwd_done[k]});
         p2p_links(tasks[size_t(id)], s, (gc - 1) % pp);
-        g.depend(bwd_first[idx(mb, gc - 1)], id);
-        if (options.blocking_p2p) g.depend(next_compute[size_t(bwd_done[k])], id);
+        depend_start(bwd_first[idx(mb, gc - 1)], id);
+        if (options.blocking_p2p) depend_start(next_compute[size_t(bwd_done[k])], id);
       }
     }
   }

@@ -387,15 +387,22 @@ TEST(CostModel, CostIsNanWithoutPriceAndScalesWithNodes) {
   EXPECT_DOUBLE_EQ(d.tokens, 20 * kTinyParams);
 }
 
-TEST(CostModel, OffloadKeepsTwoMicrobatchesOnTheGpu) {
+TEST(CostModel, OffloadKeepsTwoLayersOnTheGpu) {
+  // Layer-by-layer offload keeps the layer computing and the one being copied: what stays on the
+  // GPU does not grow with the layers per stage or the micro-batches in flight.
   Scenario sc = test::scenario(test::tiny_model(8), 4, 16);
+  Scenario deep = test::scenario(test::tiny_model(16), 4, 16);
   Layout l = layout(1, 1, 4, 1);
   const double plain = estimate(sc, l).memory_per_gpu_bytes.activations;
+  const double plain_deep = estimate(deep, l).memory_per_gpu_bytes.activations;
   l.offload = true;
   const Estimate off = estimate(sc, l);
-  // Stage 0 keeps 2 of its 4 in-flight micro-batches.
-  report("offloaded stage-0 activations", plain / 2, off.memory_per_gpu_bytes.activations);
-  EXPECT_DOUBLE_EQ(off.memory_per_gpu_bytes.activations, plain / 2);
+  const double off_deep = estimate(deep, l).memory_per_gpu_bytes.activations;
+  report("offloaded stage-0 activations, 4 layers per stage vs 2", off.memory_per_gpu_bytes.activations,
+         off_deep);
+  EXPECT_GT(plain_deep, 1.5 * plain);
+  EXPECT_DOUBLE_EQ(off_deep, off.memory_per_gpu_bytes.activations);
+  EXPECT_LT(off.memory_per_gpu_bytes.activations, plain);
   // Host memory too small for what is offloaded: does not fit, and says why.
   sc.cluster.host_memory_gib = 1e-6;
   const Estimate host = estimate(sc, l);

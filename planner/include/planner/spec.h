@@ -31,6 +31,10 @@ enum class Optimizer { Adam, Sgd };
 // layer's compute; RankShare = every rank fetches the remote shards itself at its own share of
 // the NICs (DeepSpeed ZeRO-3's per-parameter partitions, Rajbhandari et al. 2021 Sec 6.1).
 enum class Zero3Comm { Ring, RankShare };
+// What ZeRO-3 gathers at once: a whole transformer layer (FSDP transformer_auto_wrap_policy,
+// DeepSpeed's layer prefetch) or one weight matrix (FSDP's size-based auto-wrap policy, which
+// wraps every Linear of at least 1e8 parameters as its own unit).
+enum class Zero3Unit { Layer, Linear };
 
 struct ModelSpec {
   std::string name;
@@ -126,7 +130,16 @@ struct FrameworkSpec {
   // Sec 4.1); false: every tp rank sends the whole activation.
   bool p2p_scatter_gather = true;
   Zero3Comm zero3_comm = Zero3Comm::Ring;
-  int zero3_prefetch_layers = 1;   // layers gathered ahead of the one computing (ZeRO-3 / FSDP)
+  int zero3_prefetch_layers = 1;   // units gathered ahead of the one computing (ZeRO-3 / FSDP)
+  Zero3Unit zero3_unit = Zero3Unit::Layer;
+  // The weight-gradient GEMM accumulates into the fp32 gradient buffer itself (Megatron-LM
+  // --gradient-accumulation-fusion); false: each micro-batch after the first adds its gradients
+  // into the accumulator with a separate elementwise kernel (PyTorch autograd, DeepSpeed).
+  bool grad_accumulation_fusion = true;
+  // Gradients allocated as the backward produces them and freed by zero_grad(set_to_none)
+  // (plain PyTorch, FSDP): with one micro-batch per step they are not live at the activation
+  // peak. false: one gradient buffer for the whole run (Megatron-LM, DeepSpeed).
+  bool lazy_grads = false;
   // Checkpointed activations split over the tp ranks and all-gathered before the recompute
   // (DeepSpeed partition_activations).
   bool partition_activations = false;
@@ -188,6 +201,7 @@ const char* to_string(Schedule v);
 const char* to_string(Attention v);
 const char* to_string(Optimizer v);
 const char* to_string(Zero3Comm v);
+const char* to_string(Zero3Unit v);
 std::optional<Ffn> parse_ffn(const std::string& s);
 std::optional<Norm> parse_norm(const std::string& s);
 std::optional<PositionEmbedding> parse_position(const std::string& s);
@@ -197,6 +211,7 @@ std::optional<Schedule> parse_schedule(const std::string& s);
 std::optional<Attention> parse_attention(const std::string& s);
 std::optional<Optimizer> parse_optimizer(const std::string& s);
 std::optional<Zero3Comm> parse_zero3_comm(const std::string& s);
+std::optional<Zero3Unit> parse_zero3_unit(const std::string& s);
 // "DPT", "TPD", ... or SageMaker's names "cluster" (= DPT) and "spread" (= TPD); nullopt otherwise.
 std::optional<std::string> parse_order(const std::string& s);
 
