@@ -60,6 +60,16 @@ TEST(Validate, SecondRunsFileOtherStacksAndGpus) {
   }
   ASSERT_NE(family("fsdp-aws"), nullptr);
   ASSERT_NE(family("mtnlg"), nullptr);
+  // Every run of the second file ran, so each must be predicted to fit; all but the FSDP 1T run
+  // (whose 84 TFLOP/s the model does not explain, README "Validation") within 20 %.
+  for (const ValidationResult& v : rep.results) {
+    if (v.run.id.rfind("megatron", 0) == 0 && v.run.id.rfind("megatron-readme2020-dgxa100", 0) != 0) continue;
+    if (v.run.id.rfind("korthikanti", 0) == 0 || v.run.id.rfind("sagemaker", 0) == 0) continue;
+    std::printf("Expectation: %s fits and within 20 %%  Actual: fits %d, %+.1f %%\n", v.run.id.c_str(),
+                int(v.estimate.fits), v.error_pct);
+    EXPECT_TRUE(v.estimate.fits) << v.run.id;
+    if (v.run.id != "fsdp-aws-p4d-1t-128gpu") EXPECT_LE(std::abs(v.error_pct), 20.0) << v.run.id;
+  }
   // The framework of each run reaches the estimate: the V100 pipeline run sends whole
   // activations (megatron-lm-2020), which the 2021 code would split over tp.
   for (const ValidationResult& v : rep.results)
