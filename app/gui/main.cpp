@@ -9,7 +9,8 @@
 #include <cstdio>
 
 #include "main_window.h"
-#include "pages.h"
+#include "run_page.h"
+#include "timeline_page.h"
 #include "search_job.h"
 
 int main(int argc, char** argv) {
@@ -56,12 +57,12 @@ int main(int argc, char** argv) {
       qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
       qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
       qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
-      capplan::gui::RunPanel* run = window.runPanel();
+      capplan::gui::RunPage* run = window.runPage();
       run->setRunDirectory(QDir::temp().filePath(QStringLiteral("capplan-screenshots-run")));
       QDir(run->runDirectory()).removeRecursively();
       run->setSteps(400);  // a few seconds: long enough for several system samples
       run->setKeepKnobs(false);  // the plain layout: runs on every build of capplan-train
-      QObject::connect(run, &capplan::gui::RunPanel::runFinished, &window,
+      QObject::connect(run, &capplan::gui::RunPage::runFinished, &window,
                        [&window, shoot] { QTimer::singleShot(1500, &window, shoot); });
       run->launch();
 #else

@@ -1,5 +1,5 @@
 // Main window shell: menus and shortcuts, plan files, recent files, undo, autosave, and the wiring
-// of edits to debounced searches. Pages and charts are built in pages.cpp.
+// of edits to debounced searches. Each page is its own class (model_page.h ... run_page.h).
 #include "main_window.h"
 
 #include <QDateTime>
@@ -35,8 +35,12 @@
 #include <QUndoStack>
 #include <QVBoxLayout>
 
+#include "cluster_page.h"
 #include "item_models.h"
-#include "pages.h"
+#include "model_page.h"
+#include "plan_page.h"
+#include "run_page.h"
+#include "timeline_page.h"
 #include "planner/catalog.h"
 #include "planner/export.h"
 #include "planner/plan_io.h"
@@ -117,6 +121,38 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   connect(search_, &SearchJob::searchFinished, this, &MainWindow::onSearchFinished);
   connect(paretoSearch_, &SearchJob::resultReady, this, &MainWindow::onParetoResult);
 
+  buildPages();
+  buildMenus();
+
+  // Inputs: the autosave of a session that did not save its edits, else the embedded default.
+  Diagnostics d;
+  PlanInputs start = defaultInputs(&d);
+  bool restored = false;
+  Diagnostics restoredProblems;
+  QString keptAside;
+  if (options_.restoreAutosave && QFileInfo::exists(options_.autosavePath))
+    restoreAutosave(start, restoredProblems, keptAside, restored);
+  applying_ = true;
+  inputs_ = start;
+  applying_ = false;
+  syncWidgetsFromInputs();
+  if (d.has_errors()) showFieldDiagnostics(d, planPage_->diagnosticsList());
+  showPage(Page::Plan);
+  if (restoredProblems.has_errors()) {
+    showFieldDiagnostics(restoredProblems, planPage_->diagnosticsList());
+    showFieldDiagnostics(restoredProblems, modelPage_->diagnosticsList());
+  }
+  QString startMessage = restored ? tr("restored unsaved edits from %1").arg(options_.autosavePath)
+                                  : tr("Default plan: GPT-3 175B on 120 x p4d.24xlarge, 300B tokens");
+  if (restored && restoredProblems.has_errors())
+    startMessage += tr(" (with the problems listed; the file as it was is kept as %1)")
+                        .arg(keptAside.isEmpty() ? tr("(could not copy)") : keptAside);
+  statusBar()->showMessage(startMessage, 15000);
+  updateTitle();
+  if (options_.searchOnStart) QTimer::singleShot(0, this, &MainWindow::replan);
+}
+
+void MainWindow::buildPages() {
   // Shell: a page list on the left, the pages on the right.
   auto* central = new QWidget(this);
   auto* row = new QHBoxLayout(central);
@@ -130,84 +166,76 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
       "QListWidget::item { padding: 10px 14px; }"
       "QListWidget::item:selected { background: palette(highlight); color: palette(highlighted-text); }"));
   stack_ = new QStackedWidget(central);
-  const char* names[PageCount] = {"Model", "Cluster", "Plan", "Timeline", "Run"};
-  const char* tips[PageCount] = {
+  const char* names[kPageCount] = {"Model", "Cluster", "Plan", "Timeline", "Run"};
+  const char* tips[kPageCount] = {
       "What is trained: architecture, parameters, FLOPs per token, per-layer profile (Ctrl+1)",
       "On what: instance type, node count or range, price (Ctrl+2)",
       "How: the layout search, ranked candidates, memory and time charts (Ctrl+3)",
       "One step of the selected layout, GPU by GPU (Ctrl+4)",
       "Launch a scaled-down run on this machine and watch it (Ctrl+5)"};
-  for (int i = 0; i < PageCount; ++i) {
+  for (int i = 0; i < kPageCount; ++i) {
     auto* item = new QListWidgetItem(QString::fromUtf8(names[i]), nav_);
     item->setToolTip(QString::fromUtf8(tips[i]));
   }
-  stack_->addWidget(buildModelPage());
-  stack_->addWidget(buildClusterPage());
-  stack_->addWidget(buildPlanPage());
-  stack_->addWidget(buildTimelinePage());
-  stack_->addWidget(buildRunPage());
+  modelPage_ = new ModelPage(*this, profile_);
+  clusterPage_ = new ClusterPage(*this);
+  planPage_ = new PlanPage(*this, search_, filter_);
+  timelinePage_ = new TimelinePage(*this);
+  runPage_ = new RunPage;
+  runPage_->setObjectName(QStringLiteral("runPage"));
+  stack_->addWidget(modelPage_);
+  stack_->addWidget(clusterPage_);
+  stack_->addWidget(planPage_);
+  stack_->addWidget(timelinePage_);
+  stack_->addWidget(runPage_);
+  connect(modelPage_, &ModelPage::modelFileChosen, this, &MainWindow::loadModelFile);
+  connect(clusterPage_, &ClusterPage::clusterFileChosen, this, &MainWindow::loadClusterFile);
+  connect(planPage_, &PlanPage::replanRequested, this, &MainWindow::replan);
+  connect(planPage_, &PlanPage::cancelRequested, this, &MainWindow::cancelSearch);
+  connect(planPage_, &PlanPage::selectionChanged, this, &MainWindow::onSelectionChanged);
+  connect(timelinePage_, &TimelinePage::stepSimulated, planPage_, &PlanPage::setSimulatedStep);
+  connect(timelinePage_, &TimelinePage::timelineUpdated, this, &MainWindow::timelineUpdated);
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
   row->addWidget(nav_);
   row->addWidget(stack_, 1);
   setCentralWidget(central);
-  buildMenus();
-
-  // Inputs: the autosave of a session that did not save its edits, else the embedded default.
-  Diagnostics d;
-  PlanInputs start = defaultInputs(&d);
-  bool restored = false;
-  Diagnostics restoredProblems;
-  QString keptAside;
-  if (options_.restoreAutosave && QFileInfo::exists(options_.autosavePath)) {
-    Loaded<Plan> p = load_plan(options_.autosavePath.toStdString());
-    if (!p.ok()) {
-      // An autosave taken while a field held an invalid value: restore it as written, with its
-      // diagnostics next to the fields, and keep the file aside so that no later autosave
-      // overwrites what the user typed.
-      p = load_plan_draft(options_.autosavePath.toStdString());
-      restoredProblems = p.diagnostics;
-      keptAside = options_.autosavePath + QStringLiteral(".unloadable-") +
-                  QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss"));
-      if (!QFile::copy(options_.autosavePath, keptAside)) keptAside.clear();
-    }
-    if (p.value) {
-      start.modelRef = p.value->model_ref;
-      start.model = p.value->scenario.model;
-      start.clusterRef = p.value->cluster_ref;
-      start.cluster = p.value->scenario.cluster;
-      start.training = p.value->scenario.training;
-      start.nodesMin = start.nodesMax = std::max(1, p.value->scenario.nodes);
-      preferred_ = std::make_pair(p.value->layout, p.value->scenario.nodes);
-      restored = true;
-      restoredFrom_ = QFileInfo(options_.autosavePath).fileName();
-    }
-  }
-  applying_ = true;
-  inputs_ = start;
-  applying_ = false;
-  syncWidgetsFromInputs();
-  if (d.has_errors()) showFieldDiagnostics(d, planDiagnostics_);
-  nav_->setCurrentRow(PlanPage);
-  if (restoredProblems.has_errors()) {
-    showFieldDiagnostics(restoredProblems, planDiagnostics_);
-    showFieldDiagnostics(restoredProblems, modelDiagnostics_);
-  }
-  QString startMessage = restored ? tr("restored unsaved edits from %1").arg(options_.autosavePath)
-                                  : tr("Default plan: GPT-3 175B on 120 x p4d.24xlarge, 300B tokens");
-  if (restored && restoredProblems.has_errors())
-    startMessage += tr(" (with the problems listed; the file as it was is kept as %1)")
-                        .arg(keptAside.isEmpty() ? tr("(could not copy)") : keptAside);
-  statusBar()->showMessage(startMessage, 15000);
-  updateTitle();
-  if (options_.searchOnStart) QTimer::singleShot(0, this, &MainWindow::replan);
 }
+
+void MainWindow::restoreAutosave(PlanInputs& start, Diagnostics& problems, QString& keptAside,
+                                 bool& restored) {
+  Loaded<Plan> p = load_plan(options_.autosavePath.toStdString());
+  if (!p.ok()) {
+    // An autosave taken while a field held an invalid value: restore it as written, with its
+    // diagnostics next to the fields, and keep the file aside so that no later autosave
+    // overwrites what the user typed.
+    p = load_plan_draft(options_.autosavePath.toStdString());
+    problems = p.diagnostics;
+    keptAside = options_.autosavePath + QStringLiteral(".unloadable-") +
+                QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-HHmmss"));
+    if (!QFile::copy(options_.autosavePath, keptAside)) keptAside.clear();
+  }
+  if (!p.value) return;
+  start.modelRef = p.value->model_ref;
+  start.model = p.value->scenario.model;
+  start.clusterRef = p.value->cluster_ref;
+  start.cluster = p.value->scenario.cluster;
+  start.training = p.value->scenario.training;
+  start.nodesMin = start.nodesMax = std::max(1, p.value->scenario.nodes);
+  preferred_ = std::make_pair(p.value->layout, p.value->scenario.nodes);
+  restored = true;
+  restoredFrom_ = QFileInfo(options_.autosavePath).fileName();
+}
+
+TimelineView* MainWindow::timelineView() const { return timelinePage_->view(); }
+
+const std::string& MainWindow::traceJson() const { return timelinePage_->traceJson(); }
 
 MainWindow::~MainWindow() {
   // Cancel, wait, then destroy: no worker (search, step or run simulation, local run) may outlive
   // the window, nor run on into the process's exit.
   search_->cancel();
   paretoSearch_->cancel();
-  if (runPanel_ != nullptr) runPanel_->stop();
+  if (runPage_ != nullptr) runPage_->stop();
   search_->waitForFinished();
   paretoSearch_->waitForFinished();
   QThreadPool::globalInstance()->waitForDone();
@@ -258,7 +286,7 @@ void MainWindow::buildMenus() {
   cancelAct_->setEnabled(false);
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
-  for (int i = 0; i < PageCount; ++i) {
+  for (int i = 0; i < kPageCount; ++i) {
     QAction* a = view->addAction(nav_->item(i)->text(), this, [this, i] { showPage(Page(i)); });
     a->setShortcut(QKeySequence(Qt::CTRL | Qt::Key(Qt::Key_1 + i)));
   }
@@ -296,6 +324,43 @@ void MainWindow::buildMenus() {
 }
 
 void MainWindow::showPage(Page page) { nav_->setCurrentRow(int(page)); }
+
+void MainWindow::syncWidgetsFromInputs() {
+  const bool was = applying_;
+  applying_ = true;
+  modelPage_->syncFromInputs(inputs_);
+  clusterPage_->syncFromInputs(inputs_);
+  planPage_->syncFromInputs(inputs_);
+  filter_->setFitsOnly(!inputs_.showInfeasible);
+  applying_ = was;
+  modelPage_->refreshFigures();
+  clusterPage_->refreshFigures();
+}
+
+void MainWindow::refreshSelection() {
+  modelPage_->refreshFigures();
+  planPage_->showSelection();
+  if (selected_) {
+    runPage_->setPlan(currentPlan());
+    planPage_->refreshPareto(paretoResult_);
+  }
+  timelinePage_->refresh();
+}
+
+void MainWindow::showFieldDiagnostics(const Diagnostics& diagnostics, QListWidget* list) {
+  list->clear();
+  for (const Diagnostic& d : diagnostics.items()) {
+    auto* item = new QListWidgetItem(QString::fromStdString(d.to_string()), list);
+    item->setForeground(d.severity == Severity::Error ? QColor(179, 38, 30) : QColor(150, 100, 0));
+    QLabel* field = fieldErrors_.value(QString::fromStdString(d.path));
+    if (field != nullptr) {
+      field->setText(QString::fromStdString(d.message));
+      field->show();
+    }
+  }
+  list->setVisible(!diagnostics.empty());
+  if (!diagnostics.empty()) emit diagnosticsShown(QString::fromStdString(diagnostics.to_string()));
+}
 
 // ---------------------------------------------------------------- inputs, undo, autosave
 
@@ -368,11 +433,11 @@ void MainWindow::replan() {
   Diagnostics d;
   if (!inputsValid(&d)) {
     search_->cancel();
-    showFieldDiagnostics(d, planDiagnostics_);
-    planMessage_->setText(tr("Not re-planned: fix the inputs marked in red (the last good plan is kept)."));
+    showFieldDiagnostics(d, planPage_->diagnosticsList());
+    planPage_->setMessage(tr("Not re-planned: fix the inputs marked in red (the last good plan is kept)."));
     return;
   }
-  showFieldDiagnostics(Diagnostics{}, planDiagnostics_);
+  showFieldDiagnostics(Diagnostics{}, planPage_->diagnosticsList());
   SearchRequest req;
   req.scenario.model = inputs_.model;
   req.scenario.cluster = inputs_.cluster;
@@ -384,12 +449,9 @@ void MainWindow::replan() {
   req.options.include_infeasible = inputs_.showInfeasible;
   for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; ++n) req.nodeCounts.push_back(n);
   paretoSearch_->cancel();
-  progress_->setValue(0);
-  progress_->setMaximum(1000);
-  progress_->show();
-  cancelButton_->setEnabled(true);
+  planPage_->setSearching(true);
   cancelAct_->setEnabled(true);
-  searchStatus_->setText(tr("Searching..."));
+  planPage_->setStatus(tr("Searching..."));
   search_->start(req);
 }
 
@@ -410,23 +472,23 @@ void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, 
   if (row >= 0) {
     const QModelIndex src = candidates_->index(row, 0);
     const QModelIndex idx = filter_->mapFromSource(src);
-    if (idx.isValid()) table_->selectRow(idx.row());
+    if (idx.isValid()) planPage_->table()->selectRow(idx.row());
     selected_ = result.candidates[size_t(row)];
   } else {
     selected_.reset();
   }
   refreshSelection();
-  searchStatus_->setText(tr("%1 layouts evaluated in %2%3; %4 shown")
+  planPage_->setStatus(tr("%1 layouts evaluated in %2%3; %4 shown")
                              .arg(formatCount(double(result.evaluated)))
                              .arg(formatSeconds(result.search_time_s))
                              .arg(result.cancelled ? tr(" - cancelled, best so far") : QString())
                              .arg(result.candidates.size()));
   if (finished && !result.limit.empty())
-    planMessage_->setText(tr("Search stopped at a limit: %1").arg(QString::fromStdString(result.limit)));
-  else if (finished && result.candidates.empty()) explainEmptyResult();
+    planPage_->setMessage(tr("Search stopped at a limit: %1").arg(QString::fromStdString(result.limit)));
+  else if (finished && result.candidates.empty()) planPage_->explainEmptyResult();
   else if (finished) {
     const bool anyFits = result.candidates.front().fits;
-    planMessage_->setText(anyFits ? QString()
+    planPage_->setMessage(anyFits ? QString()
                                   : tr("No layout fits in %1 GiB per GPU. Closest: %2")
                                         .arg(inputs_.cluster.gpu.memory_gib)
                                         .arg(QString::fromStdString(result.candidates.front().reason)));
@@ -435,10 +497,8 @@ void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, 
 
 void MainWindow::onSearchFinished(quint64 generation, bool cancelled) {
   if (generation != search_->generation()) return;
-  cancelButton_->setEnabled(false);
+  planPage_->setSearching(false);
   cancelAct_->setEnabled(false);
-  progress_->setValue(progress_->maximum());
-  progress_->hide();
   if (!cancelled) startParetoSearch();
   emit planUpdated();
 }
@@ -472,11 +532,11 @@ void MainWindow::startParetoSearch() {
 void MainWindow::onParetoResult(quint64 generation, const SearchResult& result, bool finished) {
   if (generation != paretoSearch_->generation()) return;
   paretoResult_ = result;
-  refreshPareto();
+  planPage_->refreshPareto(paretoResult_);
 }
 
 void MainWindow::onSelectionChanged() {
-  const QModelIndexList rows = table_->selectionModel()->selectedRows();
+  const QModelIndexList rows = planPage_->table()->selectionModel()->selectedRows();
   if (rows.isEmpty()) return;
   const QModelIndex src = filter_->mapToSource(rows.first());
   const Estimate* e = candidates_->candidate(src.row());
@@ -490,9 +550,9 @@ void MainWindow::onSelectionChanged() {
 bool MainWindow::openPlanFile(const QString& path) {
   Loaded<Plan> p = load_plan(path.toStdString());
   if (!p.ok()) {
-    showFieldDiagnostics(p.diagnostics, planDiagnostics_);
-    planMessage_->setText(tr("Could not open %1; the current plan is kept.").arg(path));
-    showPage(PlanPage);
+    showFieldDiagnostics(p.diagnostics, planPage_->diagnosticsList());
+    planPage_->setMessage(tr("Could not open %1; the current plan is kept.").arg(path));
+    showPage(Page::Plan);
     return false;
   }
   PlanInputs in = inputs_;
@@ -513,20 +573,20 @@ bool MainWindow::openPlanFile(const QString& path) {
   undo_->setClean();
   addRecentFile(path);
   updateTitle();
-  showFieldDiagnostics(p.diagnostics, planDiagnostics_);
-  planMessage_->setText(tr("Opened %1").arg(path));
+  showFieldDiagnostics(p.diagnostics, planPage_->diagnosticsList());
+  planPage_->setMessage(tr("Opened %1").arg(path));
   replan();
   return true;
 }
 
 bool MainWindow::savePlanFile(const QString& path) {
   if (!selected_) {
-    planMessage_->setText(tr("Nothing to save yet: no layout is selected."));
+    planPage_->setMessage(tr("Nothing to save yet: no layout is selected."));
     return false;
   }
   const std::string err = save_plan(currentPlan(), path.toStdString());
   if (!err.empty()) {
-    planMessage_->setText(tr("Could not save: %1").arg(QString::fromStdString(err)));
+    planPage_->setMessage(tr("Could not save: %1").arg(QString::fromStdString(err)));
     return false;
   }
   currentFile_ = path;
@@ -541,9 +601,9 @@ bool MainWindow::savePlanFile(const QString& path) {
 
 bool MainWindow::loadModelFile(const QString& path) {
   Loaded<ModelSpec> m = load_model(path.toStdString());
-  showFieldDiagnostics(m.diagnostics, modelDiagnostics_);
+  showFieldDiagnostics(m.diagnostics, modelPage_->diagnosticsList());
   if (!m.ok()) {
-    showPage(ModelPage);
+    showPage(Page::Model);
     return false;
   }
   editInputs(-1, tr("Open model %1").arg(QFileInfo(path).fileName()), [&](PlanInputs& in) {
@@ -556,9 +616,9 @@ bool MainWindow::loadModelFile(const QString& path) {
 
 bool MainWindow::loadClusterFile(const QString& path) {
   Loaded<ClusterSpec> c = load_cluster(path.toStdString());
-  showFieldDiagnostics(c.diagnostics, clusterDiagnostics_);
+  showFieldDiagnostics(c.diagnostics, clusterPage_->diagnosticsList());
   if (!c.ok()) {
-    showPage(ClusterPage);
+    showPage(Page::Cluster);
     return false;
   }
   editInputs(-1, tr("Open cluster %1").arg(QFileInfo(path).fileName()), [&](PlanInputs& in) {
@@ -602,7 +662,7 @@ void MainWindow::onSavePlanAs() {
 
 void MainWindow::onExport() {
   if (!selected_) {
-    planMessage_->setText(tr("Nothing to export yet: no layout is selected."));
+    planPage_->setMessage(tr("Nothing to export yet: no layout is selected."));
     return;
   }
   QDialog* dialog = createExportDialog();
@@ -689,21 +749,21 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 QStringList MainWindow::saveScreenshots(const QString& dir) {
   QStringList written;
   QDir().mkpath(dir);
-  const char* files[PageCount] = {"model", "cluster", "plan", "timeline", "run"};
-  for (int i = 0; i < PageCount; ++i) {
+  const char* files[kPageCount] = {"model", "cluster", "plan", "timeline", "run"};
+  for (int i = 0; i < kPageCount; ++i) {
     showPage(Page(i));
     QApplication::sendPostedEvents();
     const QPixmap pix = grab();
     const QString path = QDir(dir).filePath(QStringLiteral("%1-%2.png").arg(i + 1, 2, 10, QLatin1Char('0')).arg(QString::fromUtf8(files[i])));
     if (pix.save(path)) written << path;
   }
-  showPage(PlanPage);
+  showPage(Page::Plan);
   if (selected_) {  // the export dialog over the Plan page, on its sbatch tab
     QDialog* dialog = createExportDialog();
     if (auto* tabs = dialog->findChild<QTabWidget*>()) tabs->setCurrentIndex(3);
     dialog->show();
     QApplication::sendPostedEvents();
-    const QString path = QDir(dir).filePath(QStringLiteral("%1-export.png").arg(PageCount + 1, 2, 10, QLatin1Char('0')));
+    const QString path = QDir(dir).filePath(QStringLiteral("%1-export.png").arg(kPageCount + 1, 2, 10, QLatin1Char('0')));
     if (dialog->grab().save(path)) written << path;
     delete dialog;
   }

@@ -1,6 +1,7 @@
 // The capplan-gui main window: pages Model, Cluster, Plan, Timeline and Run over one set of plan
 // inputs; edits are undoable and autosaved, every edit re-plans (debounced) off the GUI thread.
-// Page construction and charts live in pages.cpp; files, undo, autosave and search wiring here.
+// Each page is its own class (model_page.h, cluster_page.h, plan_page.h, timeline_page.h,
+// run_page.h) editing the inputs through PageHost; files, undo, autosave and search wiring here.
 #pragma once
 
 #include <QHash>
@@ -12,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "page_common.h"
 #include "planner/plan_io.h"
 #include "planner/search.h"
 
@@ -41,21 +43,11 @@ class CandidateTableModel;
 class LayerProfileModel;
 class SearchJob;
 class TimelineView;
-class RunPanel;
-
-// Everything the user edits: what is trained, on what, how much, and which knobs are pinned.
-struct PlanInputs {
-  std::string modelRef;  // preset name or file path
-  ModelSpec model;
-  std::string clusterRef;
-  ClusterSpec cluster;
-  TrainingSpec training;
-  int nodesMin = 0;
-  int nodesMax = 0;
-  LayoutPins pins;
-  Objective objective = Objective::Time;
-  bool showInfeasible = false;
-};
+class ModelPage;
+class ClusterPage;
+class PlanPage;
+class TimelinePage;
+class RunPage;
 
 // The embedded default plan: GPT-3 175B on 120 x p4d.24xlarge, gbs 1536, 300B tokens.
 PlanInputs defaultInputs(Diagnostics* diagnostics = nullptr);
@@ -67,10 +59,11 @@ struct MainWindowOptions {
   int debounceMs = 30;   // from the last edit to the re-plan
 };
 
-class MainWindow : public QMainWindow {
+class MainWindow : public QMainWindow, public PageHost {
   Q_OBJECT
  public:
-  enum Page { ModelPage, ClusterPage, PlanPage, TimelinePage, RunPage, PageCount };
+  enum class Page { Model, Cluster, Plan, Timeline, Run };
+  static constexpr int kPageCount = 5;
 
   explicit MainWindow(MainWindowOptions options = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -88,13 +81,13 @@ class MainWindow : public QMainWindow {
   QStringList saveScreenshots(const QString& dir);
 
   void setInputs(const PlanInputs& inputs);  // one undoable edit
-  const PlanInputs& inputs() const { return inputs_; }
+  const PlanInputs& inputs() const override { return inputs_; }
   Plan currentPlan() const;  // inputs + the selected layout
-  const std::optional<Estimate>& selectedEstimate() const { return selected_; }
+  const std::optional<Estimate>& selectedEstimate() const override { return selected_; }
   const SearchResult& lastResult() const { return lastResult_; }
-  TimelineView* timelineView() const { return timeline_; }
-  RunPanel* runPanel() const { return runPanel_; }
-  const std::string& traceJson() const { return traceJson_; }
+  TimelineView* timelineView() const;
+  RunPage* runPage() const { return runPage_; }
+  const std::string& traceJson() const;
 
   SearchJob* searchJob() const { return search_; }
   CandidateTableModel* candidateModel() const { return candidates_; }
@@ -116,28 +109,18 @@ class MainWindow : public QMainWindow {
 
  private:
   friend class InputsCommand;
-  // pages.cpp
-  QWidget* buildModelPage();
-  QWidget* buildClusterPage();
-  QWidget* buildPlanPage();
-  QWidget* buildTimelinePage();
-  QWidget* buildRunPage();
-  void syncWidgetsFromInputs();
-  void refreshModelFigures();
-  void refreshClusterFigures();
-  void refreshSelection();
-  void refreshCharts();
-  void refreshPareto();
-  void refreshTimeline();
-  void simulateRun();
-  void exportTrace();
-  void showFieldDiagnostics(const Diagnostics& diagnostics, QListWidget* list);
-  void explainEmptyResult();
+  // PageHost
+  void editInputs(int fieldId, const QString& text, const std::function<void(PlanInputs&)>& edit) override;
+  void showFieldDiagnostics(const Diagnostics& diagnostics, QListWidget* list) override;
+  QHash<QString, QLabel*>& fieldErrors() override { return fieldErrors_; }
 
-  // main_window.cpp
+  void buildPages();
   void buildMenus();
+  void syncWidgetsFromInputs();
+  void refreshSelection();
   void applyInputs(const PlanInputs& inputs);  // undo/redo target: no new undo entry
-  void editInputs(int fieldId, const QString& text, const std::function<void(PlanInputs&)>& edit);
+  // The autosave of a session that did not save its edits (restored as typed when invalid).
+  void restoreAutosave(PlanInputs& start, Diagnostics& problems, QString& keptAside, bool& restored);
   void scheduleReplan();
   void onSearchResult(quint64 generation, const SearchResult& result, bool finished);
   void onSearchFinished(quint64 generation, bool cancelled);
@@ -176,81 +159,14 @@ class MainWindow : public QMainWindow {
   QStackedWidget* stack_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QAction* cancelAct_ = nullptr;
-
-  // Model page
-  QComboBox* modelPreset_ = nullptr;
-  QSpinBox* layers_ = nullptr;
-  QSpinBox* hidden_ = nullptr;
-  QSpinBox* heads_ = nullptr;
-  QSpinBox* kvHeads_ = nullptr;
-  QSpinBox* ffnHidden_ = nullptr;
-  QSpinBox* vocab_ = nullptr;
-  QSpinBox* seqLen_ = nullptr;
-  QComboBox* ffn_ = nullptr;
-  QComboBox* norm_ = nullptr;
-  QCheckBox* tied_ = nullptr;
-  QLabel* modelFigures_ = nullptr;
-  QListWidget* modelDiagnostics_ = nullptr;
-  QTableView* profileView_ = nullptr;
+  QString restoredFrom_;  // the autosave the inputs were restored from (shown in the title)
   QHash<QString, QLabel*> fieldErrors_;  // "model.heads" -> label next to that field
 
-  // Cluster page
-  QComboBox* clusterPreset_ = nullptr;
-  QSpinBox* nodesMin_ = nullptr;
-  QSpinBox* nodesMax_ = nullptr;
-  QDoubleSpinBox* price_ = nullptr;
-  QLabel* clusterFigures_ = nullptr;
-  QListWidget* clusterDiagnostics_ = nullptr;
-
-  // Plan page
-  QSpinBox* gbs_ = nullptr;
-  QLineEdit* tokens_ = nullptr;
-  QComboBox* precision_ = nullptr;
-  QComboBox* framework_ = nullptr;
-  QString restoredFrom_;  // the autosave the inputs were restored from (shown in the title)
-  QSpinBox* trainSeq_ = nullptr;
-  QComboBox* attention_ = nullptr;
-  QComboBox* objective_ = nullptr;
-  QSpinBox* pinDp_ = nullptr;
-  QSpinBox* pinTp_ = nullptr;
-  QSpinBox* pinPp_ = nullptr;
-  QSpinBox* pinVp_ = nullptr;
-  QSpinBox* pinMbs_ = nullptr;
-  QComboBox* pinZero_ = nullptr;
-  QComboBox* pinRecompute_ = nullptr;
-  QComboBox* pinSchedule_ = nullptr;
-  QComboBox* pinOrder_ = nullptr;
-  QComboBox* pinOffload_ = nullptr;
-  QComboBox* pinSp_ = nullptr;
-  QCheckBox* showInfeasible_ = nullptr;
-  QLabel* planMessage_ = nullptr;
-  QListWidget* planDiagnostics_ = nullptr;
-  QProgressBar* progress_ = nullptr;
-  QPushButton* cancelButton_ = nullptr;
-  QLabel* searchStatus_ = nullptr;
-  QLineEdit* filterEdit_ = nullptr;
-  QTableView* table_ = nullptr;
-  QLabel* details_ = nullptr;
-  QChartView* memoryChart_ = nullptr;
-  QChartView* timeChart_ = nullptr;
-  QChartView* paretoChart_ = nullptr;
-
-  // Timeline and Run pages
-  quint64 timelineGeneration_ = 0;
-  std::optional<TimeBreakdown> simulatedBreakdown_;  // of the selected layout, when simulated
-  double simulatedStepS_ = 0;
-  std::string traceJson_;  // Chrome trace of the last simulated step
-  Layout timelineLayout_;
-  int timelineNodes_ = 0;
-  QLabel* runSimResult_ = nullptr;
-  QDoubleSpinBox* mtbfHours_ = nullptr;
-  QDoubleSpinBox* checkpointMin_ = nullptr;
-  QDoubleSpinBox* restartMin_ = nullptr;
-  QSpinBox* trials_ = nullptr;
-  TimelineView* timeline_ = nullptr;
-  QComboBox* timelineSchedule_ = nullptr;
-  QLabel* timelineInfo_ = nullptr;
-  RunPanel* runPanel_ = nullptr;
+  ModelPage* modelPage_ = nullptr;
+  ClusterPage* clusterPage_ = nullptr;
+  PlanPage* planPage_ = nullptr;
+  TimelinePage* timelinePage_ = nullptr;
+  RunPage* runPage_ = nullptr;
 };
 
 }  // namespace capplan::gui

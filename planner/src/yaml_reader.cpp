@@ -1,6 +1,8 @@
 // Typed, diagnosed access to yaml-cpp maps (see yaml_reader.h) and small YAML output helpers.
 #include "yaml_reader.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -241,11 +243,59 @@ void MapReader::finish() {
   }
 }
 
+namespace {
+
+// The first pass over a YAML text: yaml-cpp's event parser, counting nodes and stopping at
+// ResourceLimits::max_yaml_nodes before any node tree is built (a tree of millions of nodes
+// takes seconds to build and gigabytes to hold).
+class NodeCounter : public YAML::EventHandler {
+ public:
+  struct OverLimit {
+    YAML::Mark mark;
+  };
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t) override { count(m); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t) override { count(m); }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    count(m);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    count(m);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    count(m);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void count(const YAML::Mark& m) {
+    if (++nodes_ > ResourceLimits::max_yaml_nodes) throw OverLimit{m};
+  }
+  int64_t nodes_ = 0;
+};
+
+}  // namespace
+
 bool parse_yaml_text(const std::string& text, const std::string& file, YAML::Node& out,
                      Diagnostics& diags) {
   try {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    NodeCounter counter;
+    parser.HandleNextDocument(counter);
     out = YAML::Load(text);
     return true;
+  } catch (const NodeCounter::OverLimit& over) {
+    diags.error(file, over.mark.line + 1, over.mark.column + 1, "",
+                "too many YAML nodes: more than " + std::to_string(ResourceLimits::max_yaml_nodes) +
+                    " (the limit for one input file, counting every key, value, map and list); "
+                    "nothing was read");
+    return false;
   } catch (const YAML::Exception& e) {
     const int line = e.mark.is_null() ? 0 : e.mark.line + 1;
     const int col = e.mark.is_null() ? 0 : e.mark.column + 1;

@@ -30,7 +30,8 @@
 #include "gui_test_support.h"
 #include "item_models.h"
 #include "main_window.h"
-#include "pages.h"
+#include "run_page.h"
+#include "timeline_page.h"
 #include "planner/search.h"
 #include "planner/spec_io.h"
 #include "search_job.h"
@@ -446,7 +447,7 @@ TEST_F(GuiWindow, TimelineShowsTheSimulatedStep) {
 
 TEST_F(GuiWindow, ScreenshotsOfEveryPage) {
   const QStringList files = window_->saveScreenshots(dir_.filePath(QStringLiteral("shots")));
-  ASSERT_EQ(files.size(), int(MainWindow::PageCount) + 1);  // every page and the export dialog
+  ASSERT_EQ(files.size(), MainWindow::kPageCount + 1);  // every page and the export dialog
   for (const QString& f : files) EXPECT_GT(QFileInfo(f).size(), 10000) << f.toStdString();
 }
 
@@ -458,15 +459,15 @@ TEST_F(GuiWindow, TinyLocalRunFillsTheLossChart) {
   qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
   qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
   qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
-  RunPanel* run = window_->runPanel();
+  RunPage* run = window_->runPage();
   run->setRunDirectory(dir_.filePath(QStringLiteral("run")));
   run->findChild<QSpinBox*>(QStringLiteral("runDp"))->setValue(2);
   run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(1);
   run->findChild<QSpinBox*>(QStringLiteral("runPp"))->setValue(1);
   run->setSteps(6);
   run->setKeepKnobs(false);
-  QSignalSpy done(run, &RunPanel::runFinished);
-  window_->showPage(MainWindow::RunPage);
+  QSignalSpy done(run, &RunPage::runFinished);
+  window_->showPage(MainWindow::Page::Run);
   QTest::mouseClick(run->findChild<QPushButton*>(QStringLiteral("launchRun")), Qt::LeftButton);
   ASSERT_TRUE(done.wait(240000)) << "run did not finish";
   const QString log = run->findChild<QPlainTextEdit*>(QStringLiteral("runLog"))->toPlainText();
@@ -483,7 +484,7 @@ TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
   qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
   qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
   qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
-  RunPanel* run = window_->runPanel();
+  RunPage* run = window_->runPage();
   run->setRunDirectory(dir_.filePath(QStringLiteral("resume")));
   run->findChild<QSpinBox*>(QStringLiteral("runDp"))->setValue(2);
   run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(1);
@@ -491,9 +492,9 @@ TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
   run->setSteps(4000);  // far more than runs before the stop below
   run->setCheckpointEvery(10);
   run->setKeepKnobs(false);
-  QSignalSpy done(run, &RunPanel::runFinished);
+  QSignalSpy done(run, &RunPage::runFinished);
   // Stop once a few checkpoints are behind us.
-  QObject::connect(run, &RunPanel::metricsArrived, run, [run](int points) {
+  QObject::connect(run, &RunPage::metricsArrived, run, [run](int points) {
     if (points == 25) QTest::mouseClick(run->findChild<QPushButton*>(QStringLiteral("stopRun")), Qt::LeftButton);
   });
   run->launch();

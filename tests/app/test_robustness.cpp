@@ -129,28 +129,50 @@ TEST(Robustness, InputFilesOverTheLimitAreRefused) {
 
 // ---- many keys ----
 
-// Expectation: 300,000 keys (every other one a repeat of `layers`, the rest unknown) are checked
-// in one linear pass: the first 100 problems are listed, the other 299,900 counted in one line,
-// well inside the timeout (the pairwise check took minutes at this size).
-TEST(Robustness, RepeatedKeysAreFoundInOnePass) {
-  const fs::path file = capplan::test::scratch_dir("many_keys") / "model.yaml";
-  {
-    std::ofstream f(file);
-    f << "name: x\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 16\n";
-    for (int i = 0; i < 300000; ++i) {
-      if (i % 2 == 0) f << "layers: " << i << "\n";
-      else f << "k" << i << ": 1\n";
-    }
+// Writes a model file of the six required keys and then `keys` more, every other one a repeat
+// of `layers` (line 7, 9, ...) and the rest unknown (`k1` on line 8, ...).
+fs::path many_keys_model(const std::string& folder, int keys) {
+  const fs::path file = capplan::test::scratch_dir(folder) / "model.yaml";
+  std::ofstream f(file);
+  f << "name: x\nlayers: 2\nhidden: 64\nheads: 4\nvocab: 100\nseq_len: 16\n";
+  for (int i = 0; i < keys; ++i) {
+    if (i % 2 == 0) f << "layers: " << i << "\n";
+    else f << "k" << i << ": 1\n";
   }
+  return file;
+}
+
+// Expectation: 90,000 keys (180,013 nodes, under the 200,000-node limit; every other key a
+// repeat of `layers`, the rest unknown) are checked in one linear pass: the first 100 problems
+// are listed, the other 89,900 counted in one line (the pairwise check took minutes at this size).
+TEST(Robustness, RepeatedKeysAreFoundInOnePass) {
+  const fs::path file = many_keys_model("many_keys", 90000);
   const CliRun r = run_cli("profile --model " + q(file), 30);
   EXPECT_TRUE(refused(r, "model.yaml:7:1: error: model.layers: given more than once (the first one is used)"));
   EXPECT_TRUE(has(r.err, "model.yaml:8:1: error: model.k1: unknown key")) << r.err.substr(0, 2000);
-  EXPECT_TRUE(has(r.err, "error: model: 299900 more unknown or repeated keys not listed (at most 100 are "
+  EXPECT_TRUE(has(r.err, "error: model: 89900 more unknown or repeated keys not listed (at most 100 are "
                          "listed per map)"))
       << r.err.substr(r.err.size() > 2000 ? r.err.size() - 2000 : 0);
   size_t lines = 0;
   for (char c : r.err) lines += c == '\n';
   EXPECT_EQ(lines, 101u);
+}
+
+// Expectation: 1,000,000 keys are refused by the streaming node count before any node tree is
+// built, at the node over the limit: the root map is node 1 and the key and value on line L are
+// nodes 2L and 2L + 1, so node 200,001 is the value `1` of `k99993: 1` on line 100,000, column 9.
+// The message names the limit; it is the only line (no tree, so no key diagnostics).
+TEST(Robustness, TooManyYamlNodesAreRefusedBeforeTheTree) {
+  const fs::path file = many_keys_model("huge_keys", 1000000);
+  const CliRun r = run_cli("profile --model " + q(file), 30);
+  EXPECT_TRUE(refused(r, "model.yaml:100000:9: error: too many YAML nodes: more than 200000 (the "
+                         "limit for one input file"));
+  size_t lines = 0;
+  for (char c : r.err) lines += c == '\n';
+  EXPECT_EQ(lines, 1u) << r.err.substr(0, 2000);
+  // The same limit for every loader of YAML: a plan and a runs file.
+  EXPECT_TRUE(refused(run_cli("simulate --plan " + q(file)), "too many YAML nodes"));
+  EXPECT_TRUE(refused(run_cli("validate " + q(file)), "too many YAML nodes"));
 }
 
 // ---- flags and values the search must refuse ----

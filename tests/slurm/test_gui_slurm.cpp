@@ -14,7 +14,8 @@
 #include <fstream>
 
 #include "../app/gui_test_support.h"
-#include "pages.h"
+#include "run_page.h"
+#include "timeline_page.h"
 #include "planner/spec_io.h"
 #include "support/test_files.h"
 
@@ -79,16 +80,16 @@ TEST(GuiSlurm, LaunchOnSlurmShowsStateAndMarksTheResumedAttempt) {
   plan.layout.mbs = 1;
 
   const fs::path dir = capplan::test::scratch_dir("gui-slurm") / "run";
-  RunPanel run;
+  RunPage run;
   run.setPlan(plan);
   run.setRunDirectory(QString::fromStdString(dir.string()));
   run.setSteps(3000);
   run.setCheckpointEvery(100);
   run.setKeepKnobs(false);
   run.setSlurm(true, QString::fromStdString(vars.at("CAPPLAN_SLURM_PARTITION")), 1, QString());
-  QSignalSpy done(&run, &RunPanel::runFinished);
+  QSignalSpy done(&run, &RunPage::runFinished);
   bool killed = false;
-  QObject::connect(&run, &RunPanel::metricsArrived, &run, [&](int points) {
+  QObject::connect(&run, &RunPage::metricsArrived, &run, [&](int points) {
     if (killed || points < 250) return;
     const auto pids = ranks_of(dir.string());
     if (pids.size() == 2 && ::kill(pids.back(), SIGKILL) == 0) killed = true;

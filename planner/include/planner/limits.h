@@ -13,6 +13,11 @@ namespace capplan {
 struct ResourceLimits {
   // Any file capplan reads as input: specs, plans, runs files, HF configs, manifests, metrics.
   static constexpr int64_t max_input_file_bytes = int64_t(64) << 20;  // 64 MiB
+  // Nodes (scalars, maps, lists, each key and each value) one YAML or JSON input file may hold,
+  // counted by a streaming pass before any node tree is built. yaml-cpp spends ~1.4 us per node
+  // scanning and ~2.3 us building its tree: a file at the limit loads in about a second, one over
+  // it is refused after ~0.3 s. The largest file in configs/ and tests/data/ holds 2,435.
+  static constexpr int64_t max_yaml_nodes = 200'000;
   // Unknown or repeated keys listed one by one per YAML map; the rest are counted in one line.
   static constexpr int64_t max_key_diagnostics = 100;
   // Layouts one search (all node counts of a range together) may evaluate.

@@ -1,11 +1,10 @@
-// Widgets of the Timeline and Run pages: a zoomable Gantt chart of one simulated step (one row per
-// pipeline stage and stream), and the Run panel that launches a scaled-down run through the
-// runtime's launcher, on this machine or submitted to Slurm, and charts its metrics as they grow.
+// The Run page: a scaled-down run of the selected layout through the runtime's launcher, on this
+// machine or submitted to Slurm, its metrics charted as they grow, and predicted vs simulated vs
+// measured seconds per term at the end.
 #pragma once
 
 #include <QFutureWatcher>
 #include <QHash>
-#include <QPointer>
 #include <QWidget>
 #include <atomic>
 #include <functional>
@@ -24,66 +23,19 @@ class QPlainTextEdit;
 class QPushButton;
 class QSpinBox;
 class QTableWidget;
-class QValueAxis;
+
+namespace capplan::rt {
+struct LaunchRequest;
+struct TermRow;
+}  // namespace capplan::rt
 
 namespace capplan::gui {
 
-// One bar of the Gantt chart; `kind` indexes TimelineView::kindNames().
-struct TimelineBar {
-  int lane = 0;  // stage * 2 + (0 compute stream, 1 communication streams)
-  double startS = 0;
-  double endS = 0;
-  int kind = 0;
-  int microbatch = -1;
-};
-
-class TimelineView : public QWidget {
+class RunPage : public QWidget {
   Q_OBJECT
  public:
-  explicit TimelineView(QWidget* parent = nullptr);
-  // stageLabels: one per stage, e.g. "stage 3 · GPU 24"; empty = "stage N".
-  void setBars(std::vector<TimelineBar> bars, int stages, double stepTimeS, QStringList stageLabels = {});
-  void clear(const QString& message);
-  static const QStringList& kindNames();
-  static QColor kindColor(int kind);
-  int barCount() const { return int(bars_.size()); }
-  double zoom() const { return zoom_; }
-
- public slots:
-  void zoomIn();
-  void zoomOut();
-  void resetZoom();
-
- protected:
-  void paintEvent(QPaintEvent* event) override;
-  void wheelEvent(QWheelEvent* event) override;
-  void mousePressEvent(QMouseEvent* event) override;
-  void mouseMoveEvent(QMouseEvent* event) override;
-  bool event(QEvent* event) override;  // tooltips per bar
-
- private:
-  double timeAt(double x) const;
-  double xAt(double t) const;
-  const TimelineBar* barAt(const QPoint& p) const;
-  void setZoom(double zoom, double anchorX);
-
-  std::vector<TimelineBar> bars_;
-  int stages_ = 0;
-  QStringList stageLabels_;
-  double stepTimeS_ = 0;
-  double zoom_ = 1.0;      // 1 = whole step fits the width
-  double offsetS_ = 0.0;   // time at the left edge of the plot
-  int dragX_ = -1;
-  double dragOffsetS_ = 0;
-  QString message_;
-};
-
-// The Run page: launch, stop, resume; live charts; findings; predicted vs simulated vs measured.
-class RunPanel : public QWidget {
-  Q_OBJECT
- public:
-  explicit RunPanel(QWidget* parent = nullptr);
-  ~RunPanel() override;
+  explicit RunPage(QWidget* parent = nullptr);
+  ~RunPage() override;
   // The selected plan; its layout is shrunk to at most kMaxRanks ranks for this machine (dp, tp,
   // pp each cut to 2 at most; schedule, vp, zero, recompute, offload, sp and order kept).
   void setPlan(const Plan& plan);
@@ -114,6 +66,19 @@ class RunPanel : public QWidget {
   void metricsArrived(int lossPoints);
 
  private:
+  QLayout* buildLaunchBar();
+  QLayout* buildSlurmBar();
+  QLayout* buildCharts();
+  QLayout* buildResults();
+  // The request for the selected layout in runDir_ (a new folder unless resuming).
+  rt::LaunchRequest launchRequest(const Layout& layout, bool resume);
+  void launchLocal(const rt::LaunchRequest& req);
+  void launchOnSlurm(rt::LaunchRequest req);
+  // Runs `f` on the GUI thread, unless this page is gone by then.
+  std::function<void(std::function<void(RunPage*)>)> poster();
+  // Predicted vs simulated vs measured per term, the findings, and the run's end.
+  void showOutcome(const std::vector<rt::TermRow>& rows, const QString& findings, const QString& status,
+                   const QString& reason);
   void onMetrics(const QString& type, const QHash<QString, double>& numbers);
   void onOutputLine(const QString& line);
   void onFinished(const QString& status, const QString& reason);

@@ -1,0 +1,241 @@
+// The Model page (model_page.h). Figures come from profile_model and state_bytes_per_param.
+#include "model_page.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QListWidget>
+#include <QPushButton>
+#include <QTableView>
+#include <QVBoxLayout>
+
+#include "item_models.h"
+#include "planner/catalog.h"
+#include "planner/profile.h"
+#include "planner/spec_io.h"
+
+namespace capplan::gui {
+
+ModelPage::ModelPage(PageHost& host, LayerProfileModel* profile, QWidget* parent)
+    : QWidget(parent), host_(host), profile_(profile) {
+  setObjectName(QStringLiteral("modelPage"));
+  auto* row = new QHBoxLayout(this);
+  QGroupBox* arch = buildArchitecture();
+  arch->setMaximumWidth(460);
+  row->addWidget(arch, 0, Qt::AlignTop);
+  row->addLayout(buildFigures(), 1);
+}
+
+QGroupBox* ModelPage::buildArchitecture() {
+  auto* box = new QGroupBox(tr("Architecture"), this);
+  auto* form = new QFormLayout(box);
+  form->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
+  preset_ = new QComboBox(box);
+  preset_->setObjectName(QStringLiteral("modelPreset"));
+  preset_->setToolTip(tr("Model presets from the embedded catalog (configs/models), with sources"));
+  for (const CatalogEntry& e : catalog_models()) {
+    preset_->addItem(QString::fromStdString(e.name));
+    preset_->setItemData(preset_->count() - 1, QString::fromStdString(e.summary), Qt::ToolTipRole);
+  }
+  auto* openModel = new QPushButton(tr("Open YAML / config.json..."), box);
+  openModel->setToolTip(tr("Load a model YAML or a Hugging Face config.json (GPT-2, Llama families)"));
+  auto* presetRow = new QHBoxLayout;
+  presetRow->addWidget(preset_, 1);
+  presetRow->addWidget(openModel);
+  form->addRow(tr("Preset"), presetRow);
+  connect(preset_, &QComboBox::activated, this, [this](int index) {
+    const QString name = preset_->itemText(index);
+    Loaded<ModelSpec> m = load_model(name.toStdString());
+    host_.showFieldDiagnostics(m.diagnostics, diagnostics_);
+    if (!m.ok()) return;
+    host_.editInputs(FPreset, tr("Model preset %1").arg(name), [&](PlanInputs& in) {
+      in.model = *m.value;
+      in.modelRef = name.toStdString();
+      in.training.seq_len = 0;  // train at the new model's own length, as the CLI does
+    });
+  });
+  connect(openModel, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open model"), {}, tr("Model (*.yaml *.yml *.json)"));
+    if (!f.isEmpty()) emit modelFileChosen(f);
+  });
+  addNumberFields(box, form);
+  addKindFields(box, form);
+  return box;
+}
+
+void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
+  struct FieldDef {
+    QSpinBox** spin;
+    const char* name;
+    const char* key;
+    int min, max;
+    QString label, tip, special;
+    FieldId id;
+  };
+  const FieldDef defs[] = {
+      {&layers_, "layers", "model.layers", 1, 100000, tr("Layers"), tr("Transformer blocks (layers)"), {}, FLayers},
+      {&hidden_, "hidden", "model.hidden", 1, 1000000, tr("Hidden"), tr("Hidden size d_model; must be divisible by heads"), {}, FHidden},
+      {&heads_, "heads", "model.heads", 1, 100000, tr("Heads"), tr("Attention (query) heads; tp must divide it"), {}, FHeads},
+      {&kvHeads_, "kv_heads", "model.kv_heads", 0, 100000, tr("KV heads"),
+       tr("Key/value heads; fewer than heads = grouped-query attention; must divide heads"), tr("= heads"), FKvHeads},
+      {&ffnHidden_, "ffn_hidden", "model.ffn_hidden", 0, 10000000, tr("FFN hidden"),
+       tr("Inner size of the MLP; 0 = 4 x hidden"), tr("4 x hidden"), FFfnHidden},
+      {&vocab_, "vocab", "model.vocab", 1, 100000000, tr("Vocabulary"), tr("Vocabulary size (tokens)"), {}, FVocab},
+      {&seqLen_, "seq_len", "model.seq_len", 1, 10000000, tr("Default sequence"),
+       tr("The model's own sequence length in tokens (its seq_len or max_position_embeddings); "
+          "training uses it unless the Plan page's Training sequence is set"), {}, FSeq},
+  };
+  for (const FieldDef& d : defs) {
+    QSpinBox* s = makeSpin(box, d.name, d.min, d.max, d.tip, d.special);
+    *d.spin = s;
+    QLabel* err = makeErrorLabel(box);
+    host_.fieldErrors().insert(QString::fromUtf8(d.key), err);
+    form->addRow(d.label, withError(s, err));
+    connect(s, &QSpinBox::valueChanged, this, [this, id = d.id, label = d.label](int v) {
+      host_.editInputs(id, tr("Edit %1").arg(label), [&](PlanInputs& in) {
+        ModelSpec& m = in.model;
+        switch (id) {
+          case FLayers: m.layers = v; break;
+          case FHidden: m.hidden = v; break;
+          case FHeads: m.heads = v; break;
+          case FKvHeads: m.kv_heads = v; break;
+          case FFfnHidden: m.ffn_hidden = v; break;
+          case FVocab: m.vocab = v; break;
+          case FSeq: m.seq_len = v; break;
+          default: break;
+        }
+      });
+    });
+  }
+}
+
+void ModelPage::addKindFields(QGroupBox* box, QFormLayout* form) {
+  ffn_ = makeCombo(box, "ffn", {QStringLiteral("gelu"), QStringLiteral("swiglu")},
+                   tr("MLP type: GELU (2 matrices) or SwiGLU (3 matrices, Llama)"));
+  norm_ = makeCombo(box, "norm", {QStringLiteral("layernorm"), QStringLiteral("rmsnorm")},
+                    tr("Normalisation: LayerNorm or RMSNorm"));
+  tied_ = new QCheckBox(tr("Tied input and output embeddings"), box);
+  tied_->setObjectName(QStringLiteral("tied"));
+  tied_->setToolTip(tr("The LM head reuses the token embedding matrix (counted once)"));
+  form->addRow(tr("FFN"), ffn_);
+  form->addRow(tr("Norm"), norm_);
+  form->addRow(QString(), tied_);
+  connect(ffn_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    host_.editInputs(FFfn, tr("Edit FFN"), [&](PlanInputs& in) {
+      if (auto v = parse_ffn(t.toStdString())) in.model.ffn = *v;
+    });
+  });
+  connect(norm_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    host_.editInputs(FNorm, tr("Edit norm"), [&](PlanInputs& in) {
+      if (auto v = parse_norm(t.toStdString())) in.model.norm = *v;
+    });
+  });
+  connect(tied_, &QCheckBox::toggled, this, [this](bool on) {
+    host_.editInputs(FTied, tr("Edit tied embeddings"), [&](PlanInputs& in) { in.model.tied_embeddings = on; });
+  });
+}
+
+QLayout* ModelPage::buildFigures() {
+  auto* right = new QVBoxLayout;
+  auto* sizeBox = new QGroupBox(tr("Size"), this);
+  auto* sizeLay = new QVBoxLayout(sizeBox);
+  figures_ = new QLabel(sizeBox);
+  figures_->setObjectName(QStringLiteral("modelFigures"));
+  figures_->setTextFormat(Qt::RichText);
+  figures_->setWordWrap(true);
+  sizeLay->addWidget(figures_);
+  diagnostics_ = new QListWidget(this);
+  diagnostics_->setObjectName(QStringLiteral("modelDiagnostics"));
+  diagnostics_->setToolTip(tr("Problems found in the model file or the fields, with file:line:column"));
+  diagnostics_->setMaximumHeight(110);
+  diagnostics_->hide();
+  auto* profBox = new QGroupBox(tr("Per-layer profile"), this);
+  auto* profLay = new QVBoxLayout(profBox);
+  profileView_ = new QTableView(profBox);
+  profileView_->setObjectName(QStringLiteral("profileTable"));
+  profileView_->setModel(profile_);
+  profileView_->verticalHeader()->hide();
+  profileView_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  profileView_->setAlternatingRowColors(true);
+  profLay->addWidget(profileView_);
+  right->addWidget(sizeBox);
+  right->addWidget(diagnostics_);
+  right->addWidget(profBox, 1);
+  return right;
+}
+
+void ModelPage::syncFromInputs(const PlanInputs& in) {
+  const ModelSpec& m = in.model;
+  setIfDifferent(layers_, m.layers);
+  setIfDifferent(hidden_, m.hidden);
+  setIfDifferent(heads_, m.heads);
+  setIfDifferent(kvHeads_, m.kv_heads);
+  setIfDifferent(ffnHidden_, m.ffn_hidden);
+  setIfDifferent(vocab_, m.vocab);
+  setIfDifferent(seqLen_, m.seq_len);
+  setComboText(ffn_, QString::fromUtf8(to_string(m.ffn)));
+  setComboText(norm_, QString::fromUtf8(to_string(m.norm)));
+  tied_->setChecked(m.tied_embeddings);
+  const QString modelRef = QString::fromStdString(in.modelRef);
+  if (preset_->findText(modelRef) < 0) preset_->addItem(modelRef);
+  setComboText(preset_, modelRef);
+}
+
+void ModelPage::refreshFigures() {
+  const PlanInputs& in = host_.inputs();
+  const ModelSpec& m = in.model;
+  Diagnostics d;
+  validate_model(m, "<model page>", d);
+  QHash<QString, QLabel*>& errors = host_.fieldErrors();
+  for (auto it = errors.begin(); it != errors.end(); ++it) {
+    if (!it.key().startsWith(QLatin1String("model."))) continue;
+    it.value()->clear();
+    it.value()->hide();
+  }
+  for (const Diagnostic& x : d.items()) {
+    QLabel* l = errors.value(QString::fromStdString(x.path));
+    if (l == nullptr) continue;
+    l->setText(QString::fromStdString(x.message + (x.hint.empty() ? "" : " (" + x.hint + ")")));
+    l->show();
+  }
+  if (d.has_errors()) {
+    figures_->setText(tr("<i>Fix the fields marked in red to see the model's size.</i>"));
+    profile_->setProfile({});
+    return;
+  }
+  const std::optional<Estimate>& selected = host_.selectedEstimate();
+  const int tp = selected ? selected->layout.tp : 1;
+  const int mbs = selected ? selected->layout.mbs : 1;
+  const int seq = in.training.seq_len > 0 ? in.training.seq_len : m.seq_len;
+  const ModelProfile whole = profile_model(m, 1, seq, 1, in.training.precision);
+  // Model state before any sharding, at the cost model's bytes per parameter; activations depend
+  // on the layout (Plan page).
+  const double n = whole.total_params;
+  const StateBytesPerParam state = state_bytes_per_param(in.training.precision);
+  figures_->setText(
+      tr("<table cellspacing=6>"
+         "<tr><td><b>Parameters</b></td><td align=right>%1</td></tr>"
+         "<tr><td><b>FLOPs per token</b> (forward + backward)</td><td align=right>%2</td></tr>"
+         "<tr><td><b>Weights</b> (%3 B/param)</td><td align=right>%4 GiB</td></tr>"
+         "<tr><td><b>Gradients</b> (%5 B/param)</td><td align=right>%6 GiB</td></tr>"
+         "<tr><td><b>Optimizer state</b> (fp32 master + Adam, %7 B/param)</td><td align=right>%8 GiB</td></tr>"
+         "<tr><td>Source</td><td>%9</td></tr></table>")
+          .arg(formatCount(n), formatCount(whole.flops_per_token))
+          .arg(state.weights)
+          .arg(state.weights * n / kGiB, 0, 'f', 1)
+          .arg(state.gradients)
+          .arg(state.gradients * n / kGiB, 0, 'f', 1)
+          .arg(state.optimizer)
+          .arg(state.optimizer * n / kGiB, 0, 'f', 1)
+          .arg(htmlEscape(m.source.empty() ? in.modelRef : m.source)));
+  profile_->setProfile(profile_model(m, tp, seq, mbs, in.training.precision));
+  if (auto* box = qobject_cast<QGroupBox*>(profileView_->parentWidget()))
+    box->setTitle(tr("Per-layer profile (tp = %1, seq = %2, mbs = %3, per TP rank)").arg(tp).arg(seq).arg(mbs));
+}
+
+}  // namespace capplan::gui

@@ -1,0 +1,110 @@
+// The pages' shared helpers (page_common.h).
+#include "page_common.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QLegend>
+#include <QPainter>
+#include <QVBoxLayout>
+#include <cmath>
+
+namespace capplan::gui {
+
+bool UnsetSpinBox::unsetText(const QString& text) const {
+  const QString t = text.trimmed();
+  return t.isEmpty() ||
+         (!specialValueText().isEmpty() && specialValueText().startsWith(t, Qt::CaseInsensitive));
+}
+
+QValidator::State UnsetSpinBox::validate(QString& text, int& pos) const {
+  if (unsetText(text)) return QValidator::Acceptable;
+  return QSpinBox::validate(text, pos);
+}
+
+int UnsetSpinBox::valueFromText(const QString& text) const {
+  return unsetText(text) ? minimum() : QSpinBox::valueFromText(text);
+}
+
+void UnsetSpinBox::fixup(QString& text) const {
+  if (unsetText(text)) text = specialValueText();
+  else QSpinBox::fixup(text);
+}
+
+QSpinBox* makeSpin(QWidget* parent, const char* name, int min, int max, const QString& tip,
+                   const QString& special) {
+  QSpinBox* s = special.isEmpty() ? new QSpinBox(parent) : new UnsetSpinBox(parent);
+  s->setObjectName(QString::fromUtf8(name));
+  s->setRange(min, max);
+  s->setToolTip(tip);
+  s->setAccelerated(true);
+  s->setKeyboardTracking(true);
+  if (!special.isEmpty()) s->setSpecialValueText(special);
+  s->setMinimumWidth(110);
+  return s;
+}
+
+QComboBox* makeCombo(QWidget* parent, const char* name, const QStringList& items, const QString& tip) {
+  auto* c = new QComboBox(parent);
+  c->setObjectName(QString::fromUtf8(name));
+  c->addItems(items);
+  c->setToolTip(tip);
+  return c;
+}
+
+QLabel* makeErrorLabel(QWidget* parent) {
+  auto* l = new QLabel(parent);
+  l->setStyleSheet(QStringLiteral("color: #b3261e;"));
+  l->setWordWrap(true);
+  l->hide();
+  return l;
+}
+
+QWidget* withError(QWidget* field, QLabel* error) {
+  auto* w = new QWidget(field->parentWidget());
+  auto* v = new QVBoxLayout(w);
+  v->setContentsMargins(0, 0, 0, 0);
+  v->setSpacing(2);
+  v->addWidget(field);
+  v->addWidget(error);
+  return w;
+}
+
+QChartView* makeChartView(QWidget* parent, const char* name) {
+  auto* v = new QChartView(new QChart, parent);
+  v->setObjectName(QString::fromUtf8(name));
+  v->setRenderHint(QPainter::Antialiasing);
+  v->setMinimumHeight(220);
+  return v;
+}
+
+void replaceChart(QChartView* view, QChart* chart, Qt::Alignment legend) {
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  chart->legend()->setAlignment(legend);
+  QFont f = chart->legend()->font();
+  f.setPointSizeF(f.pointSizeF() * 0.85);
+  chart->legend()->setFont(f);
+  QChart* old = view->chart();
+  view->setChart(chart);
+  delete old;
+}
+
+void setIfDifferent(QSpinBox* s, int v) {
+  if (s->value() != v) s->setValue(v);
+}
+
+void setComboText(QComboBox* c, const QString& text) {
+  const int i = c->findText(text);
+  if (i >= 0) c->setCurrentIndex(i);
+}
+
+QString formatTokens(double t) {
+  if (t <= 0) return {};
+  if (t >= 1e12 && std::fmod(t, 1e10) == 0) return QString::number(t / 1e12, 'g', 6) + QLatin1Char('T');
+  if (t >= 1e9 && std::fmod(t, 1e7) == 0) return QString::number(t / 1e9, 'g', 6) + QLatin1Char('B');
+  return QString::number(t, 'g', 12);
+}
+
+QString htmlEscape(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+
+}  // namespace capplan::gui

@@ -1,0 +1,553 @@
+// The Plan page (plan_page.h). The search runs in the host (SearchJob); this page lays out its
+// inputs and its answer.
+#include "plan_page.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QCheckBox>
+#include <QComboBox>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QHorizontalStackedBarSeries>
+#include <QItemSelectionModel>
+#include <QLabel>
+#include <QLineEdit>
+#include <QLineSeries>
+#include <QListWidget>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QScatterSeries>
+#include <QSplitter>
+#include <QTableView>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+
+#include "item_models.h"
+#include "planner/catalog.h"
+#include "planner/spec_io.h"
+#include "search_job.h"
+
+namespace capplan::gui {
+
+PlanPage::PlanPage(PageHost& host, SearchJob* search, CandidateFilterModel* filter, QWidget* parent)
+    : QWidget(parent), host_(host), search_(search), filter_(filter) {
+  setObjectName(QStringLiteral("planPage"));
+  auto* v = new QVBoxLayout(this);
+  auto* top = new QHBoxLayout;
+  top->addWidget(buildTraining());
+  top->addWidget(buildPins(), 1);
+  v->addLayout(top);
+  message_ = new QLabel(this);
+  message_->setObjectName(QStringLiteral("planMessage"));
+  message_->setWordWrap(true);
+  message_->setStyleSheet(QStringLiteral("color: #b3261e;"));
+  v->addWidget(message_);
+  diagnostics_ = new QListWidget(this);
+  diagnostics_->setObjectName(QStringLiteral("planDiagnostics"));
+  diagnostics_->setMaximumHeight(90);
+  diagnostics_->hide();
+  v->addWidget(diagnostics_);
+  v->addLayout(buildSearchBar());
+  v->addWidget(buildResults(), 1);
+  connectTraining();
+  connectPins();
+}
+
+QGroupBox* PlanPage::buildTraining() {
+  auto* box = new QGroupBox(tr("Training"), this);
+  auto* tf = new QFormLayout(box);
+  gbs_ = makeSpin(box, "gbs", 1, 100000000, tr("Global batch: sequences per optimizer step (gbs)"));
+  QLabel* gbsErr = makeErrorLabel(box);
+  host_.fieldErrors().insert(QStringLiteral("training.gbs"), gbsErr);
+  tf->addRow(tr("Global batch"), withError(gbs_, gbsErr));
+  trainSeq_ = makeSpin(box, "trainSeq", 0, 10000000,
+                       tr("Sequence length the plan trains at, in tokens; 0 = the model's default "
+                          "sequence (Model page)"),
+                       tr("model's"));
+  tf->addRow(tr("Training sequence"), trainSeq_);
+  tokens_ = new QLineEdit(box);
+  tokens_->setObjectName(QStringLiteral("tokens"));
+  tokens_->setToolTip(tr("Tokens to train: 300e9, 300B, 1.3T; empty = 20 per parameter (Hoffmann et al. 2022)"));
+  QLabel* tokensErr = makeErrorLabel(box);
+  host_.fieldErrors().insert(QStringLiteral("training.tokens"), tokensErr);
+  tf->addRow(tr("Tokens"), withError(tokens_, tokensErr));
+  precision_ = makeCombo(box, "precision",
+                         {QStringLiteral("bf16"), QStringLiteral("fp16"), QStringLiteral("fp32"), QStringLiteral("fp8")},
+                         tr("Training precision: mixed precision with fp32 master weights and Adam; fp8: "
+                            "Transformer Engine GEMMs (Hopper and newer)"));
+  tf->addRow(tr("Precision"), precision_);
+  QStringList frameworks;
+  for (const CatalogEntry& e : catalog_frameworks()) frameworks << QString::fromStdString(e.name);
+  framework_ = makeCombo(box, "framework", frameworks,
+                         tr("Implementation: what the cost model knows about the software stack "
+                            "(kernels, overlap, pipeline sends, ZeRO-3 traffic); configs/frameworks/"));
+  tf->addRow(tr("Framework"), framework_);
+  attention_ = makeCombo(box, "attention",
+                         {QStringLiteral("default"), QStringLiteral("eager"), QStringLiteral("fused"), QStringLiteral("flash")},
+                         tr("Attention kernel: default = the framework's; eager (Hugging Face), fused "
+                            "(Megatron softmax), flash (FlashAttention-2/3, Ampere and newer)"));
+  tf->addRow(tr("Attention"), attention_);
+  objective_ = makeCombo(box, "objective", {QStringLiteral("time"), QStringLiteral("cost"), QStringLiteral("throughput")},
+                         tr("Ranking: fewest days (time), fewest dollars (cost) or most samples/s (throughput)"));
+  tf->addRow(tr("Objective"), objective_);
+  return box;
+}
+
+void PlanPage::connectTraining() {
+  connect(trainSeq_, &QSpinBox::valueChanged, this, [this](int v) {
+    if (v == host_.inputs().training.seq_len) return;
+    host_.editInputs(FTrainSeq, tr("Edit training sequence"), [&](PlanInputs& in) { in.training.seq_len = v; });
+  });
+  connect(framework_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    Loaded<FrameworkSpec> f = load_framework(t.toStdString());
+    if (!f.value || f.value->name == host_.inputs().training.framework.name) return;
+    host_.editInputs(FFramework, tr("Edit framework"), [&](PlanInputs& in) { in.training.framework = *f.value; });
+  });
+  connect(attention_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    const std::optional<Attention> a = parse_attention(t.toStdString());
+    if (a == host_.inputs().training.attention) return;
+    host_.editInputs(FAttention, tr("Edit attention"), [&](PlanInputs& in) { in.training.attention = a; });
+  });
+  connect(gbs_, &QSpinBox::valueChanged, this, [this](int val) {
+    host_.editInputs(FGbs, tr("Edit global batch"), [&](PlanInputs& in) { in.training.gbs = val; });
+  });
+  connect(tokens_, &QLineEdit::editingFinished, this, [this] {
+    const QString t = tokens_->text().trimmed();
+    QLabel* err = host_.fieldErrors().value(QStringLiteral("training.tokens"));
+    double tokens = 0;
+    if (!t.isEmpty()) {
+      const std::optional<double> n = parse_number(t.toStdString());
+      if (!n || *n < 0) {
+        err->setText(tr("not a number of tokens: '%1' (try 300e9 or 300B)").arg(t));
+        err->show();
+        return;  // the text stays as typed
+      }
+      tokens = *n;
+    }
+    err->hide();
+    if (tokens == host_.inputs().training.tokens) return;
+    host_.editInputs(FTokens, tr("Edit tokens"), [&](PlanInputs& in) { in.training.tokens = tokens; });
+  });
+  connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    host_.editInputs(FPrecision, tr("Edit precision"), [&](PlanInputs& in) {
+      if (auto p = parse_precision(t.toStdString())) in.training.precision = *p;
+    });
+  });
+  connect(objective_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    host_.editInputs(FObjective, tr("Edit objective"), [&](PlanInputs& in) {
+      if (auto o = parse_objective(t.toStdString())) in.objective = *o;
+    });
+  });
+}
+
+QGroupBox* PlanPage::buildPins() {
+  auto* box = new QGroupBox(tr("Knobs (pin a value or leave 'any' for the search)"), this);
+  auto* grid = new QGridLayout(box);
+  pinDp_ = makeSpin(box, "pinDp", 0, 100000, tr("dp: data-parallel degree (model replicas)"), tr("any"));
+  pinTp_ = makeSpin(box, "pinTp", 0, 1024, tr("tp: tensor-parallel degree; must divide heads and kv_heads"), tr("any"));
+  pinPp_ = makeSpin(box, "pinPp", 0, 100000, tr("pp: pipeline stages; at most the number of layers"), tr("any"));
+  pinVp_ = makeSpin(box, "pinVp", 0, 1024, tr("vp: virtual stages per pipeline stage (interleaved schedule only)"), tr("any"));
+  pinMbs_ = makeSpin(box, "pinMbs", 0, 100000, tr("mbs: micro-batch size in sequences; gbs must divide by dp x mbs"), tr("any"));
+  const QStringList anyZero{QStringLiteral("any"), QStringLiteral("0"), QStringLiteral("1"), QStringLiteral("2"), QStringLiteral("3")};
+  pinZero_ = makeCombo(box, "pinZero", anyZero, tr("zero: 1 shards optimizer state over dp (SageMaker shard_optimizer_state), 2 also gradients, 3 also weights"));
+  pinRecompute_ = makeCombo(box, "pinRecompute", {QStringLiteral("any"), QStringLiteral("none"), QStringLiteral("selective"), QStringLiteral("full")},
+                            tr("recompute: activation checkpointing; selective recomputes the attention core, full the whole layer"));
+  pinSchedule_ = makeCombo(box, "pinSchedule", {QStringLiteral("any"), QStringLiteral("gpipe"), QStringLiteral("1f1b"), QStringLiteral("interleaved")},
+                           tr("schedule: pipeline schedule (GPipe, 1F1B, interleaved 1F1B with vp)"));
+  pinOrder_ = makeCombo(box, "pinOrder", {QStringLiteral("any"), QStringLiteral("DPT"), QStringLiteral("DTP"), QStringLiteral("PDT"),
+                                             QStringLiteral("PTD"), QStringLiteral("TDP"), QStringLiteral("TPD")},
+                        tr("order: placement, a permutation of D, P, T; right-most varies fastest over ranks (DPT = SageMaker 'cluster', TPD = 'spread')"));
+  pinOffload_ = makeCombo(box, "pinOffload", {QStringLiteral("any"), QStringLiteral("off"), QStringLiteral("on")},
+                          tr("offload: move checkpointed activations to host memory over PCIe"));
+  pinSp_ = makeCombo(box, "pinSp", {QStringLiteral("any"), QStringLiteral("off"), QStringLiteral("on")},
+                     tr("sp: sequence parallelism, norms and dropout split along the sequence (needs tp > 1)"));
+  struct PinCell { const char* label; QWidget* w; };
+  const PinCell cells[] = {{"dp", pinDp_}, {"tp", pinTp_}, {"pp", pinPp_}, {"vp", pinVp_}, {"mbs", pinMbs_},
+                           {"zero", pinZero_}, {"recompute", pinRecompute_}, {"schedule", pinSchedule_},
+                           {"order", pinOrder_}, {"offload", pinOffload_}, {"sp", pinSp_}};
+  for (int i = 0; i < int(std::size(cells)); ++i) {
+    auto* l = new QLabel(QString::fromUtf8(cells[i].label), box);
+    l->setToolTip(cells[i].w->toolTip());
+    grid->addWidget(l, (i / 6) * 2, i % 6);
+    grid->addWidget(cells[i].w, (i / 6) * 2 + 1, i % 6);
+  }
+  showInfeasible_ = new QCheckBox(tr("show layouts that do not fit"), box);
+  showInfeasible_->setObjectName(QStringLiteral("showInfeasible"));
+  showInfeasible_->setToolTip(tr("Also rank layouts that exceed the GPU's memory, with the reason"));
+  grid->addWidget(showInfeasible_, 3, 5);
+  return box;
+}
+
+void PlanPage::connectPins() {
+  auto pinInt = [this](QSpinBox* s, FieldId id, std::optional<int> LayoutPins::*member) {
+    connect(s, &QSpinBox::valueChanged, this, [this, id, member](int val) {
+      host_.editInputs(id, tr("Pin knob"), [&](PlanInputs& in) {
+        in.pins.*member = val > 0 ? std::optional<int>(val) : std::nullopt;
+      });
+    });
+  };
+  pinInt(pinDp_, FPinDp, &LayoutPins::dp);
+  pinInt(pinTp_, FPinTp, &LayoutPins::tp);
+  pinInt(pinPp_, FPinPp, &LayoutPins::pp);
+  pinInt(pinVp_, FPinVp, &LayoutPins::vp);
+  pinInt(pinMbs_, FPinMbs, &LayoutPins::mbs);
+  auto pinBool = [this](QComboBox* c, FieldId id, std::optional<bool> LayoutPins::*member) {
+    connect(c, &QComboBox::currentIndexChanged, this, [this, id, member](int i) {
+      host_.editInputs(id, tr("Pin knob"), [&](PlanInputs& in) {
+        in.pins.*member = i == 0 ? std::nullopt : std::optional<bool>(i == 2);
+      });
+    });
+  };
+  pinBool(pinOffload_, FPinOffload, &LayoutPins::offload);
+  pinBool(pinSp_, FPinSp, &LayoutPins::sp);
+  connect(pinZero_, &QComboBox::currentIndexChanged, this, [this](int i) {
+    host_.editInputs(FPinZero, tr("Pin zero"), [&](PlanInputs& in) {
+      in.pins.zero = i > 0 ? std::optional<int>(i - 1) : std::nullopt;
+    });
+  });
+  connect(pinRecompute_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    host_.editInputs(FPinRecompute, tr("Pin recompute"), [&](PlanInputs& in) { in.pins.recompute = parse_recompute(t.toStdString()); });
+  });
+  connect(pinSchedule_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    host_.editInputs(FPinSchedule, tr("Pin schedule"), [&](PlanInputs& in) { in.pins.schedule = parse_schedule(t.toStdString()); });
+  });
+  connect(pinOrder_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    host_.editInputs(FPinOrder, tr("Pin order"), [&](PlanInputs& in) {
+      in.pins.order = t == QLatin1String("any") ? std::nullopt : std::optional<std::string>(t.toStdString());
+    });
+  });
+  connect(showInfeasible_, &QCheckBox::toggled, this, [this](bool on) {
+    filter_->setFitsOnly(!on);
+    host_.editInputs(FInfeasible, tr("Show layouts that do not fit"), [&](PlanInputs& in) { in.showInfeasible = on; });
+  });
+}
+
+QLayout* PlanPage::buildSearchBar() {
+  auto* bar = new QHBoxLayout;
+  progress_ = new QProgressBar(this);
+  progress_->setObjectName(QStringLiteral("searchProgress"));
+  // Shown only while a search runs, with its text ("searching 37 %"); hidden when idle.
+  progress_->setTextVisible(true);
+  progress_->setFormat(tr("searching %p %"));
+  progress_->setMaximumWidth(260);
+  progress_->setToolTip(tr("Search progress (runs off the GUI thread)"));
+  progress_->hide();
+  cancelButton_ = new QPushButton(tr("Cancel"), this);
+  cancelButton_->setObjectName(QStringLiteral("cancelSearch"));
+  cancelButton_->setToolTip(tr("Stop the search and keep the best layouts found so far (Esc)"));
+  cancelButton_->setEnabled(false);
+  auto* replanButton = new QPushButton(tr("Re-plan"), this);
+  replanButton->setToolTip(tr("Search again with the current inputs (F5)"));
+  searchStatus_ = new QLabel(this);
+  searchStatus_->setObjectName(QStringLiteral("searchStatus"));
+  searchStatus_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+  filterEdit_ = new QLineEdit(this);
+  filterEdit_->setObjectName(QStringLiteral("filter"));
+  filterEdit_->setPlaceholderText(tr("Filter rows (e.g. interleaved, DPT)"));
+  filterEdit_->setClearButtonEnabled(true);
+  filterEdit_->setToolTip(tr("Shows only rows with a cell containing this text"));
+  filterEdit_->setMaximumWidth(280);
+  bar->addWidget(progress_);
+  bar->addWidget(cancelButton_);
+  bar->addWidget(replanButton);
+  bar->addWidget(searchStatus_, 1);
+  bar->addWidget(filterEdit_);
+  connect(cancelButton_, &QPushButton::clicked, this, &PlanPage::cancelRequested);
+  connect(replanButton, &QPushButton::clicked, this, &PlanPage::replanRequested);
+  connect(filterEdit_, &QLineEdit::textChanged, filter_, &QSortFilterProxyModel::setFilterFixedString);
+  connect(search_, &SearchJob::progressChanged, this, [this](int done, int total) {
+    progress_->setMaximum(std::max(1, total));
+    progress_->setValue(done);
+  });
+  filter_->setFitsOnly(true);
+  return bar;
+}
+
+QWidget* PlanPage::buildResults() {
+  auto* split = new QSplitter(Qt::Vertical, this);
+  table_ = new QTableView(split);
+  table_->setObjectName(QStringLiteral("candidateTable"));
+  table_->setModel(filter_);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(CandidateTableModel::Rank, Qt::AscendingOrder);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->verticalHeader()->hide();
+  table_->verticalHeader()->setDefaultSectionSize(22);
+  table_->setAlternatingRowColors(true);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &PlanPage::selectionChanged);
+
+  auto* lower = new QWidget(split);
+  auto* lh = new QHBoxLayout(lower);
+  lh->setContentsMargins(0, 0, 0, 0);
+  details_ = new QLabel(lower);
+  details_->setObjectName(QStringLiteral("details"));
+  details_->setTextFormat(Qt::RichText);
+  details_->setWordWrap(true);
+  details_->setAlignment(Qt::AlignTop | Qt::AlignLeft);
+  details_->setMinimumWidth(260);
+  details_->setMaximumWidth(320);
+  details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  memoryChart_ = makeChartView(lower, "memoryChart");
+  memoryChart_->setToolTip(tr("Memory per GPU by kind against the GPU's capacity"));
+  timeChart_ = makeChartView(lower, "timeChart");
+  timeChart_->setToolTip(tr("Step time by term on the critical path (predicted; simulated when available)"));
+  paretoChart_ = makeChartView(lower, "paretoChart");
+  paretoChart_->setToolTip(tr("Best layout per node count: days vs dollars; the selection is highlighted"));
+  lh->addWidget(details_);
+  lh->addWidget(memoryChart_, 1);
+  lh->addWidget(timeChart_, 1);
+  lh->addWidget(paretoChart_, 1);
+  split->addWidget(table_);
+  split->addWidget(lower);
+  split->setStretchFactor(0, 1);
+  split->setStretchFactor(1, 1);
+  return split;
+}
+
+void PlanPage::setSearching(bool on) {
+  if (on) {
+    progress_->setValue(0);
+    progress_->setMaximum(1000);
+  } else {
+    progress_->setValue(progress_->maximum());
+  }
+  progress_->setVisible(on);
+  cancelButton_->setEnabled(on);
+}
+
+void PlanPage::setStatus(const QString& text) { searchStatus_->setText(text); }
+
+void PlanPage::setMessage(const QString& text) { message_->setText(text); }
+
+void PlanPage::setSimulatedStep(const TimeBreakdown& breakdown, double stepS) {
+  simulatedBreakdown_ = breakdown;
+  simulatedStepS_ = stepS;
+  refreshCharts();
+}
+
+void PlanPage::syncFromInputs(const PlanInputs& in) {
+  setIfDifferent(gbs_, int(in.training.gbs));
+  setIfDifferent(trainSeq_, in.training.seq_len);
+  trainSeq_->setSpecialValueText(tr("model's (%1)").arg(in.model.seq_len));
+  if (!tokens_->hasFocus()) {
+    tokens_->setText(formatTokens(in.training.tokens));
+    host_.fieldErrors().value(QStringLiteral("training.tokens"))->hide();
+  }
+  setComboText(precision_, QString::fromUtf8(to_string(in.training.precision)));
+  setComboText(framework_, QString::fromStdString(in.training.framework.name));
+  setComboText(attention_, in.training.attention ? QString::fromUtf8(to_string(*in.training.attention))
+                                                 : QStringLiteral("default"));
+  setComboText(objective_, QString::fromUtf8(to_string(in.objective)));
+  setIfDifferent(pinDp_, in.pins.dp.value_or(0));
+  setIfDifferent(pinTp_, in.pins.tp.value_or(0));
+  setIfDifferent(pinPp_, in.pins.pp.value_or(0));
+  setIfDifferent(pinVp_, in.pins.vp.value_or(0));
+  setIfDifferent(pinMbs_, in.pins.mbs.value_or(0));
+  pinZero_->setCurrentIndex(in.pins.zero ? *in.pins.zero + 1 : 0);
+  setComboText(pinRecompute_, in.pins.recompute ? QString::fromUtf8(to_string(*in.pins.recompute)) : QStringLiteral("any"));
+  setComboText(pinSchedule_, in.pins.schedule ? QString::fromUtf8(to_string(*in.pins.schedule)) : QStringLiteral("any"));
+  setComboText(pinOrder_, in.pins.order ? QString::fromStdString(*in.pins.order) : QStringLiteral("any"));
+  pinOffload_->setCurrentIndex(in.pins.offload ? (*in.pins.offload ? 2 : 1) : 0);
+  pinSp_->setCurrentIndex(in.pins.sp ? (*in.pins.sp ? 2 : 1) : 0);
+  showInfeasible_->setChecked(in.showInfeasible);
+  filter_->setFitsOnly(!in.showInfeasible);
+  host_.fieldErrors().value(QStringLiteral("training.gbs"))->hide();
+}
+
+void PlanPage::showSelection() {
+  simulatedBreakdown_.reset();
+  const std::optional<Estimate>& selected = host_.selectedEstimate();
+  if (!selected) {
+    details_->setText(tr("<i>No layout selected.</i>"));
+    replaceChart(memoryChart_, new QChart);
+    replaceChart(timeChart_, new QChart);
+    return;
+  }
+  const Estimate& e = *selected;
+  const Layout& l = e.layout;
+  const MemoryBytes& m = e.memory_per_gpu_bytes;
+  QString fits = e.fits ? tr("<span style='color:#1b7f3b'>fits</span>")
+                        : tr("<span style='color:#b3261e'>does not fit: %1</span>").arg(htmlEscape(e.reason));
+  details_->setText(
+      tr("<b>%1 nodes, %2 GPUs</b><br>dp %3 &middot; tp %4 &middot; pp %5 &middot; vp %6 &middot; mbs %7<br>"
+         "zero %8 &middot; recompute %9 &middot; %10 &middot; %11<br>%12 micro-batches, offload %13, sp %14<br><br>"
+         "<b>Step</b> %15 &middot; <b>%16</b> samples/s<br><b>Tokens/s</b> %17<br>"
+         "<b>MFU</b> %18% &middot; bubble %19%<br><b>Days</b> %20%21<br><b>Cost</b> %22<br>"
+         "<b>Memory</b> %23 of %24 GiB per GPU, %25")
+          .arg(e.nodes).arg(e.gpus).arg(l.dp).arg(l.tp).arg(l.pp).arg(l.vp).arg(l.mbs).arg(l.zero)
+          .arg(QString::fromUtf8(to_string(l.recompute)), QString::fromStdString(l.order),
+               QString::fromUtf8(to_string(l.schedule)))
+          .arg(e.num_microbatches)
+          .arg(l.offload ? tr("on") : tr("off"), l.sp ? tr("on") : tr("off"), formatSeconds(e.step_time_s))
+          .arg(e.samples_per_s, 0, 'f', 1)
+          .arg(formatCount(e.tokens_per_s))
+          .arg(e.mfu * 100, 0, 'f', 1)
+          .arg(e.bubble_fraction * 100, 0, 'f', 1)
+          .arg(e.days_to_train, 0, 'f', 1)
+          .arg(e.tokens_defaulted ? tr(" (tokens = 20 per parameter)") : QString())
+          .arg(formatDollars(e.cost_usd))
+          .arg(m.total / kGiB, 0, 'f', 1)
+          .arg(m.capacity / kGiB, 0, 'f', 0)
+          .arg(fits));
+  refreshCharts();
+}
+
+void PlanPage::refreshCharts() {
+  const std::optional<Estimate>& selected = host_.selectedEstimate();
+  if (!selected) return;
+  refreshMemoryChart(*selected);
+  refreshTimeChart(*selected);
+}
+
+void PlanPage::refreshMemoryChart(const Estimate& e) {
+  const MemoryBytes& m = e.memory_per_gpu_bytes;
+  {
+    auto* chart = new QChart;
+    chart->setTitle(tr("Memory per GPU: %1 of %2 GiB").arg(m.total / kGiB, 0, 'f', 1).arg(m.capacity / kGiB, 0, 'f', 0));
+    auto* series = new QHorizontalStackedBarSeries;
+    const std::pair<const char*, double> kinds[] = {{"weights", m.weights},         {"gradients", m.gradients},
+                                                    {"optimizer", m.optimizer},     {"activations", m.activations},
+                                                    {"buffers", m.buffers}};
+    for (const auto& [name, bytes] : kinds) {
+      auto* set = new QBarSet(QString::fromUtf8(name));
+      *set << 0.0 << bytes / kGiB;
+      series->append(set);
+    }
+    auto* cap = new QBarSet(tr("capacity"));
+    cap->setColor(QColor(200, 200, 200));
+    *cap << m.capacity / kGiB << 0.0;
+    series->append(cap);
+    series->setBarWidth(0.6);
+    chart->addSeries(series);
+    auto* cats = new QBarCategoryAxis;
+    cats->append({tr("GPU"), tr("layout")});
+    auto* val = new QValueAxis;
+    val->setRange(0, std::max(m.total, m.capacity) / kGiB * 1.05);
+    val->setTitleText(tr("GiB"));
+    val->setLabelFormat(QStringLiteral("%.0f"));
+    chart->addAxis(cats, Qt::AlignLeft);
+    chart->addAxis(val, Qt::AlignBottom);
+    series->attachAxis(cats);
+    series->attachAxis(val);
+    replaceChart(memoryChart_, chart, Qt::AlignRight);
+  }
+}
+
+void PlanPage::refreshTimeChart(const Estimate& e) {
+  {
+    auto* chart = new QChart;
+    const bool sim = simulatedBreakdown_.has_value();
+    chart->setTitle(sim ? tr("Step time: %1 predicted, %2 simulated").arg(formatSeconds(e.step_time_s), formatSeconds(simulatedStepS_))
+                        : tr("Step time: %1 predicted").arg(formatSeconds(e.step_time_s)));
+    auto* series = new QHorizontalStackedBarSeries;
+    const TimeBreakdown& b = e.breakdown_s;
+    const TimeBreakdown s = sim ? *simulatedBreakdown_ : TimeBreakdown{};
+    const std::tuple<const char*, double, double> terms[] = {
+        {"compute", b.compute, s.compute},   {"recompute", b.recompute, s.recompute},
+        {"bubble", b.bubble, s.bubble},      {"TP comm", b.tp_comm, s.tp_comm},
+        {"PP comm", b.pp_comm, s.pp_comm},   {"DP comm", b.dp_comm, s.dp_comm},
+        {"optimizer", b.optimizer, s.optimizer}, {"offload", b.offload, s.offload}};
+    for (const auto& [name, pred, simv] : terms) {
+      auto* set = new QBarSet(QString::fromUtf8(name));
+      if (sim) *set << simv;
+      *set << pred;
+      series->append(set);
+    }
+    series->setBarWidth(0.6);
+    chart->addSeries(series);
+    auto* cats = new QBarCategoryAxis;
+    if (sim) cats->append(tr("simulated"));
+    cats->append(tr("predicted"));
+    auto* val = new QValueAxis;
+    val->setTitleText(tr("seconds"));
+    val->setLabelFormat(QStringLiteral("%.2g"));
+    chart->addAxis(cats, Qt::AlignLeft);
+    chart->addAxis(val, Qt::AlignBottom);
+    series->attachAxis(cats);
+    series->attachAxis(val);
+    replaceChart(timeChart_, chart, Qt::AlignRight);
+  }
+}
+
+void PlanPage::refreshPareto(const SearchResult& pareto) {
+  const std::optional<Estimate>& selected = host_.selectedEstimate();
+  auto* chart = new QChart;
+  chart->setTitle(tr("Days vs dollars across node counts"));
+  const bool priced = host_.inputs().cluster.price_per_node_hour_usd > 0;
+  auto yOf = [priced](const Estimate& e) { return priced && std::isfinite(e.cost_usd) ? e.cost_usd / 1e6 : double(e.nodes); };
+  auto* front = new QLineSeries;
+  front->setName(tr("best per node count"));
+  auto* points = new QScatterSeries;
+  points->setName(tr("node counts"));
+  points->setMarkerSize(9);
+  double xmax = 0, ymax = 0;
+  std::vector<Estimate> pts = pareto.pareto;
+  std::sort(pts.begin(), pts.end(), [](const Estimate& a, const Estimate& b) { return a.days_to_train < b.days_to_train; });
+  for (const Estimate& e : pts) {
+    front->append(e.days_to_train, yOf(e));
+    points->append(e.days_to_train, yOf(e));
+    xmax = std::max(xmax, e.days_to_train);
+    ymax = std::max(ymax, yOf(e));
+  }
+  points->setPointLabelsVisible(false);
+  auto* sel = new QScatterSeries;
+  sel->setName(tr("selected"));
+  sel->setMarkerSize(15);
+  sel->setColor(QColor(220, 50, 47));
+  if (selected) {
+    sel->append(selected->days_to_train, yOf(*selected));
+    xmax = std::max(xmax, selected->days_to_train);
+    ymax = std::max(ymax, yOf(*selected));
+  }
+  chart->addSeries(front);
+  chart->addSeries(points);
+  chart->addSeries(sel);
+  auto* ax = new QValueAxis;
+  ax->setTitleText(tr("days"));
+  ax->setRange(0, xmax > 0 ? xmax * 1.1 : 1);
+  ax->setLabelFormat(QStringLiteral("%.0f"));
+  auto* ay = new QValueAxis;
+  ay->setTitleText(priced ? tr("million $") : tr("nodes (price unknown)"));
+  ay->setRange(0, ymax > 0 ? ymax * 1.15 : 1);
+  ay->setLabelFormat(QStringLiteral("%.1f"));
+  chart->addAxis(ax, Qt::AlignBottom);
+  chart->addAxis(ay, Qt::AlignLeft);
+  for (QAbstractSeries* s : chart->series()) {
+    s->attachAxis(ax);
+    s->attachAxis(ay);
+  }
+  QStringList labels;
+  for (const Estimate& e : pts) labels << QString::number(e.nodes);
+  if (!labels.isEmpty()) chart->setTitle(tr("Days vs dollars; nodes %1").arg(labels.join(QStringLiteral(", "))));
+  replaceChart(paretoChart_, chart);
+}
+
+void PlanPage::explainEmptyResult() {
+  const PlanInputs& in = host_.inputs();
+  // No candidate at all: the library names the constraint the pinned knobs break and the values
+  // that would work (the call `capplan plan --fix` makes).
+  Scenario s;
+  s.model = in.model;
+  s.cluster = in.cluster;
+  s.training = in.training;
+  s.nodes = in.nodesMin;
+  SearchOptions o;
+  o.nodes_min = in.nodesMin;
+  o.nodes_max = std::max(in.nodesMin, in.nodesMax);
+  o.pins = in.pins;
+  const std::optional<std::string> why = pins_unsatisfiable(s, o);
+  message_->setText(why ? tr("No valid layout for these inputs: %1").arg(QString::fromStdString(*why))
+                            : tr("No layout fits in memory for these inputs; try un-pinning knobs or more nodes."));
+}
+
+}  // namespace capplan::gui

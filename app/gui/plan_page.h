@@ -1,0 +1,100 @@
+// The Plan page: how. The training fields and the objective, every knob pinned or left to the
+// search, the search bar (progress, cancel, re-plan, filter), the ranked candidates, and for the
+// selected layout its details, memory per GPU, step time by term and days vs dollars across node
+// counts.
+#pragma once
+
+#include <QWidget>
+
+#include "page_common.h"
+
+class QChartView;
+class QCheckBox;
+class QComboBox;
+class QGroupBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QProgressBar;
+class QPushButton;
+class QTableView;
+
+namespace capplan::gui {
+
+class CandidateFilterModel;
+class SearchJob;
+
+class PlanPage : public QWidget {
+  Q_OBJECT
+ public:
+  PlanPage(PageHost& host, SearchJob* search, CandidateFilterModel* filter, QWidget* parent = nullptr);
+  void syncFromInputs(const PlanInputs& in);
+  // Details and charts of the host's selected layout (empty when none); forgets the simulated step.
+  void showSelection();
+  // The selected layout's simulated step: drawn beside the prediction.
+  void setSimulatedStep(const TimeBreakdown& breakdown, double stepS);
+  // Days vs dollars of the best layout per node count, the selection highlighted.
+  void refreshPareto(const SearchResult& pareto);
+  // No candidate at all: the constraint the pins break and the values that would work.
+  void explainEmptyResult();
+  void setSearching(bool on);
+  void setStatus(const QString& text);
+  void setMessage(const QString& text);
+  QListWidget* diagnosticsList() const { return diagnostics_; }
+  QTableView* table() const { return table_; }
+
+ signals:
+  void replanRequested();
+  void cancelRequested();
+  void selectionChanged();
+
+ private:
+  QGroupBox* buildTraining();
+  void connectTraining();
+  QGroupBox* buildPins();
+  void connectPins();
+  QLayout* buildSearchBar();
+  QWidget* buildResults();
+  void refreshCharts();
+  void refreshMemoryChart(const Estimate& e);
+  void refreshTimeChart(const Estimate& e);
+
+  PageHost& host_;
+  SearchJob* search_;
+  CandidateFilterModel* filter_;
+  std::optional<TimeBreakdown> simulatedBreakdown_;  // of the selected layout, when simulated
+  double simulatedStepS_ = 0;
+
+  QSpinBox* gbs_ = nullptr;
+  QLineEdit* tokens_ = nullptr;
+  QComboBox* precision_ = nullptr;
+  QComboBox* framework_ = nullptr;
+  QSpinBox* trainSeq_ = nullptr;
+  QComboBox* attention_ = nullptr;
+  QComboBox* objective_ = nullptr;
+  QSpinBox* pinDp_ = nullptr;
+  QSpinBox* pinTp_ = nullptr;
+  QSpinBox* pinPp_ = nullptr;
+  QSpinBox* pinVp_ = nullptr;
+  QSpinBox* pinMbs_ = nullptr;
+  QComboBox* pinZero_ = nullptr;
+  QComboBox* pinRecompute_ = nullptr;
+  QComboBox* pinSchedule_ = nullptr;
+  QComboBox* pinOrder_ = nullptr;
+  QComboBox* pinOffload_ = nullptr;
+  QComboBox* pinSp_ = nullptr;
+  QCheckBox* showInfeasible_ = nullptr;
+  QLabel* message_ = nullptr;
+  QListWidget* diagnostics_ = nullptr;
+  QProgressBar* progress_ = nullptr;
+  QPushButton* cancelButton_ = nullptr;
+  QLabel* searchStatus_ = nullptr;
+  QLineEdit* filterEdit_ = nullptr;
+  QTableView* table_ = nullptr;
+  QLabel* details_ = nullptr;
+  QChartView* memoryChart_ = nullptr;
+  QChartView* timeChart_ = nullptr;
+  QChartView* paretoChart_ = nullptr;
+};
+
+}  // namespace capplan::gui
