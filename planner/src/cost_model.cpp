@@ -123,173 +123,220 @@ double gemm_s(const Constants& c, double m, double n, double k, double count = 1
 
 double mem_s(const Constants& c, double bytes) { return bytes / c.hbm_Bps; }
 
+// The per-micro-batch terms of one layout's block, embedding and head, in named steps over the
+// shapes of one TP rank.
+class LayerTerms {
+ public:
+  LayerTerms(const Scenario& sc, const Constants& c, int tp, int mbs, bool sp)
+      : sc(sc), c(c), md(sc.model), fw(sc.training.framework), attn(sc.training.attention_or_default()),
+        tp(tp), mbs(mbs), h(md.hidden), f(md.ffn_hidden_or_default()), a(md.heads), d(md.head_dim()),
+        kv(double(md.kv_heads_or_default()) * d), v(md.vocab), s(sc.seq_len()), b(mbs), tpd(tp),
+        e(c.elem_bytes), gated(md.ffn == Ffn::Swiglu),
+        dropout(md.norm == Norm::LayerNorm),  // GPT-style models train with dropout
+        drop(dropout ? 1.0 : 0.0), fused(fw.fused_kernels), tok(b * s), seqpar(sp && tp > 1),
+        // Replicated (non-TP) token work is split by tp under sequence parallelism (Korthikanti
+        // Sec 4.2.2).
+        repl(seqpar ? 1.0 / tpd : 1.0), c16(c) {
+    // The attention core stays in 16 bits under fp8 training (Transformer Engine casts only the
+    // linear layers' GEMMs).
+    if (sc.training.precision == Precision::Fp8) {
+      const GpuSpec& g = sc.cluster.gpu;
+      c16.peak_flops = (g.peak_tflops_bf16 > 0 ? g.peak_tflops_bf16 : g.peak_tflops_fp16) * 1e12;
+      c16.gemm_elem_bytes = 2;
+    }
+  }
+
+  MicroTerms run(Recompute recompute) {
+    linear_gemms();
+    attention_core();
+    layer_times();
+    activations(recompute);
+    tp_collectives(recompute);
+    embedding_and_head();
+    parameters();
+    return t;
+  }
+
+ private:
+  void linear_gemms() {
+    // GEMMs of one block per TP rank (Megatron column/row split, Shoeybi et al. 2019 Sec 3).
+    fwd_gemm = gemm_s(c, tok, (h + 2 * kv) / tpd, h)                 // QKV
+                      + gemm_s(c, tok, h, h / tpd)                          // attention out
+                      + gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h)        // FFN in (gate+up)
+                      + gemm_s(c, tok, h, f / tpd);                         // FFN out
+    // fp8 (Transformer Engine): each linear layer's input is cast to fp8 (read 2 bytes, write 1)
+    // before its GEMM (column-parallel inputs are whole, row-parallel ones split over tp); outputs
+    // stay bf16; the weights' fp8 copies are cached across micro-batches (TE is_first_microbatch).
+    if (sc.training.precision == Precision::Fp8) fwd_gemm += mem_s(c, 3.0 * tok * (2 * h + (h + f) / tpd));
+  }
+
+  void attention_core() {
+    const double heads_rank = b * a / tpd;
+    const double scores = heads_rank * s * s;
+    if (attn == Attention::Flash) {
+      // FlashAttention-2/3 (Dao 2023; Shah et al. 2024): one kernel, scores never leave on-chip
+      // memory; causal masking skips the upper triangle's blocks, so half of the 4 b s^2 h FLOPs
+      // run, at the kernel's measured rate (flash_peak_fraction of the GPU); the backward recomputes
+      // the scores: 2.5x the forward's FLOPs at 0.85 of its rate. Memory traffic: Q, K, V read and
+      // O written once (counted with the token work below).
+      const double core_flops = 0.5 * 4 * b * s * s * h / tpd;
+      core_fwd_s = core_flops / c.flash_flops;
+      core_bwd_s = kFlashBwdFlopsRatio * core_flops / (c.flash_flops * kFlashBwdRate);
+      core_mem = tok * (h + 2 * kv) / tpd * e + tok * h / tpd * e;
+      core_mem_bwd = 2 * core_mem;
+    } else {
+      // Attention core as batched GEMMs per head: Q K^T [s,d]x[d,s] and P V [s,s]x[s,d].
+      const double core_gemm = gemm_s(c16, s, s, d, heads_rank) + gemm_s(c16, s, d, s, heads_rank);
+      core_fwd_s = core_gemm;
+      core_bwd_s = 2 * core_gemm;  // two input-gradient GEMMs per forward GEMM
+      // Memory-bound passes over the a*s*s scores. Fused (Megatron's scale-mask-softmax kernel):
+      // read + write 2e forward, 3e backward (reads y and dy, writes dx). Eager (Hugging Face /
+      // minGPT modules: scale, causal mask, softmax as three kernels): 6e forward, 7e backward
+      // (softmax 3e, mask and scale 2e each). Dropout on the probabilities reads, writes and stores
+      // a mask (2e + 1) either way.
+      const bool eager = attn == Attention::Eager;
+      core_mem = scores * ((eager ? 6 : 2) * e + (dropout ? 2 * e + 1 : 0));
+      core_mem_bwd = scores * ((eager ? 7 : 3) * e + (dropout ? 2 * e + 1 : 0));
+      // Eager modules split and merge heads with a contiguous copy of Q, K, V and the context.
+      if (eager) {
+        core_mem += tok * (2 * h + 2 * kv) / tpd * 2 * e;
+        core_mem_bwd += tok * (2 * h + 2 * kv) / tpd * 2 * e;
+      }
+    }
+  }
+
+  void layer_times() {
+    // Memory-bound forward traffic (bytes) of the token-wise kernels. Fused (Megatron-LM fused
+    // kernels): two LayerNorms (read + write e each), two bias-dropout-residual adds (read 2e, write
+    // e, mask 1), GeLU (with its bias) reads and writes f/tp per token, SwiGLU reads 2f, writes f.
+    // Unfused (one PyTorch kernel per op): dropout (2e + 1) and the residual add (3e) apart, and
+    // the activation as `activation_kernels` elementwise kernels (2e each; SwiGLU's silu and
+    // product as two, 5e); all on b*s*h replicated elements (split under sp).
+    const double resid_fwd = fused ? 3 * e + (dropout ? 1 : 0) : (dropout ? 2 * e + 1 : 0) + 3 * e;
+    const double token_mem = tok * h * repl * (2 * 2 * e + 2 * resid_fwd);
+    // The activation's kernels: fused bias-GeLU (Megatron) or nn.GELU are one pass; Hugging Face's
+    // gelu_new (tanh approximation written out) is eight (activation_kernels in the preset).
+    const double act_passes = fused ? 1.0 : double(std::max(1, fw.activation_kernels));
+    const double act_fn_mem = tok * f / tpd * (gated ? (fused ? 3 : 5) * e : 2 * e * act_passes);
+    const double fwd_mem = core_mem + token_mem + act_fn_mem;
+    // Backward kernels read the saved input and the incoming gradient and write the outgoing one:
+    // LayerNorm 3e (2e forward); bias-dropout-residual 2e + 1 fused (the residual gradient passes
+    // through), dropout 2e + 1 plus the add's 3e unfused; GeLU 3e fused, gelu_new's chain 2x its
+    // forward unfused; SwiGLU 5e fused (reads gate, up, dy; writes two gradients), 8e unfused.
+    const double resid_bwd = fused ? 2 * e + (dropout ? 1 : 0) : (dropout ? 2 * e + 1 : 0) + 3 * e;
+    const double token_mem_bwd = tok * h * repl * (2 * 3 * e + 2 * resid_bwd);
+    const double act_fn_mem_bwd = tok * f / tpd * (gated ? (fused ? 5 : 8) * e : (act_passes > 1 ? 4 * e * act_passes : 3 * e));
+    const double bwd_mem = core_mem_bwd + token_mem_bwd + act_fn_mem_bwd;
+
+    t.layer_attn_core_fwd_s = core_fwd_s + mem_s(c, attn == Attention::Flash ? 0.0 : core_mem);
+    t.layer_fwd_s = fwd_gemm + core_fwd_s + mem_s(c, fwd_mem);
+    // Backward: each weight GEMM has an input-gradient and a weight-gradient GEMM of the same shape
+    // class and FLOPs; the attention core as above.
+    t.layer_bwd_in_s = fwd_gemm + core_bwd_s + mem_s(c, bwd_mem);
+    t.layer_bwd_w_s = fwd_gemm;
+    t.layer_gemm_flops = 2 * tok * ((h + 2 * kv) * h + h * h + (gated ? 3 : 2) * f * h) / tpd +
+                         4 * b * s * s * h / tpd;
+    t.layer_attn_core_flops = 4 * b * s * s * h / tpd;
+  }
+
+  void activations(Recompute recompute) {
+    // Activations per micro-batch (profile.cpp, Korthikanti et al. 2022 Eq. 2; under sp the
+    // replicated 10sbh part is split too, Eq. 4: sbh(34/t + 5as/(ht))). FlashAttention keeps no
+    // s^2 tensor, only its output (counted with the projections) and the fp32 log-sum-exp per head
+    // and token; unfused gelu_new keeps three more f-wide intermediates (tanh argument, tanh, x^3).
+    const double repl_tok = (e * h + e * h + 2 * e * h + 2 * drop * h) * repl;
+    const double split_tok = (h + kv) * e + kv * e + h * e + (gated ? 3 : 2) * f * e +
+                             (!fused && !gated && fw.activation_kernels > 1 ? 3 * f * e : 0.0);
+    const double score_tok = attn == Attention::Flash ? 4 * a : (e + drop * (1 + e)) * a * s;
+    t.layer_act_full_bytes = tok * (repl_tok + (split_tok + score_tok) / tpd);
+    // DeepSpeed's partition_activations splits a full recompute's kept layer input over the tp
+    // ranks and all-gathers it before the recompute (half an all-reduce's volume).
+    partition = fw.partition_activations && tp > 1 && !seqpar;
+    switch (recompute) {
+      case Recompute::None:
+        t.layer_act_kept_bytes = t.layer_act_full_bytes;
+        t.layer_recompute_s = 0;
+        break;
+      case Recompute::Selective:  // drop the attention core's scores (Korthikanti Sec 4.3)
+        t.layer_act_kept_bytes = tok * (repl_tok + split_tok / tpd + (attn == Attention::Flash ? score_tok / tpd : 0.0));
+        t.layer_recompute_s = attn == Attention::Flash ? 0.0 : t.layer_attn_core_fwd_s;
+        break;
+      case Recompute::Full:  // keep only the layer input, 2sbh (/t under sp) (Korthikanti Sec 4.3)
+        t.layer_act_kept_bytes = tok * e * h * repl / (partition ? tpd : 1.0);
+        t.layer_recompute_s = t.layer_fwd_s;
+        break;
+    }
+  }
+
+  void tp_collectives(Recompute recompute) {
+    // TP: two all-reduces (or under sp an all-gather + reduce-scatter pair, same volume) in forward
+    // and two in backward per layer (Shoeybi et al. 2019 Fig. 4; Korthikanti Sec 4.2.2); a full
+    // recompute repeats the forward's two. Under sp the backward all-gathers the layer-norm outputs
+    // again for the weight gradients (Korthikanti Sec 4.2.2: the all-gather is recomputed rather
+    // than stored): two more all-gathers = one all-reduce's volume.
+    t.tp_bytes = tok * h * e;
+    t.tp_collectives_fwd = tp > 1 ? 2 : 0;
+    t.tp_collectives_bwd =
+        tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar ? 1 : 0) +
+                  (partition && recompute == Recompute::Full ? 0.5 : 0.0))
+               : 0;
+  }
+
+  void embedding_and_head() {
+    // Embedding: a gather and position add (memory-bound, ~3 passes over b*s*h), one TP all-reduce
+    // for the vocab-parallel lookup (counted in the stage's TP time by evaluate()).
+    t.embed_fwd_s = mem_s(c, 3 * tok * h * e);
+    t.embed_bwd_s = mem_s(c, 3 * tok * h * e) + mem_s(c, 2 * e * v * h / tpd);  // grad scatter + zero
+    t.embed_act_bytes = tok * h * drop * repl;
+    // LM head: GEMM [b*s, h] x [h, V/t] forward, two in backward; cross-entropy over fp32 logits
+    // (read e, write 4 for the upcast, softmax read + write 8; backward ~ the same).
+    const double logits = tok * v / tpd;
+    t.head_fwd_s = gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (e + 12) + 4 * tok * h * e);
+    t.head_bwd_s = 2 * gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (4 + 4 + e));
+    t.head_act_bytes = logits * 4;
+  }
+
+  void parameters() {
+    // Per-rank parameters from the profile of a one-block copy (every block is the same).
+    ModelSpec one = md;
+    one.layers = 1;
+    const ModelProfile prof = profile_model(one, tp, sc.seq_len(), mbs, sc.training.precision);
+    t.layer_params = prof.layers[1].params;
+    t.embed_params = prof.layers.front().params;
+    t.final_norm_params = prof.layers[prof.layers.size() - 2].params;
+    t.head_params = prof.layers.back().params + t.final_norm_params;
+    t.layer_matrix_params = std::max({h * (h + 2 * kv), f * h}) / tpd;
+    // Megatron's scatter/gather optimisation sends 1/t of the activation between stages and
+    // all-gathers it over NVLink (Narayanan et al. 2021 Sec 4.1); under sp it is already split.
+    // Without it every tp rank sends the whole activation.
+    t.p2p_bytes = (fw.p2p_scatter_gather || seqpar) ? tok * h * e / tpd : tok * h * e;
+  }
+
+  const Scenario& sc;
+  const Constants& c;
+  const ModelSpec& md;
+  const FrameworkSpec& fw;
+  const Attention attn;
+  const int tp, mbs;
+  const double h, f, a, d, kv, v, s, b, tpd, e;
+  const bool gated, dropout;
+  const double drop;   // 1 with dropout masks
+  const bool fused;    // fused elementwise kernels
+  const double tok;
+  const bool seqpar;
+  const double repl;
+  Constants c16;
+  MicroTerms t;
+  double fwd_gemm = 0;  // the four linear layers' forward GEMMs
+  double core_fwd_s = 0, core_bwd_s = 0, core_mem = 0, core_mem_bwd = 0;  // attention core
+  bool partition = false;  // checkpoints partitioned over tp (DeepSpeed partition_activations)
+};
+
 }  // namespace
 
 MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, bool sp,
                        Recompute recompute) {
-  const ModelSpec& md = sc.model;
-  const FrameworkSpec& fw = sc.training.framework;
-  const Attention attn = sc.training.attention_or_default();
-  MicroTerms t;
-  const double h = md.hidden, f = md.ffn_hidden_or_default(), a = md.heads;
-  const double d = md.head_dim();
-  const double kv = double(md.kv_heads_or_default()) * d;
-  const double v = md.vocab, s = sc.seq_len(), b = mbs, tpd = tp, e = c.elem_bytes;
-  const bool gated = md.ffn == Ffn::Swiglu;
-  const bool dropout = md.norm == Norm::LayerNorm;  // GPT-style models train with dropout
-  const double tok = b * s;
-  const bool seqpar = sp && tp > 1;
-  // Replicated (non-TP) token work is split by tp under sequence parallelism (Korthikanti Sec 4.2.2).
-  const double repl = seqpar ? 1.0 / tpd : 1.0;
-  // The attention core stays in 16 bits under fp8 training (Transformer Engine casts only the
-  // linear layers' GEMMs).
-  Constants c16 = c;
-  if (sc.training.precision == Precision::Fp8) {
-    const GpuSpec& g = sc.cluster.gpu;
-    c16.peak_flops = (g.peak_tflops_bf16 > 0 ? g.peak_tflops_bf16 : g.peak_tflops_fp16) * 1e12;
-    c16.gemm_elem_bytes = 2;
-  }
-
-  // GEMMs of one block per TP rank (Megatron column/row split, Shoeybi et al. 2019 Sec 3).
-  double fwd_gemm = gemm_s(c, tok, (h + 2 * kv) / tpd, h)                 // QKV
-                    + gemm_s(c, tok, h, h / tpd)                          // attention out
-                    + gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h)        // FFN in (gate+up)
-                    + gemm_s(c, tok, h, f / tpd);                         // FFN out
-  // fp8 (Transformer Engine): each linear layer's input is cast to fp8 (read 2 bytes, write 1)
-  // before its GEMM (column-parallel inputs are whole, row-parallel ones split over tp); outputs
-  // stay bf16; the weights' fp8 copies are cached across micro-batches (TE is_first_microbatch).
-  if (sc.training.precision == Precision::Fp8) fwd_gemm += mem_s(c, 3.0 * tok * (2 * h + (h + f) / tpd));
-  const double heads_rank = b * a / tpd;
-  const double scores = heads_rank * s * s;
-  double core_fwd_s = 0, core_bwd_s = 0, core_mem = 0, core_mem_bwd = 0;
-  if (attn == Attention::Flash) {
-    // FlashAttention-2/3 (Dao 2023; Shah et al. 2024): one kernel, scores never leave on-chip
-    // memory; causal masking skips the upper triangle's blocks, so half of the 4 b s^2 h FLOPs
-    // run, at the kernel's measured rate (flash_peak_fraction of the GPU); the backward recomputes
-    // the scores: 2.5x the forward's FLOPs at 0.85 of its rate. Memory traffic: Q, K, V read and
-    // O written once (counted with the token work below).
-    const double core_flops = 0.5 * 4 * b * s * s * h / tpd;
-    core_fwd_s = core_flops / c.flash_flops;
-    core_bwd_s = kFlashBwdFlopsRatio * core_flops / (c.flash_flops * kFlashBwdRate);
-    core_mem = tok * (h + 2 * kv) / tpd * e + tok * h / tpd * e;
-    core_mem_bwd = 2 * core_mem;
-  } else {
-    // Attention core as batched GEMMs per head: Q K^T [s,d]x[d,s] and P V [s,s]x[s,d].
-    const double core_gemm = gemm_s(c16, s, s, d, heads_rank) + gemm_s(c16, s, d, s, heads_rank);
-    core_fwd_s = core_gemm;
-    core_bwd_s = 2 * core_gemm;  // two input-gradient GEMMs per forward GEMM
-    // Memory-bound passes over the a*s*s scores. Fused (Megatron's scale-mask-softmax kernel):
-    // read + write 2e forward, 3e backward (reads y and dy, writes dx). Eager (Hugging Face /
-    // minGPT modules: scale, causal mask, softmax as three kernels): 6e forward, 7e backward
-    // (softmax 3e, mask and scale 2e each). Dropout on the probabilities reads, writes and stores
-    // a mask (2e + 1) either way.
-    const bool eager = attn == Attention::Eager;
-    core_mem = scores * ((eager ? 6 : 2) * e + (dropout ? 2 * e + 1 : 0));
-    core_mem_bwd = scores * ((eager ? 7 : 3) * e + (dropout ? 2 * e + 1 : 0));
-    // Eager modules split and merge heads with a contiguous copy of Q, K, V and the context.
-    if (eager) {
-      core_mem += tok * (2 * h + 2 * kv) / tpd * 2 * e;
-      core_mem_bwd += tok * (2 * h + 2 * kv) / tpd * 2 * e;
-    }
-  }
-  // Memory-bound forward traffic (bytes) of the token-wise kernels. Fused (Megatron-LM fused
-  // kernels): two LayerNorms (read + write e each), two bias-dropout-residual adds (read 2e, write
-  // e, mask 1), GeLU (with its bias) reads and writes f/tp per token, SwiGLU reads 2f, writes f.
-  // Unfused (one PyTorch kernel per op): dropout (2e + 1) and the residual add (3e) apart, and
-  // the activation as `activation_kernels` elementwise kernels (2e each; SwiGLU's silu and
-  // product as two, 5e); all on b*s*h replicated elements (split under sp).
-  const bool fused = fw.fused_kernels;
-  const double resid_fwd = fused ? 3 * e + (dropout ? 1 : 0) : (dropout ? 2 * e + 1 : 0) + 3 * e;
-  const double token_mem = tok * h * repl * (2 * 2 * e + 2 * resid_fwd);
-  // The activation's kernels: fused bias-GeLU (Megatron) or nn.GELU are one pass; Hugging Face's
-  // gelu_new (tanh approximation written out) is eight (activation_kernels in the preset).
-  const double act_passes = fused ? 1.0 : double(std::max(1, fw.activation_kernels));
-  const double act_fn_mem = tok * f / tpd * (gated ? (fused ? 3 : 5) * e : 2 * e * act_passes);
-  const double fwd_mem = core_mem + token_mem + act_fn_mem;
-  // Backward kernels read the saved input and the incoming gradient and write the outgoing one:
-  // LayerNorm 3e (2e forward); bias-dropout-residual 2e + 1 fused (the residual gradient passes
-  // through), dropout 2e + 1 plus the add's 3e unfused; GeLU 3e fused, gelu_new's chain 2x its
-  // forward unfused; SwiGLU 5e fused (reads gate, up, dy; writes two gradients), 8e unfused.
-  const double resid_bwd = fused ? 2 * e + (dropout ? 1 : 0) : (dropout ? 2 * e + 1 : 0) + 3 * e;
-  const double token_mem_bwd = tok * h * repl * (2 * 3 * e + 2 * resid_bwd);
-  const double act_fn_mem_bwd = tok * f / tpd * (gated ? (fused ? 5 : 8) * e : (act_passes > 1 ? 4 * e * act_passes : 3 * e));
-  const double bwd_mem = core_mem_bwd + token_mem_bwd + act_fn_mem_bwd;
-
-  t.layer_attn_core_fwd_s = core_fwd_s + mem_s(c, attn == Attention::Flash ? 0.0 : core_mem);
-  t.layer_fwd_s = fwd_gemm + core_fwd_s + mem_s(c, fwd_mem);
-  // Backward: each weight GEMM has an input-gradient and a weight-gradient GEMM of the same shape
-  // class and FLOPs; the attention core as above.
-  t.layer_bwd_in_s = fwd_gemm + core_bwd_s + mem_s(c, bwd_mem);
-  t.layer_bwd_w_s = fwd_gemm;
-  t.layer_gemm_flops = 2 * tok * ((h + 2 * kv) * h + h * h + (gated ? 3 : 2) * f * h) / tpd +
-                       4 * b * s * s * h / tpd;
-  t.layer_attn_core_flops = 4 * b * s * s * h / tpd;
-
-  // Activations per micro-batch (profile.cpp, Korthikanti et al. 2022 Eq. 2; under sp the
-  // replicated 10sbh part is split too, Eq. 4: sbh(34/t + 5as/(ht))). FlashAttention keeps no
-  // s^2 tensor, only its output (counted with the projections) and the fp32 log-sum-exp per head
-  // and token; unfused gelu_new keeps three more f-wide intermediates (tanh argument, tanh, x^3).
-  const double drop = dropout ? 1.0 : 0.0;
-  const double repl_tok = (e * h + e * h + 2 * e * h + 2 * drop * h) * repl;
-  const double split_tok = (h + kv) * e + kv * e + h * e + (gated ? 3 : 2) * f * e +
-                           (!fused && !gated && fw.activation_kernels > 1 ? 3 * f * e : 0.0);
-  const double score_tok = attn == Attention::Flash ? 4 * a : (e + drop * (1 + e)) * a * s;
-  t.layer_act_full_bytes = tok * (repl_tok + (split_tok + score_tok) / tpd);
-  // DeepSpeed's partition_activations splits a full recompute's kept layer input over the tp
-  // ranks and all-gathers it before the recompute (half an all-reduce's volume).
-  const bool partition = fw.partition_activations && tp > 1 && !seqpar;
-  switch (recompute) {
-    case Recompute::None:
-      t.layer_act_kept_bytes = t.layer_act_full_bytes;
-      t.layer_recompute_s = 0;
-      break;
-    case Recompute::Selective:  // drop the attention core's scores (Korthikanti Sec 4.3)
-      t.layer_act_kept_bytes = tok * (repl_tok + split_tok / tpd + (attn == Attention::Flash ? score_tok / tpd : 0.0));
-      t.layer_recompute_s = attn == Attention::Flash ? 0.0 : t.layer_attn_core_fwd_s;
-      break;
-    case Recompute::Full:  // keep only the layer input, 2sbh (/t under sp) (Korthikanti Sec 4.3)
-      t.layer_act_kept_bytes = tok * e * h * repl / (partition ? tpd : 1.0);
-      t.layer_recompute_s = t.layer_fwd_s;
-      break;
-  }
-  // TP: two all-reduces (or under sp an all-gather + reduce-scatter pair, same volume) in forward
-  // and two in backward per layer (Shoeybi et al. 2019 Fig. 4; Korthikanti Sec 4.2.2); a full
-  // recompute repeats the forward's two. Under sp the backward all-gathers the layer-norm outputs
-  // again for the weight gradients (Korthikanti Sec 4.2.2: the all-gather is recomputed rather
-  // than stored): two more all-gathers = one all-reduce's volume.
-  t.tp_bytes = tok * h * e;
-  t.tp_collectives_fwd = tp > 1 ? 2 : 0;
-  t.tp_collectives_bwd =
-      tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar ? 1 : 0) +
-                (partition && recompute == Recompute::Full ? 0.5 : 0.0))
-             : 0;
-
-  // Embedding: a gather and position add (memory-bound, ~3 passes over b*s*h), one TP all-reduce
-  // for the vocab-parallel lookup (counted in the stage's TP time by evaluate()).
-  t.embed_fwd_s = mem_s(c, 3 * tok * h * e);
-  t.embed_bwd_s = mem_s(c, 3 * tok * h * e) + mem_s(c, 2 * e * v * h / tpd);  // grad scatter + zero
-  t.embed_act_bytes = tok * h * drop * repl;
-  // LM head: GEMM [b*s, h] x [h, V/t] forward, two in backward; cross-entropy over fp32 logits
-  // (read e, write 4 for the upcast, softmax read + write 8; backward ~ the same).
-  const double logits = tok * v / tpd;
-  t.head_fwd_s = gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (e + 12) + 4 * tok * h * e);
-  t.head_bwd_s = 2 * gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (4 + 4 + e));
-  t.head_act_bytes = logits * 4;
-
-  // Per-rank parameters from the profile of a one-block copy (every block is the same).
-  ModelSpec one = md;
-  one.layers = 1;
-  const ModelProfile prof = profile_model(one, tp, sc.seq_len(), mbs, sc.training.precision);
-  t.layer_params = prof.layers[1].params;
-  t.embed_params = prof.layers.front().params;
-  t.final_norm_params = prof.layers[prof.layers.size() - 2].params;
-  t.head_params = prof.layers.back().params + t.final_norm_params;
-  t.layer_matrix_params = std::max({h * (h + 2 * kv), f * h}) / tpd;
-  // Megatron's scatter/gather optimisation sends 1/t of the activation between stages and
-  // all-gathers it over NVLink (Narayanan et al. 2021 Sec 4.1); under sp it is already split.
-  // Without it every tp rank sends the whole activation.
-  t.p2p_bytes = (fw.p2p_scatter_gather || seqpar) ? tok * h * e / tpd : tok * h * e;
-  return t;
+  return LayerTerms(sc, c, tp, mbs, sp).run(recompute);
 }
 
 int chunk_layers(int layers, int chunks, int c) {
@@ -332,15 +379,45 @@ struct StageCost {
   double total() const { return work() + p2p + offload; }
 };
 
-}  // namespace
+// One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
+// from its stages' costs, the data-parallel traffic, the optimizer and weight streaming, the
+// memory of the stages that can peak, and the per-chunk costs the simulator replays.
+class StepEvaluation {
+ public:
+  StepEvaluation(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m, const MicroTerms& mt,
+                 const Placement& pl)
+      : sc(sc), c(c), ly(ly), m(m), mt(mt), pl(pl), fw(sc.training.framework), tr(sc.training),
+        pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(allreduce_s(pl.tp, mt.tp_bytes)),
+        p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
+        vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
+        w_elem(c.elem_bytes), g_elem(c.grad_bytes) {}
 
-void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m,
-              const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps) {
-  const int pp = ly.pp, vp = ly.vp, L = sc.model.layers;
-  const double tp_ar = allreduce_s(pl.tp, mt.tp_bytes);
-  const double p2p = pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0;
+  void run(Evaluation& out, StepCosts* steps) {
+    pace();
+    data_parallel();
+    optimizer_and_weight_streaming();
+    memory();
+    tb.offload += md * crit.offload;
+    best.capacity = sc.cluster.gpu.memory_bytes();
 
-  auto stage_cost = [&](int s) {
+    out.mem = best;
+    out.time = tb;
+    out.step_s = tb.sum();
+    out.fits = best.total <= best.capacity;
+    out.host_bytes_per_node = host_bytes * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
+    out.host_capacity_bytes = sc.cluster.host_memory_gib * 1024.0 * 1024.0 * 1024.0 * kHostMemoryUsable;
+    out.host_bytes_per_node += host_state_bytes * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
+    if ((ly.offload || tr.offload_params || tr.offload_optimizer) && out.host_capacity_bytes > 0 &&
+        out.host_bytes_per_node > out.host_capacity_bytes)
+      out.fits = false;
+    out.critical_stage = crit_s;
+    out.memory_stage = mem_s_idx;
+    if (steps) chunk_costs(*steps);
+  }
+
+ private:
+  // One stage's costs per micro-batch.
+  StageCost stage_cost(int s) const {
     StageCost st;
     const double nl = stage_layers(L, pp, vp, s);
     st.fwd = nl * mt.layer_fwd_s;
@@ -359,11 +436,7 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
       st.fwd += mt.head_fwd_s;
       st.bwd += mt.head_bwd_s;
     }
-    // Each chunk sends its output forward and its input gradient backward once per micro-batch,
-    // except at the ends of the model: the first stage's first chunk sends nothing backward and the
-    // last stage's last chunk nothing forward (Megatron-LM p2p_communication). A send blocks the
-    // sender until it completes; it is not overlapped with compute in the 1F1B steady state.
-    if (!sc.training.framework.grad_accumulation_fusion && m > 1) {
+    if (!fw.grad_accumulation_fusion && m > 1) {
       // Unfused gradient accumulation (PyTorch autograd into .grad, DeepSpeed): every micro-batch
       // after the first adds its weight gradients to the accumulator in a separate kernel that
       // reads the new gradient (16 bits) and reads and writes the accumulator, per parameter of
@@ -375,6 +448,10 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
       st.bwd += acc;
       st.compute += acc;
     }
+    // Each chunk sends its output forward and its input gradient backward once per micro-batch,
+    // except at the ends of the model: the first stage's first chunk sends nothing backward and the
+    // last stage's last chunk nothing forward (Megatron-LM p2p_communication). A send blocks the
+    // sender until it completes; it is not overlapped with compute in the 1F1B steady state.
     st.sends = pp > 1 ? 2 * vp - (s == 0 ? 1 : 0) - (s == pp - 1 ? 1 : 0) : 0;
     st.p2p = st.sends * p2p;
     if (ly.offload) {
@@ -395,280 +472,257 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
       st.p2p = nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb);
     }
     return st;
-  };
-
-  // Pace of the pipeline. In the steady state of 1F1B every stage runs one forward and one
-  // backward per slot, so the slowest stage c sets the pace: m slots of its work plus sends. The
-  // fill and drain are not paced by c: the first micro-batch reaches c after the forwards of the
-  // stages before it, the last one leaves stage 0 after their backwards, and the stages after c
-  // hold up c's first backward only by what exceeds the (p - 1 - c) forwards c runs meanwhile:
-  //   T(c) = m (w_c + n_c p2p) + [sum_{s<c} w_s + max(0, sum_{s>c} w_s - (p-1-c) f_c)] / vp
-  //          + 2 (p - 1) p2p / vp,
-  // with w_s the compute-stream work of stage s per micro-batch, n_c its sends and f_c its
-  // forward. Interleaving divides the fill by vp (each chunk is 1/vp of the stage; Narayanan et
-  // al. 2021 Sec 2.2.2). For equal stages T = (m + (p-1)/vp) w + ..., the textbook bubble. Each
-  // T(c) is a lower bound on the step (a path through the schedule's dependency graph); the
-  // step is their maximum over the stages that can pace (first, second with the most remainder
-  // layers, last with the LM head). The simulator, replaying the same per-chunk costs, agrees
-  // within 2 % (tests/simulator/test_plan_simulation.cpp). Under-counts the stalls of interleaving
-  // when the chunks of one stage hold different numbers of layers (pp * vp not dividing L): up to
-  // ~11 % in the simulator, not modelled here.
-  const double vpd = ly.schedule == Schedule::Interleaved ? double(vp) : 1.0;
-  const double md = double(m);
-  const double sum_work = L * (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
-                         (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar) +
-                    mt.embed_fwd_s + mt.embed_bwd_s + (ly.tp > 1 ? tp_ar : 0.0) + mt.head_fwd_s + mt.head_bwd_s;
-  StageCost crit;
-  int crit_s = 0;
-  double best_T = -1, best_fill = 0;
-  const StageCost s0 = stage_cost(0);
-  {
-    const int cands[3] = {0, std::min(1, pp - 1), pp - 1};
-    for (int k = 0; k < 3; ++k) {
-      const int s = cands[k];
-      if (k > 0 && (s == 0 || (k == 2 && s == cands[1]))) continue;
-      const StageCost st = k == 0 ? s0 : stage_cost(s);
-      const double before = s == 0 ? 0.0 : s0.work();
-      const double after = std::max(0.0, sum_work - before - st.work());
-      const double fill = (before + std::max(0.0, after - (pp - 1 - s) * st.fwd)) / vpd;
-      const double T = md * st.total() + fill;
-      if (T > best_T) {
-        best_T = T;
-        best_fill = fill;
-        crit = st;
-        crit_s = s;
-      }
-    }
   }
-  TimeBreakdown tb;
-  tb.compute = md * crit.compute;
-  tb.recompute = md * crit.recompute;
-  tb.tp_comm = md * crit.tp;
-  tb.pp_comm = md * crit.p2p + (pp > 1 ? 2.0 * (pp - 1) * p2p / vpd : 0.0);
-  tb.bubble = best_fill;
 
-  // Parameters per GPU on the heaviest stage.
-  auto stage_params = [&](int s) {
+  double stage_params(int s) const {
     double p = stage_layers(L, pp, vp, s) * mt.layer_params;
     if (s == 0) p += mt.embed_params;
     // A tied LM head shares the embedding's weights when both are on one stage; across stages the
     // last stage holds a copy (Megatron-LM).
     if (s == pp - 1) p += (pp > 1 || !sc.model.tied_embeddings) ? mt.head_params : mt.final_norm_params;
     return p;
-  };
-  const double dp = ly.dp;
-  const double w_elem = c.elem_bytes;
-  const double g_elem = c.grad_bytes;
+  }
 
-  // Data-parallel gradient synchronisation on the stage with most parameters.
-  const double params_crit = std::max(stage_params(0), stage_params(pp - 1));
-  const double grad_bytes = params_crit * g_elem;
-  const FrameworkSpec& fw = sc.training.framework;
-  const bool ring_z3 = fw.zero3_comm == Zero3Comm::Ring;
-  double dp_s = 0;
-  double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
-  double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
-  if (ly.dp > 1) {
-    if (ly.zero == 0) {
-      dp_s = allreduce_s(pl.dp, grad_bytes);
-    } else if (ly.zero <= 2) {
-      // Reduce-scatter of gradients + all-gather of updated 16-bit weights: one all-reduce's
-      // volume when both have the same width (Rajbhandari et al. 2020 Sec 7.2.1).
-      param_gather_s = allgather_s(pl.dp, params_crit * w_elem);
-      dp_s = allgather_s(pl.dp, grad_bytes) + param_gather_s;
-    } else if (ring_z3) {
-      // ZeRO-3 as PyTorch FSDP runs it (Zhao et al. 2023 Sec 3): each layer's flat parameter is
-      // all-gathered (NCCL ring over the dp group, at the links placement() gives it) before its
-      // forward and again before its backward, and its gradient reduce-scattered after its
-      // backward, per micro-batch. The collectives run on their own stream, `prefetch` layers
-      // ahead: layer i+1's gather runs during layer i's forward, and during layer i's backward
-      // (after its recompute) the gather of layer i-1 and the reduce-scatter of layer i. What a
-      // layer's compute cannot cover is exposed; the first gather of each pass always is.
-      // Without prefetch (0) nothing overlaps.
+  void pace() {
+    // Pace of the pipeline. In the steady state of 1F1B every stage runs one forward and one
+    // backward per slot, so the slowest stage c sets the pace: m slots of its work plus sends. The
+    // fill and drain are not paced by c: the first micro-batch reaches c after the forwards of the
+    // stages before it, the last one leaves stage 0 after their backwards, and the stages after c
+    // hold up c's first backward only by what exceeds the (p - 1 - c) forwards c runs meanwhile:
+    //   T(c) = m (w_c + n_c p2p) + [sum_{s<c} w_s + max(0, sum_{s>c} w_s - (p-1-c) f_c)] / vp
+    //          + 2 (p - 1) p2p / vp,
+    // with w_s the compute-stream work of stage s per micro-batch, n_c its sends and f_c its
+    // forward. Interleaving divides the fill by vp (each chunk is 1/vp of the stage; Narayanan et
+    // al. 2021 Sec 2.2.2). For equal stages T = (m + (p-1)/vp) w + ..., the textbook bubble. Each
+    // T(c) is a lower bound on the step (a path through the schedule's dependency graph); the
+    // step is their maximum over the stages that can pace (first, second with the most remainder
+    // layers, last with the LM head). The simulator, replaying the same per-chunk costs, agrees
+    // within 2 % (tests/simulator/test_plan_simulation.cpp). Under-counts the stalls of interleaving
+    // when the chunks of one stage hold different numbers of layers (pp * vp not dividing L): up to
+    // ~11 % in the simulator, not modelled here.
+    const double sum_work = L * (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
+                           (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar) +
+                      mt.embed_fwd_s + mt.embed_bwd_s + (ly.tp > 1 ? tp_ar : 0.0) + mt.head_fwd_s + mt.head_bwd_s;
+    double best_T = -1;
+    s0 = stage_cost(0);
+    {
+      const int cands[3] = {0, std::min(1, pp - 1), pp - 1};
+      for (int k = 0; k < 3; ++k) {
+        const int s = cands[k];
+        if (k > 0 && (s == 0 || (k == 2 && s == cands[1]))) continue;
+        const StageCost st = k == 0 ? s0 : stage_cost(s);
+        const double before = s == 0 ? 0.0 : s0.work();
+        const double after = std::max(0.0, sum_work - before - st.work());
+        const double fill = (before + std::max(0.0, after - (pp - 1 - s) * st.fwd)) / vpd;
+        const double T = md * st.total() + fill;
+        if (T > best_T) {
+          best_T = T;
+          best_fill = fill;
+          crit = st;
+          crit_s = s;
+        }
+      }
+    }
+    tb.compute = md * crit.compute;
+    tb.recompute = md * crit.recompute;
+    tb.tp_comm = md * crit.tp;
+    tb.pp_comm = md * crit.p2p + (pp > 1 ? 2.0 * (pp - 1) * p2p / vpd : 0.0);
+    tb.bubble = best_fill;
+  }
+
+  void data_parallel() {
+    // Data-parallel gradient synchronisation on the stage with most parameters.
+    params_crit = std::max(stage_params(0), stage_params(pp - 1));
+    grad_bytes = params_crit * g_elem;
+    ring_z3 = fw.zero3_comm == Zero3Comm::Ring;
+    if (ly.dp > 1) {
+      if (ly.zero == 0) {
+        dp_s = allreduce_s(pl.dp, grad_bytes);
+      } else if (ly.zero <= 2) {
+        // Reduce-scatter of gradients + all-gather of updated 16-bit weights: one all-reduce's
+        // volume when both have the same width (Rajbhandari et al. 2020 Sec 7.2.1).
+        param_gather_s = allgather_s(pl.dp, params_crit * w_elem);
+        dp_s = allgather_s(pl.dp, grad_bytes) + param_gather_s;
+      } else if (ring_z3) {
+        // ZeRO-3 as PyTorch FSDP runs it (Zhao et al. 2023 Sec 3): each layer's flat parameter is
+        // all-gathered (NCCL ring over the dp group, at the links placement() gives it) before its
+        // forward and again before its backward, and its gradient reduce-scattered after its
+        // backward, per micro-batch. The collectives run on their own stream, `prefetch` layers
+        // ahead: layer i+1's gather runs during layer i's forward, and during layer i's backward
+        // (after its recompute) the gather of layer i-1 and the reduce-scatter of layer i. What a
+        // layer's compute cannot cover is exposed; the first gather of each pass always is.
+        // Without prefetch (0) nothing overlaps.
+        const double nl = stage_layers(L, pp, vp, 0);
+        const double ag = allgather_s(pl.dp, mt.layer_params * w_elem);
+        const double rs = allgather_s(pl.dp, mt.layer_params * g_elem);
+        const StageCost& st = s0;
+        const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
+        const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
+        const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
+        double per_mb;
+        if (fw.zero3_prefetch_layers > 0)
+          per_mb = ag + (nl - 1) * std::max(0.0, ag - f_layer) + ag + (nl - 1) * std::max(0.0, ag + rs - b_layer) + rs;
+        else
+          per_mb = nl * (2 * ag + rs);
+        const double per_mb_all = nl * (2 * ag + rs);
+        dp_s = md * (per_mb_all + 3 * outer);
+        z3_exposed = md * (per_mb + kZero3OverlapCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
+      } else {
+        // ZeRO-3: weights all-gathered for forward and again for backward, gradients reduce-scattered,
+        // per micro-batch: 1.5x an all-reduce each time (Rajbhandari et al. 2020 Sec 7.2.2). Every
+        // parameter is partitioned over all dp ranks and each rank fetches the remote shards itself,
+        // so across nodes a rank gets its own share of the NICs, NIC / gpus_per_node (the
+        // "bandwidth-centric partitioning" of ZeRO-Infinity, Rajbhandari et al. 2021 Sec 6.1),
+        // not the hierarchical ring of an all-reduce.
+        Links z3 = pl.dp;
+        if (z3.nodes > 1) {
+          const int gpus_in_node =
+              std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+          z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
+        }
+        dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + allgather_s(z3, grad_bytes));
+      }
+    }
+    double dp_exposed = dp_s;
+    if (ly.zero == 3 && ring_z3) {
+      dp_exposed = z3_exposed;
+    } else if (ly.zero == 3) {
+      // Prefetched layer by layer on a side stream; the part compute covers is charged
+      // kZero3OverlapCost of its time (contention for SMs and HBM, above).
+      const double busy = tb.compute + tb.recompute + tb.tp_comm;
+      dp_exposed = dp_s - (1.0 - kZero3OverlapCost) * std::min(dp_s, busy);
+    } else if (!fw.dp_overlap) {
+      // One reduction after the last backward (Megatron-LM's local DDP, DeepSpeed's pipeline
+      // engine): all of it exposed, except the weight all-gather the framework overlaps with the
+      // next forward (Megatron-Core overlap_param_gather: one bucket of it stays exposed).
+      dp_exposed = dp_s - (fw.param_gather_overlap ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0);
+    } else {
+      // Bucketed all-reduce (PyTorch DDP, Li et al. 2020; Megatron-LM overlap_grad_reduce): the
+      // gradients of each chunk are complete during its last micro-batch's backward, in kDpBuckets
+      // buckets over the whole stage (chunk by chunk, the chunks whose last backward comes first
+      // taking the remainder), bucket j of a chunk ready after (j+1)/n_k of that backward (after
+      // its recompute). The buckets run one after another on one communication stream, each
+      // taking D / kDpBuckets. Stage 0 ends its compute last, so its buckets set the exposed time:
+      // relative to the end of its compute, chunk k (in order of its last backward, r = 0 .. vp-1)
+      // ends its last backward (vp - 1 - r) * p chunk-backwards of the pacing stage earlier (the
+      // interleaved drain runs the last p micro-batches of one chunk after another, each followed
+      // by its send or its exposed copy back from the host). Exposed =
+      // max(0, when the last bucket ends). For vp = 1 this is max(D / B, D - (B-1)/B * backward):
+      // the first bucket waits for its share of the backward.
+      const double rest0 = (s0.compute - s0.fwd + s0.tp_bwd) / vpd;  // a chunk's backward after recompute
+      const double pace_chunk_bwd = (crit.compute - crit.fwd + crit.recompute + crit.tp_bwd) / vpd +
+                                    std::max(pp > 1 ? p2p : 0.0, crit.offload_bwd_chunk);
+      const int nvp = ly.schedule == Schedule::Interleaved ? vp : 1;
+      const double bucket_s = dp_s / kDpBuckets;
+      double t = -std::numeric_limits<double>::infinity();
+      for (int r = 0; r < nvp; ++r) {
+        const int nb = kDpBuckets / nvp + (r < kDpBuckets % nvp ? 1 : 0);
+        const double gap = double(nvp - 1 - r) * pp * pace_chunk_bwd;
+        for (int j = 0; j < nb; ++j) {
+          const double ready = -gap - rest0 * (1.0 - double(j + 1) / nb);
+          t = std::max(t, ready) + bucket_s;
+        }
+      }
+      dp_exposed = std::max(0.0, t - (fw.param_gather_overlap ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0));
+    }
+    tb.dp_comm = dp_exposed;
+  }
+
+  void optimizer_and_weight_streaming() {
+    const double opt_params = params_crit / (ly.zero >= 1 ? dp : 1.0);
+    // Optimizer step: Adam streams 30 bytes per parameter (above), SGD reads the gradient and the
+    // weight and writes the weight (3 x 2 bytes in 16 bits).
+    const double step_traffic = tr.optimizer == Optimizer::Sgd ? 3 * w_elem : kAdamTrafficBytesPerParam;
+    const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+    if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3)) {
+      // ZeRO-Offload (Ren et al. 2021) / FSDP cpu_offload: the step runs on the CPU over the
+      // node's host memory bandwidth, shared by its GPUs, after the gradients come down over PCIe
+      // and before the updated 16-bit weights go back up (not overlapped).
+      tb.optimizer = opt_params * step_traffic * gpus_in_node / c.host_Bps +
+                     opt_params * (g_elem + w_elem) / c.pcie_Bps;
+    } else {
+      tb.optimizer = opt_params * step_traffic / c.hbm_Bps;
+    }
+    if (tr.offload_params) {
+      // Parameters live in host memory and each layer's weights (its shard under ZeRO-3) come up
+      // over PCIe before each of its forward and backward passes, a layer ahead of its compute: a
+      // stage loses what the copy does not hide, per layer and micro-batch.
       const double nl = stage_layers(L, pp, vp, 0);
-      const double ag = allgather_s(pl.dp, mt.layer_params * w_elem);
-      const double rs = allgather_s(pl.dp, mt.layer_params * g_elem);
+      const double per_layer = mt.layer_params * w_elem / (ly.zero >= 3 ? dp : 1.0) / c.pcie_Bps;
       const StageCost& st = s0;
       const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
       const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
-      const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
-      double per_mb;
-      if (fw.zero3_prefetch_layers > 0)
-        per_mb = ag + (nl - 1) * std::max(0.0, ag - f_layer) + ag + (nl - 1) * std::max(0.0, ag + rs - b_layer) + rs;
-      else
-        per_mb = nl * (2 * ag + rs);
-      const double per_mb_all = nl * (2 * ag + rs);
-      dp_s = md * (per_mb_all + 3 * outer);
-      z3_exposed = md * (per_mb + kZero3OverlapCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
-    } else {
-      // ZeRO-3: weights all-gathered for forward and again for backward, gradients reduce-scattered,
-      // per micro-batch: 1.5x an all-reduce each time (Rajbhandari et al. 2020 Sec 7.2.2). Every
-      // parameter is partitioned over all dp ranks and each rank fetches the remote shards itself,
-      // so across nodes a rank gets its own share of the NICs, NIC / gpus_per_node (the
-      // "bandwidth-centric partitioning" of ZeRO-Infinity, Rajbhandari et al. 2021 Sec 6.1),
-      // not the hierarchical ring of an all-reduce.
-      Links z3 = pl.dp;
-      if (z3.nodes > 1) {
-        const int gpus_in_node =
-            std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
-        z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
+      tb.offload += md * nl * (std::max(0.0, per_layer - f_layer) + std::max(0.0, per_layer - b_layer));
+    }
+  }
+
+  void memory() {
+    // Memory, by kind, on the stages that can peak: 0 (most micro-batches in flight), 1 and last.
+    const StateBytesPerParam state = state_bytes_per_param(sc.training);
+    const double opt_bytes_per_param = tr.offload_optimizer ? 0.0 : state.optimizer;
+    const double reserved_bytes = fw.reserved_gib * 1024.0 * 1024.0 * 1024.0;
+    double best_total = -1;
+    const int mem_cands[3] = {0, std::min(1, pp - 1), pp - 1};
+    for (int k = 0; k < 3; ++k) {
+      const int s = mem_cands[k];
+      if (k > 0 && (s == 0 || (k == 2 && s == mem_cands[1]))) continue;
+      MemoryBytes mb;
+      const double params = stage_params(s);
+      mb.weights = params * state.weights / (ly.zero >= 3 ? dp : 1.0);
+      if (tr.offload_params) {
+        // Only the layers being computed and prefetched are on the GPU (their shards under ZeRO-3
+        // are gathered into the prefetch buffers counted below).
+        host_state_bytes = std::max(host_state_bytes, mb.weights);
+        mb.weights = ly.zero >= 3 ? 0.0 : 2 * mt.layer_params * state.weights;
       }
-      dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + allgather_s(z3, grad_bytes));
-    }
-  }
-  double dp_exposed = dp_s;
-  if (ly.zero == 3 && ring_z3) {
-    dp_exposed = z3_exposed;
-  } else if (ly.zero == 3) {
-    // Prefetched layer by layer on a side stream; the part compute covers is charged
-    // kZero3OverlapCost of its time (contention for SMs and HBM, above).
-    const double busy = tb.compute + tb.recompute + tb.tp_comm;
-    dp_exposed = dp_s - (1.0 - kZero3OverlapCost) * std::min(dp_s, busy);
-  } else if (!fw.dp_overlap) {
-    // One reduction after the last backward (Megatron-LM's local DDP, DeepSpeed's pipeline
-    // engine): all of it exposed, except the weight all-gather the framework overlaps with the
-    // next forward (Megatron-Core overlap_param_gather: one bucket of it stays exposed).
-    dp_exposed = dp_s - (fw.param_gather_overlap ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0);
-  } else {
-    // Bucketed all-reduce (PyTorch DDP, Li et al. 2020; Megatron-LM overlap_grad_reduce): the
-    // gradients of each chunk are complete during its last micro-batch's backward, in kDpBuckets
-    // buckets over the whole stage (chunk by chunk, the chunks whose last backward comes first
-    // taking the remainder), bucket j of a chunk ready after (j+1)/n_k of that backward (after
-    // its recompute). The buckets run one after another on one communication stream, each
-    // taking D / kDpBuckets. Stage 0 ends its compute last, so its buckets set the exposed time:
-    // relative to the end of its compute, chunk k (in order of its last backward, r = 0 .. vp-1)
-    // ends its last backward (vp - 1 - r) * p chunk-backwards of the pacing stage earlier (the
-    // interleaved drain runs the last p micro-batches of one chunk after another, each followed
-    // by its send or its exposed copy back from the host). Exposed =
-    // max(0, when the last bucket ends). For vp = 1 this is max(D / B, D - (B-1)/B * backward):
-    // the first bucket waits for its share of the backward.
-    const double rest0 = (s0.compute - s0.fwd + s0.tp_bwd) / vpd;  // a chunk's backward after recompute
-    const double pace_chunk_bwd = (crit.compute - crit.fwd + crit.recompute + crit.tp_bwd) / vpd +
-                                  std::max(pp > 1 ? p2p : 0.0, crit.offload_bwd_chunk);
-    const int nvp = ly.schedule == Schedule::Interleaved ? vp : 1;
-    const double bucket_s = dp_s / kDpBuckets;
-    double t = -std::numeric_limits<double>::infinity();
-    for (int r = 0; r < nvp; ++r) {
-      const int nb = kDpBuckets / nvp + (r < kDpBuckets % nvp ? 1 : 0);
-      const double gap = double(nvp - 1 - r) * pp * pace_chunk_bwd;
-      for (int j = 0; j < nb; ++j) {
-        const double ready = -gap - rest0 * (1.0 - double(j + 1) / nb);
-        t = std::max(t, ready) + bucket_s;
+      if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3))
+        host_state_bytes += params * state.optimizer / (ly.zero >= 1 ? dp : 1.0);
+      mb.gradients = params * g_elem / (ly.zero >= 2 ? dp : 1.0);
+      // Lazily allocated gradients with one micro-batch per step: the backward frees activations
+      // as fast as it creates gradients, so at the activation peak (the start of the backward)
+      // no gradient exists yet; they count only where they exceed the activations.
+      const bool grads_after_peak = fw.lazy_grads && m == 1;
+      mb.optimizer = params * opt_bytes_per_param / (ly.zero >= 1 ? dp : 1.0);
+      const double nl = stage_layers(L, pp, vp, s);
+      const int64_t chunks_inflight = inflight_chunks(ly.schedule, pp, vp, m, s);
+      const double kept_per_chunk = nl / vp * mt.layer_act_kept_bytes;
+      const double mb_inflight = double(chunks_inflight) / vp;
+      double kept = double(chunks_inflight) * kept_per_chunk;
+      if (s == 0) kept += mb_inflight * mt.embed_act_bytes;
+      // Working set: one layer's full activations while it is recomputed and back-propagated, plus
+      // the fp32 logits on the last stage.
+      // The two are never live together: on the last stage the LM head's forward, loss and
+      // backward run back to back and free the logits before the first layer is recomputed.
+      double working = (ly.recompute != Recompute::None ? mt.layer_act_full_bytes : 0.0);
+      if (s == pp - 1) working = std::max(working, mt.head_act_bytes);
+      if (ly.offload) {
+        // Copied out layer by layer after each layer's forward and back one layer ahead of its
+        // backward: the layer being computed and the one being copied stay on the GPU. (The time of
+        // the copies is in the stage's pace, stage_cost above.)
+        const double on_gpu = std::min(kept, 2 * mt.layer_act_kept_bytes);
+        host_bytes = std::max(host_bytes, kept - on_gpu);
+        kept = on_gpu;
+      }
+      mb.activations = kept + working;
+      if (grads_after_peak) mb.gradients = std::max(0.0, mb.gradients - mb.activations);
+      // ZeRO-3: the gathered unit computing and the ones prefetched (and, in backward, the unit's
+      // unsharded gradient before its reduce-scatter); a unit is a layer or its largest matrix.
+      const double unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_matrix_params : mt.layer_params;
+      const double zero3_prefetch =
+          ly.zero >= 3 ? (1 + fw.zero3_prefetch_layers) * unit * w_elem + unit * g_elem : 0.0;
+      const double sub = mb.weights + mb.gradients + mb.optimizer + mb.activations + zero3_prefetch;
+      mb.buffers = reserved_bytes + zero3_prefetch + fw.allocator_margin * sub;
+      mb.total = mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.buffers;
+      if (mb.total > best_total) {
+        best_total = mb.total;
+        best = mb;
+        mem_s_idx = s;
       }
     }
-    dp_exposed = std::max(0.0, t - (fw.param_gather_overlap ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0));
-  }
-  tb.dp_comm = dp_exposed;
-  const double opt_params = params_crit / (ly.zero >= 1 ? dp : 1.0);
-  const TrainingSpec& tr = sc.training;
-  // Optimizer step: Adam streams 30 bytes per parameter (above), SGD reads the gradient and the
-  // weight and writes the weight (3 x 2 bytes in 16 bits).
-  const double step_traffic = tr.optimizer == Optimizer::Sgd ? 3 * w_elem : kAdamTrafficBytesPerParam;
-  const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
-  if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3)) {
-    // ZeRO-Offload (Ren et al. 2021) / FSDP cpu_offload: the step runs on the CPU over the
-    // node's host memory bandwidth, shared by its GPUs, after the gradients come down over PCIe
-    // and before the updated 16-bit weights go back up (not overlapped).
-    tb.optimizer = opt_params * step_traffic * gpus_in_node / c.host_Bps +
-                   opt_params * (g_elem + w_elem) / c.pcie_Bps;
-  } else {
-    tb.optimizer = opt_params * step_traffic / c.hbm_Bps;
-  }
-  if (tr.offload_params) {
-    // Parameters live in host memory and each layer's weights (its shard under ZeRO-3) come up
-    // over PCIe before each of its forward and backward passes, a layer ahead of its compute: a
-    // stage loses what the copy does not hide, per layer and micro-batch.
-    const double nl = stage_layers(L, pp, vp, 0);
-    const double per_layer = mt.layer_params * w_elem / (ly.zero >= 3 ? dp : 1.0) / c.pcie_Bps;
-    const StageCost& st = s0;
-    const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
-    const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
-    tb.offload += md * nl * (std::max(0.0, per_layer - f_layer) + std::max(0.0, per_layer - b_layer));
   }
 
-  // Memory, by kind, on the stages that can peak: 0 (most micro-batches in flight), 1 and last.
-  const StateBytesPerParam state = state_bytes_per_param(sc.training);
-  const double opt_bytes_per_param = tr.offload_optimizer ? 0.0 : state.optimizer;
-  const double reserved_bytes = fw.reserved_gib * 1024.0 * 1024.0 * 1024.0;
-  double host_state_bytes = 0;  // offloaded weights and optimizer state per GPU
-  MemoryBytes best;
-  double best_total = -1;
-  int mem_s_idx = 0;
-  double host_bytes = 0;  // offloaded activations per GPU
-  const int mem_cands[3] = {0, std::min(1, pp - 1), pp - 1};
-  for (int k = 0; k < 3; ++k) {
-    const int s = mem_cands[k];
-    if (k > 0 && (s == 0 || (k == 2 && s == mem_cands[1]))) continue;
-    MemoryBytes mb;
-    const double params = stage_params(s);
-    mb.weights = params * state.weights / (ly.zero >= 3 ? dp : 1.0);
-    if (tr.offload_params) {
-      // Only the layers being computed and prefetched are on the GPU (their shards under ZeRO-3
-      // are gathered into the prefetch buffers counted below).
-      host_state_bytes = std::max(host_state_bytes, mb.weights);
-      mb.weights = ly.zero >= 3 ? 0.0 : 2 * mt.layer_params * state.weights;
-    }
-    if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3))
-      host_state_bytes += params * state.optimizer / (ly.zero >= 1 ? dp : 1.0);
-    mb.gradients = params * g_elem / (ly.zero >= 2 ? dp : 1.0);
-    // Lazily allocated gradients with one micro-batch per step: the backward frees activations
-    // as fast as it creates gradients, so at the activation peak (the start of the backward)
-    // no gradient exists yet; they count only where they exceed the activations.
-    const bool grads_after_peak = fw.lazy_grads && m == 1;
-    mb.optimizer = params * opt_bytes_per_param / (ly.zero >= 1 ? dp : 1.0);
-    const double nl = stage_layers(L, pp, vp, s);
-    const int64_t chunks_inflight = inflight_chunks(ly.schedule, pp, vp, m, s);
-    const double kept_per_chunk = nl / vp * mt.layer_act_kept_bytes;
-    const double mb_inflight = double(chunks_inflight) / vp;
-    double kept = double(chunks_inflight) * kept_per_chunk;
-    if (s == 0) kept += mb_inflight * mt.embed_act_bytes;
-    // Working set: one layer's full activations while it is recomputed and back-propagated, plus
-    // the fp32 logits on the last stage.
-    // The two are never live together: on the last stage the LM head's forward, loss and
-    // backward run back to back and free the logits before the first layer is recomputed.
-    double working = (ly.recompute != Recompute::None ? mt.layer_act_full_bytes : 0.0);
-    if (s == pp - 1) working = std::max(working, mt.head_act_bytes);
-    if (ly.offload) {
-      // Copied out layer by layer after each layer's forward and back one layer ahead of its
-      // backward: the layer being computed and the one being copied stay on the GPU. (The time of
-      // the copies is in the stage's pace, stage_cost above.)
-      const double on_gpu = std::min(kept, 2 * mt.layer_act_kept_bytes);
-      host_bytes = std::max(host_bytes, kept - on_gpu);
-      kept = on_gpu;
-    }
-    mb.activations = kept + working;
-    if (grads_after_peak) mb.gradients = std::max(0.0, mb.gradients - mb.activations);
-    // ZeRO-3: the gathered unit computing and the ones prefetched (and, in backward, the unit's
-    // unsharded gradient before its reduce-scatter); a unit is a layer or its largest matrix.
-    const double unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_matrix_params : mt.layer_params;
-    const double zero3_prefetch =
-        ly.zero >= 3 ? (1 + fw.zero3_prefetch_layers) * unit * w_elem + unit * g_elem : 0.0;
-    const double sub = mb.weights + mb.gradients + mb.optimizer + mb.activations + zero3_prefetch;
-    mb.buffers = reserved_bytes + zero3_prefetch + fw.allocator_margin * sub;
-    mb.total = mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.buffers;
-    if (mb.total > best_total) {
-      best_total = mb.total;
-      best = mb;
-      mem_s_idx = s;
-    }
-  }
-  tb.offload += md * crit.offload;
-  best.capacity = sc.cluster.gpu.memory_bytes();
-
-  out.mem = best;
-  out.time = tb;
-  out.step_s = tb.sum();
-  out.fits = best.total <= best.capacity;
-  out.host_bytes_per_node = host_bytes * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
-  out.host_capacity_bytes = sc.cluster.host_memory_gib * 1024.0 * 1024.0 * 1024.0 * kHostMemoryUsable;
-  out.host_bytes_per_node += host_state_bytes * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
-  if ((ly.offload || tr.offload_params || tr.offload_optimizer) && out.host_capacity_bytes > 0 &&
-      out.host_bytes_per_node > out.host_capacity_bytes)
-    out.fits = false;
-  out.critical_stage = crit_s;
-  out.memory_stage = mem_s_idx;
-
-  if (steps) {
+  void chunk_costs(StepCosts& out_steps) const {
+    StepCosts* steps = &out_steps;
     steps->chunks.clear();
     const int chunks = pp * vp;
     steps->chunks.reserve(chunks);
@@ -709,6 +763,42 @@ void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t 
     steps->optimizer_s = tb.optimizer;
     steps->weights_bytes = best.weights;
   }
+
+  const Scenario& sc;
+  const Constants& c;
+  const Layout& ly;
+  const int64_t m;
+  const MicroTerms& mt;
+  const Placement& pl;
+  const FrameworkSpec& fw;
+  const TrainingSpec& tr;
+  const int pp, vp, L;
+  const double tp_ar;  // one TP all-reduce of a layer's activation
+  const double p2p;    // one pipeline send
+  const double vpd, md, dp, w_elem, g_elem;
+  // The pace: stage 0's costs, the pacing stage's, the fill and drain, the step's terms.
+  StageCost s0, crit;
+  int crit_s = 0;
+  double best_fill = 0;
+  TimeBreakdown tb;
+  // Data-parallel traffic on the stage with most parameters.
+  double params_crit = 0, grad_bytes = 0;
+  bool ring_z3 = false;
+  double dp_s = 0;
+  double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
+  double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
+  // Memory of the stage that peaks; what goes to host memory per GPU.
+  MemoryBytes best;
+  int mem_s_idx = 0;
+  double host_bytes = 0;        // offloaded activations
+  double host_state_bytes = 0;  // offloaded weights and optimizer state
+};
+
+}  // namespace
+
+void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m,
+              const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps) {
+  StepEvaluation(sc, c, ly, m, mt, pl).run(out, steps);
 }
 
 }  // namespace detail
