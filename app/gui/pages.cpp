@@ -57,8 +57,8 @@
 #include "simulator/step_simulation.h"
 #endif
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
-#include "runtime/launch.h"
-#include "runtime/report.h"
+#include "launch/launch.h"
+#include "io/report.h"
 #endif
 
 namespace capplan::gui {

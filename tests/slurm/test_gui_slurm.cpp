@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../app/gui_test_support.h"
+#include "../app/gui/gui_test_support.h"
 #include "pages.h"
 #include "planner/spec_io.h"
 #include "support/test_files.h"
