@@ -22,6 +22,12 @@ else()
   set(CAPPLAN_YAML_TARGET yaml-cpp)
 endif()
 
+# The one JSON library, for reading and writing (Debian: nlohmann-json3-dev, header-only).
+find_package(nlohmann_json 3 QUIET)
+if(NOT nlohmann_json_FOUND)
+  message(FATAL_ERROR "capplan: nlohmann-json not found (Debian: nlohmann-json3-dev); run scripts/dev setup")
+endif()
+
 find_package(MPI COMPONENTS C CXX)
 if(MPI_FOUND)
   message(STATUS "capplan: MPI found (${MPI_CXX_LIBRARIES}) - capplan-train and the mpi tests are built")

@@ -11,14 +11,11 @@
 
 #include "cli_common.h"
 
-#ifdef CAPPLAN_HAVE_LAUNCH
 #include "planner/plan_io.h"
-#include "runtime/launch.h"
-#endif
+#include "launch/launch.h"
 
 namespace capplan::cli {
 
-#ifdef CAPPLAN_HAVE_LAUNCH
 namespace {
 
 std::atomic<bool> g_cancel{false};
@@ -42,7 +39,7 @@ std::vector<FlagSpec> run_flags() {
       {"seed", true, "global seed (default 1234)", "S"},
       {"data", true, "token shard directory, or synthetic (default)", "DIR"},
       {"threads", true, "threads per rank (default cores / ranks)", "N"},
-      {"max-ranks", true, "most MPI ranks allowed on this machine (default max(8, 2 x cores))", "N"},
+      {"max-ranks", true, "shrink the layout to at most N MPI ranks (without it, more than max(8, 2 x cores) is refused)", "N"},
       {"resume", true, "auto | never | checkpoint folder (default never)", "R"},
       {"checkpoint-every", true, "steps between checkpoints (default ceil(steps / 4))", "N"},
       {"dry-run", false, "check, scale and write RUNDIR's model, plan and command, then stop", ""},
@@ -196,6 +193,7 @@ int cmd_run(int argc, char** argv) {
   req.seed = uint64_t(seed.value_or(1234));
   req.threads = int(threads.value_or(0));
   req.max_ranks = int(max_ranks.value_or(0));
+  req.shrink_to_max_ranks = max_ranks.has_value();
   req.stated_gemm_peak_gflops = peak.value_or(0);
   req.data = args.get("data", "synthetic");
   req.resume = args.get("resume", "never");
@@ -316,16 +314,5 @@ int cmd_run(int argc, char** argv) {
   }
   return kExitOk;
 }
-
-#else
-
-int cmd_run(int, char**) {
-  std::fprintf(stderr,
-               "capplan run: this capplan was built without the launch library (it needs MPI: "
-               "install libopenmpi-dev and rebuild)\n");
-  return kExitFailure;
-}
-
-#endif
 
 }  // namespace capplan::cli

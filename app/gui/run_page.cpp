@@ -28,8 +28,8 @@
 #include "page_common.h"
 
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
-#include "runtime/launch.h"
-#include "runtime/report.h"
+#include "launch/launch.h"
+#include "io/report.h"
 #endif
 
 namespace capplan::gui {

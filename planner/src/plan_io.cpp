@@ -4,13 +4,6 @@
 // catalog or on files that may change later.
 #include "planner/plan_io.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <sstream>
 
@@ -311,60 +304,6 @@ Loaded<Plan> load_plan(const std::string& path) {
 
 std::string save_plan(const Plan& plan, const std::string& path) {
   return write_file_atomic(path, plan_to_yaml(plan));
-}
-
-std::string write_file_atomic(const std::string& path, const std::string& contents) {
-  const std::filesystem::path target(path);
-  const std::filesystem::path dir =
-      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
-  // A fresh name beside the target, created exclusively with mode 0666 so that the kernel
-  // applies the process's umask itself (mkstemp's 0600 would need the umask read, and reading
-  // it means setting it, process-wide, in a multi-threaded GUI).
-  static std::atomic<unsigned> counter{0};
-  std::string tmpl;
-  int fd = -1;
-  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
-    tmpl = (dir / (std::string(".") + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                   std::to_string(counter.fetch_add(1))))
-               .string();
-    fd = ::open(tmpl.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) break;
-  }
-  if (fd < 0) return path + ": cannot create a temporary file: " + std::strerror(errno);
-  const char* p = contents.data();
-  size_t left = contents.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const std::string err = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmpl.c_str());
-      return path + ": write failed: " + err;
-    }
-    p += n;
-    left -= size_t(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  const int sync_errno = errno;
-  const bool closed = ::close(fd) == 0;
-  if (!synced || !closed) {
-    const std::string err = std::strerror(synced ? errno : sync_errno);
-    ::unlink(tmpl.c_str());
-    return path + ": cannot flush to disk: " + err;
-  }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    return path + ": cannot rename the temporary file into place: " + err;
-  }
-  // Make the rename itself durable.
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return {};
 }
 
 }  // namespace capplan

@@ -4,11 +4,11 @@
 # 100,000 and more are over it), /dev/zero, a FIFO, a huge
 # step simulation and run simulations whose checkpoint intervals fail far more often than not.
 # Prints figures (wall seconds, exit status); asserts nothing. The same cases are tested for
-# their messages in tests/app/test_robustness.cpp.
+# their messages in tests/app/cli/test_robustness.cpp.
 # Usage: tests/bench/bench_bad_input.sh [BUILD_DIR]
 set -euo pipefail
 BUILD="${1:-build}"
-CLI="$BUILD/app/cli/capplan"
+CLI="$BUILD/bin/capplan"
 [[ -x "$CLI" ]] || { echo "error: $CLI not found (build the capplan target)" >&2; exit 2; }
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/backend.h"
+#include "train/backend.h"
 
 #ifdef CAPPLAN_HAVE_CBLAS
 #include <cblas.h>

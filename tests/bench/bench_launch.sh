@@ -8,7 +8,7 @@
 set -u
 BUILD=${1:-build}
 STEPS=${2:-8}
-CAPPLAN="$BUILD/app/cli/capplan"
+CAPPLAN="$BUILD/bin/capplan"
 if [ ! -x "$CAPPLAN" ]; then
   echo "bench_launch: $CAPPLAN not found (build the capplan and capplan-train targets first)" >&2
   exit 2

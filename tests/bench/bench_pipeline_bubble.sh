@@ -6,7 +6,7 @@
 # Prints figures; asserts nothing. Usage: tests/bench/bench_pipeline_bubble.sh [BUILD_DIR]
 set -euo pipefail
 BUILD="${1:-build}"
-TRAIN="$BUILD/runtime/capplan-train"
+TRAIN="$BUILD/bin/capplan-train"
 [[ -x "$TRAIN" ]] || { echo "error: $TRAIN not found (build the capplan-train target)" >&2; exit 2; }
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

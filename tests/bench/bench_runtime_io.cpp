@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "runtime/checkpoint.h"
-#include "runtime/data.h"
+#include "io/checkpoint.h"
+#include "io/data.h"
 
 namespace fs = std::filesystem;
 using namespace capplan::rt;

@@ -7,8 +7,8 @@
 set -euo pipefail
 BUILD="$(realpath "${1:-build}")"
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-CAPPLAN="$BUILD/app/cli/capplan"
-TRAIN="$BUILD/runtime/capplan-train"
+CAPPLAN="$BUILD/bin/capplan"
+TRAIN="$BUILD/bin/capplan-train"
 for f in "$CAPPLAN" "$TRAIN"; do
   [[ -x "$f" ]] || { echo "error: $f not found (build the capplan and capplan-train targets)" >&2; exit 2; }
 done

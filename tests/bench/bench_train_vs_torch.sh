@@ -31,7 +31,7 @@ while [[ $# -gt 0 ]]; do
   shift
 done
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-TRAIN="$BUILD/runtime/capplan-train"
+TRAIN="$BUILD/bin/capplan-train"
 [[ -x "$TRAIN" ]] || { echo "error: $TRAIN not found (build the capplan-train target)" >&2; exit 2; }
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT

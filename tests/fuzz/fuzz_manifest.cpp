@@ -2,7 +2,7 @@
 // holding one valid shard, then verified (checkpoint_verify) and searched for
 // (checkpoint_find_latest_good): a verdict and a reason, never a crash.
 #include "fuzz_check.h"
-#include "runtime/checkpoint.h"
+#include "io/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace rt = capplan::rt;

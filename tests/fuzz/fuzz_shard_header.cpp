@@ -1,7 +1,7 @@
 // Fuzz target: token shard files (shard_read_header, then shard_read with a vocabulary): the
 // input is written as a .bin file and read back through the runtime's reader.
 #include "fuzz_check.h"
-#include "runtime/data.h"
+#include "io/data.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string t = capplan::fuzz::text_of(data, size);

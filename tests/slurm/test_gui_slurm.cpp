@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../app/gui_test_support.h"
+#include "../app/gui/gui_test_support.h"
 #include "run_page.h"
 #include "timeline_page.h"
 #include "planner/spec_io.h"

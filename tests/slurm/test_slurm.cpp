@@ -26,7 +26,7 @@
 #include <regex>
 #include <thread>
 
-#include "runtime/launch.h"
+#include "launch/launch.h"
 #include "support/test_files.h"
 
 extern char** environ;

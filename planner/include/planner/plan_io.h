@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "planner/atomic_file.h"
 #include "planner/cost_model.h"
 #include "planner/diagnostics.h"
 
@@ -27,8 +28,5 @@ Loaded<Plan> load_plan(const std::string& path);
 Loaded<Plan> load_plan_draft(const std::string& path);
 // Atomic write; returns an error message or empty on success.
 std::string save_plan(const Plan& plan, const std::string& path);
-
-// Atomic file write used by every writer in the project: temp file in the same folder, fsync, rename.
-std::string write_file_atomic(const std::string& path, const std::string& contents);
 
 }  // namespace capplan

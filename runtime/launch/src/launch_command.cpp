@@ -1,0 +1,98 @@
+// The mpirun argument vector for capplan-train, and where to find capplan-train. Arguments stay
+// a list from here to execve(): nothing is ever joined into a shell string except for display.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <sstream>
+
+#include "launch/launch.h"
+
+namespace capplan::rt {
+
+std::vector<std::string> build_train_argv(const TrainCommand& c) {
+  const Layout& l = c.layout;
+  std::vector<std::string> a;
+  a.push_back(c.mpirun);
+  if (c.as_root) a.push_back("--allow-run-as-root");
+  // More ranks than cores is the normal case here; without binding, the ranks' threads spread
+  // over all cores instead of being pinned to one core each.
+  a.push_back("--oversubscribe");
+  a.push_back("--bind-to");
+  a.push_back("none");
+  if (!c.hostfile.empty()) {
+    a.push_back("--hostfile");
+    a.push_back(c.hostfile);
+  }
+  a.push_back("-np");
+  a.push_back(std::to_string(l.gpus()));
+  a.push_back(c.train_binary);
+  auto flag = [&](const char* name, const std::string& value) {
+    a.push_back(name);
+    a.push_back(value);
+  };
+  flag("--model", c.model_file);
+  flag("--dp", std::to_string(l.dp));
+  flag("--tp", std::to_string(l.tp));
+  flag("--pp", std::to_string(l.pp));
+  flag("--vp", std::to_string(l.vp));
+  flag("--mbs", std::to_string(l.mbs));
+  flag("--gbs", std::to_string(c.gbs));
+  flag("--zero", std::to_string(l.zero));
+  flag("--recompute", to_string(l.recompute));
+  if (l.offload) a.push_back("--offload");
+  if (l.sp) a.push_back("--sp");
+  flag("--order", l.order);
+  flag("--schedule", to_string(l.schedule));
+  flag("--steps", std::to_string(c.steps));
+  flag("--seed", std::to_string(c.seed));
+  if (c.lr > 0) {
+    std::ostringstream s;
+    s << c.lr;
+    flag("--lr", s.str());
+  }
+  flag("--data", c.data);
+  if (!c.checkpoint_dir.empty()) {
+    flag("--checkpoint-dir", c.checkpoint_dir);
+    if (c.checkpoint_every > 0) flag("--checkpoint-every", std::to_string(c.checkpoint_every));
+    flag("--resume", c.resume);
+  }
+  if (!c.metrics_file.empty()) flag("--metrics", c.metrics_file);
+  if (c.threads > 0) flag("--threads", std::to_string(c.threads));
+  return a;
+}
+
+std::string self_executable() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  buf[n] = '\0';
+  return buf;
+}
+
+namespace {
+std::string resolved(const std::string& path) {
+  if (path.empty()) return path;
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
+}
+}  // namespace
+
+std::string locate_train_binary(const std::string& self_exe, const std::string& build_hint) {
+  if (const char* env = std::getenv("CAPPLAN_TRAIN"); env && *env) {
+    return find_executable(env);
+  }
+  if (!self_exe.empty()) {
+    const std::string dir = self_exe.substr(0, self_exe.find_last_of('/') + 1);
+    // Side by side: installed, and in the build tree's bin/.
+    const std::string p = find_executable((dir.empty() ? std::string("./") : dir) + "capplan-train");
+    if (!p.empty()) return resolved(p);
+  }
+  if (!build_hint.empty()) {
+    const std::string p = find_executable(build_hint);
+    if (!p.empty()) return p;
+  }
+  return find_executable("capplan-train");
+}
+
+}  // namespace capplan::rt

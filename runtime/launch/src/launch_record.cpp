@@ -1,0 +1,522 @@
+// The run record: what ran (exact command, the scaled spec, this machine) and predicted,
+// simulated and measured step time per term and memory per rank, side by side, as RUNDIR/run.json
+// (machine-readable; unknown figures are null) and RUNDIR/run.txt (for people).
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <sstream>
+
+#include "planner/json_writer.h"
+#include "planner/plan_io.h"
+#include "launch/launch.h"
+
+namespace capplan::rt {
+namespace {
+
+void write_model(JsonWriter& j, const std::string& key, const ModelSpec& m) {
+  j.begin_object(key)
+      .str("name", m.name)
+      .integer("layers", m.layers)
+      .integer("hidden", m.hidden)
+      .integer("heads", m.heads)
+      .integer("kv_heads", m.kv_heads_or_default())
+      .integer("ffn_hidden", m.ffn_hidden_or_default())
+      .integer("vocab", m.vocab)
+      .integer("seq_len", m.seq_len)
+      .str("ffn", to_string(m.ffn))
+      .str("norm", to_string(m.norm))
+      .str("position", to_string(m.position))
+      .boolean("tied_embeddings", m.tied_embeddings)
+      .end_object();
+}
+
+void write_layout(JsonWriter& j, const std::string& key, const Layout& l, int64_t gbs) {
+  j.begin_object(key)
+      .integer("dp", l.dp)
+      .integer("tp", l.tp)
+      .integer("pp", l.pp)
+      .integer("vp", l.vp)
+      .integer("mbs", l.mbs)
+      .integer("gbs", gbs)
+      .integer("num_microbatches", l.num_microbatches(gbs))
+      .integer("zero", l.zero)
+      .str("recompute", to_string(l.recompute))
+      .boolean("offload", l.offload)
+      .boolean("sp", l.sp)
+      .str("order", l.order)
+      .str("schedule", to_string(l.schedule))
+      .end_object();
+}
+
+void write_breakdown(JsonWriter& j, const std::string& key, const TimeBreakdown& b) {
+  j.begin_object(key)
+      .num("compute", b.compute)
+      .num("recompute", b.recompute)
+      .num("bubble", b.bubble)
+      .num("tp_comm", b.tp_comm)
+      .num("pp_comm", b.pp_comm)
+      .num("dp_comm", b.dp_comm)
+      .num("optimizer", b.optimizer)
+      .num("offload", b.offload)
+      .end_object();
+}
+
+double phase(const MeasuredRun& m, const std::string& name) {
+  const auto it = m.phase_s.find(name);
+  return it == m.phase_s.end() ? kUnknown : it->second;
+}
+
+double max_of(const std::vector<double>& v) {
+  double best = kUnknown;
+  for (double x : v) {
+    if (std::isfinite(x) && (!std::isfinite(best) || x > best)) best = x;
+  }
+  return best;
+}
+
+std::string fmt_s(double v) {
+  if (!std::isfinite(v)) return "-";
+  char buf[32];
+  if (v != 0 && std::fabs(v) < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", v * 1e6);
+  else if (std::fabs(v) < 1) std::snprintf(buf, sizeof buf, "%.2f ms", v * 1e3);
+  else std::snprintf(buf, sizeof buf, "%.3f s", v);
+  return buf;
+}
+
+std::string fmt_bytes(double v) {
+  if (!std::isfinite(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1024.0 * 1024.0));
+  return buf;
+}
+
+void write_slurm(JsonWriter& j, const SlurmJob& s) {
+  j.begin_object("slurm")
+      .str("job_id", s.job_id)
+      .str("partition", s.partition)
+      .str("account", s.account)
+      .str("time_limit", s.time_limit)
+      .integer("nodes", s.nodes)
+      .integer("requeue_limit", s.requeue_limit)
+      .str("script", s.script)
+      .str("output_file", s.output_file)
+      .str("final_state", s.final_state)
+      .str("final_reason", s.final_reason)
+      .str("exit_code", s.exit_code)
+      .integer("restarts", s.restarts);
+  j.begin_array("states");
+  for (const auto& c : s.states) {
+    j.begin_object()
+        .str("time_utc", c.time_utc)
+        .str("state", c.state)
+        .str("reason", c.reason)
+        .integer("restarts", c.restarts)
+        .end_object();
+  }
+  j.end_array();
+  j.begin_array("attempts");
+  for (const auto& a : s.attempts) {
+    j.begin_object()
+        .integer("attempt", a.attempt)
+        .str("started_utc", a.started_utc)
+        .str("train_started_utc", a.train_started_utc)
+        .str("train_ended_utc", a.train_ended_utc)
+        .integer("exit_code", a.exit_code)
+        .str("outcome", a.outcome)
+        .integer("resumed_from_step", a.resumed_from_step)
+        .integer("first_step", a.first_step)
+        .integer("last_step", a.last_step)
+        .num("step_time_sum_s", a.step_time_sum_s);
+    j.begin_array("health_failures");
+    for (const auto& h : a.health_failures) j.str("", h);
+    j.end_array();
+    j.end_object();
+  }
+  j.end_array();
+  j.begin_array("drained");
+  for (const auto& d : s.drained) j.str("", d);
+  j.end_array();
+  j.end_object();
+}
+
+void write_goodput(JsonWriter& j, const Goodput& g) {
+  j.begin_object("goodput")
+      .num("wall_s", g.wall_s)
+      .num("productive_s", g.productive_s)
+      .num("ratio", g.ratio)
+      .integer("failures", g.failures)
+      .num("predicted_ratio", g.predicted_ratio)
+      .str("predicted_basis", g.predicted_basis);
+  j.begin_array("per_failure");
+  for (const auto& f : g.per_failure) {
+    j.begin_object()
+        .integer("attempt", f.attempt)
+        .num("restart_s", f.restart_s)
+        .num("reload_s", f.reload_s)
+        .integer("recomputed_steps", f.recomputed_steps)
+        .num("recomputed_s", f.recomputed_s)
+        .end_object();
+  }
+  j.end_array();
+  j.end_object();
+}
+
+}  // namespace
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm {};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+const char* to_string(RunStatus s) {
+  switch (s) {
+    case RunStatus::NotStarted: return "not-started";
+    case RunStatus::Running: return "running";
+    case RunStatus::Succeeded: return "succeeded";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Cancelled: return "cancelled";
+  }
+  return "unknown";
+}
+
+std::vector<TermRow> compare_terms(const RunRecord& r) {
+  const MeasuredRun& m = r.measured;
+  const double fwd = phase(m, "forward"), bwd = phase(m, "backward");
+  const double compute = std::isfinite(fwd) && std::isfinite(bwd) ? fwd + bwd : kUnknown;
+  struct Term {
+    const char* name;
+    double TimeBreakdown::*field;
+    double measured;
+  };
+  const Term terms[] = {
+      {"compute", &TimeBreakdown::compute, compute},
+      {"recompute", &TimeBreakdown::recompute, phase(m, "recompute")},
+      // The trainer's bubble share is of the micro-batch phase; times the step it slightly
+      // over-counts (the optimizer and DP tail have no bubble).
+      {"bubble", &TimeBreakdown::bubble,
+       std::isfinite(phase(m, "bubble")) ? phase(m, "bubble") : m.bubble_fraction * m.step_time_s},
+      {"tp_comm", &TimeBreakdown::tp_comm, phase(m, "tp_comm")},
+      {"pp_comm", &TimeBreakdown::pp_comm, phase(m, "pp_comm")},
+      {"dp_comm", &TimeBreakdown::dp_comm, phase(m, "dp_comm")},
+      {"optimizer", &TimeBreakdown::optimizer, phase(m, "optimizer")},
+      {"offload", &TimeBreakdown::offload, phase(m, "offload")},
+  };
+  std::vector<TermRow> rows;
+  for (const Term& t : terms) {
+    TermRow row;
+    row.term = t.name;
+    if (r.predicted) row.predicted_s = r.predicted->breakdown_s.*(t.field);
+    if (r.simulated) row.simulated_s = r.simulated->breakdown_s.*(t.field);
+    row.measured_s = t.measured;
+    rows.push_back(row);
+  }
+  // Time inside the backend's GEMMs: a part of compute, shown under it, not a term of its own.
+  if (const auto it = m.phase_s.find("gemm"); it != m.phase_s.end())
+    rows.insert(rows.begin() + 1, {"gemm (within compute)", kUnknown, kUnknown, it->second});
+  // Phases the runtime times that the cost model has no term for (e.g. data loading).
+  for (const auto& [name, value] : m.phase_s) {
+    static const char* known[] = {"forward", "backward", "recompute", "bubble", "tp_comm",
+                                  "pp_comm", "dp_comm", "optimizer", "offload", "gemm"};
+    bool is_known = false;
+    for (const char* k : known) is_known = is_known || name == k;
+    if (!is_known) rows.push_back({name + " (not modelled)", kUnknown, kUnknown, value});
+  }
+  TermRow step;
+  step.term = "step";
+  if (r.predicted) step.predicted_s = r.predicted->step_time_s;
+  if (r.simulated) step.simulated_s = r.simulated->step_time_s;
+  step.measured_s = m.step_time_s;
+  rows.push_back(step);
+  return rows;
+}
+
+std::vector<MemoryRow> compare_memory(const RunRecord& r) {
+  const MemoryBytes* p = r.predicted ? &r.predicted->memory_per_gpu_bytes : nullptr;
+  const auto& m = r.measured.memory_bytes;
+  auto measured = [&](const char* kind) {
+    const auto it = m.find(kind);
+    return it == m.end() ? kUnknown : it->second;
+  };
+  // The batch split's extra gradient copies (capplan-train on the CPU, threads splitting each
+  // micro-batch) are not the layout's: a row of their own, when a run had them.
+  std::vector<MemoryRow> rows = {
+      {"weights", p ? p->weights : kUnknown, measured("weights")},
+      {"gradients", p ? p->gradients : kUnknown, measured("gradients")}};
+  if (measured("split_gradients") > 0)
+    rows.push_back({"gradient copies", kUnknown, measured("split_gradients")});
+  rows.insert(rows.end(), {
+      {"optimizer", p ? p->optimizer : kUnknown, measured("optimizer")},
+      {"activations", p ? p->activations : kUnknown, measured("activations")},
+      {"offloaded", kUnknown, measured("offloaded")},
+      {"buffers", p ? p->buffers : kUnknown, measured("buffers")},
+  });
+  double total = 0;
+  bool any = false;
+  for (const char* k :
+       {"weights", "gradients", "split_gradients", "optimizer", "activations", "buffers"}) {
+    if (std::isfinite(measured(k))) {
+      total += measured(k);
+      any = true;
+    }
+  }
+  rows.push_back({"total (on the device)", p ? p->total : kUnknown, any ? total : kUnknown});
+  rows.push_back({"peak RSS (process)", kUnknown, max_of(r.measured.peak_rss_bytes_per_rank)});
+  return rows;
+}
+
+std::string run_record_json(const RunRecord& r) {
+  JsonWriter j;
+  j.begin_object();
+  j.str("status", to_string(r.status)).str("reason", r.reason);
+  j.begin_array("command");
+  for (const auto& a : r.command) j.str("", a);
+  j.end_array();
+  j.str("command_line", shell_quote(r.command));
+  j.str("run_dir", r.run_dir)
+      .str("started_utc", r.started_utc)
+      .str("finished_utc", r.finished_utc)
+      .num("wall_time_s", r.wall_time_s)
+      .integer("exit_code", r.exit_code)
+      .integer("term_signal", r.term_signal)
+      .integer("steps", r.steps)
+      .str("model_ref", r.model_ref)
+      .str("cluster_ref", r.cluster_ref);
+
+  j.begin_object("original");
+  write_model(j, "model", r.original.model);
+  j.str("cluster", r.original.cluster.name)
+      .integer("gpus", r.original.total_gpus())
+      .integer("seq_len", r.original.seq_len())
+      .str("precision", to_string(r.original.training.precision));
+  write_layout(j, "layout", r.original_layout, r.original.training.gbs);
+  j.end_object();
+
+  j.boolean("scaled_down", r.scaled_down);
+  j.begin_array("changes");
+  for (const auto& c : r.changes) j.str("", c);
+  j.end_array();
+
+  j.begin_object("run");
+  write_model(j, "model", r.scenario.model);
+  j.str("cluster", r.scenario.cluster.name)
+      .integer("ranks", r.layout.gpus())
+      .integer("seq_len", r.scenario.seq_len())
+      .str("precision", to_string(r.scenario.training.precision));
+  write_layout(j, "layout", r.layout, r.scenario.training.gbs);
+  j.end_object();
+
+  j.begin_object("machine")
+      .integer("cores", r.machine.cores)
+      .num("ram_bytes", r.machine.ram_bytes)
+      .num("gemm_peak_gflops", r.machine.gemm_peak_gflops > 0 ? r.machine.gemm_peak_gflops : kUnknown)
+      .str("gemm_peak_source", r.machine.gemm_peak_source)
+      .num("memory_gbyte_per_s", r.machine.memory_gbyte_per_s > 0 ? r.machine.memory_gbyte_per_s : kUnknown)
+      .str("memory_source", r.machine.memory_source)
+      .end_object();
+
+  if (r.predicted) {
+    const Estimate& e = *r.predicted;
+    j.begin_object("predicted").num("step_time_s", e.step_time_s);
+    write_breakdown(j, "breakdown_s", e.breakdown_s);
+    j.num("bubble_fraction", e.bubble_fraction)
+        .num("tokens_per_s", e.tokens_per_s)
+        .boolean("fits", e.fits)
+        .str("reason", e.reason);
+    j.begin_object("memory_per_gpu_bytes")
+        .num("weights", e.memory_per_gpu_bytes.weights)
+        .num("gradients", e.memory_per_gpu_bytes.gradients)
+        .num("optimizer", e.memory_per_gpu_bytes.optimizer)
+        .num("activations", e.memory_per_gpu_bytes.activations)
+        .num("buffers", e.memory_per_gpu_bytes.buffers)
+        .num("total", e.memory_per_gpu_bytes.total)
+        .num("capacity", e.memory_per_gpu_bytes.capacity)
+        .end_object();
+    j.end_object();
+  } else {
+    j.null("predicted");
+  }
+  if (r.simulated) {
+    j.begin_object("simulated").num("step_time_s", r.simulated->step_time_s);
+    write_breakdown(j, "breakdown_s", r.simulated->breakdown_s);
+    j.num("bubble_fraction", r.simulated->bubble_fraction).end_object();
+  } else {
+    j.null("simulated");
+  }
+
+  const MeasuredRun& m = r.measured;
+  j.begin_object("measured")
+      .integer("steps", m.steps)
+      .integer("warmup_steps", m.warmup_steps)
+      .num("step_time_s", m.step_time_s)
+      .num("tokens_per_s", m.tokens_per_s)
+      .num("bubble_fraction", m.bubble_fraction)
+      .num("first_loss", m.first_loss)
+      .num("last_loss", m.last_loss);
+  j.begin_object("phase_s");
+  for (const auto& [name, v] : m.phase_s) j.num(name, v);
+  j.end_object();
+  j.begin_array("peak_rss_bytes_per_rank");
+  for (double v : m.peak_rss_bytes_per_rank) j.num("", v);
+  j.end_array();
+  j.num("max_process_rss_bytes", m.max_process_rss_bytes);
+  j.begin_object("memory_bytes");
+  for (const auto& [kind, v] : m.memory_bytes) j.num(kind, v);
+  j.end_object();
+  j.str("memory_source", m.memory_source);
+  j.num("peak_flops_per_s", m.peak_flops_per_s)
+      .str("peak_flops_source", m.peak_flops_source)
+      .str("summary_status", m.summary_status)
+      .str("summary_reason", m.summary_reason)
+      .end_object();
+
+  j.begin_array("comparison");
+  for (const TermRow& row : compare_terms(r)) {
+    j.begin_object()
+        .str("term", row.term)
+        .num("predicted_s", row.predicted_s)
+        .num("simulated_s", row.simulated_s)
+        .num("measured_s", row.measured_s)
+        .end_object();
+  }
+  j.end_array();
+  j.begin_array("memory_comparison");
+  for (const MemoryRow& row : compare_memory(r)) {
+    j.begin_object()
+        .str("kind", row.kind)
+        .num("predicted_bytes", row.predicted_bytes)
+        .num("measured_bytes", row.measured_bytes)
+        .end_object();
+  }
+  j.end_array();
+  j.begin_object("memory_per_rank_bytes")
+      .num("predicted_total", r.predicted ? r.predicted->memory_per_gpu_bytes.total : kUnknown)
+      .num("measured_peak_rss", max_of(m.peak_rss_bytes_per_rank))
+      .num("measured_max_process_rss", m.max_process_rss_bytes)
+      .end_object();
+  if (r.slurm) write_slurm(j, *r.slurm);
+  if (r.goodput) write_goodput(j, *r.goodput);
+  j.end_object();
+  return j.str() + "\n";
+}
+
+std::string run_record_text(const RunRecord& r) {
+  std::ostringstream t;
+  t << "capplan run: " << to_string(r.status);
+  if (!r.reason.empty()) t << " (" << r.reason << ")";
+  t << "\n\ncommand:\n  " << shell_quote(r.command) << "\n";
+  t << "\nmodel " << (r.model_ref.empty() ? r.original.model.name : r.model_ref) << " on "
+    << (r.cluster_ref.empty() ? r.original.cluster.name : r.cluster_ref) << "\n";
+  if (!r.changes.empty()) {
+    t << (r.scaled_down ? "scaled down to this machine:\n" : "moved to this machine:\n");
+    for (const auto& c : r.changes) t << "  - " << c << "\n";
+  }
+  t << "\nthis machine: " << r.machine.cores << " cores, " << fmt_bytes(r.machine.ram_bytes)
+    << " RAM; fp32 GEMM peak ";
+  if (r.machine.gemm_peak_gflops > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", r.machine.gemm_peak_gflops);
+    t << buf << " (" << r.machine.gemm_peak_source << ")\n";
+  } else {
+    t << "unknown\n";
+  }
+  t << "\nstep time per term      predicted     simulated     measured\n";
+  for (const TermRow& row : compare_terms(r)) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-21s %-13s %-13s %s\n", row.term.c_str(),
+                  fmt_s(row.predicted_s).c_str(), fmt_s(row.simulated_s).c_str(),
+                  fmt_s(row.measured_s).c_str());
+    t << line;
+  }
+  if (r.layout.pp > 1) {
+    const int64_t m = r.layout.num_microbatches(r.scenario.training.gbs);
+    const int p = r.layout.pp;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "  bubble share: predicted %.3f, simulated %.3f, measured %.3f; (p-1)/(m+p-1) = %d/%lld = %.3f%s\n",
+                  r.predicted ? r.predicted->bubble_fraction : kUnknown,
+                  r.simulated ? r.simulated->bubble_fraction : kUnknown, r.measured.bubble_fraction, p - 1,
+                  (long long)(m + p - 1), double(p - 1) / double(m + p - 1),
+                  r.layout.vp > 1 ? " (interleaving divides it by vp)" : "");
+    t << buf;
+  }
+  t << "  (measured compute = forward + backward as the trainer times them, which includes any\n"
+       "   recompute, tensor-parallel communication and pipeline waiting it does not time apart;\n"
+       "   the first "
+    << r.measured.warmup_steps << " of " << r.measured.steps
+    << " steps are left out of the medians as warm-up)\n";
+  t << "\nmemory per rank         predicted     measured\n";
+  for (const MemoryRow& row : compare_memory(r)) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-21s %-13s %s\n", row.kind.c_str(),
+                  fmt_bytes(row.predicted_bytes).c_str(), fmt_bytes(row.measured_bytes).c_str());
+    t << line;
+  }
+  t << "  (measured by kind: " << (r.measured.memory_source.empty() ? "not reported" : r.measured.memory_source)
+    << ";\n   predicted buffers include a GPU runtime's fixed reservation, which a CPU rank does not make;\n"
+       "   RSS includes the MPI library and the program; largest process of the job (wait4): "
+    << fmt_bytes(r.measured.max_process_rss_bytes) << ")\n";
+  if (const auto it = r.measured.memory_bytes.find("split_gradients");
+      it != r.measured.memory_bytes.end() && it->second > 0)
+    t << "  (gradient copies: the gradients of the other parts when a rank's threads split each\n"
+         "   micro-batch, capplan-train's batch split; not part of the layout's memory)\n";
+  if (std::isfinite(r.measured.first_loss)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "loss %.4f -> %.4f over %d steps\n", r.measured.first_loss,
+                  r.measured.last_loss, r.measured.steps);
+    t << buf;
+  }
+  if (r.slurm) {
+    const SlurmJob& s = *r.slurm;
+    t << "\nSlurm job " << s.job_id << " on partition " << (s.partition.empty() ? "(default)" : s.partition) << ", "
+      << s.nodes << " node(s), time limit " << (s.time_limit.empty() ? "(partition's)" : s.time_limit)
+      << ", up to " << s.requeue_limit << " requeues; ended " << (s.final_state.empty() ? "-" : s.final_state);
+    if (!s.exit_code.empty()) t << " (exit code " << s.exit_code << ")";
+    t << ", " << s.restarts << " requeue(s)\n  states:\n";
+    for (const auto& c : s.states) {
+      t << "    " << c.time_utc << "  " << c.state;
+      if (!c.reason.empty() && c.reason != "None") t << " (" << c.reason << ")";
+      t << "\n";
+    }
+    t << "  attempts:\n";
+    for (const auto& a : s.attempts) {
+      t << "    " << a.attempt << ": started " << a.started_utc << ", " << a.outcome;
+      if (a.resumed_from_step > 0) t << ", resumed from step " << a.resumed_from_step;
+      else if (a.resumed_from_step == 0) t << ", from scratch";
+      if (a.last_step > 0) t << ", steps " << a.first_step << "-" << a.last_step;
+      t << "\n";
+      for (const auto& h : a.health_failures) t << "       health: " << h << "\n";
+    }
+    for (const auto& d : s.drained) t << "  drained " << d << "\n";
+  }
+  if (r.goodput) {
+    const Goodput& g = *r.goodput;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "\ngoodput: productive step time %s of wall time %s = %.3f (predicted %.3f)\n",
+                  fmt_s(g.productive_s).c_str(), fmt_s(g.wall_s).c_str(), g.ratio, g.predicted_ratio);
+    t << buf;
+    if (!g.predicted_basis.empty()) t << "  (predicted for " << g.predicted_basis << ")\n";
+    for (const auto& f : g.per_failure) {
+      std::snprintf(buf, sizeof buf,
+                    "  failure of attempt %d: restart %s, reload %s, %lld steps recomputed (%s)\n", f.attempt,
+                    fmt_s(f.restart_s).c_str(), fmt_s(f.reload_s).c_str(), (long long)f.recomputed_steps,
+                    fmt_s(f.recomputed_s).c_str());
+      t << buf;
+    }
+  }
+  t << "\nrun directory: " << r.run_dir << "\n";
+  return t.str();
+}
+
+std::string write_run_record(const RunRecord& r) {
+  if (r.run_dir.empty()) return "no run directory";
+  std::string err = write_file_atomic(r.run_dir + "/run.json", run_record_json(r));
+  if (!err.empty()) return err;
+  return write_file_atomic(r.run_dir + "/run.txt", run_record_text(r));
+}
+
+}  // namespace capplan::rt

@@ -1,0 +1,242 @@
+// MPI communicators and process-group construction. Counts are passed to MPI in chunks of at most
+// 2^30 elements so tensors beyond int range work with the MPI-3 int count API.
+#include "train/communicator.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace capplan::rt {
+namespace {
+
+constexpr int64_t kChunk = int64_t(1) << 30;
+
+class SelfCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void all_reduce_sum(float*, int64_t) override {}
+  void all_reduce_sum(double*, int64_t) override {}
+  void all_reduce_max(float*, int64_t) override {}
+  void all_reduce_min(int64_t*, int64_t) override {}
+  void reduce_scatter_sum(const float* send, float* recv, int64_t count) override {
+    if (send != recv) std::memmove(recv, send, size_t(count) * sizeof(float));
+  }
+  void all_gather(const float* send, float* recv, int64_t count) override {
+    if (send != recv) std::memmove(recv, send, size_t(count) * sizeof(float));
+  }
+  void all_gather(const double* send, double* recv, int64_t count) override {
+    if (send != recv) std::memmove(recv, send, size_t(count) * sizeof(double));
+  }
+  void reduce_scatter_sum_v(const float* send, float* recv,
+                            const std::vector<int64_t>& counts) override {
+    if (send != recv) std::memmove(recv, send, size_t(counts.at(0)) * sizeof(float));
+  }
+  void all_gather_v(const float* send, float* recv, const std::vector<int64_t>& counts) override {
+    if (send != recv) std::memmove(recv, send, size_t(counts.at(0)) * sizeof(float));
+  }
+  void broadcast(float*, int64_t, int) override {}
+  void send(const float*, int64_t, int, int) override {
+    throw std::logic_error("send on a single-rank communicator");
+  }
+  void recv(float*, int64_t, int, int) override {
+    throw std::logic_error("recv on a single-rank communicator");
+  }
+  void send_async(const float*, int64_t, int, int) override {
+    throw std::logic_error("send on a single-rank communicator");
+  }
+  void wait_sends() override {}
+  void barrier() override {}
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void all_reduce_sum(float* data, int64_t n) override { all_reduce(data, n, MPI_FLOAT, MPI_SUM); }
+  void all_reduce_sum(double* data, int64_t n) override {
+    all_reduce(data, n, MPI_DOUBLE, MPI_SUM);
+  }
+  void all_reduce_max(float* data, int64_t n) override { all_reduce(data, n, MPI_FLOAT, MPI_MAX); }
+  void all_reduce_min(int64_t* data, int64_t n) override {
+    all_reduce(data, n, MPI_INT64_T, MPI_MIN);
+  }
+  void reduce_scatter_sum(const float* send, float* recv, int64_t count) override {
+    if (size_ == 1) {
+      if (send != recv) std::memmove(recv, send, size_t(count) * sizeof(float));
+      return;
+    }
+    if (count > kChunk) throw std::length_error("reduce_scatter: block too large");
+    // In place: the input is recv's size() blocks and this rank's sum lands at its start.
+    MPI_Reduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, int(count), MPI_FLOAT,
+                             MPI_SUM, comm_);
+  }
+  void all_gather(const float* send, float* recv, int64_t count) override {
+    gather(send, recv, count, MPI_FLOAT, sizeof(float));
+  }
+  void all_gather(const double* send, double* recv, int64_t count) override {
+    gather(send, recv, count, MPI_DOUBLE, sizeof(double));
+  }
+  void reduce_scatter_sum_v(const float* send, float* recv,
+                            const std::vector<int64_t>& counts) override {
+    const std::vector<int> c = int_counts(counts);
+    if (size_ == 1) {
+      if (send != recv) std::memmove(recv, send, size_t(c[0]) * sizeof(float));
+      return;
+    }
+    // In place: this rank's block of the sum lands at the start of the buffer.
+    MPI_Reduce_scatter(send == recv ? MPI_IN_PLACE : send, recv, c.data(), MPI_FLOAT, MPI_SUM,
+                       comm_);
+  }
+  void all_gather_v(const float* send, float* recv, const std::vector<int64_t>& counts) override {
+    const std::vector<int> c = int_counts(counts);
+    if (size_ == 1) {
+      if (send != recv) std::memmove(recv, send, size_t(c[0]) * sizeof(float));
+      return;
+    }
+    std::vector<int> displs(c.size(), 0);
+    for (size_t r = 1; r < c.size(); ++r) displs[r] = displs[r - 1] + c[r - 1];
+    MPI_Allgatherv(send, c[size_t(rank_)], MPI_FLOAT, recv, c.data(), displs.data(), MPI_FLOAT,
+                   comm_);
+  }
+  void broadcast(float* data, int64_t n, int root) override {
+    for (int64_t off = 0; off < n; off += kChunk)
+      MPI_Bcast(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, root, comm_);
+  }
+  void send(const float* data, int64_t n, int peer, int tag) override {
+    for (int64_t off = 0; off < n; off += kChunk)
+      MPI_Send(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_);
+  }
+  void recv(float* data, int64_t n, int peer, int tag) override {
+    for (int64_t off = 0; off < n; off += kChunk)
+      MPI_Recv(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_,
+               MPI_STATUS_IGNORE);
+  }
+  void send_async(const float* data, int64_t n, int peer, int tag) override {
+    for (int64_t off = 0; off < n; off += kChunk) {
+      requests_.emplace_back();
+      MPI_Isend(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_,
+                &requests_.back());
+    }
+  }
+  void wait_sends() override {
+    if (!requests_.empty())
+      MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
+  }
+  void barrier() override { MPI_Barrier(comm_); }
+
+ private:
+  template <class T>
+  void all_reduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op) {
+    if (size_ == 1) return;
+    for (int64_t off = 0; off < n; off += kChunk)
+      MPI_Allreduce(MPI_IN_PLACE, data + off, int(std::min(kChunk, n - off)), type, op, comm_);
+  }
+  void gather(const void* send, void* recv, int64_t count, MPI_Datatype type, size_t elem) {
+    if (size_ == 1) {
+      if (send != recv) std::memmove(recv, send, size_t(count) * elem);
+      return;
+    }
+    if (count > kChunk) throw std::length_error("all_gather: block too large");
+    const bool in_place =
+        static_cast<const char*>(send) == static_cast<char*>(recv) + size_t(rank_) * count * elem;
+    MPI_Allgather(in_place ? MPI_IN_PLACE : send, int(count), type, recv, int(count), type, comm_);
+  }
+  std::vector<int> int_counts(const std::vector<int64_t>& counts) const {
+    if (int(counts.size()) != size_) throw std::invalid_argument("one count per rank expected");
+    int64_t total = 0;
+    for (int64_t n : counts) total += n;
+    if (total > kChunk) throw std::length_error("variable-count collective: too large");
+    return std::vector<int>(counts.begin(), counts.end());
+  }
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+  std::vector<MPI_Request> requests_;
+};
+
+int axis_size(char axis, const Layout& l) {
+  return axis == 'D' ? l.dp : axis == 'P' ? l.pp : l.tp;
+}
+int& axis_ref(char axis, RankCoords& c) { return axis == 'D' ? c.dp : axis == 'P' ? c.pp : c.tp; }
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_self_communicator() {
+  return std::make_unique<SelfCommunicator>();
+}
+
+RankCoords rank_to_coords(int rank, const Layout& layout) {
+  RankCoords c;
+  for (int i = int(layout.order.size()) - 1; i >= 0; --i) {
+    const char axis = layout.order[size_t(i)];
+    const int n = axis_size(axis, layout);
+    axis_ref(axis, c) = rank % n;
+    rank /= n;
+  }
+  return c;
+}
+
+int coords_to_rank(const RankCoords& coords, const Layout& layout) {
+  RankCoords c = coords;
+  int rank = 0;
+  for (char axis : layout.order) rank = rank * axis_size(axis, layout) + axis_ref(axis, c);
+  return rank;
+}
+
+ProcessGroups make_process_groups(const Layout& layout) {
+  ProcessGroups g;
+  const int rank = world_rank();
+  g.coords = rank_to_coords(rank, layout);
+  g.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+  const RankCoords& c = g.coords;
+  auto split = [&](int color, int key) {
+    MPI_Comm comm;
+    MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm);
+    return std::make_unique<MpiCommunicator>(comm);
+  };
+  // Colour = the two other coordinates; key = this group's own coordinate.
+  g.dp = split(c.pp * layout.tp + c.tp, c.dp);
+  g.pp = split(c.dp * layout.tp + c.tp, c.pp);
+  g.tp = split(c.dp * layout.pp + c.pp, c.tp);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &g.local_rank);
+  MPI_Comm_size(local, &g.local_size);
+  MPI_Comm_free(&local);
+  return g;
+}
+
+int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+int world_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+int node_local_size() {
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int n = 1;
+  MPI_Comm_size(local, &n);
+  MPI_Comm_free(&local);
+  return n;
+}
+
+}  // namespace capplan::rt

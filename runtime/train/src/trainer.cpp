@@ -1,0 +1,1330 @@
+// capplan-train's run: flags, layout checks, process groups, model, data, the step loop with
+// gradient accumulation, checkpoints, resume and metrics. Every fallible setup stage ends in a
+// collective agreement (all_ok), so a problem seen by any rank stops every rank cleanly.
+#include "train/trainer.h"
+
+#include <mpi.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "planner/json_writer.h"
+#include "planner/schedule.h"
+#include "planner/spec_io.h"
+#include "train/backend.h"
+#include "io/checkpoint.h"
+#include "train/communicator.h"
+#include "io/data.h"
+#include "train/gpt.h"
+#include "io/metrics.h"
+
+namespace capplan::rt {
+namespace {
+
+const char* const kCmd = "<command line>";
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+const std::vector<std::string>& train_flags() {
+  static const std::vector<std::string> f = {
+      "model", "dp", "tp", "pp", "vp", "mbs", "gbs", "steps", "seq-len", "lr", "min-lr-ratio",
+      "warmup", "weight-decay", "clip", "beta1", "beta2", "seed", "data", "checkpoint-dir",
+      "checkpoint-every", "resume", "metrics", "threads", "zero", "recompute", "order", "schedule",
+      "offload", "sp", "kill-at-step", "dump-grads", "thread-split", "allow-fresh-start",
+      "resume-override"};
+  return f;
+}
+
+const std::vector<std::string>& resume_checked_keys() {
+  static const std::vector<std::string> k = {"gbs",   "seed",  "lr",    "min_lr_ratio",
+                                             "warmup", "weight_decay", "clip", "beta1",
+                                             "beta2", "steps", "data"};
+  return k;
+}
+
+const std::vector<std::string>& resume_overridable_keys() {
+  static const std::vector<std::string> k = {"lr",    "min_lr_ratio", "warmup", "weight_decay",
+                                             "clip",  "beta1",        "beta2",  "steps", "data"};
+  return k;
+}
+
+std::string train_usage() {
+  return R"(usage: mpirun -np N capplan-train --model M [flags]   (N = dp * tp * pp ranks)
+       capplan-train data prepare --text FILE... --out DIR [--shard-bytes N]
+       capplan-train report FILE
+
+model and layout (the names of capplan estimate):
+  --model M                 preset name, YAML file or Hugging Face config.json (required)
+  --dp N, --tp N, --pp N    data, tensor and pipeline parallel degrees (default 1)
+  --vp N                    model chunks per pipeline stage (with --schedule interleaved)
+  --mbs N                   sequences per micro-batch (default 1)
+  --gbs N                   global batch in sequences (default dp * mbs; gbs / (dp * mbs)
+                            micro-batches per step)
+  --seq-len N               tokens per sequence (default: the model's)
+  --zero 0|1|2|3            ZeRO stage: shard optimizer state, + gradients, + weights (default 0)
+  --recompute none|selective|full
+  --sp                      sequence parallelism over the TP group
+  --offload                 keep checkpointed activations in host memory between passes
+  --order DPT|...|cluster|spread   placement of the axes over ranks, right-most fastest
+  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)
+training:
+  --steps N (default 10)    --lr X (3e-4)             --warmup N (0)
+  --min-lr-ratio X (0.1)    --weight-decay X (0.1)    --clip X (1.0; 0 = none)
+  --beta1 X (0.9)           --beta2 X (0.95)          --seed N (1234)
+data, checkpoints, metrics:
+  --data DIR|synthetic      token shards (llm.c .bin layout), or random tokens (default)
+  --checkpoint-dir DIR      --checkpoint-every N      --resume auto|never|PATH (default auto)
+  --allow-fresh-start       with --resume auto: start from step 0 when every completed
+                            checkpoint fails verification (default: refuse, listing them)
+  --resume-override K,...   let a resumed run change these recorded training flags: lr,
+                            min_lr_ratio, warmup, weight_decay, clip, beta1, beta2, steps, data
+  --metrics FILE            JSON lines: steps, system samples every 500 ms, summary
+threads:
+  --threads N               per rank (default: the CPUs of this process / ranks on the node)
+  --thread-split auto|kernel   auto: with tp = pp = 1 and ZeRO <= 1 the threads split each
+                            micro-batch (one part each); kernel: they split every kernel
+testing aids:
+  --kill-at-step N          the last rank kills itself (SIGKILL) after step N
+  --dump-grads FILE         write step 1's gradients, summed over DP and un-sharded
+)";
+}
+
+Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* out) {
+  Diagnostics d;
+  TrainOptions& o = *out;
+  auto err = [&](const std::string& flag, const std::string& msg, const std::string& hint = {}) {
+    d.error(kCmd, 0, 0, "--" + flag, msg, hint);
+  };
+  auto to_int = [&](const std::string& flag, const std::string& v, int64_t min,
+                    int64_t max) -> std::optional<int64_t> {
+    char* end = nullptr;
+    errno = 0;
+    const long long x = std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || errno != 0) {
+      err(flag, "expected an integer, found '" + v + "'");
+      return std::nullopt;
+    }
+    if (x < min || x > max) {
+      err(flag, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], found " + v);
+      return std::nullopt;
+    }
+    return x;
+  };
+  auto to_double = [&](const std::string& flag, const std::string& v, double min,
+                       double max) -> std::optional<double> {
+    std::optional<double> x = parse_number(v);
+    if (!x) {
+      err(flag, "expected a number, found '" + v + "'");
+      return std::nullopt;
+    }
+    if (!(*x >= min && *x <= max)) {
+      std::ostringstream os;
+      os << "must be in [" << min << ", " << max << "], found " << v;
+      err(flag, os.str());
+      return std::nullopt;
+    }
+    return x;
+  };
+  const int64_t big = int64_t(1) << 40;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) {
+      d.error(kCmd, 0, 0, "", "unexpected argument '" + a + "'", "flags start with --");
+      continue;
+    }
+    std::string flag = a.substr(2), value;
+    bool has_value = false;
+    if (const size_t eq = flag.find('='); eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_value = true;
+    }
+    const auto& known = train_flags();
+    if (std::find(known.begin(), known.end(), flag) == known.end()) {
+      const std::string close = closest_match(flag, known);
+      err(flag, "unknown flag", close.empty() ? "" : "did you mean '--" + close + "'?");
+      if (!has_value && i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) ++i;
+      continue;
+    }
+    if (flag == "offload" || flag == "sp" || flag == "allow-fresh-start") {
+      const bool on = !has_value || value == "1" || value == "true" || value == "on";
+      (flag == "offload" ? o.layout.offload : flag == "sp" ? o.layout.sp : o.allow_fresh_start) = on;
+      continue;
+    }
+    if (!has_value) {
+      if (i + 1 >= argc) {
+        err(flag, "needs a value");
+        continue;
+      }
+      value = argv[++i];
+    }
+    if (flag == "model") o.model = value;
+    else if (flag == "dp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.dp = int(*x); }
+    else if (flag == "tp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.tp = int(*x); }
+    else if (flag == "pp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.pp = int(*x); }
+    else if (flag == "vp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.vp = int(*x); }
+    else if (flag == "mbs") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.mbs = int(*x); }
+    else if (flag == "gbs") { if (auto x = to_int(flag, value, 1, big)) o.gbs = *x; }
+    else if (flag == "steps") { if (auto x = to_int(flag, value, 1, big)) o.steps = *x; }
+    else if (flag == "seq-len") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.seq_len = int(*x); }
+    else if (flag == "threads") { if (auto x = to_int(flag, value, 1, 1024)) o.threads = int(*x); }
+    else if (flag == "warmup") { if (auto x = to_int(flag, value, 0, big)) o.optimizer.warmup_steps = *x; }
+    else if (flag == "checkpoint-every") { if (auto x = to_int(flag, value, 0, big)) o.checkpoint_every = *x; }
+    else if (flag == "kill-at-step") { if (auto x = to_int(flag, value, 0, big)) o.kill_at_step = *x; }
+    else if (flag == "seed") { if (auto x = to_int(flag, value, 0, INT64_MAX)) o.seed = uint64_t(*x); }
+    else if (flag == "zero") { if (auto x = to_int(flag, value, 0, 3)) o.layout.zero = int(*x); }
+    else if (flag == "lr") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.lr = *x; }
+    else if (flag == "min-lr-ratio") { if (auto x = to_double(flag, value, 0, 1)) o.optimizer.min_lr_ratio = *x; }
+    else if (flag == "weight-decay") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.weight_decay = *x; }
+    else if (flag == "clip") { if (auto x = to_double(flag, value, 0, 1e9)) o.optimizer.clip = *x; }
+    else if (flag == "beta1") { if (auto x = to_double(flag, value, 0, 0.999999)) o.optimizer.beta1 = *x; }
+    else if (flag == "beta2") { if (auto x = to_double(flag, value, 0, 0.999999)) o.optimizer.beta2 = *x; }
+    else if (flag == "data") o.data = value;
+    else if (flag == "checkpoint-dir") o.checkpoint_dir = value;
+    else if (flag == "resume") o.resume = value;
+    else if (flag == "resume-override") {
+      std::istringstream is(value);
+      for (std::string k; std::getline(is, k, ',');) {
+        std::replace(k.begin(), k.end(), '-', '_');
+        const auto& ok = resume_overridable_keys();
+        const auto& checked = resume_checked_keys();
+        if (std::find(ok.begin(), ok.end(), k) != ok.end()) {
+          o.resume_override.push_back(k);
+        } else if (std::find(checked.begin(), checked.end(), k) != checked.end()) {
+          err(flag, "'" + k + "' cannot be overridden: the order of the training data depends on it",
+              "start a new run (another --checkpoint-dir) to change it");
+        } else {
+          const std::string close = closest_match(k, ok);
+          err(flag, "unknown key '" + k + "' (expected one of lr, min_lr_ratio, warmup, "
+                    "weight_decay, clip, beta1, beta2, steps, data)",
+              close.empty() ? "" : "did you mean '" + close + "'?");
+        }
+      }
+    }
+    else if (flag == "metrics") o.metrics = value;
+    else if (flag == "dump-grads") o.dump_grads = value;
+    else if (flag == "thread-split") {
+      if (value == "auto" || value == "kernel") o.thread_split = value;
+      else err(flag, "expected auto or kernel, found '" + value + "'");
+    }
+    else if (flag == "recompute") {
+      if (auto r = parse_recompute(value)) o.layout.recompute = *r;
+      else err(flag, "expected none, selective or full, found '" + value + "'");
+    } else if (flag == "order") {
+      if (auto r = parse_order(value)) o.layout.order = *r;
+      else err(flag, "expected a permutation of D, P, T (or cluster, spread), found '" + value + "'");
+    } else if (flag == "schedule") {
+      if (auto r = parse_schedule(value)) o.layout.schedule = *r;
+      else err(flag, "expected gpipe, 1f1b or interleaved, found '" + value + "'");
+    }
+  }
+  if (o.model.empty()) err("model", "is required (a preset name, a YAML file or a config.json)");
+  if (o.resume.empty()) err("resume", "expected auto, never or a checkpoint folder");
+  if (o.gbs == 0) o.gbs = int64_t(o.layout.dp) * o.layout.mbs;
+  const int64_t per = int64_t(o.layout.dp) * o.layout.mbs;
+  if (o.gbs % per != 0)
+    err("gbs", std::to_string(o.gbs) + " is not divisible by dp * mbs = " +
+                   std::to_string(o.layout.dp) + " * " + std::to_string(o.layout.mbs) + " = " +
+                   std::to_string(per),
+        "gradient accumulation needs gbs / (dp * mbs) micro-batches per step");
+  if (o.layout.sp && o.layout.tp == 1)
+    err("sp", "sequence parallelism splits the sequence over the tp group: it needs --tp > 1");
+  if (o.allow_fresh_start && o.resume != "auto")
+    err("allow-fresh-start", "only applies with --resume auto");
+  if (o.layout.vp > 1 && (o.layout.pp == 1 || o.layout.schedule != Schedule::Interleaved))
+    err("vp", "vp " + std::to_string(o.layout.vp) +
+                  " model chunks per stage need --pp > 1 and --schedule interleaved");
+
+  o.optimizer.total_steps = o.steps;
+  o.optimizer.zero = o.layout.zero;
+  return d;
+}
+
+namespace {
+
+// True on every rank iff `ok` on every rank.
+bool all_ok(bool ok) {
+  int v = ok ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  return v == 1;
+}
+
+// Prints rank 0's diagnostics; another rank prints its own only when rank 0 had none to say.
+void report_diagnostics(const Diagnostics& d, int rank) {
+  int zero_has = (rank == 0 && d.has_errors()) ? 1 : 0;
+  MPI_Bcast(&zero_has, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (rank == 0 || (!zero_has && d.has_errors())) {
+    const std::string s = d.to_string();
+    if (!s.empty()) std::fprintf(stderr, "%s", s.c_str());
+    std::fflush(stderr);
+  }
+}
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// Same 63-bit value on every rank of MPI_COMM_WORLD?
+bool same_everywhere(uint64_t h) {
+  int64_t v[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
+  MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
+  return v[0] == -v[1];
+}
+
+int cpus_available() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::string model_fingerprint(const ModelSpec& m, int seq_len) {
+  std::ostringstream os;
+  os << m.name << ":L" << m.layers << ":d" << m.hidden << ":h" << m.heads << ":kv"
+     << m.kv_heads_or_default() << ":f" << m.ffn_hidden_or_default() << ":v" << m.vocab << ":T"
+     << seq_len << ":" << to_string(m.ffn) << ":" << to_string(m.norm) << ":"
+     << to_string(m.position);
+  return os.str();
+}
+
+// Gathers every rank's newline-separated lines to rank 0.
+std::vector<std::string> gather_lines(const std::vector<std::string>& mine, int rank, int world) {
+  std::string joined;
+  for (const auto& l : mine) joined += l + "\n";
+  int len = int(joined.size());
+  std::vector<int> lens(static_cast<size_t>(world)), displs(static_cast<size_t>(world));
+  MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < world; ++r) {
+      displs[size_t(r)] = total;
+      total += lens[size_t(r)];
+    }
+    all.resize(size_t(total));
+  }
+  MPI_Gatherv(joined.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  std::istringstream is(all);
+  for (std::string l; std::getline(is, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+// The training flags a checkpoint records (resume_checked_keys()), as text.
+KeyValues training_meta(const TrainOptions& o) {
+  const OptimizerConfig& c = o.optimizer;
+  return {{"gbs", std::to_string(o.gbs)},
+          {"seed", std::to_string(o.seed)},
+          {"lr", shortest_number(c.lr)},
+          {"min_lr_ratio", shortest_number(c.min_lr_ratio)},
+          {"warmup", std::to_string(c.warmup_steps)},
+          {"weight_decay", shortest_number(c.weight_decay)},
+          {"clip", shortest_number(c.clip)},
+          {"beta1", shortest_number(c.beta1)},
+          {"beta2", shortest_number(c.beta2)},
+          {"steps", std::to_string(o.steps)},
+          {"data", o.data}};
+}
+
+class Run {
+ public:
+  Run(TrainOptions o, int rank, int world) : o_(std::move(o)), rank_(rank), world_(world) {}
+  int execute();
+
+ private:
+  bool setup(Diagnostics& d);
+  bool resume(Diagnostics& d);
+  bool save_checkpoint(int64_t steps_done, std::string* error);
+  void run_step(int64_t step, StepRecord& rec);
+  double run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s);
+  double run_split_microbatches(int64_t step, StepRecord& rec);
+  void load_microbatch(int64_t step, int64_t mb);
+  void sync_tied_embedding();
+  void dump_gradients();
+
+  TrainOptions o_;
+  int rank_, world_;
+  ModelSpec model_spec_;
+  int T_ = 0;
+  int64_t micro_ = 0;  // micro-batches per step on this DP rank
+  ProcessGroups groups_;
+  std::unique_ptr<Backend> be_;
+  // Batch split over threads: part r of every micro-batch (sequences [r B / n, (r + 1) B / n))
+  // runs through its own replica of the model on its own backend, concurrently; replica 0 is
+  // models_[0] and owns the weights, the others read them and keep their own gradients, which
+  // are summed into replica 0's at the end of the step. n = 1: the threads split every kernel.
+  // Declared before the models, which release their buffers through these backends.
+  int split_ = 1;
+  std::vector<std::unique_ptr<Backend>> part_be_;  // one per part, threads_ / split_ threads
+  std::vector<std::unique_ptr<Gpt>> parts_;        // replicas 1 .. split_ - 1
+  Backend& model_backend() { return split_ > 1 ? *part_be_[0] : *be_; }
+  std::string thread_split_text() const {
+    if (split_ == 1) return "kernels split over the threads";
+    const int per = o_.layout.mbs / split_;
+    return "batch split: each micro-batch in " + std::to_string(split_) + " parts of " +
+           std::to_string(per) + (per == 1 ? " sequence" : " sequences") + ", one per " +
+           (threads_ == split_ ? "thread" : std::to_string(threads_ / split_) + " threads");
+  }
+  std::vector<std::unique_ptr<Gpt>> models_;      // one per model chunk on this stage (vp)
+  std::vector<std::unique_ptr<Optimizer>> opts_;  // one per chunk
+  std::unique_ptr<DataSource> data_;
+  MetricsWriter metrics_;
+  std::unique_ptr<SystemSampler> sampler_;
+  PeakFlops peak_;
+  int64_t global_params_ = 0;
+  int64_t start_step_ = 0;
+  int threads_ = 1;
+  std::vector<int32_t> sample_, tokens_, targets_;
+  // Pipeline: this stage's actions, and device buffers for activations / gradients in flight.
+  std::vector<PipelineAction> actions_;
+  std::vector<std::vector<float*>> send_fwd_, send_bwd_;  // [chunk][micro-batch], sent async
+  float *recv_fwd_ = nullptr, *recv_bwd_ = nullptr;
+  std::vector<float*> buffers_;
+  double bubble_ = 0;  // last step's measured pipeline bubble (mean over ranks)
+
+ public:
+  ~Run() {
+    if (be_)
+      for (float* p : buffers_) be_->release(p);
+  }
+};
+
+bool Run::setup(Diagnostics& d) {
+  // Model and layout checks (every rank computes the same diagnostics).
+  Loaded<ModelSpec> m = load_model(o_.model);
+  d.append(m.diagnostics);
+  if (!m.ok()) return false;
+  model_spec_ = *m.value;
+  T_ = o_.seq_len > 0 ? o_.seq_len : model_spec_.seq_len;
+  Layout& L = o_.layout;
+  if (L.gpus() != world_)
+    d.error(kCmd, 0, 0, "--dp/--tp/--pp",
+            "layout dp * tp * pp = " + std::to_string(L.dp) + " * " + std::to_string(L.tp) +
+                " * " + std::to_string(L.pp) + " = " + std::to_string(L.gpus()) +
+                " does not match the " + std::to_string(world_) + " MPI ranks",
+            "start with mpirun -np " + std::to_string(L.gpus()));
+  const int kv = model_spec_.kv_heads_or_default();
+  if (model_spec_.heads % L.tp != 0 || kv % L.tp != 0)
+    d.error(kCmd, 0, 0, "--tp",
+            "tp " + std::to_string(L.tp) + " does not divide heads " +
+                std::to_string(model_spec_.heads) + " and kv_heads " + std::to_string(kv));
+  if (L.pp > model_spec_.layers)
+    d.error(kCmd, 0, 0, "--pp",
+            "pp " + std::to_string(L.pp) + " is greater than the model's " +
+                std::to_string(model_spec_.layers) + " layers");
+  else if (L.vp > 1 && model_spec_.layers % (L.pp * L.vp) != 0)
+    d.error(kCmd, 0, 0, "--vp",
+            "vp " + std::to_string(L.vp) + " does not divide the " +
+                std::to_string(model_spec_.layers / L.pp) + " layers per stage (layers " +
+                std::to_string(model_spec_.layers) + " / pp " + std::to_string(L.pp) + ")");
+  if (!o_.checkpoint_dir.empty()) {
+    // Checked now, not at the first save: a file in the way or an unwritable folder would
+    // otherwise fail only after the first checkpoint interval of training.
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path dir(o_.checkpoint_dir);
+    if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+      d.error(o_.checkpoint_dir, 0, 0, "--checkpoint-dir", "exists and is not a folder");
+    } else {
+      fs::create_directories(dir, ec);
+      if (!fs::is_directory(dir, ec))
+        d.error(o_.checkpoint_dir, 0, 0, "--checkpoint-dir",
+                "cannot create the folder" + (ec ? ": " + ec.message() : std::string()));
+      else if (::access(dir.c_str(), W_OK | X_OK) != 0)
+        d.error(o_.checkpoint_dir, 0, 0, "--checkpoint-dir",
+                std::string("cannot write into the folder: ") + std::strerror(errno));
+    }
+  }
+  if (!model_spec_.tied_embeddings)
+    d.warning(kCmd, 0, 0, "--model",
+              "the model has untied embeddings; capplan-train trains a tied LM head");
+  if (d.has_errors()) return false;
+
+  groups_ = make_process_groups(L);
+  threads_ = o_.threads > 0 ? o_.threads : std::max(1, cpus_available() / groups_.local_size);
+  be_ = make_cpu_backend(threads_);
+  // Splitting the batch needs no communication inside the step (TP and PP exchange activations,
+  // ZeRO-2/3 gradients and weights per layer) and whole sequences per part (attention).
+  if (o_.thread_split == "auto" && L.tp == 1 && L.pp == 1 && L.zero <= 1)
+    split_ = std::gcd(L.mbs, threads_);
+  for (int r = 0; split_ > 1 && r < split_; ++r)
+    part_be_.push_back(make_cpu_backend(threads_ / split_));
+  GptConfig gc;
+  gc.model = model_spec_;
+  gc.seq_len = T_;
+  gc.mbs = L.mbs / split_;
+  gc.defer_weight_grads = split_ > 1;
+  gc.tp_rank = groups_.coords.tp;
+  gc.tp_size = L.tp;
+  gc.seed = o_.seed;
+  gc.recompute = L.recompute;
+  gc.param_pad_multiple = L.dp;
+  gc.offload = L.offload;
+  gc.sp = L.sp;
+  gc.zero = L.zero;
+  gc.dp = groups_.dp.get();
+  micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
+  // One stage runs 1F1B (one micro-batch in flight); otherwise the chosen schedule's table.
+  const Schedule sched = L.pp == 1 ? Schedule::OneFOneB : L.schedule;
+  const auto table = build_schedule(sched, L.pp, L.vp, int(micro_));
+  if (table.size() != size_t(L.pp)) {
+    d.error(kCmd, 0, 0, "--schedule",
+            std::string("schedule ") + to_string(sched) + " cannot run " + std::to_string(micro_) +
+                " micro-batches on " + std::to_string(L.pp) + " stages",
+            sched == Schedule::Interleaved ? "interleaved needs gbs / (dp * mbs) divisible by pp"
+                                           : "");
+    return false;
+  }
+  const int s = groups_.coords.pp;
+  actions_ = table[size_t(s)];
+  // Chunk c of stage s is virtual stage v = c * pp + s of pp * vp; virtual stage v holds layers
+  // [v * layers / (pp vp), (v + 1) * layers / (pp vp)): sizes differ by at most one.
+  const int virtual_stages = L.pp * L.vp;
+  for (int c = 0; c < L.vp; ++c) {
+    const int v = c * L.pp + s;
+    gc.pp_rank = v;
+    gc.pp_size = virtual_stages;
+    gc.layer_begin = int(int64_t(v) * model_spec_.layers / virtual_stages);
+    gc.layer_end = int(int64_t(v + 1) * model_spec_.layers / virtual_stages);
+    int inflight = 0, peak = 1;
+    for (const PipelineAction& a : actions_) {
+      if (a.chunk != c) continue;
+      inflight += a.pass == Pass::Forward ? 1 : -1;
+      peak = std::max(peak, inflight);
+    }
+    gc.slots = peak;
+    if (std::string why = gpt_check_config(gc); !why.empty()) {
+      d.error(kCmd, 0, 0, "--model", why);
+      return false;
+    }
+    models_.push_back(std::make_unique<Gpt>(gc, model_backend(), *groups_.tp));
+    models_.back()->init_params();
+    GptConfig part = gc;
+    part.shared_params = models_.back()->params();
+    for (int r = 1; r < split_; ++r)
+      parts_.push_back(std::make_unique<Gpt>(part, *part_be_[size_t(r)], *groups_.tp));
+    opts_.push_back(std::make_unique<Optimizer>(o_.optimizer, *models_.back(), *be_, *groups_.dp,
+                                                *groups_.tp, *groups_.pp));
+  }
+  const int64_t n = models_[0]->boundary_numel();
+  auto buffer = [&] {
+    float* p = be_->allocate(n);
+    if (!p) throw std::bad_alloc();
+    buffers_.push_back(p);
+    return p;
+  };
+  send_fwd_.resize(size_t(L.vp));
+  send_bwd_.resize(size_t(L.vp));
+  if (virtual_stages > 1) {
+    for (int c = 0; c < L.vp; ++c)
+      for (int64_t i = 0; i < micro_; ++i) {
+        send_fwd_[size_t(c)].push_back(models_[size_t(c)]->last_stage() ? nullptr : buffer());
+        send_bwd_[size_t(c)].push_back(models_[size_t(c)]->first_stage() ? nullptr : buffer());
+      }
+    recv_fwd_ = buffer();
+    recv_bwd_ = buffer();
+  }
+
+  DataConfig dc;
+  dc.source = o_.data;
+  dc.seq_len = T_;
+  dc.vocab = model_spec_.vocab;
+  dc.seed = o_.seed;
+  data_ = data_open(dc, &d);
+  if (!data_) return false;
+  sample_.resize(size_t(T_) + 1);
+  tokens_.resize(size_t(L.mbs) * T_);
+  targets_.resize(size_t(L.mbs) * T_);
+  return !d.has_errors();
+}
+
+bool Run::resume(Diagnostics& d) {
+  if (o_.resume == "never" || (o_.resume == "auto" && o_.checkpoint_dir.empty())) return true;
+  const Layout& L = o_.layout;
+  KeyValues expected = {{"model", model_fingerprint(model_spec_, T_)},
+                        {"dp", std::to_string(L.dp)},
+                        {"tp", std::to_string(L.tp)},
+                        {"pp", std::to_string(L.pp)},
+                        {"zero", std::to_string(L.zero)},
+                        {"vp", std::to_string(L.vp)},
+                        {"world", std::to_string(world_)}};
+  std::string step_dir;
+  std::optional<Manifest> manifest;
+  if (o_.resume == "auto") {
+    LatestGood lg = checkpoint_find_latest_good(o_.checkpoint_dir, expected);
+    if (rank_ == 0)
+      for (const auto& w : lg.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (!lg.error.empty()) {
+      d.error(o_.checkpoint_dir, 0, 0, "--resume", "newest good checkpoint does not match this run: " + lg.error);
+      return false;
+    }
+    if (!lg.manifest && !lg.failed.empty() && !o_.allow_fresh_start) {
+      // Completed checkpoints exist but none verifies: starting over would silently lose them.
+      for (const std::string& f : lg.failed)
+        d.error(o_.checkpoint_dir, 0, 0, "--resume", "checkpoint fails verification: " + f);
+      d.error(o_.checkpoint_dir, 0, 0, "--resume",
+              "every completed checkpoint (" + std::to_string(lg.failed.size()) +
+                  ") fails verification; not starting over from step 0",
+              "repair or move them, or pass --allow-fresh-start to train from scratch "
+              "(they are kept, moved into unverified/ as the new checkpoints replace them)");
+      return false;
+    }
+    if (!lg.manifest && !lg.failed_dirs.empty() && rank_ == 0) {
+      // A fresh start, allowed: the new saves would overwrite these step folders; keep them.
+      for (const std::string& f : lg.failed_dirs) {
+        std::string error;
+        const std::string to = checkpoint_move_aside(f, &error);
+        if (to.empty()) std::fprintf(stderr, "warning: %s\n", error.c_str());
+        else std::fprintf(stderr, "warning: %s: fails verification, moved aside to %s\n", f.c_str(), to.c_str());
+      }
+    }
+    if (!lg.manifest) return true;
+    step_dir = lg.step_dir;
+    manifest = lg.manifest;
+  } else {
+    std::string why;
+    std::error_code ec;
+    if (!std::filesystem::exists(o_.resume, ec)) {
+      d.error(o_.resume, 0, 0, "--resume", "no such checkpoint folder",
+              "name a step folder such as DIR/step-000010, or use --resume auto");
+      return false;
+    }
+    if (!std::filesystem::is_directory(o_.resume, ec)) {
+      d.error(o_.resume, 0, 0, "--resume", "not a folder: --resume names a checkpoint's step folder");
+      return false;
+    }
+    std::optional<Manifest> man = checkpoint_verify(o_.resume, &why);
+    if (!man) {
+      d.error(o_.resume, 0, 0, "--resume", "not a good checkpoint: " + why);
+      return false;
+    }
+    if (std::string mis = checkpoint_check_meta(man->meta, expected); !mis.empty()) {
+      d.error(o_.resume, 0, 0, "--resume", "checkpoint does not match this run: " + mis);
+      return false;
+    }
+    step_dir = o_.resume;
+    manifest = man;
+  }
+  // The training flags the checkpoint recorded: each difference is refused unless overridden.
+  // (A checkpoint written before they were recorded has none of them: nothing to compare.)
+  {
+    const KeyValues now = training_meta(o_);
+    for (const std::string& k : resume_checked_keys()) {
+      auto it = manifest->meta.find(k);
+      if (it == manifest->meta.end() || it->second == now.at(k)) continue;
+      const bool allowed = std::find(o_.resume_override.begin(), o_.resume_override.end(), k) !=
+                           o_.resume_override.end();
+      const std::string what = k + ": the checkpoint has " + it->second + ", this run has " + now.at(k);
+      if (allowed) {
+        d.warning(step_dir, 0, 0, "--resume-override", what + " (overridden)");
+        continue;
+      }
+      if (k == "steps") {  // extending (or shortening) a run is what resuming is for
+        d.warning(step_dir, 0, 0, "--steps",
+                  what + ": the learning-rate schedule decays over the new length from here");
+        continue;
+      }
+      const auto& ok = resume_overridable_keys();
+      d.error(step_dir, 0, 0, "--resume", what,
+              std::find(ok.begin(), ok.end(), k) != ok.end()
+                  ? "pass --resume-override " + k + " to continue with the new value"
+                  : "the order of the training data depends on it: it cannot be changed on resume");
+    }
+    if (d.has_errors()) return false;
+  }
+  std::string error;
+  const std::string path = step_dir + "/" + checkpoint_shard_name(rank_);
+  std::optional<CheckpointShard> shard = checkpoint_read_shard(path, &error);
+  if (!shard) {
+    d.error(path, 0, 0, "", error);
+    return false;
+  }
+  auto load = [&](const std::string& name, float* dst, int64_t n) {
+    const Tensor* t = shard->find(name);
+    if (!t || int64_t(t->data.size()) != n) {
+      d.error(path, 0, 0, name, "missing or has the wrong size (expected " + std::to_string(n) + ")");
+      return;
+    }
+    be_->from_host(dst, t->data.data(), n);
+  };
+  for (size_t c = 0; c < models_.size(); ++c) {
+    const std::string suffix = c == 0 ? "" : ".chunk" + std::to_string(c);
+    Gpt& g = *models_[c];  // ZeRO-3 checkpoints hold each rank's parameter shard
+    if (g.params()) load("params" + suffix, g.params(), g.num_params());
+    else load("params" + suffix, g.param_shard(), g.shard_numel());
+    load("adam.m" + suffix, opts_[c]->m(), opts_[c]->state_numel());
+    load("adam.v" + suffix, opts_[c]->v(), opts_[c]->state_numel());
+  }
+  auto it = shard->meta.find("step");
+  if (it == shard->meta.end()) d.error(path, 0, 0, "step", "missing");
+  else start_step_ = std::stoll(it->second);
+  return !d.has_errors();
+}
+
+bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
+  const Layout& L = o_.layout;
+  KeyValues meta = {{"model", model_fingerprint(model_spec_, T_)},
+                    {"dp", std::to_string(L.dp)},
+                    {"tp", std::to_string(L.tp)},
+                    {"pp", std::to_string(L.pp)},
+                    {"zero", std::to_string(L.zero)},
+                    {"vp", std::to_string(L.vp)},
+                    {"world", std::to_string(world_)},
+                    {"step", std::to_string(steps_done)},
+                    {"data_position", std::to_string(steps_done * o_.gbs)},
+                    {"rng", "none"}};
+  for (const auto& [k, v] : training_meta(o_)) meta[k] = v;
+  std::vector<std::vector<float>> host;
+  std::vector<std::string> names;
+  for (size_t c = 0; c < models_.size(); ++c) {
+    const std::string suffix = c == 0 ? "" : ".chunk" + std::to_string(c);
+    Gpt& g = *models_[c];
+    Optimizer& op = *opts_[c];
+    for (auto [name, src, count] :
+         {g.params() ? std::tuple{"params", static_cast<const float*>(models_[c]->params()),
+                                  g.num_params()}
+                     : std::tuple{"params", static_cast<const float*>(models_[c]->param_shard()),
+                                  g.shard_numel()},
+          std::tuple{"adam.m", static_cast<const float*>(op.m()), op.state_numel()},
+          std::tuple{"adam.v", static_cast<const float*>(op.v()), op.state_numel()}}) {
+      host.emplace_back(size_t(count));
+      be_->to_host(host.back().data(), src, count);
+      names.push_back(name + suffix);
+    }
+  }
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < host.size(); ++i)
+    views.push_back({names[i], host[i].data(), int64_t(host[i].size())});
+  bool ok = checkpoint_write_shard(o_.checkpoint_dir, steps_done, rank_, meta, views, error)
+                .has_value();
+  if (!all_ok(ok)) {
+    if (ok) *error = "another rank failed to write its checkpoint shard";
+    return false;
+  }
+  ok = true;
+  if (rank_ == 0) {
+    ok = checkpoint_write_manifest(o_.checkpoint_dir, steps_done, world_, meta, {}, error);
+    if (ok) {
+      std::vector<std::string> aside;
+      checkpoint_retain(o_.checkpoint_dir, 3, &aside);
+      for (const std::string& a : aside)
+        std::fprintf(stderr, "warning: %s: a checkpoint that does not verify, moved aside (not deleted)\n",
+                     a.c_str());
+    }
+  }
+  if (!all_ok(ok)) {
+    if (ok) *error = "rank 0 failed to write the checkpoint manifest";
+    return false;
+  }
+  return true;
+}
+
+void Run::load_microbatch(int64_t step, int64_t mb) {
+  const Layout& L = o_.layout;
+  for (int i = 0; i < L.mbs; ++i) {
+    const int64_t idx = global_sample_index(step, o_.gbs, L.dp, groups_.coords.dp, mb * L.mbs + i);
+    data_->sample(idx, sample_.data());
+    std::copy(sample_.begin(), sample_.begin() + T_, tokens_.begin() + int64_t(i) * T_);
+    std::copy(sample_.begin() + 1, sample_.end(), targets_.begin() + int64_t(i) * T_);
+  }
+}
+
+// The LM head on the last stage is tied to the first stage's embedding: both copies get the sum
+// of the two gradients (a + b on one side, b + a on the other: the same float), so the two
+// identical AdamW updates keep them bitwise equal.
+void Run::sync_tied_embedding() {
+  const bool first = models_.front()->first_stage(), last = models_.back()->last_stage();
+  if (o_.layout.pp == 1 || !(first || last)) return;
+  Gpt& g = first ? *models_.front() : *models_.back();
+  const ParamInfo* p = g.find_param(first ? "wte" : "wte.tied");
+  std::vector<float> mine(size_t(p->numel)), other(size_t(p->numel));
+  be_->to_host(mine.data(), g.grad_at(p->offset), p->numel);
+  const int peer = first ? o_.layout.pp - 1 : 0;
+  groups_.pp->send_async(mine.data(), p->numel, peer, 1 << 30);
+  groups_.pp->recv(other.data(), p->numel, peer, 1 << 30);
+  groups_.pp->wait_sends();
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] += other[i];
+  be_->from_host(g.grad_at(p->offset), mine.data(), p->numel);
+}
+
+// --dump-grads: the step-1 gradients, summed over DP, un-sharded to the single-rank layout of
+// every global tensor and written by rank 0 as text ("name count" then the values, %.9g).
+// A testing aid: it all-reduces a copy of the gradients, so it does not change the run.
+void Run::dump_gradients() {
+  const Layout& L = o_.layout;
+  const int tp = L.tp, r = groups_.coords.tp;
+  const ModelSpec& m = model_spec_;
+  const int C = m.hidden, H = m.heads, KV = m.kv_heads_or_default(), D = m.head_dim();
+  const int F = m.ffn_hidden_or_default(), V = m.vocab;
+  const int Hl = H / tp, KVl = KV / tp, Fl = F / tp, Vl = (V + tp - 1) / tp;
+  const bool swiglu = m.ffn == Ffn::Swiglu;
+  // Each rank scatters its shards into full-size tensors (zeros elsewhere); a world sum then
+  // assembles them. Replicated tensors come from TP rank 0, DP rank 0 only.
+  std::map<std::string, std::vector<double>> full;
+  auto sizes = [&](const std::string& name) -> int64_t {
+    if (name == "wte") return int64_t(V) * C;
+    if (name == "wpe") return int64_t(T_) * C;
+    if (name.find("wqkv") != std::string::npos) return int64_t(H + 2 * KV) * D * C;
+    if (name.find("wo") != std::string::npos) return int64_t(C) * H * D;
+    if (name.find("wfc") != std::string::npos) return int64_t(swiglu ? 2 : 1) * F * C;
+    if (name.find("wproj") != std::string::npos) return int64_t(C) * F;
+    return C;  // norms
+  };
+  for (int l = 0; l < m.layers; ++l)
+    for (const char* t : {"ln1.w", "ln1.b", "wqkv", "wo", "ln2.w", "ln2.b", "wfc", "wproj"})
+      full["layers." + std::to_string(l) + "." + t].assign(size_t(sizes(t)), 0.0);
+  for (const char* t : {"wte", "wpe", "lnf.w", "lnf.b"}) full[t].assign(size_t(sizes(t)), 0.0);
+  for (auto& model : models_) {
+    std::vector<float> g(size_t(model->padded_params()));
+    if (model->grad_shard()) {  // ZeRO-2/3: the shards hold the DP sums already
+      std::vector<float> shard(size_t(model->shard_numel()));
+      be_->to_host(shard.data(), model->grad_shard(), model->shard_numel());
+      groups_.dp->all_gather(shard.data(), g.data(), model->shard_numel());
+    } else {
+      be_->to_host(g.data(), model->grads(), model->num_params());
+      groups_.dp->all_reduce_sum(g.data(), model->num_params());
+    }
+    if (groups_.coords.dp != 0) continue;
+    for (const ParamInfo& p : model->param_infos()) {
+      if (p.name == "wte.tied" || (p.tp_replicated && r != 0)) continue;
+      std::vector<double>& dst = full.at(p.name);
+      const float* src = g.data() + p.offset;
+      auto rows = [&](int64_t dst_row, int64_t src_row, int64_t n_rows, int64_t cols) {
+        for (int64_t i = 0; i < n_rows * cols; ++i)
+          dst[size_t(dst_row * cols + i)] = src[src_row * cols + i];
+      };
+      auto cols = [&](int64_t n_rows, int64_t full_cols, int64_t col0, int64_t n_cols) {
+        for (int64_t i = 0; i < n_rows; ++i)
+          for (int64_t j = 0; j < n_cols; ++j)
+            dst[size_t(i * full_cols + col0 + j)] = src[i * n_cols + j];
+      };
+      const std::string& n = p.name;
+      if (p.tp_replicated) {
+        rows(0, 0, 1, p.numel);
+      } else if (n == "wte") {
+        rows(int64_t(r) * Vl, 0, std::max(0, std::min(Vl, V - r * Vl)), C);
+      } else if (n.find("wqkv") != std::string::npos) {
+        rows(int64_t(r) * Hl * D, 0, int64_t(Hl) * D, C);
+        rows(int64_t(H) * D + int64_t(r) * KVl * D, int64_t(Hl) * D, int64_t(KVl) * D, C);
+        rows(int64_t(H + KV) * D + int64_t(r) * KVl * D, int64_t(Hl + KVl) * D, int64_t(KVl) * D, C);
+      } else if (n.find("wo") != std::string::npos) {
+        cols(C, int64_t(H) * D, int64_t(r) * Hl * D, int64_t(Hl) * D);
+      } else if (n.find("wfc") != std::string::npos) {
+        rows(int64_t(r) * Fl, 0, Fl, C);
+        if (swiglu) rows(F + int64_t(r) * Fl, Fl, Fl, C);
+      } else if (n.find("wproj") != std::string::npos) {
+        cols(C, F, int64_t(r) * Fl, Fl);
+      }
+    }
+  }
+  std::string out;
+  for (auto& [name, v] : full) {
+    groups_.world->all_reduce_sum(v.data(), int64_t(v.size()));
+    if (rank_ != 0) continue;
+    out += name + " " + std::to_string(v.size()) + "\n";
+    char buf[32];
+    for (double x : v) {
+      std::snprintf(buf, sizeof(buf), "%.9g\n", x);
+      out += buf;
+    }
+  }
+  if (rank_ == 0) {
+    std::FILE* f = std::fopen(o_.dump_grads.c_str(), "w");
+    if (f) {
+      std::fwrite(out.data(), 1, out.size(), f);
+      std::fclose(f);
+    } else {
+      std::fprintf(stderr, "warning: --dump-grads: cannot write %s\n", o_.dump_grads.c_str());
+    }
+  }
+}
+
+// The micro-batches of a step with the batch split over threads (split_ > 1, so one stage, no
+// TP, ZeRO <= 1): each part's forward and backward run as one task per part, the parts' losses
+// and gradients are summed in part order (the result depends on split_, not on timing). Returns
+// the sum of the token losses; the gradients end in models_[0].
+//
+// The parts do the same work, but the cores do not run at the same speed (here one of the two
+// is often ~5 % slower for seconds at a time), so a part that finishes first would wait. Each
+// part therefore leaves the weight-gradient GEMMs of its LM head's last chunk and of its first
+// layer in a list (on the benchmark's shape 1.9 of its 13.5 GFLOP: 2 * 512 * 4096 * 256 for the
+// head, 2 * 512 * 12 * 256^2 for the layer), and a thread that is done with its own part takes
+// over any part's listed GEMMs that nobody has started. Each GEMM still adds into its own part's
+// gradients, on one thread, so which thread runs it changes nothing in the result.
+double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
+  const int64_t part_tokens = int64_t(o_.layout.mbs / split_) * T_;
+  const float scale = float(1.0 / (double(o_.gbs) * T_));
+  std::vector<double> loss(static_cast<size_t>(split_), 0.0);
+  std::vector<std::exception_ptr> failed(static_cast<size_t>(split_));
+  auto part = [&](int r) -> Gpt& { return r == 0 ? *models_[0] : *parts_[size_t(r) - 1]; };
+  double wait_s = 0;
+  for (int64_t mb = 0; mb < micro_; ++mb) {
+    auto t = Clock::now();
+    load_microbatch(step, mb);
+    rec.data_s += seconds_since(t);
+    t = Clock::now();
+    double forward0 = 0;  // part 0's forward, on this thread
+    std::vector<double> busy(static_cast<size_t>(split_));  // each thread's time not waiting
+    // Per part: whether its list is ready, and the next entry of it to take.
+    std::vector<std::atomic<bool>> listed(static_cast<size_t>(split_));
+    std::vector<std::atomic<size_t>> next(static_cast<size_t>(split_));
+    std::atomic<int> open(split_);  // parts still running their own forward and backward
+    be_->run_tasks(split_, [&](int r) {
+      const auto t_task = Clock::now();
+      double waited = 0;
+      try {
+        Gpt& g = part(r);
+        if (mb == 0) g.zero_grads();
+        const auto t0 = Clock::now();
+        loss[size_t(r)] += g.forward(0, tokens_.data() + r * part_tokens, nullptr, nullptr,
+                                     targets_.data() + r * part_tokens, scale);
+        if (r == 0) forward0 = seconds_since(t0);
+        g.backward(0, nullptr, nullptr);
+      } catch (...) {
+        failed[size_t(r)] = std::current_exception();
+      }
+      listed[size_t(r)].store(true, std::memory_order_release);
+      open.fetch_sub(1, std::memory_order_acq_rel);
+      // Own list first, then the others' as they appear, until every list is taken.
+      auto take_listed = [&](int q) {
+        const std::vector<DeferredGemm>& list = part(q).deferred();
+        for (size_t i; (i = next[size_t(q)].fetch_add(1)) < list.size();) {
+          const DeferredGemm& d = list[i];
+          part_be_[size_t(r)]->matmul(d.c, d.a, d.b, d.M, d.N, d.K, true, false, true);
+        }
+      };
+      for (;;) {
+        const bool pending = open.load(std::memory_order_acquire) > 0;
+        for (int k = 0; k < split_; ++k)
+          if (listed[size_t((r + k) % split_)].load(std::memory_order_acquire))
+            take_listed((r + k) % split_);
+        if (!pending) break;
+        const auto w = Clock::now();
+        std::this_thread::yield();
+        waited += seconds_since(w);
+      }
+      busy[size_t(r)] = seconds_since(t_task) - waited;
+    });
+    for (const std::exception_ptr& e : failed)
+      if (e) std::rethrow_exception(e);
+    const double wall = seconds_since(t);
+    rec.forward_s += forward0;
+    rec.backward_s += wall - forward0;
+    double mean_busy = 0;
+    for (double b : busy) mean_busy += b / split_;
+    wait_s += std::max(0.0, wall - mean_busy);
+  }
+  rec.split_wait_s = wait_s;
+  const auto t = Clock::now();
+  Gpt& g0 = *models_[0];
+  for (const auto& p : parts_) be_->add(g0.grads(), p->grads(), g0.num_params());
+  rec.backward_s += seconds_since(t);
+  double sum = 0;
+  for (double l : loss) sum += l;
+  return sum;
+}
+
+// The micro-batches of a step in the order of this stage's schedule table (split_ == 1),
+// activations and their gradients to and from the neighbouring stages. Returns the sum of the
+// token losses (last stage); adds the time spent waiting for a neighbour to *pp_wait_s.
+double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
+  const Layout& L = o_.layout;
+  for (auto& m : models_) m->zero_grads();
+  const float scale = float(1.0 / (double(o_.gbs) * T_));
+  const int64_t n = models_[0]->boundary_numel();
+  const int pp = L.pp, stage = groups_.coords.pp, vstages = L.pp * L.vp;
+  const int prev = (stage - 1 + pp) % pp, next = (stage + 1) % pp;
+  // A message's tag names the micro-batch, the sending virtual stage and the direction.
+  auto tag = [&](int64_t mb, int v, int dir) { return int((mb * vstages + v) * 2 + dir); };
+  std::vector<std::vector<int>> slot_of(size_t(L.vp), std::vector<int>(size_t(micro_), -1));
+  std::vector<std::vector<int>> free_slots(size_t(L.vp));
+  for (int c = 0; c < L.vp; ++c)
+    for (int i = models_[size_t(c)]->config().slots - 1; i >= 0; --i)
+      free_slots[size_t(c)].push_back(i);
+  double loss_sum = 0;
+  for (const PipelineAction& a : actions_) {
+    const int64_t mb = a.microbatch;
+    const size_t c = size_t(a.chunk);
+    Gpt& g = *models_[c];
+    const int v = a.chunk * pp + stage;
+    const bool first = g.first_stage(), last = g.last_stage();
+    if (a.pass == Pass::Forward) {
+      auto t = Clock::now();
+      if (first || last) load_microbatch(step, mb);
+      rec.data_s += seconds_since(t);
+      t = Clock::now();
+      const int slot = free_slots[c].back();
+      free_slots[c].pop_back();
+      slot_of[c][size_t(mb)] = slot;
+      if (!first) {
+        const auto w = Clock::now();
+        groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
+        *pp_wait_s += seconds_since(w);
+      }
+      float* out = last ? nullptr : send_fwd_[c][size_t(mb)];
+      loss_sum += g.forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
+      if (!last) groups_.pp->send_async(out, n, next, tag(mb, v, 0));
+      rec.forward_s += seconds_since(t);
+    } else {
+      const auto t = Clock::now();
+      if (!last) {
+        const auto w = Clock::now();
+        groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
+        *pp_wait_s += seconds_since(w);
+      }
+      float* din = first ? nullptr : send_bwd_[c][size_t(mb)];
+      g.backward(slot_of[c][size_t(mb)], recv_bwd_, din);
+      if (!first) groups_.pp->send_async(din, n, prev, tag(mb, v, 1));
+      free_slots[c].push_back(slot_of[c][size_t(mb)]);
+      rec.backward_s += seconds_since(t);
+    }
+  }
+  return loss_sum;
+}
+
+void Run::run_step(int64_t step, StepRecord& rec) {
+  const Layout& L = o_.layout;
+  const auto t_step = Clock::now();
+  const double gemm0 = model_backend().gemm_seconds();
+  double pp_wait_s = 0;
+  const auto t_pipe = Clock::now();
+  const double loss_sum =
+      split_ > 1 ? run_split_microbatches(step, rec) : run_schedule(step, rec, &pp_wait_s);
+  auto t = Clock::now();
+  groups_.pp->wait_sends();
+  // Measured pipeline bubble: the share of the micro-batch phase this rank spent waiting for
+  // its neighbours (mean over ranks), to set beside (p - 1) / (m + p - 1) for 1F1B / GPipe.
+  const double pipe_s = seconds_since(t_pipe);
+  double bubble = pipe_s > 0 ? pp_wait_s / pipe_s : 0.0;
+  if (L.pp > 1) groups_.world->all_reduce_sum(&bubble, 1);
+  bubble_ = bubble / world_;
+  for (auto& m : models_) m->finish_backward();
+  sync_tied_embedding();
+  for (auto& m : models_) m->flush_gradients();
+  if (step == 0 && !o_.dump_grads.empty()) dump_gradients();
+  rec.backward_s += seconds_since(t);
+  t = Clock::now();
+  // Global gradient norm over chunks, then TP and PP; clipping uses it on every chunk.
+  OptimizerStats os;
+  double total = 0;
+  for (auto& op : opts_) total += op->reduce_gradients(&os.comm_s);
+  groups_.tp->all_reduce_sum(&total, 1);
+  groups_.pp->all_reduce_sum(&total, 1);
+  os.grad_norm = std::sqrt(total);
+  os.lr = learning_rate(o_.optimizer, step);
+  for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
+  rec.optimizer_s = seconds_since(t) - os.comm_s;
+  rec.dp_comm_s = os.comm_s;
+  const bool last = models_.back()->last_stage();
+  // Global mean loss: the last stage's TP rank 0 of every DP rank contributes its sum.
+  double contrib = (last && groups_.coords.tp == 0) ? loss_sum : 0.0;
+  groups_.world->all_reduce_sum(&contrib, 1);
+  rec.step = step + 1;
+  rec.loss = contrib / (double(o_.gbs) * T_);
+  rec.lr = os.lr;
+  rec.grad_norm = os.grad_norm;
+  rec.step_time_s = seconds_since(t_step);
+  rec.gemm_s = model_backend().gemm_seconds() - gemm0;
+  rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
+  const double flops =
+      model_flops_per_token(global_params_, model_spec_.layers, T_, model_spec_.hidden) *
+      double(o_.gbs) * T_;
+  rec.model_flops_per_s = flops / rec.step_time_s / world_;
+  rec.mfu = peak_.flops_per_s > 0 ? rec.model_flops_per_s / peak_.flops_per_s
+                                  : std::numeric_limits<double>::quiet_NaN();
+  rec.peak_flops_source = peak_.source;
+}
+
+int Run::execute() {
+  Diagnostics d;
+  bool ok = false;
+  try {
+    ok = setup(d);
+  } catch (const std::exception& e) {
+    d.error(kCmd, 0, 0, "", std::string("setup failed: ") + e.what());
+  }
+  if (!all_ok(ok)) {
+    report_diagnostics(d, rank_);
+    return 2;
+  }
+  // Identical initialisation from the seed makes rank 0's broadcast a check: every DP replica
+  // (same pp/tp coordinates) must hold the same bytes.
+  {
+    uint64_t h = 1469598103934665603ull;
+    for (auto& m : models_) {
+      std::vector<float> host(size_t(m->padded_params()));
+      if (m->params()) {
+        be_->to_host(host.data(), m->params(), m->num_params());
+      } else {  // ZeRO-3: the replicas' shards put together
+        std::vector<float> shard(size_t(m->shard_numel()));
+        be_->to_host(shard.data(), m->param_shard(), m->shard_numel());
+        groups_.dp->all_gather(shard.data(), host.data(), m->shard_numel());
+      }
+      h = fnv1a(host.data(), size_t(m->num_params()) * sizeof(float), h);
+    }
+    // Only DP replicas hold the same tensors; TP and PP ranks hold different parts.
+    int64_t w[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
+    groups_.dp->all_reduce_min(w, 2);
+    if (!all_ok(w[0] == -w[1])) {
+      if (rank_ == 0) std::fprintf(stderr, "error: initial weights differ between DP replicas\n");
+      return 1;
+    }
+    int64_t counted = 0;
+    for (auto& m : models_)
+      for (const ParamInfo& p : m->param_infos())
+        if (p.norm_counted) counted += p.numel;
+    double c = double(counted);
+    groups_.world->all_reduce_sum(&c, 1);
+    global_params_ = int64_t(c / o_.layout.dp);
+  }
+  try {
+    ok = resume(d);
+  } catch (const std::exception& e) {
+    d.error(kCmd, 0, 0, "--resume", std::string("reading the checkpoint failed: ") + e.what());
+    ok = false;
+  }
+  if (!all_ok(ok)) {
+    report_diagnostics(d, rank_);
+    return 2;
+  }
+  if (rank_ == 0 && !d.empty()) std::fprintf(stderr, "%s", d.to_string().c_str());
+
+  if (!o_.metrics.empty()) {
+    peak_ = measure_peak_flops(
+        [&](int m, int n, int k, const float* a, const float* b, float* c) {
+          be_->matmul(c, a, b, m, n, k, false, false, false);
+        },
+        1024, 3, threads_);
+    std::string error;
+    // A resumed run appends, so the file keeps the whole history (the report takes each step
+    // from the newest run).
+    ok = rank_ != 0 || metrics_.open(o_.metrics, &error, start_step_ > 0);
+    if (!all_ok(ok)) {
+      if (rank_ == 0) std::fprintf(stderr, "%s: error: --metrics: %s\n", o_.metrics.c_str(), error.c_str());
+      return 2;
+    }
+    sampler_ = std::make_unique<SystemSampler>(rank_, threads_);
+    sampler_->start();
+  }
+  std::vector<std::string> hosts, placement, memory;
+  {
+    char name[MPI_MAX_PROCESSOR_NAME];
+    int len = 0;
+    MPI_Get_processor_name(name, &len);
+    const std::string host(name, size_t(len));
+    hosts = gather_lines({host}, rank_, world_);
+    const RankCoords& c = groups_.coords;
+    int64_t param_bytes = 0, grad_bytes = 0, param_buf = 0, grad_buf = 0, state_bytes = 0,
+            act_bytes = 0, host_act_bytes = 0, split_grad_bytes = 0;
+    for (size_t k = 0; k < models_.size(); ++k) {
+      param_bytes += models_[k]->param_bytes();
+      grad_bytes += models_[k]->grad_bytes();
+      param_buf += models_[k]->param_buffer_bytes();
+      grad_buf += models_[k]->grad_buffer_bytes();
+      state_bytes += opts_[k]->state_bytes();
+      act_bytes += models_[k]->activation_bytes();
+      host_act_bytes += models_[k]->host_activation_bytes();
+    }
+    // Batch split: the other parts' gradient copies apart (the layout's memory has one), their
+    // activations with the first part's (together, those of one whole micro-batch).
+    for (const auto& p : parts_) {
+      split_grad_bytes += p->grad_bytes();
+      act_bytes += p->activation_bytes();
+      host_act_bytes += p->host_activation_bytes();
+    }
+    placement = gather_lines({JsonLine()
+                                  .add("type", "placement")
+                                  .add("rank", rank_)
+                                  .add("host", host)
+                                  .add("local_rank", groups_.local_rank)
+                                  .add("dp", c.dp)
+                                  .add("pp", c.pp)
+                                  .add("tp", c.tp)
+                                  .add("param_bytes", param_bytes)
+                                  .add("grad_bytes", grad_bytes)
+                                  .add("buffers_bytes", param_buf + grad_buf)
+                                  .add("optimizer_bytes", state_bytes)
+                                  .add("activation_device_bytes", act_bytes)
+                                  .add("activation_host_bytes", host_act_bytes)
+                                  .add("split_grad_bytes", split_grad_bytes)
+                                  .str()},
+                             rank_, world_);
+    char line[600], split_extra[120] = "";
+    const double mib = 1024.0 * 1024.0;
+    if (split_ > 1)
+      std::snprintf(split_extra, sizeof(split_extra),
+                    ", + %.4f MiB of gradients for the other parts of the batch split",
+                    split_grad_bytes / mib);
+    // ZeRO-2/3: parameters and gradients are the shards; the buffers (one gathered layer and
+    // one gradient bucket, plus the embedding and final norm) are counted apart, as the planner's
+    // memory model counts ZeRO-3's gathered layers among its buffers.
+    std::snprintf(line, sizeof(line),
+                  "rank %d (d%d,p%d,t%d): parameters %.4f MiB, gradients %.4f MiB, optimizer state "
+                  "%.4f MiB, ZeRO buffers %.4f MiB (gathered weights %.4f + gradient buckets "
+                  "%.4f), activations %.2f MiB in the device pool + %.2f MiB offloaded to host%s",
+                  rank_, c.dp, c.pp, c.tp, param_bytes / mib, grad_bytes / mib, state_bytes / mib,
+                  (param_buf + grad_buf) / mib, param_buf / mib, grad_buf / mib, act_bytes / mib,
+                  host_act_bytes / mib, split_extra);
+    memory = gather_lines({line}, rank_, world_);
+  }
+  const Layout& L = o_.layout;
+  if (rank_ == 0) {
+    std::printf("capplan-train: %s, %lld parameters, layout dp %d tp %d pp %d (order %s), zero %d, "
+                "mbs %d, gbs %lld (%lld micro-batches per rank), seq %d, %d threads per rank "
+                "(%s), backend %s, data %s\n",
+                model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp,
+                L.order.c_str(), L.zero, L.mbs, (long long)o_.gbs, (long long)micro_, T_,
+                threads_, thread_split_text().c_str(), be_->name().c_str(),
+                data_->describe().c_str());
+    std::printf("memory per rank (allocated once, so also the peak):\n");
+    for (const std::string& l : memory) std::printf("  %s\n", l.c_str());
+    std::printf("placement (order %s, right-most fastest):", L.order.c_str());
+    for (int r = 0; r < world_; ++r) {
+      const RankCoords c = rank_to_coords(r, L);
+      std::printf(" %d=(d%d,p%d,t%d)", r, c.dp, c.pp, c.tp);
+    }
+    std::printf("\n");
+    if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
+    std::fflush(stdout);
+    if (metrics_.is_open()) {
+      StartRecord s;
+      s.model = model_spec_.name;
+      s.parameters = global_params_;
+      s.world = world_;
+      s.dp = L.dp;
+      s.tp = L.tp;
+      s.pp = L.pp;
+      s.zero = L.zero;
+      s.mbs = L.mbs;
+      s.gbs = o_.gbs;
+      s.seq_len = T_;
+      s.threads = threads_;
+      s.batch_split = split_;
+      s.backend = be_->name();
+      s.rank_hosts = hosts;
+      s.peak_flops_per_s = peak_.flops_per_s;
+      s.peak_flops_source = peak_.source;
+      s.resumed_from_step = start_step_ > 0 ? start_step_ : -1;
+      metrics_.write_start(s);
+      for (const std::string& line : placement) metrics_.write_line(line);
+    }
+  }
+
+  const auto t_run = Clock::now();
+  SummaryRecord summary;
+  double tokens_per_s_sum = 0;
+  std::string failure;
+  for (int64_t step = start_step_; step < o_.steps; ++step) {
+    StepRecord rec;
+    run_step(step, rec);
+    summary.steps += 1;
+    summary.final_loss = rec.loss;
+    tokens_per_s_sum += rec.tokens_per_s;
+    if (rank_ == 0) {
+      std::printf("step %lld/%lld loss %.17g lr %.6e grad_norm %.6g step_s %.4f tokens/s %.1f",
+                  (long long)rec.step, (long long)o_.steps, rec.loss, rec.lr, rec.grad_norm,
+                  rec.step_time_s, rec.tokens_per_s);
+      if (L.pp > 1) std::printf(" bubble %.3f", bubble_);
+      std::printf("\n");
+      std::fflush(stdout);
+      if (metrics_.is_open()) metrics_.write_step(rec);
+    }
+    if (sampler_) {
+      std::vector<std::string> lines = gather_lines(sampler_->drain(), rank_, world_);
+      if (rank_ == 0)
+        for (const auto& l : lines) metrics_.write_line(l);
+    }
+    if (!std::isfinite(rec.loss)) {
+      failure = "non-finite loss at step " + std::to_string(step + 1);
+      if (rank_ == 0) std::fprintf(stderr, "error: %s; stopping\n", failure.c_str());
+      break;
+    }
+    const int64_t done = step + 1;
+    const bool due = !o_.checkpoint_dir.empty() &&
+                     ((o_.checkpoint_every > 0 && done % o_.checkpoint_every == 0) ||
+                      done == o_.steps);
+    if (due) {
+      std::string error;
+      if (!save_checkpoint(done, &error)) {
+        failure = "checkpoint at step " + std::to_string(done) + " failed: " + error;
+        if (rank_ == 0) std::fprintf(stderr, "error: %s\n", failure.c_str());
+        break;
+      }
+    }
+    if (o_.kill_at_step > 0 && done == o_.kill_at_step && rank_ == world_ - 1) {
+      std::fprintf(stderr, "rank %d: killing itself after step %lld (--kill-at-step)\n", rank_,
+                   (long long)done);
+      std::fflush(stderr);
+      std::raise(SIGKILL);
+    }
+  }
+  if (sampler_) sampler_->stop();
+  summary.wall_s = seconds_since(t_run);
+  summary.mean_tokens_per_s = summary.steps > 0 ? tokens_per_s_sum / summary.steps : 0;
+  if (!failure.empty()) {
+    summary.status = "failed";
+    summary.reason = failure;
+  }
+  if (rank_ == 0 && metrics_.is_open()) metrics_.write_summary(summary);
+  return failure.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+  const int rank = world_rank(), world = world_size();
+  TrainOptions o;
+  Diagnostics d = parse_train_args(argc, argv, &o);
+  // Every rank must run the same command line.
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 1; i < argc; ++i) h = fnv1a(argv[i], std::strlen(argv[i]) + 1, h);
+  if (!same_everywhere(h))
+    d.error(kCmd, 0, 0, "", "the ranks were started with different flags",
+            "start every rank with the same capplan-train command line");
+  int status = 0;
+  if (!all_ok(!d.has_errors())) {
+    report_diagnostics(d, rank);
+    status = 2;
+  } else {
+    if (rank == 0 && !d.empty()) std::fprintf(stderr, "%s", d.to_string().c_str());
+    try {
+      Run run(o, rank, world);
+      status = run.execute();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "rank %d: error: %s\n", rank, e.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  MPI_Finalize();
+  return status;
+}
+
+}  // namespace capplan::rt

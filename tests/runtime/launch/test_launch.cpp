@@ -1,0 +1,824 @@
+// The launch library (runtime/launch.h): scale-down keeps every planner layout valid, the mpirun
+// argument vector, real child processes (streaming, exit status, signals, cancel), the metrics
+// tail-reader on a growing file, the measured medians, and the run record written on success,
+// failure and cancel. No MPI here: the end-to-end run through mpirun is test_launch_e2e.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "planner/plan_io.h"
+#include "planner/search.h"
+#include "planner/spec_io.h"
+#include "support/test_files.h"
+#include "launch/launch.h"
+
+namespace capplan::rt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fixed machine, so that the tests do not depend on this one.
+LocalMachine fake_machine() {
+  LocalMachine m;
+  m.cores = 2;
+  m.ram_bytes = 16.0 * 1024 * 1024 * 1024;
+  m.available_bytes = m.ram_bytes;
+  m.gemm_peak_gflops = 50;
+  m.gemm_peak_source = "stated for the test";
+  m.memory_gbyte_per_s = 10;
+  m.memory_source = "stated for the test";
+  return m;
+}
+
+Scenario scenario_for(const std::string& model, int gpus, int64_t gbs, int seq = 0) {
+  Scenario s;
+  auto m = load_model(model);
+  EXPECT_TRUE(m.ok()) << m.diagnostics.to_string();
+  s.model = *m.value;
+  auto c = load_cluster("p4d.24xlarge");
+  EXPECT_TRUE(c.ok()) << c.diagnostics.to_string();
+  s.cluster = *c.value;
+  s.nodes = (gpus + s.cluster.gpus_per_node - 1) / s.cluster.gpus_per_node;
+  s.gpus = gpus;
+  s.training.gbs = gbs;
+  s.training.seq_len = seq;
+  return s;
+}
+
+std::string temp_dir(const std::string& name) { return capplan::test::scratch_dir(name).string(); }
+using capplan::test::read_text;
+
+// The scaled layout keeps the knobs, satisfies check_layout, and the model is small.
+void expect_scaled_ok(const Scenario& original, const Layout& l, const std::string& what) {
+  const ClusterSpec local = local_cluster_spec(fake_machine(), l.gpus());
+  const ScaledRun r = scale_down(original, l, local);
+  SCOPED_TRACE(what);
+  const auto why = check_layout(r.scenario, r.layout);
+  EXPECT_FALSE(why.has_value()) << *why;
+  EXPECT_EQ(r.layout.dp, l.dp);
+  EXPECT_EQ(r.layout.tp, l.tp);
+  EXPECT_EQ(r.layout.pp, l.pp);
+  EXPECT_EQ(r.layout.vp, l.vp);
+  EXPECT_EQ(r.layout.zero, l.zero);
+  EXPECT_EQ(r.layout.recompute, l.recompute);
+  EXPECT_EQ(r.layout.offload, l.offload);
+  EXPECT_EQ(r.layout.sp, l.sp);
+  EXPECT_EQ(r.layout.order, l.order);
+  EXPECT_EQ(r.layout.schedule, l.schedule);
+  const ModelSpec& m = r.scenario.model;
+  EXPECT_EQ(m.layers % (l.pp * l.vp), 0);
+  EXPECT_EQ(m.heads % l.tp, 0);
+  EXPECT_EQ(m.kv_heads_or_default() % l.tp, 0);
+  EXPECT_EQ(m.heads % m.kv_heads_or_default(), 0);
+  EXPECT_EQ(m.hidden % m.heads, 0);
+  EXPECT_EQ(m.vocab % l.tp, 0);
+  EXPECT_EQ(m.ffn_hidden_or_default() % l.tp, 0);
+  EXPECT_LE(r.scenario.seq_len(), 64 + l.tp);
+  if (l.sp) {
+    EXPECT_EQ(r.scenario.seq_len() % l.tp, 0);
+  }
+  // Grouped-query attention stays grouped.
+  if (original.model.kv_heads_or_default() < original.model.heads) {
+    EXPECT_LT(m.kv_heads_or_default(), m.heads);
+  }
+  const int64_t micro = r.layout.num_microbatches(r.scenario.training.gbs);
+  const int64_t orig_micro = l.num_microbatches(original.training.gbs);
+  ASSERT_GT(micro, 0);
+  EXPECT_GE(micro, std::min<int64_t>(orig_micro, l.pp));
+  EXPECT_LE(micro, orig_micro);
+  if (l.schedule == Schedule::Interleaved) {
+    EXPECT_EQ(micro % l.pp, 0);
+  }
+  EXPECT_EQ(r.scenario.training.precision, Precision::Fp32);
+  EXPECT_EQ(r.scenario.total_gpus(), l.gpus());
+  // Small: a scaled rank's model state and activations are well under 100 MiB by the planner's
+  // own count (its fixed buffers, a GPU runtime's reservation, are left out).
+  const Estimate e = estimate(r.scenario, r.layout);
+  EXPECT_LT(e.memory_per_gpu_bytes.total - e.memory_per_gpu_bytes.buffers, 100.0 * 1024 * 1024)
+      << "model " << m.layers << "x" << m.hidden;
+  EXPECT_FALSE(r.changes.empty());
+}
+
+// Expectation: for every valid layout of 8 and 16 GPUs of three model families (dense MHA,
+// grouped-query, small), with every schedule and knob combination tried, the scaled layout is
+// still valid and keeps every knob.
+TEST(LaunchScaleDown, KeepsEveryEnumeratedLayoutValid) {
+  int checked = 0;
+  for (const std::string model : {"gpt3-175b", "llama2-70b", "gpt2-124m"}) {
+    for (const int gpus : {1, 2, 8, 16}) {
+      const Scenario s = scenario_for(model, gpus, 512);
+      for (int tp = 1; tp <= gpus; tp *= 2) {
+        for (int pp = 1; tp * pp <= gpus; pp *= 2) {
+          if (gpus % (tp * pp) != 0) continue;
+          const int dp = gpus / (tp * pp);
+          for (const Schedule sched : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved}) {
+            for (const int vp : {1, 2, 3}) {
+              for (const bool sp : {false, true}) {
+                Layout l;
+                l.dp = dp, l.tp = tp, l.pp = pp, l.vp = vp, l.mbs = 2, l.schedule = sched;
+                l.sp = sp;
+                l.zero = dp > 1 ? 1 : 0;
+                l.recompute = sp ? Recompute::Selective : Recompute::Full;
+                l.offload = vp == 2;
+                l.order = sp ? "PDT" : "DPT";
+                if (check_layout(s, l)) continue;  // not a layout the planner would emit
+                expect_scaled_ok(s, l, model + " " + std::to_string(dp) + "x" + std::to_string(tp) +
+                                           "x" + std::to_string(pp) + " vp " + std::to_string(vp) +
+                                           " " + to_string(sched) + (sp ? " sp" : ""));
+                ++checked;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  std::printf("Expectation: every valid layout stays valid after scale-down. Actual: %d layouts checked\n",
+              checked);
+  EXPECT_GT(checked, 50);
+}
+
+// Expectation: the layouts the search itself ranks best for GPT-3 175B on 8 p4d nodes (64 GPUs)
+// scale down to valid layouts.
+TEST(LaunchScaleDown, KeepsSearchCandidatesValid) {
+  const Scenario s = scenario_for("gpt3-175b", 64, 1536);
+  SearchOptions o;
+  o.nodes_min = o.nodes_max = 8;
+  o.top = 30;
+  o.include_infeasible = true;
+  o.threads = 1;
+  const SearchResult r = search(s, o);
+  ASSERT_FALSE(r.candidates.empty());
+  for (const Estimate& e : r.candidates) {
+    Scenario es = s;
+    es.nodes = 8;
+    es.gpus = 0;
+    expect_scaled_ok(es, e.layout, "search candidate");
+  }
+}
+
+// Expectation: GPT-3 175B on tp 8, pp 8, vp 2, interleaved, gbs 1536 with dp 2 and mbs 1 (768
+// micro-batches) becomes 16 layers (pp 8 x vp 2 x 1), 8 heads, 16 micro-batches (capped at 2 pp,
+// a multiple of pp), gbs 2 x 16 = 32; and the changes say so.
+TEST(LaunchScaleDown, Gpt3OnLargeLayoutByHand) {
+  const Scenario s = scenario_for("gpt3-175b", 128, 1536);
+  Layout l;
+  l.dp = 2, l.tp = 8, l.pp = 8, l.vp = 2, l.mbs = 1, l.schedule = Schedule::Interleaved;
+  ASSERT_FALSE(check_layout(s, l).has_value());
+  const ScaledRun r = scale_down(s, l, local_cluster_spec(fake_machine(), 128));
+  EXPECT_EQ(r.scenario.model.layers, 16);
+  EXPECT_EQ(r.scenario.model.heads, 8);
+  EXPECT_EQ(r.scenario.model.hidden, 128);  // 8 heads x head_dim 16
+  EXPECT_EQ(r.scenario.model.vocab, 256);
+  EXPECT_EQ(r.scenario.seq_len(), 64);
+  EXPECT_EQ(r.layout.num_microbatches(r.scenario.training.gbs), 16);
+  EXPECT_EQ(r.scenario.training.gbs, 32);
+  std::string all;
+  for (const auto& c : r.changes) all += c + "\n";
+  EXPECT_NE(all.find("layers 96 -> 16"), std::string::npos) << all;
+  EXPECT_NE(all.find("gbs 1536 -> 32"), std::string::npos) << all;
+  EXPECT_NE(all.find("precision bf16 -> fp32"), std::string::npos) << all;
+  EXPECT_NE(all.find("kept: dp 2, tp 8, pp 8, vp 2, schedule interleaved"), std::string::npos) << all;
+}
+
+// Expectation: the model YAML reads back through the planner's loader as the same model.
+TEST(LaunchScaleDown, ModelYamlRoundTrips) {
+  const Scenario s = scenario_for("llama2-70b", 8, 64);
+  Layout l;
+  l.dp = 1, l.tp = 4, l.pp = 2;
+  const ScaledRun r = scale_down(s, l, local_cluster_spec(fake_machine(), 8));
+  const auto back = parse_model_yaml(model_yaml(r.scenario.model), "model.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  const ModelSpec& a = r.scenario.model;
+  const ModelSpec& b = *back.value;
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.layers, b.layers);
+  EXPECT_EQ(a.hidden, b.hidden);
+  EXPECT_EQ(a.heads, b.heads);
+  EXPECT_EQ(a.kv_heads_or_default(), b.kv_heads_or_default());
+  EXPECT_EQ(a.ffn_hidden_or_default(), b.ffn_hidden_or_default());
+  EXPECT_EQ(a.vocab, b.vocab);
+  EXPECT_EQ(a.seq_len, b.seq_len);
+  EXPECT_EQ(a.ffn, b.ffn);
+  EXPECT_EQ(a.norm, b.norm);
+  EXPECT_EQ(a.position, b.position);
+  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
+}
+
+TEST(LaunchLocalCluster, SplitsTheMachineOverRanks) {
+  const ClusterSpec c = local_cluster_spec(fake_machine(), 4);
+  EXPECT_EQ(c.gpus_per_node, 4);
+  EXPECT_DOUBLE_EQ(c.gpu.memory_gib, 4.0);                 // 16 GiB / 4
+  EXPECT_DOUBLE_EQ(c.gpu.peak_tflops_fp32, 50.0 / 4 / 1000);  // 50 GFLOP/s / 4 ranks
+  EXPECT_DOUBLE_EQ(c.intra_node_gbyte_per_s, 10.0 / 2 / 4);
+  Diagnostics d;
+  validate_cluster(c, "<local>", d);
+  EXPECT_FALSE(d.has_errors()) << d.to_string();
+}
+
+// Expectation: the argument vector, element by element; --offload and --sp only when on.
+TEST(LaunchArgv, ExactVector) {
+  TrainCommand c;
+  c.mpirun = "/usr/bin/mpirun";
+  c.train_binary = "/b/capplan-train";
+  c.as_root = true;
+  c.model_file = "/r/model.yaml";
+  c.layout.dp = 2, c.layout.tp = 2, c.layout.pp = 2, c.layout.vp = 1, c.layout.mbs = 1;
+  c.layout.zero = 1, c.layout.recompute = Recompute::Selective, c.layout.sp = true;
+  c.layout.order = "TPD", c.layout.schedule = Schedule::GPipe;
+  c.gbs = 8, c.steps = 3, c.seed = 7, c.checkpoint_dir = "/r/ck", c.checkpoint_every = 3;
+  c.resume = "never", c.metrics_file = "/r/metrics.jsonl", c.threads = 1;
+  const std::vector<std::string> want = {
+      "/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "8",
+      "/b/capplan-train", "--model", "/r/model.yaml", "--dp", "2", "--tp", "2", "--pp", "2",
+      "--vp", "1", "--mbs", "1", "--gbs", "8", "--zero", "1", "--recompute", "selective", "--sp",
+      "--order", "TPD", "--schedule", "gpipe", "--steps", "3", "--seed", "7", "--data",
+      "synthetic", "--checkpoint-dir", "/r/ck", "--checkpoint-every", "3", "--resume", "never",
+      "--metrics", "/r/metrics.jsonl", "--threads", "1"};
+  EXPECT_EQ(build_train_argv(c), want);
+  c.as_root = false;
+  c.layout.sp = false;
+  c.layout.offload = true;
+  const auto v = build_train_argv(c);
+  EXPECT_EQ(std::count(v.begin(), v.end(), "--allow-run-as-root"), 0);
+  EXPECT_EQ(std::count(v.begin(), v.end(), "--sp"), 0);
+  EXPECT_EQ(std::count(v.begin(), v.end(), "--offload"), 1);
+}
+
+void make_executable(const std::string& path) {
+  fs::create_directories(fs::path(path).parent_path());
+  std::ofstream(path) << "#!/bin/sh\n";
+  fs::permissions(path, fs::perms::owner_all);
+}
+
+// Expectation: capplan-train is found side by side with capplan (the build tree's bin/, or
+// installed), else at the build's hint; $CAPPLAN_TRAIN wins over both; nothing found -> empty.
+TEST(LaunchArgv, LocatesTheTrainerNextToCapplan) {
+  const std::string dir = temp_dir("locate");
+  ::unsetenv("CAPPLAN_TRAIN");
+  make_executable(dir + "/build/bin/capplan");
+  make_executable(dir + "/build/bin/capplan-train");
+  EXPECT_EQ(locate_train_binary(dir + "/build/bin/capplan"),
+            fs::canonical(dir + "/build/bin/capplan-train").string());
+  make_executable(dir + "/bin/capplan");
+  make_executable(dir + "/bin/capplan-train");
+  EXPECT_EQ(locate_train_binary(dir + "/bin/capplan"), fs::canonical(dir + "/bin/capplan-train").string());
+  EXPECT_EQ(locate_train_binary(dir + "/elsewhere/capplan", dir + "/bin/capplan-train"),
+            dir + "/bin/capplan-train");  // the build's hint
+  ::setenv("CAPPLAN_TRAIN", (dir + "/bin/capplan-train").c_str(), 1);
+  EXPECT_EQ(locate_train_binary(dir + "/build/bin/capplan"), dir + "/bin/capplan-train");
+  ::setenv("CAPPLAN_TRAIN", (dir + "/missing").c_str(), 1);
+  EXPECT_EQ(locate_train_binary(dir + "/build/bin/capplan"), "");
+  ::unsetenv("CAPPLAN_TRAIN");
+  fs::remove_all(dir);
+}
+
+TEST(LaunchArgv, ShellQuoteForDisplay) {
+  EXPECT_EQ(shell_quote({"a", "b c", "it's", "", "x=1,y/2"}), "a 'b c' 'it'\\''s' '' x=1,y/2");
+}
+
+// ---------------------------------------------------------------- processes
+
+struct Captured {
+  std::vector<std::string> out, err;
+  OutputLineFn fn() {
+    return [this](OutputStream s, const std::string& line) {
+      (s == OutputStream::Stdout ? out : err).push_back(line);
+    };
+  }
+};
+
+// Expectation: stdout and stderr lines arrive separately and in order, an unterminated last
+// line too, and the exit status is the child's.
+TEST(LaunchProcess, StreamsLinesAndExitStatus) {
+  Captured c;
+  const ProcessResult r = run_process(
+      {"/bin/sh", "-c", "echo one; echo err1 >&2; echo two; printf partial; exit 3"}, {}, c.fn());
+  EXPECT_TRUE(r.started);
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.term_signal, 0);
+  EXPECT_FALSE(r.succeeded());
+  EXPECT_EQ(c.out, (std::vector<std::string>{"one", "two", "partial"}));
+  EXPECT_EQ(c.err, (std::vector<std::string>{"err1"}));
+  EXPECT_EQ(r.describe(), "exit status 3");
+}
+
+TEST(LaunchProcess, EnvironmentWorkingDirAndPathLookup) {
+  const std::string dir = temp_dir("wd");
+  Captured c;
+  ProcessOptions o;
+  o.working_dir = dir;
+  o.env = {"CAPPLAN_TEST_VALUE=hello world"};
+  const ProcessResult r = run_process({"sh", "-c", "echo \"$CAPPLAN_TEST_VALUE\"; pwd"}, o, c.fn());
+  ASSERT_TRUE(r.succeeded()) << r.describe();
+  ASSERT_EQ(c.out.size(), 2u);
+  EXPECT_EQ(c.out[0], "hello world");
+  EXPECT_EQ(fs::canonical(c.out[1]), fs::canonical(dir));
+  fs::remove_all(dir);
+}
+
+TEST(LaunchProcess, MissingProgramIsReportedNotStarted) {
+  const ProcessResult r = run_process({"/nonexistent/capplan-train"}, {}, {});
+  EXPECT_FALSE(r.started);
+  EXPECT_NE(r.error.find("/nonexistent/capplan-train"), std::string::npos) << r.error;
+  const ProcessResult r2 = run_process({"capplan-no-such-program-xyz"}, {}, {});
+  EXPECT_FALSE(r2.started);
+  EXPECT_NE(r2.error.find("not found"), std::string::npos) << r2.error;
+  EXPECT_EQ(find_executable("capplan-no-such-program-xyz"), "");
+  EXPECT_FALSE(find_executable("sh").empty());
+}
+
+TEST(LaunchProcess, KilledBySignalIsReported) {
+  const ProcessResult r = run_process({"/bin/sh", "-c", "kill -KILL $$"}, {}, {});
+  EXPECT_TRUE(r.started);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  EXPECT_EQ(r.exit_code, -1);
+  EXPECT_NE(r.describe().find("SIGKILL"), std::string::npos);
+}
+
+bool process_gone(pid_t pid) {
+  // Gone, or a zombie waiting for a reaper that is not us.
+  if (::kill(pid, 0) != 0) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string content;
+  std::getline(stat, content);
+  const size_t paren = content.rfind(')');
+  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] == 'Z';
+}
+
+// Expectation: a child that ignores SIGTERM, and the grandchild it started, are both ended by
+// the cancel (SIGTERM to the group, then SIGKILL after the grace period); the result says
+// cancelled. Without the SIGKILL the child would sleep for 60 s.
+TEST(LaunchProcess, CancelEndsTheWholeProcessGroup) {
+  std::atomic<bool> cancel{false};
+  pid_t grandchild = 0;
+  ProcessOptions o;
+  o.kill_grace_s = 0.3;
+  int ticks = 0;
+  o.on_tick = [&] { ++ticks; };
+  o.tick_s = 0.01;
+  const auto r = run_process(
+      {"/bin/sh", "-c", "trap '' TERM; sleep 60 & echo $!; echo ready; wait"}, o,
+      [&](OutputStream, const std::string& line) {
+        if (line == "ready") cancel = true;
+        else if (grandchild == 0) grandchild = pid_t(std::stol(line));
+      },
+      &cancel);
+  EXPECT_TRUE(r.cancelled);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  EXPECT_NE(r.describe().find("cancelled"), std::string::npos);
+  EXPECT_GT(ticks, 0);
+  ASSERT_GT(grandchild, 0);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = process_gone(grandchild);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "grandchild " << grandchild << " survived the cancel";
+}
+
+// Expectation: when the launching process dies without cancelling (SIGKILL here), its child gets
+// SIGTERM and ends instead of running on unwatched (mpirun then takes its ranks down).
+TEST(LaunchProcess, ChildEndsWhenTheLauncherDies) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t launcher = ::fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    ::close(fds[0]);
+    run_process({"/bin/sh", "-c", "echo $$; exec sleep 60"}, {},
+                [&](OutputStream, const std::string& line) {
+                  const std::string l = line + "\n";
+                  ssize_t ignored = ::write(fds[1], l.data(), l.size());
+                  (void)ignored;
+                });
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  std::string line;
+  char c;
+  while (::read(fds[0], &c, 1) == 1 && c != '\n') line += c;
+  ::close(fds[0]);
+  ASSERT_FALSE(line.empty());
+  const pid_t child = pid_t(std::stol(line));
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 250 && !gone; ++i) {
+    gone = process_gone(child);
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(gone) << "child " << child << " outlived its launcher";
+  if (!gone) ::kill(child, SIGKILL);
+}
+
+// ---------------------------------------------------------------- metrics
+
+TEST(LaunchMetrics, ParsesFlatNestedAndNonFinite) {
+  const auto r = parse_metrics_line(
+      R"({"type":"step","step":3,"loss":5.25,"ok":true,"name":"a\"b\\n","nested":{"x":1.5,"y":[2,3]},"mfu":"NaN","z":null})");
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->type, "step");
+  EXPECT_DOUBLE_EQ(r->number("step"), 3);
+  EXPECT_DOUBLE_EQ(r->number("loss"), 5.25);
+  EXPECT_DOUBLE_EQ(r->number("ok"), 1);
+  EXPECT_EQ(r->string("name"), "a\"b\\n");
+  EXPECT_DOUBLE_EQ(r->number("nested.x"), 1.5);
+  EXPECT_DOUBLE_EQ(r->number("nested.y.1"), 3);
+  EXPECT_TRUE(std::isnan(r->number("mfu", 0)));
+  EXPECT_TRUE(std::isnan(r->number("missing")));
+  EXPECT_FALSE(parse_metrics_line("not json").has_value());
+  EXPECT_FALSE(parse_metrics_line(R"({"a":1)").has_value());
+  EXPECT_FALSE(parse_metrics_line("[1,2]").has_value());
+  EXPECT_FALSE(parse_metrics_line(R"({"a":1} trailing)").has_value());
+}
+
+// Expectation: only complete lines are returned, each once; a line written in two pieces comes
+// back whole after its newline; a truncated file is read again from the start.
+TEST(LaunchMetrics, TailReadsAppendedLinesIncrementally) {
+  const std::string dir = temp_dir("tail");
+  const std::string path = dir + "/m.jsonl";
+  MetricsTail tail(path);
+  EXPECT_TRUE(tail.read_new_lines().empty());  // no file yet
+  std::ofstream f(path);
+  f << "{\"step\":1}\n{\"step\":2}\n{\"st" << std::flush;
+  EXPECT_EQ(tail.read_new_lines(), (std::vector<std::string>{"{\"step\":1}", "{\"step\":2}"}));
+  EXPECT_TRUE(tail.read_new_lines().empty());
+  f << "ep\":3}\n" << std::flush;
+  const auto recs = tail.read_new_records();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_DOUBLE_EQ(recs[0].number("step"), 3);
+  f.close();
+  std::ofstream g(path, std::ios::trunc);
+  g << "{\"step\":9}\n" << std::flush;
+  EXPECT_EQ(tail.read_new_lines(), (std::vector<std::string>{"{\"step\":9}"}));
+  fs::remove_all(dir);
+}
+
+// Expectation: steps of 10, 1, 2, 3, 4 s: the first two are warm-up, median of 2, 3, 4 = 3 s;
+// per-phase medians likewise; peak RSS per rank is the largest sample of each rank.
+TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
+  std::vector<MetricsRecord> recs;
+  const double times[] = {10, 1, 2, 3, 4};
+  for (int i = 0; i < 5; ++i) {
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  R"({"type":"step","step":%d,"loss":%g,"step_time_s":%g,"tokens_per_s":%g,"forward_s":%g,"backward_s":%g,"dp_comm_s":0.5,"data_s":0.1,"gemm_s":1.25})",
+                  i + 1, 6.0 - i, times[i], 100.0 * (i + 1), times[i] / 4, times[i] / 2);
+    recs.push_back(*parse_metrics_line(line));
+  }
+  recs.push_back(*parse_metrics_line(R"({"type":"system","rank":0,"rss_bytes":100})"));
+  recs.push_back(*parse_metrics_line(R"({"type":"system","rank":1,"rss_bytes":300})"));
+  recs.push_back(*parse_metrics_line(R"({"type":"system","rank":0,"rss_bytes":200})"));
+  recs.push_back(*parse_metrics_line(R"({"type":"summary","status":"ok","reason":""})"));
+  const MeasuredRun m = summarize_metrics(recs);
+  EXPECT_EQ(m.steps, 5);
+  EXPECT_EQ(m.warmup_steps, 2);
+  EXPECT_DOUBLE_EQ(m.step_time_s, 3);
+  EXPECT_DOUBLE_EQ(m.tokens_per_s, 400);
+  EXPECT_DOUBLE_EQ(m.phase_s.at("forward"), 0.75);
+  EXPECT_DOUBLE_EQ(m.phase_s.at("backward"), 1.5);
+  EXPECT_DOUBLE_EQ(m.phase_s.at("dp_comm"), 0.5);
+  EXPECT_DOUBLE_EQ(m.first_loss, 6);
+  EXPECT_DOUBLE_EQ(m.last_loss, 2);
+  ASSERT_EQ(m.peak_rss_bytes_per_rank.size(), 2u);
+  EXPECT_DOUBLE_EQ(m.peak_rss_bytes_per_rank[0], 200);
+  EXPECT_DOUBLE_EQ(m.peak_rss_bytes_per_rank[1], 300);
+  EXPECT_EQ(m.summary_status, "ok");
+
+  RunRecord rec;
+  rec.measured = m;
+  Estimate e;
+  e.step_time_s = 2.5;
+  e.breakdown_s.compute = 2;
+  e.breakdown_s.dp_comm = 0.5;
+  rec.predicted = e;
+  const auto rows = compare_terms(rec);
+  auto row = [&](const std::string& t) {
+    for (const auto& r : rows) {
+      if (r.term == t) return r;
+    }
+    ADD_FAILURE() << "no row " << t;
+    return TermRow{};
+  };
+  EXPECT_DOUBLE_EQ(row("compute").measured_s, 2.25);  // forward 0.75 + backward 1.5
+  EXPECT_DOUBLE_EQ(row("compute").predicted_s, 2);
+  EXPECT_DOUBLE_EQ(row("dp_comm").measured_s, 0.5);
+  EXPECT_TRUE(std::isnan(row("tp_comm").measured_s));
+  EXPECT_DOUBLE_EQ(row("data (not modelled)").measured_s, 0.1);
+  // GEMM time is shown right under compute, as a part of it.
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows[1].term, "gemm (within compute)");
+  EXPECT_DOUBLE_EQ(rows[1].measured_s, 1.25);
+  EXPECT_DOUBLE_EQ(row("step").measured_s, 3);
+  EXPECT_DOUBLE_EQ(row("step").predicted_s, 2.5);
+  EXPECT_TRUE(std::isnan(row("step").simulated_s));
+}
+
+// Expectation: memory by kind comes from capplan-train's records (largest over ranks, names
+// mapped to the planner's kinds); compare_memory pairs them with the prediction and sums the
+// measured device total.
+TEST(LaunchMetrics, MemoryByKind) {
+  EXPECT_DOUBLE_EQ(parse_trainer_bubble("step 3/6 loss 5.5 lr 3e-4 grad_norm 0.8 step_s 0.09 tokens/s 5754.3 bubble 0.250"), 0.25);
+  EXPECT_TRUE(std::isnan(parse_trainer_bubble("step 3/6 loss 5.5 tokens/s 5754.3")));
+  EXPECT_TRUE(std::isnan(parse_trainer_bubble("no bubble 0.5")));
+
+  // capplan-train's placement records carry its allocations per rank.
+  const MeasuredRun placed = summarize_metrics(
+      {*parse_metrics_line(R"({"type":"placement","rank":0,"param_bytes":10,"grad_bytes":10,"optimizer_bytes":20,"activation_device_bytes":30,"activation_host_bytes":5})")});
+  EXPECT_DOUBLE_EQ(placed.memory_bytes.at("weights"), 10);
+  EXPECT_DOUBLE_EQ(placed.memory_bytes.at("gradients"), 10);
+  EXPECT_DOUBLE_EQ(placed.memory_bytes.at("activations"), 30);
+  EXPECT_DOUBLE_EQ(placed.memory_bytes.at("offloaded"), 5);
+
+  std::vector<MetricsRecord> recs = {
+      *parse_metrics_line(R"({"type":"memory","rank":0,"parameters_bytes":100,"activations_bytes":50})"),
+      *parse_metrics_line(R"({"type":"memory","rank":1,"parameters_bytes":120,"activations_bytes":40})")};
+  RunRecord rec;
+  rec.measured = summarize_metrics(recs);
+  EXPECT_DOUBLE_EQ(rec.measured.memory_bytes.at("weights"), 120);
+  EXPECT_DOUBLE_EQ(rec.measured.memory_bytes.at("activations"), 50);
+  Estimate e;
+  e.memory_per_gpu_bytes.weights = 110;
+  e.memory_per_gpu_bytes.total = 1000;
+  rec.predicted = e;
+  const auto rows = compare_memory(rec);
+  ASSERT_GE(rows.size(), 7u);
+  EXPECT_EQ(rows[0].kind, "weights");
+  EXPECT_DOUBLE_EQ(rows[0].predicted_bytes, 110);
+  EXPECT_DOUBLE_EQ(rows[0].measured_bytes, 120);
+  EXPECT_TRUE(std::isnan(rows[1].measured_bytes));  // gradients not reported
+  EXPECT_EQ(rows[6].kind, "total (on the device)");
+  EXPECT_DOUBLE_EQ(rows[6].measured_bytes, 170);     // 120 + 50
+  EXPECT_DOUBLE_EQ(rows[6].predicted_bytes, 1000);
+
+  // Under the batch split the other parts' gradients get a row of their own (no prediction: the
+  // layout has one copy), counted in the total, and the text says what they are; a placement
+  // record with none (split_grad_bytes 0, the kernel split) adds no row.
+  RunRecord split;
+  split.measured = summarize_metrics({*parse_metrics_line(
+      R"({"type":"placement","rank":0,"param_bytes":10,"grad_bytes":10,"split_grad_bytes":10,"optimizer_bytes":20,"activation_device_bytes":30})")});
+  const auto srows = compare_memory(split);
+  ASSERT_EQ(srows.size(), rows.size() + 1);
+  EXPECT_EQ(srows[2].kind, "gradient copies");
+  EXPECT_DOUBLE_EQ(srows[2].measured_bytes, 10);
+  EXPECT_TRUE(std::isnan(srows[2].predicted_bytes));
+  EXPECT_EQ(srows[7].kind, "total (on the device)");
+  EXPECT_DOUBLE_EQ(srows[7].measured_bytes, 80);  // 10 + 10 + 10 + 20 + 30
+  EXPECT_NE(run_record_text(split).find("gradient copies: the gradients of the other parts"),
+            std::string::npos);
+  RunRecord kernel;
+  kernel.measured = summarize_metrics({*parse_metrics_line(
+      R"({"type":"placement","rank":0,"param_bytes":10,"grad_bytes":10,"split_grad_bytes":0})")});
+  EXPECT_EQ(compare_memory(kernel).size(), rows.size());
+  EXPECT_EQ(run_record_text(kernel).find("gradient copies"), std::string::npos);
+}
+
+// ---------------------------------------------------------------- the whole run, with a fake trainer
+
+PreparedRun fake_prepared(const std::string& dir, const std::string& script) {
+  PreparedRun p;
+  p.record.run_dir = dir;
+  p.record.steps = 3;
+  p.record.command = {"/bin/sh", "-c", script, "fake-trainer", dir + "/metrics.jsonl"};
+  p.metrics_file = dir + "/metrics.jsonl";
+  p.log_file = dir + "/output.log";
+  return p;
+}
+
+std::optional<MetricsRecord> read_record(const std::string& dir) {
+  return parse_metrics_line(read_text(dir + "/run.json"));  // the flat reader takes any JSON object
+}
+
+// Expectation: a fake trainer writing three step records and a summary: succeeded, 3 steps
+// measured (1 warm-up), metrics streamed to the callback in order, output in output.log, and
+// run.json + run.txt written.
+TEST(LaunchRun, SucceededRunRecordsMeasuredFigures) {
+  const std::string dir = temp_dir("ok");
+  const std::string script =
+      "for i in 1 2 3; do echo \"step $i\"; "
+      "echo \"{\\\"type\\\":\\\"step\\\",\\\"step\\\":$i,\\\"loss\\\":5,\\\"step_time_s\\\":0.$i,"
+      "\\\"forward_s\\\":0.1,\\\"backward_s\\\":0.2}\" >> \"$1\"; done; "
+      "echo '{\"type\":\"summary\",\"status\":\"ok\"}' >> \"$1\"";
+  std::vector<double> seen;
+  RunCallbacks cb;
+  std::vector<std::string> out;
+  cb.on_output = [&](OutputStream, const std::string& l) { out.push_back(l); };
+  cb.on_metrics = [&](const MetricsRecord& r) {
+    if (r.type == "step") seen.push_back(r.number("step"));
+  };
+  const RunRecord rec = execute_run(fake_prepared(dir, script), cb);
+  EXPECT_EQ(rec.status, RunStatus::Succeeded) << rec.reason;
+  EXPECT_EQ(rec.measured.steps, 3);
+  EXPECT_EQ(rec.measured.warmup_steps, 1);
+  EXPECT_DOUBLE_EQ(rec.measured.step_time_s, 0.25);  // median of 0.2, 0.3
+  EXPECT_EQ(seen, (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(out, (std::vector<std::string>{"step 1", "step 2", "step 3"}));
+  EXPECT_EQ(read_text(dir + "/output.log"), "step 1\nstep 2\nstep 3\n");
+  const auto json = read_record(dir);
+  ASSERT_TRUE(json.has_value()) << read_text(dir + "/run.json");
+  EXPECT_EQ(json->string("status"), "succeeded");
+  EXPECT_DOUBLE_EQ(json->number("measured.step_time_s"), 0.25);
+  EXPECT_EQ(json->string("command.0"), "/bin/sh");
+  EXPECT_NE(read_text(dir + "/run.txt").find("succeeded"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Expectation: a trainer that fails writes a record with status failed and the reason: the
+// exit status and the job's own error line, not mpirun's banner after it.
+TEST(LaunchRun, FailedRunStillWritesItsRecord) {
+  const std::string dir = temp_dir("fail");
+  const RunRecord rec = execute_run(
+      fake_prepared(dir, "echo '<command line>: error: --gbs: 7 is not divisible by dp 2 x mbs 1' >&2; "
+                         "echo ---------- >&2; echo 'mpirun detected that one or more processes exited' >&2; "
+                         "echo ---------- >&2; exit 2"), {});
+  EXPECT_EQ(rec.status, RunStatus::Failed);
+  EXPECT_NE(rec.reason.find("exit status 2"), std::string::npos) << rec.reason;
+  EXPECT_NE(rec.reason.find("not divisible"), std::string::npos) << rec.reason;
+  EXPECT_EQ(rec.reason.find("mpirun detected"), std::string::npos) << rec.reason;  // the cause, not the echo
+  const auto json = read_record(dir);
+  ASSERT_TRUE(json.has_value());
+  EXPECT_EQ(json->string("status"), "failed");
+  EXPECT_NE(json->string("reason").find("not divisible"), std::string::npos);
+  EXPECT_DOUBLE_EQ(json->number("exit_code"), 2);
+  fs::remove_all(dir);
+}
+
+TEST(LaunchRun, CancelledRunWritesItsRecord) {
+  const std::string dir = temp_dir("cancel");
+  std::atomic<bool> cancel{false};
+  RunCallbacks cb;
+  cb.on_output = [&](OutputStream, const std::string& l) {
+    if (l == "started") cancel = true;
+  };
+  const RunRecord rec = execute_run(fake_prepared(dir, "echo started; sleep 60"), cb, &cancel);
+  EXPECT_EQ(rec.status, RunStatus::Cancelled);
+  EXPECT_NE(rec.reason.find("cancelled"), std::string::npos);
+  const auto json = read_record(dir);
+  ASSERT_TRUE(json.has_value());
+  EXPECT_EQ(json->string("status"), "cancelled");
+  fs::remove_all(dir);
+}
+
+// Expectation: a job that outlives the time limit is stopped and the run failed, "timed out".
+TEST(LaunchRun, TimeLimitStopsTheJob) {
+  const std::string dir = temp_dir("timeout");
+  PreparedRun p = fake_prepared(dir, "echo started; exec sleep 60");
+  p.timeout_s = 0.3;
+  const RunRecord rec = execute_run(p, {});
+  EXPECT_EQ(rec.status, RunStatus::Failed);
+  EXPECT_NE(rec.reason.find("timed out after 0.3 s"), std::string::npos) << rec.reason;
+  EXPECT_EQ(rec.term_signal, SIGTERM);
+  const auto json = read_record(dir);
+  ASSERT_TRUE(json.has_value());
+  EXPECT_EQ(json->string("status"), "failed");
+  fs::remove_all(dir);
+}
+
+TEST(LaunchRun, MissingProgramIsAFailedRunWithReason) {
+  const std::string dir = temp_dir("missing");
+  PreparedRun p = fake_prepared(dir, "");
+  p.record.command = {"/nonexistent/mpirun", "-np", "2"};
+  const RunRecord rec = execute_run(p, {});
+  EXPECT_EQ(rec.status, RunStatus::Failed);
+  EXPECT_NE(rec.reason.find("/nonexistent/mpirun"), std::string::npos) << rec.reason;
+  EXPECT_TRUE(fs::exists(dir + "/run.json"));
+  fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------- prepare_run on bad input
+
+LaunchRequest request_for(const std::string& dir) {
+  LaunchRequest q;
+  q.scenario = scenario_for("gpt2-124m", 2, 8);
+  q.layout.dp = 2;
+  q.layout.mbs = 1;
+  q.scale_down = true;
+  q.steps = 3;
+  q.run_dir = dir;
+  q.train_binary = "/bin/true";  // any executable: nothing is started here
+  q.mpirun = "/bin/true";
+  q.measure_machine = false;
+  q.stated_gemm_peak_gflops = 50;
+  return q;
+}
+
+bool mentions(const Diagnostics& d, const std::string& text) {
+  return d.to_string().find(text) != std::string::npos;
+}
+
+TEST(LaunchPrepare, GoodRequestWritesModelAndCommand) {
+  const std::string dir = temp_dir("prep");
+  const auto p = prepare_run(request_for(dir));
+  ASSERT_TRUE(p.ok()) << p.diagnostics.to_string();
+  EXPECT_TRUE(fs::exists(dir + "/model.yaml"));
+  const std::string cmd = read_text(dir + "/command.txt");
+  EXPECT_NE(cmd.find("-np 2"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find("--model " + dir + "/model.yaml"), std::string::npos) << cmd;
+  ASSERT_TRUE(p.value->record.predicted.has_value());
+  EXPECT_EQ(p.value->record.layout.dp, 2);
+  // plan.yaml reproduces the prediction: the same estimate from the saved artifact.
+  const auto plan = load_plan(dir + "/plan.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics.to_string();
+  const Estimate again = estimate(plan.value->scenario, plan.value->layout);
+  EXPECT_NEAR(again.step_time_s, p.value->record.predicted->step_time_s,
+              1e-6 * p.value->record.predicted->step_time_s);
+  EXPECT_EQ(plan.value->scenario.model.layers, p.value->record.scenario.model.layers);
+  fs::remove_all(dir);
+}
+
+TEST(LaunchPrepare, TooManyRanksIsAnErrorNamingTheCount) {
+  const std::string dir = temp_dir("ranks");
+  LaunchRequest q = request_for(dir);
+  q.scenario = scenario_for("gpt3-175b", 960, 1920);
+  q.layout.dp = 15, q.layout.tp = 8, q.layout.pp = 8, q.layout.mbs = 1;
+  q.max_ranks = 8;
+  const auto p = prepare_run(q);
+  EXPECT_FALSE(p.ok());
+  EXPECT_TRUE(mentions(p.diagnostics, "960 ranks")) << p.diagnostics.to_string();
+  EXPECT_TRUE(mentions(p.diagnostics, "<command line>")) << p.diagnostics.to_string();
+  // The refused run leaves its record with the reason.
+  const auto json = read_record(dir);
+  ASSERT_TRUE(json.has_value());
+  EXPECT_EQ(json->string("status"), "not-started");
+  EXPECT_NE(json->string("reason").find("960 ranks"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir + "/model.yaml"));  // nothing prepared for a refused run
+  // A refusal in a directory that holds an earlier run's record leaves that record alone.
+  std::ofstream(dir + "/run.json") << "{\"status\": \"succeeded\"}\n";
+  EXPECT_FALSE(prepare_run(q).ok());
+  EXPECT_EQ(read_text(dir + "/run.json"), "{\"status\": \"succeeded\"}\n");
+  fs::remove_all(dir);
+}
+
+TEST(LaunchPrepare, MissingTrainerAndUnwritableDirAreReportedTogether) {
+  LaunchRequest q = request_for("/proc/capplan-no-such-dir/run");
+  q.train_binary = "/nonexistent/capplan-train";
+  const auto p = prepare_run(q);
+  EXPECT_FALSE(p.ok());
+  EXPECT_TRUE(mentions(p.diagnostics, "/nonexistent/capplan-train")) << p.diagnostics.to_string();
+  EXPECT_TRUE(mentions(p.diagnostics, "run directory")) << p.diagnostics.to_string();
+}
+
+TEST(LaunchPrepare, WithoutScaleDownALargeModelDoesNotFit) {
+  const std::string dir = temp_dir("fit");
+  LaunchRequest q = request_for(dir);
+  q.scenario = scenario_for("gpt3-175b", 2, 8);
+  q.layout.dp = 1, q.layout.pp = 2;
+  q.scale_down = false;
+  const auto p = prepare_run(q);
+  EXPECT_FALSE(p.ok());
+  EXPECT_TRUE(mentions(p.diagnostics, "--scale-down")) << p.diagnostics.to_string();
+  fs::remove_all(dir);
+}
+
+// Expectation: a layout within the limit comes back unchanged; 960 ranks into 8 keeps
+// tp = pp = 2 and dp = 8 / 4 = 2; into 2 ranks, tp x pp = 4 is over the limit, so pp goes to 1
+// (dp 1, tp 2); into 1 rank everything is 1, the interleaved schedule becomes 1F1B with vp 1 and
+// sp goes off; zero, recompute, offload and order are kept throughout.
+TEST(ShrinkLayout, CutsTpPpThenDpAndKeepsTheKnobs) {
+  Layout l;
+  l.dp = 15, l.tp = 8, l.pp = 8, l.vp = 2, l.mbs = 1, l.zero = 1, l.sp = true, l.offload = true;
+  l.schedule = Schedule::Interleaved, l.recompute = Recompute::Selective, l.order = "TPD";
+  const ShrunkLayout same = shrink_layout(l, 960);
+  EXPECT_EQ(same.layout.gpus(), 960);
+  EXPECT_TRUE(same.changes.empty());
+
+  const ShrunkLayout eight = shrink_layout(l, 8);
+  EXPECT_EQ(eight.layout.dp, 2);
+  EXPECT_EQ(eight.layout.tp, 2);
+  EXPECT_EQ(eight.layout.pp, 2);
+  EXPECT_EQ(eight.layout.vp, 2);
+  EXPECT_EQ(eight.layout.schedule, Schedule::Interleaved);
+  EXPECT_TRUE(eight.layout.sp);
+  ASSERT_EQ(eight.changes.size(), 1u);
+  EXPECT_EQ(eight.changes[0], "layout dp 15 tp 8 pp 8 (960 ranks) -> dp 2 tp 2 pp 2 (8 ranks): at most 8 ranks here");
+
+  const ShrunkLayout two = shrink_layout(l, 2);
+  EXPECT_EQ(two.layout.dp, 1);
+  EXPECT_EQ(two.layout.tp, 2);
+  EXPECT_EQ(two.layout.pp, 1);
+  EXPECT_EQ(two.layout.vp, 1);
+  EXPECT_EQ(two.layout.schedule, Schedule::OneFOneB);
+
+  const ShrunkLayout one = shrink_layout(l, 1);
+  EXPECT_EQ(one.layout.gpus(), 1);
+  EXPECT_FALSE(one.layout.sp);
+  EXPECT_EQ(one.layout.zero, 1);
+  EXPECT_EQ(one.layout.recompute, Recompute::Selective);
+  EXPECT_TRUE(one.layout.offload);
+  EXPECT_EQ(one.layout.order, "TPD");
+  EXPECT_EQ(one.changes.size(), 3u);
+}
+
+}  // namespace
+}  // namespace capplan::rt

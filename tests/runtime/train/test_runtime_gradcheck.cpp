@@ -1,0 +1,444 @@
+// Gradient check of every parameter tensor of the GPT model against central finite differences,
+// on tiny models covering both families (GELU + LayerNorm + learned positions; SwiGLU + RMSNorm +
+// RoPE + grouped-query attention). Also: layout-independent initialisation, rank placement by
+// order, the learning-rate schedule, and capplan-train's flags and --help text.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "train/backend.h"
+#include "train/communicator.h"
+#include "train/gpt.h"
+#include "train/optimizer.h"
+#include "train/trainer.h"
+
+namespace capplan::rt {
+namespace {
+
+ModelSpec tiny_model(bool llama) {
+  ModelSpec m;
+  m.name = llama ? "tiny-llama" : "tiny-gpt";
+  m.layers = 2;
+  m.hidden = 16;
+  m.heads = 4;
+  m.vocab = 23;
+  m.seq_len = 6;
+  if (llama) {
+    m.kv_heads = 2;
+    m.ffn = Ffn::Swiglu;
+    m.ffn_hidden = 24;
+    m.norm = Norm::RmsNorm;
+    m.position = PositionEmbedding::Rope;
+  }
+  return m;
+}
+
+// One stage holding every layer of `m`, micro-batches of `mbs` sequences, weights from `seed`.
+GptConfig tiny_config(const ModelSpec& m, uint64_t seed, int mbs = 2) {
+  GptConfig c;
+  c.model = m;
+  c.seq_len = m.seq_len;
+  c.mbs = mbs;
+  c.layer_end = m.layers;
+  c.seed = seed;
+  return c;
+}
+
+struct Fixture {
+  std::unique_ptr<Backend> be = make_cpu_backend(2);
+  std::unique_ptr<Communicator> tp = make_self_communicator();
+  std::unique_ptr<Gpt> gpt;
+  std::vector<int32_t> tokens, targets;
+  int rows = 0;
+
+  explicit Fixture(const ModelSpec& m, Recompute recompute = Recompute::None,
+                   int head_chunk_rows = 0) {
+    GptConfig c = tiny_config(m, 7);
+    c.head_chunk_rows = head_chunk_rows;
+    c.recompute = recompute;
+    gpt = std::make_unique<Gpt>(c, *be, *tp);
+    gpt->init_params();
+    rows = c.mbs * c.seq_len;
+    std::mt19937 rng(3);
+    for (int i = 0; i < rows; ++i) {
+      tokens.push_back(int32_t(rng() % uint32_t(m.vocab)));
+      targets.push_back(int32_t(rng() % uint32_t(m.vocab)));
+    }
+  }
+  // Mean token loss; with `grads`, also its gradient in gpt->grads().
+  double loss(bool grads) {
+    gpt->zero_grads();
+    const double sum = gpt->forward(0, tokens.data(), nullptr, nullptr, targets.data(),
+                                    1.0f / float(rows));
+    if (grads) gpt->backward(0, nullptr, nullptr);
+    return sum / rows;
+  }
+};
+
+// Directional check per tensor: for a unit direction u mixing the gradient's own direction and a
+// random one, (L(p + eps u) - L(p - eps u)) / (2 eps) must match g . u.
+// Tolerance: the loss is accumulated from fp32 token losses (relative rounding ~1e-7 of L ~ 3);
+// divided by 2 eps = 2e-2 that bounds the noise near 1.5e-5 (measured: below 5e-6 on the norm
+// tensors), and the truncation error of central differences, O(eps^2 |L'''|), measured at most
+// 6e-4 |g| (the embedding). We allow 2e-3 relative + 2e-5 absolute; a wrong or missing term in a
+// backward formula moves these directional derivatives by far more (tens of percent).
+void check_gradients(Fixture& f) {
+  f.loss(true);
+  const int64_t n = f.gpt->num_params();
+  std::vector<float> grads(static_cast<size_t>(n)), params(static_cast<size_t>(n));
+  f.be->to_host(grads.data(), f.gpt->grads(), n);
+  f.be->to_host(params.data(), f.gpt->params(), n);
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal;
+  const double eps = 1e-2;
+  for (const ParamInfo& p : f.gpt->param_infos()) {
+    std::vector<double> u(size_t(p.numel));
+    double gnorm = 0, rnorm = 0;
+    std::vector<double> r(size_t(p.numel));
+    for (int64_t i = 0; i < p.numel; ++i) {
+      gnorm += double(grads[size_t(p.offset + i)]) * grads[size_t(p.offset + i)];
+      r[size_t(i)] = normal(rng);
+      rnorm += r[size_t(i)] * r[size_t(i)];
+    }
+    gnorm = std::sqrt(gnorm);
+    rnorm = std::sqrt(rnorm);
+    ASSERT_GT(gnorm, 0.0) << p.name << ": gradient is zero";
+    double unorm = 0;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      u[size_t(i)] = grads[size_t(p.offset + i)] / gnorm + r[size_t(i)] / rnorm;
+      unorm += u[size_t(i)] * u[size_t(i)];
+    }
+    unorm = std::sqrt(unorm);
+    double analytic = 0;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      u[size_t(i)] /= unorm;
+      analytic += grads[size_t(p.offset + i)] * u[size_t(i)];
+    }
+    auto shifted = [&](double s) {
+      std::vector<float> q = params;
+      for (int64_t i = 0; i < p.numel; ++i)
+        q[size_t(p.offset + i)] = float(params[size_t(p.offset + i)] + s * u[size_t(i)]);
+      f.be->from_host(f.gpt->params(), q.data(), n);
+      return f.loss(false);
+    };
+    const double numeric = (shifted(eps) - shifted(-eps)) / (2 * eps);
+    f.be->from_host(f.gpt->params(), params.data(), n);
+    std::printf("%-16s Expectation: d/du = %.6e  Actual result: %.6e\n", p.name.c_str(), numeric,
+                analytic);
+    EXPECT_NEAR(analytic, numeric, 2e-3 * std::abs(numeric) + 2e-5) << p.name;
+  }
+}
+
+TEST(RuntimeGradCheck, GeluLayerNormLearnedPositions) {
+  Fixture f(tiny_model(false));
+  check_gradients(f);
+}
+
+TEST(RuntimeGradCheck, SwigluRmsNormRopeGroupedQuery) {
+  Fixture f(tiny_model(true));
+  check_gradients(f);
+}
+
+// Causal attention works on blocks of 64 query rows; 70 positions make a full block and a
+// partial one, so the block boundary of the masked-triangle skipping is checked.
+TEST(RuntimeGradCheck, CausalAttentionAcrossQueryBlocks) {
+  ModelSpec m = tiny_model(true);
+  m.seq_len = 70;
+  Fixture f(m);
+  check_gradients(f);
+}
+
+// The LM head and loss run over chunks of rows: 12 rows in chunks of 5 (5, 5, 2) pass the
+// gradient check and agree with one chunk of 12 (the same sums, accumulated over chunks).
+TEST(RuntimeGradCheck, HeadChunksMatchOneChunk) {
+  for (bool llama : {false, true}) {
+    Fixture chunked(tiny_model(llama), Recompute::None, 5);
+    check_gradients(chunked);
+    Fixture whole(tiny_model(llama), Recompute::None, 12);
+    const double a = chunked.loss(true), b = whole.loss(true);
+    EXPECT_NEAR(a, b, 1e-6 * std::abs(b));
+    const int64_t n = whole.gpt->num_params();
+    std::vector<float> ga(static_cast<size_t>(n)), gb(static_cast<size_t>(n));
+    chunked.be->to_host(ga.data(), chunked.gpt->grads(), n);
+    whole.be->to_host(gb.data(), whole.gpt->grads(), n);
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      diff += (double(ga[size_t(i)]) - gb[size_t(i)]) * (double(ga[size_t(i)]) - gb[size_t(i)]);
+      norm += double(gb[size_t(i)]) * gb[size_t(i)];
+    }
+    EXPECT_LT(std::sqrt(diff), 1e-6 * std::sqrt(norm)) << (llama ? "llama" : "gpt");
+    EXPECT_GT(norm, 0.0);
+  }
+}
+
+// Full recompute rebuilds each layer's activations in backward from the same inputs and
+// operations, selective recompute the attention softmax: gradients bitwise identical to keeping
+// them.
+TEST(RuntimeGradCheck, RecomputeIsBitwiseIdentical) {
+  for (auto [llama, mode] : {std::pair{false, Recompute::Full}, std::pair{true, Recompute::Full},
+                             std::pair{false, Recompute::Selective},
+                             std::pair{true, Recompute::Selective}}) {
+    Fixture a(tiny_model(llama)), b(tiny_model(llama), mode);
+    EXPECT_EQ(a.loss(true), b.loss(true));
+    const int64_t n = a.gpt->num_params();
+    std::vector<float> ga(static_cast<size_t>(n)), gb(static_cast<size_t>(n));
+    a.be->to_host(ga.data(), a.gpt->grads(), n);
+    b.be->to_host(gb.data(), b.gpt->grads(), n);
+    EXPECT_EQ(ga, gb);
+  }
+}
+
+// The batch split over threads: a replica reads its owner's weights, and the weight-gradient
+// GEMMs of the LM head's last chunk and of the first layer are left to the caller (deferred()),
+// largest first. Run after each backward, on another backend, they give bitwise the gradients of
+// an undeferred model, over two accumulated micro-batches and under full recompute, except the
+// embedding's, which adds the same terms in another order (the head's last chunk after the
+// embedding's own rows): within 1e-6 of its norm. Before they run, the first layer's tensors
+// hold only the first micro-batch's share.
+TEST(RuntimeGradCheck, DeferredWeightGradientsGiveTheSameGradients) {
+  for (auto [llama, mode] : {std::pair{false, Recompute::None}, std::pair{true, Recompute::Full}}) {
+    const ModelSpec m = tiny_model(llama);
+    auto be = make_cpu_backend(1), other = make_cpu_backend(1);
+    auto tp = make_self_communicator();
+    GptConfig c = tiny_config(m, 7);
+    c.recompute = mode;
+    c.head_chunk_rows = 5;  // 12 rows: chunks of 5, 5 and 2, the last one deferred
+    Gpt plain(c, *be, *tp);
+    plain.init_params();
+    GptConfig d = c;
+    d.defer_weight_grads = true;
+    d.shared_params = plain.params();
+    Gpt deferred(d, *be, *tp);
+    EXPECT_EQ(deferred.params(), plain.params());
+    EXPECT_EQ(deferred.param_bytes(), 0);
+    const int rows = c.mbs * c.seq_len;
+    std::vector<int32_t> tok(size_t(2 * rows));
+    for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 5 + 1) % size_t(m.vocab));
+    plain.zero_grads();
+    deferred.zero_grads();
+    const int64_t n = plain.num_params();
+    std::vector<float> ga(static_cast<size_t>(n)), gb(static_cast<size_t>(n));
+    for (int mb = 0; mb < 2; ++mb) {
+      const int32_t* x = tok.data() + mb * rows;
+      const int32_t* y = tok.data() + (1 - mb) * rows;
+      EXPECT_EQ(plain.forward(0, x, nullptr, nullptr, y, 0.01f),
+                deferred.forward(0, x, nullptr, nullptr, y, 0.01f));
+      plain.backward(0, nullptr, nullptr);
+      deferred.backward(0, nullptr, nullptr);
+      const std::vector<DeferredGemm>& list = deferred.deferred();
+      ASSERT_EQ(list.size(), 5u);
+      for (size_t i = 1; i < list.size(); ++i) EXPECT_GE(list[i - 1].flops(), list[i].flops());
+      if (mb == 0) {  // nothing added yet to the first layer's weight gradients
+        be->to_host(gb.data(), deferred.grads(), n);
+        const ParamInfo* w = deferred.find_param("layers.0.wfc");
+        ASSERT_NE(w, nullptr);
+        for (int64_t i = 0; i < w->numel; ++i) ASSERT_EQ(gb[size_t(w->offset + i)], 0.0f);
+      }
+      for (const DeferredGemm& g : list)
+        other->matmul(g.c, g.a, g.b, g.M, g.N, g.K, true, false, true);
+    }
+    be->to_host(ga.data(), plain.grads(), n);
+    be->to_host(gb.data(), deferred.grads(), n);
+    const ParamInfo* wte = plain.find_param("wte");
+    ASSERT_NE(wte, nullptr);
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const bool in_wte = i >= wte->offset && i < wte->offset + wte->numel;
+      if (!in_wte) {
+        ASSERT_EQ(ga[size_t(i)], gb[size_t(i)]) << "element " << i;
+        continue;
+      }
+      diff += std::pow(double(ga[size_t(i)]) - gb[size_t(i)], 2);
+      norm += std::pow(double(ga[size_t(i)]), 2);
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-6 * std::sqrt(norm));
+    EXPECT_GT(norm, 0.0);
+  }
+}
+
+// Offload with full recompute, two micro-batches in flight (F0 F1 B0 B1, as GPipe runs them):
+// the checkpointed layer inputs live in host memory between forward and backward, so the device
+// pool holds one set instead of one per slot, and the gradients are bitwise those of no offload.
+// Expectation: device activation bytes drop by (slots - 1) * (layers + 1) * rows * hidden * 4.
+TEST(RuntimeGradCheck, OffloadIsBitwiseIdenticalAndShrinksTheDevicePool) {
+  auto run = [](bool offload, std::vector<float>* grads) {
+    auto be = make_cpu_backend(2);
+    auto tp = make_self_communicator();
+    const ModelSpec m = tiny_model(true);
+    GptConfig c = tiny_config(m, 7);
+    c.slots = 2;
+    c.recompute = Recompute::Full;
+    c.offload = offload;
+    Gpt g(c, *be, *tp);
+    g.init_params();
+    g.zero_grads();
+    const int rows = c.mbs * c.seq_len;
+    std::vector<int32_t> tok(size_t(2 * rows));
+    for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 7 + 3) % size_t(m.vocab));
+    g.forward(0, tok.data(), nullptr, nullptr, tok.data() + rows, 0.01f);
+    g.forward(1, tok.data() + rows, nullptr, nullptr, tok.data(), 0.01f);
+    g.backward(0, nullptr, nullptr);
+    g.backward(1, nullptr, nullptr);
+    grads->resize(size_t(g.num_params()));
+    be->to_host(grads->data(), g.grads(), g.num_params());
+    return std::pair{g.activation_bytes(), g.host_activation_bytes()};
+  };
+  std::vector<float> ga, gb;
+  const auto [dev_a, host_a] = run(false, &ga);
+  const auto [dev_b, host_b] = run(true, &gb);
+  EXPECT_EQ(ga, gb);
+  const ModelSpec m = tiny_model(true);
+  const int64_t set = int64_t(m.layers + 1) * 2 * m.seq_len * m.hidden * 4;
+  EXPECT_EQ(host_a, 0);
+  EXPECT_EQ(host_b, 2 * set);
+  EXPECT_EQ(dev_a - dev_b, set);
+}
+
+// ZeRO-2/3 on one DP rank: the per-layer buckets reduced into the gradient shard (and, with
+// ZeRO-3, the weights gathered per layer from the parameter shard, also under full recompute)
+// give bitwise the gradients of the whole buffers. Expectation: equal vectors.
+TEST(RuntimeGradCheck, ZeroBucketsAndGatheredLayersEqualWholeBuffers) {
+  for (const Recompute rc : {Recompute::None, Recompute::Full}) {
+    auto run = [rc](int zero, std::vector<float>* grads, std::vector<float>* weights) {
+      auto be = make_cpu_backend(1);
+      auto tp = make_self_communicator();
+      auto dp = make_self_communicator();
+      const ModelSpec m = tiny_model(true);
+      GptConfig c = tiny_config(m, 11);
+      c.recompute = rc;
+      c.zero = zero;
+      c.dp = dp.get();
+      Gpt g(c, *be, *tp);
+      g.init_params();
+      g.zero_grads();
+      const int rows = c.mbs * c.seq_len;
+      std::vector<int32_t> tok(size_t(2 * rows));
+      for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 5 + 1) % size_t(m.vocab));
+      g.forward(0, tok.data(), nullptr, nullptr, tok.data() + rows, 0.01f);
+      g.backward(0, nullptr, nullptr);
+      g.finish_backward();
+      g.flush_gradients();
+      grads->resize(size_t(g.num_params()));
+      weights->resize(size_t(g.num_params()));
+      be->to_host(grads->data(), zero >= 2 ? g.grad_shard() : g.grads(), g.num_params());
+      be->to_host(weights->data(), zero >= 3 ? g.param_shard() : g.params(), g.num_params());
+      EXPECT_EQ(g.grads() == nullptr, zero >= 2);
+      EXPECT_EQ(g.params() == nullptr, zero >= 3);
+    };
+    std::vector<float> g0, w0, g2, w2, g3, w3;
+    run(0, &g0, &w0);
+    run(2, &g2, &w2);
+    run(3, &g3, &w3);
+    EXPECT_EQ(g0, g2);
+    EXPECT_EQ(g0, g3);
+    EXPECT_EQ(w0, w3);
+  }
+}
+
+// Initialisation is a function of (seed, tensor, element): the rank of TP 2 holding the second
+// half of the heads gets exactly the rows of the full QKV weight a single rank has there.
+TEST(RuntimeInit, TensorParallelSliceEqualsFullTensorRows) {
+  ModelSpec m = tiny_model(false);
+  auto be = make_cpu_backend(1);
+  auto self = make_self_communicator();
+  GptConfig c = tiny_config(m, 5, 1);
+  Gpt full(c, *be, *self);
+  full.init_params();
+  c.tp_size = 2;
+  c.tp_rank = 1;
+  Gpt half(c, *be, *self);
+  half.init_params();
+  const ParamInfo* pf = full.find_param("layers.1.wqkv");
+  const ParamInfo* ph = half.find_param("layers.1.wqkv");
+  ASSERT_TRUE(pf && ph);
+  const int C = m.hidden, D = m.head_dim(), H = m.heads;
+  // Full rows: q heads 0..3, k heads 0..3, v heads 0..3; rank 1 of 2: q 2..3, k 2..3, v 2..3.
+  for (int part = 0; part < 3; ++part)
+    for (int row = 0; row < (H / 2) * D; ++row)
+      for (int col = 0; col < C; ++col) {
+        const int64_t frow = int64_t(part) * H * D + (H / 2) * D + row;
+        const int64_t hrow = int64_t(part) * (H / 2) * D + row;
+        ASSERT_EQ(full.params()[pf->offset + frow * C + col], half.params()[ph->offset + hrow * C + col]);
+      }
+}
+
+// Expectation (order "DPT", dp 2, pp 2, tp 2): rank = (d * 2 + p) * 2 + t, so rank 5 = (1, 0, 1);
+// with "TPD" the dp coordinate varies fastest: rank 5 = t 1, p 0, d 1 -> (d 1, p 0, t 1) as well,
+// and rank 1 = (d 1, p 0, t 0).
+TEST(RuntimePlacement, OrderRightMostFastest) {
+  Layout l;
+  l.dp = 2;
+  l.pp = 2;
+  l.tp = 2;
+  l.order = "DPT";
+  RankCoords c = rank_to_coords(5, l);
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.pp, 0);
+  EXPECT_EQ(c.tp, 1);
+  c = rank_to_coords(1, l);
+  EXPECT_EQ(c.tp, 1);
+  EXPECT_EQ(c.dp, 0);
+  l.order = "TPD";
+  c = rank_to_coords(1, l);
+  EXPECT_EQ(c.dp, 1);
+  EXPECT_EQ(c.tp, 0);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(coords_to_rank(rank_to_coords(r, l), l), r);
+}
+
+// Expectation: lr 1e-3, warm-up 10, 110 steps, min ratio 0.1: step 0 -> 1e-4; step 9 -> 1e-3;
+// step 60 (half way through the cosine) -> 0.55e-3; step 110 -> 1e-4.
+TEST(RuntimeOptimizer, WarmupCosineSchedule) {
+  OptimizerConfig c;
+  c.lr = 1e-3;
+  c.warmup_steps = 10;
+  c.total_steps = 110;
+  c.min_lr_ratio = 0.1;
+  EXPECT_NEAR(learning_rate(c, 0), 1e-4, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 9), 1e-3, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 60), 0.55e-3, 1e-12);
+  EXPECT_NEAR(learning_rate(c, 110), 1e-4, 1e-12);
+}
+
+
+// `capplan-train --help` names every flag the parser takes, and the parser takes every flag the
+// help names (those of `data prepare` aside); --thread-split takes auto or kernel only.
+TEST(RuntimeTrainArgs, HelpAndParserAgree) {
+  const std::string usage = train_usage();
+  for (const std::string& f : train_flags())
+    EXPECT_NE(usage.find("--" + f + " "), std::string::npos) << "--" << f << " not in --help";
+  std::set<std::string> named;
+  for (size_t i = usage.find("--"); i != std::string::npos; i = usage.find("--", i + 2)) {
+    size_t j = i + 2;
+    while (j < usage.size() && (std::islower(static_cast<unsigned char>(usage[j])) ||
+                                std::isdigit(static_cast<unsigned char>(usage[j])) ||
+                                usage[j] == '-'))
+      ++j;
+    named.insert(usage.substr(i + 2, j - i - 2));
+  }
+  for (const char* prepare : {"text", "out", "shard-bytes"}) named.erase(prepare);
+  for (const std::string& f : named)
+    EXPECT_NE(std::find(train_flags().begin(), train_flags().end(), f), train_flags().end())
+        << "--help names --" << f << ", which the parser does not take";
+  TrainOptions o;
+  const char* ok[] = {"capplan-train", "--model", "m.yaml", "--thread-split", "kernel"};
+  EXPECT_FALSE(parse_train_args(5, ok, &o).has_errors());
+  EXPECT_EQ(o.thread_split, "kernel");
+  TrainOptions bad;
+  const char* wrong[] = {"capplan-train", "--model", "m.yaml", "--thread-split", "rows"};
+  const Diagnostics d = parse_train_args(5, wrong, &bad);
+  ASSERT_TRUE(d.has_errors());
+  EXPECT_NE(d.to_string().find("--thread-split: expected auto or kernel, found 'rows'"),
+            std::string::npos)
+      << d.to_string();
+}
+
+}  // namespace
+}  // namespace capplan::rt
