@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "planner/plan_io.h"
+#include "planner/device_profile.h"
 #include "planner/spec_io.h"
 
 namespace capplan::cli {
@@ -164,6 +165,8 @@ std::vector<FlagSpec> scenario_flags(bool node_range) {
       {"optimizer", true, "adam (default) | sgd", "O"},
       {"offload-params", false, "keep the 16-bit weights in host memory, streamed per layer", ""},
       {"offload-optimizer", false, "optimizer state in host memory, step on the CPU (ZeRO-Offload)", ""},
+      {"device-profile", true, "measured kernel and collective times (capplan profile --measure --out FILE)",
+       "FILE"},
   };
 }
 
@@ -191,8 +194,15 @@ std::vector<FlagSpec> concat(std::vector<FlagSpec> a, const std::vector<FlagSpec
   return a;
 }
 
+std::shared_ptr<const DeviceProfile> device_profile_flag(const Args& args, Diagnostics& diags) {
+  if (!args.has("device-profile")) return nullptr;
+  Loaded<DeviceProfile> p = load_device_profile(args.get("device-profile"));
+  diags.append(p.diagnostics);
+  return p.ok() ? std::make_shared<const DeviceProfile>(*p.value) : nullptr;
+}
+
 std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& diags,
-                                               bool node_range, bool gbs_required) {
+                                               bool node_range, bool gbs_required, bool profile_of_cluster) {
   const size_t before = diags.items().size();
   ScenarioArgs out;
   require_flag(args, "model", diags, "a preset name or a file; see `capplan models`");
@@ -211,6 +221,17 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
     if (c.ok()) {
       out.scenario.cluster = *c.value;
       have_cluster = true;
+    }
+  }
+
+  if (profile_of_cluster) {
+    if (auto p = device_profile_flag(args, diags); p && have_cluster && !out.model_ref.empty()) {
+      const std::string why =
+          device_profile_mismatch(*p, out.scenario.model, out.scenario.cluster, args.get("device-profile"));
+      if (!why.empty())
+        flag_error(diags, "device-profile", why);
+      else
+        out.scenario.cluster.device_profile = p;
     }
   }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,9 +83,13 @@ struct ScenarioArgs {
 
 // Loads --model and --cluster (preset or file) and reads the scenario flags. With
 // `node_range`, --nodes accepts "A:B". --gbs is required unless `gbs_required` is false.
+// With profile_of_cluster, --device-profile must come from the cluster's GPU and is attached to it;
+// without (capplan run: it describes this machine), it is left to device_profile_flag().
 std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& diags,
                                                bool node_range = false,
-                                               bool gbs_required = true);
+                                               bool gbs_required = true, bool profile_of_cluster = true);
+// The profile --device-profile names, loaded (errors into diags); null when the flag is absent.
+std::shared_ptr<const DeviceProfile> device_profile_flag(const Args& args, Diagnostics& diags);
 // Reads the layout flags (--dp, --tp, --pp required; the rest default as in spec.h).
 std::optional<Layout> layout_from_args(const Args& args, Diagnostics& diags);
 // --plan FILE: a plan file (plan_io.h) or an embedded plan name ("default").

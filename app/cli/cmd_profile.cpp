@@ -1,12 +1,120 @@
 // `capplan profile`: per-layer parameters, forward FLOPs and activation bytes of a model for a
-// tp degree, sequence length and micro-batch size (analytical, from profile_model()).
+// tp degree, sequence length and micro-batch size (analytical, from profile_model()); with
+// --measure, the runtime's kernels and collectives timed on this machine (capplan-train measure
+// under mpirun) and written as a device profile, printed beside what the cost model predicts.
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "cli_common.h"
+#include "launch/launch.h"
+#include "launch/launch_process.h"
+#include "planner/cost_model.h"
+#include "planner/device_profile.h"
 #include "planner/profile.h"
 #include "planner/spec_io.h"
 
 namespace capplan::cli {
+namespace {
+
+// Each measured kernel beside the cost model's time for it on this machine, with the probed
+// datasheet-free figures (today's model) and with the profile's fits.
+int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bool json) {
+  Scenario plain;
+  plain.model = model;
+  plain.cluster = rt::local_cluster_spec(rt::probe_local_machine(true), ranks);
+  plain.training.precision = Precision::Fp32;
+  Scenario fitted = plain;
+  fitted.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
+  DeviceProfile fits_only = p;
+  fits_only.gemms.clear();
+  fits_only.kernels.clear();
+  Scenario curve = plain;
+  curve.cluster.device_profile = std::make_shared<const DeviceProfile>(fits_only);
+  JsonWriter w;
+  if (json) {
+    w.begin_object();
+    w.field("device", p.device).field("ranks", p.ranks).field("gemm_peak_gflops", p.gemm_peak_gflops);
+    w.field("gemm_overhead_us", p.gemm_overhead_us).field("memory_gbyte_per_s", p.memory_gbyte_per_s);
+    w.key("kernels").begin_array();
+  } else {
+    std::printf("%s; %d ranks\n", p.device.c_str(), p.ranks);
+    std::printf("%-30s %22s %12s %14s %14s\n", "kernel", "shape / bytes", "measured ms", "model ms", "fitted ms");
+  }
+  auto row = [&](const std::string& name, const std::string& shape, double measured, double model_s,
+                 double fit_s) {
+    if (json) {
+      w.begin_object();
+      w.field("name", name).field("shape", shape).field("measured_s", measured);
+      w.field("predicted_s", model_s).field("fitted_s", fit_s);
+      w.end_object();
+    } else {
+      std::printf("%-30s %22s %12.3f %14.3f %14.3f\n", name.c_str(), shape.c_str(), measured * 1e3,
+                  model_s * 1e3, fit_s * 1e3);
+    }
+  };
+  for (const GemmTiming& g : p.gemms)
+    row(g.name, std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k), g.seconds,
+        gemm_time_s(plain, double(g.m), double(g.n), double(g.k)),
+        gemm_time_s(curve, double(g.m), double(g.n), double(g.k)));
+  for (const KernelTiming& k : p.kernels)
+    row(k.name, fmt_si(k.bytes) + "B", k.seconds, memory_time_s(plain, k.bytes), memory_time_s(curve, k.bytes));
+  if (json) {
+    w.end_array();
+    w.key("collectives").begin_array();
+    for (const CollectiveFit& f : p.fits) {
+      w.begin_object();
+      w.field("op", f.op).field("ranks", f.ranks).field("bandwidth_gbyte_per_s", f.bandwidth_gbyte_per_s);
+      w.field("latency_us", f.latency_us);
+      w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    std::printf("%s\n", w.str().c_str());
+  } else {
+    std::printf("\nfitted: GEMM %.2f GFLOP/s per rank + %.1f us per GEMM; memory-bound kernels %.2f GB/s per rank\n",
+                p.gemm_peak_gflops, p.gemm_overhead_us, p.memory_gbyte_per_s);
+    for (const CollectiveFit& f : p.fits)
+      std::printf("        %-15s %d ranks: %.3f GB/s bus bandwidth, %.1f us latency\n", f.op.c_str(), f.ranks,
+                  f.bandwidth_gbyte_per_s, f.latency_us);
+  }
+  return kExitOk;
+}
+
+// Runs capplan-train measure on `ranks` local ranks and prints what it measured.
+int measure(const Args& args, const ModelSpec& model, int tp, int mbs, int seq, Diagnostics& diags) {
+  const int ranks = int(int_flag(args, "ranks", diags, 1, 1024).value_or(std::min(2, int(::sysconf(_SC_NPROCESSORS_ONLN)))));
+  const int repeats = int(int_flag(args, "repeats", diags, 1, 1000).value_or(5));
+  const std::string out = args.has("out") ? args.get("out") : "device.yaml";
+  const std::string train = rt::locate_train_binary(rt::self_executable());
+  if (train.empty())
+    diags.error(kCommandLine, 0, 0, "--measure", "capplan-train not found (next to capplan, or set CAPPLAN_TRAIN)");
+  const std::string mpirun = rt::find_executable("mpirun");
+  if (mpirun.empty()) diags.error(kCommandLine, 0, 0, "--measure", "mpirun not found in PATH (install openmpi-bin)");
+  if (diags.has_errors()) return report(diags);
+  std::vector<std::string> argv = {mpirun};
+  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+  for (const char* a : {"--oversubscribe", "--bind-to", "none", "-np"}) argv.push_back(a);
+  argv.push_back(std::to_string(ranks));
+  for (const std::string& a : {train, std::string("measure"), std::string("--model"), args.get("model"),
+                               std::string("--tp"), std::to_string(tp), std::string("--mbs"), std::to_string(mbs),
+                               std::string("--seq"), std::to_string(seq), std::string("--repeats"),
+                               std::to_string(repeats), std::string("--out"), out})
+    argv.push_back(a);
+  const bool json = args.has("json");
+  const rt::ProcessResult r = rt::run_process(argv, {}, [&](rt::OutputStream s, const std::string& line) {
+    std::fprintf(s == rt::OutputStream::Stderr || json ? stderr : stdout, "%s\n", line.c_str());
+  });
+  if (!r.succeeded()) {
+    std::fprintf(stderr, "capplan profile --measure: capplan-train measure failed: %s\n", r.describe().c_str());
+    return r.exit_code == kExitBadInput ? kExitBadInput : kExitFailure;
+  }
+  Loaded<DeviceProfile> p = load_device_profile(out);
+  if (!p.ok()) return report(p.diagnostics);
+  return print_measured(*p.value, model, ranks, json);
+}
+
+}  // namespace
 
 int cmd_profile(int argc, char** argv) {
   const std::vector<FlagSpec> flags = {
@@ -15,11 +123,16 @@ int cmd_profile(int argc, char** argv) {
       {"seq", true, "sequence length (default: the model's)", "S"},
       {"mbs", true, "micro-batch size (default 1)", "B"},
       {"precision", true, "bf16 | fp16 | fp32 (activation element size; default bf16)", "P"},
+      {"measure", false, "time the runtime's kernels and collectives on this machine (capplan-train measure)", ""},
+      {"ranks", true, "with --measure: local MPI ranks to measure with (default 2, or 1 on one core)", "N"},
+      {"repeats", true, "with --measure: timed repeats per kernel (default 5)", "R"},
+      {"out", true, "with --measure: the device profile to write (default device.yaml)", "FILE"},
       json_flag()};
   Diagnostics diags;
   const Args args = parse_args(argc, argv, flags, diags);
   if (args.help()) {
-    print_help("profile", "--model M [--tp T] [--seq S] [--mbs B] [--json]", flags);
+    print_help("profile", "--model M [--tp T] [--seq S] [--mbs B] [--measure [--ranks N] [--out FILE]] [--json]",
+               flags);
     return kExitOk;
   }
   require_flag(args, "model", diags, "a preset name or a file; see `capplan models`");
@@ -47,6 +160,7 @@ int cmd_profile(int argc, char** argv) {
   if (diags.has_errors() || !model) return report(diags);
   report(diags);
   if (seq == 0) seq = model->seq_len;
+  if (args.has("measure")) return measure(args, *model, tp, mbs, seq, diags);
 
   const ModelProfile p = profile_model(*model, tp, seq, mbs, precision);
   if (args.has("json")) {

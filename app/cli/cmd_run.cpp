@@ -162,7 +162,7 @@ int cmd_run(int argc, char** argv) {
       req.cluster_ref = plan.value->cluster_ref;
     }
   } else {
-    auto scenario = scenario_from_args(args, diags);
+    auto scenario = scenario_from_args(args, diags, false, true, false);
     auto layout = layout_from_args(args, diags);
     if (!args.has("model") && !args.has("cluster")) {
       Diagnostic note;
@@ -179,6 +179,7 @@ int cmd_run(int argc, char** argv) {
       req.cluster_ref = scenario->cluster_ref;
     }
   }
+  req.device_profile = device_profile_flag(args, diags);
   const auto steps = int_flag(args, "steps", diags, 1, 1000000);
   const auto seed = int_flag(args, "seed", diags, 0, INT64_MAX);
   const auto threads = int_flag(args, "threads", diags, 1, 1024);

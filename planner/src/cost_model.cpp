@@ -100,6 +100,21 @@ Constants constants_for(const Scenario& sc) {
   c.elem_bytes = p == Precision::Fp32 ? 4.0 : 2.0;
   c.grad_bytes = state.gradients;
   c.gemm_elem_bytes = p == Precision::Fp8 ? 1.0 : c.elem_bytes;
+  if (const DeviceProfile* dev = cl.device_profile.get()) {
+    // Measured on this device (capplan profile --measure): the GEMM line, the bandwidth of the
+    // memory-bound kernels and the fitted all-reduce of the node's group size replace the
+    // datasheet figures and their efficiencies.
+    c.profile = dev;
+    c.peak_flops = dev->gemm_peak_gflops * 1e9;
+    c.gemm_eff = 1.0;
+    c.gemm_t0_s = dev->gemm_overhead_us * 1e-6;
+    c.hbm_Bps = dev->memory_gbyte_per_s * 1e9;
+    if (const CollectiveFit* f = dev->fit("all-reduce", cl.gpus_per_node)) {
+      c.intra_Bps = f->bandwidth_gbyte_per_s * 1e9;
+      // allreduce_s() charges 2 (n-1) ring steps of latency.
+      c.intra_lat_s = f->ranks > 1 ? f->latency_us * 1e-6 / (2.0 * (f->ranks - 1)) : c.intra_lat_s;
+    }
+  }
   return c;
 }
 
@@ -114,6 +129,12 @@ namespace {
 // charging the textbook waves made the calibration runs of small models 5-8 % too slow.
 // Over-counts traffic for GEMMs whose operands stay in L2.
 double gemm_s(const Constants& c, double m, double n, double k, double count = 1) {
+  if (c.profile) {
+    // Measured shape: its time; any other: the device's fitted line.
+    const double measured = c.profile->gemm_seconds(m, n, k);
+    if (measured > 0) return count * measured;
+    return count * c.gemm_t0_s + 2.0 * m * n * k * count / c.peak_flops;
+  }
   const double mp = c.sms > 0 ? std::ceil(m / kGemmTile) * kGemmTile : m;
   const double np = c.sms > 0 ? std::ceil(n / kGemmTile) * kGemmTile : n;
   const double flops = 2.0 * mp * np * k * count;
@@ -168,6 +189,16 @@ class LayerTerms {
     // before its GEMM (column-parallel inputs are whole, row-parallel ones split over tp); outputs
     // stay bf16; the weights' fp8 copies are cached across micro-batches (TE is_first_microbatch).
     if (sc.training.precision == Precision::Fp8) fwd_gemm += mem_s(c, 3.0 * tok * (2 * h + (h + f) / tpd));
+    bwd_in_gemm = bwd_w_gemm = fwd_gemm;
+    if (c.profile) {
+      // Measured times differ by shape: the input gradient dX = dY W^T is [tok, in] over the
+      // layer's output width, the weight gradient dW = X^T dY is [in, out] over the tokens.
+      const double qkv = (h + 2 * kv) / tpd, fc = (gated ? 2 : 1) * f / tpd;
+      bwd_in_gemm = gemm_s(c, tok, h, qkv) + gemm_s(c, tok, h / tpd, h) + gemm_s(c, tok, h, fc) +
+                    gemm_s(c, tok, f / tpd, h);
+      bwd_w_gemm = gemm_s(c, h, qkv, tok) + gemm_s(c, h / tpd, h, tok) + gemm_s(c, h, fc, tok) +
+                   gemm_s(c, f / tpd, h, tok);
+    }
   }
 
   void attention_core() {
@@ -203,6 +234,14 @@ class LayerTerms {
         core_mem_bwd += tok * (2 * h + 2 * kv) / tpd * 2 * e;
       }
     }
+    // The runtime's own attention kernels, measured at this shape: their times, traffic included.
+    const DeviceProfile* dev = c.profile;
+    if (dev && dev->seq == s && dev->mbs == b && dev->tp == tp && dev->heads == a) {
+      const double fwd = dev->kernel_seconds("attention forward");
+      const double bwd = dev->kernel_seconds("attention backward");
+      if (fwd > 0) core_fwd_s = fwd, core_mem = 0;
+      if (bwd > 0) core_bwd_s = bwd, core_mem_bwd = 0;
+    }
   }
 
   void layer_times() {
@@ -232,8 +271,8 @@ class LayerTerms {
     t.layer_fwd_s = fwd_gemm + core_fwd_s + mem_s(c, fwd_mem);
     // Backward: each weight GEMM has an input-gradient and a weight-gradient GEMM of the same shape
     // class and FLOPs; the attention core as above.
-    t.layer_bwd_in_s = fwd_gemm + core_bwd_s + mem_s(c, bwd_mem);
-    t.layer_bwd_w_s = fwd_gemm;
+    t.layer_bwd_in_s = bwd_in_gemm + core_bwd_s + mem_s(c, bwd_mem);
+    t.layer_bwd_w_s = bwd_w_gemm;
     t.layer_gemm_flops = 2 * tok * ((h + 2 * kv) * h + h * h + (gated ? 3 : 2) * f * h) / tpd +
                          4 * b * s * s * h / tpd;
     t.layer_attn_core_flops = 4 * b * s * s * h / tpd;
@@ -292,7 +331,9 @@ class LayerTerms {
     // (read e, write 4 for the upcast, softmax read + write 8; backward ~ the same).
     const double logits = tok * v / tpd;
     t.head_fwd_s = gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (e + 12) + 4 * tok * h * e);
-    t.head_bwd_s = 2 * gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (4 + 4 + e));
+    const double head_bwd_gemm = c.profile ? gemm_s(c, tok, h, v / tpd) + gemm_s(c, h, v / tpd, tok)
+                                           : 2 * gemm_s(c, tok, v / tpd, h);
+    t.head_bwd_s = head_bwd_gemm + mem_s(c, logits * (4 + 4 + e));
     t.head_act_bytes = logits * 4;
   }
 
@@ -328,6 +369,7 @@ class LayerTerms {
   Constants c16;
   MicroTerms t;
   double fwd_gemm = 0;  // the four linear layers' forward GEMMs
+  double bwd_in_gemm = 0, bwd_w_gemm = 0;  // and their input- and weight-gradient GEMMs
   double core_fwd_s = 0, core_bwd_s = 0, core_mem = 0, core_mem_bwd = 0;  // attention core
   bool partition = false;  // checkpoints partitioned over tp (DeepSpeed partition_activations)
 };
@@ -1077,5 +1119,11 @@ StepCosts step_costs(const Scenario& sc, const Layout& ly) {
   evaluate_layout(sc, ly, &out);
   return out;
 }
+
+double gemm_time_s(const Scenario& sc, double m, double n, double k) {
+  return detail::gemm_s(detail::constants_for(sc), m, n, k);
+}
+
+double memory_time_s(const Scenario& sc, double bytes) { return detail::mem_s(detail::constants_for(sc), bytes); }
 
 }  // namespace capplan

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "planner/cost_model.h"
+#include "planner/device_profile.h"
 
 namespace capplan::detail {
 
@@ -24,6 +25,9 @@ struct Constants {
   double flash_flops = 0;     // FLOP/s FlashAttention's forward reaches; 0 = not available
   int sms = 0;                // SMs for wave quantisation; 0 = not modelled
   double host_Bps = 0;        // host memory bandwidth per node reached by a CPU optimizer step
+  // A device profile's measured GEMMs and fitted line (t = gemm_t0_s + FLOPs / peak_flops), or null.
+  const DeviceProfile* profile = nullptr;
+  double gemm_t0_s = 0;
 };
 Constants constants_for(const Scenario& scenario);
 

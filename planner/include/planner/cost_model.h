@@ -159,4 +159,9 @@ struct StepCosts {
 
 StepCosts step_costs(const Scenario& scenario, const Layout& layout);
 
+// One kernel as the cost model times it on the scenario's GPU (with its device profile when the
+// cluster has one): a GEMM C[m, n] = A[m, k] B[k, n], and a memory-bound kernel moving `bytes`.
+double gemm_time_s(const Scenario& scenario, double m, double n, double k);
+double memory_time_s(const Scenario& scenario, double bytes);
+
 }  // namespace capplan

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
 
 namespace capplan {
+
+struct DeviceProfile;
 
 enum class Ffn { Gelu, Swiglu };
 enum class Norm { LayerNorm, RmsNorm };
@@ -107,6 +110,9 @@ struct ClusterSpec {
   double host_memory_gib = 0;          // per node; 0 = unknown
   EfficiencyOverrides efficiency;
   std::string source;
+  // Measured kernel and collective times of this cluster's GPU (device_profile.h); when set the
+  // cost model uses them instead of the datasheet figures and efficiencies.
+  std::shared_ptr<const DeviceProfile> device_profile;
 };
 
 // A training implementation's known behaviour (configs/frameworks/*.yaml): what the cost model

@@ -16,6 +16,7 @@
 
 #include "planner/plan_io.h"
 #include "launch/launch.h"
+#include "planner/device_profile.h"
 
 #include "simulator/step_simulation.h"
 
@@ -120,7 +121,17 @@ Loaded<PreparedRun> prepare_run(const LaunchRequest& req) {
   }
 
   // What will run, on a cluster spec of this machine.
-  const ClusterSpec local = local_cluster_spec(rec.machine, ranks);
+  ClusterSpec local = local_cluster_spec(rec.machine, ranks);
+  if (req.device_profile) {
+    const std::string why = device_profile_mismatch(*req.device_profile, req.scenario.model, local, "--device-profile");
+    if (!why.empty())
+      d.error(kFile, 0, 0, "device_profile", why);
+    else
+      local.device_profile = req.device_profile;
+  }
+  if (local.device_profile)
+    shrunk.push_back("predicted with the device profile measured on " + local.device_profile->device + " (" +
+                     local.device_profile->created_utc + ") instead of the probed GEMM peak and copy bandwidth");
   ScaledRun run = req.scale_down ? scale_down(req.scenario, layout, local, req.scale_options)
                                  : run_as_is(req.scenario, layout, local);
   rec.changes = shrunk;

@@ -6,6 +6,7 @@
 
 #include "io/data.h"
 #include "train/health.h"
+#include "train/measure.h"
 #include "io/report.h"
 #include "train/trainer.h"
 
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {
     return capplan::rt::data_prepare_main(argc - 2, argv + 2);
   if (argc >= 2 && std::strcmp(argv[1], "health") == 0)
     return capplan::rt::health_main(argc - 1, argv + 1);
+  if (argc >= 2 && std::strcmp(argv[1], "measure") == 0)
+    return capplan::rt::measure_main(argc - 1, argv + 1);
   if (argc >= 2 && std::strcmp(argv[1], "report") == 0)
     return capplan::rt::report_main(argc - 1, argv + 1);
   return capplan::rt::train_main(argc, argv);

@@ -13,11 +13,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/device_profile.h"
 #include "planner/diagnostics.h"
 #include "planner/spec.h"
 #include "launch/launch_process.h"
@@ -337,6 +339,9 @@ struct LaunchRequest {
   double stated_gemm_peak_gflops = 0;    // > 0: use this fp32 peak (whole machine) instead
   double stated_memory_gbyte_per_s = 0;  // > 0: use this copy bandwidth instead
   std::string hostfile;           // Open MPI hostfile: ranks over these hosts (plain SSH access)
+  // Measured kernel and collective times of this machine (capplan profile --measure): the
+  // prediction uses them instead of the probed peak and bandwidth.
+  std::shared_ptr<const DeviceProfile> device_profile;
 };
 
 struct PreparedRun {

@@ -1,0 +1,86 @@
+// A device profile: kernel and collective times measured on one device (`capplan profile
+// --measure`, which runs the runtime's own kernels there), with the curves fitted to them. The
+// cost model uses it instead of its datasheet roofline (`--device-profile FILE`): a GEMM of a
+// measured shape takes its measured time, any other GEMM the fitted line t = t0 + FLOPs / peak,
+// memory-bound kernels the measured bandwidth, collectives of a measured group size the fitted
+// bandwidth and latency.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/diagnostics.h"
+#include "planner/spec.h"
+
+namespace capplan {
+
+struct GemmTiming {
+  std::string name;  // e.g. "qkv forward", "fc2 weight-gradient"
+  int64_t m = 0, n = 0, k = 0;
+  double seconds = 0;  // median of the repeats
+};
+
+struct KernelTiming {
+  std::string name;  // layernorm forward, gelu backward, attention forward, ...
+  double bytes = 0;  // bytes read and written by the kernel as the cost model counts them
+  double seconds = 0;
+};
+
+struct CollectiveTiming {
+  std::string op;  // all-reduce, reduce-scatter, all-gather, send-recv
+  int ranks = 0;
+  double bytes = 0;  // per rank (the buffer each rank passes)
+  double seconds = 0;
+};
+
+// t = latency + bus_bytes / bandwidth for one collective and group size, bus_bytes being what a
+// ring moves per rank (2 (n-1)/n B for an all-reduce, (n-1)/n B for the others, B point to point).
+struct CollectiveFit {
+  std::string op;
+  int ranks = 0;
+  double bandwidth_gbyte_per_s = 0;
+  double latency_us = 0;
+};
+
+struct DeviceProfile {
+  std::string device;       // what it was measured on ("cpu: <model name>, 2 cores" or the GPU's name)
+  std::string gpu;          // the GpuSpec name this device stands for ("cpu-rank" for CPU ranks)
+  std::string backend;      // cpu | cuda
+  std::string created_utc;  // ISO 8601
+  std::string how;          // how it was measured, in words
+  int ranks = 1;            // ranks that shared the device while it was measured
+  // The shape the per-kernel times were taken at.
+  std::string model;
+  int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;
+  std::vector<GemmTiming> gemms;
+  std::vector<KernelTiming> kernels;
+  std::vector<CollectiveTiming> collectives;
+  // Fitted curves.
+  double gemm_peak_gflops = 0;      // per rank: the slope of the GEMM line
+  double gemm_overhead_us = 0;      // per GEMM: its intercept
+  double memory_gbyte_per_s = 0;    // per rank: memory-bound kernels
+  std::vector<CollectiveFit> fits;
+
+  // Measured time of a GEMM of this shape, or negative when not measured.
+  double gemm_seconds(double m, double n, double k) const;
+  // Measured time of the kernel of this name, or negative when not measured.
+  double kernel_seconds(const std::string& name) const;
+  // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.
+  const CollectiveFit* fit(const std::string& op, int ranks) const;
+};
+
+// Least-squares fits of a profile's curves from its timings (what `profile --measure` calls after
+// measuring): the GEMM line over the GEMMs, the bandwidth over the kernels, each collective's line.
+void fit_device_profile(DeviceProfile& p);
+
+std::string device_profile_yaml(const DeviceProfile& p);
+Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const std::string& file);
+Loaded<DeviceProfile> load_device_profile(const std::string& path);
+
+// A profile used with a scenario must come from the scenario's GPU and from the model's block
+// shape (hidden, heads, FFN width): an error naming both otherwise, empty when it applies.
+std::string device_profile_mismatch(const DeviceProfile& p, const ModelSpec& model, const ClusterSpec& cluster,
+                                    const std::string& file);
+
+}  // namespace capplan

@@ -1,0 +1,316 @@
+// Device profiles: their fits, YAML form and checks (device_profile.h).
+#include "planner/device_profile.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "yaml_reader.h"
+
+namespace capplan {
+namespace {
+
+// Ordinary least squares of y = a + b x; b only (through the origin) when fewer than two distinct x.
+void line_fit(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& w,
+              double& a, double& b) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sw += w[i];
+    sx += w[i] * x[i];
+    sy += w[i] * y[i];
+    sxx += w[i] * x[i] * x[i];
+    sxy += w[i] * x[i] * y[i];
+  }
+  const double det = sw * sxx - sx * sx;
+  if (x.size() >= 2 && std::abs(det) > 1e-30 * std::max(1.0, sw * sxx)) {
+    b = (sw * sxy - sx * sy) / det;
+    a = (sy - b * sx) / sw;
+  } else {
+    a = 0;
+    b = sxx > 0 ? sxy / sxx : 0;
+  }
+  if (b <= 0 && sxx > 0) {  // noise swamped the slope: the line through the origin
+    a = 0;
+    b = sxy / sxx;
+  }
+  if (a < 0) {  // a negative intercept is noise too
+    a = 0;
+    b = sxx > 0 ? sxy / sxx : 0;
+  }
+}
+
+double bus_factor(const std::string& op, int n) {
+  if (n <= 1) return 0;
+  const double r = double(n - 1) / n;
+  if (op == "all-reduce") return 2 * r;
+  if (op == "send-recv") return 1;
+  return r;
+}
+
+// Shortest text that reads back to the same double, independent of the locale.
+std::string num(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+}  // namespace
+
+double DeviceProfile::gemm_seconds(double m, double n, double k) const {
+  for (const GemmTiming& g : gemms)
+    if (double(g.m) == m && double(g.n) == n && double(g.k) == k) return g.seconds;
+  return -1;
+}
+
+double DeviceProfile::kernel_seconds(const std::string& name) const {
+  for (const KernelTiming& k : kernels)
+    if (k.name == name) return k.seconds;
+  return -1;
+}
+
+const CollectiveFit* DeviceProfile::fit(const std::string& op, int n) const {
+  const CollectiveFit* best = nullptr;
+  for (const CollectiveFit& f : fits)
+    if (f.op == op && (!best || std::abs(f.ranks - n) < std::abs(best->ranks - n))) best = &f;
+  return best;
+}
+
+void fit_device_profile(DeviceProfile& p) {
+  // GEMMs: t = t0 + 2MNK / peak, each sample weighted by 1/t^2 so that the fit minimises relative
+  // error (a small GEMM's 10 % counts as much as a large one's).
+  {
+    std::vector<double> x, y, w;
+    for (const GemmTiming& g : p.gemms) {
+      if (g.seconds <= 0) continue;
+      x.push_back(2.0 * double(g.m) * double(g.n) * double(g.k));
+      y.push_back(g.seconds);
+      w.push_back(1.0 / (g.seconds * g.seconds));
+    }
+    double a = 0, b = 0;
+    line_fit(x, y, w, a, b);
+    p.gemm_peak_gflops = b > 0 ? 1.0 / b / 1e9 : 0;
+    p.gemm_overhead_us = a * 1e6;
+  }
+  // Memory-bound kernels: bandwidth = bytes / seconds over all of them (their times add).
+  {
+    double bytes = 0, seconds = 0;
+    for (const KernelTiming& k : p.kernels)
+      if (k.bytes > 0 && k.seconds > 0 && k.name.find("attention") == std::string::npos) {
+        bytes += k.bytes;
+        seconds += k.seconds;
+      }
+    p.memory_gbyte_per_s = seconds > 0 ? bytes / seconds / 1e9 : 0;
+  }
+  // Collectives: per op and group size, t = latency + bus_bytes / bandwidth.
+  p.fits.clear();
+  for (const CollectiveTiming& c : p.collectives) {
+    bool seen = false;
+    for (const CollectiveFit& f : p.fits) seen = seen || (f.op == c.op && f.ranks == c.ranks);
+    if (seen) continue;
+    std::vector<double> x, y, w;
+    for (const CollectiveTiming& d : p.collectives)
+      if (d.op == c.op && d.ranks == c.ranks && d.seconds > 0) {
+        x.push_back(bus_factor(d.op, d.ranks) * d.bytes);
+        y.push_back(d.seconds);
+        w.push_back(1.0 / (d.seconds * d.seconds));
+      }
+    double a = 0, b = 0;
+    line_fit(x, y, w, a, b);
+    CollectiveFit f;
+    f.op = c.op;
+    f.ranks = c.ranks;
+    f.bandwidth_gbyte_per_s = b > 0 ? 1.0 / b / 1e9 : 0;
+    f.latency_us = a * 1e6;
+    p.fits.push_back(f);
+  }
+}
+
+std::string device_profile_yaml(const DeviceProfile& p) {
+  using detail::yaml_quote;
+  std::ostringstream o;
+  o << "# capplan device profile: kernel and collective times measured on one device, and the\n"
+       "# curves fitted to them (capplan profile --measure). Times in seconds, bytes per rank.\n";
+  o << "device_profile:\n";
+  o << "  device: " << yaml_quote(p.device) << "\n";
+  o << "  gpu: " << yaml_quote(p.gpu) << "\n";
+  o << "  backend: " << yaml_quote(p.backend) << "\n";
+  o << "  created_utc: " << yaml_quote(p.created_utc) << "\n";
+  o << "  how: " << yaml_quote(p.how) << "\n";
+  o << "  ranks: " << p.ranks << "\n";
+  o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
+    << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
+    << ", tp: " << p.tp << "}\n";
+  o << "  fitted:\n";
+  o << "    gemm_peak_gflops: " << num(p.gemm_peak_gflops) << "   # per rank, slope of t = t0 + FLOPs / peak\n";
+  o << "    gemm_overhead_us: " << num(p.gemm_overhead_us) << "   # t0, per GEMM\n";
+  o << "    memory_gbyte_per_s: " << num(p.memory_gbyte_per_s) << "   # per rank, memory-bound kernels\n";
+  o << "    collectives:" << (p.fits.empty() ? " []" : "") << "\n";
+  for (const CollectiveFit& f : p.fits)
+    o << "      - {op: " << yaml_quote(f.op) << ", ranks: " << f.ranks << ", bandwidth_gbyte_per_s: "
+      << num(f.bandwidth_gbyte_per_s) << ", latency_us: " << num(f.latency_us) << "}\n";
+  o << "  gemms:" << (p.gemms.empty() ? " []" : "") << "\n";
+  for (const GemmTiming& g : p.gemms)
+    o << "    - {name: " << yaml_quote(g.name) << ", m: " << g.m << ", n: " << g.n << ", k: " << g.k
+      << ", seconds: " << num(g.seconds) << "}\n";
+  o << "  kernels:" << (p.kernels.empty() ? " []" : "") << "\n";
+  for (const KernelTiming& k : p.kernels)
+    o << "    - {name: " << yaml_quote(k.name) << ", bytes: " << num(k.bytes) << ", seconds: " << num(k.seconds)
+      << "}\n";
+  o << "  collective_timings:" << (p.collectives.empty() ? " []" : "") << "\n";
+  for (const CollectiveTiming& c : p.collectives)
+    o << "    - {op: " << yaml_quote(c.op) << ", ranks: " << c.ranks << ", bytes: " << num(c.bytes)
+      << ", seconds: " << num(c.seconds) << "}\n";
+  o << "# written last: a profile without this line was cut short\nend: true\n";
+  return o.str();
+}
+
+Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const std::string& file) {
+  using detail::Limits;
+  using detail::MapReader;
+  Loaded<DeviceProfile> out;
+  // A profile is written whole or not at all (atomically); one cut short lacks its last line.
+  std::string tail = text;
+  while (!tail.empty() && std::isspace(static_cast<unsigned char>(tail.back()))) tail.pop_back();
+  if (text.find("device_profile:") != std::string::npos && !tail.ends_with("\nend: true")) {
+    out.diagnostics.error(file, 0, 0, "end",
+                          "truncated device profile: the closing 'end: true' is missing (measure again)");
+    return out;
+  }
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
+  if (!root.IsMap() || !root["device_profile"] || !root["device_profile"].IsMap()) {
+    out.diagnostics.error(file, detail::position_of(root).line, detail::position_of(root).column, "device_profile",
+                          "not a device profile: expected a map 'device_profile:' (written by capplan profile --measure)");
+    return out;
+  }
+  if (!root["end"]) {
+    out.diagnostics.error(file, 0, 0, "end",
+                          "truncated device profile: the closing 'end: true' is missing (measure again)");
+    return out;
+  }
+  const size_t before = out.diagnostics.items().size();
+  DeviceProfile p;
+  MapReader r(root["device_profile"], file, "device_profile.", out.diagnostics);
+  const Limits positive{0, true, 1e18};
+  const Limits nonneg{0, false, 1e18};
+  const Limits count{1, false, 1 << 20};
+  r.text("device", p.device, true);
+  r.text("gpu", p.gpu, true);
+  r.text("backend", p.backend, true);
+  r.text("created_utc", p.created_utc, false);
+  r.text("how", p.how, false);
+  r.integer("ranks", p.ranks, true, count);
+  {
+    const YAML::Node sh = r.child("shape");
+    if (!sh || !sh.IsMap()) {
+      r.missing("shape", "the model shape the kernels were measured at");
+    } else {
+      MapReader s(sh, file, "device_profile.shape.", out.diagnostics);
+      s.text("model", p.model, false);
+      s.integer("hidden", p.hidden, true, count);
+      s.integer("heads", p.heads, true, count);
+      s.integer("ffn_hidden", p.ffn_hidden, true, count);
+      s.integer("vocab", p.vocab, true, count);
+      s.integer("seq", p.seq, true, count);
+      s.integer("mbs", p.mbs, true, count);
+      s.integer("tp", p.tp, true, count);
+      s.finish();
+    }
+  }
+  {
+    const YAML::Node fit = r.child("fitted");
+    if (!fit || !fit.IsMap()) {
+      r.missing("fitted", "the fitted curves");
+    } else {
+      MapReader f(fit, file, "device_profile.fitted.", out.diagnostics);
+      f.number("gemm_peak_gflops", p.gemm_peak_gflops, true, positive);
+      f.number("gemm_overhead_us", p.gemm_overhead_us, true, nonneg);
+      f.number("memory_gbyte_per_s", p.memory_gbyte_per_s, true, positive);
+      const YAML::Node cs = f.child("collectives");
+      if (cs && cs.IsSequence()) {
+        for (size_t i = 0; i < cs.size(); ++i) {
+          MapReader c(cs[i], file, "device_profile.fitted.collectives[" + std::to_string(i) + "].", out.diagnostics);
+          CollectiveFit cf;
+          c.text("op", cf.op, true);
+          c.integer("ranks", cf.ranks, true, count);
+          c.number("bandwidth_gbyte_per_s", cf.bandwidth_gbyte_per_s, true, positive);
+          c.number("latency_us", cf.latency_us, true, nonneg);
+          c.finish();
+          p.fits.push_back(cf);
+        }
+      }
+      f.finish();
+    }
+  }
+  auto each = [&](const char* key, auto&& read_one) {
+    const YAML::Node seq = r.child(key);
+    if (!seq || seq.IsNull()) return;
+    if (!seq.IsSequence()) {
+      r.error_at(seq, key, "expected a list");
+      return;
+    }
+    for (size_t i = 0; i < seq.size(); ++i) {
+      MapReader e(seq[i], file, std::string("device_profile.") + key + "[" + std::to_string(i) + "].",
+                  out.diagnostics);
+      read_one(e);
+      e.finish();
+    }
+  };
+  each("gemms", [&](MapReader& e) {
+    GemmTiming g;
+    e.text("name", g.name, false);
+    e.integer64("m", g.m, true, {1, false, 1e12});
+    e.integer64("n", g.n, true, {1, false, 1e12});
+    e.integer64("k", g.k, true, {1, false, 1e12});
+    e.number("seconds", g.seconds, true, positive);
+    p.gemms.push_back(g);
+  });
+  each("kernels", [&](MapReader& e) {
+    KernelTiming k;
+    e.text("name", k.name, true);
+    e.number("bytes", k.bytes, true, nonneg);
+    e.number("seconds", k.seconds, true, positive);
+    p.kernels.push_back(k);
+  });
+  each("collective_timings", [&](MapReader& e) {
+    CollectiveTiming c;
+    e.text("op", c.op, true);
+    e.integer("ranks", c.ranks, true, count);
+    e.number("bytes", c.bytes, true, positive);
+    e.number("seconds", c.seconds, true, positive);
+    p.collectives.push_back(c);
+  });
+  r.finish();
+  for (size_t i = before; i < out.diagnostics.items().size(); ++i)
+    if (out.diagnostics.items()[i].severity == Severity::Error) return out;
+  out.value = p;
+  return out;
+}
+
+Loaded<DeviceProfile> load_device_profile(const std::string& path) {
+  Loaded<DeviceProfile> out;
+  std::string text, error;
+  if (!detail::read_text_file(path, text, error)) {
+    out.diagnostics.error(path, 0, 0, "", error);
+    return out;
+  }
+  return parse_device_profile_yaml(text, path);
+}
+
+std::string device_profile_mismatch(const DeviceProfile& p, const ModelSpec& model, const ClusterSpec& cluster,
+                                    const std::string& file) {
+  if (p.gpu != cluster.gpu.name)
+    return file + ": device profile of another device: measured on " + p.device + " (" + p.gpu +
+           "), the cluster's GPU is " + cluster.gpu.name;
+  if (p.hidden != model.hidden || p.heads != model.heads || p.ffn_hidden != model.ffn_hidden_or_default())
+    return file + ": device profile of another model shape: measured at hidden " + std::to_string(p.hidden) +
+           ", heads " + std::to_string(p.heads) + ", ffn_hidden " + std::to_string(p.ffn_hidden) + "; " +
+           model.name + " has " + std::to_string(model.hidden) + ", " + std::to_string(model.heads) + ", " +
+           std::to_string(model.ffn_hidden_or_default()) + " (measure it: capplan profile --measure)";
+  return {};
+}
+
+}  // namespace capplan

@@ -1,0 +1,375 @@
+// `capplan-train measure`: times the runtime's own kernels at a model's real shapes and the
+// collectives among the ranks it runs on, and writes a device profile (planner/device_profile.h).
+// Every rank measures at once (as in training, the ranks share the machine's cores and memory);
+// a kernel's time is the median over repeats of the slowest rank.
+#include "train/measure.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/atomic_file.h"
+#include "planner/device_profile.h"
+#include "planner/spec_io.h"
+#include "train/backend.h"
+#include "train/communicator.h"
+
+namespace capplan::rt {
+namespace {
+
+constexpr const char* kCmd = "capplan-train measure";
+constexpr const char* kUsage =
+    "usage: capplan-train measure --model M --out FILE [--tp T] [--mbs B] [--seq S] [--threads N]\n"
+    "                             [--repeats R]\n"
+    "Times every GEMM of a layer (forward, input-gradient, weight-gradient) and of the LM head, the\n"
+    "attention, norm, activation, loss and optimizer kernels at the model's shapes for one tensor-\n"
+    "parallel rank of --tp, and all-reduce, reduce-scatter, all-gather and send/recv among the ranks\n"
+    "(run it under mpirun -np N), then writes the device profile FILE (atomically, rank 0).\n"
+    "  --threads N  backend threads per rank (default: online cores / ranks, at least 1)\n"
+    "  --repeats R  timed repeats per kernel after one warm-up (default 5)\n";
+
+struct MeasureOptions {
+  std::string model, out;
+  int tp = 1, mbs = 1, seq = 0, threads = 0, repeats = 5;
+};
+
+double now_s() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string s = line.substr(colon + 1);
+        while (!s.empty() && s.front() == ' ') s.erase(0, 1);
+        return s;
+      }
+    }
+  return "unknown CPU";
+}
+
+bool parse_int(const std::string& flag, const char* v, int lo, int hi, int* out) {
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0' || x < lo || x > hi) {
+    std::fprintf(stderr, "%s: error: --%s: expected an integer in [%d, %d], found '%s'\n", kCmd, flag.c_str(), lo,
+                 hi, v);
+    return false;
+  }
+  *out = int(x);
+  return true;
+}
+
+// Parses the flags; 0 = go on, otherwise the exit status (2 = bad input, after every mistake).
+int parse_options(int argc, char** argv, MeasureOptions& o) {
+  int errors = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      return -1;
+    }
+    static const char* known[] = {"model", "out", "tp", "mbs", "seq", "threads", "repeats"};
+    const std::string flag = a.rfind("--", 0) == 0 ? a.substr(2) : "";
+    bool is_known = false;
+    for (const char* k : known) is_known = is_known || flag == k;
+    if (!is_known) {
+      std::fprintf(stderr, "%s: error: '%s': unknown flag (capplan-train measure --help lists them)\n", kCmd,
+                   a.c_str());
+      ++errors;
+      continue;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: error: --%s: needs a value\n", kCmd, flag.c_str());
+      ++errors;
+      continue;
+    }
+    const char* v = argv[++i];
+    bool ok = true;
+    if (flag == "model") o.model = v;
+    else if (flag == "out") o.out = v;
+    else if (flag == "tp") ok = parse_int(flag, v, 1, 1024, &o.tp);
+    else if (flag == "mbs") ok = parse_int(flag, v, 1, 4096, &o.mbs);
+    else if (flag == "seq") ok = parse_int(flag, v, 1, 1 << 20, &o.seq);
+    else if (flag == "threads") ok = parse_int(flag, v, 1, 4096, &o.threads);
+    else if (flag == "repeats") ok = parse_int(flag, v, 1, 1000, &o.repeats);
+    errors += ok ? 0 : 1;
+  }
+  if (o.model.empty()) std::fprintf(stderr, "%s: error: --model: required\n", kCmd), ++errors;
+  if (o.out.empty()) std::fprintf(stderr, "%s: error: --out: required (the device profile to write)\n", kCmd), ++errors;
+  return errors > 0 ? 2 : 0;
+}
+
+class Measurer {
+ public:
+  Measurer(const MeasureOptions& o, const ModelSpec& m, Communicator& world, Backend& be)
+      : o_(o), m_(m), world_(world), be_(be) {}
+
+  // Median over repeats of the slowest rank's time of fn (after one warm-up run).
+  double time(const std::function<void()>& fn) {
+    fn();
+    std::vector<double> t;
+    for (int r = 0; r < o_.repeats; ++r) {
+      world_.barrier();
+      const double t0 = now_s();
+      fn();
+      float dt = float(now_s() - t0);
+      world_.all_reduce_max(&dt, 1);
+      t.push_back(dt);
+    }
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
+  }
+
+  float* buffer(int64_t n) {
+    bufs_.push_back(std::vector<float>(size_t(std::max<int64_t>(n, 1))));
+    std::vector<float>& b = bufs_.back();
+    for (size_t i = 0; i < b.size(); ++i) b[i] = float((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    return b.data();
+  }
+
+  void gemms(DeviceProfile& p) {
+    const int h = m_.hidden, tp = o_.tp, tok = o_.mbs * seq();
+    const int kv = m_.kv_heads_or_default() * m_.head_dim();
+    const int qkv = (h + 2 * kv) / tp, fc = (m_.ffn == Ffn::Swiglu ? 2 : 1) * m_.ffn_hidden_or_default() / tp;
+    const int f = m_.ffn_hidden_or_default() / tp, vocab = (m_.vocab + tp - 1) / tp;
+    struct Linear {
+      const char* name;
+      int in, out;
+    };
+    const Linear linears[] = {{"qkv", h, qkv}, {"attention out", h / tp, h}, {"fc1", h, fc}, {"fc2", f, h},
+                              {"lm head", h, vocab}};
+    for (const Linear& l : linears) {
+      // forward Y[tok, out] = X[tok, in] W[in, out]; input gradient dX[tok, in] = dY W^T; weight
+      // gradient dW[in, out] = X^T dY (the shapes the cost model asks for).
+      float* x = buffer(int64_t(tok) * l.in);
+      float* w = buffer(int64_t(l.in) * l.out);
+      float* y = buffer(int64_t(tok) * l.out);
+      add(p, std::string(l.name) + " forward", tok, l.out, l.in,
+          [&] { be_.matmul(y, x, w, tok, l.out, l.in, false, false, false); });
+      add(p, std::string(l.name) + " input-gradient", tok, l.in, l.out,
+          [&] { be_.matmul(x, y, w, tok, l.in, l.out, false, true, false); });
+      add(p, std::string(l.name) + " weight-gradient", l.in, l.out, tok,
+          [&] { be_.matmul(w, x, y, l.in, l.out, tok, true, false, false); });
+      bufs_.clear();
+    }
+  }
+
+  void kernels(DeviceProfile& p) {
+    const int h = m_.hidden, tp = o_.tp, T = seq(), B = o_.mbs, rows = B * T;
+    const int64_t fl = int64_t(rows) * (m_.ffn_hidden_or_default() / tp);
+    const double e = 4;  // fp32
+    const NormKind norm = m_.norm == Norm::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm;
+    {
+      float* x = buffer(int64_t(rows) * h);
+      float* out = buffer(int64_t(rows) * h);
+      float* w = buffer(h);
+      float* b = buffer(h);
+      float* mean = buffer(rows);
+      float* rstd = buffer(rows);
+      float* dw = buffer(h);
+      float* db = buffer(h);
+      kernel(p, "norm forward", e * 2 * rows * double(h), [&] { be_.norm_forward(norm, out, mean, rstd, x, w, b, rows, h); });
+      kernel(p, "norm backward", e * 3 * rows * double(h),
+             [&] { be_.norm_backward(norm, x, dw, db, out, x, w, mean, rstd, rows, h); });
+      kernel(p, "residual add", e * 3 * rows * double(h), [&] { be_.add(out, x, int64_t(rows) * h); });
+      bufs_.clear();
+    }
+    {
+      float* x = buffer(fl);
+      float* out = buffer(fl);
+      kernel(p, "gelu forward", e * 2 * double(fl), [&] { be_.gelu_forward(out, x, fl); });
+      kernel(p, "gelu backward", e * 3 * double(fl), [&] { be_.gelu_backward(x, out, out, fl); });
+      bufs_.clear();
+    }
+    {
+      AttentionShape s;
+      s.B = B;
+      s.T = T;
+      s.Hl = m_.heads / tp;
+      s.KVl = std::max(1, m_.kv_heads_or_default() / tp);
+      s.D = m_.head_dim();
+      const int64_t width = s.qkv_stride();
+      float* qkv = buffer(int64_t(rows) * width);
+      float* probs = buffer(int64_t(B) * s.Hl * T * T);
+      float* out = buffer(int64_t(rows) * s.Hl * s.D);
+      float* dqkv = buffer(int64_t(rows) * width);
+      const double score_bytes = e * double(B) * s.Hl * T * T;
+      kernel(p, "attention forward", 2 * score_bytes, [&] { be_.attention_forward(out, probs, qkv, s); });
+      kernel(p, "attention backward", 3 * score_bytes, [&] { be_.attention_backward(dqkv, out, qkv, probs, s); });
+      bufs_.clear();
+    }
+    {
+      const int Vl = (m_.vocab + tp - 1) / tp;
+      float* logits = buffer(int64_t(rows) * Vl);
+      float* mx = buffer(rows);
+      float* se = buffer(rows);
+      float* tl = buffer(rows);
+      std::vector<int32_t> targets(static_cast<size_t>(rows));
+      for (int r = 0; r < rows; ++r) targets[size_t(r)] = int32_t((r * 7919) % m_.vocab);
+      const double lb = e * double(rows) * Vl;
+      kernel(p, "loss forward", 3 * lb, [&] {
+        be_.xent_row_max(mx, logits, rows, Vl, 0, m_.vocab);
+        be_.xent_sum_exp(se, tl, logits, mx, targets.data(), rows, Vl, 0, m_.vocab);
+      });
+      kernel(p, "loss backward", 2 * lb,
+             [&] { be_.xent_backward(logits, se, targets.data(), 1.0f, rows, Vl, 0, m_.vocab); });
+      bufs_.clear();
+    }
+    {
+      const int64_t n = int64_t(12) * h * h / tp;  // a layer's weights on one rank
+      float* w = buffer(n);
+      float* g = buffer(n);
+      float* m1 = buffer(n);
+      float* v = buffer(n);
+      for (int64_t i = 0; i < n; ++i) v[i] = std::abs(v[i]);
+      AdamWStep st;
+      kernel(p, "adamw", e * 7 * double(n), [&] { be_.adamw(w, g, m1, v, n, st); });
+      bufs_.clear();
+    }
+  }
+
+  void collectives(DeviceProfile& p) {
+    const int n = world_.size();
+    if (n < 2) return;
+    for (int64_t count = 1024; count <= (int64_t(1) << 22); count *= 4) {
+      const int64_t per = std::max<int64_t>(1, count / n) * n;  // divisible by the ranks
+      float* a = buffer(per);
+      float* b = buffer(per);
+      collective(p, "all-reduce", n, per, [&] { world_.all_reduce_sum(a, per); });
+      collective(p, "reduce-scatter", n, per, [&] { world_.reduce_scatter_sum(a, b, per / n); });
+      collective(p, "all-gather", n, per, [&] { world_.all_gather(a, b, per / n); });
+      collective(p, "send-recv", 2, per, [&] {
+        if (world_.rank() == 0) world_.send(a, per, 1, 7);
+        if (world_.rank() == 1) world_.recv(b, per, 0, 7);
+      });
+      bufs_.clear();
+    }
+  }
+
+ private:
+  int seq() const { return o_.seq > 0 ? o_.seq : m_.seq_len; }
+
+  void add(DeviceProfile& p, const std::string& name, int64_t M, int64_t N, int64_t K, const std::function<void()>& fn) {
+    GemmTiming g;
+    g.name = name;
+    g.m = M;
+    g.n = N;
+    g.k = K;
+    g.seconds = time(fn);
+    p.gemms.push_back(g);
+  }
+  void kernel(DeviceProfile& p, const std::string& name, double bytes, const std::function<void()>& fn) {
+    KernelTiming k;
+    k.name = name;
+    k.bytes = bytes;
+    k.seconds = time(fn);
+    p.kernels.push_back(k);
+  }
+  void collective(DeviceProfile& p, const std::string& op, int ranks, int64_t count, const std::function<void()>& fn) {
+    CollectiveTiming c;
+    c.op = op;
+    c.ranks = ranks;
+    c.bytes = 4.0 * double(count);
+    c.seconds = time(fn);
+    p.collectives.push_back(c);
+  }
+
+  const MeasureOptions& o_;
+  const ModelSpec& m_;
+  Communicator& world_;
+  Backend& be_;
+  std::vector<std::vector<float>> bufs_;
+};
+
+}  // namespace
+
+int measure_main(int argc, char** argv) {
+  MeasureOptions o;
+  const int parsed = parse_options(argc, argv, o);
+  if (parsed != 0) return parsed < 0 ? 0 : parsed;
+  Loaded<ModelSpec> m = load_model(o.model);
+  if (!m.ok()) {
+    std::fprintf(stderr, "%s", m.diagnostics.to_string().c_str());
+    return 2;
+  }
+  const ModelSpec& model = *m.value;
+  if (model.heads % o.tp != 0 || model.hidden % o.tp != 0 || model.ffn_hidden_or_default() % o.tp != 0) {
+    std::fprintf(stderr, "%s: error: --tp: %d must divide the heads (%d), hidden (%d) and FFN width (%d) of %s\n",
+                 kCmd, o.tp, model.heads, model.hidden, model.ffn_hidden_or_default(), model.name.c_str());
+    return 2;
+  }
+  MPI_Init(&argc, &argv);
+  int status = 0;
+  {
+    Layout world_layout;
+    int size = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    world_layout.dp = size;
+    ProcessGroups groups = make_process_groups(world_layout);
+    const int cores = std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)));
+    const int threads = o.threads > 0 ? o.threads : std::max(1, cores / std::max(1, groups.local_size));
+    std::unique_ptr<Backend> be = make_cpu_backend(threads);
+    DeviceProfile p;
+    p.device = "cpu: " + cpu_model() + ", " + std::to_string(cores) + " cores";
+    p.gpu = "cpu-rank";
+    p.backend = be->name();
+    p.created_utc = utc_now();
+    p.ranks = size;
+    p.how = "capplan-train measure: " + std::to_string(size) + " ranks measuring at once, " +
+            std::to_string(threads) + " backend threads each; median of " + std::to_string(o.repeats) +
+            " repeats of the slowest rank, after one warm-up; fp32";
+    p.model = model.name;
+    p.hidden = model.hidden;
+    p.heads = model.heads;
+    p.ffn_hidden = model.ffn_hidden_or_default();
+    p.vocab = model.vocab;
+    p.seq = o.seq > 0 ? o.seq : model.seq_len;
+    p.mbs = o.mbs;
+    p.tp = o.tp;
+    Measurer meas(o, model, *groups.world, *be);
+    meas.gemms(p);
+    meas.kernels(p);
+    meas.collectives(p);
+    fit_device_profile(p);
+    if (groups.world->rank() == 0) {
+      const std::string error = write_file_atomic(o.out, device_profile_yaml(p));
+      if (!error.empty()) {
+        std::fprintf(stderr, "%s: error: %s: %s\n", kCmd, o.out.c_str(), error.c_str());
+        status = 1;
+      } else {
+        std::printf("device profile: %s (%zu GEMMs, %zu kernels, %zu collective timings; GEMM %.1f GFLOP/s per "
+                    "rank + %.1f us, memory %.1f GB/s per rank)\n",
+                    o.out.c_str(), p.gemms.size(), p.kernels.size(), p.collectives.size(), p.gemm_peak_gflops,
+                    p.gemm_overhead_us, p.memory_gbyte_per_s);
+      }
+    }
+  }
+  MPI_Finalize();
+  return status;
+}
+
+}  // namespace capplan::rt

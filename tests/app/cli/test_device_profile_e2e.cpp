@@ -1,0 +1,115 @@
+// `capplan profile --measure` end to end: capplan-train measure under mpirun on two local ranks
+// writes a device profile that reads back, `capplan run --device-profile` predicts with it, and
+// `estimate` refuses a profile of another device or a cut-short one (exit 2).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "launch/launch_process.h"
+#include "planner/device_profile.h"
+#include "support/test_files.h"
+
+namespace capplan::rt {
+namespace {
+
+struct Ran {
+  ProcessResult process;
+  std::string out, err;
+};
+
+Ran run(const std::vector<std::string>& argv) {
+  Ran r;
+  ProcessOptions o;
+  o.env = {std::string("CAPPLAN_TRAIN=") + CAPPLAN_TRAIN, "OMPI_ALLOW_RUN_AS_ROOT=1",
+           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  r.process = run_process(argv, o, [&](OutputStream s, const std::string& line) {
+    (s == OutputStream::Stdout ? r.out : r.err) += line + "\n";
+  });
+  return r;
+}
+
+std::string tiny_model(const std::string& dir) {
+  const std::string path = dir + "/tiny.yaml";
+  std::ofstream(path) << "name: tiny\nlayers: 2\nhidden: 128\nheads: 4\nvocab: 1024\nseq_len: 64\n";
+  return path;
+}
+
+// Expectation: exit 0; the profile has the 15 GEMMs of a layer and the LM head, the kernels, the
+// collectives of 2 ranks with positive fits; `run --device-profile` says it predicted with it.
+TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
+  const std::string dir = capplan::test::scratch_dir("measure").string();
+  const std::string model = tiny_model(dir);
+  const std::string out = dir + "/device.yaml";
+  const Ran m = run({CAPPLAN_EXE, "profile", "--model", model, "--mbs", "2", "--measure", "--ranks", "2",
+                     "--repeats", "3", "--out", out});
+  ASSERT_TRUE(m.process.started) << m.process.error;
+  ASSERT_EQ(m.process.exit_code, 0) << m.err << m.out;
+  EXPECT_NE(m.out.find("fitted: GEMM"), std::string::npos) << m.out;
+  const Loaded<DeviceProfile> p = load_device_profile(out);
+  ASSERT_TRUE(p.ok()) << p.diagnostics.to_string();
+  EXPECT_EQ(p.value->gpu, "cpu-rank");
+  EXPECT_EQ(p.value->ranks, 2);
+  EXPECT_EQ(p.value->hidden, 128);
+  EXPECT_EQ(p.value->gemms.size(), 15u);
+  EXPECT_GE(p.value->kernels.size(), 9u);
+  EXPECT_GT(p.value->gemm_peak_gflops, 0);
+  EXPECT_GT(p.value->memory_gbyte_per_s, 0);
+  ASSERT_NE(p.value->fit("all-reduce", 2), nullptr);
+  EXPECT_EQ(p.value->fit("all-reduce", 2)->ranks, 2);
+  EXPECT_GT(p.value->fit("all-reduce", 2)->bandwidth_gbyte_per_s, 0);
+
+  const Ran r = run({CAPPLAN_EXE, "run", "--model", model, "--cluster", "p4d.24xlarge", "--nodes", "1", "--gpus",
+                     "2", "--dp", "2", "--tp", "1", "--pp", "1", "--mbs", "2", "--gbs", "8", "--steps", "3",
+                     "--threads", "1", "--timeout", "120", "--dir", dir + "/run", "--device-profile", out});
+  ASSERT_EQ(r.process.exit_code, 0) << r.err << r.out;
+  EXPECT_NE((r.out + r.err).find("predicted with the device profile"), std::string::npos) << r.out;
+
+  // Measuring never leaves a half-written profile: a failed measure keeps the old file.
+  const std::string before = capplan::test::read_text(out);
+  const Ran bad = run({CAPPLAN_EXE, "profile", "--model", model, "--tp", "3", "--measure", "--out", out});
+  EXPECT_EQ(bad.process.exit_code, 2) << bad.err;
+  EXPECT_EQ(capplan::test::read_text(out), before);
+}
+
+TEST(DeviceProfileEndToEnd, EstimateRefusesForeignAndTruncatedProfiles) {
+  const std::string dir = capplan::test::scratch_dir("foreign").string();
+  const std::string model = tiny_model(dir);
+  // A CPU-rank profile of this model (written by hand in the format capplan writes).
+  DeviceProfile p;
+  p.device = "cpu: test";
+  p.gpu = "cpu-rank";
+  p.backend = "cpu";
+  p.hidden = 128;
+  p.heads = 4;
+  p.ffn_hidden = 512;
+  p.vocab = 1024;
+  p.seq = 64;
+  p.mbs = 1;
+  p.gemm_peak_gflops = 10;
+  p.memory_gbyte_per_s = 5;
+  const std::string file = dir + "/cpu.yaml";
+  std::ofstream(file) << device_profile_yaml(p);
+  const std::vector<std::string> est = {CAPPLAN_EXE, "estimate", "--model", model, "--cluster", "p4d.24xlarge",
+                                        "--nodes", "1", "--dp", "8", "--tp", "1", "--pp", "1", "--mbs", "1",
+                                        "--gbs", "8", "--device-profile"};
+  std::vector<std::string> a = est;
+  a.push_back(file);
+  const Ran foreign = run(a);
+  EXPECT_EQ(foreign.process.exit_code, 2);
+  EXPECT_NE(foreign.err.find("another device"), std::string::npos) << foreign.err;
+  const std::string text = device_profile_yaml(p);
+  const std::string cut = dir + "/cut.yaml";
+  std::ofstream(cut) << text.substr(0, text.size() - 12);
+  a = est;
+  a.push_back(cut);
+  const Ran truncated = run(a);
+  EXPECT_EQ(truncated.process.exit_code, 2);
+  EXPECT_NE(truncated.err.find("truncated"), std::string::npos) << truncated.err;
+  a = est;
+  a.push_back(dir + "/missing.yaml");
+  EXPECT_EQ(run(a).process.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace capplan::rt

@@ -1,0 +1,141 @@
+// Device profiles: the fits recover the curves their timings came from, the YAML form reads back,
+// bad files are refused with the reason, and the cost model uses a profile in place of the roofline.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "planner/cost_model.h"
+#include "planner/device_profile.h"
+#include "planner/spec_io.h"
+
+namespace capplan {
+namespace {
+
+// A profile of an A100 at GPT-3 13B's block shape whose GEMMs follow t = 8 us + FLOPs / 100 TFLOP/s
+// exactly, kernels run at 1 TB/s and a 4-rank all-reduce at 50 GB/s bus bandwidth + 20 us.
+DeviceProfile synthetic_profile() {
+  DeviceProfile p;
+  p.device = "test: synthetic A100";
+  p.gpu = "A100-SXM4-40GB";
+  p.backend = "cuda";
+  p.created_utc = "2026-01-01T00:00:00Z";
+  p.how = "synthetic";
+  p.ranks = 4;
+  p.model = "gpt3-13b";
+  p.hidden = 5120;
+  p.heads = 40;
+  p.ffn_hidden = 20480;
+  p.vocab = 50257;
+  p.seq = 2048;
+  p.mbs = 1;
+  p.tp = 1;
+  const double peak = 100e12, t0 = 8e-6;
+  for (int64_t m : {256, 1024, 4096})
+    for (int64_t n : {512, 5120}) {
+      GemmTiming g;
+      g.name = "g";
+      g.m = m;
+      g.n = n;
+      g.k = 5120;
+      g.seconds = t0 + 2.0 * double(m * n * g.k) / peak;
+      p.gemms.push_back(g);
+    }
+  for (double bytes : {1e6, 1e8}) p.kernels.push_back({"norm forward", bytes, bytes / 1e12});
+  for (double bytes : {1e4, 1e6, 1e8})
+    p.collectives.push_back({"all-reduce", 4, bytes, 20e-6 + 2.0 * 3 / 4 * bytes / 50e9});
+  fit_device_profile(p);
+  return p;
+}
+
+TEST(DeviceProfile, FitsRecoverTheCurvesOfTheTimings) {
+  const DeviceProfile p = synthetic_profile();
+  std::printf("Expectation: GEMM 100000 GFLOP/s + 8 us, 1000 GB/s, all-reduce 50 GB/s + 20 us  Actual: %.1f + %.3f, "
+              "%.1f, %.2f + %.3f\n",
+              p.gemm_peak_gflops, p.gemm_overhead_us, p.memory_gbyte_per_s, p.fits.at(0).bandwidth_gbyte_per_s,
+              p.fits.at(0).latency_us);
+  EXPECT_NEAR(p.gemm_peak_gflops, 100000, 1);
+  EXPECT_NEAR(p.gemm_overhead_us, 8, 1e-3);
+  EXPECT_NEAR(p.memory_gbyte_per_s, 1000, 1e-6);
+  ASSERT_EQ(p.fits.size(), 1u);
+  EXPECT_NEAR(p.fits[0].bandwidth_gbyte_per_s, 50, 1e-3);
+  EXPECT_NEAR(p.fits[0].latency_us, 20, 1e-3);
+}
+
+TEST(DeviceProfile, YamlReadsBackExactly) {
+  const DeviceProfile p = synthetic_profile();
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_EQ(q.value->device, p.device);
+  EXPECT_EQ(q.value->gpu, p.gpu);
+  EXPECT_EQ(q.value->hidden, p.hidden);
+  ASSERT_EQ(q.value->gemms.size(), p.gemms.size());
+  for (size_t i = 0; i < p.gemms.size(); ++i) EXPECT_EQ(q.value->gemms[i].seconds, p.gemms[i].seconds);
+  EXPECT_EQ(q.value->gemm_peak_gflops, p.gemm_peak_gflops);
+  EXPECT_EQ(q.value->collectives.size(), p.collectives.size());
+  EXPECT_EQ(q.value->fits.at(0).latency_us, p.fits.at(0).latency_us);
+}
+
+TEST(DeviceProfile, TruncatedCorruptAndForeignProfilesAreRefused) {
+  const std::string text = device_profile_yaml(synthetic_profile());
+  // Cut short (no closing `end: true`).
+  const Loaded<DeviceProfile> cut = parse_device_profile_yaml(text.substr(0, text.size() / 2), "dev.yaml");
+  EXPECT_FALSE(cut.ok());
+  EXPECT_NE(cut.diagnostics.to_string().find("truncated"), std::string::npos) << cut.diagnostics.to_string();
+  // A corrupt number names the file, the line and the field.
+  std::string bad = text;
+  bad.replace(bad.find("gemm_peak_gflops: ") + 18, 3, "abc");
+  const Loaded<DeviceProfile> corrupt = parse_device_profile_yaml(bad, "dev.yaml");
+  EXPECT_FALSE(corrupt.ok());
+  EXPECT_NE(corrupt.diagnostics.to_string().find("dev.yaml:"), std::string::npos);
+  EXPECT_NE(corrupt.diagnostics.to_string().find("gemm_peak_gflops"), std::string::npos)
+      << corrupt.diagnostics.to_string();
+  // Not a profile at all.
+  EXPECT_FALSE(parse_device_profile_yaml("name: gpt\nlayers: 2\n", "m.yaml").ok());
+  // Another device, another model shape.
+  const DeviceProfile p = synthetic_profile();
+  const ClusterSpec p5 = *load_cluster("p5.48xlarge").value;
+  const ClusterSpec p4d = *load_cluster("p4d.24xlarge").value;
+  const std::string dev = device_profile_mismatch(p, *load_model("gpt3-13b").value, p5, "dev.yaml");
+  EXPECT_NE(dev.find("another device"), std::string::npos) << dev;
+  EXPECT_NE(dev.find("H100"), std::string::npos) << dev;
+  const std::string shape = device_profile_mismatch(p, *load_model("gpt3-175b").value, p4d, "dev.yaml");
+  EXPECT_NE(shape.find("another model shape"), std::string::npos) << shape;
+  EXPECT_EQ(device_profile_mismatch(p, *load_model("gpt3-13b").value, p4d, "dev.yaml"), "");
+}
+
+TEST(DeviceProfile, CostModelUsesMeasuredShapesAndTheFittedLine) {
+  Scenario sc;
+  sc.model = *load_model("gpt3-13b").value;
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  sc.nodes = 1;
+  sc.training.gbs = 8;
+  DeviceProfile p = synthetic_profile();
+  p.gemms[0].seconds *= 3;  // one measured shape far off the line
+  Scenario with = sc;
+  with.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
+  const GemmTiming& g = p.gemms[0];
+  EXPECT_DOUBLE_EQ(gemm_time_s(with, double(g.m), double(g.n), double(g.k)), g.seconds);
+  // An unmeasured shape: the fitted line.
+  const double m = 2048, n = 2048, k = 2048;
+  EXPECT_NEAR(gemm_time_s(with, m, n, k), p.gemm_overhead_us * 1e-6 + 2 * m * n * k / (p.gemm_peak_gflops * 1e9),
+              1e-12);
+  EXPECT_NEAR(memory_time_s(with, 1e9), 1e9 / (p.memory_gbyte_per_s * 1e9), 1e-12);
+  // A slower device makes the step slower: at half the GEMM rate the compute term grows.
+  Layout l;
+  l.dp = 8;
+  l.mbs = 1;
+  const double fast = estimate(with, l).breakdown_s.compute;
+  DeviceProfile slow = p;
+  slow.gemm_peak_gflops /= 2;
+  for (GemmTiming& t : slow.gemms) t.seconds *= 2;
+  Scenario with_slow = sc;
+  with_slow.cluster.device_profile = std::make_shared<const DeviceProfile>(slow);
+  const double slower = estimate(with_slow, l).breakdown_s.compute;
+  std::printf("Expectation: compute grows toward 2x at half the GEMM rate  Actual: %.3f s -> %.3f s\n", fast, slower);
+  EXPECT_GT(slower, 1.5 * fast);
+  EXPECT_LT(slower, 2.0 * fast);
+}
+
+}  // namespace
+}  // namespace capplan
