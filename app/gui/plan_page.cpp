@@ -20,6 +20,7 @@
 #include <QLineSeries>
 #include <QListWidget>
 #include <QProgressBar>
+#include <QScrollBar>
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QSplitter>
@@ -272,19 +273,7 @@ QLayout* PlanPage::buildSearchBar() {
 
 QWidget* PlanPage::buildResults() {
   auto* split = new QSplitter(Qt::Vertical, this);
-  table_ = new QTableView(split);
-  table_->setObjectName(QStringLiteral("candidateTable"));
-  table_->setModel(filter_);
-  table_->setSortingEnabled(true);
-  table_->sortByColumn(CandidateTableModel::Rank, Qt::AscendingOrder);
-  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  table_->setSelectionMode(QAbstractItemView::SingleSelection);
-  table_->verticalHeader()->hide();
-  table_->verticalHeader()->setDefaultSectionSize(22);
-  table_->setAlternatingRowColors(true);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setStretchLastSection(true);
-  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &PlanPage::selectionChanged);
+  split->addWidget(buildTable(split));
 
   auto* lower = new QWidget(split);
   auto* lh = new QHBoxLayout(lower);
@@ -307,11 +296,71 @@ QWidget* PlanPage::buildResults() {
   lh->addWidget(memoryChart_, 1);
   lh->addWidget(timeChart_, 1);
   lh->addWidget(paretoChart_, 1);
-  split->addWidget(table_);
   split->addWidget(lower);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 1);
   return split;
+}
+
+// Two views over the one model: the key columns (rank to layout) on the left, which never scroll
+// sideways, and the other columns on the right; they share the selection and the vertical scroll.
+QWidget* PlanPage::buildTable(QWidget* parent) {
+  auto* box = new QWidget(parent);
+  auto* row = new QHBoxLayout(box);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->setSpacing(0);
+  table_ = new QTableView(box);
+  table_->setObjectName(QStringLiteral("candidateTable"));
+  moreTable_ = new QTableView(box);
+  moreTable_->setObjectName(QStringLiteral("candidateTableMore"));
+  for (QTableView* t : {table_, moreTable_}) {
+    t->setModel(filter_);
+    t->setSortingEnabled(true);
+    t->setSelectionBehavior(QAbstractItemView::SelectRows);
+    t->setSelectionMode(QAbstractItemView::SingleSelection);
+    t->verticalHeader()->hide();
+    t->verticalHeader()->setDefaultSectionSize(22);
+    t->setAlternatingRowColors(true);
+  }
+  moreTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->sortByColumn(CandidateTableModel::Rank, Qt::AscendingOrder);
+  moreTable_->setSelectionModel(table_->selectionModel());
+  moreTable_->horizontalHeader()->setStretchLastSection(true);
+  for (int c = 0; c < CandidateTableModel::ColumnCount; ++c) {
+    const bool key = c < CandidateTableModel::KeyColumnCount;
+    table_->setColumnHidden(c, !key);
+    moreTable_->setColumnHidden(c, key);
+  }
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Expanding);
+  connect(moreTable_->verticalScrollBar(), &QScrollBar::valueChanged, table_->verticalScrollBar(), &QScrollBar::setValue);
+  connect(table_->verticalScrollBar(), &QScrollBar::valueChanged, moreTable_->verticalScrollBar(), &QScrollBar::setValue);
+  // One sort order for both headers.
+  auto syncSort = [](QHeaderView* to) {
+    return [to](int section, Qt::SortOrder order) {
+      if (to->sortIndicatorSection() != section || to->sortIndicatorOrder() != order) to->setSortIndicator(section, order);
+    };
+  };
+  connect(table_->horizontalHeader(), &QHeaderView::sortIndicatorChanged, this, syncSort(moreTable_->horizontalHeader()));
+  connect(moreTable_->horizontalHeader(), &QHeaderView::sortIndicatorChanged, this, syncSort(table_->horizontalHeader()));
+  // The key view is as wide as its columns, measured again whenever the rows change.
+  connect(filter_, &QAbstractItemModel::modelReset, this, &PlanPage::fitKeyColumns);
+  connect(filter_, &QAbstractItemModel::layoutChanged, this, &PlanPage::fitKeyColumns);
+  connect(filter_, &QAbstractItemModel::rowsInserted, this, &PlanPage::fitKeyColumns);
+  connect(filter_, &QAbstractItemModel::rowsRemoved, this, &PlanPage::fitKeyColumns);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &PlanPage::selectionChanged);
+  row->addWidget(table_);
+  row->addWidget(moreTable_, 1);
+  fitKeyColumns();
+  return box;
+}
+
+void PlanPage::fitKeyColumns() {
+  table_->resizeColumnsToContents();
+  int w = 2 * table_->frameWidth();
+  for (int c = 0; c < CandidateTableModel::KeyColumnCount; ++c) w += table_->horizontalHeader()->sectionSize(c);
+  table_->setFixedWidth(w);
 }
 
 void PlanPage::setSearching(bool on) {

@@ -41,7 +41,10 @@ class PlanPage : public QWidget {
   void setStatus(const QString& text);
   void setMessage(const QString& text);
   QListWidget* diagnosticsList() const { return diagnostics_; }
+  // The key columns (rank, step, days, cost, memory, MFU, fits, layout), frozen while the other
+  // columns (moreTable) scroll; both share one selection.
   QTableView* table() const { return table_; }
+  QTableView* moreTable() const { return moreTable_; }
 
  signals:
   void replanRequested();
@@ -55,6 +58,8 @@ class PlanPage : public QWidget {
   void connectPins();
   QLayout* buildSearchBar();
   QWidget* buildResults();
+  QWidget* buildTable(QWidget* parent);
+  void fitKeyColumns();
   void refreshCharts();
   void refreshMemoryChart(const Estimate& e);
   void refreshTimeChart(const Estimate& e);
@@ -91,6 +96,7 @@ class PlanPage : public QWidget {
   QLabel* searchStatus_ = nullptr;
   QLineEdit* filterEdit_ = nullptr;
   QTableView* table_ = nullptr;
+  QTableView* moreTable_ = nullptr;
   QLabel* details_ = nullptr;
   QChartView* memoryChart_ = nullptr;
   QChartView* timeChart_ = nullptr;

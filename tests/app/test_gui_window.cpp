@@ -26,6 +26,8 @@
 #include <QProgressBar>
 #include <QAction>
 #include <QMessageBox>
+#include <QScrollBar>
+#include <QTableView>
 
 #include "gui_test_support.h"
 #include "item_models.h"
@@ -98,6 +100,39 @@ TEST_F(GuiWindow, DefaultPlanIsComputedAndShown) {
   }
   // The search progress bar is shown only while a search runs, never as an idle blank bar.
   EXPECT_FALSE(child<QProgressBar>("searchProgress")->isVisible());
+}
+
+// Expectation: at 1280 x 800 the key columns (rank to layout, days and cost among them) are in
+// view without scrolling, and stay there when the other columns scroll to their far end.
+TEST_F(GuiWindow, KeyColumnsAreVisibleAt1280AndFrozenWhenScrolling) {
+  window_->resize(1280, 800);
+  window_->showPage(MainWindow::Page::Plan);
+  QTest::qWait(100);  // layout settles
+  auto* key = child<QTableView>("candidateTable");
+  auto* more = child<QTableView>("candidateTableMore");
+  ASSERT_NE(key, nullptr);
+  ASSERT_NE(more, nullptr);
+  ASSERT_GT(key->model()->rowCount(), 0);
+  auto visibleIn = [](QTableView* t, int column) {
+    const int x = t->columnViewportPosition(column);
+    return !t->isColumnHidden(column) && x >= 0 && x + t->columnWidth(column) <= t->viewport()->width();
+  };
+  auto keyColumnsVisible = [&] {
+    for (int c : {int(CandidateTableModel::StepTime), int(CandidateTableModel::Days), int(CandidateTableModel::Dollars),
+                  int(CandidateTableModel::MemoryGiB), int(CandidateTableModel::Fits), int(CandidateTableModel::LayoutText)})
+      if (!visibleIn(key, c)) return false;
+    // The key view sits inside the window, left of the scrolling view.
+    const QRect r(key->mapTo(window_.get(), QPoint(0, 0)), key->size());
+    return window_->rect().contains(r) && r.right() < more->mapTo(window_.get(), QPoint(0, 0)).x() + 1;
+  };
+  EXPECT_TRUE(keyColumnsVisible());
+  EXPECT_TRUE(more->isColumnHidden(CandidateTableModel::Days));
+  more->horizontalScrollBar()->setValue(more->horizontalScrollBar()->maximum());
+  QTest::qWait(20);
+  EXPECT_TRUE(keyColumnsVisible());
+  // One selection for both views; the vertical scroll follows.
+  key->selectRow(2);
+  EXPECT_EQ(more->selectionModel()->selectedRows().value(0).row(), 2);
 }
 
 TEST_F(GuiWindow, EditingAFieldReplansAndUndoRestores) {
