@@ -353,10 +353,7 @@ void MainWindow::showFieldDiagnostics(const Diagnostics& diagnostics, QListWidge
     auto* item = new QListWidgetItem(QString::fromStdString(d.to_string()), list);
     item->setForeground(d.severity == Severity::Error ? QColor(179, 38, 30) : QColor(150, 100, 0));
     QLabel* field = fieldErrors_.value(QString::fromStdString(d.path));
-    if (field != nullptr) {
-      field->setText(QString::fromStdString(d.message));
-      field->show();
-    }
+    if (field != nullptr) showFieldError(field, QString::fromStdString(d.message));
   }
   list->setVisible(!diagnostics.empty());
   if (!diagnostics.empty()) emit diagnosticsShown(QString::fromStdString(diagnostics.to_string()));
@@ -435,6 +432,7 @@ void MainWindow::replan() {
     search_->cancel();
     showFieldDiagnostics(d, planPage_->diagnosticsList());
     planPage_->setMessage(tr("Not re-planned: fix the inputs marked in red (the last good plan is kept)."));
+    planPage_->setStale(true);
     return;
   }
   showFieldDiagnostics(Diagnostics{}, planPage_->diagnosticsList());
@@ -463,6 +461,7 @@ void MainWindow::cancelSearch() {
 void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, bool finished) {
   if (generation != search_->generation()) return;
   lastResult_ = result;
+  planPage_->setStale(false);
   std::optional<std::pair<Layout, int>> keep = preferred_;
   if (!keep && selected_) keep = std::make_pair(selected_->layout, selected_->nodes);
   candidates_->setCandidates(result.candidates);

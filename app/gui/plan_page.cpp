@@ -126,8 +126,7 @@ void PlanPage::connectTraining() {
     if (!t.isEmpty()) {
       const std::optional<double> n = parse_number(t.toStdString());
       if (!n || *n < 0) {
-        err->setText(tr("not a number of tokens: '%1' (try 300e9 or 300B)").arg(t));
-        err->show();
+        showFieldError(err, tr("not a number of tokens: '%1' (try 300e9 or 300B)").arg(t));
         return;  // the text stays as typed
       }
       tokens = *n;
@@ -286,12 +285,13 @@ QWidget* PlanPage::buildResults() {
   details_->setMinimumWidth(260);
   details_->setMaximumWidth(320);
   details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  memoryChart_ = makeChartView(lower, "memoryChart");
+  memoryChart_ = new ChartArea(lower, "memoryChart");
   memoryChart_->setToolTip(tr("Memory per GPU by kind against the GPU's capacity"));
-  timeChart_ = makeChartView(lower, "timeChart");
+  timeChart_ = new ChartArea(lower, "timeChart");
   timeChart_->setToolTip(tr("Step time by term on the critical path (predicted; simulated when available)"));
-  paretoChart_ = makeChartView(lower, "paretoChart");
+  paretoChart_ = new ChartArea(lower, "paretoChart");
   paretoChart_->setToolTip(tr("Best layout per node count: days vs dollars; the selection is highlighted"));
+  for (ChartArea* c : {memoryChart_, timeChart_, paretoChart_}) c->showMessage(tr("No layout selected yet."));
   lh->addWidget(details_);
   lh->addWidget(memoryChart_, 1);
   lh->addWidget(timeChart_, 1);
@@ -376,6 +376,20 @@ void PlanPage::setSearching(bool on) {
 
 void PlanPage::setStatus(const QString& text) { searchStatus_->setText(text); }
 
+void PlanPage::setStale(bool stale) {
+  if (stale == stale_) return;
+  stale_ = stale;
+  const QString style = stale ? QStringLiteral("QTableView { color: palette(mid); }") : QString();
+  for (QTableView* t : {table_, moreTable_}) {
+    t->setStyleSheet(style);
+    t->setProperty("stale", stale);
+    t->setToolTip(stale ? tr("Stale: these results are for the last valid inputs; fix the fields marked in red to re-plan")
+                        : QString());
+  }
+  searchStatus_->setText(stale ? tr("Stale: the results below are for the last valid inputs") : QString());
+  searchStatus_->setStyleSheet(stale ? QStringLiteral("color: #b3261e; font-weight: bold;") : QString());
+}
+
 void PlanPage::setMessage(const QString& text) { message_->setText(text); }
 
 void PlanPage::setSimulatedStep(const TimeBreakdown& breakdown, double stepS) {
@@ -418,8 +432,8 @@ void PlanPage::showSelection() {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
   if (!selected) {
     details_->setText(tr("<i>No layout selected.</i>"));
-    replaceChart(memoryChart_, new QChart);
-    replaceChart(timeChart_, new QChart);
+    memoryChart_->showMessage(tr("No layout selected: nothing to chart."));
+    timeChart_->showMessage(tr("No layout selected: nothing to chart."));
     return;
   }
   const Estimate& e = *selected;
@@ -462,7 +476,8 @@ void PlanPage::refreshMemoryChart(const Estimate& e) {
   const MemoryBytes& m = e.memory_per_gpu_bytes;
   {
     auto* chart = new QChart;
-    chart->setTitle(tr("Memory per GPU: %1 of %2 GiB").arg(m.total / kGiB, 0, 'f', 1).arg(m.capacity / kGiB, 0, 'f', 0));
+    setChartTitle(chart, memoryChart_->view(),
+                  tr("Memory per GPU: %1 of %2 GiB").arg(m.total / kGiB, 0, 'f', 1).arg(m.capacity / kGiB, 0, 'f', 0));
     auto* series = new QHorizontalStackedBarSeries;
     const std::pair<const char*, double> kinds[] = {{"weights", m.weights},         {"gradients", m.gradients},
                                                     {"optimizer", m.optimizer},     {"activations", m.activations},
@@ -482,13 +497,14 @@ void PlanPage::refreshMemoryChart(const Estimate& e) {
     cats->append({tr("GPU"), tr("layout")});
     auto* val = new QValueAxis;
     val->setRange(0, std::max(m.total, m.capacity) / kGiB * 1.05);
+    val->applyNiceNumbers();  // round ticks: 0, 20, 40, ... GiB
     val->setTitleText(tr("GiB"));
     val->setLabelFormat(QStringLiteral("%.0f"));
     chart->addAxis(cats, Qt::AlignLeft);
     chart->addAxis(val, Qt::AlignBottom);
     series->attachAxis(cats);
     series->attachAxis(val);
-    replaceChart(memoryChart_, chart, Qt::AlignRight);
+    memoryChart_->setChart(chart, Qt::AlignRight);
   }
 }
 
@@ -496,8 +512,9 @@ void PlanPage::refreshTimeChart(const Estimate& e) {
   {
     auto* chart = new QChart;
     const bool sim = simulatedBreakdown_.has_value();
-    chart->setTitle(sim ? tr("Step time: %1 predicted, %2 simulated").arg(formatSeconds(e.step_time_s), formatSeconds(simulatedStepS_))
-                        : tr("Step time: %1 predicted").arg(formatSeconds(e.step_time_s)));
+    setChartTitle(chart, timeChart_->view(),
+                  sim ? tr("Step: %1 predicted, %2 simulated").arg(formatSeconds(e.step_time_s), formatSeconds(simulatedStepS_))
+                      : tr("Step: %1 predicted").arg(formatSeconds(e.step_time_s)));
     auto* series = new QHorizontalStackedBarSeries;
     const TimeBreakdown& b = e.breakdown_s;
     const TimeBreakdown s = sim ? *simulatedBreakdown_ : TimeBreakdown{};
@@ -506,11 +523,14 @@ void PlanPage::refreshTimeChart(const Estimate& e) {
         {"bubble", b.bubble, s.bubble},      {"TP comm", b.tp_comm, s.tp_comm},
         {"PP comm", b.pp_comm, s.pp_comm},   {"DP comm", b.dp_comm, s.dp_comm},
         {"optimizer", b.optimizer, s.optimizer}, {"offload", b.offload, s.offload}};
+    double predTotal = 0, simTotal = 0;
     for (const auto& [name, pred, simv] : terms) {
       auto* set = new QBarSet(QString::fromUtf8(name));
       if (sim) *set << simv;
       *set << pred;
       series->append(set);
+      predTotal += pred;
+      simTotal += simv;
     }
     series->setBarWidth(0.6);
     chart->addSeries(series);
@@ -518,20 +538,25 @@ void PlanPage::refreshTimeChart(const Estimate& e) {
     if (sim) cats->append(tr("simulated"));
     cats->append(tr("predicted"));
     auto* val = new QValueAxis;
+    val->setRange(0, std::max({predTotal, simTotal, 1e-6}) * 1.05);
+    val->applyNiceNumbers();
     val->setTitleText(tr("seconds"));
-    val->setLabelFormat(QStringLiteral("%.2g"));
+    val->setLabelFormat(QStringLiteral("%.3g"));
     chart->addAxis(cats, Qt::AlignLeft);
     chart->addAxis(val, Qt::AlignBottom);
     series->attachAxis(cats);
     series->attachAxis(val);
-    replaceChart(timeChart_, chart, Qt::AlignRight);
+    timeChart_->setChart(chart, Qt::AlignRight);
   }
 }
 
 void PlanPage::refreshPareto(const SearchResult& pareto) {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
+  if (pareto.pareto.empty() && !selected) {
+    paretoChart_->showMessage(tr("Days vs dollars across node counts appear once a plan is found."));
+    return;
+  }
   auto* chart = new QChart;
-  chart->setTitle(tr("Days vs dollars across node counts"));
   const bool priced = host_.inputs().cluster.price_per_node_hour_usd > 0;
   auto yOf = [priced](const Estimate& e) { return priced && std::isfinite(e.cost_usd) ? e.cost_usd / 1e6 : double(e.nodes); };
   auto* front = new QLineSeries;
@@ -564,11 +589,13 @@ void PlanPage::refreshPareto(const SearchResult& pareto) {
   auto* ax = new QValueAxis;
   ax->setTitleText(tr("days"));
   ax->setRange(0, xmax > 0 ? xmax * 1.1 : 1);
+  ax->applyNiceNumbers();
   ax->setLabelFormat(QStringLiteral("%.0f"));
   auto* ay = new QValueAxis;
   ay->setTitleText(priced ? tr("million $") : tr("nodes (price unknown)"));
   ay->setRange(0, ymax > 0 ? ymax * 1.15 : 1);
-  ay->setLabelFormat(QStringLiteral("%.1f"));
+  ay->applyNiceNumbers();
+  ay->setLabelFormat(QStringLiteral("%.3g"));
   chart->addAxis(ax, Qt::AlignBottom);
   chart->addAxis(ay, Qt::AlignLeft);
   for (QAbstractSeries* s : chart->series()) {
@@ -577,8 +604,12 @@ void PlanPage::refreshPareto(const SearchResult& pareto) {
   }
   QStringList labels;
   for (const Estimate& e : pts) labels << QString::number(e.nodes);
-  if (!labels.isEmpty()) chart->setTitle(tr("Days vs dollars; nodes %1").arg(labels.join(QStringLiteral(", "))));
-  replaceChart(paretoChart_, chart);
+  setChartTitle(chart, paretoChart_->view(),
+                labels.isEmpty() ? tr("Days vs dollars (sweeping node counts...)")
+                                 : tr("Days vs dollars, %1 node counts").arg(labels.size()));
+  paretoChart_->view()->setToolTip(tr("Best layout per node count (%1): days vs dollars; the selection is highlighted")
+                                       .arg(labels.join(QStringLiteral(", "))));
+  paretoChart_->setChart(chart);
 }
 
 void PlanPage::explainEmptyResult() {

@@ -38,6 +38,10 @@ class PlanPage : public QWidget {
   // No candidate at all: the constraint the pins break and the values that would work.
   void explainEmptyResult();
   void setSearching(bool on);
+  // Results of inputs that have changed since (an invalid field holds the re-plan): the table and
+  // the details are greyed and say so until the next result.
+  void setStale(bool stale);
+  bool isStale() const { return stale_; }
   void setStatus(const QString& text);
   void setMessage(const QString& text);
   QListWidget* diagnosticsList() const { return diagnostics_; }
@@ -69,6 +73,7 @@ class PlanPage : public QWidget {
   CandidateFilterModel* filter_;
   std::optional<TimeBreakdown> simulatedBreakdown_;  // of the selected layout, when simulated
   double simulatedStepS_ = 0;
+  bool stale_ = false;
 
   QSpinBox* gbs_ = nullptr;
   QLineEdit* tokens_ = nullptr;
@@ -98,9 +103,9 @@ class PlanPage : public QWidget {
   QTableView* table_ = nullptr;
   QTableView* moreTable_ = nullptr;
   QLabel* details_ = nullptr;
-  QChartView* memoryChart_ = nullptr;
-  QChartView* timeChart_ = nullptr;
-  QChartView* paretoChart_ = nullptr;
+  ChartArea* memoryChart_ = nullptr;
+  ChartArea* timeChart_ = nullptr;
+  ChartArea* paretoChart_ = nullptr;
 };
 
 }  // namespace capplan::gui

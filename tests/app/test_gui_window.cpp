@@ -28,6 +28,10 @@
 #include <QMessageBox>
 #include <QScrollBar>
 #include <QTableView>
+#include <QChart>
+#include <QChartView>
+#include <QValueAxis>
+#include <cmath>
 
 #include "gui_test_support.h"
 #include "item_models.h"
@@ -133,6 +137,83 @@ TEST_F(GuiWindow, KeyColumnsAreVisibleAt1280AndFrozenWhenScrolling) {
   // One selection for both views; the vertical scroll follows.
   key->selectRow(2);
   EXPECT_EQ(more->selectionModel()->selectedRows().value(0).row(), 2);
+}
+
+// A tick step is round when it is 1, 2, 2.5 or 5 times a power of ten.
+bool roundStep(const QValueAxis* a) {
+  if (a->tickCount() < 2) return false;
+  const double step = (a->max() - a->min()) / (a->tickCount() - 1);
+  if (!(step > 0)) return false;
+  const double mant = step / std::pow(10.0, std::floor(std::log10(step)));
+  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
+    if (std::fabs(mant - m) < 1e-6) return true;
+  return false;
+}
+
+// Expectation: each chart of the Plan page has round ticks on its value axes and a title that fits
+// its width; before a plan exists, a message stands where the chart will be, not a blank box.
+TEST_F(GuiWindow, ChartsHaveRoundTicksTitlesThatFitAndAnEmptyState) {
+  window_->resize(1280, 800);
+  window_->showPage(MainWindow::Page::Plan);
+  QTest::qWait(100);
+  for (const char* name : {"memoryChart", "timeChart", "paretoChart"}) {
+    auto* view = child<QChartView>(name);
+    ASSERT_NE(view, nullptr);
+    QChart* chart = view->chart();
+    ASSERT_FALSE(chart->series().isEmpty()) << name;
+    const int titleW = QFontMetrics(chart->titleFont()).horizontalAdvance(chart->title());
+    EXPECT_LE(titleW, view->width()) << name << ": " << chart->title().toStdString();
+    EXPECT_TRUE(view->isVisible()) << name;
+    for (QAbstractAxis* a : chart->axes()) {
+      if (auto* v = qobject_cast<QValueAxis*>(a)) {
+        EXPECT_TRUE(roundStep(v)) << name << ": " << v->min() << " to " << v->max() << " in " << v->tickCount() << " ticks";
+      }
+    }
+  }
+  MainWindowOptions o;
+  o.autosavePath = dir_.filePath(QStringLiteral("other-autosave.yaml"));
+  o.searchOnStart = false;
+  MainWindow fresh(o);
+  fresh.resize(1280, 800);
+  fresh.show();
+  QTest::qWait(50);
+  for (const char* name : {"memoryChartEmpty", "timeChartEmpty", "paretoChartEmpty"}) {
+    auto* empty = fresh.findChild<QLabel*>(QString::fromUtf8(name));
+    ASSERT_NE(empty, nullptr) << name;
+    EXPECT_TRUE(empty->isVisible()) << name;
+    EXPECT_FALSE(empty->text().isEmpty()) << name;
+  }
+  EXPECT_FALSE(fresh.findChild<QChartView*>(QStringLiteral("memoryChart"))->isVisible());
+  fresh.close();
+}
+
+// Expectation: an error appears beside its field, on the field's row, and the next field does not
+// move; while the input is invalid the results are marked stale, and the next plan clears it.
+TEST_F(GuiWindow, ErrorsSitBesideTheFieldAndResultsAreMarkedStale) {
+  window_->resize(1280, 800);
+  window_->showPage(MainWindow::Page::Model);
+  QTest::qWait(50);
+  QSpinBox* heads = child<QSpinBox>("heads");
+  QSpinBox* kvHeads = child<QSpinBox>("kv_heads");
+  const int kvY = kvHeads->mapTo(window_.get(), QPoint(0, 0)).y();
+  heads->setValue(100);  // 12288 is not divisible by 100
+  QTest::qWait(50);
+  QLabel* err = nullptr;
+  for (QLabel* l : heads->parentWidget()->findChildren<QLabel*>())
+    if (l->isVisible() && l->text().contains(QStringLiteral("found 100"))) err = l;
+  ASSERT_NE(err, nullptr);
+  const QRect field(heads->mapTo(window_.get(), QPoint(0, 0)), heads->size());
+  const QRect label(err->mapTo(window_.get(), QPoint(0, 0)), err->size());
+  EXPECT_GE(label.left(), field.right());
+  EXPECT_TRUE(label.top() < field.bottom() && label.bottom() > field.top());
+  EXPECT_EQ(kvHeads->mapTo(window_.get(), QPoint(0, 0)).y(), kvY);
+  EXPECT_FALSE(err->toolTip().isEmpty());
+  auto* table = child<QTableView>("candidateTable");
+  EXPECT_TRUE(table->property("stale").toBool());
+  EXPECT_TRUE(child<QLabel>("searchStatus")->text().contains(QStringLiteral("Stale")));
+  heads->setValue(96);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_FALSE(table->property("stale").toBool());
 }
 
 TEST_F(GuiWindow, EditingAFieldReplansAndUndoRestores) {
