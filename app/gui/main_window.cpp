@@ -441,10 +441,7 @@ void MainWindow::replan() {
   req.scenario.cluster = inputs_.cluster;
   req.scenario.training = inputs_.training;
   req.scenario.nodes = inputs_.nodesMin;
-  req.options.objective = inputs_.objective;
-  req.options.top = 200;
-  req.options.pins = inputs_.pins;
-  req.options.include_infeasible = inputs_.showInfeasible;
+  req.options = searchOptionsOf(inputs_, 200);
   for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; ++n) req.nodeCounts.push_back(n);
   paretoSearch_->cancel();
   planPage_->setSearching(true);
@@ -520,9 +517,8 @@ void MainWindow::startParetoSearch() {
   req.scenario.model = inputs_.model;
   req.scenario.cluster = inputs_.cluster;
   req.scenario.training = inputs_.training;
-  req.options.objective = inputs_.objective;
-  req.options.top = 1;
-  req.options.pins = inputs_.pins;
+  req.options = searchOptionsOf(inputs_, 1);
+  req.options.include_infeasible = false;
   req.nodeCounts = counts;
   paretoResult_ = {};
   paretoSearch_->start(req);

@@ -14,6 +14,20 @@
 
 namespace capplan::gui {
 
+SearchOptions searchOptionsOf(const PlanInputs& in, int top) {
+  SearchOptions o;
+  o.nodes_min = in.nodesMin;
+  o.nodes_max = std::max(in.nodesMin, in.nodesMax);
+  o.objective = in.objective;
+  o.top = top;
+  o.pins = in.pins;
+  o.include_infeasible = in.showInfeasible;
+  o.deadline_days = in.deadlineDays;
+  o.budget_usd = in.budgetUsd;
+  o.memory_margin = in.memoryMargin;
+  return o;
+}
+
 bool UnsetSpinBox::unsetText(const QString& text) const {
   const QString t = text.trimmed();
   return t.isEmpty() ||

@@ -35,14 +35,21 @@ struct PlanInputs {
   LayoutPins pins;
   Objective objective = Objective::Time;
   bool showInfeasible = false;
+  // The search's limits beside the objective (SearchOptions): 0 = none.
+  double deadlineDays = 0;
+  double budgetUsd = 0;
+  double memoryMargin = 0.05;  // fraction of GPU memory kept free
 };
+
+// The search options the inputs ask for (objective, pins, limits, node range); `top` candidates.
+SearchOptions searchOptionsOf(const PlanInputs& in, int top);
 
 // Undo merge ids: consecutive edits of one field become one undo step.
 enum FieldId {
   FLayers = 1, FHidden, FHeads, FKvHeads, FFfnHidden, FVocab, FSeq, FFfn, FNorm, FTied, FPreset,
   FCluster, FNodesMin, FNodesMax, FPrice, FGbs, FTokens, FPrecision, FObjective, FPinDp, FPinTp,
   FPinPp, FPinVp, FPinMbs, FPinZero, FPinRecompute, FPinSchedule, FPinOrder, FPinOffload, FPinSp,
-  FInfeasible, FFramework, FAttention, FTrainSeq
+  FInfeasible, FFramework, FAttention, FTrainSeq, FDeadline, FBudget, FMemoryMargin
 };
 
 // The window the pages live in: the one set of inputs, the selected layout, and the one way to

@@ -8,6 +8,7 @@
 #include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QGroupBox>
@@ -97,7 +98,35 @@ QGroupBox* PlanPage::buildTraining() {
   tf->addRow(tr("Attention"), attention_);
   objective_ = makeCombo(box, "objective", {QStringLiteral("time"), QStringLiteral("cost"), QStringLiteral("throughput")},
                          tr("Ranking: fewest days (time), fewest dollars (cost) or most samples/s (throughput)"));
-  tf->addRow(tr("Objective"), objective_);
+  auto limitSpin = [box](const char* name, const QString& none, const QString& prefix, const QString& suffix,
+                         double max, const QString& tip) {
+    auto* s = new QDoubleSpinBox(box);
+    s->setObjectName(QString::fromUtf8(name));
+    s->setRange(0, max);
+    s->setDecimals(name == std::string("budget") ? 0 : 1);
+    s->setSpecialValueText(none);
+    s->setPrefix(prefix);
+    s->setSuffix(suffix);
+    s->setToolTip(tip);
+    s->setKeyboardTracking(false);
+    return s;
+  };
+  deadline_ = limitSpin("deadline", tr("no deadline"), tr("within "), tr(" days"), 1e6,
+                        tr("Deadline: only layouts that train within this many days (with the cost objective: "
+                           "the cheapest plan that finishes in time); 0 = none"));
+  budget_ = limitSpin("budget", tr("no budget"), tr("under $"), QString(), 1e12,
+                      tr("Budget: only layouts that cost at most this many dollars (with the time objective: "
+                         "the fastest plan under it); needs the cluster's price; 0 = none"));
+  budget_->setSingleStep(100000);
+  auto* objectiveRow = new QHBoxLayout;
+  objectiveRow->addWidget(objective_);
+  objectiveRow->addWidget(deadline_);
+  objectiveRow->addWidget(budget_);
+  tf->addRow(tr("Objective"), objectiveRow);
+  memoryMargin_ = limitSpin("memoryMargin", tr("none"), QString(), tr(" % kept free"), 50,
+                            tr("Memory safety margin: a layout fits only when this share of the GPU's memory "
+                               "stays free (5 %: 79.0 of 80 GiB is flagged)"));
+  tf->addRow(tr("Memory margin"), memoryMargin_);
   return box;
 }
 
@@ -139,6 +168,15 @@ void PlanPage::connectTraining() {
     host_.editInputs(FPrecision, tr("Edit precision"), [&](PlanInputs& in) {
       if (auto p = parse_precision(t.toStdString())) in.training.precision = *p;
     });
+  });
+  connect(deadline_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+    host_.editInputs(FDeadline, tr("Edit deadline"), [&](PlanInputs& in) { in.deadlineDays = v; });
+  });
+  connect(budget_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+    host_.editInputs(FBudget, tr("Edit budget"), [&](PlanInputs& in) { in.budgetUsd = v; });
+  });
+  connect(memoryMargin_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+    host_.editInputs(FMemoryMargin, tr("Edit memory margin"), [&](PlanInputs& in) { in.memoryMargin = v / 100.0; });
   });
   connect(objective_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
     host_.editInputs(FObjective, tr("Edit objective"), [&](PlanInputs& in) {
@@ -411,6 +449,9 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
   setComboText(attention_, in.training.attention ? QString::fromUtf8(to_string(*in.training.attention))
                                                  : QStringLiteral("default"));
   setComboText(objective_, QString::fromUtf8(to_string(in.objective)));
+  if (deadline_->value() != in.deadlineDays) deadline_->setValue(in.deadlineDays);
+  if (budget_->value() != in.budgetUsd) budget_->setValue(in.budgetUsd);
+  if (std::abs(memoryMargin_->value() - in.memoryMargin * 100.0) > 1e-9) memoryMargin_->setValue(in.memoryMargin * 100.0);
   setIfDifferent(pinDp_, in.pins.dp.value_or(0));
   setIfDifferent(pinTp_, in.pins.tp.value_or(0));
   setIfDifferent(pinPp_, in.pins.pp.value_or(0));
@@ -621,13 +662,16 @@ void PlanPage::explainEmptyResult() {
   s.cluster = in.cluster;
   s.training = in.training;
   s.nodes = in.nodesMin;
-  SearchOptions o;
-  o.nodes_min = in.nodesMin;
-  o.nodes_max = std::max(in.nodesMin, in.nodesMax);
-  o.pins = in.pins;
+  const SearchOptions o = searchOptionsOf(in, 1);
   const std::optional<std::string> why = pins_unsatisfiable(s, o);
+  QString limits;
+  if (in.deadlineDays > 0) limits += tr(" within %1 days").arg(in.deadlineDays);
+  if (in.budgetUsd > 0) limits += tr(" under %1").arg(formatDollars(in.budgetUsd));
   message_->setText(why ? tr("No valid layout for these inputs: %1").arg(QString::fromStdString(*why))
-                            : tr("No layout fits in memory for these inputs; try un-pinning knobs or more nodes."));
+                    : !limits.isEmpty()
+                        ? tr("No layout fits in memory%1; tick 'show layouts that do not fit' to see the closest "
+                             "with the limit each breaks, or relax the limits.").arg(limits)
+                        : tr("No layout fits in memory for these inputs; try un-pinning knobs or more nodes."));
 }
 
 }  // namespace capplan::gui

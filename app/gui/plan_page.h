@@ -11,6 +11,7 @@
 class QChartView;
 class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QGroupBox;
 class QLabel;
 class QLineEdit;
@@ -82,6 +83,9 @@ class PlanPage : public QWidget {
   QSpinBox* trainSeq_ = nullptr;
   QComboBox* attention_ = nullptr;
   QComboBox* objective_ = nullptr;
+  QDoubleSpinBox* deadline_ = nullptr;
+  QDoubleSpinBox* budget_ = nullptr;
+  QDoubleSpinBox* memoryMargin_ = nullptr;
   QSpinBox* pinDp_ = nullptr;
   QSpinBox* pinTp_ = nullptr;
   QSpinBox* pinPp_ = nullptr;

@@ -23,6 +23,7 @@
 #include <cstdlib>
 
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QProgressBar>
 #include <QAction>
 #include <QMessageBox>
@@ -214,6 +215,41 @@ TEST_F(GuiWindow, ErrorsSitBesideTheFieldAndResultsAreMarkedStale) {
   heads->setValue(96);
   ASSERT_TRUE(waitPlan());
   EXPECT_FALSE(table->property("stale").toBool());
+}
+
+// Expectation: the deadline and budget beside the objective and the memory margin reach the
+// search: "cheapest within D days" ranks only layouts of at most D days, "fastest under $B" only
+// those of at most $B, and with a 0 % margin layouts over 95 % of the memory may appear again.
+TEST_F(GuiWindow, DeadlineBudgetAndMemoryMarginLimitTheSearch) {
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  const double fastestDays = window_->selectedEstimate()->days_to_train;
+  const double fastestCost = window_->selectedEstimate()->cost_usd;
+  EXPECT_DOUBLE_EQ(window_->inputs().memoryMargin, 0.05);
+  for (const Estimate& e : window_->lastResult().candidates)
+    EXPECT_LE(e.memory_per_gpu_bytes.total, 0.95 * e.memory_per_gpu_bytes.capacity);
+  child<QComboBox>("objective")->setCurrentText(QStringLiteral("cost"));
+  ASSERT_TRUE(waitPlan());
+  const double deadline = std::ceil(fastestDays * 1.02 * 10) / 10;
+  child<QDoubleSpinBox>("deadline")->setValue(deadline);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_DOUBLE_EQ(window_->inputs().deadlineDays, deadline);
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  for (const Estimate& e : window_->lastResult().candidates) EXPECT_LE(e.days_to_train, deadline);
+  child<QDoubleSpinBox>("deadline")->setValue(0);
+  ASSERT_TRUE(waitPlan());
+  child<QComboBox>("objective")->setCurrentText(QStringLiteral("time"));
+  ASSERT_TRUE(waitPlan());
+  const double budget = std::floor(fastestCost * 0.99);
+  child<QDoubleSpinBox>("budget")->setValue(budget);
+  ASSERT_TRUE(waitPlan());
+  for (const Estimate& e : window_->lastResult().candidates) EXPECT_LE(e.cost_usd, budget);
+  if (!window_->lastResult().candidates.empty())
+    EXPECT_GT(window_->lastResult().candidates.front().days_to_train, fastestDays);  // the fastest is over budget
+  child<QDoubleSpinBox>("budget")->setValue(0);
+  ASSERT_TRUE(waitPlan());
+  child<QDoubleSpinBox>("memoryMargin")->setValue(0);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_DOUBLE_EQ(window_->inputs().memoryMargin, 0.0);
 }
 
 TEST_F(GuiWindow, EditingAFieldReplansAndUndoRestores) {
