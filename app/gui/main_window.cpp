@@ -193,6 +193,7 @@ void MainWindow::buildPages() {
   connect(planPage_, &PlanPage::replanRequested, this, &MainWindow::replan);
   connect(planPage_, &PlanPage::cancelRequested, this, &MainWindow::cancelSearch);
   connect(planPage_, &PlanPage::selectionChanged, this, &MainWindow::onSelectionChanged);
+  connect(planPage_, &PlanPage::whatIfPointClicked, this, &MainWindow::selectEstimate);
   connect(timelinePage_, &TimelinePage::stepSimulated, planPage_, &PlanPage::setSimulatedStep);
   connect(timelinePage_, &TimelinePage::timelineUpdated, this, &MainWindow::timelineUpdated);
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
@@ -503,9 +504,15 @@ void MainWindow::startParetoSearch() {
   // Days vs dollars across node counts around the chosen one (or the chosen range).
   std::vector<int> counts;
   if (inputs_.nodesMax > inputs_.nodesMin) {
+    // Every count of the range, at most kMaxWhatIfCounts of them, evenly spread (both ends kept).
     const int span = inputs_.nodesMax - inputs_.nodesMin;
-    const int step = std::max(1, span / 8);
-    for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; n += step) counts.push_back(n);
+    constexpr int kMaxWhatIfCounts = 200;
+    if (span + 1 <= kMaxWhatIfCounts) {
+      for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; ++n) counts.push_back(n);
+    } else {
+      for (int i = 0; i < kMaxWhatIfCounts; ++i)
+        counts.push_back(inputs_.nodesMin + int(std::llround(double(span) * i / (kMaxWhatIfCounts - 1))));
+    }
   } else {
     const int n = inputs_.nodesMin;
     for (double f : {0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0}) {
@@ -520,6 +527,7 @@ void MainWindow::startParetoSearch() {
   req.options = searchOptionsOf(inputs_, 1);
   req.options.include_infeasible = false;
   req.nodeCounts = counts;
+  req.everyCount = true;
   paretoResult_ = {};
   paretoSearch_->start(req);
 }
@@ -528,6 +536,19 @@ void MainWindow::onParetoResult(quint64 generation, const SearchResult& result, 
   if (generation != paretoSearch_->generation()) return;
   paretoResult_ = result;
   planPage_->refreshPareto(paretoResult_);
+}
+
+void MainWindow::selectEstimate(const Estimate& e) {
+  const int row = candidates_->findLayout(e.layout, e.nodes);
+  const QModelIndex idx = row >= 0 ? filter_->mapFromSource(candidates_->index(row, 0)) : QModelIndex();
+  if (idx.isValid()) {
+    planPage_->table()->selectRow(idx.row());  // onSelectionChanged follows
+    return;
+  }
+  // Another node count than the table's: the plan of that count, selected on its own.
+  planPage_->table()->clearSelection();
+  selected_ = e;
+  refreshSelection();
 }
 
 void MainWindow::onSelectionChanged() {

@@ -601,19 +601,38 @@ void PlanPage::refreshPareto(const SearchResult& pareto) {
   const bool priced = host_.inputs().cluster.price_per_node_hour_usd > 0;
   auto yOf = [priced](const Estimate& e) { return priced && std::isfinite(e.cost_usd) ? e.cost_usd / 1e6 : double(e.nodes); };
   auto* front = new QLineSeries;
-  front->setName(tr("best per node count"));
+  front->setName(tr("by node count"));
   auto* points = new QScatterSeries;
-  points->setName(tr("node counts"));
+  points->setObjectName(QStringLiteral("whatIfPoints"));
+  points->setName(tr("best layout of a node count (click to select)"));
   points->setMarkerSize(9);
   double xmax = 0, ymax = 0;
   std::vector<Estimate> pts = pareto.pareto;
-  std::sort(pts.begin(), pts.end(), [](const Estimate& a, const Estimate& b) { return a.days_to_train < b.days_to_train; });
+  std::sort(pts.begin(), pts.end(), [](const Estimate& a, const Estimate& b) { return a.nodes < b.nodes; });
+  whatIf_ = pts;
   for (const Estimate& e : pts) {
     front->append(e.days_to_train, yOf(e));
     points->append(e.days_to_train, yOf(e));
     xmax = std::max(xmax, e.days_to_train);
     ymax = std::max(ymax, yOf(e));
   }
+  connect(points, &QScatterSeries::clicked, this, [this, yOf](const QPointF& p) {
+    // The nearest point, in units of each axis' largest value.
+    int best = -1;
+    double bestD = HUGE_VAL, xs = 1e-12, ys = 1e-12;
+    for (const Estimate& e : whatIf_) {
+      xs = std::max(xs, e.days_to_train);
+      ys = std::max(ys, yOf(e));
+    }
+    for (int i = 0; i < int(whatIf_.size()); ++i) {
+      const double dx = (whatIf_[size_t(i)].days_to_train - p.x()) / xs, dy = (yOf(whatIf_[size_t(i)]) - p.y()) / ys;
+      if (dx * dx + dy * dy < bestD) {
+        bestD = dx * dx + dy * dy;
+        best = i;
+      }
+    }
+    if (best >= 0) emit whatIfPointClicked(whatIf_[size_t(best)]);
+  }, Qt::QueuedConnection);  // selecting redraws this chart: not from inside its own signal
   points->setPointLabelsVisible(false);
   auto* sel = new QScatterSeries;
   sel->setName(tr("selected"));

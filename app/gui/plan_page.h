@@ -34,8 +34,10 @@ class PlanPage : public QWidget {
   void showSelection();
   // The selected layout's simulated step: drawn beside the prediction.
   void setSimulatedStep(const TimeBreakdown& breakdown, double stepS);
-  // Days vs dollars of the best layout per node count, the selection highlighted.
+  // The node-count what-if: days vs dollars of the best layout of every node count searched
+  // (`pareto.pareto`, one per count), the selection highlighted; a click selects a point's plan.
   void refreshPareto(const SearchResult& pareto);
+  const std::vector<Estimate>& whatIfPoints() const { return whatIf_; }
   // No candidate at all: the constraint the pins break and the values that would work.
   void explainEmptyResult();
   void setSearching(bool on);
@@ -55,6 +57,8 @@ class PlanPage : public QWidget {
   void replanRequested();
   void cancelRequested();
   void selectionChanged();
+  // A point of the node-count what-if was clicked: the best layout of that node count.
+  void whatIfPointClicked(const Estimate& e);
 
  private:
   QGroupBox* buildTraining();
@@ -75,6 +79,7 @@ class PlanPage : public QWidget {
   std::optional<TimeBreakdown> simulatedBreakdown_;  // of the selected layout, when simulated
   double simulatedStepS_ = 0;
   bool stale_ = false;
+  std::vector<Estimate> whatIf_;  // the what-if's points, by node count
 
   QSpinBox* gbs_ = nullptr;
   QLineEdit* tokens_ = nullptr;

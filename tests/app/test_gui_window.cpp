@@ -32,11 +32,13 @@
 #include <QChart>
 #include <QChartView>
 #include <QValueAxis>
+#include <QScatterSeries>
 #include <cmath>
 
 #include "gui_test_support.h"
 #include "item_models.h"
 #include "main_window.h"
+#include "plan_page.h"
 #include "run_page.h"
 #include "timeline_page.h"
 #include "planner/search.h"
@@ -250,6 +252,57 @@ TEST_F(GuiWindow, DeadlineBudgetAndMemoryMarginLimitTheSearch) {
   child<QDoubleSpinBox>("memoryMargin")->setValue(0);
   ASSERT_TRUE(waitPlan());
   EXPECT_DOUBLE_EQ(window_->inputs().memoryMargin, 0.0);
+}
+
+// Expectation: with one count the what-if plots the 7 multiples 0.25x to 3x (dominated ones
+// included), with a node range every count that has a layout, and clicking a point selects the
+// best layout of that node count.
+TEST_F(GuiWindow, NodeCountWhatIfPlotsEveryCountAndAClickSelectsItsPlan) {
+  window_->resize(1600, 1000);
+  window_->showPage(MainWindow::Page::Plan);
+  auto* page = window_->findChild<PlanPage*>();
+  ASSERT_NE(page, nullptr);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return page->whatIfPoints().size() == 7; }, 60000))
+      << page->whatIfPoints().size() << " points for one count";
+  QList<int> counts;
+  for (const Estimate& e : page->whatIfPoints()) counts << e.nodes;
+  EXPECT_EQ(counts, (QList<int>{30, 60, 90, 120, 180, 240, 360}));
+  child<QSpinBox>("nodesMin")->setValue(100);
+  ASSERT_TRUE(waitPlan());
+  child<QSpinBox>("nodesMax")->setValue(112);
+  ASSERT_TRUE(waitPlan());
+  // Every count of 100 to 112 that has a layout at all (1536 sequences on 8 x n GPUs: 101 nodes,
+  // a prime, has none), as the library's own search of each count says.
+  QList<int> expected;
+  for (int n = 100; n <= 112; ++n) {
+    Scenario sc;
+    sc.model = window_->inputs().model;
+    sc.cluster = window_->inputs().cluster;
+    sc.training = window_->inputs().training;
+    sc.nodes = n;
+    SearchOptions o;
+    o.top = 1;
+    if (!search(sc, o).candidates.empty()) expected << n;
+  }
+  ASSERT_GE(expected.size(), 5);
+  ASSERT_TRUE(QTest::qWaitFor([&] { return int(page->whatIfPoints().size()) == expected.size() &&
+                                           page->whatIfPoints().front().nodes == expected.front(); },
+                              60000));
+  counts.clear();
+  for (const Estimate& e : page->whatIfPoints()) counts << e.nodes;
+  EXPECT_EQ(counts, expected);
+  // Click the fourth point.
+  auto* view = child<QChartView>("paretoChart");
+  auto* series = view->chart()->findChild<QScatterSeries*>(QStringLiteral("whatIfPoints"));
+  ASSERT_NE(series, nullptr);
+  const Estimate target = page->whatIfPoints()[3];
+  // The series' own click signal, as Qt Charts emits it for a click on that marker (offscreen,
+  // synthetic mouse events do not reach the markers' hit test).
+  emit series->clicked(series->at(3));
+  ASSERT_TRUE(QTest::qWaitFor([&] { return window_->selectedEstimate() && window_->selectedEstimate()->nodes == target.nodes; }, 5000))
+      << "no selection of " << target.nodes << " nodes";
+  EXPECT_TRUE(sameLayout(window_->selectedEstimate()->layout, target.layout));
+  EXPECT_TRUE(child<QLabel>("details")->text().contains(QStringLiteral("%1 nodes").arg(target.nodes)));
 }
 
 TEST_F(GuiWindow, EditingAFieldReplansAndUndoRestores) {
