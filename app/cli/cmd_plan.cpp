@@ -5,7 +5,9 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "planner/json_writer.h"
 #include "planner/plan_io.h"
+#include "planner/spec_io.h"
 
 namespace capplan::cli {
 
@@ -18,7 +20,10 @@ std::vector<FlagSpec> plan_flags() {
        {"top", true, "candidates to show (default 10)", "K"},
        {"fix", true, "pin knobs, e.g. tp=8,pp=16,recompute=full", "K=V,..."},
        {"threads", true, "search threads (default: all cores)", "N"},
-       {"all", false, "also rank layouts that do not fit in memory", ""},
+       {"all", false, "also rank layouts that do not fit in memory or the limits", ""},
+       {"deadline-days", true, "only layouts that train within D days (with --objective cost: the cheapest that does)", "D"},
+       {"budget-usd", true, "only layouts that cost at most $B (with the time objective: the fastest that does)", "B"},
+       {"memory-margin", true, "fraction of GPU memory kept free, 0 to 0.5 (default 0.05: 79.0 of 80 GiB does not fit)", "F"},
        {"save", true, "write the best candidate as a plan file", "FILE"},
        json_flag()});
   for (const auto& ext : plan_extensions()) flags = concat(flags, ext.flags);
@@ -34,8 +39,8 @@ int cmd_plan(int argc, char** argv) {
   if (args.help()) {
     print_help("plan",
                "--model M --cluster C (--nodes N | --nodes A:B) [--gpus N] --gbs G [--tokens N] "
-               "[--objective time|cost|throughput] [--top K] [--fix tp=8,...] [--save FILE] "
-               "[--json]",
+               "[--objective time|cost|throughput] [--deadline-days D] [--budget-usd B] "
+               "[--memory-margin F] [--top K] [--fix tp=8,...] [--save FILE] [--json]",
                flags);
     return kExitOk;
   }
@@ -54,6 +59,20 @@ int cmd_plan(int argc, char** argv) {
     if (auto pins = pins_from_text(args.get("fix"), diags)) options.pins = *pins;
   }
   options.include_infeasible = args.has("all");
+  if (auto d = number_flag(args, "deadline-days", diags, 0, 1e9)) options.deadline_days = *d;
+  if (auto b = number_flag(args, "budget-usd", diags, 0, 1e15)) options.budget_usd = *b;
+  if (args.has("memory-margin")) {
+    const std::optional<double> f = parse_number(args.get("memory-margin"));
+    if (!f || !(*f >= 0 && *f <= 0.5))
+      diags.error(kCommandLine, 0, 0, "--memory-margin",
+                  "expected a fraction from 0 to 0.5 (0.05 = 5 %), found '" + args.get("memory-margin") + "'");
+    else
+      options.memory_margin = *f;
+  }
+  if (scenario && options.budget_usd > 0 && !(scenario->scenario.cluster.price_per_node_hour_usd > 0))
+    diags.error(kCommandLine, 0, 0, "--budget-usd",
+                scenario->scenario.cluster.name + " has no price, so no budget can be checked; set "
+                "price_per_node_hour_usd in a cluster file");
   if (diags.has_errors() || !scenario) return report(diags);
   report(diags);
   options.nodes_min = scenario->nodes_min;
@@ -112,6 +131,11 @@ int cmd_plan(int argc, char** argv) {
     w.field("search_time_s", result.search_time_s);
     w.field("cancelled", result.cancelled);
     w.field("objective", to_string(options.objective));
+    w.key("limits").begin_object();
+    w.field("deadline_days", options.deadline_days);
+    w.field("budget_usd", options.budget_usd);
+    w.field("memory_margin", options.memory_margin);
+    w.end_object();
     w.end_object();
     std::printf("%s\n", w.str().c_str());
     return kExitOk;
@@ -136,9 +160,20 @@ int cmd_plan(int argc, char** argv) {
   if (result.candidates.empty() == false && result.candidates.front().tokens_defaulted)
     std::printf("note: --tokens not given; 20 tokens per parameter assumed (%s tokens)\n",
                 fmt_si(result.candidates.front().tokens).c_str());
+  if (options.deadline_days > 0 || options.budget_usd > 0 || options.memory_margin > 0) {
+    std::string limits = "limits:";
+    if (options.deadline_days > 0) limits += " train within " + shortest_number(options.deadline_days) + " days;";
+    if (options.budget_usd > 0) limits += " cost at most $" + shortest_number(options.budget_usd) + ";";
+    limits += " keep " + shortest_number(options.memory_margin * 100) + " % of GPU memory free";
+    std::printf("%s\n", limits.c_str());
+  }
   if (result.candidates.empty()) {
-    std::printf("\nno layout fits in memory; try more nodes, --fix recompute=full, or --all to "
-                "see the closest ones\n");
+    if (options.deadline_days > 0 || options.budget_usd > 0)
+      std::printf("\nno layout fits in memory within the limits above; try more nodes, a later "
+                  "deadline, a larger budget, or --all to see the closest ones with the reason\n");
+    else
+      std::printf("\nno layout fits in memory; try more nodes, --fix recompute=full, or --all to "
+                  "see the closest ones\n");
     return kExitOk;
   }
   std::printf("\n%s", candidates_table(result.candidates).c_str());

@@ -50,12 +50,8 @@ QGroupBox* ClusterPage::buildInstances() {
   nodesRow->addWidget(nodesMax_);
   QLabel* nodesErr = makeErrorLabel(box);
   host_.fieldErrors().insert(QStringLiteral("nodes"), nodesErr);
-  auto* nodesW = new QWidget(box);
-  auto* nodesV = new QVBoxLayout(nodesW);
-  nodesV->setContentsMargins(0, 0, 0, 0);
-  nodesV->addLayout(nodesRow);
-  nodesV->addWidget(nodesErr);
-  form->addRow(tr("Nodes"), nodesW);
+  nodesRow->addWidget(nodesErr, 1);
+  form->addRow(tr("Nodes"), nodesRow);
   price_ = new QDoubleSpinBox(box);
   price_->setObjectName(QStringLiteral("price"));
   price_->setRange(0, 10000);
@@ -162,8 +158,7 @@ void ClusterPage::refreshFigures() {
           .arg(htmlEscape(c.source.empty() ? "not given" : c.source)));
   QLabel* nodesErr = host_.fieldErrors().value(QStringLiteral("nodes"));
   const bool badRange = in.nodesMax < in.nodesMin;
-  nodesErr->setText(badRange ? tr("'to' must be at least 'from'") : QString());
-  nodesErr->setVisible(badRange);
+  showFieldError(nodesErr, badRange ? tr("'to' must be at least 'from'") : QString());
 }
 
 }  // namespace capplan::gui

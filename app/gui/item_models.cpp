@@ -13,6 +13,32 @@ bool sameLayout(const Layout& a, const Layout& b) {
          a.order == b.order && a.schedule == b.schedule;
 }
 
+QString compactLayout(const Layout& l) {
+  const QString dot = QStringLiteral(" \u00b7 ");
+  QStringList parts{QStringLiteral("dp %1").arg(l.dp), QStringLiteral("tp %1").arg(l.tp),
+                    QStringLiteral("pp %1").arg(l.pp)};
+  if (l.vp > 1) parts << QStringLiteral("vp %1").arg(l.vp);
+  parts << QStringLiteral("mbs %1").arg(l.mbs);
+  if (l.zero > 0) parts << QStringLiteral("z%1").arg(l.zero);
+  if (l.recompute == Recompute::Selective) parts << QStringLiteral("sel");
+  if (l.recompute == Recompute::Full) parts << QStringLiteral("full");
+  if (l.offload) parts << QStringLiteral("offload");
+  if (l.sp) parts << QStringLiteral("sp");
+  // vp > 1 is the interleaved schedule; 1F1B is the default: only GPipe needs saying.
+  if (l.schedule == Schedule::GPipe) parts << QStringLiteral("gpipe");
+  return parts.join(dot);
+}
+
+QString layoutKnobs(const Layout& l, int microbatches) {
+  return QStringLiteral("dp %1 (data-parallel replicas)\ntp %2 (tensor-parallel)\npp %3 (pipeline stages)\n"
+                        "vp %4 (virtual stages per stage)\nmbs %5 (sequences per micro-batch), %6 micro-batches\n"
+                        "zero %7\nrecompute %8\noffload %9\nsp %10\nschedule %11\norder %12")
+      .arg(l.dp).arg(l.tp).arg(l.pp).arg(l.vp).arg(l.mbs).arg(microbatches).arg(l.zero)
+      .arg(QString::fromUtf8(to_string(l.recompute)), l.offload ? QStringLiteral("on") : QStringLiteral("off"),
+           l.sp ? QStringLiteral("on") : QStringLiteral("off"), QString::fromUtf8(to_string(l.schedule)),
+           QString::fromStdString(l.order));
+}
+
 QString formatCount(double v) {
   if (!std::isfinite(v)) return QStringLiteral("unknown");
   const double a = std::fabs(v);
@@ -106,6 +132,7 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
         return sort ? QVariant(e.bubble_fraction)
                     : QVariant(QString::number(e.bubble_fraction * 100.0, 'f', 1) + QLatin1Char('%'));
       case Fits: return sort ? QVariant(int(e.fits)) : QVariant(e.fits ? QStringLiteral("yes") : QStringLiteral("no"));
+      case LayoutText: return compactLayout(l);
     }
     return {};
   }
@@ -113,12 +140,14 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
     const int c = index.column();
     if (c == Recompute || c == Order || c == Schedule || c == Offload || c == Sp || c == Fits)
       return int(Qt::AlignCenter);
+    if (c == LayoutText) return int(Qt::AlignLeft | Qt::AlignVCenter);
     return int(Qt::AlignRight | Qt::AlignVCenter);
   }
   if (role == Qt::ForegroundRole && !e.fits) return QBrush(QColor(160, 40, 40));
   if (role == Qt::ToolTipRole) {
-    if (!e.fits) return QStringLiteral("Does not fit: %1").arg(QString::fromStdString(e.reason));
     const int c = index.column();
+    if (c == LayoutText) return layoutKnobs(l, int(e.num_microbatches));
+    if (!e.fits) return QStringLiteral("Does not fit: %1").arg(QString::fromStdString(e.reason));
     // The model's band (p10-p90) where the figure has one.
     if (c == StepTime || c == Days || c == Dollars || c == SamplesPerS || c == TokensPerS)
       return QStringLiteral("%1 (%2). The model's error band, p10-p90: step %3 to %4, %5 to %6 days, %7 to %8%9")
@@ -141,13 +170,24 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
 QVariant CandidateTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return QAbstractTableModel::headerData(section, orientation, role);
   static const char* const names[ColumnCount] = {
-      "#", "nodes", "GPUs", "dp", "tp", "pp", "vp", "mbs", "micro-batches", "zero", "recompute",
-      "offload", "sp", "order", "schedule", "step", "samples/s", "tokens/s", "days", "cost",
-      "GiB/GPU", "MFU", "bubble", "fits"};
+      "#", "step", "days", "cost", "GiB/GPU", "MFU", "fits", "layout", "nodes", "GPUs",
+      "samples/s", "tokens/s", "bubble", "dp", "tp", "pp", "vp", "mbs", "micro-batches", "zero",
+      "recompute", "offload", "sp", "order", "schedule"};
   static const char* const tips[ColumnCount] = {
       "Rank by the objective (best first)",
+      "Predicted time per optimizer step",
+      "Days to train the token budget",
+      "Dollars = nodes x price per node-hour x hours",
+      "Peak memory per GPU",
+      "Model FLOPs utilisation: model TFLOP/s per GPU over the GPU's peak",
+      "Whether the layout fits in the GPU's memory",
+      "The layout in short: dp, tp, pp, vp (interleaved schedule only), mbs, then zN (ZeRO stage), "
+      "sel / full (recompute), offload, sp and gpipe when not 1f1b; hover a row for every knob",
       "Nodes (instances) used",
       "GPUs used = dp x tp x pp",
+      "Sequences per second",
+      "Tokens per second",
+      "Pipeline bubble as a fraction of the step",
       "Data-parallel degree: model replicas, each on a slice of the global batch",
       "Tensor-parallel degree: each layer's matrices split over tp GPUs (Megatron-style)",
       "Pipeline-parallel degree: layers split into pp stages",
@@ -159,16 +199,7 @@ QVariant CandidateTableModel::headerData(int section, Qt::Orientation orientatio
       "Activation offload to host memory over PCIe",
       "Sequence parallelism: norms and dropout split along the sequence (needs tp > 1)",
       "Placement order: a permutation of D, P, T; right-most varies fastest over ranks",
-      "Pipeline schedule: gpipe, 1f1b or interleaved",
-      "Predicted time per optimizer step",
-      "Sequences per second",
-      "Tokens per second",
-      "Days to train the token budget",
-      "Dollars = nodes x price per node-hour x hours",
-      "Peak memory per GPU",
-      "Model FLOPs utilisation: model TFLOP/s per GPU over the GPU's peak",
-      "Pipeline bubble as a fraction of the step",
-      "Whether the layout fits in the GPU's memory"};
+      "Pipeline schedule: gpipe, 1f1b or interleaved"};
   if (section < 0 || section >= ColumnCount) return {};
   if (role == Qt::DisplayRole) return QString::fromUtf8(names[section]);
   if (role == Qt::ToolTipRole) return QString::fromUtf8(tips[section]);

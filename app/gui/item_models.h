@@ -12,15 +12,20 @@
 
 namespace capplan::gui {
 
-// Rows are the search's candidates, best first; the first column is the rank.
+// Rows are the search's candidates, best first. The answer comes first: rank, then what users
+// choose by (step, days, cost, memory, MFU, fits) and the layout as one compact string (its knobs
+// in the tooltip); the columns from Nodes on give every figure and knob on its own, to sort or
+// filter by.
 class CandidateTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column {
-    Rank, Nodes, Gpus, Dp, Tp, Pp, Vp, Mbs, Microbatches, Zero, Recompute, Offload, Sp, Order,
-    Schedule, StepTime, SamplesPerS, TokensPerS, Days, Dollars, MemoryGiB, Mfu, Bubble, Fits,
-    ColumnCount
+    Rank, StepTime, Days, Dollars, MemoryGiB, Mfu, Fits, LayoutText,
+    Nodes, Gpus, SamplesPerS, TokensPerS, Bubble, Dp, Tp, Pp, Vp, Mbs, Microbatches, Zero,
+    Recompute, Offload, Sp, Order, Schedule, ColumnCount
   };
+  // Columns [0, KeyColumnCount) stay in view while the others scroll (the frozen columns).
+  static constexpr int KeyColumnCount = LayoutText + 1;
   static constexpr int SortRole = Qt::UserRole;
 
   explicit CandidateTableModel(QObject* parent = nullptr);
@@ -76,6 +81,12 @@ class LayerProfileModel : public QAbstractTableModel {
 };
 
 bool sameLayout(const Layout& a, const Layout& b);
+// "dp 12 · tp 4 · pp 20 · mbs 1 · z1 · sel · sp": the knobs that differ from the plain layout
+// (vp > 1, which is the interleaved schedule, zero > 0, recompute, offload, sp, gpipe) and always
+// dp, tp, pp, mbs.
+QString compactLayout(const Layout& l);
+// Every knob, one per line, for the compact string's tooltip.
+QString layoutKnobs(const Layout& l, int microbatches);
 // "1.23 M", "175 B": counts with SI-style suffixes as the README writes them.
 QString formatCount(double v);
 // Seconds as "412 ms", "1.93 s", "3.2 min".

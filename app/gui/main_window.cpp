@@ -193,6 +193,7 @@ void MainWindow::buildPages() {
   connect(planPage_, &PlanPage::replanRequested, this, &MainWindow::replan);
   connect(planPage_, &PlanPage::cancelRequested, this, &MainWindow::cancelSearch);
   connect(planPage_, &PlanPage::selectionChanged, this, &MainWindow::onSelectionChanged);
+  connect(planPage_, &PlanPage::whatIfPointClicked, this, &MainWindow::selectEstimate);
   connect(timelinePage_, &TimelinePage::stepSimulated, planPage_, &PlanPage::setSimulatedStep);
   connect(timelinePage_, &TimelinePage::timelineUpdated, this, &MainWindow::timelineUpdated);
   connect(nav_, &QListWidget::currentRowChanged, stack_, &QStackedWidget::setCurrentIndex);
@@ -353,10 +354,7 @@ void MainWindow::showFieldDiagnostics(const Diagnostics& diagnostics, QListWidge
     auto* item = new QListWidgetItem(QString::fromStdString(d.to_string()), list);
     item->setForeground(d.severity == Severity::Error ? QColor(179, 38, 30) : QColor(150, 100, 0));
     QLabel* field = fieldErrors_.value(QString::fromStdString(d.path));
-    if (field != nullptr) {
-      field->setText(QString::fromStdString(d.message));
-      field->show();
-    }
+    if (field != nullptr) showFieldError(field, QString::fromStdString(d.message));
   }
   list->setVisible(!diagnostics.empty());
   if (!diagnostics.empty()) emit diagnosticsShown(QString::fromStdString(diagnostics.to_string()));
@@ -435,6 +433,7 @@ void MainWindow::replan() {
     search_->cancel();
     showFieldDiagnostics(d, planPage_->diagnosticsList());
     planPage_->setMessage(tr("Not re-planned: fix the inputs marked in red (the last good plan is kept)."));
+    planPage_->setStale(true);
     return;
   }
   showFieldDiagnostics(Diagnostics{}, planPage_->diagnosticsList());
@@ -443,10 +442,7 @@ void MainWindow::replan() {
   req.scenario.cluster = inputs_.cluster;
   req.scenario.training = inputs_.training;
   req.scenario.nodes = inputs_.nodesMin;
-  req.options.objective = inputs_.objective;
-  req.options.top = 200;
-  req.options.pins = inputs_.pins;
-  req.options.include_infeasible = inputs_.showInfeasible;
+  req.options = searchOptionsOf(inputs_, 200);
   for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; ++n) req.nodeCounts.push_back(n);
   paretoSearch_->cancel();
   planPage_->setSearching(true);
@@ -463,6 +459,7 @@ void MainWindow::cancelSearch() {
 void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, bool finished) {
   if (generation != search_->generation()) return;
   lastResult_ = result;
+  planPage_->setStale(false);
   std::optional<std::pair<Layout, int>> keep = preferred_;
   if (!keep && selected_) keep = std::make_pair(selected_->layout, selected_->nodes);
   candidates_->setCandidates(result.candidates);
@@ -507,9 +504,15 @@ void MainWindow::startParetoSearch() {
   // Days vs dollars across node counts around the chosen one (or the chosen range).
   std::vector<int> counts;
   if (inputs_.nodesMax > inputs_.nodesMin) {
+    // Every count of the range, at most kMaxWhatIfCounts of them, evenly spread (both ends kept).
     const int span = inputs_.nodesMax - inputs_.nodesMin;
-    const int step = std::max(1, span / 8);
-    for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; n += step) counts.push_back(n);
+    constexpr int kMaxWhatIfCounts = 200;
+    if (span + 1 <= kMaxWhatIfCounts) {
+      for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; ++n) counts.push_back(n);
+    } else {
+      for (int i = 0; i < kMaxWhatIfCounts; ++i)
+        counts.push_back(inputs_.nodesMin + int(std::llround(double(span) * i / (kMaxWhatIfCounts - 1))));
+    }
   } else {
     const int n = inputs_.nodesMin;
     for (double f : {0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0}) {
@@ -521,10 +524,10 @@ void MainWindow::startParetoSearch() {
   req.scenario.model = inputs_.model;
   req.scenario.cluster = inputs_.cluster;
   req.scenario.training = inputs_.training;
-  req.options.objective = inputs_.objective;
-  req.options.top = 1;
-  req.options.pins = inputs_.pins;
+  req.options = searchOptionsOf(inputs_, 1);
+  req.options.include_infeasible = false;
   req.nodeCounts = counts;
+  req.everyCount = true;
   paretoResult_ = {};
   paretoSearch_->start(req);
 }
@@ -533,6 +536,19 @@ void MainWindow::onParetoResult(quint64 generation, const SearchResult& result, 
   if (generation != paretoSearch_->generation()) return;
   paretoResult_ = result;
   planPage_->refreshPareto(paretoResult_);
+}
+
+void MainWindow::selectEstimate(const Estimate& e) {
+  const int row = candidates_->findLayout(e.layout, e.nodes);
+  const QModelIndex idx = row >= 0 ? filter_->mapFromSource(candidates_->index(row, 0)) : QModelIndex();
+  if (idx.isValid()) {
+    planPage_->table()->selectRow(idx.row());  // onSelectionChanged follows
+    return;
+  }
+  // Another node count than the table's: the plan of that count, selected on its own.
+  planPage_->table()->clearSelection();
+  selected_ = e;
+  refreshSelection();
 }
 
 void MainWindow::onSelectionChanged() {

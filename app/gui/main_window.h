@@ -94,6 +94,9 @@ class MainWindow : public QMainWindow, public PageHost {
   LayerProfileModel* profileModel() const { return profile_; }
   QUndoStack* undoStack() const { return undo_; }
   void showPage(Page page);
+  // Selects `e`: its row when the table holds it, else that plan on its own (a point of the
+  // node-count what-if at another count).
+  void selectEstimate(const Estimate& e);
 
  public slots:
   void replan();        // F5: search now with the current inputs

@@ -200,8 +200,7 @@ void ModelPage::refreshFigures() {
   for (const Diagnostic& x : d.items()) {
     QLabel* l = errors.value(QString::fromStdString(x.path));
     if (l == nullptr) continue;
-    l->setText(QString::fromStdString(x.message + (x.hint.empty() ? "" : " (" + x.hint + ")")));
-    l->show();
+    showFieldError(l, QString::fromStdString(x.message + (x.hint.empty() ? "" : " (" + x.hint + ")")));
   }
   if (d.has_errors()) {
     figures_->setText(tr("<i>Fix the fields marked in red to see the model's size.</i>"));

@@ -5,11 +5,28 @@
 #include <QChartView>
 #include <QComboBox>
 #include <QLegend>
+#include <QHBoxLayout>
 #include <QPainter>
+#include <QValueAxis>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 namespace capplan::gui {
+
+SearchOptions searchOptionsOf(const PlanInputs& in, int top) {
+  SearchOptions o;
+  o.nodes_min = in.nodesMin;
+  o.nodes_max = std::max(in.nodesMin, in.nodesMax);
+  o.objective = in.objective;
+  o.top = top;
+  o.pins = in.pins;
+  o.include_infeasible = in.showInfeasible;
+  o.deadline_days = in.deadlineDays;
+  o.budget_usd = in.budgetUsd;
+  o.memory_margin = in.memoryMargin;
+  return o;
+}
 
 bool UnsetSpinBox::unsetText(const QString& text) const {
   const QString t = text.trimmed();
@@ -52,23 +69,81 @@ QComboBox* makeCombo(QWidget* parent, const char* name, const QStringList& items
   return c;
 }
 
+ErrorLabel::ErrorLabel(QWidget* parent) : QLabel(parent) {
+  setStyleSheet(QStringLiteral("color: #b3261e;"));
+  setWordWrap(false);
+  setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+}
+
+void ErrorLabel::setErrorText(const QString& text) {
+  setText(text);
+  setToolTip(text);
+}
+
+QSize ErrorLabel::minimumSizeHint() const { return {0, QLabel::minimumSizeHint().height()}; }
+
+void ErrorLabel::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.setPen(palette().color(QPalette::WindowText));
+  p.drawText(contentsRect(), int(Qt::AlignLeft | Qt::AlignVCenter),
+             fontMetrics().elidedText(text(), Qt::ElideRight, contentsRect().width()));
+}
+
 QLabel* makeErrorLabel(QWidget* parent) {
-  auto* l = new QLabel(parent);
-  l->setStyleSheet(QStringLiteral("color: #b3261e;"));
-  l->setWordWrap(true);
+  auto* l = new ErrorLabel(parent);
   l->hide();
   return l;
 }
 
+void showFieldError(QLabel* label, const QString& text) {
+  label->setText(text);
+  label->setToolTip(text);
+  label->setVisible(!text.isEmpty());
+}
+
 QWidget* withError(QWidget* field, QLabel* error) {
   auto* w = new QWidget(field->parentWidget());
-  auto* v = new QVBoxLayout(w);
-  v->setContentsMargins(0, 0, 0, 0);
-  v->setSpacing(2);
-  v->addWidget(field);
-  v->addWidget(error);
+  auto* row = new QHBoxLayout(w);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->setSpacing(6);
+  row->addWidget(field, 3);
+  row->addWidget(error, 2);
   return w;
 }
+
+void setChartTitle(QChart* chart, QChartView* view, const QString& title) {
+  QFont f = chart->titleFont();
+  f.setPointSizeF(f.pointSizeF() * 0.9);
+  f.setBold(true);
+  chart->setTitleFont(f);
+  const int room = std::max(40, view->width() - 24);
+  chart->setTitle(QFontMetrics(f).elidedText(title, Qt::ElideRight, room));
+  view->setToolTip(title);
+}
+
+ChartArea::ChartArea(QWidget* parent, const char* name) : QStackedWidget(parent) {
+  view_ = makeChartView(this, name);
+  message_ = new QLabel(this);
+  message_->setObjectName(QString::fromUtf8(name) + QStringLiteral("Empty"));
+  message_->setAlignment(Qt::AlignCenter);
+  message_->setWordWrap(true);
+  message_->setStyleSheet(QStringLiteral("color: palette(mid); border: 1px dashed palette(mid);"));
+  addWidget(view_);
+  addWidget(message_);
+  setMinimumHeight(view_->minimumHeight());
+}
+
+void ChartArea::setChart(QChart* chart, Qt::Alignment legend) {
+  replaceChart(view_, chart, legend);
+  setCurrentIndex(0);
+}
+
+void ChartArea::showMessage(const QString& text) {
+  message_->setText(text);
+  setCurrentIndex(1);
+}
+
+void ChartArea::showChart() { setCurrentIndex(0); }
 
 QChartView* makeChartView(QWidget* parent, const char* name) {
   auto* v = new QChartView(new QChart, parent);

@@ -6,6 +6,7 @@
 #include <QHash>
 #include <QLabel>
 #include <QSpinBox>
+#include <QStackedWidget>
 #include <QString>
 #include <functional>
 #include <optional>
@@ -34,14 +35,21 @@ struct PlanInputs {
   LayoutPins pins;
   Objective objective = Objective::Time;
   bool showInfeasible = false;
+  // The search's limits beside the objective (SearchOptions): 0 = none.
+  double deadlineDays = 0;
+  double budgetUsd = 0;
+  double memoryMargin = 0.05;  // fraction of GPU memory kept free
 };
+
+// The search options the inputs ask for (objective, pins, limits, node range); `top` candidates.
+SearchOptions searchOptionsOf(const PlanInputs& in, int top);
 
 // Undo merge ids: consecutive edits of one field become one undo step.
 enum FieldId {
   FLayers = 1, FHidden, FHeads, FKvHeads, FFfnHidden, FVocab, FSeq, FFfn, FNorm, FTied, FPreset,
   FCluster, FNodesMin, FNodesMax, FPrice, FGbs, FTokens, FPrecision, FObjective, FPinDp, FPinTp,
   FPinPp, FPinVp, FPinMbs, FPinZero, FPinRecompute, FPinSchedule, FPinOrder, FPinOffload, FPinSp,
-  FInfeasible, FFramework, FAttention, FTrainSeq
+  FInfeasible, FFramework, FAttention, FTrainSeq, FDeadline, FBudget, FMemoryMargin
 };
 
 // The window the pages live in: the one set of inputs, the selected layout, and the one way to
@@ -79,12 +87,45 @@ class UnsetSpinBox : public QSpinBox {
 QSpinBox* makeSpin(QWidget* parent, const char* name, int min, int max, const QString& tip,
                    const QString& special = {});
 QComboBox* makeCombo(QWidget* parent, const char* name, const QStringList& items, const QString& tip);
+// One line of red text beside a field: elided to the room it has (the whole text in its
+// tooltip), so that showing an error never makes the form taller.
+class ErrorLabel : public QLabel {
+ public:
+  explicit ErrorLabel(QWidget* parent);
+  void setErrorText(const QString& text);
+  QSize minimumSizeHint() const override;
+
+ protected:
+  void paintEvent(QPaintEvent* event) override;
+};
+
 QLabel* makeErrorLabel(QWidget* parent);
-// A field with its error label below it, for QFormLayout rows.
+// Shows `text` in an error label (the whole text also in its tooltip); empty hides it.
+void showFieldError(QLabel* label, const QString& text);
+// A field with its error label beside it (same row), for QFormLayout rows.
 QWidget* withError(QWidget* field, QLabel* error);
 QChartView* makeChartView(QWidget* parent, const char* name);
 // Shows `chart` in `view` (deleting the old one), with a compact legend at `legend`.
 void replaceChart(QChartView* view, QChart* chart, Qt::Alignment legend = Qt::AlignBottom);
+// Sets `title`, shortened with "..." to the width of `view` (the whole title in its tooltip).
+void setChartTitle(QChart* chart, QChartView* view, const QString& title);
+
+// A chart, or a message in its place while there is nothing to chart ("No layout selected"):
+// never an empty white box. The view keeps the name given; the message label is name + "Empty".
+class ChartArea : public QStackedWidget {
+  Q_OBJECT
+ public:
+  ChartArea(QWidget* parent, const char* name);
+  QChartView* view() const { return view_; }
+  void setChart(QChart* chart, Qt::Alignment legend = Qt::AlignBottom);
+  void showMessage(const QString& text);
+  void showChart();
+  bool showsMessage() const { return currentIndex() == 1; }
+
+ private:
+  QChartView* view_;
+  QLabel* message_;
+};
 void setIfDifferent(QSpinBox* s, int v);
 void setComboText(QComboBox* c, const QString& text);
 // "300B", "1.3T", "2.5e+08": a form parse_number() reads back; empty for 0 (= the default).

@@ -8,6 +8,7 @@
 #include <QChartView>
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QGroupBox>
@@ -20,6 +21,7 @@
 #include <QLineSeries>
 #include <QListWidget>
 #include <QProgressBar>
+#include <QScrollBar>
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QSplitter>
@@ -96,7 +98,35 @@ QGroupBox* PlanPage::buildTraining() {
   tf->addRow(tr("Attention"), attention_);
   objective_ = makeCombo(box, "objective", {QStringLiteral("time"), QStringLiteral("cost"), QStringLiteral("throughput")},
                          tr("Ranking: fewest days (time), fewest dollars (cost) or most samples/s (throughput)"));
-  tf->addRow(tr("Objective"), objective_);
+  auto limitSpin = [box](const char* name, const QString& none, const QString& prefix, const QString& suffix,
+                         double max, const QString& tip) {
+    auto* s = new QDoubleSpinBox(box);
+    s->setObjectName(QString::fromUtf8(name));
+    s->setRange(0, max);
+    s->setDecimals(name == std::string("budget") ? 0 : 1);
+    s->setSpecialValueText(none);
+    s->setPrefix(prefix);
+    s->setSuffix(suffix);
+    s->setToolTip(tip);
+    s->setKeyboardTracking(false);
+    return s;
+  };
+  deadline_ = limitSpin("deadline", tr("no deadline"), tr("within "), tr(" days"), 1e6,
+                        tr("Deadline: only layouts that train within this many days (with the cost objective: "
+                           "the cheapest plan that finishes in time); 0 = none"));
+  budget_ = limitSpin("budget", tr("no budget"), tr("under $"), QString(), 1e12,
+                      tr("Budget: only layouts that cost at most this many dollars (with the time objective: "
+                         "the fastest plan under it); needs the cluster's price; 0 = none"));
+  budget_->setSingleStep(100000);
+  auto* objectiveRow = new QHBoxLayout;
+  objectiveRow->addWidget(objective_);
+  objectiveRow->addWidget(deadline_);
+  objectiveRow->addWidget(budget_);
+  tf->addRow(tr("Objective"), objectiveRow);
+  memoryMargin_ = limitSpin("memoryMargin", tr("none"), QString(), tr(" % kept free"), 50,
+                            tr("Memory safety margin: a layout fits only when this share of the GPU's memory "
+                               "stays free (5 %: 79.0 of 80 GiB is flagged)"));
+  tf->addRow(tr("Memory margin"), memoryMargin_);
   return box;
 }
 
@@ -125,8 +155,7 @@ void PlanPage::connectTraining() {
     if (!t.isEmpty()) {
       const std::optional<double> n = parse_number(t.toStdString());
       if (!n || *n < 0) {
-        err->setText(tr("not a number of tokens: '%1' (try 300e9 or 300B)").arg(t));
-        err->show();
+        showFieldError(err, tr("not a number of tokens: '%1' (try 300e9 or 300B)").arg(t));
         return;  // the text stays as typed
       }
       tokens = *n;
@@ -139,6 +168,15 @@ void PlanPage::connectTraining() {
     host_.editInputs(FPrecision, tr("Edit precision"), [&](PlanInputs& in) {
       if (auto p = parse_precision(t.toStdString())) in.training.precision = *p;
     });
+  });
+  connect(deadline_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+    host_.editInputs(FDeadline, tr("Edit deadline"), [&](PlanInputs& in) { in.deadlineDays = v; });
+  });
+  connect(budget_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+    host_.editInputs(FBudget, tr("Edit budget"), [&](PlanInputs& in) { in.budgetUsd = v; });
+  });
+  connect(memoryMargin_, &QDoubleSpinBox::valueChanged, this, [this](double v) {
+    host_.editInputs(FMemoryMargin, tr("Edit memory margin"), [&](PlanInputs& in) { in.memoryMargin = v / 100.0; });
   });
   connect(objective_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
     host_.editInputs(FObjective, tr("Edit objective"), [&](PlanInputs& in) {
@@ -272,19 +310,7 @@ QLayout* PlanPage::buildSearchBar() {
 
 QWidget* PlanPage::buildResults() {
   auto* split = new QSplitter(Qt::Vertical, this);
-  table_ = new QTableView(split);
-  table_->setObjectName(QStringLiteral("candidateTable"));
-  table_->setModel(filter_);
-  table_->setSortingEnabled(true);
-  table_->sortByColumn(CandidateTableModel::Rank, Qt::AscendingOrder);
-  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-  table_->setSelectionMode(QAbstractItemView::SingleSelection);
-  table_->verticalHeader()->hide();
-  table_->verticalHeader()->setDefaultSectionSize(22);
-  table_->setAlternatingRowColors(true);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setStretchLastSection(true);
-  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &PlanPage::selectionChanged);
+  split->addWidget(buildTable(split));
 
   auto* lower = new QWidget(split);
   auto* lh = new QHBoxLayout(lower);
@@ -297,21 +323,82 @@ QWidget* PlanPage::buildResults() {
   details_->setMinimumWidth(260);
   details_->setMaximumWidth(320);
   details_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  memoryChart_ = makeChartView(lower, "memoryChart");
+  memoryChart_ = new ChartArea(lower, "memoryChart");
   memoryChart_->setToolTip(tr("Memory per GPU by kind against the GPU's capacity"));
-  timeChart_ = makeChartView(lower, "timeChart");
+  timeChart_ = new ChartArea(lower, "timeChart");
   timeChart_->setToolTip(tr("Step time by term on the critical path (predicted; simulated when available)"));
-  paretoChart_ = makeChartView(lower, "paretoChart");
+  paretoChart_ = new ChartArea(lower, "paretoChart");
   paretoChart_->setToolTip(tr("Best layout per node count: days vs dollars; the selection is highlighted"));
+  for (ChartArea* c : {memoryChart_, timeChart_, paretoChart_}) c->showMessage(tr("No layout selected yet."));
   lh->addWidget(details_);
   lh->addWidget(memoryChart_, 1);
   lh->addWidget(timeChart_, 1);
   lh->addWidget(paretoChart_, 1);
-  split->addWidget(table_);
   split->addWidget(lower);
   split->setStretchFactor(0, 1);
   split->setStretchFactor(1, 1);
   return split;
+}
+
+// Two views over the one model: the key columns (rank to layout) on the left, which never scroll
+// sideways, and the other columns on the right; they share the selection and the vertical scroll.
+QWidget* PlanPage::buildTable(QWidget* parent) {
+  auto* box = new QWidget(parent);
+  auto* row = new QHBoxLayout(box);
+  row->setContentsMargins(0, 0, 0, 0);
+  row->setSpacing(0);
+  table_ = new QTableView(box);
+  table_->setObjectName(QStringLiteral("candidateTable"));
+  moreTable_ = new QTableView(box);
+  moreTable_->setObjectName(QStringLiteral("candidateTableMore"));
+  for (QTableView* t : {table_, moreTable_}) {
+    t->setModel(filter_);
+    t->setSortingEnabled(true);
+    t->setSelectionBehavior(QAbstractItemView::SelectRows);
+    t->setSelectionMode(QAbstractItemView::SingleSelection);
+    t->verticalHeader()->hide();
+    t->verticalHeader()->setDefaultSectionSize(22);
+    t->setAlternatingRowColors(true);
+  }
+  moreTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->sortByColumn(CandidateTableModel::Rank, Qt::AscendingOrder);
+  moreTable_->setSelectionModel(table_->selectionModel());
+  moreTable_->horizontalHeader()->setStretchLastSection(true);
+  for (int c = 0; c < CandidateTableModel::ColumnCount; ++c) {
+    const bool key = c < CandidateTableModel::KeyColumnCount;
+    table_->setColumnHidden(c, !key);
+    moreTable_->setColumnHidden(c, key);
+  }
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setVerticalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  table_->setSizePolicy(QSizePolicy::Fixed, QSizePolicy::Expanding);
+  connect(moreTable_->verticalScrollBar(), &QScrollBar::valueChanged, table_->verticalScrollBar(), &QScrollBar::setValue);
+  connect(table_->verticalScrollBar(), &QScrollBar::valueChanged, moreTable_->verticalScrollBar(), &QScrollBar::setValue);
+  // One sort order for both headers.
+  auto syncSort = [](QHeaderView* to) {
+    return [to](int section, Qt::SortOrder order) {
+      if (to->sortIndicatorSection() != section || to->sortIndicatorOrder() != order) to->setSortIndicator(section, order);
+    };
+  };
+  connect(table_->horizontalHeader(), &QHeaderView::sortIndicatorChanged, this, syncSort(moreTable_->horizontalHeader()));
+  connect(moreTable_->horizontalHeader(), &QHeaderView::sortIndicatorChanged, this, syncSort(table_->horizontalHeader()));
+  // The key view is as wide as its columns, measured again whenever the rows change.
+  connect(filter_, &QAbstractItemModel::modelReset, this, &PlanPage::fitKeyColumns);
+  connect(filter_, &QAbstractItemModel::layoutChanged, this, &PlanPage::fitKeyColumns);
+  connect(filter_, &QAbstractItemModel::rowsInserted, this, &PlanPage::fitKeyColumns);
+  connect(filter_, &QAbstractItemModel::rowsRemoved, this, &PlanPage::fitKeyColumns);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &PlanPage::selectionChanged);
+  row->addWidget(table_);
+  row->addWidget(moreTable_, 1);
+  fitKeyColumns();
+  return box;
+}
+
+void PlanPage::fitKeyColumns() {
+  table_->resizeColumnsToContents();
+  int w = 2 * table_->frameWidth();
+  for (int c = 0; c < CandidateTableModel::KeyColumnCount; ++c) w += table_->horizontalHeader()->sectionSize(c);
+  table_->setFixedWidth(w);
 }
 
 void PlanPage::setSearching(bool on) {
@@ -326,6 +413,20 @@ void PlanPage::setSearching(bool on) {
 }
 
 void PlanPage::setStatus(const QString& text) { searchStatus_->setText(text); }
+
+void PlanPage::setStale(bool stale) {
+  if (stale == stale_) return;
+  stale_ = stale;
+  const QString style = stale ? QStringLiteral("QTableView { color: palette(mid); }") : QString();
+  for (QTableView* t : {table_, moreTable_}) {
+    t->setStyleSheet(style);
+    t->setProperty("stale", stale);
+    t->setToolTip(stale ? tr("Stale: these results are for the last valid inputs; fix the fields marked in red to re-plan")
+                        : QString());
+  }
+  searchStatus_->setText(stale ? tr("Stale: the results below are for the last valid inputs") : QString());
+  searchStatus_->setStyleSheet(stale ? QStringLiteral("color: #b3261e; font-weight: bold;") : QString());
+}
 
 void PlanPage::setMessage(const QString& text) { message_->setText(text); }
 
@@ -348,6 +449,9 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
   setComboText(attention_, in.training.attention ? QString::fromUtf8(to_string(*in.training.attention))
                                                  : QStringLiteral("default"));
   setComboText(objective_, QString::fromUtf8(to_string(in.objective)));
+  if (deadline_->value() != in.deadlineDays) deadline_->setValue(in.deadlineDays);
+  if (budget_->value() != in.budgetUsd) budget_->setValue(in.budgetUsd);
+  if (std::abs(memoryMargin_->value() - in.memoryMargin * 100.0) > 1e-9) memoryMargin_->setValue(in.memoryMargin * 100.0);
   setIfDifferent(pinDp_, in.pins.dp.value_or(0));
   setIfDifferent(pinTp_, in.pins.tp.value_or(0));
   setIfDifferent(pinPp_, in.pins.pp.value_or(0));
@@ -369,8 +473,8 @@ void PlanPage::showSelection() {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
   if (!selected) {
     details_->setText(tr("<i>No layout selected.</i>"));
-    replaceChart(memoryChart_, new QChart);
-    replaceChart(timeChart_, new QChart);
+    memoryChart_->showMessage(tr("No layout selected: nothing to chart."));
+    timeChart_->showMessage(tr("No layout selected: nothing to chart."));
     return;
   }
   const Estimate& e = *selected;
@@ -413,7 +517,8 @@ void PlanPage::refreshMemoryChart(const Estimate& e) {
   const MemoryBytes& m = e.memory_per_gpu_bytes;
   {
     auto* chart = new QChart;
-    chart->setTitle(tr("Memory per GPU: %1 of %2 GiB").arg(m.total / kGiB, 0, 'f', 1).arg(m.capacity / kGiB, 0, 'f', 0));
+    setChartTitle(chart, memoryChart_->view(),
+                  tr("Memory per GPU: %1 of %2 GiB").arg(m.total / kGiB, 0, 'f', 1).arg(m.capacity / kGiB, 0, 'f', 0));
     auto* series = new QHorizontalStackedBarSeries;
     const std::pair<const char*, double> kinds[] = {{"weights", m.weights},         {"gradients", m.gradients},
                                                     {"optimizer", m.optimizer},     {"activations", m.activations},
@@ -433,13 +538,14 @@ void PlanPage::refreshMemoryChart(const Estimate& e) {
     cats->append({tr("GPU"), tr("layout")});
     auto* val = new QValueAxis;
     val->setRange(0, std::max(m.total, m.capacity) / kGiB * 1.05);
+    val->applyNiceNumbers();  // round ticks: 0, 20, 40, ... GiB
     val->setTitleText(tr("GiB"));
     val->setLabelFormat(QStringLiteral("%.0f"));
     chart->addAxis(cats, Qt::AlignLeft);
     chart->addAxis(val, Qt::AlignBottom);
     series->attachAxis(cats);
     series->attachAxis(val);
-    replaceChart(memoryChart_, chart, Qt::AlignRight);
+    memoryChart_->setChart(chart, Qt::AlignRight);
   }
 }
 
@@ -447,8 +553,9 @@ void PlanPage::refreshTimeChart(const Estimate& e) {
   {
     auto* chart = new QChart;
     const bool sim = simulatedBreakdown_.has_value();
-    chart->setTitle(sim ? tr("Step time: %1 predicted, %2 simulated").arg(formatSeconds(e.step_time_s), formatSeconds(simulatedStepS_))
-                        : tr("Step time: %1 predicted").arg(formatSeconds(e.step_time_s)));
+    setChartTitle(chart, timeChart_->view(),
+                  sim ? tr("Step: %1 predicted, %2 simulated").arg(formatSeconds(e.step_time_s), formatSeconds(simulatedStepS_))
+                      : tr("Step: %1 predicted").arg(formatSeconds(e.step_time_s)));
     auto* series = new QHorizontalStackedBarSeries;
     const TimeBreakdown& b = e.breakdown_s;
     const TimeBreakdown s = sim ? *simulatedBreakdown_ : TimeBreakdown{};
@@ -457,11 +564,14 @@ void PlanPage::refreshTimeChart(const Estimate& e) {
         {"bubble", b.bubble, s.bubble},      {"TP comm", b.tp_comm, s.tp_comm},
         {"PP comm", b.pp_comm, s.pp_comm},   {"DP comm", b.dp_comm, s.dp_comm},
         {"optimizer", b.optimizer, s.optimizer}, {"offload", b.offload, s.offload}};
+    double predTotal = 0, simTotal = 0;
     for (const auto& [name, pred, simv] : terms) {
       auto* set = new QBarSet(QString::fromUtf8(name));
       if (sim) *set << simv;
       *set << pred;
       series->append(set);
+      predTotal += pred;
+      simTotal += simv;
     }
     series->setBarWidth(0.6);
     chart->addSeries(series);
@@ -469,36 +579,60 @@ void PlanPage::refreshTimeChart(const Estimate& e) {
     if (sim) cats->append(tr("simulated"));
     cats->append(tr("predicted"));
     auto* val = new QValueAxis;
+    val->setRange(0, std::max({predTotal, simTotal, 1e-6}) * 1.05);
+    val->applyNiceNumbers();
     val->setTitleText(tr("seconds"));
-    val->setLabelFormat(QStringLiteral("%.2g"));
+    val->setLabelFormat(QStringLiteral("%.3g"));
     chart->addAxis(cats, Qt::AlignLeft);
     chart->addAxis(val, Qt::AlignBottom);
     series->attachAxis(cats);
     series->attachAxis(val);
-    replaceChart(timeChart_, chart, Qt::AlignRight);
+    timeChart_->setChart(chart, Qt::AlignRight);
   }
 }
 
 void PlanPage::refreshPareto(const SearchResult& pareto) {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
+  if (pareto.pareto.empty() && !selected) {
+    paretoChart_->showMessage(tr("Days vs dollars across node counts appear once a plan is found."));
+    return;
+  }
   auto* chart = new QChart;
-  chart->setTitle(tr("Days vs dollars across node counts"));
   const bool priced = host_.inputs().cluster.price_per_node_hour_usd > 0;
   auto yOf = [priced](const Estimate& e) { return priced && std::isfinite(e.cost_usd) ? e.cost_usd / 1e6 : double(e.nodes); };
   auto* front = new QLineSeries;
-  front->setName(tr("best per node count"));
+  front->setName(tr("by node count"));
   auto* points = new QScatterSeries;
-  points->setName(tr("node counts"));
+  points->setObjectName(QStringLiteral("whatIfPoints"));
+  points->setName(tr("best layout of a node count (click to select)"));
   points->setMarkerSize(9);
   double xmax = 0, ymax = 0;
   std::vector<Estimate> pts = pareto.pareto;
-  std::sort(pts.begin(), pts.end(), [](const Estimate& a, const Estimate& b) { return a.days_to_train < b.days_to_train; });
+  std::sort(pts.begin(), pts.end(), [](const Estimate& a, const Estimate& b) { return a.nodes < b.nodes; });
+  whatIf_ = pts;
   for (const Estimate& e : pts) {
     front->append(e.days_to_train, yOf(e));
     points->append(e.days_to_train, yOf(e));
     xmax = std::max(xmax, e.days_to_train);
     ymax = std::max(ymax, yOf(e));
   }
+  connect(points, &QScatterSeries::clicked, this, [this, yOf](const QPointF& p) {
+    // The nearest point, in units of each axis' largest value.
+    int best = -1;
+    double bestD = HUGE_VAL, xs = 1e-12, ys = 1e-12;
+    for (const Estimate& e : whatIf_) {
+      xs = std::max(xs, e.days_to_train);
+      ys = std::max(ys, yOf(e));
+    }
+    for (int i = 0; i < int(whatIf_.size()); ++i) {
+      const double dx = (whatIf_[size_t(i)].days_to_train - p.x()) / xs, dy = (yOf(whatIf_[size_t(i)]) - p.y()) / ys;
+      if (dx * dx + dy * dy < bestD) {
+        bestD = dx * dx + dy * dy;
+        best = i;
+      }
+    }
+    if (best >= 0) emit whatIfPointClicked(whatIf_[size_t(best)]);
+  }, Qt::QueuedConnection);  // selecting redraws this chart: not from inside its own signal
   points->setPointLabelsVisible(false);
   auto* sel = new QScatterSeries;
   sel->setName(tr("selected"));
@@ -515,11 +649,13 @@ void PlanPage::refreshPareto(const SearchResult& pareto) {
   auto* ax = new QValueAxis;
   ax->setTitleText(tr("days"));
   ax->setRange(0, xmax > 0 ? xmax * 1.1 : 1);
+  ax->applyNiceNumbers();
   ax->setLabelFormat(QStringLiteral("%.0f"));
   auto* ay = new QValueAxis;
   ay->setTitleText(priced ? tr("million $") : tr("nodes (price unknown)"));
   ay->setRange(0, ymax > 0 ? ymax * 1.15 : 1);
-  ay->setLabelFormat(QStringLiteral("%.1f"));
+  ay->applyNiceNumbers();
+  ay->setLabelFormat(QStringLiteral("%.3g"));
   chart->addAxis(ax, Qt::AlignBottom);
   chart->addAxis(ay, Qt::AlignLeft);
   for (QAbstractSeries* s : chart->series()) {
@@ -528,8 +664,12 @@ void PlanPage::refreshPareto(const SearchResult& pareto) {
   }
   QStringList labels;
   for (const Estimate& e : pts) labels << QString::number(e.nodes);
-  if (!labels.isEmpty()) chart->setTitle(tr("Days vs dollars; nodes %1").arg(labels.join(QStringLiteral(", "))));
-  replaceChart(paretoChart_, chart);
+  setChartTitle(chart, paretoChart_->view(),
+                labels.isEmpty() ? tr("Days vs dollars (sweeping node counts...)")
+                                 : tr("Days vs dollars, %1 node counts").arg(labels.size()));
+  paretoChart_->view()->setToolTip(tr("Best layout per node count (%1): days vs dollars; the selection is highlighted")
+                                       .arg(labels.join(QStringLiteral(", "))));
+  paretoChart_->setChart(chart);
 }
 
 void PlanPage::explainEmptyResult() {
@@ -541,13 +681,16 @@ void PlanPage::explainEmptyResult() {
   s.cluster = in.cluster;
   s.training = in.training;
   s.nodes = in.nodesMin;
-  SearchOptions o;
-  o.nodes_min = in.nodesMin;
-  o.nodes_max = std::max(in.nodesMin, in.nodesMax);
-  o.pins = in.pins;
+  const SearchOptions o = searchOptionsOf(in, 1);
   const std::optional<std::string> why = pins_unsatisfiable(s, o);
+  QString limits;
+  if (in.deadlineDays > 0) limits += tr(" within %1 days").arg(in.deadlineDays);
+  if (in.budgetUsd > 0) limits += tr(" under %1").arg(formatDollars(in.budgetUsd));
   message_->setText(why ? tr("No valid layout for these inputs: %1").arg(QString::fromStdString(*why))
-                            : tr("No layout fits in memory for these inputs; try un-pinning knobs or more nodes."));
+                    : !limits.isEmpty()
+                        ? tr("No layout fits in memory%1; tick 'show layouts that do not fit' to see the closest "
+                             "with the limit each breaks, or relax the limits.").arg(limits)
+                        : tr("No layout fits in memory for these inputs; try un-pinning knobs or more nodes."));
 }
 
 }  // namespace capplan::gui

@@ -11,6 +11,7 @@
 class QChartView;
 class QCheckBox;
 class QComboBox;
+class QDoubleSpinBox;
 class QGroupBox;
 class QLabel;
 class QLineEdit;
@@ -33,20 +34,31 @@ class PlanPage : public QWidget {
   void showSelection();
   // The selected layout's simulated step: drawn beside the prediction.
   void setSimulatedStep(const TimeBreakdown& breakdown, double stepS);
-  // Days vs dollars of the best layout per node count, the selection highlighted.
+  // The node-count what-if: days vs dollars of the best layout of every node count searched
+  // (`pareto.pareto`, one per count), the selection highlighted; a click selects a point's plan.
   void refreshPareto(const SearchResult& pareto);
+  const std::vector<Estimate>& whatIfPoints() const { return whatIf_; }
   // No candidate at all: the constraint the pins break and the values that would work.
   void explainEmptyResult();
   void setSearching(bool on);
+  // Results of inputs that have changed since (an invalid field holds the re-plan): the table and
+  // the details are greyed and say so until the next result.
+  void setStale(bool stale);
+  bool isStale() const { return stale_; }
   void setStatus(const QString& text);
   void setMessage(const QString& text);
   QListWidget* diagnosticsList() const { return diagnostics_; }
+  // The key columns (rank, step, days, cost, memory, MFU, fits, layout), frozen while the other
+  // columns (moreTable) scroll; both share one selection.
   QTableView* table() const { return table_; }
+  QTableView* moreTable() const { return moreTable_; }
 
  signals:
   void replanRequested();
   void cancelRequested();
   void selectionChanged();
+  // A point of the node-count what-if was clicked: the best layout of that node count.
+  void whatIfPointClicked(const Estimate& e);
 
  private:
   QGroupBox* buildTraining();
@@ -55,6 +67,8 @@ class PlanPage : public QWidget {
   void connectPins();
   QLayout* buildSearchBar();
   QWidget* buildResults();
+  QWidget* buildTable(QWidget* parent);
+  void fitKeyColumns();
   void refreshCharts();
   void refreshMemoryChart(const Estimate& e);
   void refreshTimeChart(const Estimate& e);
@@ -64,6 +78,8 @@ class PlanPage : public QWidget {
   CandidateFilterModel* filter_;
   std::optional<TimeBreakdown> simulatedBreakdown_;  // of the selected layout, when simulated
   double simulatedStepS_ = 0;
+  bool stale_ = false;
+  std::vector<Estimate> whatIf_;  // the what-if's points, by node count
 
   QSpinBox* gbs_ = nullptr;
   QLineEdit* tokens_ = nullptr;
@@ -72,6 +88,9 @@ class PlanPage : public QWidget {
   QSpinBox* trainSeq_ = nullptr;
   QComboBox* attention_ = nullptr;
   QComboBox* objective_ = nullptr;
+  QDoubleSpinBox* deadline_ = nullptr;
+  QDoubleSpinBox* budget_ = nullptr;
+  QDoubleSpinBox* memoryMargin_ = nullptr;
   QSpinBox* pinDp_ = nullptr;
   QSpinBox* pinTp_ = nullptr;
   QSpinBox* pinPp_ = nullptr;
@@ -91,10 +110,11 @@ class PlanPage : public QWidget {
   QLabel* searchStatus_ = nullptr;
   QLineEdit* filterEdit_ = nullptr;
   QTableView* table_ = nullptr;
+  QTableView* moreTable_ = nullptr;
   QLabel* details_ = nullptr;
-  QChartView* memoryChart_ = nullptr;
-  QChartView* timeChart_ = nullptr;
-  QChartView* paretoChart_ = nullptr;
+  ChartArea* memoryChart_ = nullptr;
+  ChartArea* timeChart_ = nullptr;
+  ChartArea* paretoChart_ = nullptr;
 };
 
 }  // namespace capplan::gui

@@ -140,9 +140,9 @@ QLayout* RunPage::buildSlurmBar() {
 
 QLayout* RunPage::buildCharts() {
   auto* charts = new QHBoxLayout;
-  lossChart_ = makeChartView(this, "lossChart");
-  speedChart_ = makeChartView(this, "speedChart");
-  systemChart_ = makeChartView(this, "systemChart");
+  lossChart_ = new ChartArea(this, "lossChart");
+  speedChart_ = new ChartArea(this, "speedChart");
+  systemChart_ = new ChartArea(this, "systemChart");
   charts->addWidget(lossChart_);
   charts->addWidget(speedChart_);
   charts->addWidget(systemChart_);
@@ -259,10 +259,10 @@ void RunPage::onResumed(double step) {
 }
 
 void RunPage::resetCharts() {
-  auto makeLine = [](QChartView* view, const QString& title, const QString& xTitle, const QString& yTitle,
+  auto makeLine = [](ChartArea* area, const QString& title, const QString& xTitle, const QString& yTitle,
                      std::initializer_list<QLineSeries**> series, std::initializer_list<QString> names) {
     auto* chart = new QChart;
-    chart->setTitle(title);
+    setChartTitle(chart, area->view(), title);
     auto* ax = new QValueAxis;
     ax->setTitleText(xTitle);
     ax->setLabelFormat(QStringLiteral("%.0f"));
@@ -278,13 +278,14 @@ void RunPage::resetCharts() {
       (*s)->attachAxis(ax);
       (*s)->attachAxis(ay);
     }
-    replaceChart(view, chart);
+    area->setChart(chart);
+    area->showMessage(RunPage::tr("No run yet: %1 appears here as the run trains.").arg(title.toLower()));
   };
   makeLine(lossChart_, tr("Loss"), tr("step"), tr("loss"), {&loss_}, {tr("loss per step")});
   resumed_ = new QScatterSeries;
   resumed_->setName(tr("attempt resumed (requeue)"));
   resumed_->setMarkerSize(10);
-  lossChart_->chart()->addSeries(resumed_);
+  lossChart_->view()->chart()->addSeries(resumed_);
   for (QAbstractAxis* axis : loss_->attachedAxes()) resumed_->attachAxis(axis);
   makeLine(speedChart_, tr("Throughput"), tr("step"), tr("tokens/s"), {&tokens_}, {tr("tokens/s per step")});
   makeLine(systemChart_, tr("System (rank 0, over time)"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
@@ -305,6 +306,8 @@ void extendAxes(QLineSeries* s, double x, double y) {
   if (x > ax->max()) ax->setMax(x);
   if (y > ay->max()) ay->setMax(y * 1.1);
   if (y < ay->min()) ay->setMin(y);
+  ax->applyNiceNumbers();  // round ticks
+  ay->applyNiceNumbers();
 }
 }  // namespace
 
@@ -320,10 +323,12 @@ void RunPage::onMetrics(const QString& type, const QHash<QString, double>& n) {
     if (!std::isfinite(loss)) return;
     loss_->append(step, loss);
     extendAxes(loss_, step, loss);
+    lossChart_->showChart();
     const double tps = n.value(QStringLiteral("tokens_per_s"), NAN);
     if (std::isfinite(tps)) {
       tokens_->append(step, tps);
       extendAxes(tokens_, step, tps);
+      speedChart_->showChart();
     }
     emit metricsArrived(int(loss_->count()));
   } else if (type == QLatin1String("system") && n.value(QStringLiteral("rank"), 0) == 0) {
@@ -333,6 +338,7 @@ void RunPage::onMetrics(const QString& type, const QHash<QString, double>& n) {
       if (cpu <= 1.0) cpu *= 100.0;
       cpu_->append(t, cpu);
       extendAxes(cpu_, t, cpu);
+      systemChart_->showChart();
     }
     const double rss = n.value(QStringLiteral("rss_bytes"), NAN) / (1024.0 * 1024.0);
     if (std::isfinite(rss)) {

@@ -31,6 +31,8 @@ struct TermRow;
 
 namespace capplan::gui {
 
+class ChartArea;
+
 class RunPage : public QWidget {
   Q_OBJECT
  public:
@@ -107,9 +109,9 @@ class RunPage : public QWidget {
   QPlainTextEdit* log_ = nullptr;
   QLabel* findings_ = nullptr;
   QTableWidget* compare_ = nullptr;
-  QChartView* lossChart_ = nullptr;
-  QChartView* speedChart_ = nullptr;
-  QChartView* systemChart_ = nullptr;
+  ChartArea* lossChart_ = nullptr;
+  ChartArea* speedChart_ = nullptr;
+  ChartArea* systemChart_ = nullptr;
   QLineSeries* loss_ = nullptr;
   QLineSeries* tokens_ = nullptr;
   QLineSeries* cpu_ = nullptr;

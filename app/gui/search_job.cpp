@@ -80,7 +80,16 @@ void runSearchWithFlag(QPromise<SearchResult>& promise, const SearchRequest& req
       return !cancelFlag.load() && !promise.isCanceled();
     };
     const SearchResult part = search(scenario, options, progress);
+    std::vector<Estimate> counts = total.pareto;
     mergeSearchResult(total, part, request.options);
+    if (request.everyCount) {
+      for (const Estimate& e : part.candidates)
+        if (e.fits) {
+          counts.push_back(e);
+          break;
+        }
+      total.pareto = std::move(counts);
+    }
     const bool stop = cancelFlag.load() || promise.isCanceled();
     total.cancelled = total.cancelled || (stop && i + 1 < int(request.nodeCounts.size()));
     promise.setProgressValue((i + 1) * kUnits);

@@ -21,6 +21,9 @@ struct SearchRequest {
   Scenario scenario;           // nodes is overwritten per node count
   SearchOptions options;       // nodes_min/nodes_max are overwritten per node count
   std::vector<int> nodeCounts; // searched one after the other, results merged
+  // The node-count what-if: the result's `pareto` holds the best fitting layout of every node
+  // count searched (sorted by nodes), dominated or not, instead of only the undominated ones.
+  bool everyCount = false;
 };
 
 // Merges a node count's result into the running total: candidates re-ranked by the objective

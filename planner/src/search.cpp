@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <mutex>
 #include <thread>
@@ -120,6 +121,11 @@ std::string reduced_order(const char* order, int dp, int tp, int pp) {
   return r;
 }
 
+// The memory safety margin: at most (1 - margin) of the capacity in use. 0 capacity = unknown.
+bool within_margin(double total_bytes, double capacity_bytes, double margin) {
+  return !(capacity_bytes > 0) || total_bytes <= (1.0 - std::clamp(margin, 0.0, 0.99)) * capacity_bytes;
+}
+
 std::vector<int> divisors(int64_t n, int64_t cap) {
   std::vector<int> out;
   for (int64_t d = 1; d <= n && d <= cap; ++d)
@@ -216,9 +222,9 @@ struct Worker {
                   for (int oi = 0; oi < n_orders; ++oi) {
                     detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
                     ++evaluated;
-                    if (!ev.fits && !o.include_infeasible) break;  // memory does not depend on order
+                    const bool mem_ok = ev.fits && within_margin(ev.mem.total, ev.mem.capacity, o.memory_margin);
+                    if (!mem_ok && !o.include_infeasible) break;  // memory does not depend on order
                     Cand cd;
-                    cd.fits = ev.fits;
                     cd.nodes = u.nodes;
                     cd.gpus = u.gpus;
                     cd.dp = dp;
@@ -234,6 +240,9 @@ struct Worker {
                     cd.schedule = sch;
                     cd.days = tokens * ev.step_s / (double(gbs) * seq) / 86400.0;
                     cd.cost = price > 0 ? u.nodes * price * cd.days * 24.0 : u.gpus * cd.days;
+                    cd.fits = mem_ok && (o.deadline_days <= 0 || cd.days <= o.deadline_days) &&
+                              (o.budget_usd <= 0 || price <= 0 || cd.cost <= o.budget_usd);
+                    if (!cd.fits && !o.include_infeasible) continue;  // time depends on order
                     switch (o.objective) {
                       case Objective::Time: cd.score = cd.days; break;
                       case Objective::Cost: cd.score = cd.cost; break;
@@ -387,7 +396,16 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
   }
   std::sort(all.begin(), all.end(), better);
   if (all.size() > size_t(std::max(o.top, 0))) all.resize(size_t(std::max(o.top, 0)));
-  for (const Cand& cd : all) result.candidates.push_back(materialize(scenario, cd));
+  const bool priced = scenario.cluster.price_per_node_hour_usd > 0;
+  auto with_limits = [&](Estimate e) {
+    const std::string why = limits_broken(e, o, priced);
+    if (!why.empty() && e.fits) {
+      e.fits = false;
+      e.reason = why;
+    }
+    return e;
+  };
+  for (const Cand& cd : all) result.candidates.push_back(with_limits(materialize(scenario, cd)));
   mark_as_good_as_best(result.candidates, o.objective);
 
   // Pareto front of days vs dollars (GPU-days when the price is unknown) over node counts.
@@ -402,7 +420,7 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
     }
     if (!dominated) front.push_back(b);
   }
-  for (const Cand& cd : front) result.pareto.push_back(materialize(scenario, cd));
+  for (const Cand& cd : front) result.pareto.push_back(with_limits(materialize(scenario, cd)));
   result.cancelled = cancel.load();
   if (over_limit.load())
     result.limit = "stopped after " + std::to_string(result.evaluated) +
@@ -413,6 +431,31 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
   result.search_time_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
+}
+
+std::string limits_broken(const Estimate& e, const SearchOptions& o, bool priced) {
+  char buf[200];
+  const double cap = e.memory_per_gpu_bytes.capacity, total = e.memory_per_gpu_bytes.total;
+  if (!within_margin(total, cap, o.memory_margin)) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    std::snprintf(buf, sizeof buf,
+                  "inside the %.3g %% memory margin: %.1f of %.0f GiB per GPU, over the %.1f GiB "
+                  "the margin leaves",
+                  o.memory_margin * 100.0, total / gib, cap / gib,
+                  (1.0 - o.memory_margin) * cap / gib);
+    return buf;
+  }
+  if (o.deadline_days > 0 && e.days_to_train > o.deadline_days) {
+    std::snprintf(buf, sizeof buf, "over the deadline: %.1f days to train, more than %.4g",
+                  e.days_to_train, o.deadline_days);
+    return buf;
+  }
+  if (o.budget_usd > 0 && priced && e.cost_usd > o.budget_usd) {
+    std::snprintf(buf, sizeof buf, "over the budget: $%.0f, more than $%.0f", e.cost_usd,
+                  o.budget_usd);
+    return buf;
+  }
+  return {};
 }
 
 std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,

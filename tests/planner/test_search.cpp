@@ -192,5 +192,110 @@ TEST(Search, ObjectiveNamesRoundTrip) {
   EXPECT_FALSE(parse_objective("fastest").has_value());
 }
 
+// ---- limits beside the objective ----
+
+Scenario gpt3_on_p4d() {
+  Scenario sc;
+  sc.model = *load_model("gpt3-175b").value;
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  sc.training.gbs = 1536;
+  sc.training.tokens = 300e9;
+  sc.nodes = 120;
+  return sc;
+}
+
+// Expectation: with the default 5 % margin a layout using more than 95 % of the GPU's memory
+// (38.0 of 40 GiB) no longer fits, and says why; without the margin the cost model fits it.
+TEST(SearchLimits, MemoryMarginFlagsLayoutsNearTheCapacity) {
+  const Scenario sc = gpt3_on_p4d();
+  SearchOptions bare;
+  bare.memory_margin = 0;
+  bare.top = 5000;
+  const SearchResult all = search(sc, bare);
+  const Estimate* tight = nullptr;
+  for (const Estimate& e : all.candidates)
+    if (e.fits && e.memory_per_gpu_bytes.total > 0.95 * e.memory_per_gpu_bytes.capacity) tight = &e;
+  ASSERT_NE(tight, nullptr) << "no layout between 95 and 100 % of the memory in the top 5000";
+  SearchOptions margin;  // default margin 0.05
+  EXPECT_DOUBLE_EQ(margin.memory_margin, 0.05);
+  margin.include_infeasible = true;
+  margin.top = 5;
+  const Layout& l = tight->layout;
+  margin.pins.dp = l.dp;
+  margin.pins.tp = l.tp;
+  margin.pins.pp = l.pp;
+  margin.pins.vp = l.vp;
+  margin.pins.mbs = l.mbs;
+  margin.pins.zero = l.zero;
+  margin.pins.recompute = l.recompute;
+  margin.pins.offload = l.offload;
+  margin.pins.sp = l.sp;
+  margin.pins.schedule = l.schedule;
+  margin.pins.order = l.order;
+  const SearchResult r = search(sc, margin);
+  ASSERT_EQ(r.candidates.size(), 1u);
+  EXPECT_FALSE(r.candidates[0].fits);
+  EXPECT_NE(r.candidates[0].reason.find("inside the 5 % memory margin"), std::string::npos) << r.candidates[0].reason;
+  // Every layout the default search calls fitting keeps 5 % free.
+  for (const Estimate& e : search(sc, SearchOptions{}).candidates) {
+    EXPECT_TRUE(e.fits);
+    EXPECT_LE(e.memory_per_gpu_bytes.total, 0.95 * e.memory_per_gpu_bytes.capacity);
+  }
+}
+
+// Expectation: "the cheapest plan that finishes within D days" is the cheapest of the layouts an
+// unlimited search finds with days <= D (here D = the median days over 1 to 4 nodes), and "the
+// fastest plan under $B" the fastest of those with cost <= B (B = the median cost).
+TEST(SearchLimits, DeadlineAndBudgetPickTheBestWithinThem) {
+  Scenario sc = searchable();
+  sc.cluster.price_per_node_hour_usd = 30;
+  SearchOptions wide;
+  wide.nodes_min = 1;
+  wide.nodes_max = 4;
+  wide.top = 1000000;
+  wide.objective = Objective::Cost;
+  const SearchResult all = search(sc, wide);
+  ASSERT_GT(all.candidates.size(), 20u);
+  std::vector<double> days, costs;
+  for (const Estimate& e : all.candidates) {
+    days.push_back(e.days_to_train);
+    costs.push_back(e.cost_usd);
+  }
+  std::sort(days.begin(), days.end());
+  std::sort(costs.begin(), costs.end());
+  const double deadline = days[days.size() / 2], budget = costs[costs.size() / 2];
+  const Estimate* cheapest = nullptr;
+  const Estimate* fastest = nullptr;
+  for (const Estimate& e : all.candidates) {
+    if (e.days_to_train <= deadline && (cheapest == nullptr || e.cost_usd < cheapest->cost_usd)) cheapest = &e;
+    if (e.cost_usd <= budget && (fastest == nullptr || e.days_to_train < fastest->days_to_train)) fastest = &e;
+  }
+  ASSERT_NE(cheapest, nullptr);
+  ASSERT_NE(fastest, nullptr);
+  SearchOptions o = wide;
+  o.top = 10;
+  o.deadline_days = deadline;
+  const SearchResult r = search(sc, o);
+  ASSERT_FALSE(r.candidates.empty());
+  EXPECT_DOUBLE_EQ(r.candidates.front().cost_usd, cheapest->cost_usd);
+  for (const Estimate& e : r.candidates) EXPECT_LE(e.days_to_train, deadline);
+  for (const Estimate& e : r.pareto) EXPECT_LE(e.days_to_train, deadline);
+  SearchOptions b = wide;
+  b.top = 10;
+  b.objective = Objective::Time;
+  b.budget_usd = budget;
+  const SearchResult rb = search(sc, b);
+  ASSERT_FALSE(rb.candidates.empty());
+  EXPECT_DOUBLE_EQ(rb.candidates.front().days_to_train, fastest->days_to_train);
+  for (const Estimate& e : rb.candidates) EXPECT_LE(e.cost_usd, budget);
+  // Too tight: nothing fits, and with include_infeasible the closest say which limit they break.
+  b.budget_usd = costs.front() / 2;
+  EXPECT_TRUE(search(sc, b).candidates.empty());
+  b.include_infeasible = true;
+  bool named = false;
+  for (const Estimate& e : search(sc, b).candidates) named |= e.reason.find("over the budget: $") == 0;
+  EXPECT_TRUE(named);
+}
+
 }  // namespace
 }  // namespace capplan

@@ -87,6 +87,9 @@ double worst_disagreement(const Scenario& sc, int nodes, int top, int* checked, 
   so.nodes_min = so.nodes_max = nodes;
   so.top = top;
   so.include_infeasible = true;
+  // Ranked as the cost model fits them, without the search's memory safety margin (it would move
+  // layouts near the capacity behind the others and change the mix sized below).
+  so.memory_margin = 0;
   const SearchResult r = search(sc, so);
   StepSimulationOptions off;
   off.contention = false;

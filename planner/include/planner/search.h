@@ -38,7 +38,19 @@ struct SearchOptions {
   LayoutPins pins;
   int threads = 0;    // 0 = hardware concurrency
   bool include_infeasible = false;  // keep non-fitting layouts in the ranking (GUI "show all")
+  // Limits beside the objective; a layout over one is ranked as not fitting, with the reason.
+  // With the cost objective, deadline_days gives "the cheapest plan that finishes within D days";
+  // with the time objective, budget_usd gives "the fastest plan under $B".
+  double deadline_days = 0;  // 0 = none; days to train at most this
+  double budget_usd = 0;     // 0 = none; dollars at most this (needs the cluster's price)
+  // Memory safety margin, a fraction of the GPU's memory kept free: a layout fits only when its
+  // memory per GPU is at most (1 - memory_margin) x capacity. 0.05 flags 79.0 of 80 GiB.
+  double memory_margin = 0.05;
 };
+
+// Why `e` breaks the options' limits (memory margin, deadline, budget), in words; empty when it
+// keeps them. `priced`: the cluster has a price (the budget applies only then).
+std::string limits_broken(const Estimate& e, const SearchOptions& options, bool priced);
 
 struct SearchResult {
   std::vector<Estimate> candidates;  // best first, by objective, ties broken by a stable key

@@ -60,6 +60,29 @@ const char* kSeedEstimate =
     "estimate --model gpt3-175b --cluster p4d.24xlarge --nodes 120 --dp 15 --tp 8 --pp 8 "
     "--mbs 1 --gbs 1920 --zero 1 --recompute selective --sp --tokens 300e9";
 
+// Expectation: the CLI exposes the search's limits: every candidate of "cheapest within 30 days"
+// trains in at most 30 days, the JSON says which limits applied, and bad limits exit 2.
+TEST(Cli, PlanLimitsDeadlineBudgetAndMemoryMargin) {
+  const std::string base = "plan --model gpt3-175b --cluster p4d.24xlarge --nodes 60:240 --gbs 1536 --tokens 300e9 ";
+  const CliRun r = run_cli(base + "--objective cost --deadline-days 30 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"deadline_days\": 30,")) << r.out.substr(0, 400);
+  EXPECT_TRUE(has(r.out, "\"memory_margin\": 0.05")) << r.out.substr(0, 400);
+  size_t at = 0, seen = 0;
+  while ((at = r.out.find("\"days_to_train\":", at)) != std::string::npos) {
+    at += std::string("\"days_to_train\":").size();
+    EXPECT_LE(std::stod(r.out.substr(at, 20)), 30.0);
+    ++seen;
+  }
+  EXPECT_GT(seen, 0u);
+  const CliRun text = run_cli(base + "--budget-usd 2.6e6 --top 3");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "limits: cost at most $2600000; keep 5 % of GPU memory free")) << text.out;
+  EXPECT_TRUE(refused(run_cli(base + "--memory-margin 0.9"), "--memory-margin: expected a fraction from 0 to 0.5"));
+  EXPECT_TRUE(refused(run_cli("plan --model gpt3-13b --cluster dgx-a100-80gb --nodes 4 --gbs 512 --budget-usd 1e6"),
+                      "--budget-usd: dgx-a100-80gb has no price, so no budget can be checked"));
+}
+
 }  // namespace
 
 TEST(Cli, EstimateJsonHasEveryContractField) {

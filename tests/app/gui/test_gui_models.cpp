@@ -57,6 +57,45 @@ TEST_F(GuiModels, CandidateModelPassesModelTester) {
   EXPECT_EQ(model.rowCount(), 0);
 }
 
+// Expectation: the answer comes first: rank, step, days, cost, GiB/GPU, MFU, fits, then the layout
+// as one compact string (dp 12 · tp 4 · pp 20 · mbs 1 · z1 · sel · sp) whose tooltip lists every
+// knob.
+TEST_F(GuiModels, TheAnswerComesFirstWithACompactLayout) {
+  CandidateTableModel model;
+  Estimate e = fakeEstimate(12, 4, 20, 30.0, 6.2e6, true);
+  e.layout.mbs = 1;
+  e.layout.zero = 1;
+  e.layout.recompute = Recompute::Selective;
+  e.layout.sp = true;
+  e.layout.order = "DPT";
+  e.num_microbatches = 128;
+  model.setCandidates({e});
+  QStringList heads;
+  for (int c = 0; c < CandidateTableModel::KeyColumnCount; ++c)
+    heads << model.headerData(c, Qt::Horizontal, Qt::DisplayRole).toString();
+  EXPECT_EQ(heads.join(QLatin1Char(',')), QStringLiteral("#,step,days,cost,GiB/GPU,MFU,fits,layout"));
+  const QModelIndex layout = model.index(0, CandidateTableModel::LayoutText);
+  EXPECT_EQ(layout.data().toString(),
+            QString::fromUtf8("dp 12 \u00b7 tp 4 \u00b7 pp 20 \u00b7 mbs 1 \u00b7 z1 \u00b7 sel \u00b7 sp"));
+  const QString tip = layout.data(Qt::ToolTipRole).toString();
+  for (const char* knob : {"vp 1", "128 micro-batches", "zero 1", "recompute selective", "offload off", "sp on",
+                           "schedule 1f1b", "order DPT"})
+    EXPECT_TRUE(tip.contains(QString::fromUtf8(knob))) << knob << " in " << tip.toStdString();
+  // Knobs off their plain value appear; plain ones stay out of the short form.
+  e.layout.vp = 2;
+  e.layout.schedule = Schedule::Interleaved;
+  e.layout.zero = 0;
+  e.layout.recompute = Recompute::None;
+  e.layout.sp = false;
+  e.layout.offload = true;
+  EXPECT_EQ(compactLayout(e.layout),
+            QString::fromUtf8("dp 12 \u00b7 tp 4 \u00b7 pp 20 \u00b7 vp 2 \u00b7 mbs 1 \u00b7 offload"));
+  e.layout.vp = 1;
+  e.layout.schedule = Schedule::GPipe;
+  EXPECT_EQ(compactLayout(e.layout),
+            QString::fromUtf8("dp 12 \u00b7 tp 4 \u00b7 pp 20 \u00b7 mbs 1 \u00b7 offload \u00b7 gpipe"));
+}
+
 TEST_F(GuiModels, FilterSortsNumericallyAndHidesNonFitting) {
   CandidateTableModel model;
   CandidateFilterModel filter;
