@@ -8,6 +8,7 @@
 #include "io/report.h"
 
 #include "io/metrics_schema.h"
+#include "planner/flags.h"
 #include "planner/json.h"
 #include "planner/limits.h"
 
@@ -390,22 +391,15 @@ int report_main(int argc, char** argv) {
   const char* usage =
       "usage: capplan-train report FILE [--json]\n"
       "  Summary and bottleneck findings of a metrics file written by capplan-train --metrics.\n";
-  std::string file;
-  bool as_json = false;
   Diagnostics diags;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--json") {
-      as_json = true;
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(usage, stdout);
-      return 0;
-    } else if (a.rfind("--", 0) == 0 || !file.empty()) {
-      diags.error("<command line>", 0, 0, "", "unexpected argument '" + a + "'", "see --help");
-    } else {
-      file = a;
-    }
+  static const std::vector<FlagSpec> flags = {{"json", false, "print the report as one JSON object", ""}};
+  const Args args = parse_args(argc, argv, flags, diags, 1);
+  if (args.help()) {
+    std::fputs(usage, stdout);
+    return 0;
   }
+  const bool as_json = args.has("json");
+  const std::string file = args.positional().empty() ? std::string() : args.positional().front();
   if (file.empty()) diags.error("<command line>", 0, 0, "", "no metrics file given");
   if (diags.has_errors()) {
     std::fputs(diags.to_string().c_str(), stderr);
