@@ -44,27 +44,8 @@ else()
   capplan_missing("OpenBLAS" "libopenblas-dev" "the CPU backend uses its own GEMM loops (slow)")
 endif()
 
-# CUDA/NCCL: optional, looked for under /usr/local/cuda where present.
-set(CAPPLAN_HAVE_CUDA OFF)
-if(NOT CAPPLAN_WITH_CUDA STREQUAL "OFF")
-  if(EXISTS /usr/local/cuda AND NOT CUDAToolkit_ROOT)
-    set(CUDAToolkit_ROOT /usr/local/cuda)
-  endif()
-  find_package(CUDAToolkit QUIET)
-  find_library(CAPPLAN_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-  find_path(CAPPLAN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-  if(CUDAToolkit_FOUND AND CAPPLAN_NCCL_LIBRARY AND CAPPLAN_NCCL_INCLUDE_DIR)
-    set(CAPPLAN_HAVE_CUDA ON)
-    message(STATUS "capplan: CUDA ${CUDAToolkit_VERSION} + NCCL found (${CUDAToolkit_BIN_DIR}) - not used: "
-                   "capplan-train is built with its CPU backend only")
-  elseif(CAPPLAN_WITH_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "capplan: CAPPLAN_WITH_CUDA=ON but CUDA Toolkit or NCCL was not found")
-  else()
-    message(STATUS "capplan: CUDA/NCCL not found - capplan-train is built with its CPU backend only")
-  endif()
-else()
-  message(STATUS "capplan: CUDA/NCCL disabled by CAPPLAN_WITH_CUDA=OFF")
-endif()
+# capplan-train has one backend, the CPU's; there is no GPU backend to look for or build.
+message(STATUS "capplan: capplan-train backend: CPU")
 
 # CAPPLAN_GUI_STATUS (in the cache) says why capplan-gui is or is not built; scripts/dev run
 # prints it when there is no capplan-gui to start.

@@ -15,6 +15,7 @@
 #include "planner/json_writer.h"
 #include "planner/cost_model.h"
 #include "planner/diagnostics.h"
+#include "planner/flags.h"
 #include "planner/search.h"
 
 namespace capplan::cli {
@@ -23,47 +24,8 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitBadInput = 2;
 
-// Diagnostics about flags name this file, the key path is the flag ("--dp").
-inline constexpr const char* kCommandLine = "<command line>";
-
-struct FlagSpec {
-  std::string name;          // without dashes: "dp"
-  bool takes_value = true;   // false: a switch such as --json
-  std::string help;          // one line for --help
-  std::string value_name;    // "N", "M", "FILE"; shown in --help
-};
-
-// Flags as parsed: "--name value", "--name=value", switches; positional arguments in order.
-class Args {
- public:
-  bool has(const std::string& name) const { return values_.count(name) > 0; }
-  // The value of a flag, or `fallback` when absent.
-  std::string get(const std::string& name, const std::string& fallback = {}) const;
-  const std::vector<std::string>& positional() const { return positional_; }
-  bool help() const { return help_; }
-
- private:
-  friend Args parse_args(int, char**, const std::vector<FlagSpec>&, Diagnostics&, size_t);
-  std::map<std::string, std::string> values_;
-  std::vector<std::string> positional_;
-  bool help_ = false;
-};
-
-// Parses argv[1..argc) against `flags` (argv[0] is the command name). Unknown flags (with a
-// "did you mean"), missing values, repeated flags and extra positional arguments are all
-// reported; parsing goes on after an error. `--help`/`-h` sets help().
-Args parse_args(int argc, char** argv, const std::vector<FlagSpec>& flags, Diagnostics& diags,
-                size_t max_positional = 0);
-
-// Typed values of flags; nullopt when absent or invalid (invalid adds a diagnostic). Numbers
-// accept the forms of parse_number ("300e9", "1.5T").
-std::optional<int64_t> int_flag(const Args& args, const std::string& name, Diagnostics& diags,
-                                int64_t min, int64_t max);
-std::optional<double> number_flag(const Args& args, const std::string& name, Diagnostics& diags,
-                                  double min_exclusive, double max);
-// A required flag that is absent: a diagnostic naming it.
-void require_flag(const Args& args, const std::string& name, Diagnostics& diags,
-                  const std::string& what);
+// The flag parser (FlagSpec, Args, parse_args, int_flag, number_flag, require_flag) is
+// planner/flags.h's, shared with capplan-train.
 
 // --model --cluster --nodes --gpus --gbs --seq --tokens --precision
 std::vector<FlagSpec> scenario_flags(bool node_range = false);
@@ -112,7 +74,7 @@ int report(const Diagnostics& diags);
 void print_help(const std::string& command, const std::string& synopsis,
                 const std::vector<FlagSpec>& flags);
 
-// The JSON object of one estimate, with the fields of the CLI contract (issue 2).
+// The JSON object of one estimate, with the fields README "JSON output" lists.
 void write_estimate_json(JsonWriter& w, const Estimate& e);
 std::string estimate_json(const Estimate& e);
 

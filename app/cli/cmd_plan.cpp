@@ -30,6 +30,99 @@ std::vector<FlagSpec> plan_flags() {
   return flags;
 }
 
+// --save FILE: the best candidate as a plan file; an exit status.
+int save_best(const Args& args, const ScenarioArgs& scenario, const SearchResult& result) {
+  if (result.candidates.empty()) {
+    std::cerr << "capplan plan: no candidate to save\n";
+    return kExitFailure;
+  }
+  Plan plan;
+  plan.model_ref = scenario.model_ref;
+  plan.cluster_ref = scenario.cluster_ref;
+  plan.scenario = scenario.scenario;
+  plan.scenario.nodes = result.candidates.front().nodes;
+  plan.layout = result.candidates.front().layout;
+  plan.created_by = "capplan " CAPPLAN_VERSION " plan";
+  const std::string error = save_plan(plan, args.get("save"));
+  if (!error.empty()) {
+    std::cerr << "capplan plan: " << error << "\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
+std::string result_json(const SearchResult& result, const SearchOptions& options) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("candidates").begin_array();
+  for (const Estimate& e : result.candidates) write_estimate_json(w, e);
+  w.end_array();
+  w.key("pareto").begin_array();
+  for (const Estimate& e : result.pareto) write_estimate_json(w, e);
+  w.end_array();
+  w.field("evaluated", result.evaluated);
+  w.field("search_time_s", result.search_time_s);
+  w.field("cancelled", result.cancelled);
+  w.field("objective", to_string(options.objective));
+  w.key("limits").begin_object();
+  w.field("deadline_days", options.deadline_days);
+  w.field("budget_usd", options.budget_usd);
+  w.field("memory_margin", options.memory_margin);
+  w.end_object();
+  w.end_object();
+  return w.str();
+}
+
+// The ranked candidates, the Pareto front and the best layout, as text.
+void print_result(const Args& args, const ScenarioArgs& sc, const SearchResult& result, const SearchOptions& options) {
+  const ScenarioArgs* scenario = &sc;
+  Scenario shown = scenario->scenario;
+  const bool range = scenario->nodes_min != scenario->nodes_max;
+  const std::string title =
+      range ? shown.model.name + " on " + std::to_string(scenario->nodes_min) + " to " +
+                  std::to_string(scenario->nodes_max) + " x " + shown.cluster.name + " (" +
+                  shown.cluster.gpu.name + ")"
+            : scenario_title(shown);
+  std::printf("%s: %lld layouts evaluated in %.3f s, ranked by %s\n", title.c_str(),
+              static_cast<long long>(result.evaluated), result.search_time_s,
+              to_string(options.objective));
+  if (range)
+    std::printf("node counts searched: %d to %d\n", scenario->nodes_min, scenario->nodes_max);
+  if (options.objective == Objective::Cost && !(shown.cluster.price_per_node_hour_usd > 0))
+    std::printf("note: %s has no price, so cost cannot rank; set price_per_node_hour_usd in a "
+                "cluster file\n",
+                shown.cluster.name.c_str());
+  if (result.candidates.empty() == false && result.candidates.front().tokens_defaulted)
+    std::printf("note: --tokens not given; 20 tokens per parameter assumed (%s tokens)\n",
+                fmt_si(result.candidates.front().tokens).c_str());
+  if (options.deadline_days > 0 || options.budget_usd > 0 || options.memory_margin > 0) {
+    std::string limits = "limits:";
+    if (options.deadline_days > 0) limits += " train within " + shortest_number(options.deadline_days) + " days;";
+    if (options.budget_usd > 0) limits += " cost at most $" + shortest_number(options.budget_usd) + ";";
+    limits += " keep " + shortest_number(options.memory_margin * 100) + " % of GPU memory free";
+    std::printf("%s\n", limits.c_str());
+  }
+  if (result.candidates.empty()) {
+    if (options.deadline_days > 0 || options.budget_usd > 0)
+      std::printf("\nno layout fits in memory within the limits above; try more nodes, a later "
+                  "deadline, a larger budget, or --all to see the closest ones with the reason\n");
+    else
+      std::printf("\nno layout fits in memory; try more nodes, --fix recompute=full, or --all to "
+                  "see the closest ones\n");
+    return;
+  }
+  std::printf("\n%s", candidates_table(result.candidates).c_str());
+  if (result.pareto.size() > 1) {
+    std::printf("\nPareto front, days vs dollars (one layout per node count):\n%s",
+                candidates_table(result.pareto).c_str());
+  }
+  const Estimate& best = result.candidates.front();
+  shown.nodes = best.nodes;
+  if (scenario->nodes_min != scenario->nodes_max) shown.gpus = 0;
+  std::printf("\nbest layout:\n%s", estimate_text(shown, best).c_str());
+  if (args.has("save")) std::printf("\nsaved the best layout to %s\n", args.get("save").c_str());
+}
+
 }  // namespace
 
 int cmd_plan(int argc, char** argv) {
@@ -100,92 +193,15 @@ int cmd_plan(int argc, char** argv) {
   }
 
   if (args.has("save")) {
-    if (result.candidates.empty()) {
-      std::cerr << "capplan plan: no candidate to save\n";
-      return kExitFailure;
-    }
-    Plan plan;
-    plan.model_ref = scenario->model_ref;
-    plan.cluster_ref = scenario->cluster_ref;
-    plan.scenario = scenario->scenario;
-    plan.scenario.nodes = result.candidates.front().nodes;
-    plan.layout = result.candidates.front().layout;
-    plan.created_by = "capplan " CAPPLAN_VERSION " plan";
-    const std::string error = save_plan(plan, args.get("save"));
-    if (!error.empty()) {
-      std::cerr << "capplan plan: " << error << "\n";
-      return kExitFailure;
-    }
+    if (const int status = save_best(args, *scenario, result); status != kExitOk) return status;
   }
 
   if (args.has("json")) {
-    JsonWriter w;
-    w.begin_object();
-    w.key("candidates").begin_array();
-    for (const Estimate& e : result.candidates) write_estimate_json(w, e);
-    w.end_array();
-    w.key("pareto").begin_array();
-    for (const Estimate& e : result.pareto) write_estimate_json(w, e);
-    w.end_array();
-    w.field("evaluated", result.evaluated);
-    w.field("search_time_s", result.search_time_s);
-    w.field("cancelled", result.cancelled);
-    w.field("objective", to_string(options.objective));
-    w.key("limits").begin_object();
-    w.field("deadline_days", options.deadline_days);
-    w.field("budget_usd", options.budget_usd);
-    w.field("memory_margin", options.memory_margin);
-    w.end_object();
-    w.end_object();
-    std::printf("%s\n", w.str().c_str());
+    std::printf("%s\n", result_json(result, options).c_str());
     return kExitOk;
   }
 
-  Scenario shown = scenario->scenario;
-  const bool range = scenario->nodes_min != scenario->nodes_max;
-  const std::string title =
-      range ? shown.model.name + " on " + std::to_string(scenario->nodes_min) + " to " +
-                  std::to_string(scenario->nodes_max) + " x " + shown.cluster.name + " (" +
-                  shown.cluster.gpu.name + ")"
-            : scenario_title(shown);
-  std::printf("%s: %lld layouts evaluated in %.3f s, ranked by %s\n", title.c_str(),
-              static_cast<long long>(result.evaluated), result.search_time_s,
-              to_string(options.objective));
-  if (range)
-    std::printf("node counts searched: %d to %d\n", scenario->nodes_min, scenario->nodes_max);
-  if (options.objective == Objective::Cost && !(shown.cluster.price_per_node_hour_usd > 0))
-    std::printf("note: %s has no price, so cost cannot rank; set price_per_node_hour_usd in a "
-                "cluster file\n",
-                shown.cluster.name.c_str());
-  if (result.candidates.empty() == false && result.candidates.front().tokens_defaulted)
-    std::printf("note: --tokens not given; 20 tokens per parameter assumed (%s tokens)\n",
-                fmt_si(result.candidates.front().tokens).c_str());
-  if (options.deadline_days > 0 || options.budget_usd > 0 || options.memory_margin > 0) {
-    std::string limits = "limits:";
-    if (options.deadline_days > 0) limits += " train within " + shortest_number(options.deadline_days) + " days;";
-    if (options.budget_usd > 0) limits += " cost at most $" + shortest_number(options.budget_usd) + ";";
-    limits += " keep " + shortest_number(options.memory_margin * 100) + " % of GPU memory free";
-    std::printf("%s\n", limits.c_str());
-  }
-  if (result.candidates.empty()) {
-    if (options.deadline_days > 0 || options.budget_usd > 0)
-      std::printf("\nno layout fits in memory within the limits above; try more nodes, a later "
-                  "deadline, a larger budget, or --all to see the closest ones with the reason\n");
-    else
-      std::printf("\nno layout fits in memory; try more nodes, --fix recompute=full, or --all to "
-                  "see the closest ones\n");
-    return kExitOk;
-  }
-  std::printf("\n%s", candidates_table(result.candidates).c_str());
-  if (result.pareto.size() > 1) {
-    std::printf("\nPareto front, days vs dollars (one layout per node count):\n%s",
-                candidates_table(result.pareto).c_str());
-  }
-  const Estimate& best = result.candidates.front();
-  shown.nodes = best.nodes;
-  if (scenario->nodes_min != scenario->nodes_max) shown.gpus = 0;
-  std::printf("\nbest layout:\n%s", estimate_text(shown, best).c_str());
-  if (args.has("save")) std::printf("\nsaved the best layout to %s\n", args.get("save").c_str());
+  print_result(args, *scenario, result, options);
   return kExitOk;
 }
 

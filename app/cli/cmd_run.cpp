@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include "cli_common.h"
 
@@ -109,41 +110,9 @@ int follow_job(const rt::PreparedSlurmRun& prepared, const std::string& job_id, 
   return kExitOk;
 }
 
-}  // namespace
-
-int cmd_run(int argc, char** argv) {
-  const std::vector<FlagSpec> flags =
-      concat(concat(concat(scenario_flags(), layout_flags()), run_flags()), {json_flag()});
-  Diagnostics diags;
-  const Args args = parse_args(argc, argv, flags, diags);
-  if (args.help()) {
-    print_help("run",
-               "--plan plan.yaml | <estimate's flags> [--scale-down] [--steps N] [--dir RUNDIR] [--json]",
-               flags);
-    return kExitOk;
-  }
-  if (diags.has_errors()) return report(diags);
-
-  const bool slurm = args.has("slurm") || args.has("attach");
-  for (const char* f : {"partition", "account", "time", "requeue", "attach"}) {
-    if (args.has(f) && !args.has("slurm")) {
-      diags.error(kCommandLine, 0, 0, std::string("--") + f, std::string("--") + f + " needs --slurm");
-    }
-  }
-  if (slurm && args.has("hostfile")) {
-    diags.error(kCommandLine, 0, 0, "--hostfile", "--hostfile runs through mpirun over SSH; Slurm places the ranks itself",
-                "drop --hostfile or --slurm");
-  }
-  if (args.has("attach")) {
-    if (diags.has_errors()) return report(diags);
-    auto attached = rt::attach_slurm_run(args.get("attach"), args.get("dir"));
-    diags.append(attached.diagnostics);
-    if (!attached.ok()) return report(diags);
-    std::fprintf(args.has("json") ? stderr : stdout, "capplan run: attached to Slurm job %s in %s\n",
-                 args.get("attach").c_str(), attached.value->run.record.run_dir.c_str());
-    return follow_job(*attached.value, args.get("attach"), args.has("json"), attached.value->run.record.steps);
-  }
-
+// The scenario and layout of --plan or of estimate's flags, and the run's flags, into a request;
+// nullopt after an error (in `diags`).
+std::optional<rt::LaunchRequest> request_from_args(const Args& args, bool slurm, Diagnostics& diags) {
   rt::LaunchRequest req;
   if (args.has("plan")) {
     for (const char* f : {"model", "cluster", "nodes", "gpus", "dp", "tp", "pp", "gbs"}) {
@@ -187,7 +156,7 @@ int cmd_run(int argc, char** argv) {
   const auto peak = number_flag(args, "peak-gflops", diags, 0, 1e12);
   const auto checkpoint_every = int_flag(args, "checkpoint-every", diags, 1, 1000000000);
   const auto timeout = number_flag(args, "timeout", diags, 0, 1e9);
-  if (diags.has_errors()) return report(diags);
+  if (diags.has_errors()) return std::nullopt;
 
   req.scale_down = args.has("scale-down");
   req.steps = int(steps.value_or(10));
@@ -207,58 +176,54 @@ int cmd_run(int argc, char** argv) {
 #ifdef CAPPLAN_TRAIN_BUILD_PATH
   req.train_build_hint = CAPPLAN_TRAIN_BUILD_PATH;
 #endif
+  return req;
+}
 
-  if (slurm) {
-    rt::SlurmOptions so;
-    so.partition = args.get("partition");
-    so.account = args.get("account");
-    so.time_limit = args.get("time");
-    const auto requeue = int_flag(args, "requeue", diags, 0, 1000);
-    const auto nodes = int_flag(args, "nodes", diags, 1, 1 << 20);
-    if (diags.has_errors()) return report(diags);
-    so.requeue = int(requeue.value_or(3));
-    so.nodes = int(nodes.value_or(0));
-    auto prepared = rt::prepare_slurm_run(req, so);
-    diags.append(prepared.diagnostics);
-    if (!prepared.ok()) return report(diags);
-    report(diags);
-    const bool json = args.has("json");
-    std::FILE* progress = json ? stderr : stdout;
-    const rt::RunRecord& pre = prepared.value->run.record;
-    std::fprintf(progress, "capplan run --slurm: %d ranks (dp %d x tp %d x pp %d) on %d node(s), %d steps, in %s\n",
-                 pre.layout.gpus(), pre.layout.dp, pre.layout.tp, pre.layout.pp, prepared.value->options.nodes,
-                 req.steps, pre.run_dir.c_str());
-    for (const auto& c : pre.changes) std::fprintf(progress, "  - %s\n", c.c_str());
-    std::fprintf(progress, "job script: %s/job.sbatch\ncommand: %s\n", pre.run_dir.c_str(),
-                 rt::shell_quote(prepared.value->sbatch_argv).c_str());
-    std::fflush(progress);
-    if (args.has("dry-run")) {
-      if (json) std::printf("%s", rt::run_record_json(pre).c_str());
-      return kExitOk;
-    }
-    std::string err;
-    const std::string job_id = rt::submit_slurm_job(*prepared.value, &err);
-    if (job_id.empty()) {
-      std::fprintf(stderr, "capplan run: %s\n", err.c_str());
-      return kExitFailure;
-    }
-    std::fprintf(progress, "slurm: submitted job %s (capplan run --slurm --attach %s follows it again)\n",
-                 job_id.c_str(), job_id.c_str());
-    std::fflush(progress);
-    return follow_job(*prepared.value, job_id, json, req.steps);
-  }
-
-  auto prepared = rt::prepare_run(req);
+// --slurm: prepare the job, print it, submit it (not with --dry-run) and follow it.
+int run_on_slurm(const Args& args, const rt::LaunchRequest& req, Diagnostics& diags) {
+  rt::SlurmOptions so;
+  so.partition = args.get("partition");
+  so.account = args.get("account");
+  so.time_limit = args.get("time");
+  const auto requeue = int_flag(args, "requeue", diags, 0, 1000);
+  const auto nodes = int_flag(args, "nodes", diags, 1, 1 << 20);
+  if (diags.has_errors()) return report(diags);
+  so.requeue = int(requeue.value_or(3));
+  so.nodes = int(nodes.value_or(0));
+  auto prepared = rt::prepare_slurm_run(req, so);
   diags.append(prepared.diagnostics);
   if (!prepared.ok()) return report(diags);
-  report(diags);  // warnings, if any
-
+  report(diags);
   const bool json = args.has("json");
   std::FILE* progress = json ? stderr : stdout;
-  const rt::RunRecord& pre = prepared.value->record;
-  std::fprintf(progress, "capplan run: %d ranks (dp %d x tp %d x pp %d), %d steps, in %s\n",
-               pre.layout.gpus(), pre.layout.dp, pre.layout.tp, pre.layout.pp, req.steps,
-               req.run_dir.c_str());
+  const rt::RunRecord& pre = prepared.value->run.record;
+  std::fprintf(progress, "capplan run --slurm: %d ranks (dp %d x tp %d x pp %d) on %d node(s), %d steps, in %s\n",
+               pre.layout.gpus(), pre.layout.dp, pre.layout.tp, pre.layout.pp, prepared.value->options.nodes,
+               req.steps, pre.run_dir.c_str());
+  for (const auto& c : pre.changes) std::fprintf(progress, "  - %s\n", c.c_str());
+  std::fprintf(progress, "job script: %s/job.sbatch\ncommand: %s\n", pre.run_dir.c_str(),
+               rt::shell_quote(prepared.value->sbatch_argv).c_str());
+  std::fflush(progress);
+  if (args.has("dry-run")) {
+    if (json) std::printf("%s", rt::run_record_json(pre).c_str());
+    return kExitOk;
+  }
+  std::string err;
+  const std::string job_id = rt::submit_slurm_job(*prepared.value, &err);
+  if (job_id.empty()) {
+    std::fprintf(stderr, "capplan run: %s\n", err.c_str());
+    return kExitFailure;
+  }
+  std::fprintf(progress, "slurm: submitted job %s (capplan run --slurm --attach %s follows it again)\n",
+               job_id.c_str(), job_id.c_str());
+  std::fflush(progress);
+  return follow_job(*prepared.value, job_id, json, req.steps);
+}
+
+// What will run and what it is predicted to take, before it starts.
+void print_prepared(std::FILE* progress, const rt::LaunchRequest& req, const rt::RunRecord& pre) {
+  std::fprintf(progress, "capplan run: %d ranks (dp %d x tp %d x pp %d), %d steps, in %s\n", pre.layout.gpus(),
+               pre.layout.dp, pre.layout.tp, pre.layout.pp, req.steps, req.run_dir.c_str());
   if (!pre.changes.empty()) {
     std::fprintf(progress, "%s\n", req.scale_down ? "scaled down:" : "on this machine:");
     for (const auto& c : pre.changes) std::fprintf(progress, "  - %s\n", c.c_str());
@@ -270,11 +235,12 @@ int cmd_run(int argc, char** argv) {
   }
   std::fprintf(progress, "command: %s\n", rt::shell_quote(pre.command).c_str());
   std::fflush(progress);
-  if (args.has("dry-run")) {
-    if (json) std::printf("%s", rt::run_record_json(pre).c_str());
-    return kExitOk;
-  }
+}
 
+// The prepared run here, through mpirun: output lines and steps as they come, Ctrl-C or SIGTERM
+// cancels, then the record.
+int run_here(const rt::PreparedRun& prepared, int steps, bool json) {
+  std::FILE* progress = json ? stderr : stdout;
   // A closed stdout or stderr (e.g. `capplan run ... | head`) must not kill capplan and orphan
   // the job: writes then just fail, and the run goes on to its record.
   ::signal(SIGPIPE, SIG_IGN);
@@ -292,13 +258,12 @@ int cmd_run(int argc, char** argv) {
   };
   cb.on_metrics = [&](const rt::MetricsRecord& r) {
     if (r.type != "step") return;
-    std::fprintf(progress, "step %3.0f/%d  loss %s  step %s  %s tokens/s\n", r.number("step", 0),
-                 req.steps, fmt_opt(r.number("loss"), "", 4).c_str(),
-                 fmt_opt(r.number("step_time_s"), " s").c_str(),
+    std::fprintf(progress, "step %3.0f/%d  loss %s  step %s  %s tokens/s\n", r.number("step", 0), steps,
+                 fmt_opt(r.number("loss"), "", 4).c_str(), fmt_opt(r.number("step_time_s"), " s").c_str(),
                  fmt_opt(r.number("tokens_per_s"), "", 0).c_str());
     std::fflush(progress);
   };
-  const rt::RunRecord rec = rt::execute_run(*prepared.value, cb, &g_cancel);
+  const rt::RunRecord rec = rt::execute_run(prepared, cb, &g_cancel);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
 
@@ -310,10 +275,61 @@ int cmd_run(int argc, char** argv) {
   if (rec.status != rt::RunStatus::Succeeded) {
     std::fprintf(stderr, "capplan run: %s: %s\n", rt::to_string(rec.status), rec.reason.c_str());
     // capplan-train exits 2 when it refuses its input (e.g. a layout it cannot run): bad input.
-    return rec.status == rt::RunStatus::Failed && rec.exit_code == kExitBadInput ? kExitBadInput
-                                                                                   : kExitFailure;
+    return rec.status == rt::RunStatus::Failed && rec.exit_code == kExitBadInput ? kExitBadInput : kExitFailure;
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  const std::vector<FlagSpec> flags =
+      concat(concat(concat(scenario_flags(), layout_flags()), run_flags()), {json_flag()});
+  Diagnostics diags;
+  const Args args = parse_args(argc, argv, flags, diags);
+  if (args.help()) {
+    print_help("run",
+               "--plan plan.yaml | <estimate's flags> [--scale-down] [--steps N] [--dir RUNDIR] [--json]",
+               flags);
+    return kExitOk;
+  }
+  if (diags.has_errors()) return report(diags);
+
+  const bool slurm = args.has("slurm") || args.has("attach");
+  for (const char* f : {"partition", "account", "time", "requeue", "attach"}) {
+    if (args.has(f) && !args.has("slurm")) {
+      diags.error(kCommandLine, 0, 0, std::string("--") + f, std::string("--") + f + " needs --slurm");
+    }
+  }
+  if (slurm && args.has("hostfile")) {
+    diags.error(kCommandLine, 0, 0, "--hostfile", "--hostfile runs through mpirun over SSH; Slurm places the ranks itself",
+                "drop --hostfile or --slurm");
+  }
+  if (args.has("attach")) {
+    if (diags.has_errors()) return report(diags);
+    auto attached = rt::attach_slurm_run(args.get("attach"), args.get("dir"));
+    diags.append(attached.diagnostics);
+    if (!attached.ok()) return report(diags);
+    std::fprintf(args.has("json") ? stderr : stdout, "capplan run: attached to Slurm job %s in %s\n",
+                 args.get("attach").c_str(), attached.value->run.record.run_dir.c_str());
+    return follow_job(*attached.value, args.get("attach"), args.has("json"), attached.value->run.record.steps);
+  }
+
+  const std::optional<rt::LaunchRequest> req = request_from_args(args, slurm, diags);
+  if (!req) return report(diags);
+  if (slurm) return run_on_slurm(args, *req, diags);
+
+  auto prepared = rt::prepare_run(*req);
+  diags.append(prepared.diagnostics);
+  if (!prepared.ok()) return report(diags);
+  report(diags);  // warnings, if any
+  const bool json = args.has("json");
+  print_prepared(json ? stderr : stdout, *req, prepared.value->record);
+  if (args.has("dry-run")) {
+    if (json) std::printf("%s", rt::run_record_json(prepared.value->record).c_str());
+    return kExitOk;
+  }
+  return run_here(*prepared.value, req->steps, json);
 }
 
 }  // namespace capplan::cli

@@ -66,6 +66,138 @@ void write_run_json(JsonWriter& w, const RunSimulation& r, const RunOptions& o) 
 
 std::string pct(double v) { return fmt_fixed(100 * v, 1) + " %"; }
 
+// The run simulation's flags; a warning when they are given without --run.
+RunOptions run_options_from_args(const Args& args, Diagnostics& diags) {
+  RunOptions run_opts;
+  if (auto v = number_flag(args, "node-mtbf-hours", diags, 0, 1e12)) run_opts.node_mtbf_hours = *v;
+  if (auto v = number_flag(args, "checkpoint-interval-min", diags, 0, 1e9)) run_opts.checkpoint_interval_min = *v;
+  if (args.has("restart-min")) {
+    if (auto v = number_flag(args, "restart-min", diags, -1e-300, 1e9)) run_opts.restart_min = *v;
+  }
+  if (auto v = number_flag(args, "storage-gbyte-per-s", diags, 0, 1e9)) run_opts.storage_gbyte_per_s = *v;
+  if (args.has("spot-interruptions-per-day")) {
+    if (auto v = number_flag(args, "spot-interruptions-per-day", diags, -1e-300, 1e6))
+      run_opts.spot_interruptions_per_day = *v;
+  }
+  if (auto v = int_flag(args, "trials", diags, 1, 10000000)) run_opts.trials = int(*v);
+  if (auto v = int_flag(args, "seed", diags, 0, INT64_MAX)) run_opts.seed = uint64_t(*v);
+  const bool run_flags_given = args.has("node-mtbf-hours") || args.has("checkpoint-interval-min") ||
+                               args.has("restart-min") || args.has("trials") || args.has("seed") ||
+                               args.has("storage-gbyte-per-s") || args.has("spot-interruptions-per-day");
+  if (run_flags_given && !args.has("run")) {
+    diags.warning(kCommandLine, 0, 0, "--run", "run options given without --run; they are ignored");
+  }
+  return run_opts;
+}
+
+std::string simulation_json(const Scenario& scenario, const Layout& layout, const StepSimulation& sim,
+                            const StepSimulationOptions& opts, const Estimate& est, const RunSimulation* run,
+                            const RunOptions& run_opts) {
+  const int64_t m = layout.num_microbatches(scenario.training.gbs);
+  JsonWriter w;
+  w.begin_object();
+  w.key("layout").begin_object();
+  w.field("dp", layout.dp).field("tp", layout.tp).field("pp", layout.pp).field("vp", layout.vp);
+  w.field("mbs", layout.mbs).field("num_microbatches", m).field("zero", layout.zero);
+  w.field("recompute", to_string(layout.recompute)).field("offload", layout.offload);
+  w.field("sp", layout.sp).field("order", layout.order).field("schedule", to_string(layout.schedule));
+  w.end_object();
+  w.field("contention", opts.contention);
+  w.field("step_time_s", sim.step_time_s);
+  w.key("breakdown_s");
+  write_breakdown(w, sim.breakdown_s);
+  w.field("bubble_fraction", sim.bubble_fraction);
+  w.field("critical_stage", sim.critical_stage);
+  w.field("breakdown_stage", sim.breakdown_stage);
+  w.key("stage_rank").begin_array();
+  for (int r : sim.stage_rank) w.value(r);
+  w.end_array();
+  w.key("busy_fraction_per_gpu").begin_array();
+  for (double b : sim.busy_fraction_per_gpu) w.value(b);
+  w.end_array();
+  w.key("peak_activation_bytes_per_stage").begin_array();
+  for (double b : sim.peak_activation_bytes_per_stage) w.value(b);
+  w.end_array();
+  w.key("activation_bytes_over_time_per_stage").begin_array();
+  for (const auto& series : sim.activation_bytes_over_time) {
+    w.begin_array();
+    for (const auto& [t, bytes] : series) w.begin_array().value(t).value(bytes).end_array();
+    w.end_array();
+  }
+  w.end_array();
+  w.field("events", sim.num_events);
+  w.key("estimate").begin_object();
+  w.field("step_time_s", est.step_time_s);
+  w.key("breakdown_s");
+  write_breakdown(w, est.breakdown_s);
+  w.field("bubble_fraction", est.bubble_fraction);
+  w.end_object();
+  if (run) {
+    w.key("run");
+    write_run_json(w, *run, run_opts);
+  }
+  w.end_object();
+  return w.str();
+}
+
+void print_simulation(const Scenario& scenario, const Layout& layout, const StepSimulation& sim,
+                      const StepSimulationOptions& opts, const Estimate& est) {
+  const int64_t m = layout.num_microbatches(scenario.training.gbs);
+  std::printf("%s\n", scenario_title(scenario).c_str());
+  std::printf("layout: dp=%d tp=%d pp=%d vp=%d mbs=%d m=%lld zero=%d recompute=%s%s%s order=%s schedule=%s\n",
+              layout.dp, layout.tp, layout.pp, layout.vp, layout.mbs, (long long)m, layout.zero,
+              to_string(layout.recompute), layout.offload ? " offload" : "", layout.sp ? " sp" : "",
+              layout.order.c_str(), to_string(layout.schedule));
+  std::printf("\n%-12s %12s %12s\n", "step", "simulated", "estimate");
+  std::printf("%-12s %12s %12s\n", "time (s)", fmt_fixed(sim.step_time_s, 4).c_str(),
+              fmt_fixed(est.step_time_s, 4).c_str());
+  const TimeBreakdown& a = sim.breakdown_s;
+  const TimeBreakdown& b = est.breakdown_s;
+  const std::pair<const char*, std::pair<double, double>> rows[] = {
+      {"compute", {a.compute, b.compute}},     {"recompute", {a.recompute, b.recompute}},
+      {"bubble", {a.bubble, b.bubble}},        {"tp_comm", {a.tp_comm, b.tp_comm}},
+      {"pp_comm", {a.pp_comm, b.pp_comm}},     {"dp_comm", {a.dp_comm, b.dp_comm}},
+      {"optimizer", {a.optimizer, b.optimizer}}, {"offload", {a.offload, b.offload}},
+  };
+  for (const auto& [name, v] : rows) {
+    std::printf("  %-10s %12s %12s\n", name, fmt_fixed(v.first, 4).c_str(), fmt_fixed(v.second, 4).c_str());
+  }
+  std::printf("%-12s %12s %12s\n", "bubble", pct(sim.bubble_fraction).c_str(), pct(est.bubble_fraction).c_str());
+  std::printf("(simulated breakdown on the pacing stage %d)\n", sim.breakdown_stage);
+  std::printf("\nper stage (simulated GPU = dp 0, tp 0; critical stage %d; %lld events%s):\n",
+              sim.critical_stage, (long long)sim.num_events, opts.contention ? ", with contention" : "");
+  std::printf("  %5s %6s %6s %8s %14s\n", "stage", "rank", "node", "busy", "peak act GiB");
+  for (size_t s = 0; s < sim.stage_rank.size(); ++s) {
+    std::printf("  %5zu %6d %6d %8s %14s\n", s, sim.stage_rank[s], sim.stage_node[s],
+                pct(sim.busy_fraction_per_gpu[s]).c_str(),
+                fmt_gib(sim.peak_activation_bytes_per_stage[s]).c_str());
+  }
+}
+
+void print_run_simulation(const RunSimulation& run, const RunOptions& run_opts) {
+  std::printf("\nrun: %d trials, seed %llu, node MTBF %s h -> job MTBF %s h, restart %s min\n",
+              run_opts.trials, (unsigned long long)run_opts.seed, fmt_fixed(run_opts.node_mtbf_hours, 0).c_str(),
+              fmt_fixed(run.job_mtbf_hours, 1).c_str(), fmt_fixed(run_opts.restart_min, 1).c_str());
+  std::printf("  checkpoint write %s s every %s min (Young/Daly sqrt(2 C M) = %s min; best found %s min)\n",
+              fmt_fixed(run.checkpoint_write_s, 1).c_str(), fmt_fixed(run.checkpoint_interval_min, 1).c_str(),
+              fmt_fixed(run.young_daly_interval_min, 1).c_str(), fmt_fixed(run.best_interval_min, 1).c_str());
+  std::printf("  failure-free %s days; with failures mean %s, median %s, p10 %s, p90 %s days\n",
+              fmt_fixed(run.failure_free_days, 2).c_str(), fmt_fixed(run.mean_days, 2).c_str(),
+              fmt_fixed(run.median_days, 2).c_str(), fmt_fixed(run.p10_days, 2).c_str(),
+              fmt_fixed(run.p90_days, 2).c_str());
+  std::printf("  cost mean %s, median %s, p10 %s, p90 %s\n", fmt_money(run.mean_cost_usd).c_str(),
+              fmt_money(run.median_cost_usd).c_str(), fmt_money(run.p10_cost_usd).c_str(),
+              fmt_money(run.p90_cost_usd).c_str());
+  std::printf("  failures %s, lost work %s h, restarts %s h, checkpoints %s h (means per run)\n",
+              fmt_fixed(run.mean_failures, 1).c_str(), fmt_fixed(run.mean_lost_work_hours, 1).c_str(),
+              fmt_fixed(run.mean_restart_hours, 1).c_str(), fmt_fixed(run.mean_checkpoint_hours, 1).c_str());
+  if (run.sweep_points_skipped > 0)
+    std::printf("  interval sweep: %d of 44 points not simulated: at those intervals the job is "
+                "interrupted so often that the Monte-Carlo would go over its limit of %lld events\n",
+                run.sweep_points_skipped,
+                static_cast<long long>(ResourceLimits::max_monte_carlo_events));
+}
+
 }  // namespace
 
 int cmd_simulate(int argc, char** argv) {
@@ -88,25 +220,7 @@ int cmd_simulate(int argc, char** argv) {
   const Scenario scenario = job->scenario.scenario;
   const Layout layout = job->layout;
 
-  RunOptions run_opts;
-  if (auto v = number_flag(args, "node-mtbf-hours", diags, 0, 1e12)) run_opts.node_mtbf_hours = *v;
-  if (auto v = number_flag(args, "checkpoint-interval-min", diags, 0, 1e9)) run_opts.checkpoint_interval_min = *v;
-  if (args.has("restart-min")) {
-    if (auto v = number_flag(args, "restart-min", diags, -1e-300, 1e9)) run_opts.restart_min = *v;
-  }
-  if (auto v = number_flag(args, "storage-gbyte-per-s", diags, 0, 1e9)) run_opts.storage_gbyte_per_s = *v;
-  if (args.has("spot-interruptions-per-day")) {
-    if (auto v = number_flag(args, "spot-interruptions-per-day", diags, -1e-300, 1e6))
-      run_opts.spot_interruptions_per_day = *v;
-  }
-  if (auto v = int_flag(args, "trials", diags, 1, 10000000)) run_opts.trials = int(*v);
-  if (auto v = int_flag(args, "seed", diags, 0, INT64_MAX)) run_opts.seed = uint64_t(*v);
-  const bool run_flags_given = args.has("node-mtbf-hours") || args.has("checkpoint-interval-min") ||
-                               args.has("restart-min") || args.has("trials") || args.has("seed") ||
-                               args.has("storage-gbyte-per-s") || args.has("spot-interruptions-per-day");
-  if (run_flags_given && !args.has("run")) {
-    diags.warning(kCommandLine, 0, 0, "--run", "run options given without --run; they are ignored");
-  }
+  const RunOptions run_opts = run_options_from_args(args, diags);
   if (diags.has_errors()) return report(diags);
   report(diags);  // warnings
 
@@ -150,109 +264,14 @@ int cmd_simulate(int argc, char** argv) {
     }
   }
 
-  const int64_t m = layout.num_microbatches(scenario.training.gbs);
   if (args.has("json")) {
-    JsonWriter w;
-    w.begin_object();
-    w.key("layout").begin_object();
-    w.field("dp", layout.dp).field("tp", layout.tp).field("pp", layout.pp).field("vp", layout.vp);
-    w.field("mbs", layout.mbs).field("num_microbatches", m).field("zero", layout.zero);
-    w.field("recompute", to_string(layout.recompute)).field("offload", layout.offload);
-    w.field("sp", layout.sp).field("order", layout.order).field("schedule", to_string(layout.schedule));
-    w.end_object();
-    w.field("contention", opts.contention);
-    w.field("step_time_s", sim.step_time_s);
-    w.key("breakdown_s");
-    write_breakdown(w, sim.breakdown_s);
-    w.field("bubble_fraction", sim.bubble_fraction);
-    w.field("critical_stage", sim.critical_stage);
-    w.field("breakdown_stage", sim.breakdown_stage);
-    w.key("stage_rank").begin_array();
-    for (int r : sim.stage_rank) w.value(r);
-    w.end_array();
-    w.key("busy_fraction_per_gpu").begin_array();
-    for (double b : sim.busy_fraction_per_gpu) w.value(b);
-    w.end_array();
-    w.key("peak_activation_bytes_per_stage").begin_array();
-    for (double b : sim.peak_activation_bytes_per_stage) w.value(b);
-    w.end_array();
-    w.key("activation_bytes_over_time_per_stage").begin_array();
-    for (const auto& series : sim.activation_bytes_over_time) {
-      w.begin_array();
-      for (const auto& [t, bytes] : series) w.begin_array().value(t).value(bytes).end_array();
-      w.end_array();
-    }
-    w.end_array();
-    w.field("events", sim.num_events);
-    w.key("estimate").begin_object();
-    w.field("step_time_s", est.step_time_s);
-    w.key("breakdown_s");
-    write_breakdown(w, est.breakdown_s);
-    w.field("bubble_fraction", est.bubble_fraction);
-    w.end_object();
-    if (args.has("run")) {
-      w.key("run");
-      write_run_json(w, run, run_opts);
-    }
-    w.end_object();
-    std::printf("%s\n", w.str().c_str());
+    std::printf("%s\n", simulation_json(scenario, layout, sim, opts, est, args.has("run") ? &run : nullptr, run_opts).c_str());
     return kExitOk;
   }
-
-  std::printf("%s\n", scenario_title(scenario).c_str());
-  std::printf("layout: dp=%d tp=%d pp=%d vp=%d mbs=%d m=%lld zero=%d recompute=%s%s%s order=%s schedule=%s\n",
-              layout.dp, layout.tp, layout.pp, layout.vp, layout.mbs, (long long)m, layout.zero,
-              to_string(layout.recompute), layout.offload ? " offload" : "", layout.sp ? " sp" : "",
-              layout.order.c_str(), to_string(layout.schedule));
-  std::printf("\n%-12s %12s %12s\n", "step", "simulated", "estimate");
-  std::printf("%-12s %12s %12s\n", "time (s)", fmt_fixed(sim.step_time_s, 4).c_str(),
-              fmt_fixed(est.step_time_s, 4).c_str());
-  const TimeBreakdown& a = sim.breakdown_s;
-  const TimeBreakdown& b = est.breakdown_s;
-  const std::pair<const char*, std::pair<double, double>> rows[] = {
-      {"compute", {a.compute, b.compute}},     {"recompute", {a.recompute, b.recompute}},
-      {"bubble", {a.bubble, b.bubble}},        {"tp_comm", {a.tp_comm, b.tp_comm}},
-      {"pp_comm", {a.pp_comm, b.pp_comm}},     {"dp_comm", {a.dp_comm, b.dp_comm}},
-      {"optimizer", {a.optimizer, b.optimizer}}, {"offload", {a.offload, b.offload}},
-  };
-  for (const auto& [name, v] : rows) {
-    std::printf("  %-10s %12s %12s\n", name, fmt_fixed(v.first, 4).c_str(), fmt_fixed(v.second, 4).c_str());
-  }
-  std::printf("%-12s %12s %12s\n", "bubble", pct(sim.bubble_fraction).c_str(), pct(est.bubble_fraction).c_str());
-  std::printf("(simulated breakdown on the pacing stage %d)\n", sim.breakdown_stage);
-  std::printf("\nper stage (simulated GPU = dp 0, tp 0; critical stage %d; %lld events%s):\n",
-              sim.critical_stage, (long long)sim.num_events, opts.contention ? ", with contention" : "");
-  std::printf("  %5s %6s %6s %8s %14s\n", "stage", "rank", "node", "busy", "peak act GiB");
-  for (size_t s = 0; s < sim.stage_rank.size(); ++s) {
-    std::printf("  %5zu %6d %6d %8s %14s\n", s, sim.stage_rank[s], sim.stage_node[s],
-                pct(sim.busy_fraction_per_gpu[s]).c_str(),
-                fmt_gib(sim.peak_activation_bytes_per_stage[s]).c_str());
-  }
+  print_simulation(scenario, layout, sim, opts, est);
   if (args.has("trace")) std::printf("\ntrace: %s (%zu events; open in https://ui.perfetto.dev)\n",
                                      args.get("trace").c_str(), sim.timeline.size());
-  if (args.has("run")) {
-    std::printf("\nrun: %d trials, seed %llu, node MTBF %s h -> job MTBF %s h, restart %s min\n",
-                run_opts.trials, (unsigned long long)run_opts.seed, fmt_fixed(run_opts.node_mtbf_hours, 0).c_str(),
-                fmt_fixed(run.job_mtbf_hours, 1).c_str(), fmt_fixed(run_opts.restart_min, 1).c_str());
-    std::printf("  checkpoint write %s s every %s min (Young/Daly sqrt(2 C M) = %s min; best found %s min)\n",
-                fmt_fixed(run.checkpoint_write_s, 1).c_str(), fmt_fixed(run.checkpoint_interval_min, 1).c_str(),
-                fmt_fixed(run.young_daly_interval_min, 1).c_str(), fmt_fixed(run.best_interval_min, 1).c_str());
-    std::printf("  failure-free %s days; with failures mean %s, median %s, p10 %s, p90 %s days\n",
-                fmt_fixed(run.failure_free_days, 2).c_str(), fmt_fixed(run.mean_days, 2).c_str(),
-                fmt_fixed(run.median_days, 2).c_str(), fmt_fixed(run.p10_days, 2).c_str(),
-                fmt_fixed(run.p90_days, 2).c_str());
-    std::printf("  cost mean %s, median %s, p10 %s, p90 %s\n", fmt_money(run.mean_cost_usd).c_str(),
-                fmt_money(run.median_cost_usd).c_str(), fmt_money(run.p10_cost_usd).c_str(),
-                fmt_money(run.p90_cost_usd).c_str());
-    std::printf("  failures %s, lost work %s h, restarts %s h, checkpoints %s h (means per run)\n",
-                fmt_fixed(run.mean_failures, 1).c_str(), fmt_fixed(run.mean_lost_work_hours, 1).c_str(),
-                fmt_fixed(run.mean_restart_hours, 1).c_str(), fmt_fixed(run.mean_checkpoint_hours, 1).c_str());
-    if (run.sweep_points_skipped > 0)
-      std::printf("  interval sweep: %d of 44 points not simulated: at those intervals the job is "
-                  "interrupted so often that the Monte-Carlo would go over its limit of %lld events\n",
-                  run.sweep_points_skipped,
-                  static_cast<long long>(ResourceLimits::max_monte_carlo_events));
-  }
+  if (args.has("run")) print_run_simulation(run, run_opts);
   return kExitOk;
 }
 

@@ -1,6 +1,7 @@
 // Plan export to SageMaker model parallel, Megatron-LM, DeepSpeed and Slurm. Each writer maps the
 // plan's knobs onto the target's documented names and lists in `notes` what the target cannot
 // express (e.g. virtual pipeline stages in SMP v1), so nothing is dropped silently.
+#include "planner/json.h"
 #include "planner/json_writer.h"
 #include "planner/export.h"
 
@@ -11,41 +12,12 @@
 #include <sstream>
 
 #include "planner/catalog.h"
+#include "planner/shell_quote.h"
+#include "planner/spec_io.h"
 #include "yaml_reader.h"
 
 namespace capplan {
 namespace {
-
-std::string json_bool(bool b) { return b ? "true" : "false"; }
-
-// Integers without a fraction, other numbers with enough digits to round-trip.
-std::string number(double v) {
-  if (!std::isfinite(v)) return "null";
-  char buf[40];
-  if (std::fabs(v) < 9e15 && v == std::floor(v)) {
-    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-  } else {
-    std::snprintf(buf, sizeof buf, "%.10g", v);
-  }
-  return buf;
-}
-
-// Single-quoted for bash: 'it'\''s'.
-std::string shell_quote(const std::string& s) {
-  bool plain = !s.empty();
-  for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == '/' || c == '=' || c == ':' || c == ',';
-    if (!ok) plain = false;
-  }
-  if (plain) return s;
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  return out + "'";
-}
 
 // A value of an `#SBATCH --opt=VALUE` line: sbatch reads these lines itself, so no character
 // may end the line or the word; anything but [A-Za-z0-9._-] becomes '_'.
@@ -109,23 +81,6 @@ int64_t microbatches(const Plan& plan) {
   return plan.layout.num_microbatches(plan.scenario.training.gbs);
 }
 
-// Minimal model YAML with the keys of the model schema (README "YAML schemas").
-std::string model_yaml(const ModelSpec& m) {
-  std::ostringstream o;
-  o << "name: " << json_quote(m.name) << "\n"
-    << "layers: " << m.layers << "\n"
-    << "hidden: " << m.hidden << "\n"
-    << "heads: " << m.heads << "\n"
-    << "vocab: " << m.vocab << "\n"
-    << "seq_len: " << m.seq_len << "\n";
-  if (m.ffn_hidden > 0) o << "ffn_hidden: " << m.ffn_hidden << "\n";
-  if (m.kv_heads > 0) o << "kv_heads: " << m.kv_heads << "\n";
-  o << "ffn: " << to_string(m.ffn) << "\n"
-    << "tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n"
-    << "norm: " << to_string(m.norm) << "\n";
-  return o.str();
-}
-
 }  // namespace
 
 const char* to_string(ExportFormat v) {
@@ -176,45 +131,33 @@ ExportedFile export_smp_options(const Plan& plan) {
     f.notes.push_back(std::string("activation checkpointing (") + to_string(l.recompute) +
                       ") is set in the training script: smp.set_activation_checkpointing(module) "
                       "on each transformer layer");
-  std::ostringstream o;
-  o << "{\n"
-    << "  \"smdistributed\": {\n"
-    << "    \"modelparallel\": {\n"
-    << "      \"enabled\": true,\n"
-    << "      \"parameters\": {\n"
-    << "        \"pipeline_parallel_degree\": " << l.pp << ",\n"
-    << "        \"tensor_parallel_degree\": " << l.tp << ",\n"
-    << "        \"microbatches\": " << microbatches(plan) << ",\n"
-    << "        \"placement_strategy\": " << json_quote(placement) << ",\n"
-    << "        \"pipeline\": " << json_quote(pipeline) << ",\n"
-    << "        \"optimize\": \"speed\",\n"
-    << "        \"auto_partition\": true,\n"
-    << "        \"default_partition\": 0,\n"
-    << "        \"ddp\": true,\n"
-    << "        \"shard_optimizer_state\": " << json_bool(l.zero >= 1 && l.zero < 3) << ",\n";
-  if (l.zero == 3) o << "        \"sharded_data_parallel_degree\": " << l.dp << ",\n";
-  o << "        \"offload_activations\": " << json_bool(l.offload) << ",\n";
-  if (l.offload) o << "        \"activation_loading_horizon\": 4,\n";
-  o << "        \"bf16\": " << json_bool(s.training.precision == Precision::Bf16) << ",\n"
-    << "        \"fp16\": " << json_bool(s.training.precision == Precision::Fp16) << "\n"
-    << "      }\n"
-    << "    }\n"
-    << "  },\n"
-    << "  \"mpi\": {\n"
-    << "    \"enabled\": true,\n"
-    << "    \"processes_per_host\": " << s.cluster.gpus_per_node << "\n"
-    << "  },\n"
-    << "  \"capplan\": {\n"
-    << "    \"instance_type\": " << json_quote(s.cluster.name) << ",\n"
-    << "    \"instance_count\": " << s.nodes << ",\n"
-    << "    \"data_parallel_degree\": " << l.dp << ",\n"
-    << "    \"micro_batch_size\": " << l.mbs << ",\n"
-    << "    \"global_batch_size\": " << s.training.gbs << ",\n"
-    << "    \"activation_checkpointing\": " << json_quote(to_string(l.recompute)) << ",\n"
-    << "    \"summary\": " << json_quote(plan_summary(plan)) << "\n"
-    << "  }\n"
-    << "}\n";
-  f.text = o.str();
+  Json parameters = {{"pipeline_parallel_degree", l.pp},
+                     {"tensor_parallel_degree", l.tp},
+                     {"microbatches", microbatches(plan)},
+                     {"placement_strategy", placement},
+                     {"pipeline", pipeline},
+                     {"optimize", "speed"},
+                     {"auto_partition", true},
+                     {"default_partition", 0},
+                     {"ddp", true},
+                     {"shard_optimizer_state", l.zero >= 1 && l.zero < 3}};
+  if (l.zero == 3) parameters["sharded_data_parallel_degree"] = l.dp;
+  parameters["offload_activations"] = l.offload;
+  if (l.offload) parameters["activation_loading_horizon"] = 4;
+  parameters["bf16"] = s.training.precision == Precision::Bf16;
+  parameters["fp16"] = s.training.precision == Precision::Fp16;
+  const Json j = {
+      {"smdistributed", {{"modelparallel", {{"enabled", true}, {"parameters", std::move(parameters)}}}}},
+      {"mpi", {{"enabled", true}, {"processes_per_host", s.cluster.gpus_per_node}}},
+      {"capplan",
+       {{"instance_type", s.cluster.name},
+        {"instance_count", s.nodes},
+        {"data_parallel_degree", l.dp},
+        {"micro_batch_size", l.mbs},
+        {"global_batch_size", s.training.gbs},
+        {"activation_checkpointing", to_string(l.recompute)},
+        {"summary", plan_summary(plan)}}}};
+  f.text = json_dump(j) + "\n";
   return f;
 }
 
@@ -246,7 +189,7 @@ ExportedFile export_megatron_args(const Plan& plan) {
   add("--micro-batch-size", std::to_string(l.mbs));
   add("--global-batch-size", std::to_string(s.training.gbs));
   if (s.training.tokens > 0 && s.seq_len() > 0)
-    add("--train-samples", number(std::ceil(s.training.tokens / s.seq_len())));
+    add("--train-samples", shortest_number(std::ceil(s.training.tokens / s.seq_len())));
   add("--tensor-model-parallel-size", std::to_string(l.tp));
   add("--pipeline-model-parallel-size", std::to_string(l.pp));
   if (l.schedule == Schedule::Interleaved && l.vp > 1 && l.pp * l.vp > 0)
@@ -315,57 +258,51 @@ ExportedFile export_deepspeed_config(const Plan& plan) {
   if (l.pp > 1 && l.zero >= 2)
     f.notes.push_back("DeepSpeed's pipeline engine supports ZeRO stage 0 or 1 only; zero=" +
                       std::to_string(l.zero) + " needs pp=1");
-  std::ostringstream o;
-  o << "{\n"
-    << "  \"train_batch_size\": " << s.training.gbs << ",\n"
-    << "  \"train_micro_batch_size_per_gpu\": " << l.mbs << ",\n"
-    << "  \"gradient_accumulation_steps\": " << microbatches(plan) << ",\n"
-    << "  \"gradient_clipping\": 1.0,\n"
-    << "  \"steps_per_print\": 10,\n"
-    << "  \"bf16\": {\"enabled\": " << json_bool(s.training.precision == Precision::Bf16) << "},\n"
-    << "  \"fp16\": {\"enabled\": " << json_bool(s.training.precision == Precision::Fp16)
-    << ", \"loss_scale\": 0, \"initial_scale_power\": 16},\n"
-    << "  \"zero_optimization\": {\n"
-    << "    \"stage\": " << l.zero << ",\n";
+  Json zero = {{"stage", l.zero}};
   // ZeRO-Offload / ZeRO-Infinity (DeepSpeed docs: offload_optimizer, offload_param; the
   // parameters only under stage 3).
   if (s.training.offload_optimizer || (s.training.offload_params && l.zero == 3))
-    o << "    \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true},\n";
-  if (s.training.offload_params && l.zero == 3)
-    o << "    \"offload_param\": {\"device\": \"cpu\", \"pin_memory\": true},\n";
-  o << "    \"overlap_comm\": true,\n"
-    << "    \"contiguous_gradients\": true,\n"
-    << "    \"reduce_bucket_size\": 500000000\n"
-    << "  },\n"
-    << "  \"activation_checkpointing\": {\n"
-    << "    \"partition_activations\": " << json_bool(l.recompute != Recompute::None && l.tp > 1)
-    << ",\n"
-    << "    \"cpu_checkpointing\": " << json_bool(l.offload) << ",\n"
-    << "    \"contiguous_memory_optimization\": false,\n"
-    << "    \"synchronize_checkpoint_boundary\": false,\n"
-    << "    \"profile\": false\n"
-    << "  },\n"
-    << "  \"wall_clock_breakdown\": false\n"
-    << "}\n";
-  f.text = o.str();
+    zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
+  if (s.training.offload_params && l.zero == 3) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
+  zero["overlap_comm"] = true;
+  zero["contiguous_gradients"] = true;
+  zero["reduce_bucket_size"] = 500000000;
+  const Json j = {{"train_batch_size", s.training.gbs},
+                  {"train_micro_batch_size_per_gpu", l.mbs},
+                  {"gradient_accumulation_steps", microbatches(plan)},
+                  {"gradient_clipping", 1.0},
+                  {"steps_per_print", 10},
+                  {"bf16", {{"enabled", s.training.precision == Precision::Bf16}}},
+                  {"fp16",
+                   {{"enabled", s.training.precision == Precision::Fp16},
+                    {"loss_scale", 0},
+                    {"initial_scale_power", 16}}},
+                  {"zero_optimization", std::move(zero)},
+                  {"activation_checkpointing",
+                   {{"partition_activations", l.recompute != Recompute::None && l.tp > 1},
+                    {"cpu_checkpointing", l.offload},
+                    {"contiguous_memory_optimization", false},
+                    {"synchronize_checkpoint_boundary", false},
+                    {"profile", false}}},
+                  {"wall_clock_breakdown", false}};
+  f.text = json_dump(j) + "\n";
   return f;
 }
 
-ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
-  const Layout& l = plan.layout;
-  const Scenario& s = plan.scenario;
-  ExportedFile f;
-  f.file_name = "capplan_train.sbatch";
-  const std::string job =
-      opt.job_name.empty() ? "capplan-" + (s.model.name.empty() ? std::string("run") : s.model.name)
-                           : opt.job_name;
-  const int64_t steps = opt.steps > 0 ? opt.steps : plan_training_steps(plan);
-  const int ranks = l.gpus();
-  const int per_node = s.cluster.gpus_per_node > 0 ? s.cluster.gpus_per_node : 1;
-  const int nodes = s.nodes > 0 ? s.nodes : (ranks + per_node - 1) / per_node;
-  const bool preset = !plan.model_ref.empty() && find_catalog_model(plan.model_ref) != nullptr;
+namespace {
 
-  std::ostringstream o;
+// What the parts of the job script share.
+struct SbatchJob {
+  std::string name;
+  int64_t steps = 0;
+  int ranks = 1, per_node = 1, nodes = 1;
+  bool preset = false;  // the model is a catalog preset, named on the command line
+};
+
+// The #SBATCH lines.
+void write_sbatch_header(std::ostringstream& o, const Plan& plan, const SbatchOptions& opt, const SbatchJob& jb) {
+  const int ranks = jb.ranks, per_node = jb.per_node, nodes = jb.nodes;
+  const std::string& job = jb.name;
   o << "#!/bin/bash\n"
     << "# " << detail::comment_text(plan_summary(plan)) << "\n"
     << "#SBATCH --job-name=" << sbatch_word(job) << "\n"
@@ -389,6 +326,14 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
     o << "#SBATCH --requeue\n"
       << "#SBATCH --open-mode=append\n";
   }
+}
+
+// RUN_DIR, the model file and TRAIN_ARGS (the given arguments, or the plan's layout).
+void write_train_args(std::ostringstream& o, const Plan& plan, const SbatchOptions& opt, const SbatchJob& jb) {
+  const Layout& l = plan.layout;
+  const Scenario& s = plan.scenario;
+  const int64_t steps = jb.steps;
+  const bool preset = jb.preset;
   o << "set -euo pipefail\n\n";
   if (opt.run_dir_literal) o << "RUN_DIR=" << shell_quote(opt.run_dir) << "\n";
   else o << "RUN_DIR=" << shell_quote_expanding(opt.run_dir) << "\n";
@@ -400,7 +345,7 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
     model_arg = "\"$RUN_DIR/model.yaml\"";  // the given arguments name their own model file
   } else {
     o << "cat > \"$RUN_DIR/model.yaml\" <<'CAPPLAN_MODEL_EOF'\n"
-      << model_yaml(s.model) << "CAPPLAN_MODEL_EOF\n";
+      << model_to_yaml(s.model) << "CAPPLAN_MODEL_EOF\n";
     model_arg = "\"$RUN_DIR/model.yaml\"";
   }
   if (!opt.train_args.empty()) {
@@ -423,21 +368,29 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
       << "  --metrics \"$RUN_DIR/metrics.jsonl\"\n"
       << ")\n\n";
   }
-  // One rank per node for the health check; the training layout for the run.
-  auto launcher = [&](bool per_node_one) {
-    std::string cmd;
-    if (opt.use_mpirun) {
-      cmd = "mpirun";
-      for (const auto& a : opt.mpirun_args) cmd += " " + shell_quote(a);
-      cmd += per_node_one ? " -np \"$SLURM_JOB_NUM_NODES\" --map-by ppr:1:node"
-                          : " -np " + std::to_string(ranks) + " --map-by ppr:" +
-                                std::to_string(std::min(ranks, per_node)) + ":node";
-    } else {
-      cmd = per_node_one ? "srun --mpi=pmix --ntasks-per-node=1 --ntasks=\"$SLURM_JOB_NUM_NODES\""
-                         : "srun --mpi=pmix";
-    }
-    return cmd + " " + shell_quote(opt.train_binary);
-  };
+}
+
+// The command that starts capplan-train: one rank per node (the health check) or the training
+// layout.
+std::string sbatch_launcher(const SbatchOptions& opt, const SbatchJob& jb, bool per_node_one) {
+  const int ranks = jb.ranks, per_node = jb.per_node;
+  std::string cmd;
+  if (opt.use_mpirun) {
+    cmd = "mpirun";
+    for (const auto& a : opt.mpirun_args) cmd += " " + shell_quote(a);
+    cmd += per_node_one ? " -np \"$SLURM_JOB_NUM_NODES\" --map-by ppr:1:node"
+                        : " -np " + std::to_string(ranks) + " --map-by ppr:" +
+                              std::to_string(std::min(ranks, per_node)) + ":node";
+  } else {
+    cmd = per_node_one ? "srun --mpi=pmix --ntasks-per-node=1 --ntasks=\"$SLURM_JOB_NUM_NODES\""
+                       : "srun --mpi=pmix";
+  }
+  return cmd + " " + shell_quote(opt.train_binary);
+}
+
+// requeue_or_exit: requeue the job (Slurm starts it again, on healthy nodes, with the same
+// RUN_DIR) while fewer than MAX_REQUEUE requeues were made.
+void write_requeue(std::ostringstream& o, const SbatchOptions& opt) {
   if (opt.requeue >= 0) {
     o << "ATTEMPT=\"${SLURM_RESTART_COUNT:-0}\"\n"
       << "MAX_REQUEUE=" << opt.requeue << "\n"
@@ -453,6 +406,11 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
       << "  exit \"$1\"\n"
       << "}\n\n";
   }
+}
+
+// The health check before training, draining the nodes that fail it.
+void write_health_check(std::ostringstream& o, const SbatchOptions& opt, const SbatchJob& jb) {
+  auto launcher = [&](bool per_node_one) { return sbatch_launcher(opt, jb, per_node_one); };
   if (!opt.health_args.empty()) {
     o << "HEALTH_ARGS=(\n";
     for (const auto& a : opt.health_args) o << "  " << shell_quote(a) << "\n";
@@ -479,6 +437,10 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
     o << "  exit 3\n"
       << "fi\n\n";
   }
+}
+
+void write_training(std::ostringstream& o, const SbatchOptions& opt, const SbatchJob& jb) {
+  auto launcher = [&](bool per_node_one) { return sbatch_launcher(opt, jb, per_node_one); };
   if (opt.requeue >= 0) {
     o << "echo \"capplan: training starts at $(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)\"\n"
       << "set +e\n"
@@ -491,6 +453,29 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
   } else {
     o << launcher(false) << " \"${TRAIN_ARGS[@]}\"\n";
   }
+}
+
+}  // namespace
+
+ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
+  const Layout& l = plan.layout;
+  const Scenario& s = plan.scenario;
+  ExportedFile f;
+  f.file_name = "capplan_train.sbatch";
+  SbatchJob jb;
+  jb.name = opt.job_name.empty() ? "capplan-" + (s.model.name.empty() ? std::string("run") : s.model.name)
+                                 : opt.job_name;
+  jb.steps = opt.steps > 0 ? opt.steps : plan_training_steps(plan);
+  jb.ranks = l.gpus();
+  jb.per_node = s.cluster.gpus_per_node > 0 ? s.cluster.gpus_per_node : 1;
+  jb.nodes = s.nodes > 0 ? s.nodes : (jb.ranks + jb.per_node - 1) / jb.per_node;
+  jb.preset = !plan.model_ref.empty() && find_catalog_model(plan.model_ref) != nullptr;
+  std::ostringstream o;
+  write_sbatch_header(o, plan, opt, jb);
+  write_train_args(o, plan, opt, jb);
+  write_requeue(o, opt);
+  write_health_check(o, opt, jb);
+  write_training(o, opt, jb);
   f.text = o.str();
   return f;
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cost_model_detail.h"
+#include "planner/rank_mapping.h"
 
 namespace capplan::detail {
 
@@ -54,19 +55,13 @@ Links group_links(const Constants& c, int gpn, int total, int deg, int stride) {
 
 Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int dp, int tp, int pp,
                     const char* order) {
-  int stride_d = 1, stride_p = 1, stride_t = 1;
-  int stride = 1;
-  for (int i = 2; i >= 0; --i) {
-    switch (order[i]) {
-      case 'D': stride_d = stride; stride *= dp; break;
-      case 'P': stride_p = stride; stride *= pp; break;
-      default: stride_t = stride; stride *= tp; break;
-    }
-  }
+  Layout l;
+  l.dp = dp, l.tp = tp, l.pp = pp, l.order = order;
+  const AxisStrides stride = axis_strides(l);
   Placement pl;
-  pl.tp = group_links(c, gpus_per_node, total_gpus, tp, stride_t);
-  pl.pp = group_links(c, gpus_per_node, total_gpus, pp, stride_p);
-  pl.dp = group_links(c, gpus_per_node, total_gpus, dp, stride_d);
+  pl.tp = group_links(c, gpus_per_node, total_gpus, tp, stride.tp);
+  pl.pp = group_links(c, gpus_per_node, total_gpus, pp, stride.pp);
+  pl.dp = group_links(c, gpus_per_node, total_gpus, dp, stride.dp);
   // Point-to-point between consecutive stages: every GPU sends at once in the steady state, so a
   // crossing pair gets the NIC share of one GPU (Narayanan et al. 2021 Sec 4.1 for the pattern).
   const int gpus_in_node = std::max(1, std::min(gpus_per_node, total_gpus));

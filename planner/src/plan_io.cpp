@@ -26,23 +26,6 @@ constexpr Limits kGbs{0, true, 1e12};
 constexpr Limits kTokens{0, false, 1e18};
 constexpr Limits kZero{0, false, 3};
 
-void write_model(std::ostringstream& os, const ModelSpec& m) {
-  os << "model:\n";
-  os << "  name: " << yaml_quote(m.name) << "\n";
-  os << "  layers: " << m.layers << "\n";
-  os << "  hidden: " << m.hidden << "\n";
-  os << "  heads: " << m.heads << "\n";
-  if (m.kv_heads > 0) os << "  kv_heads: " << m.kv_heads << "\n";
-  os << "  vocab: " << m.vocab << "\n";
-  os << "  seq_len: " << m.seq_len << "\n";
-  if (m.ffn_hidden > 0) os << "  ffn_hidden: " << m.ffn_hidden << "\n";
-  os << "  ffn: " << to_string(m.ffn) << "\n";
-  os << "  norm: " << to_string(m.norm) << "\n";
-  os << "  position: " << to_string(m.position) << "\n";
-  os << "  tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n";
-  if (!m.source.empty()) os << "  source: " << yaml_quote(m.source) << "\n";
-}
-
 void write_cluster(std::ostringstream& os, const ClusterSpec& c) {
   os << "cluster:\n";
   os << "  name: " << yaml_quote(c.name) << "\n";
@@ -143,7 +126,7 @@ std::string plan_to_yaml(const Plan& plan) {
   os << "  sp: " << (l.sp ? "true" : "false") << "\n";
   os << "  order: " << l.order << "\n";
   os << "  schedule: " << to_string(l.schedule) << "\n";
-  write_model(os, s.model);
+  os << "model:\n" << model_to_yaml(s.model, "  ");
   write_cluster(os, s.cluster);
   return os.str();
 }

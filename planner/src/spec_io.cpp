@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 #include "planner/catalog.h"
 #include "yaml_reader.h"
@@ -335,6 +336,28 @@ void validate_model(const ModelSpec& m, const std::string& file, Diagnostics& ou
 
 void validate_cluster(const ClusterSpec& c, const std::string& file, Diagnostics& out) {
   validate_cluster_impl(c, file, out, nullptr, "cluster.", true);
+}
+
+std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
+  std::ostringstream os;
+  auto key = [&](const char* name) -> std::ostringstream& {
+    os << indent << name << ": ";
+    return os;
+  };
+  key("name") << detail::yaml_quote(m.name) << "\n";
+  key("layers") << m.layers << "\n";
+  key("hidden") << m.hidden << "\n";
+  key("heads") << m.heads << "\n";
+  if (m.kv_heads > 0) key("kv_heads") << m.kv_heads << "\n";
+  key("vocab") << m.vocab << "\n";
+  key("seq_len") << m.seq_len << "\n";
+  if (m.ffn_hidden > 0) key("ffn_hidden") << m.ffn_hidden << "\n";
+  key("ffn") << to_string(m.ffn) << "\n";
+  key("norm") << to_string(m.norm) << "\n";
+  key("position") << to_string(m.position) << "\n";
+  key("tied_embeddings") << (m.tied_embeddings ? "true" : "false") << "\n";
+  if (!m.source.empty()) key("source") << detail::yaml_quote(m.source) << "\n";
+  return os.str();
 }
 
 Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& file) {

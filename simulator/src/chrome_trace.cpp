@@ -1,81 +1,71 @@
 // Chrome trace-event JSON of a simulated step (Trace Event Format, "JSON Object Format"): one
 // process per simulated GPU (pid = global rank), one thread per stream, complete events ("X")
 // with microsecond timestamps, process/thread name metadata and a counter track ("C") of each
-// GPU's activation memory. Opens in Perfetto.
-#include <charconv>
-#include <cstdio>
+// GPU's activation memory. Opens in Perfetto. Written through planner/json.h, so the numbers
+// carry a '.' whatever the locale (a Qt application takes the user's, e.g. de_DE's ',').
+#include <cmath>
 #include <string>
 
+#include "planner/json.h"
 #include "simulator/step_simulation.h"
 
 namespace capplan {
 namespace {
 
-// Fixed-point text with `decimals` digits, always with a '.' (std::to_chars ignores the C
-// locale, which a Qt application sets from the user's: "%.3f" would write "1,500" in de_DE).
-void append_fixed(std::string& s, double v, int decimals) {
-  char buf[64];
-  const auto r = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed, decimals);
-  s.append(buf, r.ec == std::errc() ? r.ptr : buf);
+// `v` rounded to `decimals` digits after the point (nanoseconds for microsecond timestamps).
+Json rounded(double v, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return json_number(std::round(v * scale) / scale);
 }
 
-void append_us(std::string& s, double seconds) { append_fixed(s, seconds * 1e6, 3); }
+Json microseconds(double seconds) { return rounded(seconds * 1e6, 3); }
 
 }  // namespace
 
 std::string chrome_trace_json(const StepSimulation& sim) {
-  std::string s;
-  s.reserve(sim.timeline.size() * 140 + 1024);
-  s += "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
-  bool first = true;
-  auto sep = [&] {
-    if (!first) s += ",\n";
-    first = false;
-  };
+  Json events = Json::array();
   for (size_t st = 0; st < sim.stage_rank.size(); ++st) {
     const int pid = sim.stage_rank[st];
-    sep();
-    s += "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(pid) +
-         ",\"args\":{\"name\":\"GPU " + std::to_string(pid) + " (stage " + std::to_string(st) +
-         ", node " + std::to_string(sim.stage_node[st]) + ")\"}}";
-    sep();
-    s += "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + std::to_string(pid) +
-         ",\"args\":{\"sort_index\":" + std::to_string(st) + "}}";
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", pid},
+                      {"args",
+                       {{"name", "GPU " + std::to_string(pid) + " (stage " + std::to_string(st) + ", node " +
+                                     std::to_string(sim.stage_node[st]) + ")"}}}});
+    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", st}}}});
     for (int t = 0; t < kSimStreams; ++t) {
-      sep();
-      s += "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + std::to_string(pid) +
-           ",\"tid\":" + std::to_string(t) + ",\"args\":{\"name\":\"" +
-           to_string(static_cast<SimStream>(t)) + "\"}}";
+      events.push_back({{"ph", "M"},
+                        {"name", "thread_name"},
+                        {"pid", pid},
+                        {"tid", t},
+                        {"args", {{"name", to_string(static_cast<SimStream>(t))}}}});
     }
   }
   for (const SimEvent& e : sim.timeline) {
-    sep();
     std::string name = to_string(e.kind);
     if (e.microbatch >= 0) name += " mb" + std::to_string(e.microbatch);
     if (e.bucket >= 0) name += " b" + std::to_string(e.bucket);
-    s += "{\"ph\":\"X\",\"name\":\"" + name + "\",\"cat\":\"" + to_string(e.kind) +
-         "\",\"pid\":" + std::to_string(e.rank) + ",\"tid\":" +
-         std::to_string(static_cast<int>(e.stream)) + ",\"ts\":";
-    append_us(s, e.start_s);
-    s += ",\"dur\":";
-    append_us(s, e.end_s - e.start_s);
-    s += ",\"args\":{\"stage\":" + std::to_string(e.stage) + ",\"microbatch\":" +
-         std::to_string(e.microbatch) + ",\"chunk\":" + std::to_string(e.chunk) + "}}";
+    events.push_back({{"ph", "X"},
+                      {"name", name},
+                      {"cat", to_string(e.kind)},
+                      {"pid", e.rank},
+                      {"tid", static_cast<int>(e.stream)},
+                      {"ts", microseconds(e.start_s)},
+                      {"dur", microseconds(e.end_s - e.start_s)},
+                      {"args", {{"stage", e.stage}, {"microbatch", e.microbatch}, {"chunk", e.chunk}}}});
   }
   // Activation memory of each simulated GPU as a counter track ("ph": "C"), in GiB.
   for (size_t st = 0; st < sim.activation_bytes_over_time.size() && st < sim.stage_rank.size(); ++st) {
     for (const auto& [t, bytes] : sim.activation_bytes_over_time[st]) {
-      sep();
-      s += "{\"ph\":\"C\",\"name\":\"activations (GiB)\",\"pid\":" + std::to_string(sim.stage_rank[st]) +
-           ",\"ts\":";
-      append_us(s, t);
-      s += ",\"args\":{\"GiB\":";
-      append_fixed(s, bytes / (1024.0 * 1024.0 * 1024.0), 4);
-      s += "}}";
+      events.push_back({{"ph", "C"},
+                        {"name", "activations (GiB)"},
+                        {"pid", sim.stage_rank[st]},
+                        {"ts", microseconds(t)},
+                        {"args", {{"GiB", rounded(bytes / (1024.0 * 1024.0 * 1024.0), 4)}}}});
     }
   }
-  s += "\n]}\n";
-  return s;
+  const Json trace = {{"displayTimeUnit", "ms"}, {"traceEvents", std::move(events)}};
+  return json_dump(trace, false) + "\n";
 }
 
 }  // namespace capplan

@@ -14,6 +14,7 @@
 #include "simulator/step_simulation.h"
 
 #include "planner/limits.h"
+#include "planner/rank_mapping.h"
 
 #include <algorithm>
 #include <cmath>
@@ -56,16 +57,9 @@ const char* to_string(SimTaskKind k) {
 }
 
 int placement_rank(const std::string& order, const Layout& layout, int d, int p, int t) {
-  int rank = 0;
-  for (char c : order) {
-    switch (c) {
-      case 'D': rank = rank * layout.dp + d; break;
-      case 'P': rank = rank * layout.pp + p; break;
-      case 'T': rank = rank * layout.tp + t; break;
-      default: break;
-    }
-  }
-  return rank;
+  Layout l = layout;
+  l.order = order;
+  return coords_to_rank({d, p, t}, l);
 }
 
 namespace {
@@ -275,272 +269,93 @@ class GraphBuilder {
 
 }  // namespace
 
-StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int gpus_per_node,
-                             int64_t num_microbatches, const StepSimulationOptions& options) {
-  StepSimulation out;
+namespace {
+
+// Why the inputs cannot be simulated; empty when they can.
+std::string check_step_inputs(const StepCosts& costs, const Layout& layout, int64_t num_microbatches) {
   const int pp = layout.pp;
   const int vp = layout.schedule == Schedule::Interleaved ? layout.vp : 1;
   const int chunks = pp * vp;
-  if (pp < 1 || vp < 1 || layout.dp < 1 || layout.tp < 1) {
-    out.error = "layout: dp, tp, pp and vp must be >= 1";
-    return out;
-  }
-  if (num_microbatches < 1) {
-    out.error = "num_microbatches: must be >= 1 (gbs must be a multiple of dp * mbs)";
-    return out;
-  }
+  if (pp < 1 || vp < 1 || layout.dp < 1 || layout.tp < 1) return "layout: dp, tp, pp and vp must be >= 1";
+  if (num_microbatches < 1) return "num_microbatches: must be >= 1 (gbs must be a multiple of dp * mbs)";
   if (num_microbatches > (int64_t(1) << 24)) {
-    out.error = "num_microbatches: too many to simulate (" + std::to_string(num_microbatches) + ")";
-    return out;
+    return "num_microbatches: too many to simulate (" + std::to_string(num_microbatches) + ")";
   }
   if (int(costs.chunks.size()) != chunks) {
-    out.error = "step costs: expected pp * vp = " + std::to_string(chunks) + " chunks, found " +
-                std::to_string(costs.chunks.size());
-    return out;
+    return "step costs: expected pp * vp = " + std::to_string(chunks) + " chunks, found " +
+           std::to_string(costs.chunks.size());
   }
-  {
-    // The task graph holds about 10 tasks per micro-batch and model chunk (forward, recompute,
-    // two backward parts, TP collectives, sends, offload and reload, ZeRO gathers) plus 16 per
-    // stage: bound its memory before building it.
-    const int64_t tasks = int64_t(chunks) * num_microbatches * 10 + 16 * int64_t(pp);
-    if (tasks > ResourceLimits::max_simulated_tasks) {
-      out.error = "the step's task graph would hold about " + std::to_string(tasks) +
-                  " tasks (pp " + std::to_string(pp) + " x vp " + std::to_string(vp) + " x " +
-                  std::to_string(num_microbatches) + " micro-batches x 10), over the limit of " +
-                  std::to_string(ResourceLimits::max_simulated_tasks) +
-                  " simulated tasks (about 200 bytes each); simulate fewer micro-batches (a "
-                  "smaller gbs or a larger mbs) or use the estimate, which has no such limit";
-      return out;
-    }
+  // The task graph holds about 10 tasks per micro-batch and model chunk (forward, recompute,
+  // two backward parts, TP collectives, sends, offload and reload, ZeRO gathers) plus 16 per
+  // stage: bound its memory before building it.
+  const int64_t tasks = int64_t(chunks) * num_microbatches * 10 + 16 * int64_t(pp);
+  if (tasks > ResourceLimits::max_simulated_tasks) {
+    return "the step's task graph would hold about " + std::to_string(tasks) + " tasks (pp " + std::to_string(pp) +
+           " x vp " + std::to_string(vp) + " x " + std::to_string(num_microbatches) +
+           " micro-batches x 10), over the limit of " + std::to_string(ResourceLimits::max_simulated_tasks) +
+           " simulated tasks (about 200 bytes each); simulate fewer micro-batches (a "
+           "smaller gbs or a larger mbs) or use the estimate, which has no such limit";
   }
-  if (gpus_per_node < 1) gpus_per_node = 1;
-  const int m = int(num_microbatches);
-  const auto table = build_schedule(layout.schedule, pp, vp, m);
-  if (table.empty()) {
-    out.error = layout.schedule == Schedule::Interleaved
-                    ? "num_microbatches: interleaved 1F1B needs a multiple of pp (" + std::to_string(pp) + ")"
-                    : "layout: no schedule for pp=" + std::to_string(pp) + ", vp=" + std::to_string(vp);
-    return out;
-  }
+  return {};
+}
 
-  // Placement: the simulated GPU of stage s is (dp 0, stage s, tp 0).
-  out.stage_rank.resize(size_t(pp));
-  out.stage_node.resize(size_t(pp));
+// Where the simulated GPUs sit and the links their transfers share: the simulated GPU of stage s
+// is (dp 0, stage s, tp 0); each node's NICs per direction (out = 2k, in = 2k + 1; the cluster's
+// inter_node_gbit_per_s is per direction), then each simulated GPU's NVLink port.
+struct StageLinks {
   std::map<int, int> node_link;  // node -> NIC link id
-  std::vector<bool> dp_crosses(size_t(pp), false);
-  for (int s = 0; s < pp; ++s) {
-    out.stage_rank[s] = placement_rank(layout.order, layout, 0, s, 0);
-    out.stage_node[s] = out.stage_rank[s] / gpus_per_node;
-    node_link.emplace(out.stage_node[s], int(node_link.size()));
-    const int far = placement_rank(layout.order, layout, layout.dp - 1, s, 0) / gpus_per_node;
-    dp_crosses[s] = far != out.stage_node[s];
-  }
+  std::vector<bool> dp_crosses;  // stage s's dp group leaves its node
   // GPUs of stage s on stage s's node (all dp and tp ranks), as a fraction of the node: the NIC
   // demand of the stage's transfers.
-  std::vector<double> nic_demand(static_cast<size_t>(pp), 0.0);
-  {
+  std::vector<double> nic_demand;
+  std::vector<int> stage_node;
+  int nvl0 = 0, num_links = 0;
+
+  StageLinks(const Layout& layout, int gpus_per_node, StepSimulation& out) {
+    const int pp = layout.pp;
+    out.stage_rank.resize(size_t(pp));
+    out.stage_node.resize(size_t(pp));
+    dp_crosses.assign(size_t(pp), false);
+    for (int s = 0; s < pp; ++s) {
+      out.stage_rank[s] = placement_rank(layout.order, layout, 0, s, 0);
+      out.stage_node[s] = out.stage_rank[s] / gpus_per_node;
+      node_link.emplace(out.stage_node[s], int(node_link.size()));
+      const int far = placement_rank(layout.order, layout, layout.dp - 1, s, 0) / gpus_per_node;
+      dp_crosses[s] = far != out.stage_node[s];
+    }
+    stage_node = out.stage_node;
+    nic_demand.assign(size_t(pp), 0.0);
     const int gpus = layout.dp * layout.tp * pp;
     for (int s = 0; s < pp; ++s) {
       const int first = out.stage_node[s] * gpus_per_node;
       int n = 0;
-      for (int r = first; r < std::min(gpus, first + gpus_per_node); ++r) {
-        // Decode the stage of rank r: the right-most letter varies fastest.
-        int rest = r, p = 0;
-        for (int i = int(layout.order.size()) - 1; i >= 0; --i) {
-          const char ch = layout.order[size_t(i)];
-          const int size = ch == 'D' ? layout.dp : ch == 'P' ? pp : layout.tp;
-          if (ch == 'P') p = rest % size;
-          rest /= size;
-        }
-        n += p == s;
-      }
+      for (int r = first; r < std::min(gpus, first + gpus_per_node); ++r) n += rank_to_coords(r, layout).pp == s;
       nic_demand[s] = double(std::max(n, 1)) / std::max(1, std::min(gpus_per_node, gpus));
     }
+    nvl0 = 2 * int(node_link.size());
+    num_links = nvl0 + pp;
   }
-  const int nic0 = 0;
-  // Links: each node's NICs per direction (out = 2k, in = 2k + 1; the cluster's
-  // inter_node_gbit_per_s is per direction), then each simulated GPU's NVLink port.
-  const int nvl0 = 2 * int(node_link.size());
-  const int num_links = nvl0 + pp;
-  auto nic_out = [&](int s) { return nic0 + 2 * node_link[out.stage_node[s]]; };
-  auto nic_in = [&](int s) { return nic0 + 2 * node_link[out.stage_node[s]] + 1; };
-  auto nvl = [&](int s) { return nvl0 + s; };
+  int nic_out(int s) const { return 2 * node_link.at(stage_node[s]); }
+  int nic_in(int s) const { return 2 * node_link.at(stage_node[s]) + 1; }
+  int nvl(int s) const { return nvl0 + s; }
 
-  std::vector<Task> tasks;
-  tasks.reserve(size_t(pp) * vp * m * 10 + 16 * size_t(pp));
-  GraphBuilder g(tasks);
-
-  // Index: (microbatch, global chunk) -> task ids.
-  const size_t n_mc = size_t(m) * chunks;
-  std::vector<int> fwd_first(n_mc, -1), fwd_done(n_mc, -1);
-  std::vector<int> bwd_first(n_mc, -1), bwd_done(n_mc, -1);
-  std::vector<int> offload_task(n_mc, -1), reload_task(n_mc, -1);
-  auto idx = [&](int mb, int gc) { return size_t(mb) * chunks + size_t(gc); };
-
-  // DP gradients (ZeRO 0-2): buckets all-reduced (ZeRO 1-2: reduce-scattered, and the updated
-  // weights all-gathered, the same volume, Rajbhandari et al. 2020 Sec 7.2.1) on the comm stream
-  // as the last micro-batch's backward of each chunk produces them, layer by layer (PyTorch DDP,
-  // Li et al. 2020; Megatron-LM overlap_grad_reduce). That backward is cut into one piece per
-  // bucket, each piece followed by its bucket. The ZeRO-1/2 all-gather is counted in the buckets,
-  // as if overlapped like the reduce-scatter (Megatron-LM overlap_param_gather hides it behind
-  // the next step's forward). The planner prices the whole as costs.dp_comm_s.
-  const bool has_dp = layout.dp > 1 && costs.dp_comm_s > 0;
-  // ZeRO-3 in ring mode: the planner already took the layer-by-layer prefetch into account and
-  // gives the exposed part, replayed as a wait on the compute stream after each backward.
-  const bool zero3_ring = has_dp && layout.zero >= 3 && costs.zero3_exposed_s >= 0;
-  const bool zero3 = has_dp && layout.zero >= 3 && !zero3_ring;
-  // Without overlap (costs.dp_overlap false) the whole reduction is one task after the stage's
-  // last backward.
-  const bool dp_after_backward = has_dp && !zero3 && !zero3_ring && !costs.dp_overlap;
-  const int total_buckets =
-      has_dp && !zero3 && !zero3_ring && !dp_after_backward ? std::max(1, costs.dp_buckets) : 0;
-  // ZeRO-3: per micro-batch and chunk, weights all-gathered before forward and before backward,
-  // gradients reduce-scattered after backward: costs.dp_comm_s is m * 3 such collectives of a
-  // stage (Rajbhandari et al. 2020 Sec 7.2.2); a chunk's share is 1/vp of each.
-  const double zero3_piece_s = zero3 ? costs.dp_comm_s / (3.0 * m * vp) : 0.0;
-  std::vector<std::vector<int>> last_mb(static_cast<size_t>(pp), std::vector<int>(size_t(vp), -1));
-  std::vector<std::vector<int>> buckets_of(static_cast<size_t>(pp), std::vector<int>(size_t(vp), 0));
-  for (int s = 0; s < pp && total_buckets > 0; ++s) {
-    std::vector<int> order;  // chunks in the order of their last backward
-    for (int i = int(table[s].size()) - 1; i >= 0; --i) {
-      const auto& a = table[s][size_t(i)];
-      if (a.pass == Pass::Backward && last_mb[s][size_t(a.chunk)] < 0) {
-        last_mb[s][size_t(a.chunk)] = a.microbatch;
-        order.insert(order.begin(), a.chunk);
-      }
-    }
-    for (int r = 0; r < int(order.size()); ++r) {
-      buckets_of[s][size_t(order[size_t(r)])] = total_buckets / vp + (r < total_buckets % vp ? 1 : 0);
+  // A ring collective over stage s's dp group sends and receives through the node's NICs (both
+  // directions) when the group leaves the node, else over the GPU's NVLink port.
+  void dp_link(Task& t, int s) const {
+    if (dp_crosses[s]) {
+      t.links[0] = nic_out(s);
+      t.links[1] = nic_in(s);
+      t.demand[0] = t.demand[1] = nic_demand[s];
+    } else {
+      t.links[0] = nvl(s);
+      t.demand[0] = 1.0;
     }
   }
-  std::vector<std::vector<int>> stage_dp(static_cast<size_t>(pp));  // DP tasks the optimizer waits for
-  int bucket_counter = 0;
-
-  // Tasks in stream order per stage, following the schedule table. ZeRO-3 all-gathers prefetch
-  // one action ahead: they may start once the compute stream has reached the previous action.
-  // Activation offload and reload go layer by layer (as Megatron-LM / Transformer Engine CPU
-  // offloading does): a chunk's offload starts with its forward and its reload with its
-  // backward, on the PCIe stream, and the next compute task waits for the transfer to end, so a
-  // transfer longer than the compute it overlaps exposes the difference (the cost model's
-  // max(0, offload - forward) + max(0, reload - backward) per micro-batch).
-  for (int s = 0; s < pp; ++s) {
-    int last_compute = -1;   // last compute task created on this stage
-    int prev_action_pred = -1;
-    auto dp_link = [&](Task& t) {
-      // A ring all-reduce sends and receives through the node's NICs: both directions.
-      if (dp_crosses[s]) {
-        t.links[0] = nic_out(s);
-        t.links[1] = nic_in(s);
-        t.demand[0] = t.demand[1] = nic_demand[s];
-      } else {
-        t.links[0] = nvl(s);
-        t.demand[0] = 1.0;
-      }
-    };
-    for (const PipelineAction& a : table[s]) {
-      const int gc = a.chunk * pp + s;
-      const ChunkCosts& c = costs.chunks[size_t(gc)];
-      const size_t k = idx(a.microbatch, gc);
-      int gather = -1;
-      if (zero3) {
-        gather = g.add(SimTaskKind::ZeroAllGather, SimStream::Gather, s, a.microbatch, gc, zero3_piece_s,
-                       {prev_action_pred});
-        dp_link(tasks[size_t(gather)]);
-      }
-      const int before = last_compute;
-      prev_action_pred = last_compute;
-      if (a.pass == Pass::Forward) {
-        const int f = g.add(SimTaskKind::Forward, SimStream::Compute, s, a.microbatch, gc, c.forward_s, {gather});
-        int last = f;
-        if (c.tp_comm_forward_s > 0) {
-          last = g.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_forward_s);
-        }
-        fwd_first[k] = f;
-        fwd_done[k] = last;
-        last_compute = last;
-        if (c.offload_s > 0 || c.reload_s > 0) {
-          offload_task[k] = g.add(SimTaskKind::Offload, SimStream::Pcie, s, a.microbatch, gc, c.offload_s, {before});
-        }
-        continue;
-      }
-      if (offload_task[k] >= 0) {
-        reload_task[k] = g.add(SimTaskKind::Reload, SimStream::Pcie, s, a.microbatch, gc, c.reload_s,
-                               {offload_task[k], before});
-      }
-      int first = -1;
-      if (c.recompute_s > 0) {
-        first = g.add(SimTaskKind::Recompute, SimStream::Compute, s, a.microbatch, gc, c.recompute_s);
-      }
-      const int pieces = a.microbatch == last_mb[s][size_t(a.chunk)] ? std::max(1, buckets_of[s][size_t(a.chunk)]) : 1;
-      int last = -1;
-      for (int p = 0; p < pieces; ++p) {
-        const int bi = g.add(SimTaskKind::BackwardInput, SimStream::Compute, s, a.microbatch, gc,
-                             c.backward_input_s / pieces);
-        if (first < 0) first = bi;
-        if (c.tp_comm_backward_s > 0) {
-          g.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_backward_s / pieces);
-        }
-        last = g.add(SimTaskKind::BackwardWeight, SimStream::Compute, s, a.microbatch, gc,
-                     c.backward_weight_s / pieces);
-        if (a.microbatch == last_mb[s][size_t(a.chunk)] && buckets_of[s][size_t(a.chunk)] > 0) {
-          const int d = g.add(SimTaskKind::DpComm, SimStream::Comm, s, -1, gc,
-                              costs.dp_comm_s / total_buckets, {last});
-          tasks[size_t(d)].bucket = bucket_counter++;
-          dp_link(tasks[size_t(d)]);
-          stage_dp[s].push_back(d);
-        }
-      }
-      if (gather >= 0) g.depend(first, gather);
-      bwd_first[k] = first;
-      bwd_done[k] = last;
-      last_compute = last;
-      if (zero3_ring) {
-        last = g.add(SimTaskKind::DpComm, SimStream::Compute, s, a.microbatch, gc,
-                     costs.zero3_exposed_s / (double(m) * vp));
-        bwd_done[k] = last;
-        last_compute = last;
-      }
-      if (zero3) {
-        const int rs = g.add(SimTaskKind::DpComm, SimStream::Comm, s, a.microbatch, gc, zero3_piece_s, {last});
-        dp_link(tasks[size_t(rs)]);
-        stage_dp[s].push_back(rs);
-      }
-    }
-    if (dp_after_backward && last_compute >= 0) {
-      const int d = g.add(SimTaskKind::DpComm, SimStream::Comm, s, -1, -1, costs.dp_comm_s, {last_compute});
-      tasks[size_t(d)].bucket = bucket_counter++;
-      dp_link(tasks[size_t(d)]);
-      stage_dp[s].push_back(d);
-    }
-    // Optimizer step after the stage's last backward and all of its DP collectives.
-    const int o = g.add(SimTaskKind::Optimizer, SimStream::Compute, s, -1, -1, costs.optimizer_s);
-    for (int d : stage_dp[s]) g.depend(o, d);
-  }
-
-  // Next compute task after each compute task of the same stage (for blocking sends).
-  std::vector<int> next_compute(tasks.size(), -1);
-  {
-    std::vector<int> prev(static_cast<size_t>(pp), -1);
-    for (int i = 0; i < int(tasks.size()); ++i) {
-      if (tasks[size_t(i)].stream != SimStream::Compute) continue;
-      int& p = prev[size_t(tasks[size_t(i)].stage)];
-      if (p >= 0) next_compute[size_t(p)] = i;
-      p = i;
-    }
-  }
-
-  for (size_t k = 0; k < n_mc; ++k) {
-    if (offload_task[k] >= 0) g.depend(next_compute[size_t(fwd_done[k])], offload_task[k]);
-    if (reload_task[k] >= 0) g.depend(next_compute[size_t(bwd_done[k])], reload_task[k]);
-  }
-
-  // Point-to-point sends between consecutive global chunks, after the chunk's forward (resp. its
-  // whole backward, as Megatron-LM sends the gradient after backward_step). With blocking_p2p
-  // (Megatron-LM's send/recv pairs wait for completion) the sender's next compute waits too.
-  auto p2p_links = [&](Task& t, int from, int to) {
+  // A point-to-point send from stage `from` to stage `to`.
+  void p2p_link(Task& t, int from, int to) const {
     if (from == to) {
       t.work_s = 0;  // same GPU (pp == 1 with several chunks): no transfer
-    } else if (out.stage_node[from] != out.stage_node[to]) {
+    } else if (stage_node[from] != stage_node[to]) {
       t.links[0] = nic_out(from);
       t.links[1] = nic_in(to);
       t.demand[0] = nic_demand[from];
@@ -549,46 +364,306 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
       t.links[0] = nvl(from);
       t.demand[0] = 1;
     }
-  };
-  // A chunk's offload starts with its forward and its reload with its backward: each waits for
-  // what that compute task waits for (the input from the previous chunk, a blocking send).
-  std::vector<int> copy_with(tasks.size(), -1);
-  for (size_t k = 0; k < n_mc; ++k) {
-    if (offload_task[k] >= 0) copy_with[size_t(fwd_first[k])] = offload_task[k];
-    if (reload_task[k] >= 0 && bwd_first[k] >= 0) copy_with[size_t(bwd_first[k])] = reload_task[k];
   }
-  auto depend_start = [&](int compute, int on) {
-    if (compute < 0) return;
-    g.depend(compute, on);
-    if (copy_with[size_t(compute)] >= 0) g.depend(copy_with[size_t(compute)], on);
-  };
-  for (int mb = 0; mb < m; ++mb) {
-    for (int gc = 0; gc < chunks; ++gc) {
-      const int s = gc % pp;
-      const size_t k = idx(mb, gc);
-      if (gc + 1 < chunks) {
-        const int id = g.add(SimTaskKind::SendForward, SimStream::SendNext, s, mb, gc, costs.p2p_s, {fwd_done[k]});
-        p2p_links(tasks[size_t(id)], s, (gc + 1) % pp);
-        depend_start(fwd_first[idx(mb, gc + 1)], id);
-        if (options.blocking_p2p) depend_start(next_compute[size_t(fwd_done[k])], id);
+};
+
+// The step's task graph, built from the schedule table: each stage's compute, DP, offload and
+// ZeRO tasks in stream order, then the sends between consecutive chunks.
+class StepGraph {
+ public:
+  StepGraph(const StepCosts& costs, const Layout& layout, int m, const std::vector<std::vector<PipelineAction>>& table,
+            const StageLinks& links, const StepSimulationOptions& options)
+      : costs_(costs), layout_(layout), table_(table), links_(links), options_(options), g_(tasks_), m_(m) {
+    pp_ = layout.pp;
+    vp_ = layout.schedule == Schedule::Interleaved ? layout.vp : 1;
+    chunks_ = pp_ * vp_;
+    tasks_.reserve(size_t(pp_) * vp_ * m * 10 + 16 * size_t(pp_));
+    const size_t n_mc = size_t(m) * chunks_;
+    fwd_first_.assign(n_mc, -1), fwd_done_.assign(n_mc, -1), bwd_first_.assign(n_mc, -1);
+    bwd_done_.assign(n_mc, -1), offload_task_.assign(n_mc, -1), reload_task_.assign(n_mc, -1);
+    plan_dp();
+    for (int s = 0; s < pp_; ++s) add_stage(s);
+    link_transfers();
+    add_sends();
+  }
+
+  std::vector<Task>& tasks() { return tasks_; }
+  size_t idx(int mb, int gc) const { return size_t(mb) * chunks_ + size_t(gc); }
+  int fwd_first(size_t k) const { return fwd_first_[k]; }
+  int bwd_done(size_t k) const { return bwd_done_[k]; }
+  int offload_task(size_t k) const { return offload_task_[k]; }
+  int reload_task(size_t k) const { return reload_task_[k]; }
+
+ private:
+  // DP gradients (ZeRO 0-2): buckets all-reduced (ZeRO 1-2: reduce-scattered, and the updated
+  // weights all-gathered, the same volume, Rajbhandari et al. 2020 Sec 7.2.1) on the comm stream
+  // as the last micro-batch's backward of each chunk produces them, layer by layer (PyTorch DDP,
+  // Li et al. 2020; Megatron-LM overlap_grad_reduce). That backward is cut into one piece per
+  // bucket, each piece followed by its bucket. The ZeRO-1/2 all-gather is counted in the buckets,
+  // as if overlapped like the reduce-scatter (Megatron-LM overlap_param_gather hides it behind
+  // the next step's forward). The planner prices the whole as costs.dp_comm_s.
+  void plan_dp() {
+    const bool has_dp = layout_.dp > 1 && costs_.dp_comm_s > 0;
+    // ZeRO-3 in ring mode: the planner already took the layer-by-layer prefetch into account and
+    // gives the exposed part, replayed as a wait on the compute stream after each backward.
+    zero3_ring_ = has_dp && layout_.zero >= 3 && costs_.zero3_exposed_s >= 0;
+    zero3_ = has_dp && layout_.zero >= 3 && !zero3_ring_;
+    // Without overlap (costs.dp_overlap false) the whole reduction is one task after the stage's
+    // last backward.
+    dp_after_backward_ = has_dp && !zero3_ && !zero3_ring_ && !costs_.dp_overlap;
+    total_buckets_ = has_dp && !zero3_ && !zero3_ring_ && !dp_after_backward_ ? std::max(1, costs_.dp_buckets) : 0;
+    // ZeRO-3: per micro-batch and chunk, weights all-gathered before forward and before backward,
+    // gradients reduce-scattered after backward: costs.dp_comm_s is m * 3 such collectives of a
+    // stage (Rajbhandari et al. 2020 Sec 7.2.2); a chunk's share is 1/vp of each.
+    zero3_piece_s_ = zero3_ ? costs_.dp_comm_s / (3.0 * m_ * vp_) : 0.0;
+    last_mb_.assign(size_t(pp_), std::vector<int>(size_t(vp_), -1));
+    buckets_of_.assign(size_t(pp_), std::vector<int>(size_t(vp_), 0));
+    for (int s = 0; s < pp_ && total_buckets_ > 0; ++s) {
+      std::vector<int> order;  // chunks in the order of their last backward
+      for (int i = int(table_[s].size()) - 1; i >= 0; --i) {
+        const auto& a = table_[s][size_t(i)];
+        if (a.pass == Pass::Backward && last_mb_[s][size_t(a.chunk)] < 0) {
+          last_mb_[s][size_t(a.chunk)] = a.microbatch;
+          order.insert(order.begin(), a.chunk);
+        }
       }
-      if (gc > 0) {
-        const int id = g.add(SimTaskKind::SendBackward, SimStream::SendPrev, s, mb, gc, costs.p2p_s, {bwd_done[k]});
-        p2p_links(tasks[size_t(id)], s, (gc - 1) % pp);
-        depend_start(bwd_first[idx(mb, gc - 1)], id);
-        if (options.blocking_p2p) depend_start(next_compute[size_t(bwd_done[k])], id);
+      for (int r = 0; r < int(order.size()); ++r) {
+        buckets_of_[s][size_t(order[size_t(r)])] = total_buckets_ / vp_ + (r < total_buckets_ % vp_ ? 1 : 0);
       }
     }
   }
 
-  Engine engine(tasks, pp, num_links, options.contention);
-  if (!engine.run()) {
-    out.error = "internal: the task graph did not run to completion";
-    return out;
+  // Stage s's tasks in stream order, following the schedule table. ZeRO-3 all-gathers prefetch
+  // one action ahead: they may start once the compute stream has reached the previous action.
+  // Activation offload and reload go layer by layer (as Megatron-LM / Transformer Engine CPU
+  // offloading does): a chunk's offload starts with its forward and its reload with its
+  // backward, on the PCIe stream, and the next compute task waits for the transfer to end, so a
+  // transfer longer than the compute it overlaps exposes the difference (the cost model's
+  // max(0, offload - forward) + max(0, reload - backward) per micro-batch).
+  void add_stage(int s) {
+    std::vector<int> stage_dp;  // DP tasks the optimizer waits for
+    int last_compute = -1;      // last compute task created on this stage
+    int prev_action_pred = -1;
+    for (const PipelineAction& a : table_[s]) {
+      const int gc = a.chunk * pp_ + s;
+      int gather = -1;
+      if (zero3_) {
+        gather = g_.add(SimTaskKind::ZeroAllGather, SimStream::Gather, s, a.microbatch, gc, zero3_piece_s_,
+                        {prev_action_pred});
+        links_.dp_link(tasks_[size_t(gather)], s);
+      }
+      prev_action_pred = last_compute;
+      if (a.pass == Pass::Forward) {
+        last_compute = add_forward(s, a, gather, last_compute);
+      } else {
+        last_compute = add_backward(s, a, gather, last_compute, stage_dp);
+      }
+    }
+    if (dp_after_backward_ && last_compute >= 0) {
+      const int d = g_.add(SimTaskKind::DpComm, SimStream::Comm, s, -1, -1, costs_.dp_comm_s, {last_compute});
+      tasks_[size_t(d)].bucket = bucket_counter_++;
+      links_.dp_link(tasks_[size_t(d)], s);
+      stage_dp.push_back(d);
+    }
+    // Optimizer step after the stage's last backward and all of its DP collectives.
+    const int o = g_.add(SimTaskKind::Optimizer, SimStream::Compute, s, -1, -1, costs_.optimizer_s);
+    for (int d : stage_dp) g_.depend(o, d);
   }
-  out.num_events = engine.processed();
 
-  // Step time and the critical GPU.
+  // A forward (and its TP collective, and the offload of its activations); returns the last
+  // compute task.
+  int add_forward(int s, const PipelineAction& a, int gather, int before) {
+    const int gc = a.chunk * pp_ + s;
+    const ChunkCosts& c = costs_.chunks[size_t(gc)];
+    const size_t k = idx(a.microbatch, gc);
+    const int f = g_.add(SimTaskKind::Forward, SimStream::Compute, s, a.microbatch, gc, c.forward_s, {gather});
+    int last = f;
+    if (c.tp_comm_forward_s > 0) {
+      last = g_.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_forward_s);
+    }
+    fwd_first_[k] = f;
+    fwd_done_[k] = last;
+    if (c.offload_s > 0 || c.reload_s > 0) {
+      offload_task_[k] = g_.add(SimTaskKind::Offload, SimStream::Pcie, s, a.microbatch, gc, c.offload_s, {before});
+    }
+    return last;
+  }
+
+  // A backward: the reload, the recompute, the backward in one piece per DP bucket on the last
+  // micro-batch (each piece followed by its bucket), the ZeRO-3 waits and reduce-scatter; returns
+  // the last compute task.
+  int add_backward(int s, const PipelineAction& a, int gather, int before, std::vector<int>& stage_dp) {
+    const int gc = a.chunk * pp_ + s;
+    const ChunkCosts& c = costs_.chunks[size_t(gc)];
+    const size_t k = idx(a.microbatch, gc);
+    if (offload_task_[k] >= 0) {
+      reload_task_[k] = g_.add(SimTaskKind::Reload, SimStream::Pcie, s, a.microbatch, gc, c.reload_s,
+                               {offload_task_[k], before});
+    }
+    int first = -1;
+    if (c.recompute_s > 0) first = g_.add(SimTaskKind::Recompute, SimStream::Compute, s, a.microbatch, gc, c.recompute_s);
+    const bool last_microbatch = a.microbatch == last_mb_[s][size_t(a.chunk)];
+    const int pieces = last_microbatch ? std::max(1, buckets_of_[s][size_t(a.chunk)]) : 1;
+    int last = -1;
+    for (int p = 0; p < pieces; ++p) {
+      const int bi =
+          g_.add(SimTaskKind::BackwardInput, SimStream::Compute, s, a.microbatch, gc, c.backward_input_s / pieces);
+      if (first < 0) first = bi;
+      if (c.tp_comm_backward_s > 0) {
+        g_.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_backward_s / pieces);
+      }
+      last = g_.add(SimTaskKind::BackwardWeight, SimStream::Compute, s, a.microbatch, gc, c.backward_weight_s / pieces);
+      if (last_microbatch && buckets_of_[s][size_t(a.chunk)] > 0) {
+        const int d = g_.add(SimTaskKind::DpComm, SimStream::Comm, s, -1, gc, costs_.dp_comm_s / total_buckets_, {last});
+        tasks_[size_t(d)].bucket = bucket_counter_++;
+        links_.dp_link(tasks_[size_t(d)], s);
+        stage_dp.push_back(d);
+      }
+    }
+    if (gather >= 0) g_.depend(first, gather);
+    bwd_first_[k] = first;
+    bwd_done_[k] = last;
+    if (zero3_ring_) {
+      last = g_.add(SimTaskKind::DpComm, SimStream::Compute, s, a.microbatch, gc,
+                    costs_.zero3_exposed_s / (double(m_) * vp_));
+      bwd_done_[k] = last;
+    }
+    if (zero3_) {
+      const int rs = g_.add(SimTaskKind::DpComm, SimStream::Comm, s, a.microbatch, gc, zero3_piece_s_, {last});
+      links_.dp_link(tasks_[size_t(rs)], s);
+      stage_dp.push_back(rs);
+    }
+    return last;
+  }
+
+  // The next compute task after each compute task of the same stage waits for the offload (after
+  // forward) and the reload (after backward) of the same micro-batch and chunk.
+  void link_transfers() {
+    next_compute_.assign(tasks_.size(), -1);
+    std::vector<int> prev(static_cast<size_t>(pp_), -1);
+    for (int i = 0; i < int(tasks_.size()); ++i) {
+      if (tasks_[size_t(i)].stream != SimStream::Compute) continue;
+      int& p = prev[size_t(tasks_[size_t(i)].stage)];
+      if (p >= 0) next_compute_[size_t(p)] = i;
+      p = i;
+    }
+    for (size_t k = 0; k < fwd_done_.size(); ++k) {
+      if (offload_task_[k] >= 0) g_.depend(next_compute_[size_t(fwd_done_[k])], offload_task_[k]);
+      if (reload_task_[k] >= 0) g_.depend(next_compute_[size_t(bwd_done_[k])], reload_task_[k]);
+    }
+  }
+
+  // Point-to-point sends between consecutive global chunks, after the chunk's forward (resp. its
+  // whole backward, as Megatron-LM sends the gradient after backward_step). With blocking_p2p
+  // (Megatron-LM's send/recv pairs wait for completion) the sender's next compute waits too.
+  // A chunk's offload starts with its forward and its reload with its backward: each also waits
+  // for what that compute task waits for (the input from the previous chunk, a blocking send).
+  void depend_start(int compute, int on) {
+    if (compute < 0) return;
+    g_.depend(compute, on);
+    if (copy_with_[size_t(compute)] >= 0) g_.depend(copy_with_[size_t(compute)], on);
+  }
+
+  void add_sends() {
+    copy_with_.assign(tasks_.size(), -1);
+    for (size_t k = 0; k < fwd_first_.size(); ++k) {
+      if (offload_task_[k] >= 0) copy_with_[size_t(fwd_first_[k])] = offload_task_[k];
+      if (reload_task_[k] >= 0 && bwd_first_[k] >= 0) copy_with_[size_t(bwd_first_[k])] = reload_task_[k];
+    }
+    for (int mb = 0; mb < m_; ++mb) {
+      for (int gc = 0; gc < chunks_; ++gc) {
+        const int s = gc % pp_;
+        const size_t k = idx(mb, gc);
+        if (gc + 1 < chunks_) {
+          const int id = g_.add(SimTaskKind::SendForward, SimStream::SendNext, s, mb, gc, costs_.p2p_s, {fwd_done_[k]});
+          links_.p2p_link(tasks_[size_t(id)], s, (gc + 1) % pp_);
+          depend_start(fwd_first_[idx(mb, gc + 1)], id);
+          if (options_.blocking_p2p) depend_start(next_compute_[size_t(fwd_done_[k])], id);
+        }
+        if (gc > 0) {
+          const int id = g_.add(SimTaskKind::SendBackward, SimStream::SendPrev, s, mb, gc, costs_.p2p_s, {bwd_done_[k]});
+          links_.p2p_link(tasks_[size_t(id)], s, (gc - 1) % pp_);
+          depend_start(bwd_first_[idx(mb, gc - 1)], id);
+          if (options_.blocking_p2p) depend_start(next_compute_[size_t(bwd_done_[k])], id);
+        }
+      }
+    }
+  }
+
+  const StepCosts& costs_;
+  const Layout& layout_;
+  const std::vector<std::vector<PipelineAction>>& table_;
+  const StageLinks& links_;
+  const StepSimulationOptions& options_;
+  std::vector<Task> tasks_;
+  GraphBuilder g_;
+  int m_ = 0, pp_ = 1, vp_ = 1, chunks_ = 1;
+  std::vector<int> copy_with_;  // the offload or reload that starts with a compute task
+  bool zero3_ring_ = false, zero3_ = false, dp_after_backward_ = false;
+  int total_buckets_ = 0, bucket_counter_ = 0;
+  double zero3_piece_s_ = 0;
+  std::vector<std::vector<int>> last_mb_, buckets_of_;
+  // (microbatch, global chunk) -> task ids.
+  std::vector<int> fwd_first_, fwd_done_, bwd_first_, bwd_done_, offload_task_, reload_task_;
+  std::vector<int> next_compute_;
+};
+
+// Breakdown of one simulated GPU: its compute-stream work by kind, and each idle gap charged to
+// what it waited for (the dependency that finished last): a transfer's own duration to its term,
+// the rest of the gap to the bubble; the idle tail after its last task is bubble too. So each
+// GPU's terms sum to the step time.
+std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int pp, double step) {
+  std::vector<TimeBreakdown> per_stage(static_cast<size_t>(pp));
+  std::vector<double> prev_end(size_t(pp), 0.0);
+  auto charge_gap = [&](TimeBreakdown& b, double gap, int dep) {
+    if (gap <= 0) return;
+    if (dep < 0) {
+      b.bubble += gap;
+      return;
+    }
+    const Task& d = tasks[size_t(dep)];
+    const double dur = d.end_s - d.start_s;
+    switch (d.kind) {
+      case SimTaskKind::SendForward:
+      case SimTaskKind::SendBackward: {
+        const double x = std::min(gap, dur);
+        b.pp_comm += x;
+        b.bubble += gap - x;
+        break;
+      }
+      case SimTaskKind::DpComm:
+      case SimTaskKind::ZeroAllGather: b.dp_comm += gap; break;
+      case SimTaskKind::Reload:
+      case SimTaskKind::Offload: b.offload += gap; break;
+      default: b.bubble += gap; break;
+    }
+  };
+  for (const Task& t : tasks) {
+    if (t.stream != SimStream::Compute) continue;
+    TimeBreakdown& b = per_stage[size_t(t.stage)];
+    double& prev = prev_end[size_t(t.stage)];
+    charge_gap(b, t.start_s - prev, t.last_dep);
+    const double dur = t.end_s - t.start_s;
+    switch (t.kind) {
+      case SimTaskKind::Forward:
+      case SimTaskKind::BackwardInput:
+      case SimTaskKind::BackwardWeight: b.compute += dur; break;
+      case SimTaskKind::Recompute: b.recompute += dur; break;
+      case SimTaskKind::TpComm: b.tp_comm += dur; break;
+      case SimTaskKind::Optimizer: b.optimizer += dur; break;
+      default: break;
+    }
+    prev = t.end_s;
+  }
+  for (int s = 0; s < pp; ++s) {
+    const double tail = step - prev_end[size_t(s)];
+    if (tail > 0) per_stage[size_t(s)].bubble += tail;
+  }
+  return per_stage;
+}
+
+// Step time, the critical GPU, busy fractions and the breakdown of the pacing GPU.
+void summarize_step(const std::vector<Task>& tasks, int pp, StepSimulation& out) {
   std::vector<double> stage_end(size_t(pp), 0.0), compute_busy(size_t(pp), 0.0);
   for (const Task& t : tasks) {
     stage_end[size_t(t.stage)] = std::max(stage_end[size_t(t.stage)], t.end_s);
@@ -605,59 +680,7 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
   out.busy_fraction_per_gpu.resize(size_t(pp));
   for (int s = 0; s < pp; ++s) out.busy_fraction_per_gpu[size_t(s)] = step > 0 ? compute_busy[size_t(s)] / step : 0;
 
-  // Breakdown of every simulated GPU: its compute-stream work by kind, and each idle gap charged
-  // to what it waited for (the dependency that finished last): a transfer's own duration to its
-  // term, the rest of the gap to the bubble; the idle tail after its last task is bubble too. So
-  // each GPU's terms sum to the step time.
-  std::vector<TimeBreakdown> per_stage(static_cast<size_t>(pp));
-  {
-    std::vector<double> prev_end(size_t(pp), 0.0);
-    auto charge_gap = [&](TimeBreakdown& b, double gap, int dep) {
-      if (gap <= 0) return;
-      if (dep < 0) {
-        b.bubble += gap;
-        return;
-      }
-      const Task& d = tasks[size_t(dep)];
-      const double dur = d.end_s - d.start_s;
-      switch (d.kind) {
-        case SimTaskKind::SendForward:
-        case SimTaskKind::SendBackward: {
-          const double x = std::min(gap, dur);
-          b.pp_comm += x;
-          b.bubble += gap - x;
-          break;
-        }
-        case SimTaskKind::DpComm:
-        case SimTaskKind::ZeroAllGather: b.dp_comm += gap; break;
-        case SimTaskKind::Reload:
-        case SimTaskKind::Offload: b.offload += gap; break;
-        default: b.bubble += gap; break;
-      }
-    };
-    for (const Task& t : tasks) {
-      if (t.stream != SimStream::Compute) continue;
-      TimeBreakdown& b = per_stage[size_t(t.stage)];
-      double& prev = prev_end[size_t(t.stage)];
-      charge_gap(b, t.start_s - prev, t.last_dep);
-      const double dur = t.end_s - t.start_s;
-      switch (t.kind) {
-        case SimTaskKind::Forward:
-        case SimTaskKind::BackwardInput:
-        case SimTaskKind::BackwardWeight: b.compute += dur; break;
-        case SimTaskKind::Recompute: b.recompute += dur; break;
-        case SimTaskKind::TpComm: b.tp_comm += dur; break;
-        case SimTaskKind::Optimizer: b.optimizer += dur; break;
-        default: break;
-      }
-      prev = t.end_s;
-    }
-    for (int s = 0; s < pp; ++s) {
-      const double tail = step - prev_end[size_t(s)];
-      if (tail > 0) per_stage[size_t(s)].bubble += tail;
-    }
-  }
-
+  const std::vector<TimeBreakdown> per_stage = stage_breakdowns(tasks, pp, step);
   // The pacing GPU. The estimate's breakdown is that of the stage that sets the pace of the 1F1B
   // steady state: m slots of its compute-stream work, its sends and its exposed copies, plus the
   // fill it waits for (cost_model.cpp, "Pace of the pipeline"). The GPU that finishes last may be
@@ -669,77 +692,110 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
   // around it, as the estimate's; it also holds any stall the estimate does not model. Where
   // exposed offload copies set the pace, stage 0 (more activations) and the last stage (the LM
   // head) may wait almost equally and the two choices can split compute and offload differently.
-  {
-    int best = 0;
-    for (int s = 1; s < pp; ++s) {
-      const double d = per_stage[size_t(s)].bubble - per_stage[size_t(best)].bubble;
-      const double tie = 1e-9 * std::max(step, 1e-30);
-      if (d < -tie || (d <= tie && stage_end[size_t(s)] > stage_end[size_t(best)] * (1 + 1e-12))) best = s;
-    }
-    out.breakdown_stage = best;
-    out.breakdown_s = per_stage[size_t(best)];
-    out.bubble_fraction = step > 0 ? out.breakdown_s.bubble / step : 0;
+  int best = 0;
+  for (int s = 1; s < pp; ++s) {
+    const double d = per_stage[size_t(s)].bubble - per_stage[size_t(best)].bubble;
+    const double tie = 1e-9 * std::max(step, 1e-30);
+    if (d < -tie || (d <= tie && stage_end[size_t(s)] > stage_end[size_t(best)] * (1 + 1e-12))) best = s;
   }
+  out.breakdown_stage = best;
+  out.breakdown_s = per_stage[size_t(best)];
+  out.bubble_fraction = step > 0 ? out.breakdown_s.bubble / step : 0;
+}
 
-  // Activation memory over time per stage: a chunk's activations are allocated when its forward
-  // starts and freed when its backward ends; offload frees them when the copy to host ends and
-  // reload brings them back when it starts.
+// Activation memory over time per stage: a chunk's activations are allocated when its forward
+// starts and freed when its backward ends; offload frees them when the copy to host ends and
+// reload brings them back when it starts.
+void record_activation_memory(StepGraph& graph, const StepCosts& costs, int pp, int m, bool record_timeline,
+                              StepSimulation& out) {
+  const std::vector<Task>& tasks = graph.tasks();
+  const int chunks = int(costs.chunks.size());
   out.activation_bytes_over_time.assign(size_t(pp), {});
   out.peak_activation_bytes_per_stage.assign(size_t(pp), 0.0);
-  {
-    std::vector<std::vector<std::pair<double, double>>> deltas(static_cast<size_t>(pp));
-    for (int mb = 0; mb < m; ++mb) {
-      for (int gc = 0; gc < chunks; ++gc) {
-        const size_t k = idx(mb, gc);
-        const int s = gc % pp;
-        const double bytes = costs.chunks[size_t(gc)].activation_bytes;
-        if (bytes <= 0) continue;
-        deltas[size_t(s)].push_back({tasks[size_t(fwd_first[k])].start_s, bytes});
-        deltas[size_t(s)].push_back({tasks[size_t(bwd_done[k])].end_s, -bytes});
-        if (offload_task[k] >= 0) {
-          deltas[size_t(s)].push_back({tasks[size_t(offload_task[k])].end_s, -bytes});
-          deltas[size_t(s)].push_back({tasks[size_t(reload_task[k])].start_s, bytes});
-        }
+  std::vector<std::vector<std::pair<double, double>>> deltas(static_cast<size_t>(pp));
+  for (int mb = 0; mb < m; ++mb) {
+    for (int gc = 0; gc < chunks; ++gc) {
+      const size_t k = graph.idx(mb, gc);
+      const int s = gc % pp;
+      const double bytes = costs.chunks[size_t(gc)].activation_bytes;
+      if (bytes <= 0) continue;
+      deltas[size_t(s)].push_back({tasks[size_t(graph.fwd_first(k))].start_s, bytes});
+      deltas[size_t(s)].push_back({tasks[size_t(graph.bwd_done(k))].end_s, -bytes});
+      if (graph.offload_task(k) >= 0) {
+        deltas[size_t(s)].push_back({tasks[size_t(graph.offload_task(k))].end_s, -bytes});
+        deltas[size_t(s)].push_back({tasks[size_t(graph.reload_task(k))].start_s, bytes});
       }
-    }
-    for (int s = 0; s < pp; ++s) {
-      auto& d = deltas[size_t(s)];
-      std::sort(d.begin(), d.end());
-      double live = 0, peak = 0;
-      auto& series = out.activation_bytes_over_time[size_t(s)];
-      series.push_back({0.0, 0.0});
-      for (const auto& [t, delta] : d) {
-        live += delta;
-        if (live < 0 && live > -1e-6 * std::abs(delta)) live = 0;
-        peak = std::max(peak, live);
-        if (options.record_timeline) {
-          if (!series.empty() && series.back().first == t) series.back().second = live;
-          else series.push_back({t, live});
-        }
-      }
-      out.peak_activation_bytes_per_stage[size_t(s)] = peak;
     }
   }
+  for (int s = 0; s < pp; ++s) {
+    auto& d = deltas[size_t(s)];
+    std::sort(d.begin(), d.end());
+    double live = 0, peak = 0;
+    auto& series = out.activation_bytes_over_time[size_t(s)];
+    series.push_back({0.0, 0.0});
+    for (const auto& [t, delta] : d) {
+      live += delta;
+      if (live < 0 && live > -1e-6 * std::abs(delta)) live = 0;
+      peak = std::max(peak, live);
+      if (record_timeline) {
+        if (!series.empty() && series.back().first == t) series.back().second = live;
+        else series.push_back({t, live});
+      }
+    }
+    out.peak_activation_bytes_per_stage[size_t(s)] = peak;
+  }
+}
 
-  if (options.record_timeline) {
-    out.timeline.reserve(tasks.size());
-    for (const Task& t : tasks) {
-      if (t.end_s <= t.start_s) continue;
-      SimEvent e;
-      e.stage = t.stage;
-      e.rank = out.stage_rank[size_t(t.stage)];
-      e.stream = t.stream;
-      e.kind = t.kind;
-      e.microbatch = t.microbatch;
-      e.chunk = t.chunk;
-      e.bucket = t.bucket;
-      e.start_s = t.start_s;
-      e.end_s = t.end_s;
-      out.timeline.push_back(e);
-    }
-    std::stable_sort(out.timeline.begin(), out.timeline.end(),
-                     [](const SimEvent& a, const SimEvent& b) { return a.start_s < b.start_s; });
+// Every task that took time, as an event of the timeline, by start time.
+void record_timeline(const std::vector<Task>& tasks, StepSimulation& out) {
+  out.timeline.reserve(tasks.size());
+  for (const Task& t : tasks) {
+    if (t.end_s <= t.start_s) continue;
+    SimEvent e;
+    e.stage = t.stage;
+    e.rank = out.stage_rank[size_t(t.stage)];
+    e.stream = t.stream;
+    e.kind = t.kind;
+    e.microbatch = t.microbatch;
+    e.chunk = t.chunk;
+    e.bucket = t.bucket;
+    e.start_s = t.start_s;
+    e.end_s = t.end_s;
+    out.timeline.push_back(e);
   }
+  std::stable_sort(out.timeline.begin(), out.timeline.end(),
+                   [](const SimEvent& a, const SimEvent& b) { return a.start_s < b.start_s; });
+}
+
+}  // namespace
+
+StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int gpus_per_node,
+                             int64_t num_microbatches, const StepSimulationOptions& options) {
+  StepSimulation out;
+  out.error = check_step_inputs(costs, layout, num_microbatches);
+  if (!out.error.empty()) return out;
+  const int pp = layout.pp;
+  const int vp = layout.schedule == Schedule::Interleaved ? layout.vp : 1;
+  if (gpus_per_node < 1) gpus_per_node = 1;
+  const int m = int(num_microbatches);
+  const auto table = build_schedule(layout.schedule, pp, vp, m);
+  if (table.empty()) {
+    out.error = layout.schedule == Schedule::Interleaved
+                    ? "num_microbatches: interleaved 1F1B needs a multiple of pp (" + std::to_string(pp) + ")"
+                    : "layout: no schedule for pp=" + std::to_string(pp) + ", vp=" + std::to_string(vp);
+    return out;
+  }
+  const StageLinks links(layout, gpus_per_node, out);
+  StepGraph graph(costs, layout, m, table, links, options);
+  Engine engine(graph.tasks(), pp, links.num_links, options.contention);
+  if (!engine.run()) {
+    out.error = "internal: the task graph did not run to completion";
+    return out;
+  }
+  out.num_events = engine.processed();
+  summarize_step(graph.tasks(), pp, out);
+  record_activation_memory(graph, costs, pp, m, options.record_timeline, out);
+  if (options.record_timeline) record_timeline(graph.tasks(), out);
   return out;
 }
 

@@ -12,7 +12,7 @@
 # the speed-up capplan would reach if its step were only its GEMMs (the metrics' gemm_s), the
 # same OpenBLAS sgemm calls PyTorch makes.
 #
-# Shape (issue 4): 4 layers, d_model 256, 4 heads, seq 128, vocab 4096, batch 8, 2 threads, fp32.
+# Shape: 4 layers, d_model 256, 4 heads, seq 128, vocab 4096, batch 8, 2 threads, fp32.
 # PyTorch comes from Debian's python3-torch, installed here with apt-get when missing (never by
 # the test suite); the runs alternate capplan / PyTorch so background load hits both alike.
 set -euo pipefail
@@ -114,5 +114,5 @@ if [[ ${#RATIOS[@]} -gt 0 ]]; then
 fi
 
 echo "== shape: GPT-2 124M (12 layers, d 768, 12 heads, vocab 50257), seq 256, batch 4, 2 threads"
-c=$(capplan_run --model gpt2-124m --seq-len 256 --mbs 4 --gbs 4 --steps 5)
+c=$(capplan_run --model gpt2-124m --seq 256 --mbs 4 --gbs 4 --steps 5)
 echo "capplan-train: $c"

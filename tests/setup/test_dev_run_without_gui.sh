@@ -7,7 +7,7 @@ set -uo pipefail
 src="$1"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cmake -S "$src" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCAPPLAN_BUILD_GUI=OFF \
-  -DCAPPLAN_BUILD_TESTS=OFF -DCAPPLAN_BUILD_BENCH=OFF -DCAPPLAN_WITH_CUDA=OFF \
+  -DCAPPLAN_BUILD_TESTS=OFF -DCAPPLAN_BUILD_BENCH=OFF \
   $(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache) > "$tmp/configure.out" 2>&1 ||
   { cat "$tmp/configure.out"; echo "FAIL: configure"; exit 1; }
 env -u CI CAPPLAN_BUILD_DIR="$tmp/build" "$src/scripts/dev" run > "$tmp/run.out" 2>&1

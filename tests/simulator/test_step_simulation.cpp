@@ -4,10 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <clocale>
+#include <cstdlib>
+#include <optional>
 #include <cmath>
 #include <cstdio>
 
+#include "planner/json.h"
 #include "simulator/step_simulation.h"
+#include "support/test_files.h"
 
 namespace capplan {
 namespace {
@@ -285,12 +290,53 @@ TEST(StepSimulation, ChromeTraceHasOnePidPerGpuAndCompleteEvents) {
   EXPECT_NE(json.find("\"ph\":\"X\",\"name\":\"forward mb1\""), std::string::npos);
   // PDT with dp=2: stage 1's GPU is global rank 2.
   EXPECT_NE(json.find("\"pid\":2,\"tid\":0,\"ts\":"), std::string::npos);
-  EXPECT_NE(json.find("\"ts\":1000.000,\"dur\":100.000"), std::string::npos);  // microseconds
+  EXPECT_NE(json.find("\"ts\":1000,\"dur\":100"), std::string::npos);  // microseconds
   size_t x = 0, pos = 0;
   while ((pos = json.find("\"ph\":\"X\"", pos)) != std::string::npos) ++x, ++pos;
   EXPECT_EQ(x, sim.timeline.size());
   EXPECT_EQ(std::count(json.begin(), json.end(), '{'), std::count(json.begin(), json.end(), '}'));
   EXPECT_NE(json.find("\"ph\":\"C\",\"name\":\"activations (GiB)\""), std::string::npos);
+}
+
+// A comma-decimal locale for this process: de_DE.UTF-8 compiled by localedef (package locales)
+// into a scratch folder that LOCPATH points at, so no system-wide locale needs generating.
+bool use_comma_locale() {
+  const std::string dir = test::scratch_dir("locale").string();
+  const std::string cmd = "localedef -i de_DE -f UTF-8 '" + dir + "/de_DE.UTF-8' >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) == 0) ::setenv("LOCPATH", dir.c_str(), 1);
+  return std::setlocale(LC_ALL, "de_DE.UTF-8") != nullptr;
+}
+
+// Expectation: under LC_ALL=de_DE.UTF-8 (decimal comma: printf writes "1,5"), the exported trace
+// still parses as JSON and its timestamps read back as the simulated times: with a forward of
+// 1.0000126 ms, the forward of micro-batch 1 on stage 0 starts at a time with a fraction of a
+// microsecond, written with a '.' (3 decimals) where printf would have written a ','.
+TEST(StepSimulation, ChromeTraceParsesUnderACommaDecimalLocale) {
+  ASSERT_TRUE(use_comma_locale()) << "no de_DE.UTF-8 locale: localedef (package locales) failed";
+  const auto sim = simulate_step(equal_costs(2, 1.0000126e-3, 1e-3, 1e-3, 1e-4), pipeline(2, Schedule::OneFOneB), 8, 2);
+  double start_us = -1;
+  for (const SimEvent& e : sim.timeline) {
+    if (e.kind == SimTaskKind::Forward && e.microbatch == 1 && e.stage == 0) start_us = e.start_s * 1e6;
+  }
+  ASSERT_GT(start_us, 0);
+  ASSERT_NE(std::floor(start_us), start_us);  // a fraction to write
+  char comma[32], probe[16];
+  std::snprintf(probe, sizeof probe, "%.1f", 1.5);
+  std::snprintf(comma, sizeof comma, "%.3f", start_us);  // what printf writes here
+  const std::string text = chrome_trace_json(sim);
+  std::setlocale(LC_ALL, "C");
+  ::unsetenv("LOCPATH");
+  EXPECT_STREQ(probe, "1,5");  // the locale was in force
+  EXPECT_EQ(text.find(comma), std::string::npos) << comma;
+  std::string error;
+  const std::optional<Json> trace = json_parse(text, &error);
+  ASSERT_TRUE(trace.has_value()) << error << "\n" << text.substr(0, 400);
+  const Json* forward = nullptr;
+  for (const Json& e : trace->at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("name") == "forward mb1" && e.at("pid") == 0) forward = &e;
+  }
+  ASSERT_NE(forward, nullptr);
+  EXPECT_NEAR(forward->at("ts").get<double>(), start_us, 5e-4);
 }
 
 TEST(StepSimulation, BadInputGivesNamedErrorNotCrash) {

@@ -24,6 +24,10 @@ Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& f
 Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string& file);
 Loaded<ClusterSpec> parse_cluster_yaml(const std::string& text, const std::string& file);
 
+// A model as the YAML parse_model_yaml reads back, every key on its own line preceded by
+// `indent` (plan files nest it under "model:"; capplan-train and job scripts read it as is).
+std::string model_to_yaml(const ModelSpec& m, const std::string& indent = {});
+
 // Semantic checks shared by every loader (> 0, heads divides hidden, kv_heads divides heads, ...).
 void validate_model(const ModelSpec& m, const std::string& file, Diagnostics& out);
 void validate_cluster(const ClusterSpec& c, const std::string& file, Diagnostics& out);

@@ -9,9 +9,10 @@
 //   [28, 32) zero
 // Payload (little-endian): u32 n_meta, n_meta x (u32 len, key, u32 len, value), u32 n_tensors,
 // n_tensors x (u32 len, name, u64 count, count x f32).
-#include "planner/json_writer.h"
-#include "planner/limits.h"
 #include "io/checkpoint.h"
+
+#include "planner/json.h"
+#include "planner/limits.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -26,7 +27,6 @@
 #include <sstream>
 
 #include "planner/atomic_file.h"
-#include "json_lite.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -226,35 +226,36 @@ bool read_manifest(const std::string& step_dir, Manifest* m, std::string* why) {
     *why = "manifest: " + err;
     return false;
   }
-  json::Value v;
-  if (!json::parse(text, &v, &err) || !v.is_object()) {
+  const std::optional<Json> parsed = json_parse(text, &err);
+  if (!parsed || !parsed->is_object()) {
     *why = "manifest is not valid JSON (" + (err.empty() ? std::string("not an object") : err) + ")";
     return false;
   }
-  if (v.string_or("format", "") != "capplan-checkpoint") {
+  const Json& v = *parsed;
+  if (json_string(v, "format") != "capplan-checkpoint") {
     *why = "manifest format is not 'capplan-checkpoint'";
     return false;
   }
-  m->step = v.int_or("step", -1, 0);
-  m->world = int(v.int_or("world", 0, 1, 1 << 24));
+  m->step = json_int(v, "step", -1, 0);
+  m->world = int(json_int(v, "world", 0, 1, 1 << 24));
   m->meta.clear();
   m->shards.clear();
-  if (const json::Value* meta = v.get("meta"); meta && meta->is_object()) {
-    for (const auto& [k, val] : meta->obj)
-      if (val.kind == json::Value::Kind::String) m->meta[k] = val.str;
+  if (const auto meta = v.find("meta"); meta != v.end() && meta->is_object()) {
+    for (const auto& [k, val] : meta->items())
+      if (val.is_string()) m->meta[k] = val.get<std::string>();
   }
-  const json::Value* shards = v.get("shards");
-  if (m->step < 0 || m->world <= 0 || !shards || shards->kind != json::Value::Kind::Array ||
-      int(shards->arr.size()) != m->world) {
+  const auto shards = v.find("shards");
+  if (m->step < 0 || m->world <= 0 || shards == v.end() || !shards->is_array() ||
+      int(shards->size()) != m->world) {
     *why = "manifest lacks step, world or one shard entry per rank";
     return false;
   }
-  for (const auto& s : shards->arr) {
+  for (const Json& s : *shards) {
     ShardEntry e;
-    e.rank = int(s.int_or("rank", -1, 0, 1 << 24));
-    e.file = s.string_or("file", "");
-    e.bytes = uint64_t(s.int_or("bytes", 0, 0));
-    e.crc32c = uint32_t(s.int_or("crc32c", 0, 0, UINT32_MAX));
+    e.rank = int(json_int(s, "rank", -1, 0, 1 << 24));
+    e.file = json_string(s, "file");
+    e.bytes = uint64_t(json_int(s, "bytes", 0, 0));
+    e.crc32c = uint32_t(json_int(s, "crc32c", 0, 0, UINT32_MAX));
     if (e.rank != int(m->shards.size()) || e.file.empty() ||
         e.file.find('/') != std::string::npos) {
       *why = "manifest shard entry " + std::to_string(m->shards.size()) + " is malformed";
@@ -380,21 +381,14 @@ bool checkpoint_write_manifest(const std::string& dir, int64_t step, int world,
              " shard entries for a world of " + std::to_string(world);
     return false;
   }
-  std::string j = "{\"format\":\"capplan-checkpoint\",\"version\":1,\"step\":" +
-                  std::to_string(step) + ",\"world\":" + std::to_string(world) + ",\"meta\":{";
-  bool first = true;
-  for (const auto& [k, v] : meta) {
-    j += (first ? "" : ",") + json_quote(k) + ":" + json_quote(v);
-    first = false;
+  Json entries = Json::array();
+  for (const auto& s : shards) {
+    entries.push_back({{"rank", s.rank}, {"file", s.file}, {"bytes", s.bytes}, {"crc32c", s.crc32c}});
   }
-  j += "},\"shards\":[";
-  for (size_t i = 0; i < shards.size(); ++i) {
-    const auto& s = shards[i];
-    j += (i ? ",\n" : "\n") + std::string("{\"rank\":") + std::to_string(s.rank) +
-         ",\"file\":" + json_quote(s.file) + ",\"bytes\":" + std::to_string(s.bytes) +
-         ",\"crc32c\":" + std::to_string(s.crc32c) + "}";
-  }
-  j += "]}\n";
+  Json manifest = {{"format", "capplan-checkpoint"}, {"version", 1}, {"step", step}, {"world", world},
+                   {"meta", Json::object()}, {"shards", std::move(entries)}};
+  for (const auto& [k, v] : meta) manifest["meta"][k] = v;
+  const std::string j = json_dump(manifest) + "\n";
   AtomicFile f;
   // The last fsync makes the new step folder's own entry in `dir` durable.
   return f.open((fs::path(step_dir) / kManifestName).string(), error) &&

@@ -2,6 +2,7 @@
 // synthetic DataSources, and `capplan-train data prepare`.
 #include "io/data.h"
 
+#include "planner/flags.h"
 #include "planner/limits.h"
 
 #include <fcntl.h>
@@ -430,31 +431,21 @@ int data_prepare_main(int argc, char** argv) {
       "usage: capplan-train data prepare --text FILE... --out DIR [--shard-bytes N]\n"
       "  Byte-level tokenizer (vocab 256): writes llm.c-compatible .bin shards of at most N bytes\n"
       "  (default 1073741824) to DIR as shard_000000.bin, shard_000001.bin, ...\n";
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(usage, stdout);
-      return 0;
-    } else if (a == "--text") {
-      while (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) texts.push_back(argv[++i]);
-    } else if (a == "--out" && i + 1 < argc) {
-      out = argv[++i];
-    } else if (a == "--shard-bytes" && i + 1 < argc) {
-      std::string v = argv[++i];
-      char* end = nullptr;
-      long long n = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < kShardHeaderBytes + 2) {
-        diags.error("<command line>", 0, 0, "--shard-bytes",
-                    "must be an integer >= " + std::to_string(kShardHeaderBytes + 2) +
-                        " (header + one token), found '" + v + "'");
-      } else {
-        shard_bytes = n;
-      }
-    } else {
-      diags.error("<command line>", 0, 0, "", "unknown or incomplete option '" + a + "'",
-                  "see --help");
-    }
+  // --text takes one file; the files after it are the positional arguments.
+  static const std::vector<FlagSpec> flags = {
+      {"text", true, "text files to tokenize", "FILE..."},
+      {"out", true, "folder for the shards", "DIR"},
+      {"shard-bytes", true, "largest shard, in bytes", "N"},
+  };
+  const Args args = parse_args(argc, argv, flags, diags, size_t(argc));
+  if (args.help()) {
+    std::fputs(usage, stdout);
+    return 0;
   }
+  if (args.has("text")) texts.push_back(args.get("text"));
+  texts.insert(texts.end(), args.positional().begin(), args.positional().end());
+  out = args.get("out");
+  if (const auto n = int_flag(args, "shard-bytes", diags, kShardHeaderBytes + 2, int64_t(1) << 50)) shard_bytes = *n;
   if (texts.empty()) diags.error("<command line>", 0, 0, "--text", "no input text file given");
   if (out.empty()) diags.error("<command line>", 0, 0, "--out", "no output folder given");
   for (const auto& t : texts) {

@@ -1,6 +1,9 @@
-// JSON-lines metrics writer, /proc sampler and the GEMM peak probe.
-#include "planner/json_writer.h"
+// JSON-lines metrics writer (the names are io/metrics_schema.h's), /proc sampler and the GEMM
+// peak probe.
 #include "io/metrics.h"
+
+#include "io/metrics_schema.h"
+#include "planner/json.h"
 
 #include <sched.h>
 #include <unistd.h>
@@ -14,54 +17,6 @@
 #include <sstream>
 
 namespace capplan::rt {
-
-// ---- JSON ----
-
-void JsonLine::key(const std::string& k) {
-  if (!body_.empty()) body_ += ',';
-  body_ += json_quote(k);
-  body_ += ':';
-}
-
-JsonLine& JsonLine::add(const std::string& k, double v) {
-  key(k);
-  if (std::isnan(v)) {
-    body_ += "\"NaN\"";
-  } else if (std::isinf(v)) {
-    body_ += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
-  } else {
-    // Shortest text that reads back to the same double (std::to_chars), independent of the C
-    // locale (printf would write "3,5" under a German LC_NUMERIC, which a Qt app may set).
-    char b[64];
-    auto r = std::to_chars(b, b + sizeof(b), v);
-    body_.append(b, r.ptr);
-  }
-  return *this;
-}
-
-JsonLine& JsonLine::add(const std::string& k, int64_t v) {
-  key(k);
-  body_ += std::to_string(v);
-  return *this;
-}
-
-JsonLine& JsonLine::add(const std::string& k, const std::string& v) {
-  key(k);
-  body_ += json_quote(v);
-  return *this;
-}
-
-JsonLine& JsonLine::add_bool(const std::string& k, bool v) {
-  key(k);
-  body_ += v ? "true" : "false";
-  return *this;
-}
-
-JsonLine& JsonLine::add_raw(const std::string& k, const std::string& json) {
-  key(k);
-  body_ += json;
-  return *this;
-}
 
 // ---- MetricsWriter ----
 
@@ -93,65 +48,67 @@ void MetricsWriter::write_line(const std::string& json) {
   std::fflush(file_);
 }
 
+void MetricsWriter::write_record(const Json& record) { write_line(json_dump(record, false)); }
+
 void MetricsWriter::write_start(const StartRecord& r) {
-  std::string hosts = "[";
-  for (size_t i = 0; i < r.rank_hosts.size(); ++i)
-    hosts += (i ? "," : "") + json_quote(r.rank_hosts[i]);
-  hosts += "]";
-  JsonLine j;
-  j.add("type", "start")
-      .add("model", r.model)
-      .add("parameters", r.parameters)
-      .add("world", r.world)
-      .add("dp", r.dp)
-      .add("tp", r.tp)
-      .add("pp", r.pp)
-      .add("zero", r.zero)
-      .add("mbs", r.mbs)
-      .add("gbs", r.gbs)
-      .add("seq_len", r.seq_len)
-      .add("threads", r.threads)
-      .add("batch_split", r.batch_split)
-      .add("backend", r.backend)
-      .add_raw("rank_hosts", hosts)
-      .add("peak_flops_per_s", r.peak_flops_per_s > 0 ? r.peak_flops_per_s : std::nan(""))
-      .add("peak_flops_source", r.peak_flops_source.empty() ? "unknown" : r.peak_flops_source)
-      .add("resumed_from_step", r.resumed_from_step);
-  write_line(j.str());
+  namespace k = metrics_schema;
+  Json j;
+  j[k::kType] = k::kStart;
+  j[k::kModel] = r.model;
+  j[k::kParameters] = r.parameters;
+  j[k::kWorld] = r.world;
+  j[k::kDp] = r.dp;
+  j[k::kTp] = r.tp;
+  j[k::kPp] = r.pp;
+  j[k::kZero] = r.zero;
+  j[k::kMbs] = r.mbs;
+  j[k::kGbs] = r.gbs;
+  j[k::kSeq] = r.seq_len;
+  j[k::kThreads] = r.threads;
+  j[k::kBatchSplit] = r.batch_split;
+  j[k::kBackend] = r.backend;
+  j[k::kRankHosts] = r.rank_hosts;
+  j[k::kPeakFlopsPerS] = json_number(r.peak_flops_per_s > 0 ? r.peak_flops_per_s : std::nan(""));
+  j[k::kPeakFlopsSource] = r.peak_flops_source.empty() ? "unknown" : r.peak_flops_source;
+  j[k::kResumedFromStep] = r.resumed_from_step;
+  write_record(j);
 }
 
 void MetricsWriter::write_step(const StepRecord& r) {
-  JsonLine j;
-  j.add("type", "step")
-      .add("step", r.step)
-      .add("loss", r.loss)
-      .add("tokens_per_s", r.tokens_per_s)
-      .add("lr", r.lr)
-      .add("grad_norm", r.grad_norm)
-      .add("step_time_s", r.step_time_s)
-      .add("model_flops_per_s", r.model_flops_per_s)
-      .add("mfu", r.mfu)
-      .add("peak_flops_source", r.peak_flops_source.empty() ? "unknown" : r.peak_flops_source)
-      .add("forward_s", r.forward_s)
-      .add("backward_s", r.backward_s)
-      .add("optimizer_s", r.optimizer_s)
-      .add("dp_comm_s", r.dp_comm_s)
-      .add("data_s", r.data_s)
-      .add("gemm_s", r.gemm_s);
-  if (std::isfinite(r.split_wait_s)) j.add("split_wait_s", r.split_wait_s);
-  write_line(j.str());
+  namespace k = metrics_schema;
+  Json j;
+  j[k::kType] = k::kStep;
+  j[k::kStepNumber] = r.step;
+  j[k::kLoss] = json_number(r.loss);
+  j[k::kTokensPerS] = json_number(r.tokens_per_s);
+  j[k::kLr] = json_number(r.lr);
+  j[k::kGradNorm] = json_number(r.grad_norm);
+  j[k::kStepTimeS] = json_number(r.step_time_s);
+  j[k::kModelFlopsPerS] = json_number(r.model_flops_per_s);
+  j[k::kMfu] = json_number(r.mfu);
+  j[k::kPeakFlopsSource] = r.peak_flops_source.empty() ? "unknown" : r.peak_flops_source;
+  j[k::kForwardS] = json_number(r.forward_s);
+  j[k::kBackwardS] = json_number(r.backward_s);
+  j[k::kOptimizerS] = json_number(r.optimizer_s);
+  j[k::kDpCommS] = json_number(r.dp_comm_s);
+  j[k::kDataS] = json_number(r.data_s);
+  j[k::kGemmS] = json_number(r.gemm_s);
+  if (std::isfinite(r.split_wait_s)) j[k::kSplitWaitS] = json_number(r.split_wait_s);
+  j[k::kBubbleFraction] = json_number(r.bubble_fraction);
+  write_record(j);
 }
 
 void MetricsWriter::write_summary(const SummaryRecord& r) {
-  JsonLine j;
-  j.add("type", "summary")
-      .add("status", r.status)
-      .add("reason", r.reason)
-      .add("steps", r.steps)
-      .add("wall_s", r.wall_s)
-      .add("final_loss", r.final_loss)
-      .add("mean_tokens_per_s", r.mean_tokens_per_s);
-  write_line(j.str());
+  namespace k = metrics_schema;
+  Json j;
+  j[k::kType] = k::kSummary;
+  j[k::kStatus] = r.status;
+  j[k::kReason] = r.reason;
+  j[k::kSteps] = r.steps;
+  j[k::kWallS] = json_number(r.wall_s);
+  j[k::kFinalLoss] = json_number(r.final_loss);
+  j[k::kMeanTokensPerS] = json_number(r.mean_tokens_per_s);
+  write_record(j);
   summary_written_ = true;
 }
 
@@ -274,19 +231,20 @@ void SystemSampler::run() {
     ProcSample now = proc_sample_self();
     const double dt = now.time_s - prev.time_s;
     const double cores_used = dt > 0 ? (now.cpu_time_s - prev.cpu_time_s) / dt : 0;
-    JsonLine j;
-    j.add("type", "system")
-        .add("rank", rank_)
-        .add("time_s", now.time_s - t0)
-        .add("cpu_util", cores_used / cores_expected_)
-        .add("cpu_cores_used", cores_used)
-        .add("rss_bytes", now.rss_bytes)
-        .add("io_read_bytes", now.io_read_bytes)
-        .add("io_write_bytes", now.io_write_bytes);
+    namespace k = metrics_schema;
+    Json j;
+    j[k::kType] = k::kSystem;
+    j[k::kRank] = rank_;
+    j[k::kTimeS] = json_number(now.time_s - t0);
+    j[k::kCpuUtil] = json_number(cores_used / cores_expected_);
+    j[k::kCpuCoresUsed] = json_number(cores_used);
+    j[k::kRssBytes] = now.rss_bytes;
+    j[k::kIoReadBytes] = now.io_read_bytes;
+    j[k::kIoWriteBytes] = now.io_write_bytes;
     if (extra_) extra_(j);
     prev = now;
     lock.lock();
-    lines_.push_back(j.str());
+    lines_.push_back(json_dump(j, false));
     if (lines_.size() > 100000) lines_.erase(lines_.begin());  // never drained: stay bounded
   }
 }

@@ -7,6 +7,9 @@
 // Thresholds are ours (ReportRules), not Debugger's defaults.
 #include "io/report.h"
 
+#include "io/metrics_schema.h"
+#include "planner/flags.h"
+#include "planner/json.h"
 #include "planner/limits.h"
 
 #include <algorithm>
@@ -17,7 +20,6 @@
 #include <limits>
 #include <sstream>
 
-#include "json_lite.h"
 #include "io/metrics.h"
 
 namespace capplan::rt {
@@ -51,6 +53,195 @@ double mean_of(const std::vector<double>& v) {
 
 }  // namespace
 
+namespace {
+
+// The records of a metrics file into the summary, the steps (a resumed run's start record drops
+// the steps it redid) and the CPU samples; lines that are not JSON objects are warnings.
+void read_records(const std::vector<std::string>& lines, Diagnostics* diags, const std::string& file,
+                  RunSummary& s, std::vector<Step>& steps, std::vector<double>& cpu) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    std::string err;
+    const std::optional<Json> parsed = json_parse(line, &err);
+    if (!parsed || !parsed->is_object()) {
+      diags->warning(file, int(i + 1), 0, "",
+                     "not a JSON object (" + (err.empty() ? std::string("not an object") : err) +
+                         "); line skipped");
+      continue;
+    }
+    namespace k = metrics_schema;
+    const Json& v = *parsed;
+    const std::string type = json_string(v, k::kType);
+    if (type == k::kStart) {
+      ++s.runs;
+      const double resumed = json_double(v, k::kResumedFromStep, -1);
+      if (resumed >= 0)  // steps after the checkpoint were redone by this run
+        std::erase_if(steps, [&](const Step& st) { return double(st.step) > resumed; });
+      s.status = "missing";
+      s.reason.clear();
+      s.model = json_string(v, k::kModel);
+      s.world = int(json_int(v, k::kWorld, 0, 0, 1 << 24));
+      s.dp = int(json_int(v, k::kDp, 0, 0, 1 << 24));
+      s.peak_flops_source = json_string(v, k::kPeakFlopsSource, s.peak_flops_source);
+    } else if (type == k::kStep) {
+      Step st;
+      st.step = json_int(v, k::kStepNumber, int64_t(steps.size()) + 1);
+      st.loss = json_double(v, k::kLoss, kNaN);
+      st.tokens_per_s = json_double(v, k::kTokensPerS, 0);
+      st.step_time_s = json_double(v, k::kStepTimeS, 0);
+      st.mfu = json_double(v, k::kMfu, kNaN);
+      st.forward_s = json_double(v, k::kForwardS, 0);
+      st.backward_s = json_double(v, k::kBackwardS, 0);
+      st.optimizer_s = json_double(v, k::kOptimizerS, 0);
+      st.dp_comm_s = json_double(v, k::kDpCommS, 0);
+      st.data_s = json_double(v, k::kDataS, 0);
+      st.gemm_s = json_double(v, k::kGemmS, kNaN);
+      st.split_wait_s = json_double(v, k::kSplitWaitS, kNaN);
+      if (s.peak_flops_source.empty()) s.peak_flops_source = json_string(v, k::kPeakFlopsSource);
+      steps.push_back(st);
+    } else if (type == k::kSystem) {
+      ++s.system_samples;
+      double u = json_double(v, k::kCpuUtil, kNaN);
+      if (std::isfinite(u)) cpu.push_back(u);
+      s.peak_rss_bytes = std::max(s.peak_rss_bytes, json_int(v, k::kRssBytes, 0, 0));
+    } else if (type == k::kSummary) {
+      s.status = json_string(v, k::kStatus, "unknown");
+      s.reason = json_string(v, k::kReason);
+    } else if (type == k::kPlacement) {
+      // rank -> (host, dp, pp, tp), written by the trainer after the start record
+    } else {
+      diags->warning(file, int(i + 1), 0, "type",
+                     "unknown record type '" + type + "'; expected start, step, system or summary");
+    }
+  }
+
+}
+
+// Time shares of the steps after the first (which carries one-off costs: thread start-up, page
+// faults), for the summary and the rules.
+struct StepTotals {
+  size_t from = 0;  // first step counted
+  double forward = 0, backward = 0, optimizer = 0, dp_comm = 0, data = 0, gemm = 0, split_wait = 0, total = 0;
+};
+
+StepTotals summarize_steps(const std::vector<Step>& steps, RunSummary& s) {
+  s.first_step = steps.front().step;
+  s.last_step = steps.back().step;
+  s.loss_first = steps.front().loss;
+  s.loss_last = steps.back().loss;
+  s.loss_min = kNaN;
+  for (const auto& st : steps)
+    if (std::isfinite(st.loss) && !(st.loss >= s.loss_min)) s.loss_min = st.loss;
+  // The first step carries one-off costs (thread start-up, page faults): leave it out of means.
+  const size_t from = steps.size() > 1 ? 1 : 0;
+  std::vector<double> tps, t, mfu;
+  double f = 0, b = 0, o = 0, c = 0, d = 0, g = 0, w = 0, total = 0;
+  bool have_gemm = true, have_wait = true;
+  for (size_t i = from; i < steps.size(); ++i) {
+    const auto& st = steps[i];
+    tps.push_back(st.tokens_per_s);
+    t.push_back(st.step_time_s);
+    if (std::isfinite(st.mfu)) mfu.push_back(st.mfu);
+    f += st.forward_s;
+    b += st.backward_s;
+    o += st.optimizer_s;
+    c += st.dp_comm_s;
+    d += st.data_s;
+    g += st.gemm_s;
+    have_gemm = have_gemm && std::isfinite(st.gemm_s);
+    w += st.split_wait_s;
+    have_wait = have_wait && std::isfinite(st.split_wait_s);
+    total += st.step_time_s;
+  }
+  s.mean_tokens_per_s = mean_of(tps);
+  s.mean_step_time_s = mean_of(t);
+  s.mean_mfu = mean_of(mfu);
+  if (total > 0) {
+    s.share_forward = f / total;
+    s.share_backward = b / total;
+    s.share_optimizer = o / total;
+    s.share_dp_comm = c / total;
+    s.share_data = d / total;
+    s.share_other = std::max(0.0, 1.0 - (f + b + o + c + d) / total);
+    s.share_gemm = have_gemm ? g / total : kNaN;
+    s.share_split_wait = have_wait ? w / total : kNaN;
+  }
+  return {from, f, b, o, c, d, g, w, total};
+}
+
+// The rules over the steps: NonFiniteLoss, DataLoadingDominates, CommunicationOutweighsCompute,
+// LossNotDecreasing.
+void step_findings(const std::vector<Step>& steps, const StepTotals& t, const RunSummary& s, const ReportRules& rules,
+                   Report& rep) {
+  const size_t from = t.from;
+  const double f = t.forward, b = t.backward, c = t.dp_comm, d = t.data, total = t.total;
+  // NonFiniteLoss
+  int64_t bad = 0, first_bad = -1;
+  double first_bad_value = 0;
+  for (const auto& st : steps)
+    if (!std::isfinite(st.loss)) {
+      if (bad++ == 0) {
+        first_bad = st.step;
+        first_bad_value = st.loss;
+      }
+    }
+  if (bad > 0)
+    rep.findings.push_back(
+        {"NonFiniteLoss", "error",
+         "loss is " + num(first_bad_value) + " at step " + std::to_string(first_bad) + "; " +
+             std::to_string(bad) + " of " + std::to_string(steps.size()) +
+             " steps have a non-finite loss",
+         "lower the learning rate or lengthen warm-up, keep gradient clipping on, and check the "
+         "data for out-of-range tokens; resume from the last checkpoint before the divergence"});
+
+  // DataLoadingDominates
+  if (total > 0 && s.share_data > rules.data_share_max)
+    rep.findings.push_back(
+        {"DataLoadingDominates", "warning",
+         "data loading takes " + pct(s.share_data) + " of step time (" +
+             fmt("%.4g", d / double(steps.size() - from)) + " s of " +
+             fmt("%.4g", s.mean_step_time_s) + " s per step; threshold " +
+             pct(rules.data_share_max) + ")",
+         "put the shards on local or faster storage, keep them pre-tokenised, and overlap "
+         "loading with compute (prefetch the next batch)"});
+
+  // CommunicationOutweighsCompute
+  const double compute = f + b;
+  if (c > 0 && c > rules.comm_over_compute_max * compute)
+    rep.findings.push_back(
+        {"CommunicationOutweighsCompute", "warning",
+         "DP communication " + fmt("%.4g", c) + " s vs forward + backward " +
+             fmt("%.4g", compute) + " s over " + std::to_string(steps.size() - from) +
+             " steps (ratio " + fmt("%.2f", compute > 0 ? c / compute : kNaN) + ", threshold " +
+             fmt("%.2f", rules.comm_over_compute_max) + ")",
+         "do more work per all-reduce (a larger mbs or more gradient accumulation: a larger gbs "
+         "per dp rank), use fewer dp ranks per node, or a faster interconnect"});
+
+  // LossNotDecreasing
+  if (int64_t(steps.size()) >= rules.min_steps_for_loss_rule && bad == 0) {
+    const size_t w = size_t(std::max<int64_t>(1, std::min<int64_t>(rules.loss_window,
+                                                                    int64_t(steps.size()) / 2)));
+    double head = 0, tail = 0;
+    for (size_t i = 0; i < w; ++i) {
+      head += steps[i].loss;
+      tail += steps[steps.size() - 1 - i].loss;
+    }
+    head /= double(w);
+    tail /= double(w);
+    if (!(tail < head * (1.0 - rules.loss_decrease_min)))
+      rep.findings.push_back(
+          {"LossNotDecreasing", "warning",
+           "mean loss of the last " + std::to_string(w) + " steps is " + fmt("%.5g", tail) +
+               ", of the first " + std::to_string(w) + " steps " + fmt("%.5g", head) +
+               " (needs a decrease of at least " + pct(rules.loss_decrease_min) + ")",
+           "check the learning rate (too low, or warm-up too long), that the data is shuffled "
+           "and that the targets are the inputs shifted by one token"});
+  }
+}
+
+}  // namespace
+
 Report report_analyze_lines(const std::vector<std::string>& lines, const ReportRules& rules,
                             Diagnostics* diags, const std::string& file) {
   Report rep;
@@ -61,170 +252,10 @@ Report report_analyze_lines(const std::vector<std::string>& lines, const ReportR
   s.share_split_wait = kNaN;
   std::vector<Step> steps;
   std::vector<double> cpu;
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const std::string& line = lines[i];
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json::Value v;
-    std::string err;
-    if (!json::parse(line, &v, &err) || !v.is_object()) {
-      diags->warning(file, int(i + 1), 0, "",
-                     "not a JSON object (" + (err.empty() ? std::string("not an object") : err) +
-                         "); line skipped");
-      continue;
-    }
-    const std::string type = v.string_or("type", "");
-    if (type == "start") {
-      ++s.runs;
-      const double resumed = v.number_or("resumed_from_step", -1);
-      if (resumed >= 0)  // steps after the checkpoint were redone by this run
-        std::erase_if(steps, [&](const Step& st) { return double(st.step) > resumed; });
-      s.status = "missing";
-      s.reason.clear();
-      s.model = v.string_or("model", "");
-      s.world = int(v.int_or("world", 0, 0, 1 << 24));
-      s.dp = int(v.int_or("dp", 0, 0, 1 << 24));
-      s.peak_flops_source = v.string_or("peak_flops_source", s.peak_flops_source);
-    } else if (type == "step") {
-      Step st;
-      st.step = v.int_or("step", int64_t(steps.size()) + 1);
-      st.loss = v.number_or("loss", kNaN);
-      if (const json::Value* l = v.get("loss"); l && l->kind == json::Value::Kind::Null) st.loss = kNaN;
-      st.tokens_per_s = v.number_or("tokens_per_s", 0);
-      st.step_time_s = v.number_or("step_time_s", 0);
-      st.mfu = v.number_or("mfu", kNaN);
-      st.forward_s = v.number_or("forward_s", 0);
-      st.backward_s = v.number_or("backward_s", 0);
-      st.optimizer_s = v.number_or("optimizer_s", 0);
-      st.dp_comm_s = v.number_or("dp_comm_s", 0);
-      st.data_s = v.number_or("data_s", 0);
-      st.gemm_s = v.number_or("gemm_s", kNaN);
-      st.split_wait_s = v.number_or("split_wait_s", kNaN);
-      if (s.peak_flops_source.empty()) s.peak_flops_source = v.string_or("peak_flops_source", "");
-      steps.push_back(st);
-    } else if (type == "system") {
-      ++s.system_samples;
-      double u = v.number_or("cpu_util", kNaN);
-      if (std::isfinite(u)) cpu.push_back(u);
-      s.peak_rss_bytes = std::max(s.peak_rss_bytes, v.int_or("rss_bytes", 0, 0));
-    } else if (type == "summary") {
-      s.status = v.string_or("status", "unknown");
-      s.reason = v.string_or("reason", "");
-    } else if (type == "placement") {
-      // rank -> (host, dp, pp, tp), written by the trainer after the start record
-    } else {
-      diags->warning(file, int(i + 1), 0, "type",
-                     "unknown record type '" + type + "'; expected start, step, system or summary");
-    }
-  }
-
+  read_records(lines, diags, file, s, steps, cpu);
   s.steps = int64_t(steps.size());
   s.mean_cpu_util = mean_of(cpu);
-  if (!steps.empty()) {
-    s.first_step = steps.front().step;
-    s.last_step = steps.back().step;
-    s.loss_first = steps.front().loss;
-    s.loss_last = steps.back().loss;
-    s.loss_min = kNaN;
-    for (const auto& st : steps)
-      if (std::isfinite(st.loss) && !(st.loss >= s.loss_min)) s.loss_min = st.loss;
-    // The first step carries one-off costs (thread start-up, page faults): leave it out of means.
-    const size_t from = steps.size() > 1 ? 1 : 0;
-    std::vector<double> tps, t, mfu;
-    double f = 0, b = 0, o = 0, c = 0, d = 0, g = 0, w = 0, total = 0;
-    bool have_gemm = true, have_wait = true;
-    for (size_t i = from; i < steps.size(); ++i) {
-      const auto& st = steps[i];
-      tps.push_back(st.tokens_per_s);
-      t.push_back(st.step_time_s);
-      if (std::isfinite(st.mfu)) mfu.push_back(st.mfu);
-      f += st.forward_s;
-      b += st.backward_s;
-      o += st.optimizer_s;
-      c += st.dp_comm_s;
-      d += st.data_s;
-      g += st.gemm_s;
-      have_gemm = have_gemm && std::isfinite(st.gemm_s);
-      w += st.split_wait_s;
-      have_wait = have_wait && std::isfinite(st.split_wait_s);
-      total += st.step_time_s;
-    }
-    s.mean_tokens_per_s = mean_of(tps);
-    s.mean_step_time_s = mean_of(t);
-    s.mean_mfu = mean_of(mfu);
-    if (total > 0) {
-      s.share_forward = f / total;
-      s.share_backward = b / total;
-      s.share_optimizer = o / total;
-      s.share_dp_comm = c / total;
-      s.share_data = d / total;
-      s.share_other = std::max(0.0, 1.0 - (f + b + o + c + d) / total);
-      s.share_gemm = have_gemm ? g / total : kNaN;
-      s.share_split_wait = have_wait ? w / total : kNaN;
-    }
-
-    // NonFiniteLoss
-    int64_t bad = 0, first_bad = -1;
-    double first_bad_value = 0;
-    for (const auto& st : steps)
-      if (!std::isfinite(st.loss)) {
-        if (bad++ == 0) {
-          first_bad = st.step;
-          first_bad_value = st.loss;
-        }
-      }
-    if (bad > 0)
-      rep.findings.push_back(
-          {"NonFiniteLoss", "error",
-           "loss is " + num(first_bad_value) + " at step " + std::to_string(first_bad) + "; " +
-               std::to_string(bad) + " of " + std::to_string(steps.size()) +
-               " steps have a non-finite loss",
-           "lower the learning rate or lengthen warm-up, keep gradient clipping on, and check the "
-           "data for out-of-range tokens; resume from the last checkpoint before the divergence"});
-
-    // DataLoadingDominates
-    if (total > 0 && s.share_data > rules.data_share_max)
-      rep.findings.push_back(
-          {"DataLoadingDominates", "warning",
-           "data loading takes " + pct(s.share_data) + " of step time (" +
-               fmt("%.4g", d / double(steps.size() - from)) + " s of " +
-               fmt("%.4g", s.mean_step_time_s) + " s per step; threshold " +
-               pct(rules.data_share_max) + ")",
-           "put the shards on local or faster storage, keep them pre-tokenised, and overlap "
-           "loading with compute (prefetch the next batch)"});
-
-    // CommunicationOutweighsCompute
-    const double compute = f + b;
-    if (c > 0 && c > rules.comm_over_compute_max * compute)
-      rep.findings.push_back(
-          {"CommunicationOutweighsCompute", "warning",
-           "DP communication " + fmt("%.4g", c) + " s vs forward + backward " +
-               fmt("%.4g", compute) + " s over " + std::to_string(steps.size() - from) +
-               " steps (ratio " + fmt("%.2f", compute > 0 ? c / compute : kNaN) + ", threshold " +
-               fmt("%.2f", rules.comm_over_compute_max) + ")",
-           "do more work per all-reduce (a larger mbs or more gradient accumulation: a larger gbs "
-           "per dp rank), use fewer dp ranks per node, or a faster interconnect"});
-
-    // LossNotDecreasing
-    if (int64_t(steps.size()) >= rules.min_steps_for_loss_rule && bad == 0) {
-      const size_t w = size_t(std::max<int64_t>(1, std::min<int64_t>(rules.loss_window,
-                                                                      int64_t(steps.size()) / 2)));
-      double head = 0, tail = 0;
-      for (size_t i = 0; i < w; ++i) {
-        head += steps[i].loss;
-        tail += steps[steps.size() - 1 - i].loss;
-      }
-      head /= double(w);
-      tail /= double(w);
-      if (!(tail < head * (1.0 - rules.loss_decrease_min)))
-        rep.findings.push_back(
-            {"LossNotDecreasing", "warning",
-             "mean loss of the last " + std::to_string(w) + " steps is " + fmt("%.5g", tail) +
-                 ", of the first " + std::to_string(w) + " steps " + fmt("%.5g", head) +
-                 " (needs a decrease of at least " + pct(rules.loss_decrease_min) + ")",
-             "check the learning rate (too low, or warm-up too long), that the data is shuffled "
-             "and that the targets are the inputs shifted by one token"});
-    }
-  }
+  if (!steps.empty()) step_findings(steps, summarize_steps(steps, s), s, rules, rep);
 
   // LowCPUUtilization
   if (!cpu.empty() && s.mean_cpu_util < rules.cpu_util_min)
@@ -321,66 +352,54 @@ std::string report_to_text(const Report& rep) {
 
 std::string report_to_json(const Report& rep) {
   const RunSummary& s = rep.summary;
-  JsonLine sj;
-  sj.add("model", s.model)
-      .add("world", s.world)
-      .add("dp", s.dp)
-      .add("runs", s.runs)
-      .add("steps", s.steps)
-      .add("first_step", s.first_step)
-      .add("last_step", s.last_step)
-      .add("loss_first", s.loss_first)
-      .add("loss_last", s.loss_last)
-      .add("loss_min", s.loss_min)
-      .add("mean_tokens_per_s", s.mean_tokens_per_s)
-      .add("mean_step_time_s", s.mean_step_time_s)
-      .add("mean_mfu", s.mean_mfu)
-      .add("peak_flops_source", s.peak_flops_source)
-      .add("share_forward", s.share_forward)
-      .add("share_backward", s.share_backward)
-      .add("share_optimizer", s.share_optimizer)
-      .add("share_dp_comm", s.share_dp_comm)
-      .add("share_data", s.share_data)
-      .add("share_other", s.share_other)
-      .add("share_gemm", s.share_gemm)
-      .add("system_samples", s.system_samples)
-      .add("mean_cpu_util", s.mean_cpu_util)
-      .add("peak_rss_bytes", s.peak_rss_bytes)
-      .add("status", s.status)
-      .add("reason", s.reason);
-  std::string findings = "[";
-  for (size_t i = 0; i < rep.findings.size(); ++i) {
-    const auto& f = rep.findings[i];
-    JsonLine fj;
-    fj.add("rule", f.rule).add("severity", f.severity).add("evidence", f.evidence).add("advice", f.advice);
-    findings += (i ? "," : "") + fj.str();
+  Json summary;
+  summary["model"] = s.model;
+  summary["world"] = s.world;
+  summary["dp"] = s.dp;
+  summary["runs"] = s.runs;
+  summary["steps"] = s.steps;
+  summary["first_step"] = s.first_step;
+  summary["last_step"] = s.last_step;
+  summary["loss_first"] = json_number(s.loss_first);
+  summary["loss_last"] = json_number(s.loss_last);
+  summary["loss_min"] = json_number(s.loss_min);
+  summary["mean_tokens_per_s"] = json_number(s.mean_tokens_per_s);
+  summary["mean_step_time_s"] = json_number(s.mean_step_time_s);
+  summary["mean_mfu"] = json_number(s.mean_mfu);
+  summary["peak_flops_source"] = s.peak_flops_source;
+  summary["share_forward"] = json_number(s.share_forward);
+  summary["share_backward"] = json_number(s.share_backward);
+  summary["share_optimizer"] = json_number(s.share_optimizer);
+  summary["share_dp_comm"] = json_number(s.share_dp_comm);
+  summary["share_data"] = json_number(s.share_data);
+  summary["share_other"] = json_number(s.share_other);
+  summary["share_gemm"] = json_number(s.share_gemm);
+  summary["system_samples"] = s.system_samples;
+  summary["mean_cpu_util"] = json_number(s.mean_cpu_util);
+  summary["peak_rss_bytes"] = s.peak_rss_bytes;
+  summary["status"] = s.status;
+  summary["reason"] = s.reason;
+  Json findings = Json::array();
+  for (const auto& f : rep.findings) {
+    findings.push_back({{"rule", f.rule}, {"severity", f.severity}, {"evidence", f.evidence}, {"advice", f.advice}});
   }
-  findings += "]";
-  JsonLine j;
-  j.add_raw("summary", sj.str()).add_raw("findings", findings);
-  return j.str() + "\n";
+  const Json j = {{"summary", std::move(summary)}, {"findings", std::move(findings)}};
+  return json_dump(j, false) + "\n";
 }
 
 int report_main(int argc, char** argv) {
   const char* usage =
       "usage: capplan-train report FILE [--json]\n"
       "  Summary and bottleneck findings of a metrics file written by capplan-train --metrics.\n";
-  std::string file;
-  bool as_json = false;
   Diagnostics diags;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--json") {
-      as_json = true;
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(usage, stdout);
-      return 0;
-    } else if (a.rfind("--", 0) == 0 || !file.empty()) {
-      diags.error("<command line>", 0, 0, "", "unexpected argument '" + a + "'", "see --help");
-    } else {
-      file = a;
-    }
+  static const std::vector<FlagSpec> flags = {{"json", false, "print the report as one JSON object", ""}};
+  const Args args = parse_args(argc, argv, flags, diags, 1);
+  if (args.help()) {
+    std::fputs(usage, stdout);
+    return 0;
   }
+  const bool as_json = args.has("json");
+  const std::string file = args.positional().empty() ? std::string() : args.positional().front();
   if (file.empty()) diags.error("<command line>", 0, 0, "", "no metrics file given");
   if (diags.has_errors()) {
     std::fputs(diags.to_string().c_str(), stderr);

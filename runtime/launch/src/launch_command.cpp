@@ -4,14 +4,12 @@
 
 #include <climits>
 #include <cstdlib>
-#include <sstream>
 
 #include "launch/launch.h"
 
 namespace capplan::rt {
 
 std::vector<std::string> build_train_argv(const TrainCommand& c) {
-  const Layout& l = c.layout;
   std::vector<std::string> a;
   a.push_back(c.mpirun);
   if (c.as_root) a.push_back("--allow-run-as-root");
@@ -25,40 +23,10 @@ std::vector<std::string> build_train_argv(const TrainCommand& c) {
     a.push_back(c.hostfile);
   }
   a.push_back("-np");
-  a.push_back(std::to_string(l.gpus()));
+  a.push_back(std::to_string(c.options.layout.gpus()));
   a.push_back(c.train_binary);
-  auto flag = [&](const char* name, const std::string& value) {
-    a.push_back(name);
-    a.push_back(value);
-  };
-  flag("--model", c.model_file);
-  flag("--dp", std::to_string(l.dp));
-  flag("--tp", std::to_string(l.tp));
-  flag("--pp", std::to_string(l.pp));
-  flag("--vp", std::to_string(l.vp));
-  flag("--mbs", std::to_string(l.mbs));
-  flag("--gbs", std::to_string(c.gbs));
-  flag("--zero", std::to_string(l.zero));
-  flag("--recompute", to_string(l.recompute));
-  if (l.offload) a.push_back("--offload");
-  if (l.sp) a.push_back("--sp");
-  flag("--order", l.order);
-  flag("--schedule", to_string(l.schedule));
-  flag("--steps", std::to_string(c.steps));
-  flag("--seed", std::to_string(c.seed));
-  if (c.lr > 0) {
-    std::ostringstream s;
-    s << c.lr;
-    flag("--lr", s.str());
-  }
-  flag("--data", c.data);
-  if (!c.checkpoint_dir.empty()) {
-    flag("--checkpoint-dir", c.checkpoint_dir);
-    if (c.checkpoint_every > 0) flag("--checkpoint-every", std::to_string(c.checkpoint_every));
-    flag("--resume", c.resume);
-  }
-  if (!c.metrics_file.empty()) flag("--metrics", c.metrics_file);
-  if (c.threads > 0) flag("--threads", std::to_string(c.threads));
+  const std::vector<std::string> flags = c.options.to_argv();
+  a.insert(a.end(), flags.begin(), flags.end());
   return a;
 }
 

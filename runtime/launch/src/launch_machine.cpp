@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "io/metrics.h"
 #include "launch/launch.h"
 
 #ifdef CAPPLAN_LAUNCH_HAVE_CBLAS
@@ -40,42 +41,33 @@ double meminfo_bytes(const std::string& key) {
   return 0;
 }
 
-// Best of `repeats` n^3 GEMMs, 2 n^3 FLOPs each. Through cblas (what capplan-train uses) when
-// built with it; otherwise a cache-blocked loop, which under-states a BLAS peak.
+// An fp32 GEMM C = A * B (row-major): cblas (what capplan-train uses) when built with it;
+// otherwise a cache-blocked loop on one core, which under-states a BLAS peak.
+void local_gemm(int m, int n, int k, const float* a, const float* b, float* c) {
+#ifdef CAPPLAN_LAUNCH_HAVE_CBLAS
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a, k, b, n, 0.f, c, n);
+#else
+  std::fill(c, c + size_t(m) * n, 0.f);
+  const int bs = 64;
+  for (int i0 = 0; i0 < m; i0 += bs)
+    for (int p0 = 0; p0 < k; p0 += bs)
+      for (int i = i0; i < std::min(m, i0 + bs); ++i)
+        for (int p = p0; p < std::min(k, p0 + bs); ++p) {
+          const float aip = a[size_t(i) * k + p];
+          for (int j = 0; j < n; ++j) c[size_t(i) * n + j] += aip * b[size_t(p) * n + j];
+        }
+#endif
+}
+
+// The peak through io's GEMM probe (metrics.h), in GFLOP/s, and how it was measured.
 double measure_gemm_gflops(int n, int repeats, std::string* how) {
-  std::vector<float> a(size_t(n) * n), b(size_t(n) * n), c(size_t(n) * n, 0.f);
-  for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = float((i * 7) % 13) * 0.01f;
-    b[i] = float((i * 5) % 11) * 0.01f;
-  }
-  double best = 1e30;
-  for (int r = 0; r < repeats; ++r) {
-    const double t0 = now_s();
+  const PeakFlops p = measure_peak_flops(local_gemm, n, repeats);
 #ifdef CAPPLAN_LAUNCH_HAVE_CBLAS
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
-                0.f, c.data(), n);
+  *how = p.source + ", cblas_sgemm on all cores";
 #else
-    std::fill(c.begin(), c.end(), 0.f);
-    const int bs = 64;
-    for (int i0 = 0; i0 < n; i0 += bs)
-      for (int k0 = 0; k0 < n; k0 += bs)
-        for (int i = i0; i < std::min(n, i0 + bs); ++i)
-          for (int k = k0; k < std::min(n, k0 + bs); ++k) {
-            const float aik = a[size_t(i) * n + k];
-            for (int j = 0; j < n; ++j) c[size_t(i) * n + j] += aik * b[size_t(k) * n + j];
-          }
+  *how = p.source + ", plain-loop sgemm on one core (no cblas; under-states)";
 #endif
-    best = std::min(best, now_s() - t0);
-  }
-  volatile float sink = c[0];
-  (void)sink;
-#ifdef CAPPLAN_LAUNCH_HAVE_CBLAS
-  *how = "measured: cblas_sgemm " + std::to_string(n) + "^3, best of " + std::to_string(repeats) +
-         ", all cores";
-#else
-  *how = "measured: plain-loop sgemm " + std::to_string(n) + "^3 on one core (no cblas; under-states)";
-#endif
-  return 2.0 * double(n) * n * n / best / 1e9;
+  return p.flops_per_s / 1e9;
 }
 
 // Copy bandwidth: bytes read plus bytes written per second by memcpy of a 64 MiB buffer, best of 3.

@@ -1,41 +1,36 @@
 // Reading capplan-train's metrics JSON lines while they are written (MetricsTail) and after
-// (read_measured): each line parsed by the runtime's JSON reader and flattened into one record,
-// and the medians that turn step records into a measured step time per phase.
+// (read_measured): each line parsed and flattened into one record, and the medians that turn step
+// records into a measured step time per phase. The names are io/metrics_schema.h's.
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
-#include "../../io/src/json_lite.h"
+#include "io/metrics_schema.h"
 #include "launch/launch.h"
+#include "planner/json.h"
 
 namespace capplan::rt {
 namespace {
 
 // Flattens one parsed JSON value into the record: nested keys joined with '.', array elements
-// as key.0, key.1, ...; booleans as 1 / 0; the metrics writer's "NaN" / "Infinity" strings also
-// as numbers (json::Value::as_number); nulls left out.
-void flatten(const json::Value& v, const std::string& key, MetricsRecord& out) {
-  switch (v.kind) {
-    case json::Value::Kind::Object:
-      for (const auto& [k, child] : v.obj) flatten(child, key.empty() ? k : key + "." + k, out);
-      break;
-    case json::Value::Kind::Array:
-      for (size_t i = 0; i < v.arr.size(); ++i) flatten(v.arr[i], key + "." + std::to_string(i), out);
-      break;
-    case json::Value::Kind::String: {
-      out.strings[key] = v.str;
-      // A string reads as a number only when it spells a non-finite one.
-      if (const double x = v.as_number(0.0); !std::isfinite(x)) out.numbers[key] = x;
-      break;
-    }
-    case json::Value::Kind::Number: out.numbers[key] = v.num; break;
-    case json::Value::Kind::Bool: out.numbers[key] = v.b ? 1 : 0; break;
-    case json::Value::Kind::Null: break;
+// as key.0, key.1, ...; booleans as 1 / 0; strings that spell a non-finite number (older files)
+// also as numbers; nulls left out (number() then gives its fallback, unknown by default).
+void flatten(const Json& v, const std::string& key, MetricsRecord& out) {
+  if (v.is_object()) {
+    for (const auto& [k, child] : v.items()) flatten(child, key.empty() ? k : key + "." + k, out);
+  } else if (v.is_array()) {
+    for (size_t i = 0; i < v.size(); ++i) flatten(v[i], key + "." + std::to_string(i), out);
+  } else if (v.is_string()) {
+    out.strings[key] = v.get<std::string>();
+    if (const double x = json_double(v, 0.0); !std::isfinite(x)) out.numbers[key] = x;
+  } else if (v.is_boolean()) {
+    out.numbers[key] = v.get<bool>() ? 1 : 0;
+  } else if (v.is_number()) {
+    out.numbers[key] = v.get<double>();
   }
 }
 
@@ -60,12 +55,11 @@ std::string MetricsRecord::string(const std::string& key) const {
 }
 
 std::optional<MetricsRecord> parse_metrics_line(const std::string& line) {
-  json::Value v;
-  std::string error;
-  if (!json::parse(line, &v, &error) || !v.is_object()) return std::nullopt;
+  const std::optional<Json> v = json_parse(line);
+  if (!v || !v->is_object()) return std::nullopt;
   MetricsRecord r;
-  flatten(v, "", r);
-  r.type = r.string("type");
+  flatten(*v, "", r);
+  r.type = r.string(metrics_schema::kType);
   return r;
 }
 
@@ -109,38 +103,44 @@ std::vector<MetricsRecord> MetricsTail::read_new_records() {
   return out;
 }
 
+// The planner's memory kinds for the byte counts of capplan-train's placement records.
+const std::pair<const char*, const char*> kMemoryKinds[] = {
+    {metrics_schema::kParamBytes, "weights"},
+    {metrics_schema::kGradBytes, "gradients"},
+    {metrics_schema::kSplitGradBytes, "split_gradients"},
+    {metrics_schema::kBuffersBytes, "buffers"},
+    {metrics_schema::kOptimizerBytes, "optimizer"},
+    {metrics_schema::kActivationDeviceBytes, "activations"},
+    {metrics_schema::kActivationHostBytes, "offloaded"},
+};
+
 MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
+  namespace k = metrics_schema;
   MeasuredRun m;
   std::vector<const MetricsRecord*> steps;
   std::map<int, double> rss;
   for (const auto& r : records) {
-    if (r.type == "step") {
+    if (r.type == k::kStep) {
       steps.push_back(&r);
-    } else if (r.type == "system") {
-      const double rank = r.number("rank", 0);
-      const double bytes = r.number("rss_bytes");
+    } else if (r.type == k::kSystem) {
+      const double rank = r.number(k::kRank, 0);
+      const double bytes = r.number(k::kRssBytes);
       if (std::isfinite(bytes) && rank >= 0) rss[int(rank)] = std::max(rss[int(rank)], bytes);
-    } else if (r.type == "summary") {
-      m.summary_status = r.string("status");
-      m.summary_reason = r.string("reason");
-    } else if (r.type == "memory" || r.type == "placement") {
-      for (const auto& [key, value] : r.numbers) {
-        if (key.size() <= 6 || key.compare(key.size() - 6, 6, "_bytes") != 0 || !std::isfinite(value)) continue;
-        std::string kind = key.substr(0, key.size() - 6);
-        if (kind == "param" || kind == "parameters" || kind == "params") kind = "weights";
-        if (kind == "grad") kind = "gradients";
-        if (kind == "split_grad") kind = "split_gradients";
-        if (kind == "optimizer_state") kind = "optimizer";
-        if (kind == "activation_device" || kind == "activation") kind = "activations";
-        if (kind == "activation_host" || kind == "host_activations" || kind == "offload") kind = "offloaded";
+    } else if (r.type == k::kSummary) {
+      m.summary_status = r.string(k::kStatus);
+      m.summary_reason = r.string(k::kReason);
+    } else if (r.type == k::kPlacement) {
+      for (const auto& [key, kind] : kMemoryKinds) {
+        const double value = r.number(key);
+        if (!std::isfinite(value)) continue;
         double& slot = m.memory_bytes[kind];
         slot = std::max(slot, value);
-        m.memory_source = "capplan-train memory records, largest over ranks";
+        m.memory_source = "capplan-train placement records, largest over ranks";
       }
-    } else if (r.type == "start") {
-      const double peak = r.number("peak_flops_per_s");
+    } else if (r.type == k::kStart) {
+      const double peak = r.number(k::kPeakFlopsPerS);
       if (std::isfinite(peak) && peak > 0) m.peak_flops_per_s = peak;
-      m.peak_flops_source = r.string("peak_flops_source");
+      m.peak_flops_source = r.string(k::kPeakFlopsSource);
     }
   }
   if (!rss.empty()) {
@@ -149,8 +149,8 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   }
   m.steps = int(steps.size());
   if (steps.empty()) return m;
-  m.first_loss = steps.front()->number("loss");
-  m.last_loss = steps.back()->number("loss");
+  m.first_loss = steps.front()->number(k::kLoss);
+  m.last_loss = steps.back()->number(k::kLoss);
   // Warm-up: the first step pays for allocation, page faults and cold caches, so it is left out;
   // with five or more steps, the second too (thread pools and MPI connections settle).
   m.warmup_steps = steps.size() >= 5 ? 2 : (steps.size() >= 2 ? 1 : 0);
@@ -158,13 +158,13 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   std::map<std::string, std::vector<double>> phases;
   for (size_t i = size_t(m.warmup_steps); i < steps.size(); ++i) {
     const MetricsRecord& r = *steps[i];
-    step_time.push_back(r.number("step_time_s"));
-    tokens.push_back(r.number("tokens_per_s"));
-    bubble.push_back(r.number("bubble_fraction"));
+    step_time.push_back(r.number(k::kStepTimeS));
+    tokens.push_back(r.number(k::kTokensPerS));
+    bubble.push_back(r.number(k::kBubbleFraction));
     for (const auto& [key, value] : r.numbers) {
       // Per-phase times are the keys ending in "_s" other than the step time itself.
-      if (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0 && key != "step_time_s" &&
-          key != "time_s" && key.find("per_s") == std::string::npos) {
+      if (key.size() > 2 && key.compare(key.size() - 2, 2, "_s") == 0 && key != k::kStepTimeS &&
+          key != k::kTimeS && key.find("per_s") == std::string::npos) {
         phases[key.substr(0, key.size() - 2)].push_back(value);
       }
     }
@@ -174,16 +174,6 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   m.bubble_fraction = median(bubble);
   for (auto& [name, values] : phases) m.phase_s[name] = median(values);
   return m;
-}
-
-double parse_trainer_bubble(const std::string& line) {
-  if (line.rfind("step ", 0) != 0) return kUnknown;
-  const size_t at = line.rfind(" bubble ");
-  if (at == std::string::npos) return kUnknown;
-  const char* begin = line.c_str() + at + 8;
-  double v = 0;
-  const auto [end, ec] = std::from_chars(begin, line.c_str() + line.size(), v);
-  return ec == std::errc() && end != begin && std::isfinite(v) ? v : kUnknown;
 }
 
 MeasuredRun read_measured(const std::string& metrics_file) {

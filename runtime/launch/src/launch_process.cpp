@@ -98,57 +98,28 @@ std::string find_executable(const std::string& name) {
   return {};
 }
 
-std::string shell_quote(const std::vector<std::string>& argv) {
-  std::string out;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    if (i) out += ' ';
-    const std::string& a = argv[i];
-    bool plain = !a.empty();
-    for (char c : a) {
-      if (!(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("@%_+=:,./-", c))) plain = false;
-    }
-    if (plain) {
-      out += a;
-      continue;
-    }
-    out += '\'';
-    for (char c : a) {
-      if (c == '\'') out += "'\\''";
-      else out += c;
-    }
-    out += '\'';
-  }
-  return out;
-}
+namespace {
 
-ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options,
-                          const OutputLineFn& on_line, const std::atomic<bool>* cancel) {
-  ProcessResult result;
-  const double t0 = now_s();
-  if (argv.empty()) {
-    result.error = "empty command";
-    return result;
-  }
-  const std::string exe = find_executable(argv[0]);
-  if (exe.empty()) {
-    result.error = argv[0] + ": " +
-                   (argv[0].find('/') != std::string::npos ? "no such executable file"
-                                                            : "not found in PATH");
-    return result;
+// The executable and the working directory checked before anything is started; an error message,
+// empty when both are fine.
+std::string check_command(const std::vector<std::string>& argv, const ProcessOptions& options, std::string* exe) {
+  if (argv.empty()) return "empty command";
+  *exe = find_executable(argv[0]);
+  if (exe->empty()) {
+    return argv[0] + ": " + (argv[0].find('/') != std::string::npos ? "no such executable file" : "not found in PATH");
   }
   if (!options.working_dir.empty()) {
     struct stat st {};
     if (::stat(options.working_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      result.error = "working directory '" + options.working_dir + "' does not exist";
-      return result;
+      return "working directory '" + options.working_dir + "' does not exist";
     }
   }
+  return {};
+}
 
-  // Everything the child touches, built before fork().
-  std::vector<char*> cargv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  std::vector<std::string> env_strings;
+// This process's environment with options.env's entries replacing (or adding to) it.
+std::vector<std::string> child_environment(const ProcessOptions& options) {
+  std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string entry = *e;
     const std::string key = entry.substr(0, entry.find('='));
@@ -156,174 +127,237 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     for (const auto& o : options.env) {
       if (o.substr(0, o.find('=')) == key) replaced = true;
     }
-    if (!replaced) env_strings.push_back(std::move(entry));
+    if (!replaced) env.push_back(std::move(entry));
   }
-  for (const auto& o : options.env) env_strings.push_back(o);
-  std::vector<char*> cenv;
-  for (auto& e : env_strings) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
+  for (const auto& o : options.env) env.push_back(o);
+  return env;
+}
 
-  int out_pipe[2], err_pipe[2], exec_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0) {
-    result.error = std::string("pipe: ") + std::strerror(errno);
-    return result;
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// stdout, stderr, and a pipe on which the child reports an exec failure (closed by a good exec).
+struct Pipes {
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, exec[2] = {-1, -1};
+  void close_all() {
+    for (int* fd : {&out[0], &out[1], &err[0], &err[1], &exec[0], &exec[1]}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
   }
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    result.error = std::string("pipe: ") + std::strerror(errno);
-    ::close(out_pipe[0]), ::close(out_pipe[1]);
-    return result;
+};
+
+std::string open_pipes(Pipes& p) {
+  for (int* pair : {p.out, p.err, p.exec}) {
+    if (::pipe2(pair, O_CLOEXEC) != 0) {
+      const std::string why = std::string("pipe: ") + std::strerror(errno);
+      p.close_all();
+      return why;
+    }
   }
-  if (::pipe2(exec_pipe, O_CLOEXEC) != 0) {  // reports an exec failure: closed by a good exec
-    result.error = std::string("pipe: ") + std::strerror(errno);
-    ::close(out_pipe[0]), ::close(out_pipe[1]), ::close(err_pipe[0]), ::close(err_pipe[1]);
-    return result;
+  return {};
+}
+
+// The child's side after fork(): async-signal-safe calls only; never returns.
+[[noreturn]] void exec_child(const Pipes& p, pid_t parent, const char* wd, const std::string& exe,
+                             char* const* argv, char* const* envp) {
+  ::setpgid(0, 0);
+  // If this process dies without cancelling (killed, crashed), the child gets SIGTERM rather
+  // than running on unwatched; mpirun forwards it to the ranks. The signal follows the forking
+  // thread, which stays in run_process until the child is reaped.
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != parent) ::_exit(127);
+  ::signal(SIGPIPE, SIG_DFL);
+  ::dup2(p.out[1], STDOUT_FILENO);
+  ::dup2(p.err[1], STDERR_FILENO);
+  const int devnull = ::open("/dev/null", O_RDONLY);
+  if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+  int err = 0;
+  if (wd && ::chdir(wd) != 0) err = errno;
+  if (err == 0) {
+    ::execve(exe.c_str(), argv, envp);
+    err = errno;
   }
+  ssize_t ignored = ::write(p.exec[1], &err, sizeof err);
+  (void)ignored;
+  ::_exit(127);
+}
+
+// The child's exec errno from the exec pipe, 0 when the exec succeeded (the pipe closed empty).
+int exec_error(int exec_read_fd) {
+  int exec_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(exec_read_fd, &exec_errno, sizeof exec_errno);
+  } while (got < 0 && errno == EINTR);
+  ::close(exec_read_fd);
+  return got == static_cast<ssize_t>(sizeof exec_errno) ? exec_errno : 0;
+}
+
+// A started child, watched until it has exited and its pipes are drained: output lines to
+// `on_line`, the cancel flag turned into SIGTERM then SIGKILL for its process group, on_tick
+// called every tick_s.
+class ChildWatch {
+ public:
+  ChildWatch(pid_t pid, int out_fd, int err_fd, const ProcessOptions& options, const OutputLineFn& on_line,
+             ProcessResult& result)
+      : pid_(pid), fds_{out_fd, err_fd}, options_(options), on_line_(on_line), result_(result) {}
+
+  void run(const std::atomic<bool>* cancel) {
+    double last_tick = now_s();
+    while (true) {
+      signal_if_cancelled(cancel);
+      reap_if_exited();
+      if (!open_[0] && !open_[1] && exited_) break;
+      // After the child has exited, give stragglers that still hold the pipes a short while.
+      if (exited_ && now_s() - exited_at_ > 2.0) {
+        ::kill(-pid_, SIGKILL);
+        if (now_s() - exited_at_ > 4.0) break;
+      }
+      if (!read_output()) break;
+      if (options_.on_tick && now_s() - last_tick >= options_.tick_s) {
+        last_tick = now_s();
+        options_.on_tick();
+      }
+    }
+    finish();
+  }
+
+ private:
+  void signal_if_cancelled(const std::atomic<bool>* cancel) {
+    if (cancel && cancel->load() && !result_.cancelled) {
+      result_.cancelled = true;
+      ::kill(-pid_, SIGTERM);
+      term_sent_at_ = now_s();
+    }
+    if (term_sent_at_ >= 0 && !kill_sent_ && !exited_ && now_s() - term_sent_at_ >= options_.kill_grace_s) {
+      ::kill(-pid_, SIGKILL);
+      kill_sent_ = true;
+    }
+  }
+
+  void reap_if_exited() {
+    if (exited_ || ::wait4(pid_, &status_, WNOHANG, &usage_) != pid_) return;
+    exited_ = true;
+    exited_at_ = now_s();
+    // Ranks or helpers left behind in the group would keep the pipes open: end them.
+    if (result_.cancelled) ::kill(-pid_, SIGKILL);
+  }
+
+  // One poll of the open pipes (50 ms at most); false when poll itself failed.
+  bool read_output() {
+    pollfd pfd[2];
+    int n = 0, which[2];
+    for (int i = 0; i < 2; ++i) {
+      if (open_[i]) {
+        pfd[n] = {fds_[i], POLLIN, 0};
+        which[n++] = i;
+      }
+    }
+    if (n == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      return true;
+    }
+    const int rc = ::poll(pfd, n, 50);
+    if (rc < 0 && errno != EINTR) return false;
+    char buf[8192];
+    for (int k = 0; rc > 0 && k < n; ++k) {
+      if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      const int i = which[k];
+      const ssize_t r = ::read(fds_[i], buf, sizeof buf);
+      if (r > 0) {
+        split_[i].feed(buf, static_cast<size_t>(r), stream(i), on_line_);
+      } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+        split_[i].finish(stream(i), on_line_);
+        open_[i] = false;
+      }
+    }
+    return true;
+  }
+
+  // The last partial lines, the pipes closed, the child reaped, its status and peak RSS.
+  void finish() {
+    for (int i = 0; i < 2; ++i) {
+      if (open_[i]) split_[i].finish(stream(i), on_line_);
+      ::close(fds_[i]);
+    }
+    if (!exited_) {
+      while (::wait4(pid_, &status_, 0, &usage_) < 0 && errno == EINTR) {
+      }
+    }
+    result_.max_rss_bytes = double(usage_.ru_maxrss) * 1024.0;  // Linux reports kilobytes
+    if (WIFEXITED(status_)) {
+      result_.exit_code = WEXITSTATUS(status_);
+    } else if (WIFSIGNALED(status_)) {
+      result_.term_signal = WTERMSIG(status_);
+    }
+    if (options_.on_tick) options_.on_tick();
+  }
+
+  static OutputStream stream(int i) { return i == 0 ? OutputStream::Stdout : OutputStream::Stderr; }
+
+  pid_t pid_;
+  int fds_[2];
+  const ProcessOptions& options_;
+  const OutputLineFn& on_line_;
+  ProcessResult& result_;
+  LineSplitter split_[2];
+  bool open_[2] = {true, true};
+  bool exited_ = false;
+  struct rusage usage_ {};
+  int status_ = 0;
+  double term_sent_at_ = -1, exited_at_ = -1;
+  bool kill_sent_ = false;
+};
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options,
+                          const OutputLineFn& on_line, const std::atomic<bool>* cancel) {
+  ProcessResult result;
+  const double t0 = now_s();
+  std::string exe;
+  result.error = check_command(argv, options, &exe);
+  if (!result.error.empty()) return result;
+
+  // Everything the child touches, built before fork().
+  std::vector<std::string> argv_strings = argv, env_strings = child_environment(options);
+  const std::vector<char*> cargv = c_strings(argv_strings), cenv = c_strings(env_strings);
+  Pipes pipes;
+  result.error = open_pipes(pipes);
+  if (!result.error.empty()) return result;
   const char* wd = options.working_dir.empty() ? nullptr : options.working_dir.c_str();
 
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     result.error = std::string("fork: ") + std::strerror(errno);
-    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], exec_pipe[0], exec_pipe[1]}) {
-      ::close(fd);
-    }
+    pipes.close_all();
     return result;
   }
-  if (pid == 0) {
-    // Child: async-signal-safe calls only.
-    ::setpgid(0, 0);
-    // If this process dies without cancelling (killed, crashed), the child gets SIGTERM rather
-    // than running on unwatched; mpirun forwards it to the ranks. The signal follows the forking
-    // thread, which stays in run_process until the child is reaped.
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(127);
-    ::signal(SIGPIPE, SIG_DFL);
-    ::dup2(out_pipe[1], STDOUT_FILENO);
-    ::dup2(err_pipe[1], STDERR_FILENO);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    int err = 0;
-    if (wd && ::chdir(wd) != 0) err = errno;
-    if (err == 0) {
-      ::execve(exe.c_str(), cargv.data(), cenv.data());
-      err = errno;
-    }
-    ssize_t ignored = ::write(exec_pipe[1], &err, sizeof err);
-    (void)ignored;
-    ::_exit(127);
-  }
+  if (pid == 0) exec_child(pipes, parent, wd, exe, cargv.data(), cenv.data());
   ::setpgid(pid, pid);  // also from the parent, so a cancel right away reaches the group
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  ::close(exec_pipe[1]);
+  for (int* fd : {&pipes.out[1], &pipes.err[1], &pipes.exec[1]}) {
+    ::close(*fd);
+    *fd = -1;
+  }
 
-  int exec_errno = 0;
-  ssize_t got;
-  do {
-    got = ::read(exec_pipe[0], &exec_errno, sizeof exec_errno);
-  } while (got < 0 && errno == EINTR);
-  ::close(exec_pipe[0]);
-  if (got == static_cast<ssize_t>(sizeof exec_errno)) {
+  if (const int exec_errno = exec_error(pipes.exec[0]); exec_errno != 0) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
+    ::close(pipes.out[0]);
+    ::close(pipes.err[0]);
     result.error = exe + ": " + std::strerror(exec_errno);
     result.wall_time_s = now_s() - t0;
     return result;
   }
   result.started = true;
-
-  LineSplitter split_out, split_err;
-  int fds[2] = {out_pipe[0], err_pipe[0]};
-  bool open_fd[2] = {true, true};
-  bool exited = false;
-  struct rusage usage {};
-  int status = 0;
-  double term_sent_at = -1;
-  bool kill_sent = false;
-  double last_tick = now_s();
-  double exited_at = -1;
-  char buf[8192];
-
-  while (true) {
-    if (cancel && cancel->load() && !result.cancelled) {
-      result.cancelled = true;
-      ::kill(-pid, SIGTERM);
-      term_sent_at = now_s();
-    }
-    if (term_sent_at >= 0 && !kill_sent && !exited && now_s() - term_sent_at >= options.kill_grace_s) {
-      ::kill(-pid, SIGKILL);
-      kill_sent = true;
-    }
-    if (!exited) {
-      const pid_t w = ::wait4(pid, &status, WNOHANG, &usage);
-      if (w == pid) {
-        exited = true;
-        exited_at = now_s();
-        // Ranks or helpers left behind in the group would keep the pipes open: end them.
-        if (result.cancelled) ::kill(-pid, SIGKILL);
-      }
-    }
-    if (!open_fd[0] && !open_fd[1] && exited) break;
-    // After the child has exited, give stragglers that still hold the pipes a short while.
-    if (exited && now_s() - exited_at > 2.0) {
-      ::kill(-pid, SIGKILL);
-      if (now_s() - exited_at > 4.0) break;
-    }
-
-    pollfd pfd[2];
-    int n = 0;
-    int which[2];
-    for (int i = 0; i < 2; ++i) {
-      if (open_fd[i]) {
-        pfd[n] = {fds[i], POLLIN, 0};
-        which[n++] = i;
-      }
-    }
-    if (n == 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    } else {
-      const int rc = ::poll(pfd, n, 50);
-      if (rc < 0 && errno != EINTR) break;
-      for (int k = 0; rc > 0 && k < n; ++k) {
-        if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        const int i = which[k];
-        const ssize_t r = ::read(fds[i], buf, sizeof buf);
-        const OutputStream s = i == 0 ? OutputStream::Stdout : OutputStream::Stderr;
-        LineSplitter& sp = i == 0 ? split_out : split_err;
-        if (r > 0) {
-          sp.feed(buf, static_cast<size_t>(r), s, on_line);
-        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-          sp.finish(s, on_line);
-          open_fd[i] = false;
-        }
-      }
-    }
-    if (options.on_tick && now_s() - last_tick >= options.tick_s) {
-      last_tick = now_s();
-      options.on_tick();
-    }
-  }
-  for (int i = 0; i < 2; ++i) {
-    if (open_fd[i]) {
-      (i == 0 ? split_out : split_err).finish(i == 0 ? OutputStream::Stdout : OutputStream::Stderr,
-                                              on_line);
-    }
-    ::close(fds[i]);
-  }
-  if (!exited) {
-    while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
-    }
-  }
-  result.max_rss_bytes = double(usage.ru_maxrss) * 1024.0;  // Linux reports kilobytes
-  if (WIFEXITED(status)) {
-    result.exit_code = WEXITSTATUS(status);
-  } else if (WIFSIGNALED(status)) {
-    result.term_signal = WTERMSIG(status);
-  }
-  if (options.on_tick) options.on_tick();
+  ChildWatch(pid, pipes.out[0], pipes.err[0], options, on_line, result).run(cancel);
   result.wall_time_s = now_s() - t0;
   return result;
 }

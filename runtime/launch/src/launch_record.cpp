@@ -106,12 +106,8 @@ void write_slurm(JsonWriter& j, const SlurmJob& s) {
       .integer("restarts", s.restarts);
   j.begin_array("states");
   for (const auto& c : s.states) {
-    j.begin_object()
-        .str("time_utc", c.time_utc)
-        .str("state", c.state)
-        .str("reason", c.reason)
-        .integer("restarts", c.restarts)
-        .end_object();
+    j.begin_object().str("time_utc", c.time_utc).str("state", c.state).str("reason", c.reason);
+    j.integer("restarts", c.restarts).end_object();
   }
   j.end_array();
   j.begin_array("attempts");
@@ -149,13 +145,8 @@ void write_goodput(JsonWriter& j, const Goodput& g) {
       .str("predicted_basis", g.predicted_basis);
   j.begin_array("per_failure");
   for (const auto& f : g.per_failure) {
-    j.begin_object()
-        .integer("attempt", f.attempt)
-        .num("restart_s", f.restart_s)
-        .num("reload_s", f.reload_s)
-        .integer("recomputed_steps", f.recomputed_steps)
-        .num("recomputed_s", f.recomputed_s)
-        .end_object();
+    j.begin_object().integer("attempt", f.attempt).num("restart_s", f.restart_s).num("reload_s", f.reload_s);
+    j.integer("recomputed_steps", f.recomputed_steps).num("recomputed_s", f.recomputed_s).end_object();
   }
   j.end_array();
   j.end_object();
@@ -268,9 +259,10 @@ std::vector<MemoryRow> compare_memory(const RunRecord& r) {
   return rows;
 }
 
-std::string run_record_json(const RunRecord& r) {
-  JsonWriter j;
-  j.begin_object();
+namespace {
+
+// The run's state, its command and its times.
+void write_run_state(JsonWriter& j, const RunRecord& r) {
   j.str("status", to_string(r.status)).str("reason", r.reason);
   j.begin_array("command");
   for (const auto& a : r.command) j.str("", a);
@@ -286,6 +278,10 @@ std::string run_record_json(const RunRecord& r) {
       .str("model_ref", r.model_ref)
       .str("cluster_ref", r.cluster_ref);
 
+}
+
+// The scenario as given and as it ran (after scale-down), with the changes between them.
+void write_scenarios(JsonWriter& j, const RunRecord& r) {
   j.begin_object("original");
   write_model(j, "model", r.original.model);
   j.str("cluster", r.original.cluster.name)
@@ -318,6 +314,10 @@ std::string run_record_json(const RunRecord& r) {
       .str("memory_source", r.machine.memory_source)
       .end_object();
 
+}
+
+// The planner's prediction and the simulator's step for what ran; null when there is none.
+void write_predicted(JsonWriter& j, const RunRecord& r) {
   if (r.predicted) {
     const Estimate& e = *r.predicted;
     j.begin_object("predicted").num("step_time_s", e.step_time_s);
@@ -347,7 +347,9 @@ std::string run_record_json(const RunRecord& r) {
     j.null("simulated");
   }
 
-  const MeasuredRun& m = r.measured;
+}
+
+void write_measured(JsonWriter& j, const MeasuredRun& m) {
   j.begin_object("measured")
       .integer("steps", m.steps)
       .integer("warmup_steps", m.warmup_steps)
@@ -373,6 +375,11 @@ std::string run_record_json(const RunRecord& r) {
       .str("summary_reason", m.summary_reason)
       .end_object();
 
+}
+
+// Predicted, simulated and measured side by side: per term, per memory kind, and the totals.
+void write_comparison(JsonWriter& j, const RunRecord& r) {
+  const MeasuredRun& m = r.measured;
   j.begin_array("comparison");
   for (const TermRow& row : compare_terms(r)) {
     j.begin_object()
@@ -397,6 +404,18 @@ std::string run_record_json(const RunRecord& r) {
       .num("measured_peak_rss", max_of(m.peak_rss_bytes_per_rank))
       .num("measured_max_process_rss", m.max_process_rss_bytes)
       .end_object();
+}
+
+}  // namespace
+
+std::string run_record_json(const RunRecord& r) {
+  JsonWriter j;
+  j.begin_object();
+  write_run_state(j, r);
+  write_scenarios(j, r);
+  write_predicted(j, r);
+  write_measured(j, r.measured);
+  write_comparison(j, r);
   if (r.slurm) write_slurm(j, *r.slurm);
   if (r.goodput) write_goodput(j, *r.goodput);
   j.end_object();

@@ -7,6 +7,7 @@
 
 #include "planner/json_writer.h"
 #include "launch/launch.h"
+#include "planner/spec_io.h"
 
 namespace capplan::rt {
 namespace {
@@ -185,26 +186,6 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
   return out;
 }
 
-// JSON's string escapes are YAML's double-quoted ones: control characters stay escaped.
-static std::string yaml_quoted(const std::string& text) { return json_quote(text); }
-
-std::string model_yaml(const ModelSpec& m) {
-  std::ostringstream y;
-  y << "# written by capplan run\n";
-  y << "name: " << yaml_quoted(m.name) << "\n";
-  y << "layers: " << m.layers << "\n";
-  y << "hidden: " << m.hidden << "\n";
-  y << "heads: " << m.heads << "\n";
-  if (m.kv_heads > 0) y << "kv_heads: " << m.kv_heads << "\n";
-  y << "vocab: " << m.vocab << "\n";
-  y << "seq_len: " << m.seq_len << "\n";
-  if (m.ffn_hidden > 0) y << "ffn_hidden: " << m.ffn_hidden << "\n";
-  y << "ffn: " << to_string(m.ffn) << "\n";
-  y << "norm: " << to_string(m.norm) << "\n";
-  y << "position: " << to_string(m.position) << "\n";
-  y << "tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n";
-  if (!m.source.empty()) y << "source: " << yaml_quoted(m.source) << "\n";
-  return y.str();
-}
+std::string model_yaml(const ModelSpec& m) { return "# written by capplan run\n" + model_to_yaml(m); }
 
 }  // namespace capplan::rt

@@ -19,6 +19,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/export.h"
+#include "planner/json_writer.h"
 #include "planner/plan_io.h"
 #include "planner/profile.h"
 #include "launch/launch.h"
@@ -258,13 +259,10 @@ Goodput compute_goodput(const std::vector<SlurmAttempt>& attempts, const std::ve
   return g;
 }
 
-Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const SlurmOptions& options) {
-  Loaded<PreparedSlurmRun> out;
-  Diagnostics& d = out.diagnostics;
-  PreparedSlurmRun p;
-  p.options = options;
+namespace {
 
-  // Slurm's commands, before anything else: without sbatch nothing can be submitted.
+// Slurm's commands, before anything else: without sbatch nothing can be submitted.
+void find_slurm_commands(PreparedSlurmRun& p, Diagnostics& d) {
   p.sbatch = find_executable("sbatch");
   p.squeue = find_executable("squeue");
   p.scontrol = find_executable("scontrol");
@@ -280,6 +278,141 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
     if (!p.sbatch.empty() && path.empty())
       d.error(kFile, 0, 0, "--slurm", std::string(name) + " not found in PATH (capplan follows and cancels jobs with it)");
   }
+}
+
+// The partition: known to Slurm, up, with enough nodes (options.partition empty: the default one).
+void check_partition(PreparedSlurmRun& p, const SlurmOptions& options, int plan_nodes, Diagnostics& d) {
+  if (p.scontrol.empty() || p.sbatch.empty()) return;
+  std::string partition = options.partition;
+  bool answers = true;
+  if (partition.empty() && !p.sinfo.empty()) {
+    const Captured c = capture({p.sinfo, "-h", "-o", "%P"});
+    if (c.exit_code != 0) {
+      answers = false;
+      std::string why = trim(c.err);
+      if (const size_t nl = why.rfind('\n'); nl != std::string::npos) why = why.substr(nl + 1);
+      d.error(kFile, 0, 0, "--slurm", "Slurm does not answer (" + why + ")",
+              "check SLURM_CONF and that slurmctld runs");
+    }
+    std::istringstream in(c.out);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '*') partition = line.substr(0, line.size() - 1);
+    }
+  }
+  if (!answers) {
+  } else if (partition.empty()) {
+    d.error(kFile, 0, 0, "--partition", "Slurm has no default partition", "name one with --partition P");
+  } else {
+    const Captured c = capture({p.scontrol, "show", "partition", "-o", partition});
+    const std::string line = trim(c.out);
+    if (c.exit_code != 0 || line.empty() || field(line, "PartitionName") != partition) {
+      std::string known;
+      if (!p.sinfo.empty()) {
+        const Captured k = capture({p.sinfo, "-h", "-o", "%R"});
+        std::istringstream in(k.out);
+        for (std::string name; std::getline(in, name);) known += (known.empty() ? "" : ", ") + name;
+      }
+      d.error(kFile, 0, 0, "--partition",
+              "unknown partition '" + partition + "'" + (c.exit_code != 0 ? ": " + trim(c.err) : std::string()),
+              known.empty() ? std::string() : "partitions: " + known);
+    } else {
+      const int total_nodes = std::atoi(field(line, "TotalNodes").c_str());
+      if (plan_nodes > total_nodes) {
+        d.error(kFile, 0, 0, options.nodes > 0 ? "--nodes" : "nodes",
+                "the run needs " + std::to_string(plan_nodes) + " nodes, but partition '" + partition +
+                    "' has " + std::to_string(total_nodes),
+                options.nodes > 0 ? "lower --nodes" : "run it on fewer nodes with --nodes N");
+      }
+      if (field(line, "State") != "UP") {
+        d.error(kFile, 0, 0, "--partition", "partition '" + partition + "' is " + field(line, "State") + ", not UP");
+      }
+      p.options.partition = partition;
+    }
+  }
+}
+
+// The time limit must hold at least one checkpoint interval, or no attempt ever saves progress.
+void check_time_limit(const SlurmOptions& options, const Loaded<PreparedRun>& run, Diagnostics& d) {
+  if (options.time_limit.empty()) return;
+  const double limit_s = parse_time_limit(options.time_limit);
+  if (limit_s <= 0) {
+    d.error(kFile, 0, 0, "--time", "'" + options.time_limit + "' is not a time limit", "write HH:MM:SS, e.g. 01:30:00");
+  } else if (run.value && run.value->record.predicted) {
+    const double step_s = run.value->record.predicted->step_time_s;
+    const int64_t every = run.value->train.options.checkpoint_every;
+    const double interval_s = step_s * every;
+    if (std::isfinite(interval_s) && limit_s < interval_s) {
+      d.error(kFile, 0, 0, "--time",
+              "the time limit " + options.time_limit + " (" + fmt_seconds(limit_s) +
+                  ") is shorter than one checkpoint interval (" + std::to_string(every) +
+                  " steps x the predicted " + fmt_seconds(step_s) + " = " + fmt_seconds(interval_s) + ")",
+              "raise --time, or lower --checkpoint-every");
+    }
+  }
+}
+
+// The job script: export_sbatch on the run's plan, with this run's exact trainer arguments and the
+// health check's expectations; an error message, empty on success.
+std::string write_job_script(PreparedSlurmRun& p, const SlurmOptions& options, const std::string& run_dir,
+                             int plan_nodes, int ranks, SbatchOptions& so) {
+  PreparedRun& pr = p.run;
+  const std::string ckpt_dir = run_dir + "/checkpoints";
+  Plan plan;
+  plan.model_ref = run_dir + "/model.yaml";
+  plan.cluster_ref = "this machine";
+  plan.scenario = pr.record.scenario;
+  plan.scenario.nodes = plan_nodes;
+  plan.scenario.cluster.gpus_per_node = (ranks + plan_nodes - 1) / plan_nodes;
+  plan.layout = pr.record.layout;
+  so.job_name = "capplan-" + (pr.record.scenario.model.name.empty() ? std::string("run") : pr.record.scenario.model.name);
+  so.train_binary = pr.train.train_binary;
+  so.run_dir = run_dir;
+  so.run_dir_literal = true;
+  so.time_limit = options.time_limit;
+  so.requeue = options.requeue;
+  so.request_gpus = false;  // capplan-train's ranks are CPU processes
+  so.exclusive = false;
+  so.use_mpirun = true;
+  so.steps = int(pr.train.options.steps);
+  so.checkpoint_every = int(pr.train.options.checkpoint_every);
+  if (pr.train.as_root) so.mpirun_args.push_back("--allow-run-as-root");
+  so.mpirun_args.insert(so.mpirun_args.end(), {"--oversubscribe", "--bind-to", "none"});
+  // The trainer's arguments exactly as a local run would pass them (after mpirun ... -np N BIN).
+  const std::vector<std::string>& argv = pr.record.command;
+  auto bin = std::find(argv.begin(), argv.end(), pr.train.train_binary);
+  if (bin != argv.end()) so.train_args.assign(bin + 1, argv.end());
+  auto number = [](double v) { return shortest_number(v); };
+  const int ranks_per_node = (ranks + plan_nodes - 1) / plan_nodes;
+  so.health_args = {"--checkpoint-dir", ckpt_dir, "--checkpoint-bytes", number(p.checkpoint_bytes)};
+  if (pr.record.machine.gemm_peak_gflops > 0) {
+    so.health_args.insert(so.health_args.end(), {"--expected-gflops", number(pr.record.machine.gemm_peak_gflops),
+                                                 "--gflops-tolerance", number(options.gflops_tolerance)});
+  }
+  if (pr.record.predicted) {
+    // The ranks' predicted memory without the cost model's fixed buffer reservation, which is a
+    // GPU runtime's and which capplan-train's CPU ranks do not make.
+    const MemoryBytes& m = pr.record.predicted->memory_per_gpu_bytes;
+    so.health_args.insert(so.health_args.end(),
+                          {"--min-free-memory", number((m.total - m.buffers) * ranks_per_node)});
+  }
+  p.job_script = export_sbatch(plan, so).text;
+  const std::string script_path = run_dir + "/job.sbatch";
+  std::string err = write_file_atomic(script_path, p.job_script);
+  if (err.empty()) ::chmod(script_path.c_str(), 0755);
+  return err;
+
+}
+
+}  // namespace
+
+Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const SlurmOptions& options) {
+  Loaded<PreparedSlurmRun> out;
+  Diagnostics& d = out.diagnostics;
+  PreparedSlurmRun p;
+  p.options = options;
+
+  // Slurm's commands, before anything else: without sbatch nothing can be submitted.
+  find_slurm_commands(p, d);
   const std::string run_dir = absolute(request.run_dir);
 
   // The same checks and files as a local run; the ranks run on the partition's nodes, so this
@@ -294,54 +427,7 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
   // The partition: known to Slurm, up, with enough nodes.
   const int ranks = request.layout.gpus();
   const int plan_nodes = options.nodes > 0 ? options.nodes : std::max(1, request.scenario.nodes);
-  if (!p.scontrol.empty() && !p.sbatch.empty()) {
-    std::string partition = options.partition;
-    bool answers = true;
-    if (partition.empty() && !p.sinfo.empty()) {
-      const Captured c = capture({p.sinfo, "-h", "-o", "%P"});
-      if (c.exit_code != 0) {
-        answers = false;
-        std::string why = trim(c.err);
-        if (const size_t nl = why.rfind('\n'); nl != std::string::npos) why = why.substr(nl + 1);
-        d.error(kFile, 0, 0, "--slurm", "Slurm does not answer (" + why + ")",
-                "check SLURM_CONF and that slurmctld runs");
-      }
-      std::istringstream in(c.out);
-      for (std::string line; std::getline(in, line);) {
-        if (!line.empty() && line.back() == '*') partition = line.substr(0, line.size() - 1);
-      }
-    }
-    if (!answers) {
-    } else if (partition.empty()) {
-      d.error(kFile, 0, 0, "--partition", "Slurm has no default partition", "name one with --partition P");
-    } else {
-      const Captured c = capture({p.scontrol, "show", "partition", "-o", partition});
-      const std::string line = trim(c.out);
-      if (c.exit_code != 0 || line.empty() || field(line, "PartitionName") != partition) {
-        std::string known;
-        if (!p.sinfo.empty()) {
-          const Captured k = capture({p.sinfo, "-h", "-o", "%R"});
-          std::istringstream in(k.out);
-          for (std::string name; std::getline(in, name);) known += (known.empty() ? "" : ", ") + name;
-        }
-        d.error(kFile, 0, 0, "--partition",
-                "unknown partition '" + partition + "'" + (c.exit_code != 0 ? ": " + trim(c.err) : std::string()),
-                known.empty() ? std::string() : "partitions: " + known);
-      } else {
-        const int total_nodes = std::atoi(field(line, "TotalNodes").c_str());
-        if (plan_nodes > total_nodes) {
-          d.error(kFile, 0, 0, options.nodes > 0 ? "--nodes" : "nodes",
-                  "the run needs " + std::to_string(plan_nodes) + " nodes, but partition '" + partition +
-                      "' has " + std::to_string(total_nodes),
-                  options.nodes > 0 ? "lower --nodes" : "run it on fewer nodes with --nodes N");
-        }
-        if (field(line, "State") != "UP") {
-          d.error(kFile, 0, 0, "--partition", "partition '" + partition + "' is " + field(line, "State") + ", not UP");
-        }
-        p.options.partition = partition;
-      }
-    }
-  }
+  check_partition(p, options, plan_nodes, d);
   if (plan_nodes > ranks) {
     d.error(kFile, 0, 0, options.nodes > 0 ? "--nodes" : "nodes",
             std::to_string(plan_nodes) + " nodes for " + std::to_string(ranks) + " ranks leaves nodes without a rank",
@@ -350,23 +436,7 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
   p.options.nodes = plan_nodes;
 
   // The time limit must hold at least one checkpoint interval, or no attempt ever saves progress.
-  if (!options.time_limit.empty()) {
-    const double limit_s = parse_time_limit(options.time_limit);
-    if (limit_s <= 0) {
-      d.error(kFile, 0, 0, "--time", "'" + options.time_limit + "' is not a time limit", "write HH:MM:SS, e.g. 01:30:00");
-    } else if (run.value && run.value->record.predicted) {
-      const double step_s = run.value->record.predicted->step_time_s;
-      const int every = run.value->train.checkpoint_every;
-      const double interval_s = step_s * every;
-      if (std::isfinite(interval_s) && limit_s < interval_s) {
-        d.error(kFile, 0, 0, "--time",
-                "the time limit " + options.time_limit + " (" + fmt_seconds(limit_s) +
-                    ") is shorter than one checkpoint interval (" + std::to_string(every) +
-                    " steps x the predicted " + fmt_seconds(step_s) + " = " + fmt_seconds(interval_s) + ")",
-                "raise --time, or lower --checkpoint-every");
-      }
-    }
-  }
+  check_time_limit(options, run, d);
   if (options.requeue < 0) d.error(kFile, 0, 0, "--requeue", "must be >= 0, found " + std::to_string(options.requeue));
 
   if (d.has_errors() || !run.value) {
@@ -394,58 +464,12 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
   const std::string ckpt_dir = run_dir + "/checkpoints";
   ::mkdir(ckpt_dir.c_str(), 0755);
 
-  // The script: export_sbatch on the run's plan, with this run's exact trainer arguments.
-  Plan plan;
-  plan.model_ref = run_dir + "/model.yaml";
-  plan.cluster_ref = "this machine";
-  plan.scenario = pr.record.scenario;
-  plan.scenario.nodes = plan_nodes;
-  plan.scenario.cluster.gpus_per_node = (ranks + plan_nodes - 1) / plan_nodes;
-  plan.layout = pr.record.layout;
   SbatchOptions so;
-  so.job_name = "capplan-" + (pr.record.scenario.model.name.empty() ? std::string("run") : pr.record.scenario.model.name);
-  so.train_binary = pr.train.train_binary;
-  so.run_dir = run_dir;
-  so.run_dir_literal = true;
-  so.time_limit = options.time_limit;
-  so.requeue = options.requeue;
-  so.request_gpus = false;  // capplan-train's ranks are CPU processes
-  so.exclusive = false;
-  so.use_mpirun = true;
-  so.steps = pr.train.steps;
-  so.checkpoint_every = pr.train.checkpoint_every;
-  if (pr.train.as_root) so.mpirun_args.push_back("--allow-run-as-root");
-  so.mpirun_args.insert(so.mpirun_args.end(), {"--oversubscribe", "--bind-to", "none"});
-  // The trainer's arguments exactly as a local run would pass them (after mpirun ... -np N BIN).
-  const std::vector<std::string>& argv = pr.record.command;
-  auto bin = std::find(argv.begin(), argv.end(), pr.train.train_binary);
-  if (bin != argv.end()) so.train_args.assign(bin + 1, argv.end());
-  char num[64];
-  auto number = [&](double v) {
-    std::snprintf(num, sizeof num, "%.6g", v);
-    return std::string(num);
-  };
-  const int ranks_per_node = (ranks + plan_nodes - 1) / plan_nodes;
-  so.health_args = {"--checkpoint-dir", ckpt_dir, "--checkpoint-bytes", number(p.checkpoint_bytes)};
-  if (pr.record.machine.gemm_peak_gflops > 0) {
-    so.health_args.insert(so.health_args.end(), {"--expected-gflops", number(pr.record.machine.gemm_peak_gflops),
-                                                 "--gflops-tolerance", number(options.gflops_tolerance)});
-  }
-  if (pr.record.predicted) {
-    // The ranks' predicted memory without the cost model's fixed buffer reservation, which is a
-    // GPU runtime's and which capplan-train's CPU ranks do not make.
-    const MemoryBytes& m = pr.record.predicted->memory_per_gpu_bytes;
-    so.health_args.insert(so.health_args.end(),
-                          {"--min-free-memory", number((m.total - m.buffers) * ranks_per_node)});
-  }
-  p.job_script = export_sbatch(plan, so).text;
-  const std::string script_path = run_dir + "/job.sbatch";
-  std::string err = write_file_atomic(script_path, p.job_script);
-  if (!err.empty()) {
+  if (const std::string err = write_job_script(p, options, run_dir, plan_nodes, ranks, so); !err.empty()) {
     d.error(kFile, 0, 0, "dir", "run directory: " + err, "choose another --dir");
     return out;
   }
-  ::chmod(script_path.c_str(), 0755);
+  const std::string script_path = run_dir + "/job.sbatch";
 
   p.sbatch_argv = {p.sbatch, "--parsable", "--job-name=" + so.job_name, "--output=slurm-%j.out",
                    "--nodes=" + std::to_string(plan_nodes)};
@@ -463,7 +487,7 @@ Loaded<PreparedSlurmRun> prepare_slurm_run(const LaunchRequest& request, const S
   job.script = script_path;
   pr.record.slurm = job;
   pr.record.command = p.sbatch_argv;
-  err = write_file_atomic(run_dir + "/command.txt", shell_quote(p.sbatch_argv) + "\n");
+  const std::string err = write_file_atomic(run_dir + "/command.txt", shell_quote(p.sbatch_argv) + "\n");
   if (!err.empty()) d.error(kFile, 0, 0, "dir", "run directory: " + err, "choose another --dir");
   if (!d.has_errors()) out.value = std::move(p);
   return out;
@@ -487,159 +511,82 @@ std::string submit_slurm_job(const PreparedSlurmRun& p, std::string* error) {
   return id;
 }
 
-RunRecord follow_slurm_job(const PreparedSlurmRun& p, const std::string& job_id,
-                           const SlurmCallbacks& callbacks, const std::atomic<bool>* cancel) {
-  RunRecord rec = p.run.record;
-  rec.status = RunStatus::Running;
-  if (rec.started_utc.empty()) rec.started_utc = utc_now();
-  if (!rec.slurm) rec.slurm = SlurmJob{};
-  SlurmJob& job = *rec.slurm;
-  job.job_id = job_id;
-  job.output_file = rec.run_dir + "/slurm-" + job_id + ".out";
-  if (job.states.empty() || job.states.back().state != "SUBMITTED") job.states.clear();
+namespace {
 
-  MetricsTail metrics(p.run.metrics_file);
-  MetricsTail output(job.output_file);
-  std::vector<MetricsRecord> records;
-  std::vector<std::string> lines;
-  auto poll_files = [&] {
-    for (auto& line : output.read_new_lines()) {
-      if (callbacks.on_output) callbacks.on_output(OutputStream::Stdout, line);
-      lines.push_back(std::move(line));
-    }
-    for (auto& r : metrics.read_new_records()) {
-      if (callbacks.on_metrics) callbacks.on_metrics(r);
-      records.push_back(std::move(r));
-    }
-  };
+// What Slurm says of a job in one poll: squeue while it is queued or running, scontrol for its
+// restarts and exit code, sacct once it has left both.
+struct JobSeen {
+  std::string state, reason, exit_code;
+  int restarts = -1;
+  bool known = false;
+};
 
-  struct Seen {
-    std::string state, reason, exit_code;
-    int restarts = -1;
-    bool known = false;
-  };
-  auto query = [&]() {
-    Seen s;
-    if (!p.squeue.empty()) {
-      const Captured q = capture({p.squeue, "-h", "-j", job_id, "-o", "%T|%r"});
-      const std::string line = trim(q.out);
-      if (q.exit_code == 0 && !line.empty()) {
-        s.state = line.substr(0, line.find('|'));
-        s.reason = line.find('|') == std::string::npos ? "" : line.substr(line.find('|') + 1);
-        s.known = true;
-      }
+JobSeen query_job(const PreparedSlurmRun& p, const std::string& job_id) {
+  JobSeen s;
+  if (!p.squeue.empty()) {
+    const Captured q = capture({p.squeue, "-h", "-j", job_id, "-o", "%T|%r"});
+    const std::string line = trim(q.out);
+    if (q.exit_code == 0 && !line.empty()) {
+      s.state = line.substr(0, line.find('|'));
+      s.reason = line.find('|') == std::string::npos ? "" : line.substr(line.find('|') + 1);
+      s.known = true;
     }
-    if (!p.scontrol.empty()) {
-      const Captured c = capture({p.scontrol, "show", "job", "-o", job_id});
-      const std::string line = trim(c.out);
-      if (c.exit_code == 0 && !line.empty()) {
-        if (!s.known) {
-          s.state = field(line, "JobState");
-          s.reason = field(line, "Reason");
-          s.known = !s.state.empty();
-        }
-        s.restarts = std::atoi(field(line, "Restarts").c_str());
-        s.exit_code = field(line, "ExitCode");
-      }
-    }
-    if (!s.known && !p.sacct.empty()) {
-      const Captured a = capture({p.sacct, "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode,Reason"});
-      const std::string line = trim(a.out);
-      if (a.exit_code == 0 && !line.empty() && line.find('|') != std::string::npos) {
-        std::vector<std::string> f;
-        std::stringstream ss(line.substr(0, line.find('\n')));
-        for (std::string x; std::getline(ss, x, '|');) f.push_back(x);
-        if (!f.empty()) s.state = f[0].substr(0, f[0].find(' '));
-        if (f.size() > 1) s.exit_code = f[1];
-        if (f.size() > 2) s.reason = f[2];
+  }
+  if (!p.scontrol.empty()) {
+    const Captured c = capture({p.scontrol, "show", "job", "-o", job_id});
+    const std::string line = trim(c.out);
+    if (c.exit_code == 0 && !line.empty()) {
+      if (!s.known) {
+        s.state = field(line, "JobState");
+        s.reason = field(line, "Reason");
         s.known = !s.state.empty();
       }
+      s.restarts = std::atoi(field(line, "Restarts").c_str());
+      s.exit_code = field(line, "ExitCode");
     }
-    return s;
-  };
-  auto queue_position = [&]() {
-    if (p.squeue.empty()) return 0;
-    std::vector<std::string> argv = {p.squeue, "-h", "-t", "PENDING", "-o", "%i", "--sort=-p,i"};
-    if (!job.partition.empty()) argv.insert(argv.end(), {"-p", job.partition});
-    const Captured q = capture(argv);
-    std::istringstream in(q.out);
-    int pos = 0;
-    for (std::string id; std::getline(in, id);) {
-      ++pos;
-      if (trim(id) == job_id) return pos;
+  }
+  if (!s.known && !p.sacct.empty()) {
+    const Captured a = capture({p.sacct, "-n", "-P", "-X", "-j", job_id, "-o", "State,ExitCode,Reason"});
+    const std::string line = trim(a.out);
+    if (a.exit_code == 0 && !line.empty() && line.find('|') != std::string::npos) {
+      std::vector<std::string> f;
+      std::stringstream ss(line.substr(0, line.find('\n')));
+      for (std::string x; std::getline(ss, x, '|');) f.push_back(x);
+      if (!f.empty()) s.state = f[0].substr(0, f[0].find(' '));
+      if (f.size() > 1) s.exit_code = f[1];
+      if (f.size() > 2) s.reason = f[2];
+      s.known = !s.state.empty();
     }
-    return 0;
-  };
+  }
+  return s;
+}
 
-  bool cancel_sent = false;
-  int terminal_polls = 0, unknown_polls = 0;
-  Seen last;
-  auto cancel_at = std::chrono::steady_clock::now();
-  while (true) {
-    if (cancel && cancel->load() && !cancel_sent && !p.scancel.empty()) {
-      capture({p.scancel, job_id});
-      cancel_sent = true;
-      cancel_at = std::chrono::steady_clock::now();
-    }
-    poll_files();
-    const Seen s = query();
-    if (s.known) {
-      unknown_polls = 0;
-      if (s.restarts >= 0) job.restarts = s.restarts;
-      if (s.state != last.state || s.reason != last.reason || (s.restarts >= 0 && s.restarts != last.restarts)) {
-        SlurmStateChange change{utc_now(), s.state, s.reason, job.restarts};
-        // A requeue shows as a new restart count; Slurm's REQUEUED state may pass between polls.
-        if (last.restarts >= 0 && s.restarts > last.restarts && s.state != "REQUEUED") {
-          job.states.push_back({change.time_utc, "REQUEUED", s.reason, s.restarts});
-        }
-        job.states.push_back(change);
-        const int pos = s.state == "PENDING" ? queue_position() : 0;
-        if (callbacks.on_state) callbacks.on_state(change, pos);
-        last = s;
-      } else if (s.state == "PENDING" && callbacks.on_state) {
-        callbacks.on_state(job.states.back(), queue_position());
-      }
-      if (!s.exit_code.empty()) job.exit_code = s.exit_code;
-      terminal_polls = is_terminal(s.state) ? terminal_polls + 1 : 0;
-      if (terminal_polls >= 2) break;
-    } else if (++unknown_polls >= 5) {
-      break;  // Slurm no longer knows the job
-    }
-    // A cancelled job that Slurm is slow to end: give it two minutes, then record what is known.
-    if (cancel_sent && std::chrono::steady_clock::now() - cancel_at > std::chrono::minutes(2)) break;
-    for (double waited = 0; waited < p.options.poll_s; waited += 0.05) {
-      if (cancel && cancel->load() && !cancel_sent) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
+// The job's place among the pending jobs of its partition, by priority (0: not pending).
+int queue_position(const PreparedSlurmRun& p, const std::string& job_id, const std::string& partition) {
+  if (p.squeue.empty()) return 0;
+  std::vector<std::string> argv = {p.squeue, "-h", "-t", "PENDING", "-o", "%i", "--sort=-p,i"};
+  if (!partition.empty()) argv.insert(argv.end(), {"-p", partition});
+  const Captured q = capture(argv);
+  std::istringstream in(q.out);
+  int pos = 0;
+  for (std::string id; std::getline(in, id);) {
+    ++pos;
+    if (trim(id) == job_id) return pos;
   }
-  poll_files();
-  job.final_state = last.state;
-  job.final_reason = last.reason;
+  return 0;
+}
 
-  rec.finished_utc = utc_now();
-  const double started = parse_utc(rec.started_utc), finished = parse_utc(rec.finished_utc);
-  if (std::isfinite(started) && std::isfinite(finished)) rec.wall_time_s = finished - started;
-  // All attempts' lines: those printed before capplan attached, too.
-  const std::vector<std::string> all_lines = read_lines(job.output_file);
-  std::vector<MetricsRecord> all_records;
-  for (const auto& line : read_lines(p.run.metrics_file)) {
-    if (auto r = parse_metrics_line(line)) all_records.push_back(std::move(*r));
-  }
-  job.attempts = slurm_attempts(all_lines, all_records);
-  for (const auto& line : all_lines) {
-    if (line.rfind("capplan: draining ", 0) == 0) job.drained.push_back(line.substr(18));
-  }
-  rec.measured = summarize_metrics(final_timeline(all_records));
-  Goodput g = compute_goodput(job.attempts, all_records, rec.finished_utc);
+// The goodput of the job's attempts, and the run simulation's prediction for this plan with the
+// same failure count: the work, a checkpoint write every interval at the simulator's storage
+// bandwidth, and per failure its assumed restart plus half an interval of lost work.
+Goodput job_goodput(const PreparedSlurmRun& p, const RunRecord& rec, const std::vector<MetricsRecord>& all_records) {
+  Goodput g = compute_goodput(rec.slurm->attempts, all_records, rec.finished_utc);
   if (rec.predicted) {
-    // The run simulation's terms for this plan and this failure count: the work, a checkpoint
-    // write every interval at the simulator's storage bandwidth, and per failure its assumed
-    // restart plus half an interval of lost work.
     const RunOptions ro;
     const RunInputs in = run_inputs(rec.scenario, rec.predicted->step_time_s);
     const double steps = rec.steps;
     const double work_s = steps * rec.predicted->step_time_s;
-    const double every = std::max(1, p.run.train.checkpoint_every);
+    const double every = double(std::max<int64_t>(1, p.run.train.options.checkpoint_every));
     const double write_s = in.checkpoint_bytes / (ro.storage_gbyte_per_s * 1e9);
     const double lost_s = g.failures * (ro.restart_min * 60 + 0.5 * every * rec.predicted->step_time_s);
     const double total = work_s + std::floor(steps / every) * write_s + lost_s;
@@ -648,8 +595,13 @@ RunRecord follow_slurm_job(const PreparedSlurmRun& p, const std::string& job_id,
                         " each (capplan simulate --run's default), half a checkpoint interval of " +
                         std::to_string(int(every)) + " steps lost per failure";
   }
-  rec.goodput = g;
+  return g;
+}
 
+// Succeeded, failed (with what Slurm, the job script and the health check said) or cancelled.
+void set_job_outcome(RunRecord& rec, const std::string& job_id, const std::vector<std::string>& all_lines,
+                     bool cancel_sent) {
+  const SlurmJob& job = *rec.slurm;
   const SlurmAttempt* last_attempt = job.attempts.empty() ? nullptr : &job.attempts.back();
   std::string stopped_line;
   for (const auto& line : all_lines) {
@@ -692,6 +644,98 @@ RunRecord follow_slurm_job(const PreparedSlurmRun& p, const std::string& job_id,
       why += ": the metrics file has no step records";
     rec.reason = why;
   }
+}
+
+}  // namespace
+
+RunRecord follow_slurm_job(const PreparedSlurmRun& p, const std::string& job_id,
+                           const SlurmCallbacks& callbacks, const std::atomic<bool>* cancel) {
+  RunRecord rec = p.run.record;
+  rec.status = RunStatus::Running;
+  if (rec.started_utc.empty()) rec.started_utc = utc_now();
+  if (!rec.slurm) rec.slurm = SlurmJob{};
+  SlurmJob& job = *rec.slurm;
+  job.job_id = job_id;
+  job.output_file = rec.run_dir + "/slurm-" + job_id + ".out";
+  if (job.states.empty() || job.states.back().state != "SUBMITTED") job.states.clear();
+
+  MetricsTail metrics(p.run.metrics_file);
+  MetricsTail output(job.output_file);
+  std::vector<MetricsRecord> records;
+  std::vector<std::string> lines;
+  auto poll_files = [&] {
+    for (auto& line : output.read_new_lines()) {
+      if (callbacks.on_output) callbacks.on_output(OutputStream::Stdout, line);
+      lines.push_back(std::move(line));
+    }
+    for (auto& r : metrics.read_new_records()) {
+      if (callbacks.on_metrics) callbacks.on_metrics(r);
+      records.push_back(std::move(r));
+    }
+  };
+
+  bool cancel_sent = false;
+  int terminal_polls = 0, unknown_polls = 0;
+  JobSeen last;
+  auto cancel_at = std::chrono::steady_clock::now();
+  while (true) {
+    if (cancel && cancel->load() && !cancel_sent && !p.scancel.empty()) {
+      capture({p.scancel, job_id});
+      cancel_sent = true;
+      cancel_at = std::chrono::steady_clock::now();
+    }
+    poll_files();
+    const JobSeen s = query_job(p, job_id);
+    if (s.known) {
+      unknown_polls = 0;
+      if (s.restarts >= 0) job.restarts = s.restarts;
+      if (s.state != last.state || s.reason != last.reason || (s.restarts >= 0 && s.restarts != last.restarts)) {
+        SlurmStateChange change{utc_now(), s.state, s.reason, job.restarts};
+        // A requeue shows as a new restart count; Slurm's REQUEUED state may pass between polls.
+        if (last.restarts >= 0 && s.restarts > last.restarts && s.state != "REQUEUED") {
+          job.states.push_back({change.time_utc, "REQUEUED", s.reason, s.restarts});
+        }
+        job.states.push_back(change);
+        const int pos = s.state == "PENDING" ? queue_position(p, job_id, job.partition) : 0;
+        if (callbacks.on_state) callbacks.on_state(change, pos);
+        last = s;
+      } else if (s.state == "PENDING" && callbacks.on_state) {
+        callbacks.on_state(job.states.back(), queue_position(p, job_id, job.partition));
+      }
+      if (!s.exit_code.empty()) job.exit_code = s.exit_code;
+      terminal_polls = is_terminal(s.state) ? terminal_polls + 1 : 0;
+      if (terminal_polls >= 2) break;
+    } else if (++unknown_polls >= 5) {
+      break;  // Slurm no longer knows the job
+    }
+    // A cancelled job that Slurm is slow to end: give it two minutes, then record what is known.
+    if (cancel_sent && std::chrono::steady_clock::now() - cancel_at > std::chrono::minutes(2)) break;
+    for (double waited = 0; waited < p.options.poll_s; waited += 0.05) {
+      if (cancel && cancel->load() && !cancel_sent) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  poll_files();
+  job.final_state = last.state;
+  job.final_reason = last.reason;
+
+  rec.finished_utc = utc_now();
+  const double started = parse_utc(rec.started_utc), finished = parse_utc(rec.finished_utc);
+  if (std::isfinite(started) && std::isfinite(finished)) rec.wall_time_s = finished - started;
+  // All attempts' lines: those printed before capplan attached, too.
+  const std::vector<std::string> all_lines = read_lines(job.output_file);
+  std::vector<MetricsRecord> all_records;
+  for (const auto& line : read_lines(p.run.metrics_file)) {
+    if (auto r = parse_metrics_line(line)) all_records.push_back(std::move(*r));
+  }
+  job.attempts = slurm_attempts(all_lines, all_records);
+  for (const auto& line : all_lines) {
+    if (line.rfind("capplan: draining ", 0) == 0) job.drained.push_back(line.substr(18));
+  }
+  rec.measured = summarize_metrics(final_timeline(all_records));
+  rec.goodput = job_goodput(p, rec, all_records);
+
+  set_job_outcome(rec, job_id, all_lines, cancel_sent);
   const std::string err = write_run_record(rec);
   if (!err.empty()) rec.reason += (rec.reason.empty() ? "" : "; ") + std::string("run record not written: ") + err;
   return rec;
@@ -754,9 +798,9 @@ Loaded<PreparedSlurmRun> attach_slurm_run(const std::string& job_id, const std::
   const std::vector<std::string> sl = read_lines(job.script);
   for (size_t i = 0; i + 1 < sl.size(); ++i) {
     if (sl[i] == "  --steps") rec.steps = std::atoi(sl[i + 1].c_str() + 2);
-    if (sl[i] == "  --checkpoint-every") pr.train.checkpoint_every = std::atoi(sl[i + 1].c_str() + 2);
+    if (sl[i] == "  --checkpoint-every") pr.train.options.checkpoint_every = std::atoi(sl[i + 1].c_str() + 2);
   }
-  pr.train.steps = rec.steps;
+  pr.train.options.steps = rec.steps;
   p.options.partition = job.partition;
   p.options.requeue = job.requeue_limit;
   rec.slurm = job;

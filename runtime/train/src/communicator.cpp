@@ -168,33 +168,10 @@ class MpiCommunicator final : public Communicator {
   std::vector<MPI_Request> requests_;
 };
 
-int axis_size(char axis, const Layout& l) {
-  return axis == 'D' ? l.dp : axis == 'P' ? l.pp : l.tp;
-}
-int& axis_ref(char axis, RankCoords& c) { return axis == 'D' ? c.dp : axis == 'P' ? c.pp : c.tp; }
-
 }  // namespace
 
 std::unique_ptr<Communicator> make_self_communicator() {
   return std::make_unique<SelfCommunicator>();
-}
-
-RankCoords rank_to_coords(int rank, const Layout& layout) {
-  RankCoords c;
-  for (int i = int(layout.order.size()) - 1; i >= 0; --i) {
-    const char axis = layout.order[size_t(i)];
-    const int n = axis_size(axis, layout);
-    axis_ref(axis, c) = rank % n;
-    rank /= n;
-  }
-  return c;
-}
-
-int coords_to_rank(const RankCoords& coords, const Layout& layout) {
-  RankCoords c = coords;
-  int rank = 0;
-  for (char axis : layout.order) rank = rank * axis_size(axis, layout) + axis_ref(axis, c);
-  return rank;
 }
 
 ProcessGroups make_process_groups(const Layout& layout) {

@@ -4,6 +4,8 @@
 // is a TP all-reduce in forward (after row-parallel layers) and the identity in backward.
 #include "train/gpt.h"
 
+#include "io/data.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -32,12 +34,8 @@ struct Gpt::Slot {
 
 namespace {
 
-uint64_t mix64(uint64_t z) {  // splitmix64 finaliser (Steele, Lea, Flood 2014)
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// One splitmix64 output for state `z` (io/data.h's generator): a hash of z.
+uint64_t mix64(uint64_t z) { return splitmix64(&z); }
 
 // Standard normal for element `index` of tensor `id`: Box-Muller on two hashed uniforms.
 float hash_normal(uint64_t seed, uint64_t id, uint64_t index) {
@@ -96,6 +94,14 @@ float* Gpt::alloc(int64_t n, bool activation) {
 Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     : cfg_(config), be_(backend), tp_(tp) {
   if (std::string err = gpt_check_config(cfg_); !err.empty()) throw std::invalid_argument(err);
+  set_dimensions();
+  lay_out_params();
+  allocate_params_and_grads();
+  allocate_activations();
+  allocate_scratch();
+}
+
+void Gpt::set_dimensions() {
   const ModelSpec& m = cfg_.model;
   C_ = m.hidden;
   H_ = m.heads;
@@ -121,6 +127,12 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   nl_ = cfg_.layer_end - cfg_.layer_begin;
   norm_ = m.norm == Norm::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm;
   rope_ = m.position == PositionEmbedding::Rope;
+}
+
+// Every tensor's place in the flat parameter buffer, unit by unit (ZeRO-2/3 gather and reduce
+// per unit), padded to a multiple of dp.
+void Gpt::lay_out_params() {
+  const int tpr = cfg_.tp_rank;
   const bool ln = norm_ == NormKind::LayerNorm;
 
   auto add = [&](const std::string& name, int64_t n, bool decay, bool replicated,
@@ -166,6 +178,9 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   const int64_t pad = std::max(1, cfg_.param_pad_multiple);
   padded_params_ = (num_params_ + pad - 1) / pad * pad;
   unit_begin_.push_back(num_params_);
+}
+
+void Gpt::allocate_params_and_grads() {
   const int dps = cfg_.dp ? cfg_.dp->size() : 1;
   if (cfg_.zero >= 2 && !cfg_.dp) throw std::invalid_argument("ZeRO-2/3 need the DP group");
   if (padded_params_ % dps != 0)
@@ -209,27 +224,31 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     grad_bytes_ = padded_params_ * fb;
   }
 
-  auto make_acts = [&](LayerActs& a) {
-    a.ln1_mean = alloc(Rl_, true);
-    a.ln1_rstd = alloc(Rl_, true);
-    a.h1 = alloc(int64_t(R_) * C_, true);
-    a.qkv = alloc(int64_t(R_) * S_, true);
-    // Selective recompute (Korthikanti et al. 2022): the [B, Hl, T, T] softmax is not kept per
-    // micro-batch but recomputed from qkv in backward; every layer shares one buffer.
-    if (cfg_.recompute == Recompute::Selective) {
-      if (!shared_probs_) shared_probs_ = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
-      a.probs = shared_probs_;
-    } else {
-      a.probs = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
-    }
-    a.attn = alloc(int64_t(R_) * Hl_ * D_, true);
-    a.x2 = alloc(int64_t(Rl_) * C_, true);
-    a.ln2_mean = alloc(Rl_, true);
-    a.ln2_rstd = alloc(Rl_, true);
-    a.h2 = alloc(int64_t(R_) * C_, true);
-    a.fc = alloc(int64_t(R_) * Fc_, true);
-    a.act = alloc(int64_t(R_) * Fl_, true);
-  };
+}
+
+void Gpt::make_acts(LayerActs& a) {
+  a.ln1_mean = alloc(Rl_, true);
+  a.ln1_rstd = alloc(Rl_, true);
+  a.h1 = alloc(int64_t(R_) * C_, true);
+  a.qkv = alloc(int64_t(R_) * S_, true);
+  // Selective recompute (Korthikanti et al. 2022): the [B, Hl, T, T] softmax is not kept per
+  // micro-batch but recomputed from qkv in backward; every layer shares one buffer.
+  if (cfg_.recompute == Recompute::Selective) {
+    if (!shared_probs_) shared_probs_ = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
+    a.probs = shared_probs_;
+  } else {
+    a.probs = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
+  }
+  a.attn = alloc(int64_t(R_) * Hl_ * D_, true);
+  a.x2 = alloc(int64_t(Rl_) * C_, true);
+  a.ln2_mean = alloc(Rl_, true);
+  a.ln2_rstd = alloc(Rl_, true);
+  a.h2 = alloc(int64_t(R_) * C_, true);
+  a.fc = alloc(int64_t(R_) * Fc_, true);
+  a.act = alloc(int64_t(R_) * Fl_, true);
+}
+
+void Gpt::allocate_activations() {
   const bool full_recompute = cfg_.recompute == Recompute::Full;
   slots_.resize(size_t(cfg_.slots));
   std::vector<float*> shared_resid;  // offload: one device set used by every slot in turn
@@ -254,6 +273,9 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     shared_acts_.resize(1);
     make_acts(shared_acts_[0]);
   }
+}
+
+void Gpt::allocate_scratch() {
   dres_ = alloc(int64_t(Rl_) * C_, false);
   if (cfg_.defer_weight_grads) {
     dy_mlp_ = alloc(int64_t(R_) * C_, false);
@@ -271,8 +293,8 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   dact_ = alloc(int64_t(R_) * Fl_, false);
   if (last_stage()) {
     // Rows per head chunk: about 8 MiB of logits, at least 128 rows for the GEMMs' sake.
-    head_rows_ = config.head_chunk_rows > 0
-                     ? std::min(R_, config.head_chunk_rows)
+    head_rows_ = cfg_.head_chunk_rows > 0
+                     ? std::min(R_, cfg_.head_chunk_rows)
                      : std::min(R_, std::max(128, (2 << 20) / std::max(1, Vl_) / 64 * 64));
     logits_ = alloc(int64_t(head_rows_) * Vl_, false);
     hf_ = alloc(int64_t(R_) * C_, false);

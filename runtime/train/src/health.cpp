@@ -21,7 +21,9 @@
 #include <sstream>
 #include <thread>
 
+#include "io/metrics.h"
 #include "planner/atomic_file.h"
+#include "planner/flags.h"
 #include "planner/json_writer.h"
 
 #ifdef CAPPLAN_HAVE_CBLAS
@@ -120,15 +122,9 @@ void gemm_checks(const HealthOptions& o, const std::string& node, std::vector<He
                           fmt_g(worst) + ", expected <= " + fmt_g(bound)));
 
   const int n = std::max(16, o.gemm_n);
-  std::vector<float> x(size_t(n) * n), y(size_t(n) * n), z(size_t(n) * n);
-  fill(x, 3), fill(y, 4);
-  double best = INFINITY;
-  for (int rep = 0; rep < 3; ++rep) {
-    const double t0 = mono_now_s();
-    sgemm(n, x.data(), y.data(), z.data());
-    best = std::min(best, mono_now_s() - t0);
-  }
-  const double gflops = 2.0 * n * n * double(n) / best / 1e9;
+  const PeakFlops peak = measure_peak_flops(
+      [](int m, int, int, const float* a, const float* b, float* c) { sgemm(m, a, b, c); }, n, 3);
+  const double gflops = peak.flops_per_s / 1e9;
   if (o.expected_gflops > 0) {
     const double need = o.gflops_tolerance * o.expected_gflops;
     out.push_back(check(node, "gemm_gflops", gflops >= need, gflops, need, "GFLOP/s",
@@ -305,35 +301,50 @@ std::vector<HealthCheck> deserialize(const std::string& text) {
   return out;
 }
 
-const char* kCmd = "<command line>";
 
-bool parse_number(const std::string& flag, const char* text, double lo, double* out, int* errors) {
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || !std::isfinite(v) || v < lo) {
-    std::fprintf(stderr, "%s: error: --%s: expected a number >= %g, found '%s'\n", kCmd, flag.c_str(), lo,
-                 text);
-    ++*errors;
-    return false;
-  }
-  *out = v;
-  return true;
+const std::vector<FlagSpec>& health_flags() {
+  static const std::vector<FlagSpec> f = {
+      {"checkpoint-dir", true, "where free space and write bandwidth are measured (default .)", "DIR"},
+      {"checkpoint-bytes", true, "one checkpoint of the plan; the folder needs room for two (default 0: not checked)", "B"},
+      {"expected-gflops", true, "this kind of node's fp32 GEMM GFLOP/s (default 0: report only)", "X"},
+      {"gflops-tolerance", true, "pass at >= F x expected (default 0.1)", "F"},
+      {"min-free-memory", true, "bytes of MemAvailable needed per node (default 0: report only)", "B"},
+      {"min-write-mbyte-per-s", true, "checkpoint-folder write bandwidth needed (default 0: report only)", "X"},
+      {"write-test-bytes", true, "bytes written for the bandwidth test (default 33554432)", "B"},
+      {"max-clock-skew-s", true, "largest clock offset against rank 0 (default 1)", "S"},
+      {"timeout", true, "the all-reduce must finish within S seconds (default 60)", "S"},
+      {"json", false, "print the result as JSON", ""},
+      {"out", true, "also write the JSON result to FILE (atomically)", "FILE"},
+      {"failed-nodes", true, "on failure, write 'node<TAB>reason' per failed node", "FILE"},
+  };
+  return f;
 }
 
-const char* kUsage =
-    "usage: capplan-train health [flags]   (under mpirun or srun: one rank per node)\n"
-    "  --checkpoint-dir DIR        where free space and write bandwidth are measured (default .)\n"
-    "  --checkpoint-bytes B        one checkpoint of the plan; the folder needs room for two (default 0: not checked)\n"
-    "  --expected-gflops X         this kind of node's fp32 GEMM GFLOP/s (default 0: report only)\n"
-    "  --gflops-tolerance F        pass at >= F x expected (default 0.1)\n"
-    "  --min-free-memory B         bytes of MemAvailable needed per node (default 0: report only)\n"
-    "  --min-write-mbyte-per-s X   checkpoint-folder write bandwidth needed (default 0: report only)\n"
-    "  --write-test-bytes B        bytes written for the bandwidth test (default 33554432)\n"
-    "  --max-clock-skew-s S        largest clock offset against rank 0 (default 1)\n"
-    "  --timeout S                 the all-reduce must finish within S seconds (default 60)\n"
-    "  --json                      print the result as JSON\n"
-    "  --out FILE                  also write the JSON result to FILE (atomically)\n"
-    "  --failed-nodes FILE         on failure, write 'node<TAB>reason' per failed node\n";
+// The flags of `capplan-train health` (argv[0] is "health"), every mistake in one pass.
+Diagnostics parse_health_args(int argc, const char* const* argv, HealthOptions& o, bool* help) {
+  Diagnostics d;
+  const Args args = parse_args(argc, argv, health_flags(), d);
+  *help = args.help();
+  auto number = [&](const char* name, double lo, double& field) {
+    if (const auto v = number_flag(args, name, d, -INFINITY, INFINITY)) {
+      if (*v < lo) flag_error(d, name, "expected a number >= " + shortest_number(lo) + ", found '" + args.get(name) + "'");
+      else field = *v;
+    }
+  };
+  o.checkpoint_dir = args.get("checkpoint-dir", o.checkpoint_dir);
+  o.out = args.get("out", o.out);
+  o.failed_nodes_file = args.get("failed-nodes", o.failed_nodes_file);
+  o.json = args.has("json");
+  number("checkpoint-bytes", 0, o.checkpoint_bytes);
+  number("expected-gflops", 0, o.expected_gflops);
+  number("gflops-tolerance", 0, o.gflops_tolerance);
+  number("min-free-memory", 0, o.min_free_memory_bytes);
+  number("min-write-mbyte-per-s", 0, o.min_write_mbyte_per_s);
+  number("write-test-bytes", 0, o.write_test_bytes);
+  number("max-clock-skew-s", 0, o.max_clock_skew_s);
+  number("timeout", 0.001, o.reachability_timeout_s);
+  return d;
+}
 
 }  // namespace
 
@@ -436,54 +447,17 @@ std::string health_json(const std::vector<HealthCheck>& checks) {
 int health_main(int argc, char** argv) {
   // argv[0] is "health".
   HealthOptions o;
-  int errors = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (a == "--json") {
-      o.json = true;
-      continue;
-    }
-    if (a.rfind("--", 0) != 0) {
-      std::fprintf(stderr, "%s: error: '%s': unexpected argument (flags start with --)\n", kCmd, a.c_str());
-      ++errors;
-      continue;
-    }
-    const std::string flag = a.substr(2);
-    static const char* known[] = {"checkpoint-dir",  "checkpoint-bytes", "expected-gflops",
-                                  "gflops-tolerance", "min-free-memory", "min-write-mbyte-per-s",
-                                  "write-test-bytes", "max-clock-skew-s", "timeout",
-                                  "out",             "failed-nodes"};
-    bool is_known = false;
-    for (const char* k : known) is_known = is_known || flag == k;
-    if (!is_known) {
-      std::fprintf(stderr, "%s: error: --%s: unknown flag (capplan-train health --help lists them)\n", kCmd,
-                   flag.c_str());
-      ++errors;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s: error: --%s: needs a value\n", kCmd, flag.c_str());
-      ++errors;
-      continue;
-    }
-    const char* v = argv[++i];
-    if (flag == "checkpoint-dir") o.checkpoint_dir = v;
-    else if (flag == "out") o.out = v;
-    else if (flag == "failed-nodes") o.failed_nodes_file = v;
-    else if (flag == "checkpoint-bytes") parse_number(flag, v, 0, &o.checkpoint_bytes, &errors);
-    else if (flag == "expected-gflops") parse_number(flag, v, 0, &o.expected_gflops, &errors);
-    else if (flag == "gflops-tolerance") parse_number(flag, v, 0, &o.gflops_tolerance, &errors);
-    else if (flag == "min-free-memory") parse_number(flag, v, 0, &o.min_free_memory_bytes, &errors);
-    else if (flag == "min-write-mbyte-per-s") parse_number(flag, v, 0, &o.min_write_mbyte_per_s, &errors);
-    else if (flag == "write-test-bytes") parse_number(flag, v, 0, &o.write_test_bytes, &errors);
-    else if (flag == "max-clock-skew-s") parse_number(flag, v, 0, &o.max_clock_skew_s, &errors);
-    else if (flag == "timeout") parse_number(flag, v, 0.001, &o.reachability_timeout_s, &errors);
+  bool help = false;
+  const Diagnostics d = parse_health_args(argc, argv, o, &help);
+  if (help) {
+    std::printf("usage: capplan-train health [flags]   (under mpirun or srun: one rank per node)\n%s",
+                flags_help(health_flags()).c_str());
+    return 0;
   }
-  if (errors > 0) return 2;
+  if (d.has_errors()) {
+    std::fputs(d.to_string().c_str(), stderr);
+    return 2;
+  }
 
   MPI_Init(&argc, &argv);
   int rank = 0;

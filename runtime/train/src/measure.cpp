@@ -19,6 +19,7 @@
 
 #include "planner/atomic_file.h"
 #include "planner/device_profile.h"
+#include "planner/flags.h"
 #include "planner/spec_io.h"
 #include "train/backend.h"
 #include "train/communicator.h"
@@ -28,14 +29,11 @@ namespace {
 
 constexpr const char* kCmd = "capplan-train measure";
 constexpr const char* kUsage =
-    "usage: capplan-train measure --model M --out FILE [--tp T] [--mbs B] [--seq S] [--threads N]\n"
-    "                             [--repeats R]\n"
+    "usage: capplan-train measure --model M --out FILE [--tp T] [--mbs B] [--seq S] [--threads N] [--repeats R]\n"
     "Times every GEMM of a layer (forward, input-gradient, weight-gradient) and of the LM head, the\n"
     "attention, norm, activation, loss and optimizer kernels at the model's shapes for one tensor-\n"
     "parallel rank of --tp, and all-reduce, reduce-scatter, all-gather and send/recv among the ranks\n"
-    "(run it under mpirun -np N), then writes the device profile FILE (atomically, rank 0).\n"
-    "  --threads N  backend threads per rank (default: online cores / ranks, at least 1)\n"
-    "  --repeats R  timed repeats per kernel after one warm-up (default 5)\n";
+    "(run it under mpirun -np N), then writes the device profile FILE (atomically, rank 0).\n\n";
 
 struct MeasureOptions {
   std::string model, out;
@@ -71,56 +69,42 @@ std::string cpu_model() {
   return "unknown CPU";
 }
 
-bool parse_int(const std::string& flag, const char* v, int lo, int hi, int* out) {
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0' || x < lo || x > hi) {
-    std::fprintf(stderr, "%s: error: --%s: expected an integer in [%d, %d], found '%s'\n", kCmd, flag.c_str(), lo,
-                 hi, v);
-    return false;
-  }
-  *out = int(x);
-  return true;
+const std::vector<FlagSpec>& measure_flags() {
+  static const std::vector<FlagSpec> f = {
+      {"model", true, "model preset name, YAML file or Hugging Face config.json", "M"},
+      {"out", true, "the device profile to write (atomically, by rank 0)", "FILE"},
+      {"tp", true, "tensor-parallel degree whose per-rank shapes are measured (default 1)", "T"},
+      {"mbs", true, "micro-batch size (default 1)", "B"},
+      {"seq", true, "sequence length (default: the model's)", "S"},
+      {"threads", true, "backend threads per rank (default: online cores / ranks on this node)", "N"},
+      {"repeats", true, "timed repeats per kernel after one warm-up (default 5)", "R"},
+  };
+  return f;
 }
 
-// Parses the flags; 0 = go on, otherwise the exit status (2 = bad input, after every mistake).
+// Parses the flags with the one flag parser; 0 = go on, -1 = --help shown, 2 = bad input (every
+// mistake reported).
 int parse_options(int argc, char** argv, MeasureOptions& o) {
-  int errors = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return -1;
-    }
-    static const char* known[] = {"model", "out", "tp", "mbs", "seq", "threads", "repeats"};
-    const std::string flag = a.rfind("--", 0) == 0 ? a.substr(2) : "";
-    bool is_known = false;
-    for (const char* k : known) is_known = is_known || flag == k;
-    if (!is_known) {
-      std::fprintf(stderr, "%s: error: '%s': unknown flag (capplan-train measure --help lists them)\n", kCmd,
-                   a.c_str());
-      ++errors;
-      continue;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "%s: error: --%s: needs a value\n", kCmd, flag.c_str());
-      ++errors;
-      continue;
-    }
-    const char* v = argv[++i];
-    bool ok = true;
-    if (flag == "model") o.model = v;
-    else if (flag == "out") o.out = v;
-    else if (flag == "tp") ok = parse_int(flag, v, 1, 1024, &o.tp);
-    else if (flag == "mbs") ok = parse_int(flag, v, 1, 4096, &o.mbs);
-    else if (flag == "seq") ok = parse_int(flag, v, 1, 1 << 20, &o.seq);
-    else if (flag == "threads") ok = parse_int(flag, v, 1, 4096, &o.threads);
-    else if (flag == "repeats") ok = parse_int(flag, v, 1, 1000, &o.repeats);
-    errors += ok ? 0 : 1;
+  Diagnostics d;
+  const Args args = parse_args(argc, argv, measure_flags(), d);
+  if (args.help()) {
+    std::printf("%s%s", kUsage, flags_help(measure_flags()).c_str());
+    return -1;
   }
-  if (o.model.empty()) std::fprintf(stderr, "%s: error: --model: required\n", kCmd), ++errors;
-  if (o.out.empty()) std::fprintf(stderr, "%s: error: --out: required (the device profile to write)\n", kCmd), ++errors;
-  return errors > 0 ? 2 : 0;
+  require_flag(args, "model", d, "a preset name or a file");
+  require_flag(args, "out", d, "the device profile to write");
+  o.model = args.get("model");
+  o.out = args.get("out");
+  o.tp = int(int_flag(args, "tp", d, 1, 1024).value_or(1));
+  o.mbs = int(int_flag(args, "mbs", d, 1, 4096).value_or(1));
+  o.seq = int(int_flag(args, "seq", d, 1, 1 << 20).value_or(0));
+  o.threads = int(int_flag(args, "threads", d, 1, 4096).value_or(0));
+  o.repeats = int(int_flag(args, "repeats", d, 1, 1000).value_or(5));
+  if (d.has_errors()) {
+    std::fprintf(stderr, "%s", d.to_string().c_str());
+    return 2;
+  }
+  return 0;
 }
 
 class Measurer {

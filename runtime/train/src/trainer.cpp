@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "planner/json.h"
 #include "planner/json_writer.h"
 #include "planner/schedule.h"
 #include "planner/spec_io.h"
@@ -35,6 +36,7 @@
 #include "io/data.h"
 #include "train/gpt.h"
 #include "io/metrics.h"
+#include "io/metrics_schema.h"
 
 namespace capplan::rt {
 namespace {
@@ -46,221 +48,6 @@ double seconds_since(Clock::time_point t) {
 }
 
 }  // namespace
-
-const std::vector<std::string>& train_flags() {
-  static const std::vector<std::string> f = {
-      "model", "dp", "tp", "pp", "vp", "mbs", "gbs", "steps", "seq-len", "lr", "min-lr-ratio",
-      "warmup", "weight-decay", "clip", "beta1", "beta2", "seed", "data", "checkpoint-dir",
-      "checkpoint-every", "resume", "metrics", "threads", "zero", "recompute", "order", "schedule",
-      "offload", "sp", "kill-at-step", "dump-grads", "thread-split", "allow-fresh-start",
-      "resume-override"};
-  return f;
-}
-
-const std::vector<std::string>& resume_checked_keys() {
-  static const std::vector<std::string> k = {"gbs",   "seed",  "lr",    "min_lr_ratio",
-                                             "warmup", "weight_decay", "clip", "beta1",
-                                             "beta2", "steps", "data"};
-  return k;
-}
-
-const std::vector<std::string>& resume_overridable_keys() {
-  static const std::vector<std::string> k = {"lr",    "min_lr_ratio", "warmup", "weight_decay",
-                                             "clip",  "beta1",        "beta2",  "steps", "data"};
-  return k;
-}
-
-std::string train_usage() {
-  return R"(usage: mpirun -np N capplan-train --model M [flags]   (N = dp * tp * pp ranks)
-       capplan-train data prepare --text FILE... --out DIR [--shard-bytes N]
-       capplan-train report FILE
-
-model and layout (the names of capplan estimate):
-  --model M                 preset name, YAML file or Hugging Face config.json (required)
-  --dp N, --tp N, --pp N    data, tensor and pipeline parallel degrees (default 1)
-  --vp N                    model chunks per pipeline stage (with --schedule interleaved)
-  --mbs N                   sequences per micro-batch (default 1)
-  --gbs N                   global batch in sequences (default dp * mbs; gbs / (dp * mbs)
-                            micro-batches per step)
-  --seq-len N               tokens per sequence (default: the model's)
-  --zero 0|1|2|3            ZeRO stage: shard optimizer state, + gradients, + weights (default 0)
-  --recompute none|selective|full
-  --sp                      sequence parallelism over the TP group
-  --offload                 keep checkpointed activations in host memory between passes
-  --order DPT|...|cluster|spread   placement of the axes over ranks, right-most fastest
-  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)
-training:
-  --steps N (default 10)    --lr X (3e-4)             --warmup N (0)
-  --min-lr-ratio X (0.1)    --weight-decay X (0.1)    --clip X (1.0; 0 = none)
-  --beta1 X (0.9)           --beta2 X (0.95)          --seed N (1234)
-data, checkpoints, metrics:
-  --data DIR|synthetic      token shards (llm.c .bin layout), or random tokens (default)
-  --checkpoint-dir DIR      --checkpoint-every N      --resume auto|never|PATH (default auto)
-  --allow-fresh-start       with --resume auto: start from step 0 when every completed
-                            checkpoint fails verification (default: refuse, listing them)
-  --resume-override K,...   let a resumed run change these recorded training flags: lr,
-                            min_lr_ratio, warmup, weight_decay, clip, beta1, beta2, steps, data
-  --metrics FILE            JSON lines: steps, system samples every 500 ms, summary
-threads:
-  --threads N               per rank (default: the CPUs of this process / ranks on the node)
-  --thread-split auto|kernel   auto: with tp = pp = 1 and ZeRO <= 1 the threads split each
-                            micro-batch (one part each); kernel: they split every kernel
-testing aids:
-  --kill-at-step N          the last rank kills itself (SIGKILL) after step N
-  --dump-grads FILE         write step 1's gradients, summed over DP and un-sharded
-)";
-}
-
-Diagnostics parse_train_args(int argc, const char* const* argv, TrainOptions* out) {
-  Diagnostics d;
-  TrainOptions& o = *out;
-  auto err = [&](const std::string& flag, const std::string& msg, const std::string& hint = {}) {
-    d.error(kCmd, 0, 0, "--" + flag, msg, hint);
-  };
-  auto to_int = [&](const std::string& flag, const std::string& v, int64_t min,
-                    int64_t max) -> std::optional<int64_t> {
-    char* end = nullptr;
-    errno = 0;
-    const long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end != '\0' || errno != 0) {
-      err(flag, "expected an integer, found '" + v + "'");
-      return std::nullopt;
-    }
-    if (x < min || x > max) {
-      err(flag, "must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], found " + v);
-      return std::nullopt;
-    }
-    return x;
-  };
-  auto to_double = [&](const std::string& flag, const std::string& v, double min,
-                       double max) -> std::optional<double> {
-    std::optional<double> x = parse_number(v);
-    if (!x) {
-      err(flag, "expected a number, found '" + v + "'");
-      return std::nullopt;
-    }
-    if (!(*x >= min && *x <= max)) {
-      std::ostringstream os;
-      os << "must be in [" << min << ", " << max << "], found " << v;
-      err(flag, os.str());
-      return std::nullopt;
-    }
-    return x;
-  };
-  const int64_t big = int64_t(1) << 40;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a.rfind("--", 0) != 0) {
-      d.error(kCmd, 0, 0, "", "unexpected argument '" + a + "'", "flags start with --");
-      continue;
-    }
-    std::string flag = a.substr(2), value;
-    bool has_value = false;
-    if (const size_t eq = flag.find('='); eq != std::string::npos) {
-      value = flag.substr(eq + 1);
-      flag = flag.substr(0, eq);
-      has_value = true;
-    }
-    const auto& known = train_flags();
-    if (std::find(known.begin(), known.end(), flag) == known.end()) {
-      const std::string close = closest_match(flag, known);
-      err(flag, "unknown flag", close.empty() ? "" : "did you mean '--" + close + "'?");
-      if (!has_value && i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) ++i;
-      continue;
-    }
-    if (flag == "offload" || flag == "sp" || flag == "allow-fresh-start") {
-      const bool on = !has_value || value == "1" || value == "true" || value == "on";
-      (flag == "offload" ? o.layout.offload : flag == "sp" ? o.layout.sp : o.allow_fresh_start) = on;
-      continue;
-    }
-    if (!has_value) {
-      if (i + 1 >= argc) {
-        err(flag, "needs a value");
-        continue;
-      }
-      value = argv[++i];
-    }
-    if (flag == "model") o.model = value;
-    else if (flag == "dp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.dp = int(*x); }
-    else if (flag == "tp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.tp = int(*x); }
-    else if (flag == "pp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.pp = int(*x); }
-    else if (flag == "vp") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.vp = int(*x); }
-    else if (flag == "mbs") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.layout.mbs = int(*x); }
-    else if (flag == "gbs") { if (auto x = to_int(flag, value, 1, big)) o.gbs = *x; }
-    else if (flag == "steps") { if (auto x = to_int(flag, value, 1, big)) o.steps = *x; }
-    else if (flag == "seq-len") { if (auto x = to_int(flag, value, 1, 1 << 20)) o.seq_len = int(*x); }
-    else if (flag == "threads") { if (auto x = to_int(flag, value, 1, 1024)) o.threads = int(*x); }
-    else if (flag == "warmup") { if (auto x = to_int(flag, value, 0, big)) o.optimizer.warmup_steps = *x; }
-    else if (flag == "checkpoint-every") { if (auto x = to_int(flag, value, 0, big)) o.checkpoint_every = *x; }
-    else if (flag == "kill-at-step") { if (auto x = to_int(flag, value, 0, big)) o.kill_at_step = *x; }
-    else if (flag == "seed") { if (auto x = to_int(flag, value, 0, INT64_MAX)) o.seed = uint64_t(*x); }
-    else if (flag == "zero") { if (auto x = to_int(flag, value, 0, 3)) o.layout.zero = int(*x); }
-    else if (flag == "lr") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.lr = *x; }
-    else if (flag == "min-lr-ratio") { if (auto x = to_double(flag, value, 0, 1)) o.optimizer.min_lr_ratio = *x; }
-    else if (flag == "weight-decay") { if (auto x = to_double(flag, value, 0, 10)) o.optimizer.weight_decay = *x; }
-    else if (flag == "clip") { if (auto x = to_double(flag, value, 0, 1e9)) o.optimizer.clip = *x; }
-    else if (flag == "beta1") { if (auto x = to_double(flag, value, 0, 0.999999)) o.optimizer.beta1 = *x; }
-    else if (flag == "beta2") { if (auto x = to_double(flag, value, 0, 0.999999)) o.optimizer.beta2 = *x; }
-    else if (flag == "data") o.data = value;
-    else if (flag == "checkpoint-dir") o.checkpoint_dir = value;
-    else if (flag == "resume") o.resume = value;
-    else if (flag == "resume-override") {
-      std::istringstream is(value);
-      for (std::string k; std::getline(is, k, ',');) {
-        std::replace(k.begin(), k.end(), '-', '_');
-        const auto& ok = resume_overridable_keys();
-        const auto& checked = resume_checked_keys();
-        if (std::find(ok.begin(), ok.end(), k) != ok.end()) {
-          o.resume_override.push_back(k);
-        } else if (std::find(checked.begin(), checked.end(), k) != checked.end()) {
-          err(flag, "'" + k + "' cannot be overridden: the order of the training data depends on it",
-              "start a new run (another --checkpoint-dir) to change it");
-        } else {
-          const std::string close = closest_match(k, ok);
-          err(flag, "unknown key '" + k + "' (expected one of lr, min_lr_ratio, warmup, "
-                    "weight_decay, clip, beta1, beta2, steps, data)",
-              close.empty() ? "" : "did you mean '" + close + "'?");
-        }
-      }
-    }
-    else if (flag == "metrics") o.metrics = value;
-    else if (flag == "dump-grads") o.dump_grads = value;
-    else if (flag == "thread-split") {
-      if (value == "auto" || value == "kernel") o.thread_split = value;
-      else err(flag, "expected auto or kernel, found '" + value + "'");
-    }
-    else if (flag == "recompute") {
-      if (auto r = parse_recompute(value)) o.layout.recompute = *r;
-      else err(flag, "expected none, selective or full, found '" + value + "'");
-    } else if (flag == "order") {
-      if (auto r = parse_order(value)) o.layout.order = *r;
-      else err(flag, "expected a permutation of D, P, T (or cluster, spread), found '" + value + "'");
-    } else if (flag == "schedule") {
-      if (auto r = parse_schedule(value)) o.layout.schedule = *r;
-      else err(flag, "expected gpipe, 1f1b or interleaved, found '" + value + "'");
-    }
-  }
-  if (o.model.empty()) err("model", "is required (a preset name, a YAML file or a config.json)");
-  if (o.resume.empty()) err("resume", "expected auto, never or a checkpoint folder");
-  if (o.gbs == 0) o.gbs = int64_t(o.layout.dp) * o.layout.mbs;
-  const int64_t per = int64_t(o.layout.dp) * o.layout.mbs;
-  if (o.gbs % per != 0)
-    err("gbs", std::to_string(o.gbs) + " is not divisible by dp * mbs = " +
-                   std::to_string(o.layout.dp) + " * " + std::to_string(o.layout.mbs) + " = " +
-                   std::to_string(per),
-        "gradient accumulation needs gbs / (dp * mbs) micro-batches per step");
-  if (o.layout.sp && o.layout.tp == 1)
-    err("sp", "sequence parallelism splits the sequence over the tp group: it needs --tp > 1");
-  if (o.allow_fresh_start && o.resume != "auto")
-    err("allow-fresh-start", "only applies with --resume auto");
-  if (o.layout.vp > 1 && (o.layout.pp == 1 || o.layout.schedule != Schedule::Interleaved))
-    err("vp", "vp " + std::to_string(o.layout.vp) +
-                  " model chunks per stage need --pp > 1 and --schedule interleaved");
-
-  o.optimizer.total_steps = o.steps;
-  o.optimizer.zero = o.layout.zero;
-  return d;
-}
 
 namespace {
 
@@ -358,7 +145,22 @@ class Run {
 
  private:
   bool setup(Diagnostics& d);
+  bool check_model_and_layout(Diagnostics& d);
+  bool build_models(Diagnostics& d);
+  void allocate_boundaries();
+  bool check_initial_weights();
   bool resume(Diagnostics& d);
+  bool check_resumed_flags(const Manifest& manifest, const std::string& step_dir, Diagnostics& d);
+  bool load_shard(const std::string& step_dir, Diagnostics& d);
+  bool open_metrics();
+  // What every rank reports at the start, gathered to rank 0: its host, its placement record and
+  // its memory line.
+  struct RankReport {
+    std::vector<std::string> hosts, placement, memory;
+  };
+  RankReport report_ranks();
+  void announce(const RankReport& report);
+  std::string train_steps(SummaryRecord& summary);
   bool save_checkpoint(int64_t steps_done, std::string* error);
   void run_step(int64_t step, StepRecord& rec);
   double run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s);
@@ -414,7 +216,9 @@ class Run {
   }
 };
 
-bool Run::setup(Diagnostics& d) {
+// The model and the layout against the ranks and the model (every rank computes the same
+// diagnostics), and the checkpoint folder, checked before anything is allocated.
+bool Run::check_model_and_layout(Diagnostics& d) {
   // Model and layout checks (every rank computes the same diagnostics).
   Loaded<ModelSpec> m = load_model(o_.model);
   d.append(m.diagnostics);
@@ -463,8 +267,14 @@ bool Run::setup(Diagnostics& d) {
   if (!model_spec_.tied_embeddings)
     d.warning(kCmd, 0, 0, "--model",
               "the model has untied embeddings; capplan-train trains a tied LM head");
-  if (d.has_errors()) return false;
+  return !d.has_errors();
 
+}
+
+// The process groups, the backends, and this stage's model chunks (with the batch split's
+// replicas) and their optimizers, from the schedule table.
+bool Run::build_models(Diagnostics& d) {
+  const Layout& L = o_.layout;
   groups_ = make_process_groups(L);
   threads_ = o_.threads > 0 ? o_.threads : std::max(1, cpus_available() / groups_.local_size);
   be_ = make_cpu_backend(threads_);
@@ -531,6 +341,14 @@ bool Run::setup(Diagnostics& d) {
     opts_.push_back(std::make_unique<Optimizer>(o_.optimizer, *models_.back(), *be_, *groups_.dp,
                                                 *groups_.tp, *groups_.pp));
   }
+  return true;
+}
+
+// The buffers of the activations and gradients sent between stages (one per micro-batch and
+// chunk that sends, one receive buffer each way).
+void Run::allocate_boundaries() {
+  const Layout& L = o_.layout;
+  const int virtual_stages = L.pp * L.vp;
   const int64_t n = models_[0]->boundary_numel();
   auto buffer = [&] {
     float* p = be_->allocate(n);
@@ -550,6 +368,12 @@ bool Run::setup(Diagnostics& d) {
     recv_bwd_ = buffer();
   }
 
+}
+
+bool Run::setup(Diagnostics& d) {
+  if (!check_model_and_layout(d) || !build_models(d)) return false;
+  allocate_boundaries();
+  const Layout& L = o_.layout;
   DataConfig dc;
   dc.source = o_.data;
   dc.seq_len = T_;
@@ -630,33 +454,40 @@ bool Run::resume(Diagnostics& d) {
     step_dir = o_.resume;
     manifest = man;
   }
-  // The training flags the checkpoint recorded: each difference is refused unless overridden.
-  // (A checkpoint written before they were recorded has none of them: nothing to compare.)
-  {
-    const KeyValues now = training_meta(o_);
-    for (const std::string& k : resume_checked_keys()) {
-      auto it = manifest->meta.find(k);
-      if (it == manifest->meta.end() || it->second == now.at(k)) continue;
-      const bool allowed = std::find(o_.resume_override.begin(), o_.resume_override.end(), k) !=
-                           o_.resume_override.end();
-      const std::string what = k + ": the checkpoint has " + it->second + ", this run has " + now.at(k);
-      if (allowed) {
-        d.warning(step_dir, 0, 0, "--resume-override", what + " (overridden)");
-        continue;
-      }
-      if (k == "steps") {  // extending (or shortening) a run is what resuming is for
-        d.warning(step_dir, 0, 0, "--steps",
-                  what + ": the learning-rate schedule decays over the new length from here");
-        continue;
-      }
-      const auto& ok = resume_overridable_keys();
-      d.error(step_dir, 0, 0, "--resume", what,
-              std::find(ok.begin(), ok.end(), k) != ok.end()
-                  ? "pass --resume-override " + k + " to continue with the new value"
-                  : "the order of the training data depends on it: it cannot be changed on resume");
+  return check_resumed_flags(*manifest, step_dir, d) && load_shard(step_dir, d);
+}
+
+// The training flags the checkpoint recorded: each difference is refused unless overridden.
+// (A checkpoint written before they were recorded has none of them: nothing to compare.)
+bool Run::check_resumed_flags(const Manifest& manifest, const std::string& step_dir, Diagnostics& d) {
+  const KeyValues now = training_meta(o_);
+  for (const std::string& k : resume_checked_keys()) {
+    auto it = manifest.meta.find(k);
+    if (it == manifest.meta.end() || it->second == now.at(k)) continue;
+    const bool allowed = std::find(o_.resume_override.begin(), o_.resume_override.end(), k) !=
+                         o_.resume_override.end();
+    const std::string what = k + ": the checkpoint has " + it->second + ", this run has " + now.at(k);
+    if (allowed) {
+      d.warning(step_dir, 0, 0, "--resume-override", what + " (overridden)");
+      continue;
     }
-    if (d.has_errors()) return false;
+    if (k == "steps") {  // extending (or shortening) a run is what resuming is for
+      d.warning(step_dir, 0, 0, "--steps",
+                what + ": the learning-rate schedule decays over the new length from here");
+      continue;
+    }
+    const auto& ok = resume_overridable_keys();
+    d.error(step_dir, 0, 0, "--resume", what,
+            std::find(ok.begin(), ok.end(), k) != ok.end()
+                ? "pass --resume-override " + k + " to continue with the new value"
+                : "the order of the training data depends on it: it cannot be changed on resume");
   }
+  return !d.has_errors();
+}
+
+// This rank's shard of the checkpoint: parameters (ZeRO-3: the parameter shard) and Adam moments
+// of each model chunk, and the step to continue from.
+bool Run::load_shard(const std::string& step_dir, Diagnostics& d) {
   std::string error;
   const std::string path = step_dir + "/" + checkpoint_shard_name(rank_);
   std::optional<CheckpointShard> shard = checkpoint_read_shard(path, &error);
@@ -1023,6 +854,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   double bubble = pipe_s > 0 ? pp_wait_s / pipe_s : 0.0;
   if (L.pp > 1) groups_.world->all_reduce_sum(&bubble, 1);
   bubble_ = bubble / world_;
+  rec.bubble_fraction = L.pp > 1 ? bubble_ : std::numeric_limits<double>::quiet_NaN();
   for (auto& m : models_) m->finish_backward();
   sync_tied_embedding();
   for (auto& m : models_) m->flush_gradients();
@@ -1072,36 +904,7 @@ int Run::execute() {
     report_diagnostics(d, rank_);
     return 2;
   }
-  // Identical initialisation from the seed makes rank 0's broadcast a check: every DP replica
-  // (same pp/tp coordinates) must hold the same bytes.
-  {
-    uint64_t h = 1469598103934665603ull;
-    for (auto& m : models_) {
-      std::vector<float> host(size_t(m->padded_params()));
-      if (m->params()) {
-        be_->to_host(host.data(), m->params(), m->num_params());
-      } else {  // ZeRO-3: the replicas' shards put together
-        std::vector<float> shard(size_t(m->shard_numel()));
-        be_->to_host(shard.data(), m->param_shard(), m->shard_numel());
-        groups_.dp->all_gather(shard.data(), host.data(), m->shard_numel());
-      }
-      h = fnv1a(host.data(), size_t(m->num_params()) * sizeof(float), h);
-    }
-    // Only DP replicas hold the same tensors; TP and PP ranks hold different parts.
-    int64_t w[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
-    groups_.dp->all_reduce_min(w, 2);
-    if (!all_ok(w[0] == -w[1])) {
-      if (rank_ == 0) std::fprintf(stderr, "error: initial weights differ between DP replicas\n");
-      return 1;
-    }
-    int64_t counted = 0;
-    for (auto& m : models_)
-      for (const ParamInfo& p : m->param_infos())
-        if (p.norm_counted) counted += p.numel;
-    double c = double(counted);
-    groups_.world->all_reduce_sum(&c, 1);
-    global_params_ = int64_t(c / o_.layout.dp);
-  }
+  if (!check_initial_weights()) return 1;
   try {
     ok = resume(d);
   } catch (const std::exception& e) {
@@ -1113,130 +916,183 @@ int Run::execute() {
     return 2;
   }
   if (rank_ == 0 && !d.empty()) std::fprintf(stderr, "%s", d.to_string().c_str());
-
-  if (!o_.metrics.empty()) {
-    peak_ = measure_peak_flops(
-        [&](int m, int n, int k, const float* a, const float* b, float* c) {
-          be_->matmul(c, a, b, m, n, k, false, false, false);
-        },
-        1024, 3, threads_);
-    std::string error;
-    // A resumed run appends, so the file keeps the whole history (the report takes each step
-    // from the newest run).
-    ok = rank_ != 0 || metrics_.open(o_.metrics, &error, start_step_ > 0);
-    if (!all_ok(ok)) {
-      if (rank_ == 0) std::fprintf(stderr, "%s: error: --metrics: %s\n", o_.metrics.c_str(), error.c_str());
-      return 2;
-    }
-    sampler_ = std::make_unique<SystemSampler>(rank_, threads_);
-    sampler_->start();
-  }
-  std::vector<std::string> hosts, placement, memory;
-  {
-    char name[MPI_MAX_PROCESSOR_NAME];
-    int len = 0;
-    MPI_Get_processor_name(name, &len);
-    const std::string host(name, size_t(len));
-    hosts = gather_lines({host}, rank_, world_);
-    const RankCoords& c = groups_.coords;
-    int64_t param_bytes = 0, grad_bytes = 0, param_buf = 0, grad_buf = 0, state_bytes = 0,
-            act_bytes = 0, host_act_bytes = 0, split_grad_bytes = 0;
-    for (size_t k = 0; k < models_.size(); ++k) {
-      param_bytes += models_[k]->param_bytes();
-      grad_bytes += models_[k]->grad_bytes();
-      param_buf += models_[k]->param_buffer_bytes();
-      grad_buf += models_[k]->grad_buffer_bytes();
-      state_bytes += opts_[k]->state_bytes();
-      act_bytes += models_[k]->activation_bytes();
-      host_act_bytes += models_[k]->host_activation_bytes();
-    }
-    // Batch split: the other parts' gradient copies apart (the layout's memory has one), their
-    // activations with the first part's (together, those of one whole micro-batch).
-    for (const auto& p : parts_) {
-      split_grad_bytes += p->grad_bytes();
-      act_bytes += p->activation_bytes();
-      host_act_bytes += p->host_activation_bytes();
-    }
-    placement = gather_lines({JsonLine()
-                                  .add("type", "placement")
-                                  .add("rank", rank_)
-                                  .add("host", host)
-                                  .add("local_rank", groups_.local_rank)
-                                  .add("dp", c.dp)
-                                  .add("pp", c.pp)
-                                  .add("tp", c.tp)
-                                  .add("param_bytes", param_bytes)
-                                  .add("grad_bytes", grad_bytes)
-                                  .add("buffers_bytes", param_buf + grad_buf)
-                                  .add("optimizer_bytes", state_bytes)
-                                  .add("activation_device_bytes", act_bytes)
-                                  .add("activation_host_bytes", host_act_bytes)
-                                  .add("split_grad_bytes", split_grad_bytes)
-                                  .str()},
-                             rank_, world_);
-    char line[600], split_extra[120] = "";
-    const double mib = 1024.0 * 1024.0;
-    if (split_ > 1)
-      std::snprintf(split_extra, sizeof(split_extra),
-                    ", + %.4f MiB of gradients for the other parts of the batch split",
-                    split_grad_bytes / mib);
-    // ZeRO-2/3: parameters and gradients are the shards; the buffers (one gathered layer and
-    // one gradient bucket, plus the embedding and final norm) are counted apart, as the planner's
-    // memory model counts ZeRO-3's gathered layers among its buffers.
-    std::snprintf(line, sizeof(line),
-                  "rank %d (d%d,p%d,t%d): parameters %.4f MiB, gradients %.4f MiB, optimizer state "
-                  "%.4f MiB, ZeRO buffers %.4f MiB (gathered weights %.4f + gradient buckets "
-                  "%.4f), activations %.2f MiB in the device pool + %.2f MiB offloaded to host%s",
-                  rank_, c.dp, c.pp, c.tp, param_bytes / mib, grad_bytes / mib, state_bytes / mib,
-                  (param_buf + grad_buf) / mib, param_buf / mib, grad_buf / mib, act_bytes / mib,
-                  host_act_bytes / mib, split_extra);
-    memory = gather_lines({line}, rank_, world_);
-  }
-  const Layout& L = o_.layout;
-  if (rank_ == 0) {
-    std::printf("capplan-train: %s, %lld parameters, layout dp %d tp %d pp %d (order %s), zero %d, "
-                "mbs %d, gbs %lld (%lld micro-batches per rank), seq %d, %d threads per rank "
-                "(%s), backend %s, data %s\n",
-                model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp,
-                L.order.c_str(), L.zero, L.mbs, (long long)o_.gbs, (long long)micro_, T_,
-                threads_, thread_split_text().c_str(), be_->name().c_str(),
-                data_->describe().c_str());
-    std::printf("memory per rank (allocated once, so also the peak):\n");
-    for (const std::string& l : memory) std::printf("  %s\n", l.c_str());
-    std::printf("placement (order %s, right-most fastest):", L.order.c_str());
-    for (int r = 0; r < world_; ++r) {
-      const RankCoords c = rank_to_coords(r, L);
-      std::printf(" %d=(d%d,p%d,t%d)", r, c.dp, c.pp, c.tp);
-    }
-    std::printf("\n");
-    if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
-    std::fflush(stdout);
-    if (metrics_.is_open()) {
-      StartRecord s;
-      s.model = model_spec_.name;
-      s.parameters = global_params_;
-      s.world = world_;
-      s.dp = L.dp;
-      s.tp = L.tp;
-      s.pp = L.pp;
-      s.zero = L.zero;
-      s.mbs = L.mbs;
-      s.gbs = o_.gbs;
-      s.seq_len = T_;
-      s.threads = threads_;
-      s.batch_split = split_;
-      s.backend = be_->name();
-      s.rank_hosts = hosts;
-      s.peak_flops_per_s = peak_.flops_per_s;
-      s.peak_flops_source = peak_.source;
-      s.resumed_from_step = start_step_ > 0 ? start_step_ : -1;
-      metrics_.write_start(s);
-      for (const std::string& line : placement) metrics_.write_line(line);
-    }
-  }
+  if (!o_.metrics.empty() && !open_metrics()) return 2;
+  announce(report_ranks());
 
   const auto t_run = Clock::now();
   SummaryRecord summary;
+  const std::string failure = train_steps(summary);
+  if (sampler_) sampler_->stop();
+  summary.wall_s = seconds_since(t_run);
+  if (!failure.empty()) {
+    summary.status = "failed";
+    summary.reason = failure;
+  }
+  if (rank_ == 0 && metrics_.is_open()) metrics_.write_summary(summary);
+  return failure.empty() ? 0 : 1;
+}
+
+// Identical initialisation from the seed makes rank 0's broadcast a check: every DP replica
+// (same pp/tp coordinates) must hold the same bytes. Also counts the model's parameters.
+bool Run::check_initial_weights() {
+  uint64_t h = 1469598103934665603ull;
+  for (auto& m : models_) {
+    std::vector<float> host(size_t(m->padded_params()));
+    if (m->params()) {
+      be_->to_host(host.data(), m->params(), m->num_params());
+    } else {  // ZeRO-3: the replicas' shards put together
+      std::vector<float> shard(size_t(m->shard_numel()));
+      be_->to_host(shard.data(), m->param_shard(), m->shard_numel());
+      groups_.dp->all_gather(shard.data(), host.data(), m->shard_numel());
+    }
+    h = fnv1a(host.data(), size_t(m->num_params()) * sizeof(float), h);
+  }
+  // Only DP replicas hold the same tensors; TP and PP ranks hold different parts.
+  int64_t w[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
+  groups_.dp->all_reduce_min(w, 2);
+  if (!all_ok(w[0] == -w[1])) {
+    if (rank_ == 0) std::fprintf(stderr, "error: initial weights differ between DP replicas\n");
+    return false;
+  }
+  int64_t counted = 0;
+  for (auto& m : models_)
+    for (const ParamInfo& p : m->param_infos())
+      if (p.norm_counted) counted += p.numel;
+  double c = double(counted);
+  groups_.world->all_reduce_sum(&c, 1);
+  global_params_ = int64_t(c / o_.layout.dp);
+  return true;
+}
+
+// The peak the MFU is measured against, the metrics file (a resumed run appends, so the file
+// keeps the whole history; the report takes each step from the newest run) and the sampler.
+bool Run::open_metrics() {
+  peak_ = measure_peak_flops(
+      [&](int m, int n, int k, const float* a, const float* b, float* c) {
+        be_->matmul(c, a, b, m, n, k, false, false, false);
+      },
+      1024, 3, threads_);
+  std::string error;
+  const bool ok = rank_ != 0 || metrics_.open(o_.metrics, &error, start_step_ > 0);
+  if (!all_ok(ok)) {
+    if (rank_ == 0) std::fprintf(stderr, "%s: error: --metrics: %s\n", o_.metrics.c_str(), error.c_str());
+    return false;
+  }
+  sampler_ = std::make_unique<SystemSampler>(rank_, threads_);
+  sampler_->start();
+  return true;
+}
+
+Run::RankReport Run::report_ranks() {
+  RankReport out;
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  const std::string host(name, size_t(len));
+  out.hosts = gather_lines({host}, rank_, world_);
+  const RankCoords& c = groups_.coords;
+  int64_t param_bytes = 0, grad_bytes = 0, param_buf = 0, grad_buf = 0, state_bytes = 0, act_bytes = 0,
+          host_act_bytes = 0, split_grad_bytes = 0;
+  for (size_t k = 0; k < models_.size(); ++k) {
+    param_bytes += models_[k]->param_bytes();
+    grad_bytes += models_[k]->grad_bytes();
+    param_buf += models_[k]->param_buffer_bytes();
+    grad_buf += models_[k]->grad_buffer_bytes();
+    state_bytes += opts_[k]->state_bytes();
+    act_bytes += models_[k]->activation_bytes();
+    host_act_bytes += models_[k]->host_activation_bytes();
+  }
+  // Batch split: the other parts' gradient copies apart (the layout's memory has one), their
+  // activations with the first part's (together, those of one whole micro-batch).
+  for (const auto& p : parts_) {
+    split_grad_bytes += p->grad_bytes();
+    act_bytes += p->activation_bytes();
+    host_act_bytes += p->host_activation_bytes();
+  }
+  namespace k = metrics_schema;
+  Json record;
+  record[k::kType] = k::kPlacement;
+  record[k::kRank] = rank_;
+  record[k::kHost] = host;
+  record[k::kLocalRank] = groups_.local_rank;
+  record[k::kDp] = c.dp;
+  record[k::kPp] = c.pp;
+  record[k::kTp] = c.tp;
+  record[k::kParamBytes] = param_bytes;
+  record[k::kGradBytes] = grad_bytes;
+  record[k::kBuffersBytes] = param_buf + grad_buf;
+  record[k::kOptimizerBytes] = state_bytes;
+  record[k::kActivationDeviceBytes] = act_bytes;
+  record[k::kActivationHostBytes] = host_act_bytes;
+  record[k::kSplitGradBytes] = split_grad_bytes;
+  out.placement = gather_lines({json_dump(record, false)}, rank_, world_);
+  char line[600], split_extra[120] = "";
+  const double mib = 1024.0 * 1024.0;
+  if (split_ > 1)
+    std::snprintf(split_extra, sizeof(split_extra), ", + %.4f MiB of gradients for the other parts of the batch split",
+                  split_grad_bytes / mib);
+  // ZeRO-2/3: parameters and gradients are the shards; the buffers (one gathered layer and
+  // one gradient bucket, plus the embedding and final norm) are counted apart, as the planner's
+  // memory model counts ZeRO-3's gathered layers among its buffers.
+  std::snprintf(line, sizeof(line),
+                "rank %d (d%d,p%d,t%d): parameters %.4f MiB, gradients %.4f MiB, optimizer state "
+                "%.4f MiB, ZeRO buffers %.4f MiB (gathered weights %.4f + gradient buckets "
+                "%.4f), activations %.2f MiB in the device pool + %.2f MiB offloaded to host%s",
+                rank_, c.dp, c.pp, c.tp, param_bytes / mib, grad_bytes / mib, state_bytes / mib,
+                (param_buf + grad_buf) / mib, param_buf / mib, grad_buf / mib, act_bytes / mib, host_act_bytes / mib,
+                split_extra);
+  out.memory = gather_lines({line}, rank_, world_);
+  return out;
+}
+
+// Rank 0: the run's summary line, memory and placement on stdout, the start and placement
+// records in the metrics file.
+void Run::announce(const RankReport& report) {
+  if (rank_ != 0) return;
+  const Layout& L = o_.layout;
+  std::printf("capplan-train: %s, %lld parameters, layout dp %d tp %d pp %d (order %s), zero %d, "
+              "mbs %d, gbs %lld (%lld micro-batches per rank), seq %d, %d threads per rank "
+              "(%s), backend %s, data %s\n",
+              model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp, L.order.c_str(), L.zero, L.mbs,
+              (long long)o_.gbs, (long long)micro_, T_, threads_, thread_split_text().c_str(), be_->name().c_str(),
+              data_->describe().c_str());
+  std::printf("memory per rank (allocated once, so also the peak):\n");
+  for (const std::string& l : report.memory) std::printf("  %s\n", l.c_str());
+  std::printf("placement (order %s, right-most fastest):", L.order.c_str());
+  for (int r = 0; r < world_; ++r) {
+    const RankCoords c = rank_to_coords(r, L);
+    std::printf(" %d=(d%d,p%d,t%d)", r, c.dp, c.pp, c.tp);
+  }
+  std::printf("\n");
+  if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
+  std::fflush(stdout);
+  if (!metrics_.is_open()) return;
+  StartRecord s;
+  s.model = model_spec_.name;
+  s.parameters = global_params_;
+  s.world = world_;
+  s.dp = L.dp;
+  s.tp = L.tp;
+  s.pp = L.pp;
+  s.zero = L.zero;
+  s.mbs = L.mbs;
+  s.gbs = o_.gbs;
+  s.seq_len = T_;
+  s.threads = threads_;
+  s.batch_split = split_;
+  s.backend = be_->name();
+  s.rank_hosts = report.hosts;
+  s.peak_flops_per_s = peak_.flops_per_s;
+  s.peak_flops_source = peak_.source;
+  s.resumed_from_step = start_step_ > 0 ? start_step_ : -1;
+  metrics_.write_start(s);
+  for (const std::string& line : report.placement) metrics_.write_line(line);
+}
+
+// The steps from start_step_ to o_.steps, each printed and recorded, with the checkpoints that
+// fall due and the fault injection of --kill-at-step; returns why training stopped early (empty
+// when it did not).
+std::string Run::train_steps(SummaryRecord& summary) {
   double tokens_per_s_sum = 0;
   std::string failure;
   for (int64_t step = start_step_; step < o_.steps; ++step) {
@@ -1246,10 +1102,9 @@ int Run::execute() {
     summary.final_loss = rec.loss;
     tokens_per_s_sum += rec.tokens_per_s;
     if (rank_ == 0) {
-      std::printf("step %lld/%lld loss %.17g lr %.6e grad_norm %.6g step_s %.4f tokens/s %.1f",
-                  (long long)rec.step, (long long)o_.steps, rec.loss, rec.lr, rec.grad_norm,
-                  rec.step_time_s, rec.tokens_per_s);
-      if (L.pp > 1) std::printf(" bubble %.3f", bubble_);
+      std::printf("step %lld/%lld loss %.17g lr %.6e grad_norm %.6g step_s %.4f tokens/s %.1f", (long long)rec.step,
+                  (long long)o_.steps, rec.loss, rec.lr, rec.grad_norm, rec.step_time_s, rec.tokens_per_s);
+      if (o_.layout.pp > 1) std::printf(" bubble %.3f", bubble_);
       std::printf("\n");
       std::fflush(stdout);
       if (metrics_.is_open()) metrics_.write_step(rec);
@@ -1266,8 +1121,7 @@ int Run::execute() {
     }
     const int64_t done = step + 1;
     const bool due = !o_.checkpoint_dir.empty() &&
-                     ((o_.checkpoint_every > 0 && done % o_.checkpoint_every == 0) ||
-                      done == o_.steps);
+                     ((o_.checkpoint_every > 0 && done % o_.checkpoint_every == 0) || done == o_.steps);
     if (due) {
       std::string error;
       if (!save_checkpoint(done, &error)) {
@@ -1277,21 +1131,13 @@ int Run::execute() {
       }
     }
     if (o_.kill_at_step > 0 && done == o_.kill_at_step && rank_ == world_ - 1) {
-      std::fprintf(stderr, "rank %d: killing itself after step %lld (--kill-at-step)\n", rank_,
-                   (long long)done);
+      std::fprintf(stderr, "rank %d: killing itself after step %lld (--kill-at-step)\n", rank_, (long long)done);
       std::fflush(stderr);
       std::raise(SIGKILL);
     }
   }
-  if (sampler_) sampler_->stop();
-  summary.wall_s = seconds_since(t_run);
   summary.mean_tokens_per_s = summary.steps > 0 ? tokens_per_s_sum / summary.steps : 0;
-  if (!failure.empty()) {
-    summary.status = "failed";
-    summary.reason = failure;
-  }
-  if (rank_ == 0 && metrics_.is_open()) metrics_.write_summary(summary);
-  return failure.empty() ? 0 : 1;
+  return failure;
 }
 
 }  // namespace
@@ -1301,7 +1147,7 @@ int train_main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   const int rank = world_rank(), world = world_size();
   TrainOptions o;
-  Diagnostics d = parse_train_args(argc, argv, &o);
+  Diagnostics d = TrainOptions::parse(argc, argv, &o);
   // Every rank must run the same command line.
   uint64_t h = 1469598103934665603ull;
   for (int i = 1; i < argc; ++i) h = fnv1a(argv[i], std::strlen(argv[i]) + 1, h);

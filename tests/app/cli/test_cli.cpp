@@ -1,5 +1,5 @@
 // End-to-end tests of the `capplan` command line: the built binary runs as a real process; we
-// check its exit status, its JSON fields (the contract of issue 2) and its error messages.
+// check its exit status, its JSON fields (README "JSON output") and its error messages.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,14 +12,11 @@
 #include <string>
 
 #include "planner/plan_io.h"
+#include "support/run_program.h"
 
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using CliRun = capplan::test::ProgramRun;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path);
@@ -29,21 +26,7 @@ std::string slurp(const std::string& path) {
 }
 
 // Runs `capplan ARGS` in the source folder (so tests/data paths work) and captures both streams.
-CliRun run_cli(const std::string& args) {
-  static int counter = 0;
-  const std::string base = std::filesystem::temp_directory_path().string() + "/capplan-cli-" +
-                           std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  const std::string cmd = std::string("cd '") + CAPPLAN_SOURCE_DIR + "' && '" + CAPPLAN_CLI +
-                          "' " + args + " >'" + base + ".out' 2>'" + base + ".err'";
-  const int raw = std::system(cmd.c_str());
-  CliRun r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  r.out = slurp(base + ".out");
-  r.err = slurp(base + ".err");
-  std::filesystem::remove(base + ".out");
-  std::filesystem::remove(base + ".err");
-  return r;
-}
+CliRun run_cli(const std::string& args) { return capplan::test::run_program(CAPPLAN_CLI, args); }
 
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -1,5 +1,5 @@
 // `capplan simulate` and `capplan plan --refine` end to end: the built binary runs as a process;
-// we check exit status, the JSON fields promised in issue 3, the trace file, determinism of the
+// we check exit status, the JSON fields README "capplan simulate" lists, the trace file, determinism of the
 // run Monte-Carlo for a seed, and that bad input exits 2 with a message naming the field.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -11,12 +11,11 @@
 #include <sstream>
 #include <string>
 
+#include "support/run_program.h"
+
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
+using Result = capplan::test::ProgramRun;
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path);
@@ -25,21 +24,7 @@ std::string read_all(const std::string& path) {
   return ss.str();
 }
 
-Result capplan(const std::string& args) {
-  static int n = 0;
-  const std::string base = std::filesystem::temp_directory_path().string() + "/capplan-sim-" +
-                           std::to_string(::getpid()) + "-" + std::to_string(n++);
-  const std::string cmd = std::string("cd '") + CAPPLAN_SOURCE_DIR + "' && '" + CAPPLAN_CLI + "' " +
-                          args + " >'" + base + ".out' 2>'" + base + ".err'";
-  const int raw = std::system(cmd.c_str());
-  Result r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  r.out = read_all(base + ".out");
-  r.err = read_all(base + ".err");
-  std::filesystem::remove(base + ".out");
-  std::filesystem::remove(base + ".err");
-  return r;
-}
+Result capplan(const std::string& args) { return capplan::test::run_program(CAPPLAN_CLI, args); }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

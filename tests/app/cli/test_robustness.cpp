@@ -12,35 +12,18 @@
 #include <fstream>
 #include <string>
 
+#include "support/run_program.h"
 #include "support/test_files.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int status = -1;
-  std::string out;
-  std::string err;
-  double wall_s = 0;
-};
+using CliRun = capplan::test::ProgramRun;
 
 // `capplan ARGS` in the source folder, killed after `timeout_s` (status 124 = it hung).
 CliRun run_cli(const std::string& args, int timeout_s = 30) {
-  static int counter = 0;
-  const fs::path base = capplan::test::scratch_root() / ("cli-" + std::to_string(counter++));
-  fs::create_directories(base.parent_path());
-  const std::string cmd = std::string("cd '") + CAPPLAN_SOURCE_DIR + "' && timeout " +
-                          std::to_string(timeout_s) + " '" + CAPPLAN_CLI + "' " + args + " >'" +
-                          base.string() + ".out' 2>'" + base.string() + ".err' </dev/null";
-  const auto t0 = std::chrono::steady_clock::now();
-  const int raw = std::system(cmd.c_str());
-  CliRun r;
-  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  r.out = capplan::test::read_text(base.string() + ".out");
-  r.err = capplan::test::read_text(base.string() + ".err");
-  return r;
+  return capplan::test::run_program(CAPPLAN_CLI, args, timeout_s);
 }
 
 bool has(const std::string& text, const std::string& part) {

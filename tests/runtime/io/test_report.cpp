@@ -8,9 +8,9 @@
 #include <functional>
 #include <fstream>
 
-#include "../../../runtime/io/src/json_lite.h"
 #include "io/metrics.h"
 #include "io/report.h"
+#include "planner/json.h"
 
 namespace fs = std::filesystem;
 using namespace capplan;
@@ -30,22 +30,23 @@ std::vector<std::string> run_lines(int n, const std::function<double(int)>& loss
   s.model = "gpt-tiny";
   s.world = 2;
   s.dp = 2;
-  lines.push_back(JsonLine().add("type", "start").add("model", s.model).add("world", 2).add("dp", 2).str());
+  lines.push_back(json_dump({{"type", "start"}, {"model", s.model}, {"world", 2}, {"dp", 2}}, false));
   for (int i = 1; i <= n; ++i) {
     const double total = ph.fwd + ph.bwd + ph.opt + ph.comm + ph.data + 0.03;
-    lines.push_back(JsonLine()
-                        .add("type", "step").add("step", i).add("loss", loss(i))
-                        .add("tokens_per_s", 1000.0).add("step_time_s", total)
-                        .add("mfu", 0.25).add("peak_flops_source", "measured: test")
-                        .add("forward_s", ph.fwd).add("backward_s", ph.bwd)
-                        .add("optimizer_s", ph.opt).add("dp_comm_s", ph.comm)
-                        .add("data_s", ph.data).add("gemm_s", 0.35).str());
-    lines.push_back(JsonLine().add("type", "system").add("rank", 0).add("cpu_util", cpu_util)
-                        .add("rss_bytes", int64_t(100) << 20).str());
+    lines.push_back(json_dump({{"type", "step"}, {"step", i}, {"loss", json_number(loss(i))},
+                               {"tokens_per_s", 1000.0}, {"step_time_s", total}, {"mfu", 0.25},
+                               {"peak_flops_source", "measured: test"}, {"forward_s", ph.fwd},
+                               {"backward_s", ph.bwd}, {"optimizer_s", ph.opt}, {"dp_comm_s", ph.comm},
+                               {"data_s", ph.data}, {"gemm_s", 0.35}},
+                              false));
+    lines.push_back(json_dump({{"type", "system"}, {"rank", 0}, {"cpu_util", cpu_util},
+                               {"rss_bytes", int64_t(100) << 20}},
+                              false));
   }
   if (!status.empty())
-    lines.push_back(JsonLine().add("type", "summary").add("status", status)
-                        .add("reason", status == "ok" ? "" : "rank 1 exited").str());
+    lines.push_back(json_dump({{"type", "summary"}, {"status", status},
+                               {"reason", status == "ok" ? "" : "rank 1 exited"}},
+                              false));
   return lines;
 }
 
@@ -165,8 +166,9 @@ TEST(Report, ResumedRunAppendedToTheSameFile) {
   // 2 runs, status ok, and no RunFailed finding.
   auto first = run_lines(15, decreasing, {}, 0.9, "");
   auto second = run_lines(20, decreasing, {}, 0.9, "ok");
-  second[0] = JsonLine().add("type", "start").add("model", "gpt-tiny").add("world", 2)
-                  .add("dp", 2).add("resumed_from_step", 10).str();
+  second[0] = json_dump({{"type", "start"}, {"model", "gpt-tiny"}, {"world", 2}, {"dp", 2},
+                         {"resumed_from_step", 10}},
+                        false);
   std::vector<std::string> lines = first;
   lines.push_back(second[0]);
   for (size_t i = 1 + 2 * 10; i < second.size(); ++i) lines.push_back(second[i]);  // steps 11..20
@@ -206,13 +208,13 @@ TEST(Report, FileTextJsonAndBadLines) {
   const std::string out = testing::internal::GetCapturedStdout();
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find(":43: warning:"), std::string::npos) << err;
-  json::Value v;
   std::string perr;
-  ASSERT_TRUE(json::parse(out, &v, &perr)) << perr << out;
-  ASSERT_NE(v.get("findings"), nullptr);
-  ASSERT_EQ(v.get("findings")->arr.size(), 1u);
-  EXPECT_EQ(v.get("findings")->arr[0].string_or("rule", ""), "DataLoadingDominates");
-  EXPECT_EQ(v.get("summary")->number_or("steps", 0), 20);
+  const std::optional<Json> v = json_parse(out, &perr);
+  ASSERT_TRUE(v.has_value()) << perr << out;
+  ASSERT_TRUE(v->contains("findings"));
+  ASSERT_EQ(v->at("findings").size(), 1u);
+  EXPECT_EQ(json_string(v->at("findings")[0], "rule"), "DataLoadingDominates");
+  EXPECT_EQ(json_double(v->at("summary"), "steps", 0), 20);
   fs::remove(p);
 }
 

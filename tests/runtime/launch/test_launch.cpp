@@ -232,12 +232,13 @@ TEST(LaunchArgv, ExactVector) {
   c.mpirun = "/usr/bin/mpirun";
   c.train_binary = "/b/capplan-train";
   c.as_root = true;
-  c.model_file = "/r/model.yaml";
-  c.layout.dp = 2, c.layout.tp = 2, c.layout.pp = 2, c.layout.vp = 1, c.layout.mbs = 1;
-  c.layout.zero = 1, c.layout.recompute = Recompute::Selective, c.layout.sp = true;
-  c.layout.order = "TPD", c.layout.schedule = Schedule::GPipe;
-  c.gbs = 8, c.steps = 3, c.seed = 7, c.checkpoint_dir = "/r/ck", c.checkpoint_every = 3;
-  c.resume = "never", c.metrics_file = "/r/metrics.jsonl", c.threads = 1;
+  TrainOptions& o = c.options;
+  o.model = "/r/model.yaml";
+  o.layout.dp = 2, o.layout.tp = 2, o.layout.pp = 2, o.layout.vp = 1, o.layout.mbs = 1;
+  o.layout.zero = 1, o.layout.recompute = Recompute::Selective, o.layout.sp = true;
+  o.layout.order = "TPD", o.layout.schedule = Schedule::GPipe;
+  o.gbs = 8, o.steps = 3, o.seed = 7, o.checkpoint_dir = "/r/ck", o.checkpoint_every = 3;
+  o.resume = "never", o.metrics = "/r/metrics.jsonl", o.threads = 1;
   const std::vector<std::string> want = {
       "/usr/bin/mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "8",
       "/b/capplan-train", "--model", "/r/model.yaml", "--dp", "2", "--tp", "2", "--pp", "2",
@@ -247,8 +248,8 @@ TEST(LaunchArgv, ExactVector) {
       "--metrics", "/r/metrics.jsonl", "--threads", "1"};
   EXPECT_EQ(build_train_argv(c), want);
   c.as_root = false;
-  c.layout.sp = false;
-  c.layout.offload = true;
+  o.layout.sp = false;
+  o.layout.offload = true;
   const auto v = build_train_argv(c);
   EXPECT_EQ(std::count(v.begin(), v.end(), "--allow-run-as-root"), 0);
   EXPECT_EQ(std::count(v.begin(), v.end(), "--sp"), 0);
@@ -529,10 +530,6 @@ TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
 // mapped to the planner's kinds); compare_memory pairs them with the prediction and sums the
 // measured device total.
 TEST(LaunchMetrics, MemoryByKind) {
-  EXPECT_DOUBLE_EQ(parse_trainer_bubble("step 3/6 loss 5.5 lr 3e-4 grad_norm 0.8 step_s 0.09 tokens/s 5754.3 bubble 0.250"), 0.25);
-  EXPECT_TRUE(std::isnan(parse_trainer_bubble("step 3/6 loss 5.5 tokens/s 5754.3")));
-  EXPECT_TRUE(std::isnan(parse_trainer_bubble("no bubble 0.5")));
-
   // capplan-train's placement records carry its allocations per rank.
   const MeasuredRun placed = summarize_metrics(
       {*parse_metrics_line(R"({"type":"placement","rank":0,"param_bytes":10,"grad_bytes":10,"optimizer_bytes":20,"activation_device_bytes":30,"activation_host_bytes":5})")});
@@ -542,8 +539,8 @@ TEST(LaunchMetrics, MemoryByKind) {
   EXPECT_DOUBLE_EQ(placed.memory_bytes.at("offloaded"), 5);
 
   std::vector<MetricsRecord> recs = {
-      *parse_metrics_line(R"({"type":"memory","rank":0,"parameters_bytes":100,"activations_bytes":50})"),
-      *parse_metrics_line(R"({"type":"memory","rank":1,"parameters_bytes":120,"activations_bytes":40})")};
+      *parse_metrics_line(R"({"type":"placement","rank":0,"param_bytes":100,"activation_device_bytes":50})"),
+      *parse_metrics_line(R"({"type":"placement","rank":1,"param_bytes":120,"activation_device_bytes":40})")};
   RunRecord rec;
   rec.measured = summarize_metrics(recs);
   EXPECT_DOUBLE_EQ(rec.measured.memory_bytes.at("weights"), 120);
@@ -582,6 +579,19 @@ TEST(LaunchMetrics, MemoryByKind) {
       R"({"type":"placement","rank":0,"param_bytes":10,"grad_bytes":10,"split_grad_bytes":0})")});
   EXPECT_EQ(compare_memory(kernel).size(), rows.size());
   EXPECT_EQ(run_record_text(kernel).find("gradient copies"), std::string::npos);
+}
+
+// Expectation: the bubble is the median of the step records' bubble_fraction after warm-up (five
+// steps: the first two left out, median of 0.30, 0.20, 0.25 = 0.25); null (pp = 1) is unknown.
+TEST(LaunchMetrics, BubbleFromTheStepRecords) {
+  std::vector<MetricsRecord> recs;
+  for (const char* b : {"0.9", "0.8", "0.30", "0.20", "0.25"}) {
+    recs.push_back(*parse_metrics_line(std::string(R"({"type":"step","step_time_s":1,"bubble_fraction":)") + b + "}"));
+  }
+  EXPECT_DOUBLE_EQ(summarize_metrics(recs).bubble_fraction, 0.25);
+  const MeasuredRun none = summarize_metrics(
+      {*parse_metrics_line(R"({"type":"step","step_time_s":1,"bubble_fraction":null})")});
+  EXPECT_TRUE(std::isnan(none.bubble_fraction));
 }
 
 // ---------------------------------------------------------------- the whole run, with a fake trainer

@@ -429,11 +429,11 @@ TEST(RuntimeTrainArgs, HelpAndParserAgree) {
         << "--help names --" << f << ", which the parser does not take";
   TrainOptions o;
   const char* ok[] = {"capplan-train", "--model", "m.yaml", "--thread-split", "kernel"};
-  EXPECT_FALSE(parse_train_args(5, ok, &o).has_errors());
+  EXPECT_FALSE(TrainOptions::parse(5, ok, &o).has_errors());
   EXPECT_EQ(o.thread_split, "kernel");
   TrainOptions bad;
   const char* wrong[] = {"capplan-train", "--model", "m.yaml", "--thread-split", "rows"};
-  const Diagnostics d = parse_train_args(5, wrong, &bad);
+  const Diagnostics d = TrainOptions::parse(5, wrong, &bad);
   ASSERT_TRUE(d.has_errors());
   EXPECT_NE(d.to_string().find("--thread-split: expected auto or kernel, found 'rows'"),
             std::string::npos)

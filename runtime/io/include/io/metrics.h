@@ -1,5 +1,6 @@
 // Run metrics for capplan-train as JSON lines (one object per line, flushed per line): a start
-// record, per-step records, per-rank system samples, and a final summary (also on failure).
+// record, per-step records, per-rank system samples, and a final summary (also on failure), with
+// the names of io/metrics_schema.h.
 // SystemSampler reads this process's /proc files every 500 ms on a background thread; the GEMM
 // probe measures the CPU's fp32 peak once. No MPI: the trainer gathers sampler lines to rank 0.
 #pragma once
@@ -16,25 +17,9 @@
 #include <utility>
 #include <vector>
 
+#include "planner/json_fwd.h"
+
 namespace capplan::rt {
-
-// Builds one JSON object on one line. Non-finite numbers become the strings "NaN", "Infinity",
-// "-Infinity" (strict JSON has no literal for them; the report reads them back).
-class JsonLine {
- public:
-  JsonLine& add(const std::string& key, double value);
-  JsonLine& add(const std::string& key, int64_t value);
-  JsonLine& add(const std::string& key, int value) { return add(key, int64_t(value)); }
-  JsonLine& add(const std::string& key, const std::string& value);
-  JsonLine& add(const std::string& key, const char* value) { return add(key, std::string(value)); }
-  JsonLine& add_bool(const std::string& key, bool value);
-  JsonLine& add_raw(const std::string& key, const std::string& json);  // already-encoded JSON
-  std::string str() const { return "{" + body_ + "}"; }
-
- private:
-  void key(const std::string& k);
-  std::string body_;
-};
 
 struct StartRecord {  // "type":"start"
   std::string model;            // model name
@@ -68,6 +53,9 @@ struct StepRecord {  // "type":"step"
   // Batch split over threads only (else NaN, not written): time rank 0's threads spent waiting
   // for each other at the end of the parts, mean over the threads (inside backward).
   double split_wait_s = std::numeric_limits<double>::quiet_NaN();
+  // Pipeline bubble: the share of the micro-batch phase the ranks spent waiting for their
+  // neighbours, mean over ranks; NaN (written as null) with pp = 1.
+  double bubble_fraction = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct SummaryRecord {  // "type":"summary"
@@ -95,6 +83,7 @@ class MetricsWriter {
   void write_start(const StartRecord& r);
   void write_step(const StepRecord& r);
   void write_line(const std::string& json);  // e.g. system samples gathered from the ranks
+  void write_record(const Json& record);     // one line
   void write_summary(const SummaryRecord& r);
   void close();
 
@@ -121,7 +110,7 @@ ProcSample proc_sample_self();
 // trainer's thread count (default: CPUs in this process's affinity mask). I/O bytes are cumulative.
 class SystemSampler {
  public:
-  using ExtraFields = std::function<void(JsonLine&)>;  // GPU utilisation/memory, when present
+  using ExtraFields = std::function<void(Json&)>;  // GPU utilisation/memory, when present
   SystemSampler(int rank, int cores_expected = 0, int interval_ms = 500, ExtraFields extra = {});
   ~SystemSampler();  // stops
   void start();

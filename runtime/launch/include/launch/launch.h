@@ -21,8 +21,9 @@
 #include "planner/cost_model.h"
 #include "planner/device_profile.h"
 #include "planner/diagnostics.h"
-#include "planner/spec.h"
+#include "io/train_options.h"
 #include "launch/launch_process.h"
+#include "planner/spec.h"
 
 namespace capplan::rt {
 
@@ -105,23 +106,12 @@ struct TrainCommand {
   std::string mpirun = "mpirun";
   std::string train_binary = "capplan-train";
   bool as_root = false;           // adds --allow-run-as-root (Open MPI refuses root otherwise)
-  std::string model_file;         // YAML written by model_yaml()
-  Layout layout;
-  int64_t gbs = 0;
-  int steps = 10;
-  uint64_t seed = 1234;
-  double lr = 0;                  // 0 = the trainer's default
-  std::string data = "synthetic"; // or a shard directory
-  std::string checkpoint_dir;     // empty = no checkpoints
-  int checkpoint_every = 0;       // 0 = the trainer's default
-  std::string resume = "auto";    // auto | never | PATH
-  std::string metrics_file;
-  int threads = 0;                // per rank; 0 = the trainer's default (cores / ranks)
   std::string hostfile;           // non-empty: mpirun --hostfile FILE (ranks over several hosts)
+  TrainOptions options;           // what capplan-train runs (model: the YAML of model_yaml())
 };
 
 // ["mpirun", ("--allow-run-as-root"), "--oversubscribe", "--bind-to", "none", "-np", "N",
-//  "capplan-train", "--model", ..., "--dp", ...]: one element per argument, no shell involved.
+//  "capplan-train", options.to_argv()...]: one element per argument, no shell involved.
 std::vector<std::string> build_train_argv(const TrainCommand& command);
 
 // capplan-train: $CAPPLAN_TRAIN, else next to `self_exe` (the same folder: build/bin/ in a build
@@ -131,8 +121,9 @@ std::string self_executable();  // /proc/self/exe
 
 // ---------------------------------------------------------------- metrics
 
-// One metrics line, flattened: nested objects become "outer.inner" keys. Numbers written as the
-// strings "NaN" / "Infinity" / "-Infinity" are read back as numbers.
+// One metrics line, flattened: nested objects become "outer.inner" keys. Nulls (numbers that were
+// not finite) are left out, so number() gives its fallback, unknown by default; the strings "NaN"
+// / "Infinity" / "-Infinity" of older files are read back as numbers.
 struct MetricsRecord {
   std::string type;  // "start", "step", "system", "summary"; empty when absent
   std::map<std::string, double> numbers;
@@ -169,7 +160,7 @@ struct MeasuredRun {
   std::map<std::string, double> phase_s;  // median per phase ("forward", "backward", ...)
   // Pipeline bubble: the share of the micro-batch phase the ranks spent waiting for their
   // neighbours (mean over ranks, median over steps after warm-up), from the step records'
-  // "bubble_fraction", else from capplan-train's "step ... bubble X" lines. Unknown with pp = 1.
+  // "bubble_fraction". Unknown with pp = 1.
   double bubble_fraction = kUnknown;
   std::vector<double> peak_rss_bytes_per_rank;  // from system samples; empty when none
   double max_process_rss_bytes = kUnknown;      // largest process of the job (wait4), see ProcessResult
@@ -305,9 +296,6 @@ struct MemoryRow {
   double predicted_bytes = kUnknown, measured_bytes = kUnknown;
 };
 std::vector<MemoryRow> compare_memory(const RunRecord& record);
-
-// The bubble share at the end of capplan-train's "step N/M ... bubble X" line; NaN otherwise.
-double parse_trainer_bubble(const std::string& line);
 
 std::string run_record_json(const RunRecord& record);
 std::string run_record_text(const RunRecord& record);  // human-readable: command, changes, table

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/shell_quote.h"
+
 namespace capplan::rt {
 
 enum class OutputStream { Stdout, Stderr };
@@ -54,7 +56,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
 std::string find_executable(const std::string& name);
 
 // One argument vector as a line a POSIX shell would read back to the same vector (for display
-// and command.txt only; nothing here runs a shell).
-std::string shell_quote(const std::vector<std::string>& argv);
+// and command.txt only; nothing here runs a shell): planner/shell_quote.h's.
+using capplan::shell_quote;
 
 }  // namespace capplan::rt

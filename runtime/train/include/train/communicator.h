@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/rank_mapping.h"
 #include "planner/spec.h"
 
 namespace capplan::rt {
@@ -49,15 +50,7 @@ class Communicator {
 // A group of one rank (unit tests, tp = 1): every collective is the identity.
 std::unique_ptr<Communicator> make_self_communicator();
 
-// Coordinates of a rank in the layout.
-struct RankCoords {
-  int dp = 0, pp = 0, tp = 0;
-};
-
-// Rank <-> coordinates for `order` (validated permutation of "DPT"). Mixed radix, right-most
-// letter least significant.
-RankCoords rank_to_coords(int rank, const Layout& layout);
-int coords_to_rank(const RankCoords& c, const Layout& layout);
+// Rank <-> coordinates (RankCoords, rank_to_coords, coords_to_rank): planner/rank_mapping.h.
 
 // MPI process groups for one rank: world, and dp / pp / tp groups (ranks sharing the other two
 // coordinates, ordered by their own coordinate), plus ranks on this node.

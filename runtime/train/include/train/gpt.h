@@ -145,6 +145,15 @@ class Gpt {
   struct LayerParams;
   struct LayerActs;
   struct Slot;
+  // The constructor's steps: the dimensions on this rank, the flat parameter layout, the
+  // parameter and gradient buffers (whole, or ZeRO shards and buckets), the activations of each
+  // in-flight slot, and the backward and LM-head scratch.
+  void set_dimensions();
+  void lay_out_params();
+  void allocate_params_and_grads();
+  void make_acts(LayerActs& a);
+  void allocate_activations();
+  void allocate_scratch();
   void layer_forward(int l, LayerActs& a, const float* x, float* out);
   void layer_backward(int l, LayerActs& a, const float* x, float* dres);
   void offload(Slot& s);

@@ -14,22 +14,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "io/train_options.h"
 #include "train/backend.h"
 #include "train/communicator.h"
 #include "train/gpt.h"
 
 namespace capplan::rt {
 
-struct OptimizerConfig {
-  double lr = 3e-4;           // peak learning rate
-  double min_lr_ratio = 0.1;  // cosine decays to lr * min_lr_ratio at the last step
-  int64_t warmup_steps = 0;   // linear warm-up from lr / warmup_steps
-  int64_t total_steps = 1;    // cosine period (warm-up included)
-  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
-  double weight_decay = 0.1;  // decoupled, on matrices and embeddings only
-  double clip = 1.0;          // max global gradient L2 norm; <= 0 = no clipping
-  int zero = 0;               // 0 to 3 (stages 2 and 3: the model holds the shards, gpt.h)
-};
+// OptimizerConfig (the hyper-parameters) is part of the run contract, io/train_options.h.
 
 // Learning rate at 0-based `step`: lr * (step + 1) / warmup during warm-up, then
 // min + (lr - min) * (1 + cos(pi * progress)) / 2 (Loshchilov & Hutter 2017, SGDR, one cycle).

@@ -1,0 +1,48 @@
+// The metrics file's schema, in one place: capplan-train writes one JSON object per line
+// (MetricsWriter), and the report and the launcher read them back, all with these names. A line's
+// "type" names the record; numbers that are not finite are null (planner/json.h). Times are in
+// seconds of one step, on rank 0 unless said otherwise.
+#pragma once
+
+namespace capplan::rt::metrics_schema {
+
+// The record types: "start" once per run (a resumed run writes another), "step" once per
+// optimizer step, "system" per-rank /proc samples, "placement" per rank after the start record,
+// "summary" last (also on failure: status "failed" or "aborted").
+inline constexpr char kType[] = "type", kStart[] = "start", kStep[] = "step", kSystem[] = "system";
+inline constexpr char kPlacement[] = "placement", kSummary[] = "summary";
+
+// start: the model and layout, the threads, the hosts of the ranks (rank_hosts[r]), the peak the
+// MFU is against (per rank; null = unknown) and the step resumed from (-1 = fresh start).
+inline constexpr char kModel[] = "model", kParameters[] = "parameters", kWorld[] = "world", kDp[] = "dp";
+inline constexpr char kTp[] = "tp", kPp[] = "pp", kZero[] = "zero", kMbs[] = "mbs", kGbs[] = "gbs";
+inline constexpr char kSeq[] = "seq_len", kThreads[] = "threads", kBatchSplit[] = "batch_split";
+inline constexpr char kBackend[] = "backend", kRankHosts[] = "rank_hosts", kPeakFlopsPerS[] = "peak_flops_per_s";
+inline constexpr char kPeakFlopsSource[] = "peak_flops_source", kResumedFromStep[] = "resumed_from_step";
+
+// step: the loss (global mean; null when NaN), global tokens/s, per-rank model FLOP/s and MFU
+// (null when the peak is unknown), the phases, the batch split's wait (only with it) and the
+// pipeline bubble (mean over ranks; null with pp = 1).
+inline constexpr char kStepNumber[] = "step", kLoss[] = "loss", kTokensPerS[] = "tokens_per_s", kLr[] = "lr";
+inline constexpr char kGradNorm[] = "grad_norm", kStepTimeS[] = "step_time_s", kModelFlopsPerS[] = "model_flops_per_s";
+inline constexpr char kMfu[] = "mfu", kForwardS[] = "forward_s", kBackwardS[] = "backward_s";
+inline constexpr char kOptimizerS[] = "optimizer_s", kDpCommS[] = "dp_comm_s", kDataS[] = "data_s", kGemmS[] = "gemm_s";
+inline constexpr char kSplitWaitS[] = "split_wait_s", kBubbleFraction[] = "bubble_fraction";
+
+// system: per rank, time since the sampler started, CPU use, resident and I/O bytes.
+inline constexpr char kRank[] = "rank", kTimeS[] = "time_s", kCpuUtil[] = "cpu_util";
+inline constexpr char kCpuCoresUsed[] = "cpu_cores_used", kRssBytes[] = "rss_bytes";
+inline constexpr char kIoReadBytes[] = "io_read_bytes", kIoWriteBytes[] = "io_write_bytes";
+
+// placement: where each rank runs (rank, host, local_rank, dp, pp, tp) and the bytes it
+// allocated, by kind.
+inline constexpr char kHost[] = "host", kLocalRank[] = "local_rank", kParamBytes[] = "param_bytes";
+inline constexpr char kGradBytes[] = "grad_bytes", kBuffersBytes[] = "buffers_bytes", kOptimizerBytes[] = "optimizer_bytes";
+inline constexpr char kActivationDeviceBytes[] = "activation_device_bytes";
+inline constexpr char kActivationHostBytes[] = "activation_host_bytes", kSplitGradBytes[] = "split_grad_bytes";
+
+// summary: "ok", "failed" or "aborted", why, and the run's totals.
+inline constexpr char kStatus[] = "status", kReason[] = "reason", kSteps[] = "steps", kWallS[] = "wall_s";
+inline constexpr char kFinalLoss[] = "final_loss", kMeanTokensPerS[] = "mean_tokens_per_s";
+
+}  // namespace capplan::rt::metrics_schema
