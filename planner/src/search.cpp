@@ -295,6 +295,43 @@ Estimate materialize(const Scenario& base, const Cand& cd) {
   return estimate(sc, ly);
 }
 
+// Work units: (nodes, tp, pp) with tp dividing heads, kv_heads and ffn_hidden, pp <= layers, for
+// every node count of the range (or the fixed GPU count).
+std::vector<Unit> work_units(const Scenario& scenario, const SearchOptions& o, int fixed_gpus) {
+  std::vector<Unit> units;
+  const ModelSpec& md = scenario.model;
+  const int gpn = scenario.cluster.gpus_per_node;
+  for (int n = o.nodes_min; n <= o.nodes_max; ++n) {
+    const int g = fixed_gpus > 0 ? fixed_gpus : n * gpn;
+    for (int tp : divisors(g, md.heads)) {
+      if (md.heads % tp || md.kv_heads_or_default() % tp || md.ffn_hidden_or_default() % tp) continue;
+      if (o.pins.tp && *o.pins.tp != tp) continue;
+      for (int pp : divisors(g / tp, md.layers)) {
+        if (o.pins.pp && *o.pins.pp != pp) continue;
+        units.push_back({n, g, tp, pp});
+      }
+    }
+  }
+  return units;
+}
+
+// Pareto front of days vs dollars (GPU-days when the price is unknown) over node counts: the
+// best candidate of each node count that no other node count's beats on both.
+std::vector<Cand> pareto_front(const std::vector<Cand>& per_nodes) {
+  std::vector<Cand> front;
+  for (const Cand& b : per_nodes) {
+    if (b.score == HUGE_VAL) continue;
+    bool dominated = false;
+    for (const Cand& other : per_nodes) {
+      if (other.score == HUGE_VAL || &other == &b) continue;
+      if (other.days <= b.days && other.cost <= b.cost && (other.days < b.days || other.cost < b.cost))
+        dominated = true;
+    }
+    if (!dominated) front.push_back(b);
+  }
+  return front;
+}
+
 }  // namespace
 
 SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
@@ -319,20 +356,8 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
     return result;
   }
 
-  // Work units: (nodes, tp, pp) with tp dividing heads, kv_heads and ffn_hidden, pp <= layers.
-  std::vector<Unit> units;
+  const std::vector<Unit> units = work_units(scenario, o, fixed_gpus);
   const ModelSpec& md = scenario.model;
-  for (int n = o.nodes_min; n <= o.nodes_max; ++n) {
-    const int g = fixed_gpus > 0 ? fixed_gpus : n * gpn;
-    for (int tp : divisors(g, md.heads)) {
-      if (md.heads % tp || md.kv_heads_or_default() % tp || md.ffn_hidden_or_default() % tp) continue;
-      if (o.pins.tp && *o.pins.tp != tp) continue;
-      for (int pp : divisors(g / tp, md.layers)) {
-        if (o.pins.pp && *o.pins.pp != pp) continue;
-        units.push_back({n, g, tp, pp});
-      }
-    }
-  }
   // Units are handed out one at a time from a shared counter, so uneven units balance themselves.
   const int64_t total = int64_t(units.size());
 
@@ -408,19 +433,7 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
   for (const Cand& cd : all) result.candidates.push_back(with_limits(materialize(scenario, cd)));
   mark_as_good_as_best(result.candidates, o.objective);
 
-  // Pareto front of days vs dollars (GPU-days when the price is unknown) over node counts.
-  std::vector<Cand> front;
-  for (const Cand& b : per_nodes) {
-    if (b.score == HUGE_VAL) continue;
-    bool dominated = false;
-    for (const Cand& other : per_nodes) {
-      if (other.score == HUGE_VAL || &other == &b) continue;
-      if (other.days <= b.days && other.cost <= b.cost && (other.days < b.days || other.cost < b.cost))
-        dominated = true;
-    }
-    if (!dominated) front.push_back(b);
-  }
-  for (const Cand& cd : front) result.pareto.push_back(with_limits(materialize(scenario, cd)));
+  for (const Cand& cd : pareto_front(per_nodes)) result.pareto.push_back(with_limits(materialize(scenario, cd)));
   result.cancelled = cancel.load();
   if (over_limit.load())
     result.limit = "stopped after " + std::to_string(result.evaluated) +
