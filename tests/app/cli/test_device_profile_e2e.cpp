@@ -3,30 +3,31 @@
 // `estimate` refuses a profile of another device or a cut-short one (exit 2).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "launch/launch_process.h"
 #include "planner/device_profile.h"
+#include "support/run_program.h"
 #include "support/test_files.h"
 
 namespace capplan::rt {
 namespace {
 
 struct Ran {
-  ProcessResult process;
+  int status = -1;
   std::string out, err;
 };
 
+// The command as a user types it (support/run_program.h), with capplan-train from this build.
 Ran run(const std::vector<std::string>& argv) {
-  Ran r;
-  ProcessOptions o;
-  o.env = {std::string("CAPPLAN_TRAIN=") + CAPPLAN_TRAIN, "OMPI_ALLOW_RUN_AS_ROOT=1",
-           "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
-  r.process = run_process(argv, o, [&](OutputStream s, const std::string& line) {
-    (s == OutputStream::Stdout ? r.out : r.err) += line + "\n";
-  });
-  return r;
+  ::setenv("CAPPLAN_TRAIN", CAPPLAN_TRAIN, 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  const std::vector<std::string> args(argv.begin() + 1, argv.end());
+  const capplan::test::ProgramRun r = capplan::test::run_program(argv.front(), shell_quote(args), 300);
+  return {r.status, r.out, r.err};
 }
 
 std::string tiny_model(const std::string& dir) {
@@ -43,8 +44,7 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   const std::string out = dir + "/device.yaml";
   const Ran m = run({CAPPLAN_EXE, "profile", "--model", model, "--mbs", "2", "--measure", "--ranks", "2",
                      "--repeats", "3", "--out", out});
-  ASSERT_TRUE(m.process.started) << m.process.error;
-  ASSERT_EQ(m.process.exit_code, 0) << m.err << m.out;
+  ASSERT_EQ(m.status, 0) << m.err << m.out;
   EXPECT_NE(m.out.find("fitted: GEMM"), std::string::npos) << m.out;
   const Loaded<DeviceProfile> p = load_device_profile(out);
   ASSERT_TRUE(p.ok()) << p.diagnostics.to_string();
@@ -62,13 +62,13 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   const Ran r = run({CAPPLAN_EXE, "run", "--model", model, "--cluster", "p4d.24xlarge", "--nodes", "1", "--gpus",
                      "2", "--dp", "2", "--tp", "1", "--pp", "1", "--mbs", "2", "--gbs", "8", "--steps", "3",
                      "--threads", "1", "--timeout", "120", "--dir", dir + "/run", "--device-profile", out});
-  ASSERT_EQ(r.process.exit_code, 0) << r.err << r.out;
+  ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_NE((r.out + r.err).find("predicted with the device profile"), std::string::npos) << r.out;
 
   // Measuring never leaves a half-written profile: a failed measure keeps the old file.
   const std::string before = capplan::test::read_text(out);
   const Ran bad = run({CAPPLAN_EXE, "profile", "--model", model, "--tp", "3", "--measure", "--out", out});
-  EXPECT_EQ(bad.process.exit_code, 2) << bad.err;
+  EXPECT_EQ(bad.status, 2) << bad.err;
   EXPECT_EQ(capplan::test::read_text(out), before);
 }
 
@@ -96,7 +96,7 @@ TEST(DeviceProfileEndToEnd, EstimateRefusesForeignAndTruncatedProfiles) {
   std::vector<std::string> a = est;
   a.push_back(file);
   const Ran foreign = run(a);
-  EXPECT_EQ(foreign.process.exit_code, 2);
+  EXPECT_EQ(foreign.status, 2);
   EXPECT_NE(foreign.err.find("another device"), std::string::npos) << foreign.err;
   const std::string text = device_profile_yaml(p);
   const std::string cut = dir + "/cut.yaml";
@@ -104,11 +104,11 @@ TEST(DeviceProfileEndToEnd, EstimateRefusesForeignAndTruncatedProfiles) {
   a = est;
   a.push_back(cut);
   const Ran truncated = run(a);
-  EXPECT_EQ(truncated.process.exit_code, 2);
+  EXPECT_EQ(truncated.status, 2);
   EXPECT_NE(truncated.err.find("truncated"), std::string::npos) << truncated.err;
   a = est;
   a.push_back(dir + "/missing.yaml");
-  EXPECT_EQ(run(a).process.exit_code, 2);
+  EXPECT_EQ(run(a).status, 2);
 }
 
 }  // namespace
