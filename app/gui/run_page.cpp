@@ -19,6 +19,7 @@
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableWidget>
+#include <QThread>
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <QtConcurrent/QtConcurrentRun>
@@ -41,6 +42,8 @@ RunPage::RunPage(QWidget* parent) : QWidget(parent) {
   v->addWidget(layoutNote_);
   v->addLayout(buildCharts(), 2);
   v->addLayout(buildResults(), 1);
+  for (QSpinBox* s : {runDp_, runTp_, runPp_}) connect(s, &QSpinBox::valueChanged, this, &RunPage::describeLayout);
+  connect(keepKnobs_, &QCheckBox::toggled, this, &RunPage::describeLayout);
   connect(launchButton_, &QPushButton::clicked, this, [this] { launch(false); });
   connect(resumeButton_, &QPushButton::clicked, this, [this] { launch(true); });
   connect(stopButton_, &QPushButton::clicked, this, &RunPage::stop);
@@ -186,23 +189,38 @@ void RunPage::setSteps(int steps) { steps_->setValue(steps); }
 
 void RunPage::setKeepKnobs(bool keep) { keepKnobs_->setChecked(keep); }
 
+int RunPage::defaultRanks() {
+  return std::max(1, std::min(kMaxRanks, QThread::idealThreadCount()));
+}
+
 void RunPage::setPlan(const Plan& plan) {
   plan_ = plan;
   const Layout& l = plan.layout;
-  if (l.gpus() <= kMaxRanks) {
-    runDp_->setValue(l.dp);
-    runTp_->setValue(l.tp);
-    runPp_->setValue(l.pp);
-    layoutNote_->setText(tr("Runs the selected layout as is (%1 ranks); the model is scaled down to fit this machine.").arg(l.gpus()));
-    return;
-  }
-  runTp_->setValue(std::min(l.tp, 2));
-  runPp_->setValue(std::min(l.pp, 2));
-  runDp_->setValue(std::max(1, std::min(l.dp, kMaxRanks / (runTp_->value() * runPp_->value()))));
-  layoutNote_->setText(tr("The selected layout needs %1 ranks; this machine runs at most %2. Local run: dp %3, tp %4, pp %5 "
-                          "with the plan's schedule (%6), vp and order (and its other knobs when 'plan's knobs' is ticked); the model is scaled down.")
-                           .arg(l.gpus()).arg(kMaxRanks).arg(runDp_->value()).arg(runTp_->value()).arg(runPp_->value())
-                           .arg(QString::fromUtf8(to_string(l.schedule))));
+  // The default local layout fits this machine's cores: tp and pp cut to 2 at most, then dp to
+  // what is left of one rank per core.
+  const int ranks = defaultRanks();
+  const bool asIs = l.gpus() <= ranks;
+  updatingLayout_ = true;
+  runTp_->setValue(asIs ? l.tp : std::min({l.tp, 2, ranks}));
+  runPp_->setValue(asIs ? l.pp : std::max(1, std::min({l.pp, 2, ranks / runTp_->value()})));
+  runDp_->setValue(asIs ? l.dp : std::max(1, std::min(l.dp, ranks / (runTp_->value() * runPp_->value()))));
+  updatingLayout_ = false;
+  describeLayout();
+}
+
+void RunPage::describeLayout() {
+  if (updatingLayout_) return;
+  const Layout& l = plan_.layout;
+  const Layout run = runLayout();
+  const QString knobs = keepKnobs_->isChecked() ? tr("the plan's schedule (%1), vp, order, zero, recompute, offload and sp")
+                                                      .arg(QString::fromUtf8(to_string(run.schedule)))
+                                                : tr("the plan's schedule (%1), vp and order, plain knobs (zero 0, no "
+                                                     "recompute, offload or sp)").arg(QString::fromUtf8(to_string(run.schedule)));
+  QString text = tr("Local run: dp %1 x tp %2 x pp %3 = %4 ranks on %5 cores, with %6; the model is scaled down to fit.")
+                     .arg(run.dp).arg(run.tp).arg(run.pp).arg(run.gpus()).arg(QThread::idealThreadCount()).arg(knobs);
+  if (l.gpus() > 0 && !sameLayout(run, l))
+    text = tr("The selected layout is dp %1 x tp %2 x pp %3 (%4 ranks). ").arg(l.dp).arg(l.tp).arg(l.pp).arg(l.gpus()) + text;
+  layoutNote_->setText(text);
 }
 
 Layout RunPage::runLayout() const {
@@ -225,6 +243,8 @@ Layout RunPage::runLayout() const {
 }
 
 int RunPage::lossPoints() const { return loss_ != nullptr ? loss_->count() : 0; }
+
+QList<QPointF> RunPage::systemPoints() const { return cpu_ != nullptr ? cpu_->points() : QList<QPointF>{}; }
 
 int RunPage::resumeMarkers() const { return resumed_ != nullptr ? resumed_->count() : 0; }
 
@@ -290,7 +310,8 @@ void RunPage::resetCharts() {
   makeLine(speedChart_, tr("Throughput"), tr("step"), tr("tokens/s"), {&tokens_}, {tr("tokens/s per step")});
   makeLine(systemChart_, tr("System (rank 0, over time)"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
            {tr("CPU utilisation %"), tr("resident memory MiB")});
-  t0_ = -1;
+  systemOffsetS_ = 0;
+  lastSystemS_ = 0;
 }
 
 namespace {
@@ -332,7 +353,13 @@ void RunPage::onMetrics(const QString& type, const QHash<QString, double>& n) {
     }
     emit metricsArrived(int(loss_->count()));
   } else if (type == QLatin1String("system") && n.value(QStringLiteral("rank"), 0) == 0) {
-    const double t = n.value(QStringLiteral("time_s"));
+    // A resumed attempt counts its time from 0 again: continue from where the chart is.
+    double t = n.value(QStringLiteral("time_s")) + systemOffsetS_;
+    if (t < lastSystemS_) {
+      systemOffsetS_ += lastSystemS_ - t;
+      t = lastSystemS_;
+    }
+    lastSystemS_ = t;
     double cpu = n.value(QStringLiteral("cpu_util"), NAN);
     if (std::isfinite(cpu)) {
       if (cpu <= 1.0) cpu *= 100.0;

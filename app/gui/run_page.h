@@ -38,8 +38,8 @@ class RunPage : public QWidget {
  public:
   explicit RunPage(QWidget* parent = nullptr);
   ~RunPage() override;
-  // The selected plan; its layout is shrunk to at most kMaxRanks ranks for this machine (dp, tp,
-  // pp each cut to 2 at most; schedule, vp, zero, recompute, offload, sp and order kept).
+  // The selected plan; its layout is shrunk to the machine's cores (defaultRanks(): tp and pp
+  // cut to 2 at most, then dp; schedule, vp, zero, recompute, offload, sp and order kept).
   void setPlan(const Plan& plan);
   Layout runLayout() const;
   static constexpr int kMaxRanks = 8;
@@ -57,7 +57,11 @@ class RunPage : public QWidget {
   void setCheckpointEvery(int steps) { checkpointEvery_ = steps; }  // 0 = a quarter of the run
   // "Launch on Slurm": submit the same run with sbatch and follow it (partition, nodes, time limit).
   void setSlurm(bool on, const QString& partition = {}, int nodes = 1, const QString& timeLimit = {});
-  int resumeMarkers() const;  // points on the loss chart where an attempt resumed
+  int resumeMarkers() const;
+  // Rank 0's CPU utilisation over time as charted (times never go back after a resume).
+  QList<QPointF> systemPoints() const;
+  // Ranks of the default local layout: one per core, at most kMaxRanks.
+  static int defaultRanks();  // points on the loss chart where an attempt resumed
 
  public slots:
   void launch(bool resume = false);
@@ -87,6 +91,7 @@ class RunPage : public QWidget {
   void onSlurmState(const QString& state, const QString& reason, int position, int restarts);
   void onResumed(double step);
   void resetCharts();
+  void describeLayout();  // the note under the fields, from the fields
 
   Plan plan_;
   QString runDir_;
@@ -123,7 +128,9 @@ class RunPage : public QWidget {
   QLineEdit* timeLimit_ = nullptr;
   QLabel* slurmState_ = nullptr;
   bool slurmRun_ = false;  // the current run was submitted to Slurm
-  double t0_ = -1;
+  double systemOffsetS_ = 0;  // added to a resumed attempt's times, which start at 0 again
+  double lastSystemS_ = 0;
+  bool updatingLayout_ = false;
 };
 
 }  // namespace capplan::gui

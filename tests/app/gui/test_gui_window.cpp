@@ -33,6 +33,7 @@
 #include <QChartView>
 #include <QValueAxis>
 #include <QScatterSeries>
+#include <QThread>
 #include <cmath>
 
 #include "gui_test_support.h"
@@ -303,6 +304,22 @@ TEST_F(GuiWindow, NodeCountWhatIfPlotsEveryCountAndAClickSelectsItsPlan) {
       << "no selection of " << target.nodes << " nodes";
   EXPECT_TRUE(sameLayout(window_->selectedEstimate()->layout, target.layout));
   EXPECT_TRUE(child<QLabel>("details")->text().contains(QStringLiteral("%1 nodes").arg(target.nodes)));
+}
+
+// Expectation: the default local layout of the selected plan fits this machine's cores, and the
+// note under the fields follows them as they change.
+TEST_F(GuiWindow, RunPageDefaultsToTheCoresAndItsDescriptionFollowsTheFields) {
+  RunPage* run = window_->runPage();
+  ASSERT_GT(window_->selectedEstimate()->layout.gpus(), 8);
+  EXPECT_LE(run->runLayout().gpus(), std::max(1, QThread::idealThreadCount()));
+  EXPECT_EQ(run->runLayout().gpus(), RunPage::defaultRanks());
+  auto* note = run->findChild<QLabel*>(QStringLiteral("runLayoutNote"));
+  run->findChild<QSpinBox*>(QStringLiteral("runDp"))->setValue(1);
+  run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(2);
+  run->findChild<QSpinBox*>(QStringLiteral("runPp"))->setValue(2);
+  EXPECT_TRUE(note->text().contains(QStringLiteral("dp 1 x tp 2 x pp 2 = 4 ranks"))) << note->text().toStdString();
+  run->setKeepKnobs(false);
+  EXPECT_TRUE(note->text().contains(QStringLiteral("plain knobs"))) << note->text().toStdString();
 }
 
 TEST_F(GuiWindow, EditingAFieldReplansAndUndoRestores) {
@@ -724,6 +741,9 @@ TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
   // Expectation: the resumed run restarts after its newest checkpoint c (a multiple of 10, at
   // least 10, at most the steps seen before the stop) and ends at `target`: it adds target - c points.
   const int checkpoint = target - (run->lossPoints() - stoppedAt);
+  // Expectation: rank 0's system chart goes on in time after the resume, never back to t = 0.
+  const QList<QPointF> sys = run->systemPoints();
+  for (int i = 1; i < sys.size(); ++i) EXPECT_GE(sys[i].x(), sys[i - 1].x()) << "point " << i;
   EXPECT_EQ(checkpoint % 10, 0) << checkpoint;
   EXPECT_GE(checkpoint, 10);
   EXPECT_LE(checkpoint, stoppedAt);
