@@ -196,14 +196,14 @@ int RunPage::defaultRanks() {
 void RunPage::setPlan(const Plan& plan) {
   plan_ = plan;
   const Layout& l = plan.layout;
-  // The default local layout fits this machine's cores: tp and pp cut to 2 at most, then dp to
-  // what is left of one rank per core.
+  // The default local layout fits this machine's cores, shrunk as `capplan run --max-ranks` does
+  // (the launcher's shrink_layout: tp and pp cut to 2 at most, then dp to what is left).
   const int ranks = defaultRanks();
-  const bool asIs = l.gpus() <= ranks;
+  const Layout run = l.gpus() <= ranks ? l : rt::shrink_layout(l, ranks).layout;
   updatingLayout_ = true;
-  runTp_->setValue(asIs ? l.tp : std::min({l.tp, 2, ranks}));
-  runPp_->setValue(asIs ? l.pp : std::max(1, std::min({l.pp, 2, ranks / runTp_->value()})));
-  runDp_->setValue(asIs ? l.dp : std::max(1, std::min(l.dp, ranks / (runTp_->value() * runPp_->value()))));
+  runTp_->setValue(run.tp);
+  runPp_->setValue(run.pp);
+  runDp_->setValue(run.dp);
   updatingLayout_ = false;
   describeLayout();
 }

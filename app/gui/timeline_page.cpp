@@ -118,7 +118,6 @@ QGroupBox* TimelinePage::buildRunSimulation() {
 namespace {
 struct TimelineData {
   StepSimulation sim;
-  std::string trace;
 };
 }  // namespace
 #endif
@@ -128,7 +127,9 @@ void TimelinePage::refresh() {
   const PlanInputs& inputs = host_.inputs();
   const quint64 gen = ++generation_;
   simulated_ = false;
+  lastSim_.reset();
   traceJson_.clear();
+  traceBuilt_ = false;
   if (!selected) {
     timeline_->clear(tr("No layout selected."));
     return;
@@ -180,7 +181,7 @@ void TimelinePage::refresh() {
       labels << (rank >= 0 ? tr("stage %1 · GPU %2").arg(st).arg(rank) : tr("stage %1").arg(st));
     }
     timeline_->setBars(std::move(bars), l.pp, d.sim.step_time_s, labels);
-    traceJson_ = d.trace;
+    lastSim_ = std::make_shared<const StepSimulation>(d.sim);
     const std::optional<Estimate>& now = host_.selectedEstimate();
     if (sameLayout(l, planned)) {
       simulated_ = true;
@@ -198,7 +199,6 @@ void TimelinePage::refresh() {
   watcher->setFuture(QtConcurrent::run([s, l]() {
     TimelineData d;
     d.sim = simulate_step(s, l);
-    if (d.sim.error.empty()) d.trace = chrome_trace_json(d.sim);
     return d;
   }));
 #else
@@ -207,15 +207,23 @@ void TimelinePage::refresh() {
 #endif
 }
 
+const std::string& TimelinePage::traceJson() const {
+  if (!traceBuilt_ && lastSim_ && lastSim_->error.empty()) {
+    traceJson_ = chrome_trace_json(*lastSim_);
+    traceBuilt_ = true;
+  }
+  return traceJson_;
+}
+
 void TimelinePage::exportTrace() {
-  if (traceJson_.empty()) {
+  if (traceJson().empty()) {
     info_->setText(tr("Nothing to export: no simulated step yet."));
     return;
   }
   const QString f = QFileDialog::getSaveFileName(this, tr("Export Chrome trace"), QStringLiteral("step.trace.json"),
                                                  tr("Chrome trace (*.json)"));
   if (f.isEmpty()) return;
-  const std::string err = write_file_atomic(f.toStdString(), traceJson_);
+  const std::string err = write_file_atomic(f.toStdString(), traceJson());
   info_->setText(err.empty() ? tr("Wrote %1").arg(f) : QString::fromStdString(err));
 }
 

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <QWidget>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "page_common.h"
+#include "simulator/step_simulation.h"
 
 class QComboBox;
 class QDoubleSpinBox;
@@ -73,7 +76,8 @@ class TimelinePage : public QWidget {
   // result of an older one.
   void refresh();
   TimelineView* view() const { return timeline_; }
-  const std::string& traceJson() const { return traceJson_; }
+  // The Chrome trace of the last simulated step, built when first asked for (export, tests).
+  const std::string& traceJson() const;
 
  signals:
   // The selected layout's step as planned (its own schedule) was simulated.
@@ -90,7 +94,9 @@ class TimelinePage : public QWidget {
   quint64 generation_ = 0;
   bool simulated_ = false;  // simulatedStepS_ is the selected layout's simulated step
   double simulatedStepS_ = 0;
-  std::string traceJson_;  // Chrome trace of the last simulated step
+  std::shared_ptr<const StepSimulation> lastSim_;  // the last simulated step
+  mutable std::string traceJson_;                 // its Chrome trace, once built
+  mutable bool traceBuilt_ = false;
   QComboBox* schedule_ = nullptr;
   QLabel* info_ = nullptr;
   TimelineView* timeline_ = nullptr;
