@@ -60,9 +60,16 @@ std::string num(double v) {
 }  // namespace
 
 double DeviceProfile::gemm_seconds(double m, double n, double k) const {
+  // Two GEMMs of a layer can share a shape (a weight gradient [in, out] over tok tokens is the
+  // forward's [tok, out] over in when tok = in) while differing in transposes: their mean.
+  double sum = 0;
+  int count = 0;
   for (const GemmTiming& g : gemms)
-    if (double(g.m) == m && double(g.n) == n && double(g.k) == k) return g.seconds;
-  return -1;
+    if (double(g.m) == m && double(g.n) == n && double(g.k) == k) {
+      sum += g.seconds;
+      ++count;
+    }
+  return count > 0 ? sum / count : -1;
 }
 
 double DeviceProfile::kernel_seconds(const std::string& name) const {

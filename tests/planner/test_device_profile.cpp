@@ -116,6 +116,12 @@ TEST(DeviceProfile, CostModelUsesMeasuredShapesAndTheFittedLine) {
   with.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
   const GemmTiming& g = p.gemms[0];
   EXPECT_DOUBLE_EQ(gemm_time_s(with, double(g.m), double(g.n), double(g.k)), g.seconds);
+  // Two timings of one shape (a forward and a weight gradient with tok = in): their mean.
+  DeviceProfile twice = p;
+  GemmTiming again = g;
+  again.seconds = 3 * g.seconds;
+  twice.gemms.push_back(again);
+  EXPECT_DOUBLE_EQ(twice.gemm_seconds(double(g.m), double(g.n), double(g.k)), 2 * g.seconds);
   // An unmeasured shape: the fitted line.
   const double m = 2048, n = 2048, k = 2048;
   EXPECT_NEAR(gemm_time_s(with, m, n, k), p.gemm_overhead_us * 1e-6 + 2 * m * n * k / (p.gemm_peak_gflops * 1e9),

@@ -62,7 +62,8 @@ struct DeviceProfile {
   double memory_gbyte_per_s = 0;    // per rank: memory-bound kernels
   std::vector<CollectiveFit> fits;
 
-  // Measured time of a GEMM of this shape, or negative when not measured.
+  // Measured time of a GEMM of this shape (the mean when several share it), or negative when
+  // not measured.
   double gemm_seconds(double m, double n, double k) const;
   // Measured time of the kernel of this name, or negative when not measured.
   double kernel_seconds(const std::string& name) const;
