@@ -2,8 +2,6 @@
 // inputs and its answer.
 #include "plan_page.h"
 
-#include <QTimer>
-
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
@@ -392,22 +390,12 @@ QWidget* PlanPage::buildTable(QWidget* parent) {
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &PlanPage::selectionChanged);
   row->addWidget(table_);
   row->addWidget(moreTable_, 1);
-  fitKeyColumnsNow();
+  fitKeyColumns();
   return box;
 }
 
 void PlanPage::fitKeyColumns() {
-  // Several row signals arrive per re-plan: measure once, after they have all been handled, and
-  // only the key columns (the others are hidden in this view).
-  if (fitPending_) return;
-  fitPending_ = true;
-  QTimer::singleShot(0, this, [this] {
-    fitPending_ = false;
-    fitKeyColumnsNow();
-  });
-}
-
-void PlanPage::fitKeyColumnsNow() {
+  // Only the key columns: the others are hidden in this view.
   for (int c = 0; c < CandidateTableModel::KeyColumnCount; ++c) table_->resizeColumnToContents(c);
   int w = 2 * table_->frameWidth();
   for (int c = 0; c < CandidateTableModel::KeyColumnCount; ++c) w += table_->horizontalHeader()->sectionSize(c);

@@ -69,7 +69,6 @@ class PlanPage : public QWidget {
   QWidget* buildResults();
   QWidget* buildTable(QWidget* parent);
   void fitKeyColumns();
-  void fitKeyColumnsNow();
   void refreshCharts();
   void refreshMemoryChart(const Estimate& e);
   void refreshTimeChart(const Estimate& e);
@@ -116,7 +115,6 @@ class PlanPage : public QWidget {
   ChartArea* memoryChart_ = nullptr;
   ChartArea* timeChart_ = nullptr;
   ChartArea* paretoChart_ = nullptr;
-  bool fitPending_ = false;  // a key-column fit is queued
 };
 
 }  // namespace capplan::gui
