@@ -78,13 +78,14 @@ std::shared_ptr<const DeviceProfile> device_profile_flag(const Args& args, Diagn
   return p.ok() ? std::make_shared<const DeviceProfile>(*p.value) : nullptr;
 }
 
-std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& diags,
-                                               bool node_range, bool gbs_required, bool profile_of_cluster) {
-  const size_t before = diags.items().size();
-  ScenarioArgs out;
+namespace {
+
+bool have_cluster(const ScenarioArgs& out) { return out.cluster_loaded; }
+
+// --model, --cluster and --device-profile: the specs, loaded.
+void spec_flags(const Args& args, Diagnostics& diags, bool profile_of_cluster, ScenarioArgs& out) {
   require_flag(args, "model", diags, "a preset name or a file; see `capplan models`");
   require_flag(args, "cluster", diags, "a preset name or a file; see `capplan clusters`");
-  bool have_cluster = false;
   if (args.has("model")) {
     out.model_ref = args.get("model");
     Loaded<ModelSpec> m = load_model(out.model_ref);
@@ -97,12 +98,12 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
     diags.append(c.diagnostics);
     if (c.ok()) {
       out.scenario.cluster = *c.value;
-      have_cluster = true;
+      out.cluster_loaded = true;
     }
   }
 
   if (profile_of_cluster) {
-    if (auto p = device_profile_flag(args, diags); p && have_cluster && !out.model_ref.empty()) {
+    if (auto p = device_profile_flag(args, diags); p && have_cluster(out) && !out.model_ref.empty()) {
       const std::string why =
           device_profile_mismatch(*p, out.scenario.model, out.scenario.cluster, args.get("device-profile"));
       if (!why.empty())
@@ -111,7 +112,10 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
         out.scenario.cluster.device_profile = p;
     }
   }
+}
 
+// --nodes N (or, for plan, A:B) and --gpus.
+void node_flags(const Args& args, Diagnostics& diags, bool node_range, ScenarioArgs& out) {
   // --nodes N or, for plan, A:B.
   std::optional<int64_t> gpus = int_flag(args, "gpus", diags, 1, 10'000'000);
   if (args.has("nodes")) {
@@ -137,7 +141,7 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
   if (gpus) {
     if (out.nodes_min != out.nodes_max) {
       flag_error(diags, "gpus", "cannot be combined with a range of --nodes");
-    } else if (have_cluster) {
+    } else if (have_cluster(out)) {
       const int per = out.scenario.cluster.gpus_per_node;
       if (out.nodes_min == 0) out.nodes_min = out.nodes_max = int((*gpus + per - 1) / per);
       if (*gpus > int64_t(out.nodes_min) * per)
@@ -149,7 +153,11 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
     }
   }
   out.scenario.nodes = out.nodes_min;
+}
 
+// The training: batch, sequence, tokens, precision and the implementation's knobs, checked against
+// the hardware.
+void training_flags(const Args& args, Diagnostics& diags, bool gbs_required, ScenarioArgs& out) {
   TrainingSpec& t = out.scenario.training;
   if (gbs_required) require_flag(args, "gbs", diags, "global batch size in sequences");
   if (auto g = int_flag(args, "gbs", diags, 1, int64_t(1e12))) t.gbs = *g;
@@ -161,11 +169,11 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
     else
       flag_error(diags, "precision", "expected bf16, fp16, fp32 or fp8, found '" +
                                          args.get("precision") + "'");
-  } else if (have_cluster && out.scenario.cluster.gpu.peak_tflops_bf16 <= 0) {
+  } else if (have_cluster(out) && out.scenario.cluster.gpu.peak_tflops_bf16 <= 0) {
     // GPUs without bf16 (V100) train in fp16 with loss scaling.
     t.precision = Precision::Fp16;
   }
-  if (have_cluster && args.has("precision") &&
+  if (have_cluster(out) && args.has("precision") &&
       out.scenario.cluster.gpu.peak_tflops(t.precision) <= 0)
     flag_error(diags, "precision",
                std::string(to_string(t.precision)) + " is not supported by " +
@@ -196,13 +204,24 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
   t.offload_optimizer = args.has("offload-optimizer");
   // The knobs against the hardware: the library's check, reported against the flag (an fp8
   // precision the GPU lacks is reported above already).
-  if (have_cluster && !diags.has_errors()) {
+  if (have_cluster(out) && !diags.has_errors()) {
     if (auto p = check_training(out.scenario)) {
       std::string flag = p->field;
       std::replace(flag.begin(), flag.end(), '_', '-');
       flag_error(diags, flag, p->message);
     }
   }
+}
+
+}  // namespace
+
+std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& diags,
+                                               bool node_range, bool gbs_required, bool profile_of_cluster) {
+  const size_t before = diags.items().size();
+  ScenarioArgs out;
+  spec_flags(args, diags, profile_of_cluster, out);
+  node_flags(args, diags, node_range, out);
+  training_flags(args, diags, gbs_required, out);
   for (size_t i = before; i < diags.items().size(); ++i)
     if (diags.items()[i].severity == Severity::Error) return std::nullopt;
   return out;
@@ -411,37 +430,6 @@ std::string estimate_json(const Estimate& e) {
   return w.str();
 }
 
-std::string fmt_fixed(double v, int decimals) {
-  if (!std::isfinite(v)) return "-";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-
-std::string fmt_si(double v) {
-  if (!std::isfinite(v)) return "-";
-  const double a = std::fabs(v);
-  char buf[32];
-  if (a >= 1e12) std::snprintf(buf, sizeof buf, "%.2fT", v / 1e12);
-  else if (a >= 1e9) std::snprintf(buf, sizeof buf, "%.2fB", v / 1e9);
-  else if (a >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-  else if (a >= 1e4) std::snprintf(buf, sizeof buf, "%.1fK", v / 1e3);
-  else std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
-
-std::string fmt_money(double v) {
-  if (!std::isfinite(v)) return "unknown";
-  const long long whole = std::llround(v);
-  std::string digits = std::to_string(std::llabs(whole)), out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return std::string(whole < 0 ? "-$" : "$") + out;
-}
-
-std::string fmt_gib(double bytes) { return fmt_fixed(bytes / (1024.0 * 1024.0 * 1024.0), 1); }
 
 std::string scenario_title(const Scenario& s) {
   std::ostringstream os;

@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+
+#include "planner/format.h"
 #include <vector>
 
 #include "planner/json_writer.h"
@@ -41,6 +43,7 @@ struct ScenarioArgs {
   int nodes_max = 0;
   std::string model_ref;    // as given on the command line
   std::string cluster_ref;
+  bool cluster_loaded = false;  // --cluster named a cluster that loaded
 };
 
 // Loads --model and --cluster (preset or file) and reads the scenario flags. With
@@ -85,11 +88,6 @@ std::string candidates_table(const std::vector<Estimate>& candidates);
 // "GPT-3 175B on 120 x p4d.24xlarge (960 x A100-SXM4-40GB)"
 std::string scenario_title(const Scenario& scenario);
 
-// Formatting helpers shared by the commands.
-std::string fmt_fixed(double v, int decimals);  // "-" when not finite
-std::string fmt_si(double v);                   // 174.6B, 1.2M, 950
-std::string fmt_money(double v);               // $1,234,567 or "unknown"
-std::string fmt_gib(double bytes);              // 28.1
 
 // Extension point of `capplan plan`: another command file can add flags and a step that runs
 // after the search, before output (e.g. re-ranking the top candidates by simulation). Register

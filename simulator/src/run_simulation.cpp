@@ -11,7 +11,9 @@
 #include <limits>
 #include <sstream>
 
+#include "planner/format.h"
 #include "planner/limits.h"
+#include "planner/random.h"
 
 
 namespace capplan {
@@ -19,27 +21,12 @@ namespace {
 
 // "20 h", "9.1 min", "4.0 s", "8e-12 h": a duration for a message.
 std::string fmt_hours(double h) {
-  char buf[48];
-  if (h >= 1 || h <= 0 || !std::isfinite(h)) std::snprintf(buf, sizeof buf, "%.3g h", h);
-  else if (h * 60 >= 1) std::snprintf(buf, sizeof buf, "%.3g min", h * 60);
-  else if (h * 3600 >= 1e-3) std::snprintf(buf, sizeof buf, "%.3g s", h * 3600);
-  else std::snprintf(buf, sizeof buf, "%.3g h", h);
-  return buf;
+  if (h >= 1 || h <= 0 || !std::isfinite(h)) return fmt_general(h, 3) + " h";
+  if (h * 60 >= 1) return fmt_general(h * 60, 3) + " min";
+  if (h * 3600 >= 1e-3) return fmt_general(h * 3600, 3) + " s";
+  return fmt_general(h, 3) + " h";
 }
 
-std::string fmt_count(double n) {
-  char buf[48];
-  if (!std::isfinite(n)) return "infinitely many";
-  std::snprintf(buf, sizeof buf, n < 1e6 ? "%.0f" : "%.3g", n);
-  return buf;
-}
-
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -56,7 +43,7 @@ double percentile(const std::vector<double>& sorted, double q) {
 
 Xoshiro256::Xoshiro256(uint64_t seed) {
   uint64_t x = seed;
-  for (auto& s : s_) s = splitmix64(x);
+  for (auto& s : s_) s = splitmix64(&x);
 }
 
 uint64_t Xoshiro256::next() {

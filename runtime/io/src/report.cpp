@@ -8,6 +8,7 @@
 #include "io/report.h"
 
 #include "io/metrics_schema.h"
+#include "planner/format.h"
 #include "planner/flags.h"
 #include "planner/json.h"
 #include "planner/limits.h"
@@ -28,13 +29,8 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string fmt(const char* f, double v) {
-  char b[64];
-  std::snprintf(b, sizeof(b), f, v);
-  return b;
-}
-std::string pct(double share) { return std::isfinite(share) ? fmt("%.1f%%", 100.0 * share) : "n/a"; }
-std::string num(double v) { return std::isfinite(v) ? fmt("%.6g", v) : (std::isnan(v) ? "NaN" : (v > 0 ? "inf" : "-inf")); }
+std::string pct(double share) { return std::isfinite(share) ? fmt_fixed(100.0 * share, 1) + "%" : "n/a"; }
+std::string num(double v) { return std::isnan(v) ? "NaN" : fmt_general(v, 6); }
 
 struct Step {
   int64_t step = 0;
@@ -200,8 +196,8 @@ void step_findings(const std::vector<Step>& steps, const StepTotals& t, const Ru
     rep.findings.push_back(
         {"DataLoadingDominates", "warning",
          "data loading takes " + pct(s.share_data) + " of step time (" +
-             fmt("%.4g", d / double(steps.size() - from)) + " s of " +
-             fmt("%.4g", s.mean_step_time_s) + " s per step; threshold " +
+             fmt_general(d / double(steps.size() - from), 4) + " s of " +
+             fmt_general(s.mean_step_time_s, 4) + " s per step; threshold " +
              pct(rules.data_share_max) + ")",
          "put the shards on local or faster storage, keep them pre-tokenised, and overlap "
          "loading with compute (prefetch the next batch)"});
@@ -211,10 +207,10 @@ void step_findings(const std::vector<Step>& steps, const StepTotals& t, const Ru
   if (c > 0 && c > rules.comm_over_compute_max * compute)
     rep.findings.push_back(
         {"CommunicationOutweighsCompute", "warning",
-         "DP communication " + fmt("%.4g", c) + " s vs forward + backward " +
-             fmt("%.4g", compute) + " s over " + std::to_string(steps.size() - from) +
-             " steps (ratio " + fmt("%.2f", compute > 0 ? c / compute : kNaN) + ", threshold " +
-             fmt("%.2f", rules.comm_over_compute_max) + ")",
+         "DP communication " + fmt_general(c, 4) + " s vs forward + backward " +
+             fmt_general(compute, 4) + " s over " + std::to_string(steps.size() - from) +
+             " steps (ratio " + fmt_fixed(compute > 0 ? c / compute : kNaN, 2) + ", threshold " +
+             fmt_fixed(rules.comm_over_compute_max, 2) + ")",
          "do more work per all-reduce (a larger mbs or more gradient accumulation: a larger gbs "
          "per dp rank), use fewer dp ranks per node, or a faster interconnect"});
 
@@ -232,8 +228,8 @@ void step_findings(const std::vector<Step>& steps, const StepTotals& t, const Ru
     if (!(tail < head * (1.0 - rules.loss_decrease_min)))
       rep.findings.push_back(
           {"LossNotDecreasing", "warning",
-           "mean loss of the last " + std::to_string(w) + " steps is " + fmt("%.5g", tail) +
-               ", of the first " + std::to_string(w) + " steps " + fmt("%.5g", head) +
+           "mean loss of the last " + std::to_string(w) + " steps is " + fmt_general(tail, 5) +
+               ", of the first " + std::to_string(w) + " steps " + fmt_general(head, 5) +
                " (needs a decrease of at least " + pct(rules.loss_decrease_min) + ")",
            "check the learning rate (too low, or warm-up too long), that the data is shuffled "
            "and that the targets are the inputs shifted by one token"});
@@ -320,8 +316,8 @@ std::string report_to_text(const Report& rep) {
   if (s.steps > 0) {
     os << "loss: first " << num(s.loss_first) << ", last " << num(s.loss_last) << ", min "
        << num(s.loss_min) << "\n";
-    os << "throughput: " << fmt("%.1f", s.mean_tokens_per_s) << " tokens/s, step "
-       << fmt("%.4g", s.mean_step_time_s) << " s, MFU "
+    os << "throughput: " << fmt_fixed(s.mean_tokens_per_s, 1) << " tokens/s, step "
+       << fmt_general(s.mean_step_time_s, 4) << " s, MFU "
        << (std::isfinite(s.mean_mfu) ? pct(s.mean_mfu) : std::string("unknown"))
        << " (peak: " << (s.peak_flops_source.empty() ? "unknown" : s.peak_flops_source) << ")\n";
     os << "phases: forward " << pct(s.share_forward) << ", backward " << pct(s.share_backward)
@@ -336,7 +332,7 @@ std::string report_to_text(const Report& rep) {
   os << "system: " << s.system_samples << " samples";
   if (s.system_samples > 0)
     os << ", mean CPU utilisation " << pct(s.mean_cpu_util) << ", peak RSS "
-       << fmt("%.1f", double(s.peak_rss_bytes) / (1024.0 * 1024.0)) << " MiB";
+       << fmt_fixed(double(s.peak_rss_bytes) / (1024.0 * 1024.0), 1) << " MiB";
   os << "\n";
   if (rep.findings.empty()) {
     os << "findings: none\n";

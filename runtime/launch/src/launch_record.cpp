@@ -6,6 +6,7 @@
 #include <ctime>
 #include <sstream>
 
+#include "planner/format.h"
 #include "planner/json_writer.h"
 #include "planner/plan_io.h"
 #include "launch/launch.h"
@@ -74,21 +75,6 @@ double max_of(const std::vector<double>& v) {
   return best;
 }
 
-std::string fmt_s(double v) {
-  if (!std::isfinite(v)) return "-";
-  char buf[32];
-  if (v != 0 && std::fabs(v) < 1e-3) std::snprintf(buf, sizeof buf, "%.1f us", v * 1e6);
-  else if (std::fabs(v) < 1) std::snprintf(buf, sizeof buf, "%.2f ms", v * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.3f s", v);
-  return buf;
-}
-
-std::string fmt_bytes(double v) {
-  if (!std::isfinite(v)) return "-";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1024.0 * 1024.0));
-  return buf;
-}
 
 void write_slurm(JsonWriter& j, const SlurmJob& s) {
   j.begin_object("slurm")
@@ -433,7 +419,7 @@ std::string run_record_text(const RunRecord& r) {
     t << (r.scaled_down ? "scaled down to this machine:\n" : "moved to this machine:\n");
     for (const auto& c : r.changes) t << "  - " << c << "\n";
   }
-  t << "\nthis machine: " << r.machine.cores << " cores, " << fmt_bytes(r.machine.ram_bytes)
+  t << "\nthis machine: " << r.machine.cores << " cores, " << fmt_mib(r.machine.ram_bytes)
     << " RAM; fp32 GEMM peak ";
   if (r.machine.gemm_peak_gflops > 0) {
     char buf[32];
@@ -446,8 +432,8 @@ std::string run_record_text(const RunRecord& r) {
   for (const TermRow& row : compare_terms(r)) {
     char line[160];
     std::snprintf(line, sizeof line, "  %-21s %-13s %-13s %s\n", row.term.c_str(),
-                  fmt_s(row.predicted_s).c_str(), fmt_s(row.simulated_s).c_str(),
-                  fmt_s(row.measured_s).c_str());
+                  fmt_duration(row.predicted_s).c_str(), fmt_duration(row.simulated_s).c_str(),
+                  fmt_duration(row.measured_s).c_str());
     t << line;
   }
   if (r.layout.pp > 1) {
@@ -471,13 +457,13 @@ std::string run_record_text(const RunRecord& r) {
   for (const MemoryRow& row : compare_memory(r)) {
     char line[160];
     std::snprintf(line, sizeof line, "  %-21s %-13s %s\n", row.kind.c_str(),
-                  fmt_bytes(row.predicted_bytes).c_str(), fmt_bytes(row.measured_bytes).c_str());
+                  fmt_mib(row.predicted_bytes).c_str(), fmt_mib(row.measured_bytes).c_str());
     t << line;
   }
   t << "  (measured by kind: " << (r.measured.memory_source.empty() ? "not reported" : r.measured.memory_source)
     << ";\n   predicted buffers include a GPU runtime's fixed reservation, which a CPU rank does not make;\n"
        "   RSS includes the MPI library and the program; largest process of the job (wait4): "
-    << fmt_bytes(r.measured.max_process_rss_bytes) << ")\n";
+    << fmt_mib(r.measured.max_process_rss_bytes) << ")\n";
   if (const auto it = r.measured.memory_bytes.find("split_gradients");
       it != r.measured.memory_bytes.end() && it->second > 0)
     t << "  (gradient copies: the gradients of the other parts when a rank's threads split each\n"
@@ -516,14 +502,14 @@ std::string run_record_text(const RunRecord& r) {
     char buf[200];
     std::snprintf(buf, sizeof buf,
                   "\ngoodput: productive step time %s of wall time %s = %.3f (predicted %.3f)\n",
-                  fmt_s(g.productive_s).c_str(), fmt_s(g.wall_s).c_str(), g.ratio, g.predicted_ratio);
+                  fmt_duration(g.productive_s).c_str(), fmt_duration(g.wall_s).c_str(), g.ratio, g.predicted_ratio);
     t << buf;
     if (!g.predicted_basis.empty()) t << "  (predicted for " << g.predicted_basis << ")\n";
     for (const auto& f : g.per_failure) {
       std::snprintf(buf, sizeof buf,
                     "  failure of attempt %d: restart %s, reload %s, %lld steps recomputed (%s)\n", f.attempt,
-                    fmt_s(f.restart_s).c_str(), fmt_s(f.reload_s).c_str(), (long long)f.recomputed_steps,
-                    fmt_s(f.recomputed_s).c_str());
+                    fmt_duration(f.restart_s).c_str(), fmt_duration(f.reload_s).c_str(), (long long)f.recomputed_steps,
+                    fmt_duration(f.recomputed_s).c_str());
       t << buf;
     }
   }

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "planner/format.h"
 #include "planner/plan_io.h"
 #include "launch/launch.h"
 #include "planner/device_profile.h"
@@ -45,12 +46,6 @@ std::string make_dirs(const std::string& path) {
   return {};
 }
 
-std::string human_bytes(double b) {
-  char buf[32];
-  if (b >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f GiB", b / (1024.0 * 1024 * 1024));
-  else std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
-  return buf;
-}
 
 std::string find_mpirun(const std::string& requested) {
   if (!requested.empty()) return find_executable(requested);
@@ -132,8 +127,8 @@ void predict(const LaunchRequest& req, const ScaledRun& run, RunRecord& rec, Dia
   const double have = rec.machine.ram_bytes / std::max(1, ranks);
   if (rec.machine.ram_bytes > 0 && need > have) {
     d.error(kFile, 0, 0, "model",
-            "the run needs about " + human_bytes(need) + " per rank (planner estimate), but this machine has " +
-                human_bytes(have) + " per rank (" + human_bytes(rec.machine.ram_bytes) + " / " +
+            "the run needs about " + fmt_bytes(need) + " per rank (planner estimate), but this machine has " +
+                fmt_bytes(have) + " per rank (" + fmt_bytes(rec.machine.ram_bytes) + " / " +
                 std::to_string(ranks) + " ranks)",
             req.scale_down ? "lower --seq or pick a plan with fewer layers per stage"
                            : "add --scale-down to keep the layout on a model that fits here");

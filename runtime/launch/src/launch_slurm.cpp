@@ -19,6 +19,7 @@
 
 #include "planner/cost_model.h"
 #include "planner/export.h"
+#include "planner/format.h"
 #include "planner/json_writer.h"
 #include "planner/plan_io.h"
 #include "planner/profile.h"
@@ -115,12 +116,6 @@ std::string absolute(const std::string& path) {
   return std::string(buf) + "/" + path;
 }
 
-std::string fmt_seconds(double s) {
-  char buf[48];
-  if (s < 1) std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
-  else std::snprintf(buf, sizeof buf, "%.1f s", s);
-  return buf;
-}
 
 bool is_terminal(const std::string& state) {
   static const char* terminal[] = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY",
@@ -343,9 +338,9 @@ void check_time_limit(const SlurmOptions& options, const Loaded<PreparedRun>& ru
     const double interval_s = step_s * every;
     if (std::isfinite(interval_s) && limit_s < interval_s) {
       d.error(kFile, 0, 0, "--time",
-              "the time limit " + options.time_limit + " (" + fmt_seconds(limit_s) +
+              "the time limit " + options.time_limit + " (" + fmt_duration(limit_s) +
                   ") is shorter than one checkpoint interval (" + std::to_string(every) +
-                  " steps x the predicted " + fmt_seconds(step_s) + " = " + fmt_seconds(interval_s) + ")",
+                  " steps x the predicted " + fmt_duration(step_s) + " = " + fmt_duration(interval_s) + ")",
               "raise --time, or lower --checkpoint-every");
     }
   }
@@ -591,7 +586,7 @@ Goodput job_goodput(const PreparedSlurmRun& p, const RunRecord& rec, const std::
     const double lost_s = g.failures * (ro.restart_min * 60 + 0.5 * every * rec.predicted->step_time_s);
     const double total = work_s + std::floor(steps / every) * write_s + lost_s;
     if (total > 0) g.predicted_ratio = work_s / total;
-    g.predicted_basis = std::to_string(g.failures) + " failures, restart " + fmt_seconds(ro.restart_min * 60) +
+    g.predicted_basis = std::to_string(g.failures) + " failures, restart " + fmt_duration(ro.restart_min * 60) +
                         " each (capplan simulate --run's default), half a checkpoint interval of " +
                         std::to_string(int(every)) + " steps lost per failure";
   }

@@ -24,6 +24,7 @@
 #include "io/metrics.h"
 #include "planner/atomic_file.h"
 #include "planner/flags.h"
+#include "planner/format.h"
 #include "planner/json_writer.h"
 
 #ifdef CAPPLAN_HAVE_CBLAS
@@ -49,17 +50,8 @@ std::string host_name() {
   return h.substr(0, h.find('.'));
 }
 
-std::string fmt(double v, int decimals = 1) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
-std::string fmt_g(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-std::string mib(double bytes) { return fmt(bytes / (1024.0 * 1024.0)) + " MiB"; }
+std::string fmt(double v, int decimals = 1) { return fmt_fixed(v, decimals); }
+std::string fmt_g(double v) { return fmt_general(v, 3); }
 
 void sgemm(int n, const float* a, const float* b, float* c) {
 #ifdef CAPPLAN_HAVE_CBLAS
@@ -162,11 +154,11 @@ void disk_checks(const HealthOptions& o, const std::string& node, int rank,
   const double need = 2 * o.checkpoint_bytes;
   if (need > 0) {
     out.push_back(check(node, "free_disk", free_bytes >= need, free_bytes, need, "bytes",
-                        "free in '" + dir + "': " + mib(free_bytes) + ", expected >= " + mib(need) +
-                            " (two checkpoints of " + mib(o.checkpoint_bytes) + ")"));
+                        "free in '" + dir + "': " + fmt_mib(free_bytes) + ", expected >= " + fmt_mib(need) +
+                            " (two checkpoints of " + fmt_mib(o.checkpoint_bytes) + ")"));
   } else {
     out.push_back(check(node, "free_disk", true, free_bytes, 0, "bytes",
-                        "free in '" + dir + "': " + mib(free_bytes) + " (checkpoint size not stated)"));
+                        "free in '" + dir + "': " + fmt_mib(free_bytes) + " (checkpoint size not stated)"));
   }
 
   // Write bandwidth: a file of write_test_bytes (at most half the free space), fsynced, removed.
@@ -207,7 +199,7 @@ void disk_checks(const HealthOptions& o, const std::string& node, int rank,
   } else {
     const bool ok = o.min_write_mbyte_per_s <= 0 || rate >= o.min_write_mbyte_per_s;
     out.push_back(check(node, "write_bandwidth", ok, rate, o.min_write_mbyte_per_s, "MB/s",
-                        "write + fsync of " + mib(bytes) + " in '" + dir + "': " + fmt(rate) + " MB/s" +
+                        "write + fsync of " + fmt_mib(bytes) + " in '" + dir + "': " + fmt(rate) + " MB/s" +
                             (o.min_write_mbyte_per_s > 0 ? ", expected >= " + fmt(o.min_write_mbyte_per_s)
                                                          : std::string(" (no expected figure stated)"))));
   }
@@ -376,8 +368,8 @@ std::vector<HealthCheck> run_health_checks(const HealthOptions& o) {
   const double avail = mem_available_bytes();
   mine.push_back(check(node, "free_memory", o.min_free_memory_bytes <= 0 || avail >= o.min_free_memory_bytes,
                        avail, o.min_free_memory_bytes, "bytes",
-                       "MemAvailable " + mib(avail) +
-                           (o.min_free_memory_bytes > 0 ? ", expected >= " + mib(o.min_free_memory_bytes)
+                       "MemAvailable " + fmt_mib(avail) +
+                           (o.min_free_memory_bytes > 0 ? ", expected >= " + fmt_mib(o.min_free_memory_bytes)
                                                         : std::string(" (no need stated)"))));
   disk_checks(o, node, rank, mine);
 
