@@ -321,13 +321,6 @@ bool ShardWriter::flush(Diagnostics* diags) {
 
 // ---- sample order ----
 
-uint64_t splitmix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 std::vector<int64_t> epoch_permutation(int64_t n, uint64_t seed, int64_t epoch) {
   std::vector<int64_t> perm(size_t(std::max<int64_t>(n, 0)));
   for (int64_t i = 0; i < n; ++i) perm[size_t(i)] = i;

@@ -34,7 +34,7 @@ struct Gpt::Slot {
 
 namespace {
 
-// One splitmix64 output for state `z` (io/data.h's generator): a hash of z.
+// One splitmix64 output for state `z` (planner/random.h): a hash of z.
 uint64_t mix64(uint64_t z) { return splitmix64(&z); }
 
 // Standard normal for element `index` of tensor `id`: Box-Muller on two hashed uniforms.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "planner/diagnostics.h"
+#include "planner/random.h"
 
 namespace capplan::rt {
 
@@ -71,10 +72,7 @@ class ShardWriter {
 };
 
 // --- Sample order -------------------------------------------------------------------------------
-// splitmix64 (Steele, Lea, Flood 2014; constants as in Vigna's reference splitmix64.c). The only
-// randomness used by the data path; never std::*_distribution, so every platform gets the same
-// order.
-uint64_t splitmix64(uint64_t* state);
+// The order comes from splitmix64 (planner/random.h), the only randomness of the data path.
 
 // Permutation of [0, n) for (seed, epoch): Fisher-Yates from the last index down, j drawn
 // uniformly in [0, i] by rejection sampling from splitmix64 seeded with
