@@ -174,6 +174,60 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   return o.str();
 }
 
+namespace {
+
+// device_profile.shape: the model shape the kernels were measured at.
+void read_shape(detail::MapReader& r, const std::string& file, Diagnostics& diags, DeviceProfile& p) {
+  const detail::Limits count{1, false, 1 << 20};
+  const YAML::Node sh = r.child("shape");
+  if (!sh || !sh.IsMap()) {
+    r.missing("shape", "the model shape the kernels were measured at");
+  } else {
+    detail::MapReader s(sh, file, "device_profile.shape.", diags);
+    s.text("model", p.model, false);
+    s.integer("hidden", p.hidden, true, count);
+    s.integer("heads", p.heads, true, count);
+    s.integer("ffn_hidden", p.ffn_hidden, true, count);
+    s.integer("vocab", p.vocab, true, count);
+    s.integer("seq", p.seq, true, count);
+    s.integer("mbs", p.mbs, true, count);
+    s.integer("tp", p.tp, true, count);
+    s.finish();
+  }
+}
+
+// device_profile.fitted: the curves fitted to the timings.
+void read_fitted(detail::MapReader& r, const std::string& file, Diagnostics& diags, DeviceProfile& p) {
+  const detail::Limits positive{0, true, 1e18};
+  const detail::Limits nonneg{0, false, 1e18};
+  const detail::Limits count{1, false, 1 << 20};
+  const YAML::Node fit = r.child("fitted");
+  if (!fit || !fit.IsMap()) {
+    r.missing("fitted", "the fitted curves");
+  } else {
+    detail::MapReader f(fit, file, "device_profile.fitted.", diags);
+    f.number("gemm_peak_gflops", p.gemm_peak_gflops, true, positive);
+    f.number("gemm_overhead_us", p.gemm_overhead_us, true, nonneg);
+    f.number("memory_gbyte_per_s", p.memory_gbyte_per_s, true, positive);
+    const YAML::Node cs = f.child("collectives");
+    if (cs && cs.IsSequence()) {
+      for (size_t i = 0; i < cs.size(); ++i) {
+        detail::MapReader c(cs[i], file, "device_profile.fitted.collectives[" + std::to_string(i) + "].", diags);
+        CollectiveFit cf;
+        c.text("op", cf.op, true);
+        c.integer("ranks", cf.ranks, true, count);
+        c.number("bandwidth_gbyte_per_s", cf.bandwidth_gbyte_per_s, true, positive);
+        c.number("latency_us", cf.latency_us, true, nonneg);
+        c.finish();
+        p.fits.push_back(cf);
+      }
+    }
+    f.finish();
+  }
+}
+
+}  // namespace
+
 Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const std::string& file) {
   using detail::Limits;
   using detail::MapReader;
@@ -210,48 +264,8 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.text("created_utc", p.created_utc, false);
   r.text("how", p.how, false);
   r.integer("ranks", p.ranks, true, count);
-  {
-    const YAML::Node sh = r.child("shape");
-    if (!sh || !sh.IsMap()) {
-      r.missing("shape", "the model shape the kernels were measured at");
-    } else {
-      MapReader s(sh, file, "device_profile.shape.", out.diagnostics);
-      s.text("model", p.model, false);
-      s.integer("hidden", p.hidden, true, count);
-      s.integer("heads", p.heads, true, count);
-      s.integer("ffn_hidden", p.ffn_hidden, true, count);
-      s.integer("vocab", p.vocab, true, count);
-      s.integer("seq", p.seq, true, count);
-      s.integer("mbs", p.mbs, true, count);
-      s.integer("tp", p.tp, true, count);
-      s.finish();
-    }
-  }
-  {
-    const YAML::Node fit = r.child("fitted");
-    if (!fit || !fit.IsMap()) {
-      r.missing("fitted", "the fitted curves");
-    } else {
-      MapReader f(fit, file, "device_profile.fitted.", out.diagnostics);
-      f.number("gemm_peak_gflops", p.gemm_peak_gflops, true, positive);
-      f.number("gemm_overhead_us", p.gemm_overhead_us, true, nonneg);
-      f.number("memory_gbyte_per_s", p.memory_gbyte_per_s, true, positive);
-      const YAML::Node cs = f.child("collectives");
-      if (cs && cs.IsSequence()) {
-        for (size_t i = 0; i < cs.size(); ++i) {
-          MapReader c(cs[i], file, "device_profile.fitted.collectives[" + std::to_string(i) + "].", out.diagnostics);
-          CollectiveFit cf;
-          c.text("op", cf.op, true);
-          c.integer("ranks", cf.ranks, true, count);
-          c.number("bandwidth_gbyte_per_s", cf.bandwidth_gbyte_per_s, true, positive);
-          c.number("latency_us", cf.latency_us, true, nonneg);
-          c.finish();
-          p.fits.push_back(cf);
-        }
-      }
-      f.finish();
-    }
-  }
+  read_shape(r, file, out.diagnostics, p);
+  read_fitted(r, file, out.diagnostics, p);
   auto each = [&](const char* key, auto&& read_one) {
     const YAML::Node seq = r.child(key);
     if (!seq || seq.IsNull()) return;
