@@ -5,15 +5,21 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
+#include <vector>
 
 #include "planner/export.h"
 #include "planner/plan_io.h"
+#include "io/train_options.h"
 #include "launch/launch.h"
 #include "support/test_files.h"
 
 namespace capplan::rt {
 namespace {
+
+namespace fs = std::filesystem;
 
 MetricsRecord record(const std::string& json) {
   auto r = parse_metrics_line(json);
@@ -147,6 +153,65 @@ TEST(SlurmScript, PlainExportIsUnchangedByTheSlurmOptions) {
   EXPECT_EQ(text.find("--requeue"), std::string::npos);
   EXPECT_EQ(text.find("health"), std::string::npos);
   EXPECT_NE(text.find("RUN_DIR=\"runs/$SLURM_JOB_ID\""), std::string::npos);
+}
+
+// Expectation: the trainer arguments a plain `export --format sbatch` writes (TRAIN_ARGS, built
+// from the plan in the planner, which cannot see capplan-train's options) are exactly what
+// capplan-train reads: bash expands the array (with RUN_DIR and SLURM_JOB_ID set), and
+// TrainOptions::parse accepts it without a diagnostic and gives back the plan's layout, batch,
+// data, checkpoint and metrics paths. So the script and the trainer cannot drift apart, for every
+// knob the script writes (offload, sp, each schedule, a preset and a model file).
+TEST(SlurmScript, PlainExportTrainerArgumentsParseAsTheTrainsOptions) {
+  Loaded<Plan> base = load_plan("default");
+  ASSERT_TRUE(base.ok());
+  const fs::path dir = test::scratch_dir("sbatch-contract");
+  std::vector<Plan> plans(3, *base.value);
+  plans[1].layout.offload = true;
+  plans[1].layout.schedule = Schedule::GPipe;
+  plans[1].layout.recompute = Recompute::Full;
+  plans[2].layout.sp = plans[2].layout.tp > 1;
+  plans[2].layout.zero = 0;
+  plans[2].model_ref = (dir / "my model.yaml").string();  // not a preset: the script writes the model
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const Plan& plan = plans[i];
+    const std::string script = export_sbatch(plan).text;
+    const size_t begin = script.find("TRAIN_ARGS=(");
+    const size_t end = script.find(")\n", begin);
+    ASSERT_NE(begin, std::string::npos) << script;
+    ASSERT_NE(end, std::string::npos) << script;
+    const fs::path part = dir / ("args-" + std::to_string(i) + ".sh");
+    std::ofstream(part) << "RUN_DIR=/runs/7\n" << script.substr(begin, end + 2 - begin)
+                        << "printf '%s\\n' \"${TRAIN_ARGS[@]}\"\n";
+    const fs::path out = dir / ("args-" + std::to_string(i) + ".txt");
+    ASSERT_EQ(std::system(("bash '" + part.string() + "' > '" + out.string() + "'").c_str()), 0) << script;
+    std::vector<std::string> argv = {"capplan-train"};
+    std::istringstream lines(test::read_text(out));
+    for (std::string a; std::getline(lines, a);) argv.push_back(a);
+    std::vector<const char*> cargv;
+    for (const auto& a : argv) cargv.push_back(a.c_str());
+    TrainOptions o;
+    const Diagnostics d = TrainOptions::parse(int(cargv.size()), cargv.data(), &o);
+    ASSERT_FALSE(d.has_errors()) << d.to_string() << "\n" << test::read_text(out);
+    const Layout& l = plan.layout;
+    EXPECT_EQ(o.layout.dp, l.dp);
+    EXPECT_EQ(o.layout.tp, l.tp);
+    EXPECT_EQ(o.layout.pp, l.pp);
+    EXPECT_EQ(o.layout.vp, l.vp);
+    EXPECT_EQ(o.layout.mbs, l.mbs);
+    EXPECT_EQ(o.layout.zero, l.zero);
+    EXPECT_EQ(o.layout.recompute, l.recompute);
+    EXPECT_EQ(o.layout.offload, l.offload);
+    EXPECT_EQ(o.layout.sp, l.sp);
+    EXPECT_EQ(o.layout.order, l.order);
+    EXPECT_EQ(o.layout.schedule, l.schedule);
+    EXPECT_EQ(o.gbs, plan.scenario.training.gbs);
+    EXPECT_EQ(o.steps, plan_training_steps(plan));
+    EXPECT_EQ(o.data, "synthetic");
+    EXPECT_EQ(o.model, i == 2 ? "/runs/7/model.yaml" : plan.model_ref);
+    EXPECT_EQ(o.checkpoint_dir, "/runs/7/checkpoints");
+    EXPECT_EQ(o.metrics, "/runs/7/metrics.jsonl");
+    EXPECT_EQ(o.resume, "auto");
+  }
 }
 
 }  // namespace
