@@ -443,6 +443,76 @@ Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& f
   return out;
 }
 
+namespace {
+
+// The mixture-of-experts keys of the Hugging Face configs capplan knows, by model_type:
+//   mixtral (MixtralConfig): num_local_experts, num_experts_per_tok; the experts are
+//     intermediate_size wide;
+//   qwen2_moe, qwen3_moe (Qwen2MoeConfig, Qwen3MoeConfig): num_experts, num_experts_per_tok,
+//     moe_intermediate_size, decoder_sparse_step (layer i sparse when (i + 1) % step == 0; capplan
+//     counts every step-th layer), shared_expert_intermediate_size (one shared expert that wide:
+//     counted as that many moe_intermediate_size experts);
+//   deepseek_v2, deepseek_v3 (DeepseekV3Config): n_routed_experts, num_experts_per_tok,
+//     moe_intermediate_size, n_shared_experts, first_k_dense_replace, moe_layer_freq; their
+//     multi-head latent attention is read as multi-head attention of num_attention_heads.
+// A config with MoE keys under another model_type is refused, naming it: its keys may mean
+// something else (a guess would cost the wrong model).
+constexpr const char* kHfMoeTypes = "mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3";
+
+void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
+  const Limits experts{0, true, 1e6};
+  const bool has_moe_keys = r.has("num_local_experts") || r.has("num_experts") ||
+                            r.has("n_routed_experts") || r.has("num_experts_per_tok") ||
+                            r.has("moe_intermediate_size");
+  MoeSpec& e = m.moe;
+  if (model_type == "mixtral") {
+    r.integer("num_local_experts", e.experts, true, experts);
+    r.integer("num_experts_per_tok", e.top_k, true, experts);
+    e.expert_ffn_hidden = m.ffn_hidden;
+  } else if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
+    r.integer("num_experts", e.experts, true, experts);
+    r.integer("num_experts_per_tok", e.top_k, true, experts);
+    r.integer("moe_intermediate_size", e.expert_ffn_hidden, true, kFfn);
+    if (r.has("decoder_sparse_step")) r.integer("decoder_sparse_step", e.moe_layer_freq, false, {0, true, 1e5});
+    int shared_width = 0;
+    if (r.has("shared_expert_intermediate_size") &&
+        r.integer("shared_expert_intermediate_size", shared_width, false, {0, false, 1e8}) &&
+        shared_width > 0 && e.expert_ffn_hidden > 0) {
+      if (shared_width % e.expert_ffn_hidden != 0)
+        r.error_at(r.child("shared_expert_intermediate_size"), "shared_expert_intermediate_size",
+                   "must be a multiple of moe_intermediate_size (" + std::to_string(e.expert_ffn_hidden) +
+                       "), found " + std::to_string(shared_width),
+                   "capplan counts the shared expert as whole experts of moe_intermediate_size");
+      else
+        e.shared_experts = shared_width / e.expert_ffn_hidden;
+    }
+    const YAML::Node only = r.child("mlp_only_layers");
+    if (only.IsDefined() && only.IsSequence() && only.size() > 0)
+      r.error_at(only, "mlp_only_layers",
+                 "dense layers at chosen positions are not supported; found " + std::to_string(only.size()) +
+                     " listed",
+                 "capplan places dense layers first (moe.first_dense_layers) or every moe_layer_freq-th");
+  } else if (model_type == "deepseek_v2" || model_type == "deepseek_v3") {
+    r.integer("n_routed_experts", e.experts, true, experts);
+    r.integer("num_experts_per_tok", e.top_k, true, experts);
+    r.integer("moe_intermediate_size", e.expert_ffn_hidden, true, kFfn);
+    if (r.has("n_shared_experts") && !r.child("n_shared_experts").IsNull())
+      r.integer("n_shared_experts", e.shared_experts, false, {0, false, 1e6});
+    if (r.has("first_k_dense_replace"))
+      r.integer("first_k_dense_replace", e.first_dense_layers, false, {0, false, 1e5});
+    if (r.has("moe_layer_freq")) r.integer("moe_layer_freq", e.moe_layer_freq, false, {0, true, 1e5});
+  } else if (has_moe_keys) {
+    const std::string key = r.has("model_type") ? "model_type" : r.first_present(
+        {"num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"});
+    r.error_at(r.child(key), key,
+               "mixture-of-experts config of model_type '" + model_type +
+                   "' is not known (known: " + kHfMoeTypes + ")",
+               "write the model as capplan YAML with a moe: section");
+  }
+}
+
+}  // namespace
+
 Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string& file) {
   Loaded<ModelSpec> out;
   Diagnostics& d = out.diagnostics;
@@ -478,13 +548,16 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   // Llama-family configs: SwiGLU MLP (hidden_act "silu" with gate/up/down projections), RMSNorm,
   // rotary positions, untied embeddings by default (transformers' LlamaConfig defaults).
   const bool llama_like = act == "silu" || r.has("rms_norm_eps") || model_type == "llama" ||
-                          model_type == "mistral" || model_type == "qwen2";
+                          model_type == "mistral" || model_type == "qwen2" || model_type == "mixtral" ||
+                          model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
+                          model_type == "deepseek_v2" || model_type == "deepseek_v3";
   m.ffn = llama_like ? Ffn::Swiglu : Ffn::Gelu;
   m.norm = r.has("rms_norm_eps") || llama_like ? Norm::RmsNorm : Norm::LayerNorm;
   m.position = r.has("rope_theta") || llama_like ? PositionEmbedding::Rope
                                                  : PositionEmbedding::Learned;
   m.tied_embeddings = !llama_like;
   if (r.has("tie_word_embeddings")) r.boolean("tie_word_embeddings", m.tied_embeddings, false);
+  read_hf_moe(r, model_type, m);
   m.name = hf_name(r, file);
   m.source = "Hugging Face config " + file;
   if (d.items().size() == before) validate_model_impl(m, file, d, &r, "");

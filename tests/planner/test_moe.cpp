@@ -8,6 +8,7 @@
 
 #include "model_fixtures.h"
 #include "planner/plan_io.h"
+#include "planner/profile.h"
 #include "planner/rank_mapping.h"
 #include "planner/spec_io.h"
 
@@ -193,4 +194,79 @@ TEST(MoeLayout, GroupsPartitionTheRanks) {
   const std::vector<int> ep0 = group_ranks(0, l, RankGroup::Ep);
   EXPECT_EQ(ep0, (std::vector<int>{0, 4, 8, 12, 16, 20, 24, 28}));
   for (int r = 0; r < n; ++r) EXPECT_EQ(coords_to_rank(rank_to_coords(r, l), l), r);
+}
+
+namespace {
+std::string data(const std::string& rel) { return std::string(CAPPLAN_SOURCE_DIR) + "/tests/data/" + rel; }
+}  // namespace
+
+TEST(MoeHfConfig, MixtralQwenAndDeepSeekKeys) {
+  const auto mix = load_model(data("good/hf-moe/mixtral-8x7b-config.json"));
+  ASSERT_TRUE(mix.ok()) << mix.diagnostics.to_string();
+  EXPECT_EQ(mix.value->moe.experts, 8);
+  EXPECT_EQ(mix.value->moe.top_k, 2);
+  EXPECT_EQ(mix.value->expert_ffn_hidden_or_default(), 14336);
+
+  const auto qwen = load_model(data("good/hf-moe/qwen1.5-moe-a2.7b-config.json"));
+  ASSERT_TRUE(qwen.ok()) << qwen.diagnostics.to_string();
+  EXPECT_EQ(qwen.value->moe.experts, 60);
+  EXPECT_EQ(qwen.value->moe.top_k, 4);
+  EXPECT_EQ(qwen.value->moe.expert_ffn_hidden, 1408);
+  // Expectation: one shared expert 5632 wide = 5632 / 1408 = 4 experts of 1408.
+  EXPECT_EQ(qwen.value->moe.shared_experts, 4);
+
+  const auto ds = load_model(data("good/hf-moe/deepseek-v3-config.json"));
+  ASSERT_TRUE(ds.ok()) << ds.diagnostics.to_string();
+  EXPECT_EQ(ds.value->moe.experts, 256);
+  EXPECT_EQ(ds.value->moe.top_k, 8);
+  EXPECT_EQ(ds.value->moe.shared_experts, 1);
+  EXPECT_EQ(ds.value->moe.first_dense_layers, 3);
+  EXPECT_EQ(ds.value->moe.moe_layers(61), 58);
+  EXPECT_EQ(ds.value->ffn_hidden, 18432);
+}
+
+TEST(MoeHfConfig, UnknownMoeTypeIsNamedAndRefused) {
+  const std::string path = data("bad/hf_config_unknown_moe.json");
+  const auto m = load_model(path);
+  EXPECT_FALSE(m.ok());
+  ASSERT_FALSE(m.diagnostics.items().empty());
+  const Diagnostic& d = m.diagnostics.items().front();
+  EXPECT_EQ(d.file, path);
+  EXPECT_EQ(d.path, "model_type");
+  EXPECT_EQ(d.line, 7) << d.to_string();
+  EXPECT_NE(d.message.find("model_type 'dbrx' is not known"), std::string::npos) << d.to_string();
+}
+
+TEST(MoeProfile, PresetsMatchThePublishedTotalAndActiveCounts) {
+  struct Case {
+    const char* name;
+    double total, active;  // published, parameters
+    double tol_total, tol_active;  // relative
+  };
+  // Mixtral paper: 46.7B / 12.9B; Mistral AI: 141B / 39B; DeepSeek-V3 report: 671B / 37B (its MLA
+  // attention costed as multi-head attention: +10 % attention parameters, see the preset).
+  for (const Case& c : {Case{"mixtral-8x7b", 46.7e9, 12.9e9, 0.01, 0.01},
+                        Case{"mixtral-8x22b", 141e9, 39e9, 0.01, 0.01},
+                        Case{"deepseek-v3-671b", 671e9, 37e9, 0.01, 0.05}}) {
+    const auto m = load_model(c.name);
+    ASSERT_TRUE(m.ok()) << c.name << m.diagnostics.to_string();
+    const ModelProfile p = profile_model(*m.value, 1, m.value->seq_len, 1);
+    std::printf("Expectation %s: total %.1fB active %.1fB; Actual result: total %.2fB active %.2fB\n",
+                c.name, c.total / 1e9, c.active / 1e9, p.total_params / 1e9, p.active_params / 1e9);
+    EXPECT_NEAR(p.total_params / c.total, 1.0, c.tol_total) << c.name;
+    EXPECT_NEAR(p.active_params / c.active, 1.0, c.tol_active) << c.name;
+  }
+}
+
+TEST(MoeProfile, ActiveFlopsCountedByHand) {
+  // 4 layers, h 64, 4 heads, GeLU f = 256 dense, 8 experts of 128, top 2, seq 32, tied, learned.
+  // Expectation per MoE block forward per token: 2 * (attention 4h^2 + router h*8 + 2 experts *
+  // 2 h * 128) + 4 s h = 2 * (16384 + 512 + 32768) + 8192 = 107520; 4 blocks + LM head 2 h V
+  // (128000) -> forward 558080 per token, x3 = 1674240.
+  const ModelSpec m = tiny_moe(8, 2);
+  const ModelProfile p = profile_model(m, 1, 32, 1);
+  EXPECT_DOUBLE_EQ(p.forward_flops_per_token, 4 * 107520.0 + 128000.0);
+  EXPECT_DOUBLE_EQ(p.flops_per_token, 3 * (4 * 107520.0 + 128000.0));
+  // Expectation: total - active = 4 layers x 6 idle experts x 2 * 64 * 128 = 393216.
+  EXPECT_DOUBLE_EQ(p.total_params - p.active_params, 393216.0);
 }
