@@ -144,6 +144,15 @@ double gemm_s(const Constants& c, double m, double n, double k, double count = 1
 
 double mem_s(const Constants& c, double bytes) { return bytes / c.hbm_Bps; }
 
+}  // namespace
+
+double gemm_seconds(const Constants& c, double m, double n, double k, double count) {
+  return gemm_s(c, m, n, k, count);
+}
+double memory_seconds(const Constants& c, double bytes) { return mem_s(c, bytes); }
+
+namespace {
+
 // The per-micro-batch terms of one layout's block, embedding and head, in named steps over the
 // shapes of one TP rank.
 class LayerTerms {
@@ -268,6 +277,8 @@ class LayerTerms {
     const double bwd_mem = core_mem_bwd + token_mem_bwd + act_fn_mem_bwd;
 
     t.layer_attn_core_fwd_s = core_fwd_s + mem_s(c, attn == Attention::Flash ? 0.0 : core_mem);
+    t.layer_attn_fwd_full_s = core_fwd_s + mem_s(c, core_mem);
+    t.layer_attn_bwd_full_s = core_bwd_s + mem_s(c, core_mem_bwd);
     t.layer_fwd_s = fwd_gemm + core_fwd_s + mem_s(c, fwd_mem);
     // Backward: each weight GEMM has an input-gradient and a weight-gradient GEMM of the same shape
     // class and FLOPs; the attention core as above.
@@ -417,7 +428,8 @@ struct StageCost {
   int sends = 0;
   double offload = 0;  // exposed activation copies per micro-batch
   double offload_bwd_chunk = 0;  // exposed copy back to the GPU per chunk backward
-  double work() const { return compute + recompute + tp; }  // compute-stream time per micro-batch
+  double ep = 0, cp = 0;  // expert all-to-alls and exposed context ring (cost_model_moe.cpp)
+  double work() const { return compute + recompute + tp + ep + cp; }  // compute-stream time per micro-batch
   double total() const { return work() + p2p + offload; }
 };
 
@@ -468,6 +480,8 @@ class StepEvaluation {
     st.recompute = nl * mt.layer_recompute_s;
     st.tp = nl * (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar;
     st.tp_bwd = nl * mt.tp_collectives_bwd * tp_ar;
+    st.ep = nl * (mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s);
+    st.cp = nl * (mt.layer_cp_comm_fwd_s + mt.layer_cp_comm_bwd_s);
     if (s == 0) {
       st.compute += mt.embed_fwd_s + mt.embed_bwd_s;
       st.fwd += mt.embed_fwd_s;
@@ -543,7 +557,9 @@ class StepEvaluation {
     // when the chunks of one stage hold different numbers of layers (pp * vp not dividing L): up to
     // ~11 % in the simulator, not modelled here.
     const double sum_work = L * (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
-                           (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar) +
+                           (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar +
+                           mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s + mt.layer_cp_comm_fwd_s +
+                           mt.layer_cp_comm_bwd_s) +
                       mt.embed_fwd_s + mt.embed_bwd_s + (ly.tp > 1 ? tp_ar : 0.0) + mt.head_fwd_s + mt.head_bwd_s;
     double best_T = -1;
     s0 = stage_cost(0);
@@ -568,6 +584,8 @@ class StepEvaluation {
     tb.compute = md * crit.compute;
     tb.recompute = md * crit.recompute;
     tb.tp_comm = md * crit.tp;
+    tb.ep_comm = md * crit.ep;
+    tb.cp_comm = md * crit.cp;
     tb.pp_comm = md * crit.p2p + (pp > 1 ? 2.0 * (pp - 1) * p2p / vpd : 0.0);
     tb.bubble = best_fill;
   }
@@ -787,6 +805,10 @@ class StepEvaluation {
       ch.recompute_s = nl * mt.layer_recompute_s;
       ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar;
       ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar;
+      ch.ep_comm_forward_s = nl * mt.layer_ep_comm_fwd_s;
+      ch.ep_comm_backward_s = nl * mt.layer_ep_comm_bwd_s;
+      ch.cp_comm_forward_s = nl * mt.layer_cp_comm_fwd_s;
+      ch.cp_comm_backward_s = nl * mt.layer_cp_comm_bwd_s;
       ch.activation_bytes = nl * mt.layer_act_kept_bytes + (ch.has_embedding ? mt.embed_act_bytes : 0);
       if (ly.offload) {
         ch.offload_s = ch.activation_bytes / c.pcie_Bps;
@@ -1059,6 +1081,13 @@ struct LayoutEvaluation {
 LayoutEvaluation evaluate_layout(const Scenario& sc, const Layout& ly, StepCosts* steps) {
   LayoutEvaluation r;
   r.c = detail::constants_for(sc);
+  if (detail::needs_moe_cp(sc, ly)) {  // experts or context parallelism: cost_model_moe.cpp
+    detail::MoeCpEvaluation e = detail::evaluate_moe_cp(sc, r.c, ly, steps);
+    r.m = e.m;
+    r.mt = e.mt_finish;
+    r.ev = e.ev;
+    return r;
+  }
   r.m = ly.num_microbatches(sc.training.gbs);
   r.mt = detail::micro_terms(sc, r.c, ly.tp, ly.mbs, ly.sp, ly.recompute);
   const detail::Placement pl = detail::placement(r.c, sc.cluster.gpus_per_node, sc.total_gpus(),
