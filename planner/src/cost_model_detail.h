@@ -124,6 +124,19 @@ struct MoeCpEvaluation {
 };
 MoeCpEvaluation evaluate_moe_cp(const Scenario& scenario, const Constants& c, const Layout& layout,
                                 StepCosts* steps);
+// The same in parts, for the search to compute each once per unit: the dense slice's scenario
+// (depends on cp), the links of the real groups (on dp, tp, pp, cp, ep and the order) and the
+// slice's micro terms (on tp, mbs, sp, recompute and cp).
+struct MoeCpPlacement {
+  Placement pl;        // tp, pp, dp (= the dp*cp group) and the stage-to-stage links
+  Links cp, ep, edp;   // context ring, expert group, expert data-parallel group
+};
+Scenario moe_cp_slice(const Scenario& scenario, const Layout& layout);
+MoeCpPlacement moe_cp_placement(const Scenario& scenario, const Constants& c, const Layout& layout);
+MicroTerms moe_cp_base_terms(const Scenario& slice, const Constants& c, const Layout& layout);
+MoeCpEvaluation evaluate_moe_cp(const Scenario& scenario, const Scenario& slice, const Constants& c,
+                                const Layout& layout, const MoeCpPlacement& placement,
+                                const MicroTerms& base, StepCosts* steps);
 
 // Fills the public Estimate (throughput, FLOP rates, days, dollars) from an evaluation.
 void finish_estimate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,

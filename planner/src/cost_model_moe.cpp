@@ -215,27 +215,20 @@ class MoeCpTerms {
 
 }  // namespace
 
-MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Constants& c, const Layout& ly,
-                                StepCosts* steps) {
-  MoeCpEvaluation r;
-  r.m = ly.num_microbatches(sc.training.gbs);
+Scenario moe_cp_slice(const Scenario& sc, const Layout& ly) {
+  // The dense slice one rank computes: s / cp tokens per sequence, the dense model (MoeCpTerms
+  // swaps its MLP for the experts').
+  Scenario slice = sc;
+  slice.training.seq_len = sc.seq_len() / std::max(1, ly.cp);
+  slice.model.moe = MoeSpec{};
+  return slice;
+}
+
+MoeCpPlacement moe_cp_placement(const Scenario& sc, const Constants& c, const Layout& ly) {
+  MoeCpPlacement p;
   const int gpn = sc.cluster.gpus_per_node, total = sc.total_gpus();
   const int gpus_in_node = std::max(1, std::min(gpn, total));
-
-  // The dense slice one rank computes: s / cp tokens per sequence; gradients of the dense
-  // weights reduced (and ZeRO-sharded) over dp * cp (Megatron-Core folds cp into the
-  // data-parallel group for the weights).
-  Scenario slice = sc;
-  slice.training.seq_len = sc.seq_len() / ly.cp;
-  slice.model.moe = MoeSpec{};  // the dense model; MoeCpTerms swaps its MLP for the experts
-  Layout dense = ly;
-  dense.dp = ly.dp * ly.cp;
-  dense.cp = 1;
-  dense.ep = 1;
-  dense.order = "DPT";
-
-  // Links of the real groups.
-  Placement pl;
+  Placement& pl = p.pl;
   pl.tp = links_of(c, gpn, total, ly, RankGroup::Tp);
   pl.pp = links_of(c, gpn, total, ly, RankGroup::Pp);
   pl.dp = links_of(c, gpn, total, ly, RankGroup::DpCp);
@@ -246,14 +239,44 @@ MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Constants& c, const La
     pl.p2p_Bps = c.intra_Bps;
     pl.p2p_lat_s = c.intra_lat_s;
   }
-  const Links cp_links = links_of(c, gpn, total, ly, RankGroup::Cp);
-  const Links ep_links = links_of(c, gpn, total, ly, RankGroup::Ep);
-  const Links edp_links = links_of(c, gpn, total, ly, RankGroup::ExpertDp);
+  p.cp = links_of(c, gpn, total, ly, RankGroup::Cp);
+  p.ep = links_of(c, gpn, total, ly, RankGroup::Ep);
+  p.edp = links_of(c, gpn, total, ly, RankGroup::ExpertDp);
+  return p;
+}
+
+MicroTerms moe_cp_base_terms(const Scenario& slice, const Constants& c, const Layout& ly) {
+  return micro_terms(slice, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+}
+
+MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Constants& c, const Layout& ly,
+                                StepCosts* steps) {
+  const Scenario slice = moe_cp_slice(sc, ly);
+  return evaluate_moe_cp(sc, slice, c, ly, moe_cp_placement(sc, c, ly), moe_cp_base_terms(slice, c, ly), steps);
+}
+
+MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants& c,
+                                const Layout& ly, const MoeCpPlacement& place, const MicroTerms& base,
+                                StepCosts* steps) {
+  MoeCpEvaluation r;
+  r.m = ly.num_microbatches(sc.training.gbs);
+  const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+  // Dense gradients reduced (and ZeRO-sharded) over dp * cp: Megatron-Core folds cp into the
+  // data-parallel group for the weights.
+  Layout dense = ly;
+  dense.dp = ly.dp * ly.cp;
+  dense.cp = 1;
+  dense.ep = 1;
+  dense.order = "DPT";
+  const Placement& pl = place.pl;
+  const Links& cp_links = place.cp;
+  const Links& ep_links = place.ep;
+  const Links& edp_links = place.edp;
   Placement pl_cp = pl;
   pl_cp.p2p_Bps = cp_links.nodes > 1 ? c.inter_node_Bps / gpus_in_node : c.intra_Bps;
 
   MoeCpTerms terms(sc, c, ly);
-  r.mt = micro_terms(slice, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+  r.mt = base;
   terms.context(r.mt);
   terms.context_ring(pl_cp, cp_links, r.mt);
   terms.experts_mlp(r.mt);

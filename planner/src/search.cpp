@@ -203,6 +203,17 @@ struct Worker {
       eps.push_back(1);
     }
     detail::Evaluation ev;
+    // MoE / cp layouts: the slice once per unit, the links once per (ep, order), the slice's
+    // terms once per (mbs, sp, recompute).
+    const bool unit_moe_cp = sc.model.moe.enabled() || u.cp > 1;
+    const Scenario slice = unit_moe_cp ? detail::moe_cp_slice(sc, ly) : Scenario{};
+    std::vector<detail::MoeCpPlacement> moe_places;
+    std::vector<char> moe_place_done;
+    if (unit_moe_cp) {
+      moe_places.resize(eps.size() * size_t(n_orders));
+      moe_place_done.assign(moe_places.size(), 0);
+    }
+    detail::MicroTerms moe_base;
     const int max_zero = dp == 1 ? 0 : (u.pp > 1 ? 1 : 3);
     for (int mbs : divisors(gbs / dp, kMaxMbs)) {
       if (pin.mbs && *pin.mbs != mbs) continue;
@@ -217,7 +228,8 @@ struct Worker {
           if (pin.recompute && *pin.recompute != rc) continue;
           if (rc == Recompute::Selective && !fw.selective_recompute) continue;
           ly.recompute = rc;
-          const detail::MicroTerms mt = detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
+          const detail::MicroTerms mt = unit_moe_cp ? detail::MicroTerms{} : detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
+          if (unit_moe_cp) moe_base = detail::moe_cp_base_terms(slice, c, ly);
           for (int si = 0; si < 3; ++si) {
             const Schedule sch = Schedule(si);
             if (pin.schedule && *pin.schedule != sch) continue;
@@ -240,13 +252,19 @@ struct Worker {
                 for (int off = 0; off < 2; ++off) {
                   if (pin.offload && *pin.offload != bool(off)) continue;
                   ly.offload = off != 0;
-                  for (const int ep : eps) {
+                  for (size_t ei = 0; ei < eps.size(); ++ei) {
+                  const int ep = eps[ei];
                   ly.ep = ep;
                   const bool moe_cp = detail::needs_moe_cp(sc, ly);
                   for (int oi = 0; oi < n_orders; ++oi) {
                     if (moe_cp) {  // experts or context parallelism: cost_model_moe.cpp
                       ly.order = pin.order ? *pin.order : kOrders[order_ids[oi]];
-                      ev = detail::evaluate_moe_cp(sc, c, ly, nullptr).ev;
+                      const size_t pi = ei * size_t(n_orders) + size_t(oi);
+                      if (!moe_place_done[pi]) {
+                        moe_places[pi] = detail::moe_cp_placement(sc, c, ly);
+                        moe_place_done[pi] = 1;
+                      }
+                      ev = detail::evaluate_moe_cp(sc, slice, c, ly, moe_places[pi], moe_base, nullptr).ev;
                     } else {
                       detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
                     }
