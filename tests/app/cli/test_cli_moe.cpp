@@ -24,7 +24,7 @@ bool has(const std::string& text, const std::string& part) { return text.find(pa
 TEST(CliMoe, ProfileReportsTotalAndActiveParameters) {
   const CliRun r = run_cli("profile --model mixtral-8x7b");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "46.7B parameters, 12.9B active per token")) << r.out;
+  EXPECT_TRUE(has(r.out, "46.70B parameters, 12.88B active per token")) << r.out;
   EXPECT_TRUE(has(r.out, "8 experts, top_k 2")) << r.out;
   const CliRun j = run_cli("profile --model deepseek-v3-671b --json");
   ASSERT_EQ(j.status, 0) << j.err;
