@@ -52,13 +52,15 @@ std::vector<FlagSpec> layout_flags() {
       {"dp", true, "data-parallel degree", "D"},
       {"tp", true, "tensor-parallel degree", "T"},
       {"pp", true, "pipeline-parallel degree (stages)", "P"},
+      {"cp", true, "context-parallel degree: the sequence split over C ranks (default 1)", "C"},
+      {"ep", true, "expert-parallel degree: an MoE layer's experts over E ranks of dp*cp (default 1)", "E"},
       {"vp", true, "virtual stages per pipeline stage (interleaved schedule)", "V"},
       {"mbs", true, "micro-batch size, sequences", "B"},
       {"zero", true, "ZeRO stage 0|1|2|3 over the data-parallel group", "Z"},
       {"recompute", true, "activation recompute: none | selective | full", "R"},
       {"offload", false, "offload activations to host memory", ""},
       {"sp", false, "sequence parallelism (with tp > 1)", ""},
-      {"order", true, "rank placement: a permutation of DPT, right-most fastest (or cluster|spread)",
+      {"order", true, "rank placement: a permutation of DPT with C and E optional, right-most fastest (or cluster|spread)",
        "O"},
       {"schedule", true, "pipeline schedule: gpipe | 1f1b | interleaved", "S"},
   };
@@ -234,6 +236,8 @@ std::optional<Layout> layout_from_args(const Args& args, Diagnostics& diags) {
   if (auto v = int_flag(args, "dp", diags, 1, 10'000'000)) l.dp = int(*v);
   if (auto v = int_flag(args, "tp", diags, 1, 1'000'000)) l.tp = int(*v);
   if (auto v = int_flag(args, "pp", diags, 1, 1'000'000)) l.pp = int(*v);
+  if (auto v = int_flag(args, "cp", diags, 1, 1'000'000)) l.cp = int(*v);
+  if (auto v = int_flag(args, "ep", diags, 1, 1'000'000)) l.ep = int(*v);
   if (auto v = int_flag(args, "vp", diags, 1, 100'000)) l.vp = int(*v);
   if (auto v = int_flag(args, "mbs", diags, 1, 10'000'000)) l.mbs = int(*v);
   if (auto v = int_flag(args, "zero", diags, 0, 3)) l.zero = int(*v);
@@ -250,7 +254,7 @@ std::optional<Layout> layout_from_args(const Args& args, Diagnostics& diags) {
     if (auto o = parse_order(args.get("order")))
       l.order = *o;
     else
-      flag_error(diags, "order", "expected a permutation of D, P, T (e.g. DPT) or cluster/spread, "
+      flag_error(diags, "order", "expected a permutation of D, P, T with C and E optional (e.g. DPT, PDECT) or cluster/spread, "
                                  "found '" + args.get("order") + "'");
   }
   if (args.has("schedule")) {
@@ -303,7 +307,8 @@ std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& d
   const size_t before = diags.items().size();
   LayoutPins pins;
   const std::vector<std::string> keys = {"dp",      "tp", "pp",    "vp",      "mbs", "zero",
-                                         "recompute", "offload", "sp", "order", "schedule"};
+                                         "recompute", "offload", "sp", "order", "schedule",
+                                         "ep",        "cp"};
   std::stringstream ss(text);
   std::string item;
   std::map<std::string, std::string> given;
@@ -339,6 +344,8 @@ std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& d
     if (k == "dp") pins.dp = as_int(1, 10'000'000);
     else if (k == "tp") pins.tp = as_int(1, 1'000'000);
     else if (k == "pp") pins.pp = as_int(1, 1'000'000);
+    else if (k == "ep") pins.ep = as_int(1, 1'000'000);
+    else if (k == "cp") pins.cp = as_int(1, 1'000'000);
     else if (k == "vp") pins.vp = as_int(1, 100'000);
     else if (k == "mbs") pins.mbs = as_int(1, 10'000'000);
     else if (k == "zero") pins.zero = as_int(0, 3);
@@ -349,7 +356,7 @@ std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& d
     else if (k == "sp") pins.sp = as_bool();
     else if (k == "order") {
       pins.order = parse_order(v);
-      if (!pins.order) bad("a permutation of D, P, T");
+      if (!pins.order) bad("a permutation of D, P, T (C and E optional)");
     } else if (k == "schedule") {
       pins.schedule = parse_schedule(v);
       if (!pins.schedule) bad("gpipe, 1f1b or interleaved");
@@ -379,7 +386,7 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   const Layout& l = e.layout;
   w.begin_object();
   w.key("layout").begin_object();
-  w.field("dp", l.dp).field("tp", l.tp).field("pp", l.pp).field("vp", l.vp);
+  w.field("dp", l.dp).field("tp", l.tp).field("pp", l.pp).field("cp", l.cp).field("ep", l.ep).field("vp", l.vp);
   w.field("mbs", l.mbs).field("num_microbatches", e.num_microbatches).field("zero", l.zero);
   w.field("recompute", to_string(l.recompute)).field("offload", l.offload).field("sp", l.sp);
   w.field("order", l.order).field("schedule", to_string(l.schedule));
@@ -405,6 +412,7 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   w.field("compute", b.compute).field("recompute", b.recompute).field("bubble", b.bubble);
   w.field("tp_comm", b.tp_comm).field("pp_comm", b.pp_comm).field("dp_comm", b.dp_comm);
   w.field("optimizer", b.optimizer).field("offload", b.offload);
+  w.field("ep_comm", b.ep_comm).field("cp_comm", b.cp_comm);
   w.end_object();
   w.field("bubble_fraction", e.bubble_fraction);
   w.field("samples_per_s", e.samples_per_s);
@@ -443,7 +451,10 @@ namespace {
 std::string layout_line(const Estimate& e) {
   const Layout& l = e.layout;
   std::ostringstream os;
-  os << "dp " << l.dp << "  tp " << l.tp << "  pp " << l.pp << "  vp " << l.vp << "  mbs "
+  os << "dp " << l.dp << "  tp " << l.tp << "  pp " << l.pp;
+  if (l.cp > 1) os << "  cp " << l.cp;
+  if (l.ep > 1) os << "  ep " << l.ep;
+  os << "  vp " << l.vp << "  mbs "
      << l.mbs << "  micro-batches " << e.num_microbatches << "  zero " << l.zero << "  recompute "
      << to_string(l.recompute) << "  sp " << (l.sp ? "on" : "off") << "  offload "
      << (l.offload ? "on" : "off") << "  order " << l.order << "  schedule "
@@ -474,8 +485,11 @@ std::string estimate_text(const Scenario& s, const Estimate& e) {
   const std::pair<const char*, double> terms[] = {
       {"compute", b.compute}, {"recompute", b.recompute}, {"bubble", b.bubble},
       {"tp_comm", b.tp_comm}, {"pp_comm", b.pp_comm},     {"dp_comm", b.dp_comm},
-      {"optimizer", b.optimizer}, {"offload", b.offload}};
+      {"optimizer", b.optimizer}, {"offload", b.offload}, {"ep_comm", b.ep_comm},
+      {"cp_comm", b.cp_comm}};
   for (const auto& [name, v] : terms) {
+    if ((name == std::string("ep_comm") && e.layout.ep == 1) || (name == std::string("cp_comm") && e.layout.cp == 1))
+      continue;  // no such group
     char line[96];
     std::snprintf(line, sizeof line, "  %-10s %10s s  %8s\n", name, fmt_fixed(v, 3).c_str(),
                   pct(v, e.step_time_s).c_str());
@@ -526,6 +540,9 @@ std::string candidates_table(const std::vector<Estimate>& candidates) {
                   fmt_fixed(100 * e.mfu, 1).c_str(), fmt_fixed(e.days_to_train, 1).c_str(),
                   fmt_money(e.cost_usd).c_str());
     std::string text = line;
+    // Context and expert parallelism, on the rows that use them.
+    if (l.cp > 1 || l.ep > 1)
+      text.insert(text.size() - 1, "  cp " + std::to_string(l.cp) + " ep " + std::to_string(l.ep));
     if (mixed) text.insert(text.size() - 1, "  " + e.framework);
     // Candidates whose band overlaps the best one's are as good within the model's error.
     if (e.as_good_as_best && rank > 2) text.insert(text.size() - 1, "  ~best");

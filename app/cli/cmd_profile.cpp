@@ -169,6 +169,17 @@ int cmd_profile(int argc, char** argv) {
     w.field("model", model->name).field("tp", tp).field("seq_len", seq).field("mbs", mbs);
     w.field("precision", to_string(precision));
     w.field("total_params", p.total_params);
+    w.field("active_params", p.active_params);
+    if (model->moe.enabled()) {
+      const MoeSpec& e = model->moe;
+      w.key("moe").begin_object();
+      w.field("experts", e.experts).field("top_k", e.top_k_or_default());
+      w.field("expert_ffn_hidden", model->expert_ffn_hidden_or_default());
+      w.field("shared_experts", e.shared_experts).field("capacity_factor", e.capacity_factor);
+      w.field("moe_layer_freq", e.moe_layer_freq).field("first_dense_layers", e.first_dense_layers);
+      w.field("moe_layers", e.moe_layers(model->layers));
+      w.end_object();
+    }
     w.field("flops_per_token", p.flops_per_token);
     w.field("forward_flops_per_token", p.forward_flops_per_token);
     w.key("layers").begin_array();
@@ -184,9 +195,20 @@ int cmd_profile(int argc, char** argv) {
     return kExitOk;
   }
 
-  std::printf("%s: %s parameters, %s FLOPs per token (forward + backward)\n",
-              model->name.c_str(), fmt_si(p.total_params).c_str(),
-              fmt_si(p.flops_per_token).c_str());
+  if (model->moe.enabled()) {
+    const MoeSpec& e = model->moe;
+    std::printf("%s: %s parameters, %s active per token, %s FLOPs per token (forward + backward)\n",
+                model->name.c_str(), fmt_si(p.total_params).c_str(), fmt_si(p.active_params).c_str(),
+                fmt_si(p.flops_per_token).c_str());
+    std::printf("mixture of experts: %d experts, top_k %d, %d shared, expert_ffn_hidden %d, "
+                "%d of %d layers with experts\n",
+                e.experts, e.top_k_or_default(), e.shared_experts, model->expert_ffn_hidden_or_default(),
+                e.moe_layers(model->layers), model->layers);
+  } else {
+    std::printf("%s: %s parameters, %s FLOPs per token (forward + backward)\n",
+                model->name.c_str(), fmt_si(p.total_params).c_str(),
+                fmt_si(p.flops_per_token).c_str());
+  }
   std::printf("per TP rank (tp %d), seq %d, mbs %d, %s activations\n\n", tp, seq, mbs,
               to_string(precision));
   std::printf("%-16s %-12s %12s %16s %16s\n", "layer", "kind", "params", "fwd GFLOP/mb",

@@ -35,6 +35,7 @@ void write_breakdown(JsonWriter& w, const TimeBreakdown& b) {
   w.field("compute", b.compute).field("recompute", b.recompute).field("bubble", b.bubble);
   w.field("tp_comm", b.tp_comm).field("pp_comm", b.pp_comm).field("dp_comm", b.dp_comm);
   w.field("optimizer", b.optimizer).field("offload", b.offload);
+  w.field("ep_comm", b.ep_comm).field("cp_comm", b.cp_comm);
   w.end_object();
 }
 
@@ -97,7 +98,8 @@ std::string simulation_json(const Scenario& scenario, const Layout& layout, cons
   JsonWriter w;
   w.begin_object();
   w.key("layout").begin_object();
-  w.field("dp", layout.dp).field("tp", layout.tp).field("pp", layout.pp).field("vp", layout.vp);
+  w.field("dp", layout.dp).field("tp", layout.tp).field("pp", layout.pp).field("cp", layout.cp);
+  w.field("ep", layout.ep).field("vp", layout.vp);
   w.field("mbs", layout.mbs).field("num_microbatches", m).field("zero", layout.zero);
   w.field("recompute", to_string(layout.recompute)).field("offload", layout.offload);
   w.field("sp", layout.sp).field("order", layout.order).field("schedule", to_string(layout.schedule));
@@ -144,8 +146,10 @@ void print_simulation(const Scenario& scenario, const Layout& layout, const Step
                       const StepSimulationOptions& opts, const Estimate& est) {
   const int64_t m = layout.num_microbatches(scenario.training.gbs);
   std::printf("%s\n", scenario_title(scenario).c_str());
-  std::printf("layout: dp=%d tp=%d pp=%d vp=%d mbs=%d m=%lld zero=%d recompute=%s%s%s order=%s schedule=%s\n",
-              layout.dp, layout.tp, layout.pp, layout.vp, layout.mbs, (long long)m, layout.zero,
+  const std::string cp_ep = (layout.cp > 1 ? " cp=" + std::to_string(layout.cp) : std::string()) +
+                            (layout.ep > 1 ? " ep=" + std::to_string(layout.ep) : std::string());
+  std::printf("layout: dp=%d tp=%d pp=%d%s vp=%d mbs=%d m=%lld zero=%d recompute=%s%s%s order=%s schedule=%s\n",
+              layout.dp, layout.tp, layout.pp, cp_ep.c_str(), layout.vp, layout.mbs, (long long)m, layout.zero,
               to_string(layout.recompute), layout.offload ? " offload" : "", layout.sp ? " sp" : "",
               layout.order.c_str(), to_string(layout.schedule));
   std::printf("\n%-12s %12s %12s\n", "step", "simulated", "estimate");
@@ -158,8 +162,11 @@ void print_simulation(const Scenario& scenario, const Layout& layout, const Step
       {"bubble", {a.bubble, b.bubble}},        {"tp_comm", {a.tp_comm, b.tp_comm}},
       {"pp_comm", {a.pp_comm, b.pp_comm}},     {"dp_comm", {a.dp_comm, b.dp_comm}},
       {"optimizer", {a.optimizer, b.optimizer}}, {"offload", {a.offload, b.offload}},
+      {"ep_comm", {a.ep_comm, b.ep_comm}},     {"cp_comm", {a.cp_comm, b.cp_comm}},
   };
   for (const auto& [name, v] : rows) {
+    if ((name == std::string("ep_comm") && layout.ep == 1) || (name == std::string("cp_comm") && layout.cp == 1))
+      continue;
     std::printf("  %-10s %12s %12s\n", name, fmt_fixed(v.first, 4).c_str(), fmt_fixed(v.second, 4).c_str());
   }
   std::printf("%-12s %12s %12s\n", "bubble", pct(sim.bubble_fraction).c_str(), pct(est.bubble_fraction).c_str());

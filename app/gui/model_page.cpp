@@ -89,6 +89,14 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
       {&seqLen_, "seq_len", "model.seq_len", 1, 10000000, tr("Default sequence"),
        tr("The model's own sequence length in tokens (its seq_len or max_position_embeddings); "
           "training uses it unless the Plan page's Training sequence is set"), {}, FSeq},
+      {&moeExperts_, "moe_experts", "model.moe.experts", 0, 1000000, tr("Experts"),
+       tr("Mixture of experts: routed experts per MoE layer; 0 = a dense model"), tr("dense"), FMoeExperts},
+      {&moeTopK_, "moe_top_k", "model.moe.top_k", 0, 1000000, tr("Experts per token"),
+       tr("top_k: routed experts each token goes through; at most the experts"), tr("1"), FMoeTopK},
+      {&moeExpertFfn_, "moe_expert_ffn_hidden", "model.moe.expert_ffn_hidden", 0, 10000000, tr("Expert FFN hidden"),
+       tr("Inner size of one expert's MLP; 0 = the FFN hidden"), tr("= FFN hidden"), FMoeExpertFfn},
+      {&moeShared_, "moe_shared_experts", "model.moe.shared_experts", 0, 1000000, tr("Shared experts"),
+       tr("Experts every token goes through (DeepSeek, Qwen-MoE)"), {}, FMoeShared},
   };
   for (const FieldDef& d : defs) {
     QSpinBox* s = makeSpin(box, d.name, d.min, d.max, d.tip, d.special);
@@ -107,6 +115,10 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
           case FFfnHidden: m.ffn_hidden = v; break;
           case FVocab: m.vocab = v; break;
           case FSeq: m.seq_len = v; break;
+          case FMoeExperts: m.moe.experts = v; break;
+          case FMoeTopK: m.moe.top_k = v; break;
+          case FMoeExpertFfn: m.moe.expert_ffn_hidden = v; break;
+          case FMoeShared: m.moe.shared_experts = v; break;
           default: break;
         }
       });
@@ -178,6 +190,10 @@ void ModelPage::syncFromInputs(const PlanInputs& in) {
   setIfDifferent(ffnHidden_, m.ffn_hidden);
   setIfDifferent(vocab_, m.vocab);
   setIfDifferent(seqLen_, m.seq_len);
+  setIfDifferent(moeExperts_, m.moe.experts);
+  setIfDifferent(moeTopK_, m.moe.top_k);
+  setIfDifferent(moeExpertFfn_, m.moe.expert_ffn_hidden);
+  setIfDifferent(moeShared_, m.moe.shared_experts);
   setComboText(ffn_, QString::fromUtf8(to_string(m.ffn)));
   setComboText(norm_, QString::fromUtf8(to_string(m.norm)));
   tied_->setChecked(m.tied_embeddings);
@@ -218,7 +234,7 @@ void ModelPage::refreshFigures() {
   const StateBytesPerParam state = state_bytes_per_param(in.training.precision);
   figures_->setText(
       tr("<table cellspacing=6>"
-         "<tr><td><b>Parameters</b></td><td align=right>%1</td></tr>"
+         "<tr><td><b>Parameters</b></td><td align=right>%1%10</td></tr>"
          "<tr><td><b>FLOPs per token</b> (forward + backward)</td><td align=right>%2</td></tr>"
          "<tr><td><b>Weights</b> (%3 B/param)</td><td align=right>%4 GiB</td></tr>"
          "<tr><td><b>Gradients</b> (%5 B/param)</td><td align=right>%6 GiB</td></tr>"
@@ -231,7 +247,8 @@ void ModelPage::refreshFigures() {
           .arg(state.gradients * n / kGiB, 0, 'f', 1)
           .arg(state.optimizer)
           .arg(state.optimizer * n / kGiB, 0, 'f', 1)
-          .arg(htmlEscape(m.source.empty() ? in.modelRef : m.source)));
+          .arg(htmlEscape(m.source.empty() ? in.modelRef : m.source))
+          .arg(m.moe.enabled() ? tr(", %1 active per token").arg(formatCount(whole.active_params)) : QString()));
   profile_->setProfile(profile_model(m, tp, seq, mbs, in.training.precision));
   if (auto* box = qobject_cast<QGroupBox*>(profileView_->parentWidget()))
     box->setTitle(tr("Per-layer profile (tp = %1, seq = %2, mbs = %3, per TP rank)").arg(tp).arg(seq).arg(mbs));

@@ -48,6 +48,11 @@ class ModelPage : public QWidget {
   QSpinBox* ffnHidden_ = nullptr;
   QSpinBox* vocab_ = nullptr;
   QSpinBox* seqLen_ = nullptr;
+  // Mixture of experts (0 experts = dense).
+  QSpinBox* moeExperts_ = nullptr;
+  QSpinBox* moeTopK_ = nullptr;
+  QSpinBox* moeExpertFfn_ = nullptr;
+  QSpinBox* moeShared_ = nullptr;
   QComboBox* ffn_ = nullptr;
   QComboBox* norm_ = nullptr;
   QCheckBox* tied_ = nullptr;

@@ -206,10 +206,13 @@ QGroupBox* PlanPage::buildPins() {
                           tr("offload: move checkpointed activations to host memory over PCIe"));
   pinSp_ = makeCombo(box, "pinSp", {QStringLiteral("any"), QStringLiteral("off"), QStringLiteral("on")},
                      tr("sp: sequence parallelism, norms and dropout split along the sequence (needs tp > 1)"));
+  pinEp_ = makeSpin(box, "pinEp", 0, 100000, tr("ep: expert-parallel degree, the experts of an MoE layer over ep ranks of dp x cp; must divide the experts"), tr("any"));
+  pinCp_ = makeSpin(box, "pinCp", 0, 100000, tr("cp: context-parallel degree, the sequence split over cp ranks (attention as a ring); 2 x cp must divide the sequence"), tr("any"));
   struct PinCell { const char* label; QWidget* w; };
   const PinCell cells[] = {{"dp", pinDp_}, {"tp", pinTp_}, {"pp", pinPp_}, {"vp", pinVp_}, {"mbs", pinMbs_},
                            {"zero", pinZero_}, {"recompute", pinRecompute_}, {"schedule", pinSchedule_},
-                           {"order", pinOrder_}, {"offload", pinOffload_}, {"sp", pinSp_}};
+                           {"order", pinOrder_}, {"offload", pinOffload_}, {"sp", pinSp_}, {"ep", pinEp_},
+                           {"cp", pinCp_}};
   for (int i = 0; i < int(std::size(cells)); ++i) {
     auto* l = new QLabel(QString::fromUtf8(cells[i].label), box);
     l->setToolTip(cells[i].w->toolTip());
@@ -219,7 +222,7 @@ QGroupBox* PlanPage::buildPins() {
   showInfeasible_ = new QCheckBox(tr("show layouts that do not fit"), box);
   showInfeasible_->setObjectName(QStringLiteral("showInfeasible"));
   showInfeasible_->setToolTip(tr("Also rank layouts that exceed the GPU's memory, with the reason"));
-  grid->addWidget(showInfeasible_, 3, 5);
+  grid->addWidget(showInfeasible_, 5, 5);
   return box;
 }
 
@@ -236,6 +239,8 @@ void PlanPage::connectPins() {
   pinInt(pinPp_, FPinPp, &LayoutPins::pp);
   pinInt(pinVp_, FPinVp, &LayoutPins::vp);
   pinInt(pinMbs_, FPinMbs, &LayoutPins::mbs);
+  pinInt(pinEp_, FPinEp, &LayoutPins::ep);
+  pinInt(pinCp_, FPinCp, &LayoutPins::cp);
   auto pinBool = [this](QComboBox* c, FieldId id, std::optional<bool> LayoutPins::*member) {
     connect(c, &QComboBox::currentIndexChanged, this, [this, id, member](int i) {
       host_.editInputs(id, tr("Pin knob"), [&](PlanInputs& in) {
@@ -458,6 +463,8 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
   setIfDifferent(pinPp_, in.pins.pp.value_or(0));
   setIfDifferent(pinVp_, in.pins.vp.value_or(0));
   setIfDifferent(pinMbs_, in.pins.mbs.value_or(0));
+  setIfDifferent(pinEp_, in.pins.ep.value_or(0));
+  setIfDifferent(pinCp_, in.pins.cp.value_or(0));
   pinZero_->setCurrentIndex(in.pins.zero ? *in.pins.zero + 1 : 0);
   setComboText(pinRecompute_, in.pins.recompute ? QString::fromUtf8(to_string(*in.pins.recompute)) : QStringLiteral("any"));
   setComboText(pinSchedule_, in.pins.schedule ? QString::fromUtf8(to_string(*in.pins.schedule)) : QStringLiteral("any"));
@@ -488,7 +495,7 @@ void PlanPage::showSelection() {
          "zero %8 &middot; recompute %9 &middot; %10 &middot; %11<br>%12 micro-batches, offload %13, sp %14<br><br>"
          "<b>Step</b> %15 &middot; <b>%16</b> samples/s<br><b>Tokens/s</b> %17<br>"
          "<b>MFU</b> %18% &middot; bubble %19%<br><b>Days</b> %20%21<br><b>Cost</b> %22<br>"
-         "<b>Memory</b> %23 of %24 GiB per GPU, %25")
+         "<b>Memory</b> %23 of %24 GiB per GPU, %25%26")
           .arg(e.nodes).arg(e.gpus).arg(l.dp).arg(l.tp).arg(l.pp).arg(l.vp).arg(l.mbs).arg(l.zero)
           .arg(QString::fromUtf8(to_string(l.recompute)), QString::fromStdString(l.order),
                QString::fromUtf8(to_string(l.schedule)))
@@ -503,7 +510,11 @@ void PlanPage::showSelection() {
           .arg(formatDollars(e.cost_usd))
           .arg(m.total / kGiB, 0, 'f', 1)
           .arg(m.capacity / kGiB, 0, 'f', 0)
-          .arg(fits));
+          .arg(fits)
+          .arg(l.cp > 1 || l.ep > 1
+                   ? tr("<br><b>Context / expert parallelism</b> cp %1 &middot; ep %2 &middot; all-to-alls %3 &middot; ring %4")
+                         .arg(l.cp).arg(l.ep).arg(formatSeconds(e.breakdown_s.ep_comm), formatSeconds(e.breakdown_s.cp_comm))
+                   : QString()));
   refreshCharts();
 }
 
@@ -560,11 +571,14 @@ void PlanPage::refreshTimeChart(const Estimate& e) {
     auto* series = new QHorizontalStackedBarSeries;
     const TimeBreakdown& b = e.breakdown_s;
     const TimeBreakdown s = sim ? *simulatedBreakdown_ : TimeBreakdown{};
-    const std::tuple<const char*, double, double> terms[] = {
+    std::vector<std::tuple<const char*, double, double>> terms = {
         {"compute", b.compute, s.compute},   {"recompute", b.recompute, s.recompute},
         {"bubble", b.bubble, s.bubble},      {"TP comm", b.tp_comm, s.tp_comm},
         {"PP comm", b.pp_comm, s.pp_comm},   {"DP comm", b.dp_comm, s.dp_comm},
         {"optimizer", b.optimizer, s.optimizer}, {"offload", b.offload, s.offload}};
+    // Expert all-to-alls and the context ring, for the layouts that have them.
+    if (e.layout.ep > 1) terms.emplace_back("EP comm", b.ep_comm, s.ep_comm);
+    if (e.layout.cp > 1) terms.emplace_back("CP comm", b.cp_comm, s.cp_comm);
     double predTotal = 0, simTotal = 0;
     for (const auto& [name, pred, simv] : terms) {
       auto* set = new QBarSet(QString::fromUtf8(name));

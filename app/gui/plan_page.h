@@ -102,6 +102,8 @@ class PlanPage : public QWidget {
   QComboBox* pinOrder_ = nullptr;
   QComboBox* pinOffload_ = nullptr;
   QComboBox* pinSp_ = nullptr;
+  QSpinBox* pinEp_ = nullptr;  // expert-parallel degree (MoE models)
+  QSpinBox* pinCp_ = nullptr;  // context-parallel degree
   QCheckBox* showInfeasible_ = nullptr;
   QLabel* message_ = nullptr;
   QListWidget* diagnostics_ = nullptr;

@@ -286,7 +286,8 @@ const QStringList& TimelineView::kindNames() {
                                  QStringLiteral("TP comm"),  QStringLiteral("send forward"),
                                  QStringLiteral("send backward"), QStringLiteral("DP comm"),
                                  QStringLiteral("ZeRO all-gather"), QStringLiteral("optimizer"),
-                                 QStringLiteral("offload"),  QStringLiteral("reload")};
+                                 QStringLiteral("offload"),  QStringLiteral("reload"),
+                                 QStringLiteral("EP all-to-all"), QStringLiteral("CP ring")};
   return names;
 }
 
@@ -294,7 +295,8 @@ QColor TimelineView::kindColor(int kind) {
   static const QColor colors[] = {QColor(66, 133, 244), QColor(251, 188, 5),  QColor(52, 168, 83),
                                   QColor(30, 120, 60),  QColor(171, 71, 188), QColor(255, 112, 67),
                                   QColor(255, 167, 38), QColor(234, 67, 53),  QColor(141, 110, 99),
-                                  QColor(96, 125, 139), QColor(0, 172, 193),  QColor(0, 131, 143)};
+                                  QColor(96, 125, 139), QColor(0, 172, 193),  QColor(0, 131, 143),
+                                  QColor(216, 27, 96),  QColor(124, 179, 66)};
   return kind >= 0 && kind < int(std::size(colors)) ? colors[kind] : QColor(120, 120, 120);
 }
 

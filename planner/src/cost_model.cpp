@@ -144,6 +144,15 @@ double gemm_s(const Constants& c, double m, double n, double k, double count = 1
 
 double mem_s(const Constants& c, double bytes) { return bytes / c.hbm_Bps; }
 
+}  // namespace
+
+double gemm_seconds(const Constants& c, double m, double n, double k, double count) {
+  return gemm_s(c, m, n, k, count);
+}
+double memory_seconds(const Constants& c, double bytes) { return mem_s(c, bytes); }
+
+namespace {
+
 // The per-micro-batch terms of one layout's block, embedding and head, in named steps over the
 // shapes of one TP rank.
 class LayerTerms {
@@ -268,6 +277,8 @@ class LayerTerms {
     const double bwd_mem = core_mem_bwd + token_mem_bwd + act_fn_mem_bwd;
 
     t.layer_attn_core_fwd_s = core_fwd_s + mem_s(c, attn == Attention::Flash ? 0.0 : core_mem);
+    t.layer_attn_fwd_full_s = core_fwd_s + mem_s(c, core_mem);
+    t.layer_attn_bwd_full_s = core_bwd_s + mem_s(c, core_mem_bwd);
     t.layer_fwd_s = fwd_gemm + core_fwd_s + mem_s(c, fwd_mem);
     // Backward: each weight GEMM has an input-gradient and a weight-gradient GEMM of the same shape
     // class and FLOPs; the attention core as above.
@@ -417,7 +428,8 @@ struct StageCost {
   int sends = 0;
   double offload = 0;  // exposed activation copies per micro-batch
   double offload_bwd_chunk = 0;  // exposed copy back to the GPU per chunk backward
-  double work() const { return compute + recompute + tp; }  // compute-stream time per micro-batch
+  double ep = 0, cp = 0;  // expert all-to-alls and exposed context ring (cost_model_moe.cpp)
+  double work() const { return compute + recompute + tp + ep + cp; }  // compute-stream time per micro-batch
   double total() const { return work() + p2p + offload; }
 };
 
@@ -468,6 +480,8 @@ class StepEvaluation {
     st.recompute = nl * mt.layer_recompute_s;
     st.tp = nl * (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar;
     st.tp_bwd = nl * mt.tp_collectives_bwd * tp_ar;
+    st.ep = nl * (mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s);
+    st.cp = nl * (mt.layer_cp_comm_fwd_s + mt.layer_cp_comm_bwd_s);
     if (s == 0) {
       st.compute += mt.embed_fwd_s + mt.embed_bwd_s;
       st.fwd += mt.embed_fwd_s;
@@ -543,7 +557,9 @@ class StepEvaluation {
     // when the chunks of one stage hold different numbers of layers (pp * vp not dividing L): up to
     // ~11 % in the simulator, not modelled here.
     const double sum_work = L * (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
-                           (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar) +
+                           (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar +
+                           mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s + mt.layer_cp_comm_fwd_s +
+                           mt.layer_cp_comm_bwd_s) +
                       mt.embed_fwd_s + mt.embed_bwd_s + (ly.tp > 1 ? tp_ar : 0.0) + mt.head_fwd_s + mt.head_bwd_s;
     double best_T = -1;
     s0 = stage_cost(0);
@@ -568,6 +584,8 @@ class StepEvaluation {
     tb.compute = md * crit.compute;
     tb.recompute = md * crit.recompute;
     tb.tp_comm = md * crit.tp;
+    tb.ep_comm = md * crit.ep;
+    tb.cp_comm = md * crit.cp;
     tb.pp_comm = md * crit.p2p + (pp > 1 ? 2.0 * (pp - 1) * p2p / vpd : 0.0);
     tb.bubble = best_fill;
   }
@@ -787,6 +805,10 @@ class StepEvaluation {
       ch.recompute_s = nl * mt.layer_recompute_s;
       ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar;
       ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar;
+      ch.ep_comm_forward_s = nl * mt.layer_ep_comm_fwd_s;
+      ch.ep_comm_backward_s = nl * mt.layer_ep_comm_bwd_s;
+      ch.cp_comm_forward_s = nl * mt.layer_cp_comm_fwd_s;
+      ch.cp_comm_backward_s = nl * mt.layer_cp_comm_bwd_s;
       ch.activation_bytes = nl * mt.layer_act_kept_bytes + (ch.has_embedding ? mt.embed_act_bytes : 0);
       if (ly.offload) {
         ch.offload_s = ch.activation_bytes / c.pcie_Bps;
@@ -890,14 +912,48 @@ std::optional<TrainingProblem> check_training(const Scenario& sc) {
   return std::nullopt;
 }
 
+namespace {
+
+// The expert- and context-parallel rules: ep divides the experts (each rank holds experts / ep
+// whole experts, Megatron-Core) and lives inside the dp*cp group; cp splits the sequence into
+// 2*cp equal chunks (Megatron-Core's causal load balance, rank i holding chunks i and 2cp-1-i).
+std::optional<std::string> check_moe_layout(const Scenario& sc, const Layout& ly) {
+  const ModelSpec& md = sc.model;
+  if (ly.ep > 1 && !md.moe.enabled())
+    return "ep = " + std::to_string(ly.ep) + " needs an MoE model (the model has no moe.experts)";
+  if (md.moe.enabled() && md.moe.experts % ly.ep != 0)
+    return "ep = " + std::to_string(ly.ep) + " must divide experts = " + std::to_string(md.moe.experts);
+  if ((int64_t(ly.dp) * ly.cp) % ly.ep != 0)
+    return "ep = " + std::to_string(ly.ep) + " must divide dp*cp = " +
+           std::to_string(int64_t(ly.dp) * ly.cp) + " (the expert group lives inside the data- and context-parallel ranks)";
+  if (md.moe.enabled() && ly.tp > 0 && md.expert_ffn_hidden_or_default() % ly.tp != 0)
+    return "tp = " + std::to_string(ly.tp) + " must divide moe.expert_ffn_hidden = " +
+           std::to_string(md.expert_ffn_hidden_or_default());
+  if (ly.cp > 1) {
+    const int s = sc.seq_len();
+    if (s % (2 * ly.cp) != 0)
+      return "cp = " + std::to_string(ly.cp) + ": 2*cp = " + std::to_string(2 * ly.cp) +
+             " must divide the sequence length " + std::to_string(s) +
+             " (the causal load balance splits it into 2*cp equal chunks)";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
   const ModelSpec& md = sc.model;
   if (ly.dp < 1 || ly.tp < 1 || ly.pp < 1 || ly.vp < 1 || ly.mbs < 1)
     return "dp, tp, pp, vp and mbs must be >= 1";
+  if (ly.cp < 1 || ly.ep < 1) return "cp and ep must be >= 1";
   if (sc.total_gpus() <= 0) return "the scenario has no GPUs (nodes and gpus are 0)";
-  if (int64_t(ly.dp) * ly.tp * ly.pp != sc.total_gpus())
+  if (ly.cp == 1 && int64_t(ly.dp) * ly.tp * ly.pp != sc.total_gpus())
     return "dp*tp*pp = " + std::to_string(int64_t(ly.dp) * ly.tp * ly.pp) +
            " must equal the GPU count " + std::to_string(sc.total_gpus());
+  if (int64_t(ly.dp) * ly.tp * ly.pp * ly.cp != sc.total_gpus())
+    return "dp*tp*pp*cp = " + std::to_string(int64_t(ly.dp) * ly.tp * ly.pp * ly.cp) +
+           " must equal the GPU count " + std::to_string(sc.total_gpus());
+  if (auto moe = check_moe_layout(sc, ly)) return moe;
   if (md.heads <= 0 || md.layers <= 0 || md.hidden <= 0) return "the model has no layers, hidden or heads";
   if (md.heads % ly.tp != 0)
     return "tp = " + std::to_string(ly.tp) + " must divide heads = " + std::to_string(md.heads);
@@ -929,9 +985,8 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
   if (ly.zero < 0 || ly.zero > 3) return "zero must be 0, 1, 2 or 3";
   if (ly.zero >= 2 && ly.pp > 1) return "zero 2 and 3 need pp = 1 (gradients are sharded across micro-batches)";
   const std::string& o = ly.order;
-  if (o.size() != 3 || std::count(o.begin(), o.end(), 'D') != 1 ||
-      std::count(o.begin(), o.end(), 'P') != 1 || std::count(o.begin(), o.end(), 'T') != 1)
-    return "order '" + o + "' must be a permutation of D, P and T";
+  if (!parse_order(o) || *parse_order(o) != o)
+    return "order '" + o + "' must be a permutation of D, P and T (C and E optional)";
   if (ly.sp && ly.tp < 2) return "sp (sequence parallelism) needs tp >= 2";
   if (sc.cluster.gpus_per_node <= 0) return "the cluster has no gpus_per_node";
   if (sc.cluster.gpu.peak_tflops(sc.training.precision) <= 0 &&
@@ -1026,6 +1081,13 @@ struct LayoutEvaluation {
 LayoutEvaluation evaluate_layout(const Scenario& sc, const Layout& ly, StepCosts* steps) {
   LayoutEvaluation r;
   r.c = detail::constants_for(sc);
+  if (detail::needs_moe_cp(sc, ly)) {  // experts or context parallelism: cost_model_moe.cpp
+    detail::MoeCpEvaluation e = detail::evaluate_moe_cp(sc, r.c, ly, steps);
+    r.m = e.m;
+    r.mt = e.mt_finish;
+    r.ev = e.ev;
+    return r;
+  }
   r.m = ly.num_microbatches(sc.training.gbs);
   r.mt = detail::micro_terms(sc, r.c, ly.tp, ly.mbs, ly.sp, ly.recompute);
   const detail::Placement pl = detail::placement(r.c, sc.cluster.gpus_per_node, sc.total_gpus(),

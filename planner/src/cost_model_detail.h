@@ -54,6 +54,13 @@ struct MicroTerms {
   double final_norm_params = 0;       // part of head_params
   double layer_matrix_params = 0;     // the layer's largest weight matrix, per TP rank
   double p2p_bytes = 0;               // activation sent to the next stage, per micro-batch
+  // The attention core with its memory-bound passes, forward and backward (parts of layer_fwd_s
+  // and layer_bwd_in_s): what context parallelism overlaps its ring exchange with.
+  double layer_attn_fwd_full_s = 0, layer_attn_bwd_full_s = 0;
+  // Expert- and context-parallel communication on the compute stream, per layer and micro-batch
+  // (cost_model_moe.cpp); 0 for a dense layout without cp.
+  double layer_ep_comm_fwd_s = 0, layer_ep_comm_bwd_s = 0;
+  double layer_cp_comm_fwd_s = 0, layer_cp_comm_bwd_s = 0;
 };
 MicroTerms micro_terms(const Scenario& scenario, const Constants& c, int tp, int mbs, bool sp,
                        Recompute recompute);
@@ -100,6 +107,36 @@ struct Evaluation {
 // The whole model for one valid layout; fills `steps` when given (allocates), else allocation free.
 void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,
               const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps);
+
+// One GEMM and one memory-bound pass as the cost model times them (cost_model.cpp's gemm_s and
+// mem_s), for the terms kept in other files.
+double gemm_seconds(const Constants& c, double m, double n, double k, double count = 1);
+double memory_seconds(const Constants& c, double bytes);
+
+// Mixture of experts and context parallelism (cost_model_moe.cpp): whether a layout needs them,
+// and the evaluation that adds their terms to the dense model's.
+bool needs_moe_cp(const Scenario& scenario, const Layout& layout);
+struct MoeCpEvaluation {
+  int64_t m = 0;
+  MicroTerms mt;         // per rank, per micro-batch, with the MoE and cp terms
+  MicroTerms mt_finish;  // as finish_estimate counts FLOPs (whole sequence per TP rank)
+  Evaluation ev;
+};
+MoeCpEvaluation evaluate_moe_cp(const Scenario& scenario, const Constants& c, const Layout& layout,
+                                StepCosts* steps);
+// The same in parts, for the search to compute each once per unit: the dense slice's scenario
+// (depends on cp), the links of the real groups (on dp, tp, pp, cp, ep and the order) and the
+// slice's micro terms (on tp, mbs, sp, recompute and cp).
+struct MoeCpPlacement {
+  Placement pl;        // tp, pp, dp (= the dp*cp group) and the stage-to-stage links
+  Links cp, ep, edp;   // context ring, expert group, expert data-parallel group
+};
+Scenario moe_cp_slice(const Scenario& scenario, const Layout& layout);
+MoeCpPlacement moe_cp_placement(const Scenario& scenario, const Constants& c, const Layout& layout);
+MicroTerms moe_cp_base_terms(const Scenario& slice, const Constants& c, const Layout& layout);
+MoeCpEvaluation evaluate_moe_cp(const Scenario& scenario, const Scenario& slice, const Constants& c,
+                                const Layout& layout, const MoeCpPlacement& placement,
+                                const MicroTerms& base, StepCosts* steps);
 
 // Fills the public Estimate (throughput, FLOP rates, days, dollars) from an evaluation.
 void finish_estimate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,

@@ -4,6 +4,7 @@
 #include "planner/json.h"
 #include "planner/json_writer.h"
 #include "planner/export.h"
+#include "planner/rank_mapping.h"
 
 #include <algorithm>
 #include <cctype>
@@ -70,7 +71,8 @@ std::string plan_summary(const Plan& plan) {
   std::ostringstream o;
   o << (s.model.name.empty() ? "model" : s.model.name) << " on " << s.nodes << " x "
     << (s.cluster.name.empty() ? "cluster" : s.cluster.name) << ": dp=" << l.dp << " tp=" << l.tp
-    << " pp=" << l.pp << " vp=" << l.vp << " mbs=" << l.mbs << " gbs=" << s.training.gbs
+    << " pp=" << l.pp << (l.cp > 1 ? " cp=" + std::to_string(l.cp) : std::string())
+    << (l.ep > 1 ? " ep=" + std::to_string(l.ep) : std::string()) << " vp=" << l.vp << " mbs=" << l.mbs << " gbs=" << s.training.gbs
     << " zero=" << l.zero << " recompute=" << to_string(l.recompute)
     << " offload=" << (l.offload ? "on" : "off") << " sp=" << (l.sp ? "on" : "off")
     << " order=" << l.order << " schedule=" << to_string(l.schedule);
@@ -131,6 +133,9 @@ ExportedFile export_smp_options(const Plan& plan) {
     f.notes.push_back(std::string("activation checkpointing (") + to_string(l.recompute) +
                       ") is set in the training script: smp.set_activation_checkpointing(module) "
                       "on each transformer layer");
+  if (l.ep > 1 || l.cp > 1 || s.model.moe.enabled())
+    f.notes.push_back("SMP v1 has no expert or context parallelism: ep=" + std::to_string(l.ep) +
+                      " and cp=" + std::to_string(l.cp) + " are not exported");
   Json parameters = {{"pipeline_parallel_degree", l.pp},
                      {"tensor_parallel_degree", l.tp},
                      {"microbatches", microbatches(plan)},
@@ -160,6 +165,56 @@ ExportedFile export_smp_options(const Plan& plan) {
   f.text = json_dump(j) + "\n";
   return f;
 }
+
+namespace {
+
+// The order's letters without the axes of one position (C with cp = 1, E with ep = 1).
+std::string placed_letters(const std::string& order, const Layout& l) {
+  std::string r;
+  for (char ch : order)
+    if (!((ch == 'C' && l.cp == 1) || (ch == 'E' && l.ep == 1))) r.push_back(ch);
+  return r;
+}
+
+// Megatron-Core's mixture-of-experts and context-parallel arguments (megatron/training/
+// arguments.py: --num-experts, --moe-router-topk, --moe-ffn-hidden-size, --moe-layer-freq,
+// --moe-shared-expert-intermediate-size, --moe-expert-capacity-factor,
+// --expert-model-parallel-size, --context-parallel-size).
+template <class Add>
+void megatron_moe_cp_args(const Plan& plan, Add&& add, std::vector<std::string>& notes) {
+  const Layout& l = plan.layout;
+  const ModelSpec& m = plan.scenario.model;
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    add("--num-experts", std::to_string(e.experts));
+    add("--moe-router-topk", std::to_string(e.top_k_or_default()));
+    add("--moe-ffn-hidden-size", std::to_string(m.expert_ffn_hidden_or_default()));
+    if (e.shared_experts > 0)
+      add("--moe-shared-expert-intermediate-size",
+          std::to_string(e.shared_experts * m.expert_ffn_hidden_or_default()));
+    if (e.first_dense_layers > 0 || e.moe_layer_freq > 1) {
+      // A per-layer pattern: 1 = MoE, 0 = dense.
+      std::string pattern = "[";
+      for (int i = 0; i < m.layers; ++i) pattern += std::string(i ? "," : "") + (e.is_moe_layer(i) ? "1" : "0");
+      add("--moe-layer-freq", pattern + "]");
+    }
+    if (e.capacity_factor > 0) {
+      add("--moe-expert-capacity-factor", shortest_number(e.capacity_factor));
+      add("--moe-pad-expert-input-to-capacity");
+    }
+    add("--moe-token-dispatcher-type", "alltoall");
+    add("--moe-grouped-gemm");
+  }
+  if (l.ep > 1) add("--expert-model-parallel-size", std::to_string(l.ep));
+  if (l.cp > 1) {
+    add("--context-parallel-size", std::to_string(l.cp));
+    add("--cp-comm-type", "p2p");
+    if (plan.scenario.training.attention_or_default() != Attention::Flash)
+      notes.push_back("context parallelism in Megatron-Core runs Transformer Engine's fused attention");
+  }
+}
+
+}  // namespace
 
 ExportedFile export_megatron_args(const Plan& plan) {
   // Flag names from Megatron-LM's megatron/training/arguments.py.
@@ -194,6 +249,7 @@ ExportedFile export_megatron_args(const Plan& plan) {
   add("--pipeline-model-parallel-size", std::to_string(l.pp));
   if (l.schedule == Schedule::Interleaved && l.vp > 1 && l.pp * l.vp > 0)
     add("--num-layers-per-virtual-pipeline-stage", std::to_string(m.layers / (l.pp * l.vp)));
+  megatron_moe_cp_args(plan, add, f.notes);
   if (l.sp && l.tp > 1) add("--sequence-parallel");
   if (l.recompute == Recompute::Full) {
     add("--recompute-granularity", "full");
@@ -220,10 +276,15 @@ ExportedFile export_megatron_args(const Plan& plan) {
     f.notes.push_back("offload_params / offload_optimizer have no Megatron-LM flag in this export (DeepSpeed does)");
   // Megatron's default rank order varies TP fastest, then DP, then PP ("PDT" here);
   // --use-tp-pp-dp-mapping varies TP, then PP, then DP ("DPT").
-  if (l.order == "DPT") add("--use-tp-pp-dp-mapping");
-  else if (l.order != "PDT")
+  // With cp and ep: Megatron-Core's tp-cp-ep-dp-pp ("PDECT" here) or tp-cp-ep-pp-dp ("DPECT");
+  // letters of one position do not matter.
+  const std::string placed = placed_letters(full_order(l.order), l);
+  if (placed == placed_letters("DPECT", l) && l.order != "PDT" && placed != placed_letters("PDECT", l))
+    add("--use-tp-pp-dp-mapping");
+  else if (placed != placed_letters("PDECT", l))
     f.notes.push_back("order " + l.order + " has no Megatron-LM equivalent; Megatron uses PDT "
-                      "(default) or DPT (--use-tp-pp-dp-mapping)");
+                      "(default) or DPT (--use-tp-pp-dp-mapping)" +
+                      std::string(l.ep > 1 || l.cp > 1 ? ", with C and E as PDECT or DPECT" : ""));
   if (l.schedule == Schedule::GPipe && l.pp > 1)
     f.notes.push_back("Megatron-LM always runs 1F1B with pp > 1; the GPipe schedule is not exported");
   if (l.zero >= 2)
@@ -245,6 +306,37 @@ ExportedFile export_megatron_args(const Plan& plan) {
   return f;
 }
 
+namespace {
+
+// DeepSpeed-MoE sets its experts in the model code, not in the config JSON
+// (deepspeed.moe.layer.MoE(hidden_size, expert, num_experts, ep_size, k, capacity_factor,
+// drop_tokens, use_residual)); ring context parallelism has no DeepSpeed equivalent.
+void deepspeed_moe_cp_notes(const Plan& plan, std::vector<std::string>& notes) {
+  const Layout& l = plan.layout;
+  const ModelSpec& m = plan.scenario.model;
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    std::string call = "deepspeed.moe.layer.MoE(hidden_size=" + std::to_string(m.hidden) +
+                       ", expert=<MLP of width " + std::to_string(m.expert_ffn_hidden_or_default()) +
+                       ">, num_experts=" + std::to_string(e.experts) + ", ep_size=" +
+                       std::to_string(l.ep) + ", k=" + std::to_string(e.top_k_or_default());
+    if (e.capacity_factor > 0) call += ", capacity_factor=" + shortest_number(e.capacity_factor);
+    else call += ", drop_tokens=False";
+    if (e.shared_experts > 0) call += ", use_residual=True";
+    call += ")";
+    notes.push_back("experts are set in the model code: " + call +
+                    (e.shared_experts > 1 ? "; use_residual is one dense MLP beside the experts, " +
+                                                std::to_string(e.shared_experts) + " shared experts wide"
+                                          : std::string()));
+  }
+  if (l.cp > 1)
+    notes.push_back("cp=" + std::to_string(l.cp) +
+                    ": DeepSpeed has no ring context parallelism; DeepSpeed-Ulysses splits the "
+                    "sequence with all-to-alls over the heads instead (not exported)");
+}
+
+}  // namespace
+
 ExportedFile export_deepspeed_config(const Plan& plan) {
   // Keys from DeepSpeed's configuration JSON reference. train_batch_size =
   // train_micro_batch_size_per_gpu * gradient_accumulation_steps * data-parallel size.
@@ -264,6 +356,7 @@ ExportedFile export_deepspeed_config(const Plan& plan) {
   if (s.training.offload_optimizer || (s.training.offload_params && l.zero == 3))
     zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (s.training.offload_params && l.zero == 3) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
+  deepspeed_moe_cp_notes(plan, f.notes);
   zero["overlap_comm"] = true;
   zero["contiguous_gradients"] = true;
   zero["reduce_bucket_size"] = 500000000;
@@ -355,7 +448,9 @@ void write_train_args(std::ostringstream& o, const Plan& plan, const SbatchOptio
   } else {
     o << "\nTRAIN_ARGS=(\n"
       << "  --model " << model_arg << "\n"
-      << "  --dp " << l.dp << " --tp " << l.tp << " --pp " << l.pp << " --vp " << l.vp << "\n"
+      << "  --dp " << l.dp << " --tp " << l.tp << " --pp " << l.pp << " --vp " << l.vp << "\n";
+    if (l.cp > 1 || l.ep > 1) o << "  --cp " << l.cp << " --ep " << l.ep << "\n";
+    o
       << "  --mbs " << l.mbs << " --gbs " << s.training.gbs << "\n"
       << "  --zero " << l.zero << " --recompute " << to_string(l.recompute) << "\n";
     if (l.offload) o << "  --offload\n";

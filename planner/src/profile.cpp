@@ -62,12 +62,50 @@ ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
   const double scores_per_token = (e + dropout * (1 + e)) * a * s;  // softmax out, mask, dropout out
   const double block_act = b * s * (repl_per_token + (split_per_token + scores_per_token) / t);
 
+  // Mixture of experts: the MLP of an MoE block is `experts` MLPs of width f_e (no biases, as in
+  // Mixtral and DeepSeek-V3) plus `shared` ones, and a router h x experts (Fedus et al. 2022
+  // Sec 2.1). A token runs the router, top_k routed and the shared experts (Jiang et al. 2024
+  // Sec 2.1: 12.9B of Mixtral 8x7B's 46.7B are active). Activations: the FFN inputs of the
+  // (top_k + shared) expert copies of each token, their permuted input (h per copy) and the
+  // router's fp32 logits.
+  const MoeSpec& moe = model.moe;
+  const double fe = model.expert_ffn_hidden_or_default();
+  const double n_exp = moe.experts, k_active = moe.top_k_or_default() + moe.shared_experts;
+  const double expert_matrix = (gated ? 3 : 2) * h * fe;
+  const double router = h * n_exp;
+  const double attn_rest_rank = (attn_matrix + (biases ? h + 2 * kv : 0)) / t + bias_repl + 2 * norm_params;
+  const double moe_block_params_rank =
+      attn_rest_rank + router + (n_exp + moe.shared_experts) * expert_matrix / t;
+  const double moe_block_params_total = attn_matrix + (biases ? h + 2 * kv : 0) + bias_repl +
+                                        2 * norm_params + router + (n_exp + moe.shared_experts) * expert_matrix;
+  const double moe_block_active_total = moe_block_params_total - (n_exp - moe.top_k_or_default()) * expert_matrix;
+  const double moe_block_flops = 2 * b * s * (attn_matrix + router + k_active * expert_matrix) + 4 * b * s * s * h;
+  const double moe_block_act =
+      block_act - b * s * (gated ? 3 : 2) * f * e / t +
+      b * s * k_active * ((gated ? 3 : 2) * fe * e / t + h * e) + b * s * n_exp * 4;
+
   const double embed_params_total = v * h + (model.position == PositionEmbedding::Learned ? s * h : 0);
   out.layers.push_back({"embedding", "embedding", v * h / t + (model.position == PositionEmbedding::Learned ? s * h : 0),
                         0.0, b * s * h * (dropout + 0.0)});
+  double blocks_total = 0, blocks_active = 0, blocks_flops = 0;
   for (int i = 0; i < model.layers; ++i) {
-    out.layers.push_back({"block." + std::to_string(i), "transformer", block_params_rank,
-                          block_flops / t, block_act});
+    if (moe.is_moe_layer(i)) {
+      out.layers.push_back({"block." + std::to_string(i), "transformer", moe_block_params_rank,
+                            moe_block_flops / t, moe_block_act});
+      blocks_total += moe_block_params_total;
+      blocks_active += moe_block_active_total;
+      blocks_flops += moe_block_flops;
+    } else {
+      out.layers.push_back({"block." + std::to_string(i), "transformer", block_params_rank,
+                            block_flops / t, block_act});
+      blocks_total += block_params_total;
+      blocks_active += block_params_total;
+      blocks_flops += block_flops;
+    }
+  }
+  if (!moe.enabled()) {  // the dense sums exactly as they have always been formed
+    blocks_total = blocks_active = model.layers * block_params_total;
+    blocks_flops = model.layers * block_flops;
   }
   out.layers.push_back({"final_norm", "norm", norm_params, 0.0, b * s * h * e});
   const double head_params_total = model.tied_embeddings ? 0 : v * h;
@@ -75,11 +113,11 @@ ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
   out.layers.push_back({"lm_head", "head", v * h / t,  // tied: the last stage holds a copy
                         2 * b * s * h * v / t, 4 * b * s * v / t});
 
-  out.total_params = embed_params_total + model.layers * block_params_total + norm_params +
-                     head_params_total;
+  out.total_params = embed_params_total + blocks_total + norm_params + head_params_total;
+  out.active_params = embed_params_total + blocks_active + norm_params + head_params_total;
   // Model FLOPs per token: forward + backward = 3 x forward, GEMMs and attention core, LM head
   // included (Narayanan et al. 2021 Eq. 3 without the recompute pass: 72Bslh^2(1+s/6h+V/12lh)).
-  const double fwd_per_token = (model.layers * block_flops + 2 * b * s * h * v) / (b * s);
+  const double fwd_per_token = (blocks_flops + 2 * b * s * h * v) / (b * s);
   out.forward_flops_per_token = fwd_per_token;
   out.flops_per_token = 3 * fwd_per_token;
   return out;

@@ -49,6 +49,7 @@ struct Unit {
   int gpus = 0;
   int tp = 1;
   int pp = 1;
+  int cp = 1;
 };
 
 // One evaluated layout, compact and allocation-free.
@@ -62,13 +63,15 @@ struct Cand {
   bool offload = false, sp = false;
   int order = 0;
   Schedule schedule = Schedule::OneFOneB;
+  int cp = 1, ep = 1;
   double days = 0, cost = 0;
 };
 
 bool better(const Cand& a, const Cand& b) {
   if (a.fits != b.fits) return a.fits;
   if (a.score != b.score) return a.score < b.score;
-  return a.key < b.key;
+  if (a.key != b.key) return a.key < b.key;
+  return a.cp != b.cp ? a.cp < b.cp : a.ep < b.ep;
 }
 
 // Among equal scores the simpler layout first: no offload, lower ZeRO stage, less recompute,
@@ -110,6 +113,14 @@ class TopK {
   bool full_sorted_ = false;
   std::vector<Cand> items_;
 };
+
+// The order's D, P and T, without the C and E letters ("PDECT" -> "PDT").
+std::string dense_letters(const std::string& order) {
+  std::string r;
+  for (char ch : order)
+    if (ch == 'D' || ch == 'P' || ch == 'T') r.push_back(ch);
+  return r;
+}
 
 std::string reduced_order(const char* order, int dp, int tp, int pp) {
   std::string r;
@@ -153,7 +164,7 @@ struct Worker {
     Scenario sc = sc0;  // one copy per unit; the inner loop does not copy
     sc.nodes = u.nodes;
     sc.gpus = u.gpus;
-    const int dp = u.gpus / (u.tp * u.pp);
+    const int dp = u.gpus / (u.tp * u.pp * u.cp);
     const int64_t gbs = sc.training.gbs;
     if (gbs % dp != 0) return;
     if (pin.dp && *pin.dp != dp) return;
@@ -166,7 +177,7 @@ struct Worker {
     int n_orders = 0;
     std::string seen[6];
     for (int i = 0; i < 6; ++i) {
-      if (pin.order && *pin.order != kOrders[i]) continue;
+      if (pin.order && dense_letters(*pin.order) != kOrders[i]) continue;
       const std::string r = reduced_order(kOrders[i], dp, u.tp, u.pp);
       bool dup = false;
       for (int j = 0; j < n_orders; ++j) dup = dup || seen[j] == r;
@@ -181,7 +192,28 @@ struct Worker {
     ly.dp = dp;
     ly.tp = u.tp;
     ly.pp = u.pp;
+    ly.cp = u.cp;
+    // Expert-parallel degrees: divisors of the experts inside dp * cp (1 for a dense model).
+    std::vector<int> eps;
+    if (sc.model.moe.enabled()) {
+      for (int e : divisors(sc.model.moe.experts, int64_t(dp) * u.cp))
+        if ((int64_t(dp) * u.cp) % e == 0 && (!pin.ep || *pin.ep == e)) eps.push_back(e);
+      if (sc.model.expert_ffn_hidden_or_default() % u.tp != 0) eps.clear();
+    } else if (!pin.ep || *pin.ep == 1) {
+      eps.push_back(1);
+    }
     detail::Evaluation ev;
+    // MoE / cp layouts: the slice once per unit, the links once per (ep, order), the slice's
+    // terms once per (mbs, sp, recompute).
+    const bool unit_moe_cp = sc.model.moe.enabled() || u.cp > 1;
+    const Scenario slice = unit_moe_cp ? detail::moe_cp_slice(sc, ly) : Scenario{};
+    std::vector<detail::MoeCpPlacement> moe_places;
+    std::vector<char> moe_place_done;
+    if (unit_moe_cp) {
+      moe_places.resize(eps.size() * size_t(n_orders));
+      moe_place_done.assign(moe_places.size(), 0);
+    }
+    detail::MicroTerms moe_base;
     const int max_zero = dp == 1 ? 0 : (u.pp > 1 ? 1 : 3);
     for (int mbs : divisors(gbs / dp, kMaxMbs)) {
       if (pin.mbs && *pin.mbs != mbs) continue;
@@ -196,7 +228,8 @@ struct Worker {
           if (pin.recompute && *pin.recompute != rc) continue;
           if (rc == Recompute::Selective && !fw.selective_recompute) continue;
           ly.recompute = rc;
-          const detail::MicroTerms mt = detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
+          const detail::MicroTerms mt = unit_moe_cp ? detail::MicroTerms{} : detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
+          if (unit_moe_cp) moe_base = detail::moe_cp_base_terms(slice, c, ly);
           for (int si = 0; si < 3; ++si) {
             const Schedule sch = Schedule(si);
             if (pin.schedule && *pin.schedule != sch) continue;
@@ -219,8 +252,22 @@ struct Worker {
                 for (int off = 0; off < 2; ++off) {
                   if (pin.offload && *pin.offload != bool(off)) continue;
                   ly.offload = off != 0;
+                  for (size_t ei = 0; ei < eps.size(); ++ei) {
+                  const int ep = eps[ei];
+                  ly.ep = ep;
+                  const bool moe_cp = detail::needs_moe_cp(sc, ly);
                   for (int oi = 0; oi < n_orders; ++oi) {
-                    detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
+                    if (moe_cp) {  // experts or context parallelism: cost_model_moe.cpp
+                      ly.order = pin.order ? *pin.order : kOrders[order_ids[oi]];
+                      const size_t pi = ei * size_t(n_orders) + size_t(oi);
+                      if (!moe_place_done[pi]) {
+                        moe_places[pi] = detail::moe_cp_placement(sc, c, ly);
+                        moe_place_done[pi] = 1;
+                      }
+                      ev = detail::evaluate_moe_cp(sc, slice, c, ly, moe_places[pi], moe_base, nullptr).ev;
+                    } else {
+                      detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
+                    }
                     ++evaluated;
                     const bool mem_ok = ev.fits && within_margin(ev.mem.total, ev.mem.capacity, o.memory_margin);
                     if (!mem_ok && !o.include_infeasible) break;  // memory does not depend on order
@@ -238,6 +285,8 @@ struct Worker {
                     cd.sp = ly.sp;
                     cd.order = order_ids[oi];
                     cd.schedule = sch;
+                    cd.cp = u.cp;
+                    cd.ep = ep;
                     cd.days = tokens * ev.step_s / (double(gbs) * seq) / 86400.0;
                     cd.cost = price > 0 ? u.nodes * price * cd.days * 24.0 : u.gpus * cd.days;
                     cd.fits = mem_ok && (o.deadline_days <= 0 || cd.days <= o.deadline_days) &&
@@ -254,6 +303,7 @@ struct Worker {
                       Cand& b = best_per_nodes[u.nodes - o.nodes_min];
                       if (b.score == HUGE_VAL || better(cd, b)) b = cd;
                     }
+                  }
                   }
                 }
               }
@@ -276,7 +326,7 @@ void mark_as_good_as_best(std::vector<Estimate>& ranked, Objective objective) {
                             : e.step_time_s_p10 <= best.step_time_s_p90;
 }
 
-Estimate materialize(const Scenario& base, const Cand& cd) {
+Estimate materialize(const Scenario& base, const Cand& cd, const std::optional<std::string>& pinned_order) {
   Scenario sc = base;
   sc.nodes = cd.nodes;
   sc.gpus = cd.gpus;
@@ -290,8 +340,10 @@ Estimate materialize(const Scenario& base, const Cand& cd) {
   ly.recompute = cd.recompute;
   ly.offload = cd.offload;
   ly.sp = cd.sp;
-  ly.order = kOrders[cd.order];
+  ly.order = pinned_order ? *pinned_order : kOrders[cd.order];
   ly.schedule = cd.schedule;
+  ly.cp = cd.cp;
+  ly.ep = cd.ep;
   return estimate(sc, ly);
 }
 
@@ -308,7 +360,14 @@ std::vector<Unit> work_units(const Scenario& scenario, const SearchOptions& o, i
       if (o.pins.tp && *o.pins.tp != tp) continue;
       for (int pp : divisors(g / tp, md.layers)) {
         if (o.pins.pp && *o.pins.pp != pp) continue;
-        units.push_back({n, g, tp, pp});
+        // Context-parallel degrees: 2*cp divides the sequence, and (unpinned) every rank keeps at
+        // least kMinCpTokens of it.
+        const int s = scenario.seq_len();
+        for (int cp : divisors(g / (int64_t(tp) * pp), std::max(1, s / 2))) {
+          if (o.pins.cp ? *o.pins.cp != cp : cp > 1 && s / cp < kMinCpTokens) continue;
+          if (cp > 1 && s % (2 * cp) != 0) continue;
+          units.push_back({n, g, tp, pp, cp});
+        }
       }
     }
   }
@@ -430,10 +489,10 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
     }
     return e;
   };
-  for (const Cand& cd : all) result.candidates.push_back(with_limits(materialize(scenario, cd)));
+  for (const Cand& cd : all) result.candidates.push_back(with_limits(materialize(scenario, cd, o.pins.order)));
   mark_as_good_as_best(result.candidates, o.objective);
 
-  for (const Cand& cd : pareto_front(per_nodes)) result.pareto.push_back(with_limits(materialize(scenario, cd)));
+  for (const Cand& cd : pareto_front(per_nodes)) result.pareto.push_back(with_limits(materialize(scenario, cd, o.pins.order)));
   result.cancelled = cancel.load();
   if (over_limit.load())
     result.limit = "stopped after " + std::to_string(result.evaluated) +
@@ -475,7 +534,7 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
                                               const SearchOptions& options) {
   const LayoutPins& p = options.pins;
   if (!(p.dp || p.tp || p.pp || p.vp || p.mbs || p.zero || p.recompute || p.offload || p.sp ||
-        p.order || p.schedule))
+        p.order || p.schedule || p.ep || p.cp))
     return std::nullopt;
   SearchOptions any = options;
   any.include_infeasible = true;
@@ -535,6 +594,13 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
            (p.pp ? "; pp values that work with the other pins: " + list(pps) : std::string());
   }
   if (p.sp && *p.sp && p.tp && *p.tp == 1) return "sp=true needs tp > 1";
+  if (p.ep && *p.ep > 1 && !m.moe.enabled()) return "ep=" + std::to_string(*p.ep) + " needs an MoE model";
+  if (p.ep && m.moe.enabled() && m.moe.experts % *p.ep)
+    return "ep=" + std::to_string(*p.ep) + " does not divide the model's " +
+           std::to_string(m.moe.experts) + " experts";
+  if (p.cp && *p.cp > 1 && scenario.seq_len() % (2 * *p.cp))
+    return "cp=" + std::to_string(*p.cp) + ": 2*cp does not divide the sequence length " +
+           std::to_string(scenario.seq_len());
   if (p.mbs && scenario.training.gbs % *p.mbs)
     return "mbs=" + std::to_string(*p.mbs) + " does not divide gbs " +
            std::to_string(scenario.training.gbs);

@@ -71,10 +71,50 @@ bool looks_like_path(const std::string& ref) {
 // Position of a key for semantic checks, when the spec came from a file.
 Position pos(const MapReader* r, const std::string& key) { return r ? r->where(key) : Position{}; }
 
+// The mixture-of-experts rules; `err(key, message, hint)` reports at the key (under "moe.").
+template <class Err>
+void validate_moe(const ModelSpec& m, Err&& err) {
+  const MoeSpec& e = m.moe;
+  const bool any = e.experts != 0 || e.top_k != 0 || e.expert_ffn_hidden != 0 ||
+                   e.shared_experts != 0 || e.capacity_factor != 0 || e.first_dense_layers != 0;
+  if (!any) return;
+  if (e.experts <= 0) {
+    err("moe.experts", "must be > 0, found " + std::to_string(e.experts),
+        "an MoE model needs its routed experts; remove the moe section for a dense model");
+    return;
+  }
+  if (e.top_k < 0) err("moe.top_k", "must be > 0, found " + std::to_string(e.top_k));
+  if (e.top_k > e.experts)
+    err("moe.top_k", "must be <= experts (" + std::to_string(e.experts) + "), found " +
+                         std::to_string(e.top_k),
+        "the router picks top_k of the experts for every token");
+  if (e.expert_ffn_hidden < 0)
+    err("moe.expert_ffn_hidden", "must be > 0, found " + std::to_string(e.expert_ffn_hidden));
+  if (e.shared_experts < 0)
+    err("moe.shared_experts", "must be >= 0, found " + std::to_string(e.shared_experts));
+  if (!(e.capacity_factor >= 0) || !std::isfinite(e.capacity_factor))
+    err("moe.capacity_factor", "must be >= 0 (0 = dropless), found " + detail::yaml_number(e.capacity_factor));
+  else if (e.capacity_factor > 0 && e.capacity_factor < 1)
+    err("moe.capacity_factor",
+        "must be >= 1 or 0 (dropless), found " + detail::yaml_number(e.capacity_factor),
+        "below 1 an expert cannot take even its average share of the tokens");
+  if (e.moe_layer_freq < 1)
+    err("moe.moe_layer_freq", "must be >= 1, found " + std::to_string(e.moe_layer_freq));
+  if (e.first_dense_layers < 0)
+    err("moe.first_dense_layers", "must be >= 0, found " + std::to_string(e.first_dense_layers));
+  else if (m.layers > 0 && e.first_dense_layers >= m.layers)
+    err("moe.first_dense_layers", "must be < layers (" + std::to_string(m.layers) + "), found " +
+                                      std::to_string(e.first_dense_layers),
+        "at least one layer must have experts");
+}
+
+// `moe_r` reads the moe map (positions of the moe.* keys), when there is one.
 void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostics& out,
-                         const MapReader* r, const std::string& prefix) {
+                         const MapReader* r, const std::string& prefix,
+                         const MapReader* moe_r = nullptr) {
   auto err = [&](const std::string& key, const std::string& msg, const std::string& hint = {}) {
-    const Position p = pos(r, key);
+    const bool in_moe = key.compare(0, 4, "moe.") == 0;
+    const Position p = in_moe && moe_r ? moe_r->where(key.substr(4)) : in_moe ? pos(r, "moe") : pos(r, key);
     out.error(file, p.line, p.column, prefix + key, msg, hint);
   };
   auto positive = [&](const char* key, long long v) {
@@ -101,6 +141,7 @@ void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostic
                           std::to_string(m.kv_heads),
           "grouped-query attention shares each key/value head among heads / kv_heads query heads");
   }
+  validate_moe(m, err);
 }
 
 void validate_gpu_impl(const GpuSpec& g, const std::string& file, Diagnostics& out,
@@ -224,8 +265,27 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
   r.enumeration("norm", m.norm, parse_norm, "layernorm, rmsnorm");
   r.enumeration("position", m.position, parse_position, "learned, rope");
   r.text("source", m.source, false);
+  const YAML::Node moe = r.child("moe");
+  std::optional<MapReader> mr;
+  if (moe.IsDefined() && !moe.IsNull()) {
+    if (!moe.IsMap()) {
+      r.error_at(moe, "moe", "expected a map with experts, top_k, expert_ffn_hidden, ...");
+    } else {
+      mr.emplace(moe, file, prefix + "moe.", diags);
+      MoeSpec& e = m.moe;
+      mr->integer("experts", e.experts, true, {0, true, 1e6});
+      mr->integer("top_k", e.top_k, false, {0, true, 1e6});
+      mr->integer("expert_ffn_hidden", e.expert_ffn_hidden, false, kFfn);
+      mr->integer("shared_experts", e.shared_experts, false, {0, false, 1e6});
+      mr->number("capacity_factor", e.capacity_factor, false, {0, false, 1e6});
+      mr->integer("moe_layer_freq", e.moe_layer_freq, false, {0, true, 1e5});
+      mr->integer("first_dense_layers", e.first_dense_layers, false, {0, false, 1e5});
+      mr->finish();
+    }
+  }
   r.finish();
-  if (diags.items().size() == errors_before) validate_model_impl(m, file, diags, &r, prefix);
+  if (diags.items().size() == errors_before)
+    validate_model_impl(m, file, diags, &r, prefix, mr ? &*mr : nullptr);
   for (size_t i = errors_before; i < diags.items().size(); ++i)
     if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
   return m;
@@ -356,6 +416,18 @@ std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
   key("norm") << to_string(m.norm) << "\n";
   key("position") << to_string(m.position) << "\n";
   key("tied_embeddings") << (m.tied_embeddings ? "true" : "false") << "\n";
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    key("moe") << "\n";
+    const std::string in = indent + "  ";
+    os << in << "experts: " << e.experts << "\n";
+    os << in << "top_k: " << e.top_k_or_default() << "\n";
+    if (e.expert_ffn_hidden > 0) os << in << "expert_ffn_hidden: " << e.expert_ffn_hidden << "\n";
+    os << in << "shared_experts: " << e.shared_experts << "\n";
+    os << in << "capacity_factor: " << detail::yaml_number(e.capacity_factor) << "\n";
+    os << in << "moe_layer_freq: " << e.moe_layer_freq << "\n";
+    if (e.first_dense_layers > 0) os << in << "first_dense_layers: " << e.first_dense_layers << "\n";
+  }
   if (!m.source.empty()) key("source") << detail::yaml_quote(m.source) << "\n";
   return os.str();
 }
@@ -370,6 +442,76 @@ Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& f
   out.value = detail::read_model_map(map, file, prefix, out.diagnostics);
   return out;
 }
+
+namespace {
+
+// The mixture-of-experts keys of the Hugging Face configs capplan knows, by model_type:
+//   mixtral (MixtralConfig): num_local_experts, num_experts_per_tok; the experts are
+//     intermediate_size wide;
+//   qwen2_moe, qwen3_moe (Qwen2MoeConfig, Qwen3MoeConfig): num_experts, num_experts_per_tok,
+//     moe_intermediate_size, decoder_sparse_step (layer i sparse when (i + 1) % step == 0; capplan
+//     counts every step-th layer), shared_expert_intermediate_size (one shared expert that wide:
+//     counted as that many moe_intermediate_size experts);
+//   deepseek_v2, deepseek_v3 (DeepseekV3Config): n_routed_experts, num_experts_per_tok,
+//     moe_intermediate_size, n_shared_experts, first_k_dense_replace, moe_layer_freq; their
+//     multi-head latent attention is read as multi-head attention of num_attention_heads.
+// A config with MoE keys under another model_type is refused, naming it: its keys may mean
+// something else (a guess would cost the wrong model).
+constexpr const char* kHfMoeTypes = "mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3";
+
+void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
+  const Limits experts{0, true, 1e6};
+  const bool has_moe_keys = r.has("num_local_experts") || r.has("num_experts") ||
+                            r.has("n_routed_experts") || r.has("num_experts_per_tok") ||
+                            r.has("moe_intermediate_size");
+  MoeSpec& e = m.moe;
+  if (model_type == "mixtral") {
+    r.integer("num_local_experts", e.experts, true, experts);
+    r.integer("num_experts_per_tok", e.top_k, true, experts);
+    e.expert_ffn_hidden = m.ffn_hidden;
+  } else if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
+    r.integer("num_experts", e.experts, true, experts);
+    r.integer("num_experts_per_tok", e.top_k, true, experts);
+    r.integer("moe_intermediate_size", e.expert_ffn_hidden, true, kFfn);
+    if (r.has("decoder_sparse_step")) r.integer("decoder_sparse_step", e.moe_layer_freq, false, {0, true, 1e5});
+    int shared_width = 0;
+    if (r.has("shared_expert_intermediate_size") &&
+        r.integer("shared_expert_intermediate_size", shared_width, false, {0, false, 1e8}) &&
+        shared_width > 0 && e.expert_ffn_hidden > 0) {
+      if (shared_width % e.expert_ffn_hidden != 0)
+        r.error_at(r.child("shared_expert_intermediate_size"), "shared_expert_intermediate_size",
+                   "must be a multiple of moe_intermediate_size (" + std::to_string(e.expert_ffn_hidden) +
+                       "), found " + std::to_string(shared_width),
+                   "capplan counts the shared expert as whole experts of moe_intermediate_size");
+      else
+        e.shared_experts = shared_width / e.expert_ffn_hidden;
+    }
+    const YAML::Node only = r.child("mlp_only_layers");
+    if (only.IsDefined() && only.IsSequence() && only.size() > 0)
+      r.error_at(only, "mlp_only_layers",
+                 "dense layers at chosen positions are not supported; found " + std::to_string(only.size()) +
+                     " listed",
+                 "capplan places dense layers first (moe.first_dense_layers) or every moe_layer_freq-th");
+  } else if (model_type == "deepseek_v2" || model_type == "deepseek_v3") {
+    r.integer("n_routed_experts", e.experts, true, experts);
+    r.integer("num_experts_per_tok", e.top_k, true, experts);
+    r.integer("moe_intermediate_size", e.expert_ffn_hidden, true, kFfn);
+    if (r.has("n_shared_experts") && !r.child("n_shared_experts").IsNull())
+      r.integer("n_shared_experts", e.shared_experts, false, {0, false, 1e6});
+    if (r.has("first_k_dense_replace"))
+      r.integer("first_k_dense_replace", e.first_dense_layers, false, {0, false, 1e5});
+    if (r.has("moe_layer_freq")) r.integer("moe_layer_freq", e.moe_layer_freq, false, {0, true, 1e5});
+  } else if (has_moe_keys) {
+    const std::string key = r.has("model_type") ? "model_type" : r.first_present(
+        {"num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"});
+    r.error_at(r.child(key), key,
+               "mixture-of-experts config of model_type '" + model_type +
+                   "' is not known (known: " + kHfMoeTypes + ")",
+               "write the model as capplan YAML with a moe: section");
+  }
+}
+
+}  // namespace
 
 Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string& file) {
   Loaded<ModelSpec> out;
@@ -406,13 +548,16 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   // Llama-family configs: SwiGLU MLP (hidden_act "silu" with gate/up/down projections), RMSNorm,
   // rotary positions, untied embeddings by default (transformers' LlamaConfig defaults).
   const bool llama_like = act == "silu" || r.has("rms_norm_eps") || model_type == "llama" ||
-                          model_type == "mistral" || model_type == "qwen2";
+                          model_type == "mistral" || model_type == "qwen2" || model_type == "mixtral" ||
+                          model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
+                          model_type == "deepseek_v2" || model_type == "deepseek_v3";
   m.ffn = llama_like ? Ffn::Swiglu : Ffn::Gelu;
   m.norm = r.has("rms_norm_eps") || llama_like ? Norm::RmsNorm : Norm::LayerNorm;
   m.position = r.has("rope_theta") || llama_like ? PositionEmbedding::Rope
                                                  : PositionEmbedding::Learned;
   m.tied_embeddings = !llama_like;
   if (r.has("tie_word_embeddings")) r.boolean("tie_word_embeddings", m.tied_embeddings, false);
+  read_hf_moe(r, model_type, m);
   m.name = hf_name(r, file);
   m.source = "Hugging Face config " + file;
   if (d.items().size() == before) validate_model_impl(m, file, d, &r, "");

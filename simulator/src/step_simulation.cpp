@@ -52,6 +52,8 @@ const char* to_string(SimTaskKind k) {
     case SimTaskKind::Optimizer: return "optimizer";
     case SimTaskKind::Offload: return "offload";
     case SimTaskKind::Reload: return "reload";
+    case SimTaskKind::EpAllToAll: return "ep-all-to-all";
+    case SimTaskKind::CpRing: return "cp-ring";
   }
   return "?";
 }
@@ -305,6 +307,7 @@ std::string check_step_inputs(const StepCosts& costs, const Layout& layout, int6
 struct StageLinks {
   std::map<int, int> node_link;  // node -> NIC link id
   std::vector<bool> dp_crosses;  // stage s's dp group leaves its node
+  std::vector<bool> ep_crosses, cp_crosses;  // its expert group, its context ring
   // GPUs of stage s on stage s's node (all dp and tp ranks), as a fraction of the node: the NIC
   // demand of the stage's transfers.
   std::vector<double> nic_demand;
@@ -323,9 +326,23 @@ struct StageLinks {
       const int far = placement_rank(layout.order, layout, layout.dp - 1, s, 0) / gpus_per_node;
       dp_crosses[s] = far != out.stage_node[s];
     }
+    auto leaves_node = [&](int s, RankGroup g) {
+      for (int r : group_ranks(out.stage_rank[s], layout, g))
+        if (r / gpus_per_node != out.stage_node[s]) return true;
+      return false;
+    };
+    ep_crosses.assign(size_t(pp), false);
+    cp_crosses.assign(size_t(pp), false);
+    for (int s = 0; s < pp; ++s) {
+      if (layout.ep > 1) ep_crosses[s] = leaves_node(s, RankGroup::Ep);
+      if (layout.cp > 1) {
+        cp_crosses[s] = leaves_node(s, RankGroup::Cp);
+        dp_crosses[s] = leaves_node(s, RankGroup::DpCp);  // the gradients' group with cp
+      }
+    }
     stage_node = out.stage_node;
     nic_demand.assign(size_t(pp), 0.0);
-    const int gpus = layout.dp * layout.tp * pp;
+    const int gpus = layout.gpus();
     for (int s = 0; s < pp; ++s) {
       const int first = out.stage_node[s] * gpus_per_node;
       int n = 0;
@@ -343,6 +360,18 @@ struct StageLinks {
   // directions) when the group leaves the node, else over the GPU's NVLink port.
   void dp_link(Task& t, int s) const {
     if (dp_crosses[s]) {
+      t.links[0] = nic_out(s);
+      t.links[1] = nic_in(s);
+      t.demand[0] = t.demand[1] = nic_demand[s];
+    } else {
+      t.links[0] = nvl(s);
+      t.demand[0] = 1.0;
+    }
+  }
+  // Expert all-to-alls and context-ring transfers of stage s: through the node's NICs when the
+  // group leaves the node (every GPU of the node exchanges at once), else the GPU's NVLink port.
+  void group_link(Task& t, int s, bool crosses) const {
+    if (crosses) {
       t.links[0] = nic_out(s);
       t.links[1] = nic_in(s);
       t.demand[0] = t.demand[1] = nic_demand[s];
@@ -403,7 +432,8 @@ class StepGraph {
   // as if overlapped like the reduce-scatter (Megatron-LM overlap_param_gather hides it behind
   // the next step's forward). The planner prices the whole as costs.dp_comm_s.
   void plan_dp() {
-    const bool has_dp = layout_.dp > 1 && costs_.dp_comm_s > 0;
+    // Gradients are reduced over dp * cp (the context ranks hold the same weights).
+    const bool has_dp = layout_.dp * layout_.cp > 1 && costs_.dp_comm_s > 0;
     // ZeRO-3 in ring mode: the planner already took the layer-by-layer prefetch into account and
     // gives the exposed part, replayed as a wait on the compute stream after each backward.
     zero3_ring_ = has_dp && layout_.zero >= 3 && costs_.zero3_exposed_s >= 0;
@@ -481,10 +511,25 @@ class StepGraph {
     if (c.tp_comm_forward_s > 0) {
       last = g_.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_forward_s);
     }
+    last = add_moe_cp(s, a.microbatch, gc, c.ep_comm_forward_s, c.cp_comm_forward_s, last);
     fwd_first_[k] = f;
     fwd_done_[k] = last;
     if (c.offload_s > 0 || c.reload_s > 0) {
       offload_task_[k] = g_.add(SimTaskKind::Offload, SimStream::Pcie, s, a.microbatch, gc, c.offload_s, {before});
+    }
+    return last;
+  }
+
+  // The chunk's expert all-to-alls and exposed context-ring transfers, blocking on the compute
+  // stream and sharing the links (cost_model_moe.cpp gives the durations); returns the last task.
+  int add_moe_cp(int s, int microbatch, int gc, double ep_s, double cp_s, int last) {
+    if (ep_s > 0) {
+      last = g_.add(SimTaskKind::EpAllToAll, SimStream::Compute, s, microbatch, gc, ep_s);
+      links_.group_link(tasks_[size_t(last)], s, links_.ep_crosses[size_t(s)]);
+    }
+    if (cp_s > 0) {
+      last = g_.add(SimTaskKind::CpRing, SimStream::Compute, s, microbatch, gc, cp_s);
+      links_.group_link(tasks_[size_t(last)], s, links_.cp_crosses[size_t(s)]);
     }
     return last;
   }
@@ -513,6 +558,7 @@ class StepGraph {
         g_.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_backward_s / pieces);
       }
       last = g_.add(SimTaskKind::BackwardWeight, SimStream::Compute, s, a.microbatch, gc, c.backward_weight_s / pieces);
+      last = add_moe_cp(s, a.microbatch, gc, c.ep_comm_backward_s / pieces, c.cp_comm_backward_s / pieces, last);
       if (last_microbatch && buckets_of_[s][size_t(a.chunk)] > 0) {
         const int d = g_.add(SimTaskKind::DpComm, SimStream::Comm, s, -1, gc, costs_.dp_comm_s / total_buckets_, {last});
         tasks_[size_t(d)].bucket = bucket_counter_++;
@@ -650,6 +696,8 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
       case SimTaskKind::BackwardWeight: b.compute += dur; break;
       case SimTaskKind::Recompute: b.recompute += dur; break;
       case SimTaskKind::TpComm: b.tp_comm += dur; break;
+      case SimTaskKind::EpAllToAll: b.ep_comm += dur; break;
+      case SimTaskKind::CpRing: b.cp_comm += dur; break;
       case SimTaskKind::Optimizer: b.optimizer += dur; break;
       default: break;
     }

@@ -1,5 +1,7 @@
 // Search throughput: layouts evaluated per second and the wall time of a full search for GPT-3
-// 175B on 1024 A100 GPUs (128 DGX A100 nodes, gbs 1536), with 1 thread and with all threads.
+// 175B on 1024 A100 GPUs (128 DGX A100 nodes, gbs 1536), with 1 thread and with all threads; and
+// for the mixture-of-experts Mixtral 8x22B on 1024 H100 GPUs (128 p5.48xlarge, gbs 1024), where
+// ep is searched too.
 // Prints figures; asserts nothing (timings are never test assertions).
 #include <benchmark/benchmark.h>
 
@@ -57,6 +59,29 @@ void BM_SearchNodeRange(benchmark::State& state) {
       benchmark::Counter(double(evaluated), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_SearchNodeRange)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
+
+// Mixture of experts: every ep dividing the 8 experts inside dp * cp, through the MoE terms.
+void BM_SearchMixtral8x22bOn1024(benchmark::State& state) {
+  capplan::Scenario sc;
+  sc.model = *capplan::load_model("mixtral-8x22b").value;
+  sc.cluster = *capplan::load_cluster("p5.48xlarge").value;
+  sc.nodes = 128;
+  sc.training.gbs = 1024;
+  sc.training.tokens = 1e12;
+  capplan::SearchOptions opt;
+  opt.threads = int(state.range(0));
+  opt.top = 10;
+  int64_t evaluated = 0;
+  for (auto _ : state) {
+    capplan::SearchResult r = capplan::search(sc, opt);
+    evaluated += r.evaluated;
+    benchmark::DoNotOptimize(r.candidates.data());
+  }
+  state.counters["layouts_per_s"] =
+      benchmark::Counter(double(evaluated), benchmark::Counter::kIsRate);
+  state.counters["layouts_per_search"] = double(evaluated) / double(state.iterations());
+}
+BENCHMARK(BM_SearchMixtral8x22bOn1024)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(1);
 
 }  // namespace
 

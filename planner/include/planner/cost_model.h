@@ -43,8 +43,11 @@ struct TimeBreakdown {  // seconds per step on the critical path (hidden time no
   double dp_comm = 0;
   double optimizer = 0;
   double offload = 0;
+  double ep_comm = 0;  // exposed expert-parallel all-to-alls (MoE dispatch and combine)
+  double cp_comm = 0;  // exposed part of the context-parallel ring's K/V exchange
   double sum() const {
-    return compute + recompute + bubble + tp_comm + pp_comm + dp_comm + optimizer + offload;
+    return compute + recompute + bubble + tp_comm + pp_comm + dp_comm + optimizer + offload +
+           ep_comm + cp_comm;
   }
 };
 
@@ -137,6 +140,11 @@ struct ChunkCosts {  // one model chunk (a stage, or one of its vp virtual stage
   double recompute_s = 0;        // extra forward work before backward (0 without recompute)
   double tp_comm_forward_s = 0;  // TP collectives in forward (blocking, on the critical path)
   double tp_comm_backward_s = 0;
+  // Expert-parallel all-to-alls (dispatch + combine of the chunk's MoE layers, blocking) and the
+  // exposed part of the context-parallel ring, forward and backward; 0 without ep / cp.
+  double ep_comm_forward_s = 0, ep_comm_backward_s = 0;
+  double cp_comm_forward_s = 0, cp_comm_backward_s = 0;
+  int moe_layers = 0;            // layers of the chunk with experts (average over the model)
   double offload_s = 0;          // device -> host of this micro-batch's activations (PCIe)
   double reload_s = 0;           // host -> device before backward
   double activation_bytes = 0;   // kept from this chunk's forward until its backward
@@ -155,6 +163,16 @@ struct StepCosts {
   double zero3_exposed_s = -1;
   double optimizer_s = 0;
   double weights_bytes = 0;        // per GPU, same meaning as MemoryBytes
+  // Mixture of experts: one dispatch (or combine) all-to-all, bytes sent per rank and its time;
+  // four per MoE layer and micro-batch (two forward, two backward). 0 without ep.
+  double ep_alltoall_bytes = 0;
+  double ep_alltoall_s = 0;
+  // Context parallelism: one ring step's K/V block (bytes per rank), its transfer to the next
+  // rank and the attention of one step it hides behind; cp - 1 transfers per layer forward.
+  int cp = 1;
+  double cp_block_bytes = 0;
+  double cp_transfer_s = 0;
+  double cp_attention_step_s = 0;
 };
 
 StepCosts step_costs(const Scenario& scenario, const Layout& layout);

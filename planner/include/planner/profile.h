@@ -22,11 +22,17 @@ struct LayerProfile {
 struct ModelProfile {
   std::vector<LayerProfile> layers;
   double total_params = 0;         // whole model, all ranks (tied embedding counted once)
-  double flops_per_token = 0;      // forward + backward model FLOPs per token (6N + attention)
+  // Parameters one token goes through: with MoE the top_k routed and the shared experts of each
+  // MoE layer instead of all its experts; = total_params for a dense model.
+  double active_params = 0;
+  double flops_per_token = 0;      // forward + backward model FLOPs per token (6N + attention; N active)
   double forward_flops_per_token = 0;
 };
 
-// tp splits heads and FFN as Megatron does; `precision` sets activation element size.
+// tp splits heads and FFN as Megatron does; `precision` sets activation element size. An MoE
+// block's params are those of all its experts (per TP rank, before any ep split), its FLOPs those
+// of top_k routed plus the shared experts, and its activations those of the tokens its experts
+// take (top_k + shared per token).
 ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
                            Precision precision = Precision::Bf16);
 

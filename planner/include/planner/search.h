@@ -1,5 +1,7 @@
-// Exhaustive layout search: every valid (dp, tp, pp, vp, mbs, zero, recompute, offload, sp, order,
-// schedule) for a GPU count or a range of node counts, pruned by memory, ranked by an objective.
+// Exhaustive layout search: every valid (dp, tp, pp, cp, ep, vp, mbs, zero, recompute, offload, sp,
+// order, schedule) for a GPU count or a range of node counts, pruned by memory, ranked by an
+// objective. ep is searched for MoE models (divisors of the experts inside dp*cp); cp > 1 where
+// each rank keeps at least kMinCpTokens of the sequence (or where it is pinned).
 // Deterministic, multi-threaded, cancellable. Knows nothing of Qt.
 #pragma once
 
@@ -23,6 +25,7 @@ std::optional<Objective> parse_objective(const std::string& s);
 // Knobs the user pinned (e.g. --fix tp=8,pp=16); unset ones are searched.
 struct LayoutPins {
   std::optional<int> dp, tp, pp, vp, mbs, zero;
+  std::optional<int> ep, cp;
   std::optional<Recompute> recompute;
   std::optional<bool> offload, sp;
   std::optional<std::string> order;
@@ -67,6 +70,11 @@ struct SearchResult {
 // progress(done, total) is called from worker threads (one call at a time) after each work unit,
 // a (node count, tp, pp) combination; return false to cancel.
 using SearchProgress = std::function<bool(int64_t done, int64_t total)>;
+
+// Context parallelism below this many tokens per rank is not searched (pin cp to cost it): its
+// ring transfers stop hiding behind the attention of short blocks, and Megatron-Core's guidance
+// is CP for sequences of 8K and more (2 ranks of 4K).
+constexpr int kMinCpTokens = 4096;
 
 SearchResult search(const Scenario& scenario, const SearchOptions& options,
                     const SearchProgress& progress = {});

@@ -31,6 +31,8 @@ enum class SimTaskKind {
   Optimizer,
   Offload,         // activations device -> host over PCIe
   Reload,          // host -> device before backward
+  EpAllToAll,      // expert dispatch + combine all-to-alls of a chunk's MoE layers (blocking)
+  CpRing,          // the context ring's K/V transfers of a chunk, the part attention does not hide
 };
 const char* to_string(SimStream s);
 const char* to_string(SimTaskKind k);

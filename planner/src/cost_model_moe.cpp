@@ -1,0 +1,349 @@
+// The cost model's mixture-of-experts and context-parallel terms, as steps around the dense model
+// of cost_model.cpp: a layout with experts or cp > 1 is costed as the dense model of one rank's
+// slice (s / cp tokens, gradients over dp * cp) whose MLP is replaced by router and experts, plus
+// the expert all-to-alls, the exposed part of the context ring, and the experts' own memory and
+// gradient reduction. It does not change a dense layout without cp (needs_moe_cp is false there).
+#include <algorithm>
+#include <cmath>
+
+#include "cost_model_detail.h"
+#include "planner/rank_mapping.h"
+
+namespace capplan::detail {
+
+namespace {
+
+// Links of the groups of one kind through the ranks of the first node, by the rule of
+// placement.cpp: the group spanning most nodes sets the pace; across nodes a group gets its
+// share of the node's NICs.
+Links links_of(const Constants& c, int gpn, int total, const Layout& ly, RankGroup kind) {
+  Links l;
+  const int gpus_in_node = std::max(1, std::min(gpn, total));
+  int worst_nodes = 1, n = 1;
+  for (int r = 0; r < gpus_in_node && r < total; ++r) {
+    const std::vector<int> g = group_ranks(r, ly, kind);
+    n = int(g.size());
+    std::vector<int> nodes;
+    for (int m : g) nodes.push_back(m / gpus_in_node);
+    std::sort(nodes.begin(), nodes.end());
+    worst_nodes = std::max(worst_nodes, int(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));
+  }
+  l.n = n;
+  l.nodes = worst_nodes;
+  l.per_node = std::max(1, n / worst_nodes);
+  l.lat_step_intra_s = c.intra_lat_s;
+  l.lat_step_inter_s = c.inter_lat_s;
+  if (worst_nodes <= 1) {
+    l.bw_Bps = c.intra_Bps;
+  } else {
+    const double inter = c.inter_node_Bps * l.per_node / gpus_in_node;
+    l.bw_Bps = l.per_node > 1 ? std::min(c.intra_Bps, inter) : inter;
+  }
+  return l;
+}
+
+}  // namespace
+
+bool needs_moe_cp(const Scenario& sc, const Layout& ly) {
+  return sc.model.moe.enabled() || ly.cp > 1 || ly.ep > 1;
+}
+
+// One all-to-all in which every member of an n-rank group sends `bytes` in all, an equal share
+// to each member (itself included): (n - 1) / n of it leaves the GPU, (per_node - 1) / n to peers
+// on its node over NVLink and (n - per_node) / n to other nodes over its share of the NICs (all
+// GPUs of a node exchange at once: NIC / gpus_in_node each). The two parts run at once, so the
+// slower sets the time, plus one latency step of the slowest link. (NCCL's all-to-all is n - 1
+// concurrent send/receive pairs; Megatron-Core's MoE token dispatcher, Shoeybi et al. / NVIDIA
+// 2024 "MoE in Megatron-Core" Sec 3.2.) Over-counts nothing else; under-counts incast on
+// oversubscribed fabrics.
+double alltoall_s(const Constants& c, const Links& l, int gpus_in_node, double bytes) {
+  if (l.n <= 1 || bytes <= 0) return 0;
+  const double n = l.n, per_node = l.per_node;
+  const double intra_bytes = bytes * (per_node - 1) / n;
+  const double inter_bytes = bytes * (n - per_node) / n;
+  const double intra = intra_bytes / c.intra_Bps;
+  const double inter = l.nodes > 1 ? inter_bytes / (c.inter_node_Bps / std::max(1, gpus_in_node)) : 0.0;
+  return std::max(intra, inter) + (l.nodes > 1 ? c.inter_lat_s : c.intra_lat_s);
+}
+
+// The ring of context parallelism (Liu et al. 2023, Ring Attention; Megatron-Core's
+// context_parallel): cp steps of attention over one K/V block each, and cp - 1 transfers of the
+// block to the next rank, each overlapped with one step's attention; a transfer longer than the
+// step's attention shows by the difference: exposed = (cp - 1) max(0, t_x - t_a).
+double ring_exposed_s(int cp, double transfer_s, double attention_step_s) {
+  if (cp <= 1) return 0;
+  return (cp - 1) * std::max(0.0, transfer_s - attention_step_s);
+}
+
+namespace {
+
+// The MoE MLP and the context split of one layer, per TP rank and micro-batch, as deltas to the
+// dense slice's MicroTerms (named steps over the shapes).
+class MoeCpTerms {
+ public:
+  MoeCpTerms(const Scenario& sc, const Constants& c, const Layout& ly)
+      : sc(sc), c(c), ly(ly), md(sc.model), moe(md.moe), tp(ly.tp), cp(ly.cp), ep(ly.ep),
+        h(md.hidden), f(md.ffn_hidden_or_default()), fe(md.expert_ffn_hidden_or_default()),
+        kv(double(md.kv_heads_or_default()) * md.head_dim()), e(c.elem_bytes),
+        gated(md.ffn == Ffn::Swiglu), tok(double(ly.mbs) * sc.seq_len() / ly.cp),
+        frac(md.layers > 0 ? double(moe.moe_layers(md.layers)) / md.layers : 0.0),
+        experts(moe.experts), k(moe.top_k_or_default()), shared(moe.shared_experts),
+        // The busiest expert's tokens as a multiple of the mean: the capacity factor bounds it
+        // (GShard, Lepikhin et al. 2021 Sec 2.2; Switch, Fedus et al. 2022 Sec 2.2: tokens over
+        // capacity are dropped, and the buffers are padded to it); dropless (0) assumes the
+        // auxiliary loss keeps the load even (under-counts the straggler expert).
+        imbalance(moe.capacity_factor > 0 ? moe.capacity_factor : 1.0) {}
+
+  // Context parallelism: attention of s/cp queries over all s keys, load-balanced (Megatron's
+  // 2 cp chunks: rank i holds chunks i and 2cp-1-i, so every rank does 1/cp of the causal
+  // work); the dense slice counts A(s/cp) = A(s)/cp^2 of the quadratic core, so (cp - 1) more
+  // such blocks are added, forward and backward (and to a recompute that repeats the core).
+  void context(MicroTerms& mt) const {
+    if (cp <= 1) return;
+    const double extra_f = (cp - 1) * mt.layer_attn_fwd_full_s;
+    const double extra_b = (cp - 1) * mt.layer_attn_bwd_full_s;
+    mt.layer_fwd_s += extra_f;
+    mt.layer_bwd_in_s += extra_b;
+    mt.layer_attn_core_fwd_s += extra_f;
+    if (ly.recompute == Recompute::Full) mt.layer_recompute_s += extra_f;
+    else if (ly.recompute == Recompute::Selective && mt.layer_recompute_s > 0) mt.layer_recompute_s += extra_f;
+    mt.layer_gemm_flops += (cp - 1) * mt.layer_attn_core_flops;
+    mt.layer_attn_core_flops *= cp;
+  }
+
+  // The ring's K/V exchange: a block is the rank's K and V, tok x 2 kv / tp elements; forward
+  // passes it cp - 1 times behind cp steps of A(s/cp) each; backward passes K, V and their
+  // gradients (twice the bytes) behind the backward's steps. Full recompute runs the forward ring
+  // again. Point-to-point at the cp group's link (every rank sends at once: NIC / GPUs per node
+  // when the ring crosses nodes).
+  void context_ring(const Placement& pl_cp, const Links& cp_links, MicroTerms& mt) const {
+    if (cp <= 1) return;
+    const double block_bytes = tok * 2 * kv / tp * e;
+    const double bw = cp_links.nodes > 1 ? pl_cp.p2p_Bps : c.intra_Bps;
+    const double lat = cp_links.nodes > 1 ? c.inter_lat_s : c.intra_lat_s;
+    const double t_f = lat + block_bytes / bw;
+    const double t_b = lat + 2 * block_bytes / bw;
+    mt.layer_cp_comm_fwd_s = ring_exposed_s(cp, t_f, mt.layer_attn_fwd_full_s);
+    cp_transfer_s = t_f;
+    cp_attention_step_s = mt.layer_attn_fwd_full_s;
+    mt.layer_cp_comm_bwd_s = ring_exposed_s(cp, t_b, mt.layer_attn_bwd_full_s) +
+                             (ly.recompute == Recompute::Full ? mt.layer_cp_comm_fwd_s : 0.0);
+    cp_block_bytes = block_bytes;
+  }
+
+  // The MLP of an MoE layer instead of the dense one, averaged over the layers (frac of them have
+  // experts): router GEMM [tok, h] x [h, experts] and its softmax / top-k over fp32 logits; the
+  // tokens permuted to their experts and back (read + write h per copy, twice); the local
+  // experts, experts / ep of them, each taking the tokens the ep ranks route to it, tok ep k /
+  // experts on average and `imbalance` times that on the busiest rank, as one grouped GEMM per
+  // projection; the shared experts on every token. Backward: input- and weight-gradient GEMMs of
+  // each forward GEMM.
+  void experts_mlp(MicroTerms& mt) const {
+    if (!moe.enabled()) return;
+    const double ffn_in = gated ? 2 : 1;
+    const double dense_gemm = gemm_seconds(c, tok, ffn_in * f / tp, h) + gemm_seconds(c, tok, h, f / tp);
+    const double dense_act = memory_seconds(c, tok * f / tp * (gated ? 3 : 2) * e);
+    const double dense_act_b = memory_seconds(c, tok * f / tp * (gated ? 5 : 3) * e);
+    const double local = experts / ep;
+    const double tok_e = tok * ep * k / experts * imbalance;
+    const double expert_gemm = gemm_seconds(c, tok_e, ffn_in * fe / tp, h, local) +
+                               gemm_seconds(c, tok_e, h, fe / tp, local);
+    const double shared_gemm = shared > 0 ? gemm_seconds(c, tok, shared * ffn_in * fe / tp, h) +
+                                                gemm_seconds(c, tok, h, shared * fe / tp)
+                                          : 0.0;
+    const double copies = local * tok_e + shared * tok;  // token rows through expert MLPs
+    const double act = memory_seconds(c, copies * fe / tp * (gated ? 3 : 2) * e);
+    const double act_b = memory_seconds(c, copies * fe / tp * (gated ? 5 : 3) * e);
+    const double router = gemm_seconds(c, tok, experts, h) + memory_seconds(c, tok * experts * 4 * 3);
+    const double permute = memory_seconds(c, 2 * 2 * tok * k * h * e);
+    const double fwd = router + permute + expert_gemm + shared_gemm + act - dense_gemm - dense_act;
+    const double bwd_in = gemm_seconds(c, tok, h, experts) + permute + expert_gemm +
+                          shared_gemm + act_b - dense_gemm - dense_act_b;
+    const double bwd_w = gemm_seconds(c, tok, experts, h) + expert_gemm + shared_gemm - dense_gemm;
+    mt.layer_fwd_s += frac * fwd;
+    mt.layer_bwd_in_s += frac * bwd_in;
+    mt.layer_bwd_w_s += frac * bwd_w;
+    if (ly.recompute == Recompute::Full) mt.layer_recompute_s += frac * fwd;
+    // FLOPs per TP rank: router and (k + shared) expert MLPs per token instead of one dense MLP.
+    const double mlp_mat = (gated ? 3 : 2) * h;
+    mt.layer_gemm_flops += frac * 2 * tok * (h * experts + (k + shared) * mlp_mat * fe / tp - mlp_mat * f / tp);
+    // Activations: the dense MLP's (gated ? 3 : 2) f per token replaced by each copy's expert
+    // inputs and its permuted h, plus the fp32 router logits.
+    const double dense_kept = tok * (gated ? 3 : 2) * f * e / tp;
+    const double moe_kept = copies * ((gated ? 3 : 2) * fe * e / tp + h * e) + tok * experts * 4;
+    const double d_kept = frac * (moe_kept - dense_kept);
+    mt.layer_act_full_bytes += d_kept;
+    if (ly.recompute != Recompute::Full) mt.layer_act_kept_bytes += d_kept;
+    // Parameters, per rank: the dense part loses its MLP and gains the router (replicated) and
+    // the shared experts (split over tp); the routed experts are counted apart (expert_params).
+    mt.layer_params += frac * (h * experts + shared * mlp_mat * fe / tp - mlp_mat * f / tp -
+                               (md.norm == Norm::LayerNorm ? ffn_in * f / tp : 0.0));
+    mt.layer_matrix_params = std::max(mt.layer_matrix_params, fe * h / tp);
+    expert_params_per_layer = frac * local * mlp_mat * fe / tp;
+  }
+
+  // Dispatch and combine: two all-to-alls per MoE layer forward and two backward (Megatron-Core's
+  // alltoall token dispatcher; Lepikhin et al. 2021 Fig. 3), each rank sending k copies of its
+  // tokens' h-vectors (padded to the capacity when there is one), split over the tp ranks
+  // (Megatron-Core runs MoE with sequence parallelism: a tp rank holds tok / tp tokens). Blocking
+  // on the compute stream; full recompute repeats the forward's two.
+  void all_to_alls(const Links& ep_links, int gpus_in_node, MicroTerms& mt) const {
+    if (!moe.enabled() || ep <= 1) return;
+    a2a_bytes = tok * k * h * e / tp * (moe.capacity_factor > 0 ? moe.capacity_factor : 1.0);
+    const double t = alltoall_s(c, ep_links, gpus_in_node, a2a_bytes);
+    a2a_s = t;
+    mt.layer_ep_comm_fwd_s = frac * 2 * t;
+    mt.layer_ep_comm_bwd_s = frac * (2 + (ly.recompute == Recompute::Full ? 2 : 0)) * t;
+  }
+
+  mutable double expert_params_per_layer = 0;  // routed experts' params per rank, averaged per layer
+  mutable double a2a_bytes = 0;        // one all-to-all's bytes per rank
+  mutable double cp_block_bytes = 0;   // one ring step's K/V block
+  mutable double a2a_s = 0, cp_transfer_s = 0, cp_attention_step_s = 0;
+
+ private:
+  const Scenario& sc;
+  const Constants& c;
+  const Layout& ly;
+  const ModelSpec& md;
+  const MoeSpec& moe;
+  const int tp, cp, ep;
+  const double h, f, fe, kv, e;
+  const bool gated;
+  const double tok, frac, experts, k, shared, imbalance;
+};
+
+}  // namespace
+
+Scenario moe_cp_slice(const Scenario& sc, const Layout& ly) {
+  // The dense slice one rank computes: s / cp tokens per sequence, the dense model (MoeCpTerms
+  // swaps its MLP for the experts').
+  Scenario slice = sc;
+  slice.training.seq_len = sc.seq_len() / std::max(1, ly.cp);
+  slice.model.moe = MoeSpec{};
+  return slice;
+}
+
+MoeCpPlacement moe_cp_placement(const Scenario& sc, const Constants& c, const Layout& ly) {
+  MoeCpPlacement p;
+  const int gpn = sc.cluster.gpus_per_node, total = sc.total_gpus();
+  const int gpus_in_node = std::max(1, std::min(gpn, total));
+  Placement& pl = p.pl;
+  pl.tp = links_of(c, gpn, total, ly, RankGroup::Tp);
+  pl.pp = links_of(c, gpn, total, ly, RankGroup::Pp);
+  pl.dp = links_of(c, gpn, total, ly, RankGroup::DpCp);
+  if (pl.pp.nodes > 1) {
+    pl.p2p_Bps = c.inter_node_Bps / gpus_in_node;
+    pl.p2p_lat_s = c.inter_lat_s;
+  } else {
+    pl.p2p_Bps = c.intra_Bps;
+    pl.p2p_lat_s = c.intra_lat_s;
+  }
+  p.cp = links_of(c, gpn, total, ly, RankGroup::Cp);
+  p.ep = links_of(c, gpn, total, ly, RankGroup::Ep);
+  p.edp = links_of(c, gpn, total, ly, RankGroup::ExpertDp);
+  return p;
+}
+
+MicroTerms moe_cp_base_terms(const Scenario& slice, const Constants& c, const Layout& ly) {
+  return micro_terms(slice, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+}
+
+MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Constants& c, const Layout& ly,
+                                StepCosts* steps) {
+  const Scenario slice = moe_cp_slice(sc, ly);
+  return evaluate_moe_cp(sc, slice, c, ly, moe_cp_placement(sc, c, ly), moe_cp_base_terms(slice, c, ly), steps);
+}
+
+MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants& c,
+                                const Layout& ly, const MoeCpPlacement& place, const MicroTerms& base,
+                                StepCosts* steps) {
+  MoeCpEvaluation r;
+  r.m = ly.num_microbatches(sc.training.gbs);
+  const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+  // Dense gradients reduced (and ZeRO-sharded) over dp * cp: Megatron-Core folds cp into the
+  // data-parallel group for the weights.
+  Layout dense = ly;
+  dense.dp = ly.dp * ly.cp;
+  dense.cp = 1;
+  dense.ep = 1;
+  dense.order = "DPT";
+  const Placement& pl = place.pl;
+  const Links& cp_links = place.cp;
+  const Links& ep_links = place.ep;
+  const Links& edp_links = place.edp;
+  Placement pl_cp = pl;
+  pl_cp.p2p_Bps = cp_links.nodes > 1 ? c.inter_node_Bps / gpus_in_node : c.intra_Bps;
+
+  MoeCpTerms terms(sc, c, ly);
+  r.mt = base;
+  terms.context(r.mt);
+  terms.context_ring(pl_cp, cp_links, r.mt);
+  terms.experts_mlp(r.mt);
+  terms.all_to_alls(ep_links, gpus_in_node, r.mt);
+
+  evaluate(slice, c, dense, r.m, r.mt, pl, r.ev, steps);
+
+  // The routed experts' state on the stage that peaks, sharded over ep by construction (each rank
+  // holds experts / ep) and by ZeRO over the expert data-parallel group, dp * cp / ep ranks
+  // (Megatron-Core's expert optimizer): weights, gradients, optimizer state at the dense rates,
+  // and the allocator margin on them.
+  const double edp = double(ly.dp) * ly.cp / ly.ep;
+  const int peak_stage = r.ev.memory_stage;
+  const double stage_expert_params =
+      terms.expert_params_per_layer * stage_layers(sc.model.layers, ly.pp, ly.vp, peak_stage);
+  const StateBytesPerParam state = state_bytes_per_param(sc.training);
+  MemoryBytes& mem = r.ev.mem;
+  const double w = stage_expert_params * state.weights / (ly.zero >= 3 ? edp : 1.0);
+  const double g = stage_expert_params * c.grad_bytes / (ly.zero >= 2 ? edp : 1.0);
+  const double o = sc.training.offload_optimizer ? 0.0 : stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0);
+  const double margin = sc.training.framework.allocator_margin * (w + g + o);
+  mem.weights += w;
+  mem.gradients += g;
+  mem.optimizer += o;
+  mem.buffers += margin;
+  mem.total += w + g + o + margin;
+  r.ev.fits = r.ev.fits && mem.total <= mem.capacity;
+
+  // Experts' gradients: reduced over the expert data-parallel group after the backward (the
+  // critical stage's experts), exposed in full (over-counts where the framework overlaps it with
+  // the backward); their optimizer step at the dense step's rate per parameter.
+  const double crit_expert_params =
+      terms.expert_params_per_layer *
+      std::max(stage_layers(sc.model.layers, ly.pp, ly.vp, 0), stage_layers(sc.model.layers, ly.pp, ly.vp, ly.pp - 1));
+  const double expert_grad_bytes = crit_expert_params * c.grad_bytes;
+  double expert_dp_s = 0;
+  if (edp_links.n > 1) {
+    expert_dp_s = ly.zero == 0 ? allreduce_s(edp_links, expert_grad_bytes)
+                               : allgather_s(edp_links, expert_grad_bytes) +
+                                     allgather_s(edp_links, crit_expert_params * c.elem_bytes);
+  }
+  const double step_traffic =
+      sc.training.optimizer == Optimizer::Sgd ? 3 * c.elem_bytes : 30.0;  // as the dense step
+  const double expert_opt_s = crit_expert_params / (ly.zero >= 1 ? edp : 1.0) * step_traffic / c.hbm_Bps;
+  TimeBreakdown& tb = r.ev.time;
+  tb.dp_comm += expert_dp_s;
+  if (!sc.training.offload_optimizer) tb.optimizer += expert_opt_s;
+  r.ev.step_s = tb.sum();
+  if (steps) {
+    steps->dp_comm_s += expert_dp_s;
+    steps->dp_bytes += edp_links.n > 1 ? expert_grad_bytes : 0.0;
+    steps->optimizer_s = tb.optimizer;
+    steps->weights_bytes = mem.weights;
+    steps->ep_alltoall_bytes = terms.a2a_bytes;
+    steps->ep_alltoall_s = terms.a2a_s;
+    steps->cp_block_bytes = terms.cp_block_bytes;
+    steps->cp_transfer_s = terms.cp_transfer_s;
+    steps->cp_attention_step_s = terms.cp_attention_step_s;
+    steps->cp = ly.cp;
+    for (ChunkCosts& ch : steps->chunks) ch.moe_layers = sc.model.moe.enabled() ? int(std::lround(ch.num_layers * double(sc.model.moe.moe_layers(sc.model.layers)) / sc.model.layers)) : 0;
+  }
+
+  // What finish_estimate counts: FLOPs of a whole sequence per TP rank (cp slices of it).
+  r.mt_finish = r.mt;
+  r.mt_finish.layer_gemm_flops *= ly.cp;
+  r.mt_finish.layer_attn_core_flops *= ly.cp;
+  return r;
+}
+
+}  // namespace capplan::detail

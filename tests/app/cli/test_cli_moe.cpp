@@ -1,0 +1,86 @@
+// `capplan` with mixture-of-experts models and context parallelism, as a process: profile's total
+// and active parameters, --ep/--cp through estimate, plan pins and exports, and the bad input the
+// issue lists (exit 2, the field named).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/run_program.h"
+
+namespace {
+
+using CliRun = capplan::test::ProgramRun;
+
+CliRun run_cli(const std::string& args) { return capplan::test::run_program(CAPPLAN_CLI, args); }
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+::testing::AssertionResult refused(const CliRun& r, const std::string& message) {
+  if (r.status == 2 && has(r.err, message)) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "status " << r.status << ", expected 2 and '" << message
+                                       << "' on stderr:\n" << r.err;
+}
+
+TEST(CliMoe, ProfileReportsTotalAndActiveParameters) {
+  const CliRun r = run_cli("profile --model mixtral-8x7b");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "46.70B parameters, 12.88B active per token")) << r.out;
+  EXPECT_TRUE(has(r.out, "8 experts, top_k 2")) << r.out;
+  const CliRun j = run_cli("profile --model deepseek-v3-671b --json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  EXPECT_TRUE(has(j.out, "\"active_params\"")) << j.out;
+  EXPECT_TRUE(has(j.out, "\"moe_layers\":58")) << j.out;
+}
+
+TEST(CliMoe, EstimateTakesEpAndCp) {
+  const CliRun r = run_cli(
+      "estimate --model mixtral-8x7b --cluster p5.48xlarge --nodes 8 --dp 16 --tp 1 --pp 4 --ep 8 "
+      "--zero 1 --mbs 1 --gbs 256 --order PDT --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"ep\":8")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"ep_comm\"")) << r.out;
+  const CliRun c = run_cli(
+      "estimate --model llama3-8b --cluster p5.48xlarge --nodes 2 --dp 2 --tp 2 --pp 1 --cp 4 "
+      "--seq 32768 --sp --mbs 1 --gbs 16");
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_TRUE(has(c.out, "cp 4")) << c.out;
+  EXPECT_TRUE(has(c.out, "cp_comm")) << c.out;
+}
+
+TEST(CliMoe, BadInputNamesTheField) {
+  // ep not dividing the experts.
+  EXPECT_TRUE(refused(run_cli("estimate --model mixtral-8x7b --cluster p5.48xlarge --nodes 1 --dp 6 "
+                              "--tp 1 --pp 1 --ep 3 --mbs 1 --gbs 6 --gpus 6"),
+                      "ep = 3 must divide experts = 8"));
+  // cp: 2*cp not dividing the sequence.
+  EXPECT_TRUE(refused(run_cli("estimate --model llama3-8b --cluster p5.48xlarge --nodes 1 --dp 1 "
+                              "--tp 1 --pp 1 --cp 3 --mbs 1 --gbs 1 --gpus 3 --seq 8192"),
+                      "cp = 3: 2*cp = 6 must divide the sequence length 8192"));
+  // top_k over the experts, in a model file: file, line, key.
+  EXPECT_TRUE(refused(run_cli("profile --model tests/data/bad/model_moe_top_k.yaml"),
+                      "model_moe_top_k.yaml:9:10: error: model.moe.top_k: must be <= experts (4), found 6"));
+  // A config.json whose MoE type is not known: named, not guessed.
+  EXPECT_TRUE(refused(run_cli("profile --model tests/data/bad/hf_config_unknown_moe.json"),
+                      "model_type 'dbrx' is not known"));
+  // A pin on a dense model.
+  EXPECT_TRUE(refused(run_cli("plan --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --gbs 64 --fix ep=2"),
+                      "ep=2 needs an MoE model"));
+}
+
+TEST(CliMoe, PlanAndMegatronExport) {
+  const std::string dir = ::testing::TempDir();
+  const CliRun p = run_cli("plan --model mixtral-8x7b --cluster p5.48xlarge --nodes 8 --gbs 256 "
+                           "--framework megatron-core --fix ep=8,pp=4 --top 3 --save " + dir + "/moe-plan.yaml");
+  ASSERT_EQ(p.status, 0) << p.err;
+  EXPECT_TRUE(has(p.out, "ep 8")) << p.out;
+  const CliRun e = run_cli("export --plan " + dir + "/moe-plan.yaml --format megatron");
+  ASSERT_EQ(e.status, 0) << e.err;
+  EXPECT_TRUE(has(e.out, "--expert-model-parallel-size 8")) << e.out;
+  EXPECT_TRUE(has(e.out, "--num-experts 8")) << e.out;
+  EXPECT_TRUE(has(e.out, "--moe-router-topk 2")) << e.out;
+  const CliRun d = run_cli("export --plan " + dir + "/moe-plan.yaml --format deepspeed");
+  ASSERT_EQ(d.status, 0) << d.err;
+  EXPECT_TRUE(has(d.out + d.err, "ep_size=8")) << d.out << d.err;
+}
+
+}  // namespace
