@@ -890,14 +890,48 @@ std::optional<TrainingProblem> check_training(const Scenario& sc) {
   return std::nullopt;
 }
 
+namespace {
+
+// The expert- and context-parallel rules: ep divides the experts (each rank holds experts / ep
+// whole experts, Megatron-Core) and lives inside the dp*cp group; cp splits the sequence into
+// 2*cp equal chunks (Megatron-Core's causal load balance, rank i holding chunks i and 2cp-1-i).
+std::optional<std::string> check_moe_layout(const Scenario& sc, const Layout& ly) {
+  const ModelSpec& md = sc.model;
+  if (ly.ep > 1 && !md.moe.enabled())
+    return "ep = " + std::to_string(ly.ep) + " needs an MoE model (the model has no moe.experts)";
+  if (md.moe.enabled() && md.moe.experts % ly.ep != 0)
+    return "ep = " + std::to_string(ly.ep) + " must divide experts = " + std::to_string(md.moe.experts);
+  if ((int64_t(ly.dp) * ly.cp) % ly.ep != 0)
+    return "ep = " + std::to_string(ly.ep) + " must divide dp*cp = " +
+           std::to_string(int64_t(ly.dp) * ly.cp) + " (the expert group lives inside the data- and context-parallel ranks)";
+  if (md.moe.enabled() && ly.tp > 0 && md.expert_ffn_hidden_or_default() % ly.tp != 0)
+    return "tp = " + std::to_string(ly.tp) + " must divide moe.expert_ffn_hidden = " +
+           std::to_string(md.expert_ffn_hidden_or_default());
+  if (ly.cp > 1) {
+    const int s = sc.seq_len();
+    if (s % (2 * ly.cp) != 0)
+      return "cp = " + std::to_string(ly.cp) + ": 2*cp = " + std::to_string(2 * ly.cp) +
+             " must divide the sequence length " + std::to_string(s) +
+             " (the causal load balance splits it into 2*cp equal chunks)";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
   const ModelSpec& md = sc.model;
   if (ly.dp < 1 || ly.tp < 1 || ly.pp < 1 || ly.vp < 1 || ly.mbs < 1)
     return "dp, tp, pp, vp and mbs must be >= 1";
+  if (ly.cp < 1 || ly.ep < 1) return "cp and ep must be >= 1";
   if (sc.total_gpus() <= 0) return "the scenario has no GPUs (nodes and gpus are 0)";
-  if (int64_t(ly.dp) * ly.tp * ly.pp != sc.total_gpus())
+  if (ly.cp == 1 && int64_t(ly.dp) * ly.tp * ly.pp != sc.total_gpus())
     return "dp*tp*pp = " + std::to_string(int64_t(ly.dp) * ly.tp * ly.pp) +
            " must equal the GPU count " + std::to_string(sc.total_gpus());
+  if (int64_t(ly.dp) * ly.tp * ly.pp * ly.cp != sc.total_gpus())
+    return "dp*tp*pp*cp = " + std::to_string(int64_t(ly.dp) * ly.tp * ly.pp * ly.cp) +
+           " must equal the GPU count " + std::to_string(sc.total_gpus());
+  if (auto moe = check_moe_layout(sc, ly)) return moe;
   if (md.heads <= 0 || md.layers <= 0 || md.hidden <= 0) return "the model has no layers, hidden or heads";
   if (md.heads % ly.tp != 0)
     return "tp = " + std::to_string(ly.tp) + " must divide heads = " + std::to_string(md.heads);
@@ -929,9 +963,8 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
   if (ly.zero < 0 || ly.zero > 3) return "zero must be 0, 1, 2 or 3";
   if (ly.zero >= 2 && ly.pp > 1) return "zero 2 and 3 need pp = 1 (gradients are sharded across micro-batches)";
   const std::string& o = ly.order;
-  if (o.size() != 3 || std::count(o.begin(), o.end(), 'D') != 1 ||
-      std::count(o.begin(), o.end(), 'P') != 1 || std::count(o.begin(), o.end(), 'T') != 1)
-    return "order '" + o + "' must be a permutation of D, P and T";
+  if (!parse_order(o) || *parse_order(o) != o)
+    return "order '" + o + "' must be a permutation of D, P and T (C and E optional)";
   if (ly.sp && ly.tp < 2) return "sp (sequence parallelism) needs tp >= 2";
   if (sc.cluster.gpus_per_node <= 0) return "the cluster has no gpus_per_node";
   if (sc.cluster.gpu.peak_tflops(sc.training.precision) <= 0 &&

@@ -118,6 +118,8 @@ std::string plan_to_yaml(const Plan& plan) {
   os << "  dp: " << l.dp << "\n";
   os << "  tp: " << l.tp << "\n";
   os << "  pp: " << l.pp << "\n";
+  if (l.cp != 1) os << "  cp: " << l.cp << "\n";
+  if (l.ep != 1) os << "  ep: " << l.ep << "\n";
   os << "  vp: " << l.vp << "\n";
   os << "  mbs: " << l.mbs << "\n";
   os << "  zero: " << l.zero << "\n";
@@ -250,13 +252,15 @@ Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool k
     lr.integer("dp", l.dp, true, kCount);
     lr.integer("tp", l.tp, true, kCount);
     lr.integer("pp", l.pp, true, kCount);
+    lr.integer("cp", l.cp, false, kCount);
+    lr.integer("ep", l.ep, false, kCount);
     lr.integer("vp", l.vp, false, kCount);
     lr.integer("mbs", l.mbs, false, kCount);
     lr.integer("zero", l.zero, false, kZero);
     lr.enumeration("recompute", l.recompute, parse_recompute, "none, selective, full");
     lr.boolean("offload", l.offload, false);
     lr.boolean("sp", l.sp, false);
-    lr.enumeration("order", l.order, parse_order, "a permutation of D, P, T, or cluster, spread");
+    lr.enumeration("order", l.order, parse_order, "a permutation of D, P, T (with C and E optional), or cluster, spread");
     lr.enumeration("schedule", l.schedule, parse_schedule, "gpipe, 1f1b, interleaved");
     lr.finish();
   }

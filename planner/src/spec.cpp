@@ -153,12 +153,15 @@ std::optional<std::string> parse_order(const std::string& s) {
   // parallel ranks together (= DPT), "spread" spreads them out (= TPD).
   if (l == "cluster") return std::string("DPT");
   if (l == "spread") return std::string("TPD");
-  if (s.size() != 3) return std::nullopt;
+  if (s.size() < 3 || s.size() > 5) return std::nullopt;
   std::string u = s;
   for (char& c : u) c = char(std::toupper(static_cast<unsigned char>(c)));
-  std::string sorted = u;
-  std::sort(sorted.begin(), sorted.end());
-  if (sorted != "DPT") return std::nullopt;
+  for (char axis : u)
+    if (std::string("DPTCE").find(axis) == std::string::npos ||
+        std::count(u.begin(), u.end(), axis) != 1)
+      return std::nullopt;
+  for (char axis : {'D', 'P', 'T'})
+    if (u.find(axis) == std::string::npos) return std::nullopt;
   return u;
 }
 

@@ -71,10 +71,50 @@ bool looks_like_path(const std::string& ref) {
 // Position of a key for semantic checks, when the spec came from a file.
 Position pos(const MapReader* r, const std::string& key) { return r ? r->where(key) : Position{}; }
 
+// The mixture-of-experts rules; `err(key, message, hint)` reports at the key (under "moe.").
+template <class Err>
+void validate_moe(const ModelSpec& m, Err&& err) {
+  const MoeSpec& e = m.moe;
+  const bool any = e.experts != 0 || e.top_k != 0 || e.expert_ffn_hidden != 0 ||
+                   e.shared_experts != 0 || e.capacity_factor != 0 || e.first_dense_layers != 0;
+  if (!any) return;
+  if (e.experts <= 0) {
+    err("moe.experts", "must be > 0, found " + std::to_string(e.experts),
+        "an MoE model needs its routed experts; remove the moe section for a dense model");
+    return;
+  }
+  if (e.top_k < 0) err("moe.top_k", "must be > 0, found " + std::to_string(e.top_k));
+  if (e.top_k > e.experts)
+    err("moe.top_k", "must be <= experts (" + std::to_string(e.experts) + "), found " +
+                         std::to_string(e.top_k),
+        "the router picks top_k of the experts for every token");
+  if (e.expert_ffn_hidden < 0)
+    err("moe.expert_ffn_hidden", "must be > 0, found " + std::to_string(e.expert_ffn_hidden));
+  if (e.shared_experts < 0)
+    err("moe.shared_experts", "must be >= 0, found " + std::to_string(e.shared_experts));
+  if (!(e.capacity_factor >= 0) || !std::isfinite(e.capacity_factor))
+    err("moe.capacity_factor", "must be >= 0 (0 = dropless), found " + detail::yaml_number(e.capacity_factor));
+  else if (e.capacity_factor > 0 && e.capacity_factor < 1)
+    err("moe.capacity_factor",
+        "must be >= 1 or 0 (dropless), found " + detail::yaml_number(e.capacity_factor),
+        "below 1 an expert cannot take even its average share of the tokens");
+  if (e.moe_layer_freq < 1)
+    err("moe.moe_layer_freq", "must be >= 1, found " + std::to_string(e.moe_layer_freq));
+  if (e.first_dense_layers < 0)
+    err("moe.first_dense_layers", "must be >= 0, found " + std::to_string(e.first_dense_layers));
+  else if (m.layers > 0 && e.first_dense_layers >= m.layers)
+    err("moe.first_dense_layers", "must be < layers (" + std::to_string(m.layers) + "), found " +
+                                      std::to_string(e.first_dense_layers),
+        "at least one layer must have experts");
+}
+
+// `moe_r` reads the moe map (positions of the moe.* keys), when there is one.
 void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostics& out,
-                         const MapReader* r, const std::string& prefix) {
+                         const MapReader* r, const std::string& prefix,
+                         const MapReader* moe_r = nullptr) {
   auto err = [&](const std::string& key, const std::string& msg, const std::string& hint = {}) {
-    const Position p = pos(r, key);
+    const bool in_moe = key.compare(0, 4, "moe.") == 0;
+    const Position p = in_moe && moe_r ? moe_r->where(key.substr(4)) : in_moe ? pos(r, "moe") : pos(r, key);
     out.error(file, p.line, p.column, prefix + key, msg, hint);
   };
   auto positive = [&](const char* key, long long v) {
@@ -101,6 +141,7 @@ void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostic
                           std::to_string(m.kv_heads),
           "grouped-query attention shares each key/value head among heads / kv_heads query heads");
   }
+  validate_moe(m, err);
 }
 
 void validate_gpu_impl(const GpuSpec& g, const std::string& file, Diagnostics& out,
@@ -224,8 +265,27 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
   r.enumeration("norm", m.norm, parse_norm, "layernorm, rmsnorm");
   r.enumeration("position", m.position, parse_position, "learned, rope");
   r.text("source", m.source, false);
+  const YAML::Node moe = r.child("moe");
+  std::optional<MapReader> mr;
+  if (moe.IsDefined() && !moe.IsNull()) {
+    if (!moe.IsMap()) {
+      r.error_at(moe, "moe", "expected a map with experts, top_k, expert_ffn_hidden, ...");
+    } else {
+      mr.emplace(moe, file, prefix + "moe.", diags);
+      MoeSpec& e = m.moe;
+      mr->integer("experts", e.experts, true, {0, true, 1e6});
+      mr->integer("top_k", e.top_k, false, {0, true, 1e6});
+      mr->integer("expert_ffn_hidden", e.expert_ffn_hidden, false, kFfn);
+      mr->integer("shared_experts", e.shared_experts, false, {0, false, 1e6});
+      mr->number("capacity_factor", e.capacity_factor, false, {0, false, 1e6});
+      mr->integer("moe_layer_freq", e.moe_layer_freq, false, {0, true, 1e5});
+      mr->integer("first_dense_layers", e.first_dense_layers, false, {0, false, 1e5});
+      mr->finish();
+    }
+  }
   r.finish();
-  if (diags.items().size() == errors_before) validate_model_impl(m, file, diags, &r, prefix);
+  if (diags.items().size() == errors_before)
+    validate_model_impl(m, file, diags, &r, prefix, mr ? &*mr : nullptr);
   for (size_t i = errors_before; i < diags.items().size(); ++i)
     if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
   return m;
@@ -356,6 +416,18 @@ std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
   key("norm") << to_string(m.norm) << "\n";
   key("position") << to_string(m.position) << "\n";
   key("tied_embeddings") << (m.tied_embeddings ? "true" : "false") << "\n";
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    key("moe") << "\n";
+    const std::string in = indent + "  ";
+    os << in << "experts: " << e.experts << "\n";
+    os << in << "top_k: " << e.top_k_or_default() << "\n";
+    if (e.expert_ffn_hidden > 0) os << in << "expert_ffn_hidden: " << e.expert_ffn_hidden << "\n";
+    os << in << "shared_experts: " << e.shared_experts << "\n";
+    os << in << "capacity_factor: " << detail::yaml_number(e.capacity_factor) << "\n";
+    os << in << "moe_layer_freq: " << e.moe_layer_freq << "\n";
+    if (e.first_dense_layers > 0) os << in << "first_dense_layers: " << e.first_dense_layers << "\n";
+  }
   if (!m.source.empty()) key("source") << detail::yaml_quote(m.source) << "\n";
   return os.str();
 }

@@ -125,6 +125,8 @@ bool read_layout(MapReader& r, const std::string& prefix, Layout& ly) {
   lr.integer("dp", ly.dp, true, kCount);
   lr.integer("tp", ly.tp, true, kCount);
   lr.integer("pp", ly.pp, true, kCount);
+  lr.integer("cp", ly.cp, false, kCount);
+  lr.integer("ep", ly.ep, false, kCount);
   lr.integer("vp", ly.vp, false, kCount);
   lr.integer("mbs", ly.mbs, true, kCount);
   lr.integer("zero", ly.zero, false, kZero);
@@ -138,7 +140,8 @@ bool read_layout(MapReader& r, const std::string& prefix, Layout& ly) {
       ly.order = *o;
     } else {
       lr.error_at(lr.child("order"), "order",
-                  "expected a permutation of D, P, T (or cluster / spread), found '" + order + "'");
+                  "expected a permutation of D, P, T (with C and E optional, or cluster / spread), "
+                  "found '" + order + "'");
     }
   }
   // vp > 1 implies the interleaved schedule unless one is given.

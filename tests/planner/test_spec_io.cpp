@@ -207,6 +207,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model_negative.yaml", false, 3, "model.hidden", "must not be negative, found -768"},
         BadCase{"model_huge.yaml", false, 2, "model.layers", "too large"},
         BadCase{"model_heads_not_dividing.yaml", false, 4, "model.heads", "must divide hidden (768)"},
+        BadCase{"model_moe_top_k.yaml", false, 9, "model.moe.top_k", "must be <= experts (4), found 6"},
+        BadCase{"model_moe_capacity.yaml", false, 10, "model.moe.capacity_factor", "must be >= 1 or 0"},
         BadCase{"cluster_nan.yaml", true, 5, "cluster.inter_node_gbit_per_s", "finite number"},
         BadCase{"cluster_unknown_gpu.yaml", true, 3, "cluster.gpu", "did you mean 'A100-SXM4-40GB'?"},
         BadCase{"hf_config_bad.json", false, 3, "num_hidden_layers", "found 'thirty-two'"}));

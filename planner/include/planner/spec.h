@@ -39,6 +39,35 @@ enum class Zero3Comm { Ring, RankShare };
 // wraps every Linear of at least 1e8 parameters as its own unit).
 enum class Zero3Unit { Layer, Linear };
 
+// Mixture-of-experts feed-forward (Shazeer et al. 2017; Fedus et al. 2022, Switch Transformer;
+// Jiang et al. 2024, Mixtral; DeepSeek-AI 2024, DeepSeek-V3): in an MoE layer the MLP is replaced
+// by `experts` MLPs of width expert_ffn_hidden, of which a router picks top_k per token, plus
+// `shared_experts` MLPs every token goes through. experts = 0: a dense model.
+struct MoeSpec {
+  int experts = 0;            // routed experts per MoE layer; 0 = dense (no MoE)
+  int top_k = 0;              // routed experts per token; 0 = 1 when experts > 0
+  int expert_ffn_hidden = 0;  // width of one expert's MLP; 0 = the model's ffn_hidden
+  int shared_experts = 0;     // always-active experts of width expert_ffn_hidden (DeepSeek, Qwen-MoE)
+  // Tokens an expert takes per batch, as a multiple of its even share (top_k * tokens / experts);
+  // tokens over it are dropped (GShard, Switch). 0 = dropless (Megatron-Core's default).
+  double capacity_factor = 0;
+  int moe_layer_freq = 1;      // every moe_layer_freq-th layer (after the dense ones) is MoE
+  int first_dense_layers = 0;  // leading layers with a dense MLP (DeepSeek's first_k_dense_replace)
+
+  bool enabled() const { return experts > 0; }
+  int top_k_or_default() const { return top_k > 0 ? top_k : 1; }
+  // Layer i (0-based) has an MoE MLP: i >= first_dense_layers and
+  // (i - first_dense_layers) % moe_layer_freq == 0.
+  bool is_moe_layer(int i) const {
+    return enabled() && i >= first_dense_layers && moe_layer_freq > 0 &&
+           (i - first_dense_layers) % moe_layer_freq == 0;
+  }
+  int moe_layers(int layers) const {
+    if (!enabled() || moe_layer_freq <= 0 || layers <= first_dense_layers) return 0;
+    return (layers - first_dense_layers + moe_layer_freq - 1) / moe_layer_freq;
+  }
+};
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -52,9 +81,13 @@ struct ModelSpec {
   bool tied_embeddings = true;
   Norm norm = Norm::LayerNorm;
   PositionEmbedding position = PositionEmbedding::Learned;
+  MoeSpec moe;         // experts = 0: dense
   std::string source;  // where the figures come from (paper, config file path)
 
   int ffn_hidden_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  int expert_ffn_hidden_or_default() const {
+    return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn_hidden_or_default();
+  }
   int kv_heads_or_default() const { return kv_heads > 0 ? kv_heads : heads; }
   int head_dim() const { return heads > 0 ? hidden / heads : 0; }
 };
@@ -175,21 +208,29 @@ struct TrainingSpec {
   Attention attention_or_default() const { return attention.value_or(framework.attention); }
 };
 
-// How one training step is laid out over dp * tp * pp GPUs.
+// How one training step is laid out over dp * tp * pp * cp GPUs.
 struct Layout {
   int dp = 1;
   int tp = 1;
   int pp = 1;
+  // Context parallelism: the sequence split over cp ranks in 2*cp chunks (rank i holds chunks i
+  // and 2*cp-1-i, Megatron-Core's causal load balance), attention computed as a ring.
+  int cp = 1;
+  // Expert parallelism: the experts of an MoE layer spread over ep ranks of the dp*cp group
+  // (Megatron-Core), tokens exchanged by all-to-all; experts' gradients reduced over dp*cp/ep.
+  int ep = 1;
   int vp = 1;   // virtual stages (model chunks) per pipeline stage; > 1 only with Interleaved
   int mbs = 1;  // micro-batch size, sequences
   int zero = 0; // 0..3: 1 shards optimizer state, 2 also gradients, 3 also weights (over dp)
   Recompute recompute = Recompute::None;
   bool offload = false;  // activation offload to host memory
   bool sp = false;       // sequence parallelism (needs tp > 1 to matter)
-  std::string order = "DPT";  // permutation of D, P, T; right-most varies fastest over ranks
+  // Permutation of D, P, T, optionally with C (context) and E (expert); right-most varies fastest
+  // over ranks. A missing E goes right of D, a missing C left of T (full_order in rank_mapping.h).
+  std::string order = "DPT";
   Schedule schedule = Schedule::OneFOneB;
 
-  int gpus() const { return dp * tp * pp; }
+  int gpus() const { return dp * tp * pp * cp; }
   // gbs / (dp * mbs); 0 when it does not divide.
   int64_t num_microbatches(int64_t gbs) const {
     const int64_t per = int64_t(dp) * mbs;
@@ -218,7 +259,8 @@ std::optional<Attention> parse_attention(const std::string& s);
 std::optional<Optimizer> parse_optimizer(const std::string& s);
 std::optional<Zero3Comm> parse_zero3_comm(const std::string& s);
 std::optional<Zero3Unit> parse_zero3_unit(const std::string& s);
-// "DPT", "TPD", ... or SageMaker's names "cluster" (= DPT) and "spread" (= TPD); nullopt otherwise.
+// "DPT", "TPD", "DPCT", "PDECT", ... (D, P, T once each, C and E at most once each) or SageMaker's
+// names "cluster" (= DPT) and "spread" (= TPD); nullopt otherwise.
 std::optional<std::string> parse_order(const std::string& s);
 
 }  // namespace capplan
