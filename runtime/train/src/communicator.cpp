@@ -207,10 +207,21 @@ ProcessGroups make_process_groups(const Layout& layout) {
     MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm);
     return std::make_unique<MpiCommunicator>(comm);
   };
-  // Colour = the two other coordinates; key = this group's own coordinate.
-  g.dp = split(c.pp * layout.tp + c.tp, c.dp);
-  g.pp = split(c.dp * layout.tp + c.tp, c.pp);
-  g.tp = split(c.dp * layout.pp + c.pp, c.tp);
+  // Colour = the group's smallest member (groups of one kind partition the ranks); key = this
+  // rank's place in the group (planner/rank_mapping.h lists the members in group order).
+  auto group = [&](RankGroup kind) {
+    const std::vector<int> members = group_ranks(rank, layout, kind);
+    const int key = int(std::find(members.begin(), members.end(), rank) - members.begin());
+    return split(*std::min_element(members.begin(), members.end()), key);
+  };
+  g.dp = group(RankGroup::Dp);
+  g.pp = group(RankGroup::Pp);
+  g.tp = group(RankGroup::Tp);
+  g.cp = group(RankGroup::Cp);
+  g.dp_cp = group(RankGroup::DpCp);
+  g.ep = group(RankGroup::Ep);
+  g.edp = group(RankGroup::ExpertDp);
+  g.ep_rank = c.ep;
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &g.local_rank);

@@ -1,5 +1,5 @@
 // The mixture-of-experts block of capplan-train: it replaces the MLP of every moe_layer_freq-th
-// layer. A router GEMM and a softmax over the experts pick each token's top_k experts (gate = the
+// layer after the first_dense_layers. A router GEMM and a softmax over the experts pick each token's top_k experts (gate = the
 // expert's softmax probability, as Switch and GShard); each expert takes at most
 // capacity_factor * tokens * top_k / experts of a rank's tokens per micro-batch, in the order of
 // (choice, token), the rest of its tokens dropped (capacity_factor 0: none dropped); the experts
@@ -28,11 +28,15 @@ struct MoeConfig {
   int shared_experts = 0;      // shared experts, each ffn_hidden wide, seen by every token
   double capacity_factor = 0;  // tokens an expert takes per micro-batch, as a multiple of an
                                // even share (tokens * top_k / E); 0 = no limit
-  int layer_freq = 1;          // layer l (0-based) is an MoE layer when l % layer_freq == 0
+  // Layer l (0-based) is an MoE layer when l >= first_dense_layers and
+  // (l - first_dense_layers) % layer_freq == 0 (planner/spec.h's MoeSpec::is_moe_layer).
+  int layer_freq = 1;
+  int first_dense_layers = 0;
   double aux_loss_coeff = 0.01;  // coefficient of the load-balancing loss (Switch: 1e-2)
   int ep_rank = 0, ep_size = 1;  // the experts [ep_rank E / ep, (ep_rank + 1) E / ep) are here
   bool is_moe_layer(int layer) const {
-    return experts > 0 && layer_freq > 0 && layer % layer_freq == 0;
+    return experts > 0 && layer_freq > 0 && layer >= first_dense_layers &&
+           (layer - first_dense_layers) % layer_freq == 0;
   }
   int local_experts() const { return experts / ep_size; }
 };
