@@ -440,11 +440,15 @@ ParamBuffer Gpt::expert_buffer() {
   return {eparams_, egrads_, epadded_, &einfos_, cfg_.zero, 0, nullptr, nullptr};
 }
 
-int64_t Gpt::dropped_tokens() const {
-  int64_t n = 0;
+
+std::vector<int> Gpt::routing() const {
+  std::vector<int> r;
   for (const auto& m : moe_)
-    if (m) n += m->dropped(cur_slot_);
-  return n;
+    if (m) {
+      const std::vector<int> layer = m->routing(cur_slot_);
+      r.insert(r.end(), layer.begin(), layer.end());
+    }
+  return r;
 }
 
 MoeWeights Gpt::moe_weights(int i) {
@@ -465,6 +469,7 @@ MoeWeights Gpt::moe_weights(int i) {
 
 void Gpt::zero_grads() {
   aux_loss_ = 0;
+  dropped_ = 0;
   if (egrads_) be_.fill(egrads_, 0.0f, epadded_);
   if (grads_) be_.fill(grads_, 0.0f, padded_params_);
   for (int e = 0; e < 2; ++e) {
@@ -672,7 +677,10 @@ void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
     const float aux_scale = slot_scale_[size_t(cur_slot_)] * float(B_) * float(Tfull_);
     float* y = sp_ ? yfull_ : out;
     const double aux = moe_[size_t(i)]->forward(cur_slot_, a.h2, y, moe_weights(i), aux_scale);
-    if (counting_aux_) aux_loss_ += aux * aux_scale;
+    if (counting_aux_) {
+      aux_loss_ += aux * aux_scale;
+      dropped_ += moe_[size_t(i)]->dropped(cur_slot_);
+    }
     reduce_rows(y, out);  // g
     be_.add(out, a.x2, nl);
     return;

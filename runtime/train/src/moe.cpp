@@ -33,6 +33,14 @@ struct MoeBlock::Slot {
 const std::vector<int64_t>& MoeBlock::chosen(int slot) const { return state_.at(size_t(slot)).chosen; }
 int64_t MoeBlock::dropped(int slot) const { return state_.at(size_t(slot)).dropped; }
 
+std::vector<int> MoeBlock::routing(int slot) const {
+  const Slot& s = state_.at(size_t(slot));
+  std::vector<int> r(s.choice.size());
+  for (size_t a = 0; a < r.size(); ++a) r[a] = -1 - s.choice[a];
+  for (int a : s.order) r[size_t(a)] = s.choice[size_t(a)];
+  return r;
+}
+
 std::string moe_check_config(const MoeConfig& c, int hidden, int tp_size, int ep_group_size) {
   if (c.experts <= 0) return {};
   const std::string E = std::to_string(c.experts);

@@ -218,6 +218,7 @@ class Run {
   std::vector<float*> buffers_;
   double bubble_ = 0;  // last step's measured pipeline bubble (mean over ranks)
   double aux_loss_ = 0;  // last step's load-balancing loss (MoE): sum over MoE layers
+  int64_t dropped_ = 0;  // last step's token choices over the experts' capacity (MoE)
 
  public:
   ~Run() {
@@ -984,11 +985,14 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   rec.step = step + 1;
   rec.loss = contrib / (double(o_.gbs) * T_);
   if (moe_) {  // every tp and cp rank of a stage computes the same load-balancing loss
-    double aux = 0;
-    if (groups_.coords.tp == 0 && groups_.coords.cp == 0)
-      for (auto& m : models_) aux += m->aux_loss();
-    groups_.world->all_reduce_sum(&aux, 1);
-    aux_loss_ = aux;
+    double v[2] = {0, 0};  // aux loss; dropped choices (each rank drops its own tokens')
+    for (auto& m : models_) {
+      if (groups_.coords.tp == 0 && groups_.coords.cp == 0) v[0] += m->aux_loss();
+      if (groups_.coords.tp == 0) v[1] += double(m->dropped());
+    }
+    groups_.world->all_reduce_sum(v, 2);
+    aux_loss_ = v[0];
+    dropped_ = int64_t(v[1]);
   }
   rec.lr = os.lr;
   rec.grad_norm = os.grad_norm;
@@ -1224,7 +1228,7 @@ std::string Run::train_steps(SummaryRecord& summary) {
       std::printf("step %lld/%lld loss %.17g lr %.6e grad_norm %.6g step_s %.4f tokens/s %.1f", (long long)rec.step,
                   (long long)o_.steps, rec.loss, rec.lr, rec.grad_norm, rec.step_time_s, rec.tokens_per_s);
       if (o_.layout.pp > 1) std::printf(" bubble %.3f", bubble_);
-      if (moe_) std::printf(" aux_loss %.6g", aux_loss_);
+      if (moe_) std::printf(" aux_loss %.9g dropped %lld", aux_loss_, (long long)dropped_);
       std::printf("\n");
       std::fflush(stdout);
       if (metrics_.is_open()) metrics_.write_step(rec);

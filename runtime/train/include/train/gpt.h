@@ -154,8 +154,11 @@ class Gpt {
   // The load-balancing losses of the forwards since zero_grads(), each weighted as in the
   // objective (sum over MoE layers and micro-batches of aux * mbs / gbs).
   double aux_loss() const { return aux_loss_; }
-  // Tokens dropped by the experts' capacity in the last forward of each MoE layer, summed.
-  int64_t dropped_tokens() const;
+  // Token choices the experts' capacity dropped in the forwards since zero_grads() (summed over
+  // MoE layers and micro-batches; a choice is one of a token's top_k experts).
+  int64_t dropped() const { return dropped_; }
+  // The last forward's routing (MoeBlock::routing) of every MoE layer, layer after layer.
+  std::vector<int> routing() const;
   const ParamInfo* find_param(const std::string& name) const;
   // Normal(0, 0.02) matrices (out-projections / sqrt(2 * layers), GPT-2), norms 1 and 0. Element
   // i of a global tensor is a hash of (seed, tensor, i): every layout gets the same weights.
@@ -263,6 +266,7 @@ class Gpt {
   int cur_slot_ = 0;
   std::vector<float> slot_scale_;  // per slot: the loss scale of its forward
   double aux_loss_ = 0;
+  int64_t dropped_ = 0;
   bool counting_aux_ = true;
   MoeWeights moe_weights(int i);
 };

@@ -86,6 +86,9 @@ class MoeBlock {
   // capacity) and tokens dropped on this rank.
   const std::vector<int64_t>& chosen(int slot) const;
   int64_t dropped(int slot) const;
+  // Last forward's routing on `slot`: per token and choice, the expert (-1 - expert when the
+  // capacity dropped it); [rows, top_k].
+  std::vector<int> routing(int slot) const;
 
  private:
   struct Slot;
