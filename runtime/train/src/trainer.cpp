@@ -207,6 +207,7 @@ class Run {
   std::unique_ptr<SystemSampler> sampler_;
   PeakFlops peak_;
   int64_t global_params_ = 0;
+  int64_t active_params_ = 0;  // the parameters one token goes through (MoE: top_k experts)
   int64_t start_step_ = 0;
   int threads_ = 1;
   std::vector<int32_t> sample_, tokens_, targets_;
@@ -1000,7 +1001,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   rec.gemm_s = model_backend().gemm_seconds() - gemm0;
   rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
   const double flops =
-      model_flops_per_token(global_params_, model_spec_.layers, T_, model_spec_.hidden) *
+      model_flops_per_token(active_params_, model_spec_.layers, T_, model_spec_.hidden) *
       double(o_.gbs) * T_;
   rec.model_flops_per_s = flops / rec.step_time_s / world_;
   rec.mfu = peak_.flops_per_s > 0 ? rec.model_flops_per_s / peak_.flops_per_s
@@ -1079,7 +1080,12 @@ bool Run::check_initial_weights() {
   }
   groups_.world->all_reduce_sum(c, 2);
   const double dpcp = double(o_.layout.dp) * o_.layout.cp;
-  global_params_ = int64_t(c[0] / dpcp + c[1] * o_.layout.ep / dpcp);
+  const double experts = c[1] * o_.layout.ep / dpcp;
+  global_params_ = int64_t(c[0] / dpcp + experts);
+  // A token goes through top_k of the experts: the model FLOPs count those (6 N per token).
+  const MoeSpec& moe = model_spec_.moe;
+  active_params_ = int64_t(c[0] / dpcp +
+                           (moe.enabled() ? experts * moe.top_k_or_default() / moe.experts : 0.0));
   return true;
 }
 

@@ -167,9 +167,9 @@ std::map<int, double> step_values(const std::string& output, const std::string& 
 
 // Context parallelism: each sequence in 2 * cp chunks (rank i: chunks i and 2cp - 1 - i), ring
 // attention over the cp ranks, dense gradients summed over dp x cp. Per-step losses within 1e-5
-// of one rank on both model families (learned positions and RoPE), for cp 2, cp 2 x tp 2, cp 4
-// and dp 2 x cp 2 with ZeRO-1 and full recompute: the ring's online softmax adds the same terms
-// as one softmax in another order.
+// of one rank on both model families (learned positions and RoPE), for cp 2, cp 2 x tp 2, cp 4,
+// dp 2 x cp 2 with ZeRO-1 and full recompute, pp 2 x cp 2 and dp 2 x cp 2 with ZeRO-3 (shards
+// over dp x cp): the ring's online softmax adds the same terms as one softmax in another order.
 TEST(RuntimeTrain, ContextParallelMatchesSingleRank) {
   for (bool llama : {false, true}) {
     const Result ref = run(1, common(llama));
@@ -182,6 +182,8 @@ TEST(RuntimeTrain, ContextParallelMatchesSingleRank) {
       expect_close(ref, run(4, common(llama) + " --cp 4"), 1e-5, "cp 4");
       expect_close(ref, run(4, common(llama) + " --dp 2 --cp 2 --zero 1 --recompute full"), 1e-5,
                    "dp 2 cp 2 zero 1 recompute full");
+      expect_close(ref, run(4, common(llama) + " --pp 2 --cp 2"), 1e-5, "pp 2 cp 2");
+      expect_close(ref, run(4, common(llama) + " --dp 2 --cp 2 --zero 3"), 1e-5, "dp 2 cp 2 zero 3");
     }
   }
 }
