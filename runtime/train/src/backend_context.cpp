@@ -18,6 +18,13 @@ std::vector<float> host_copy(Backend& be, const float* src, int64_t n) {
   return h;
 }
 
+// The keys a query at position q attends to: those with k_pos <= q. When the keys are sorted by
+// position (a cp rank's two chunks are) they are a prefix, [0, visible): the loops stop there
+// instead of computing and masking the rest. Otherwise all T are visited and masked one by one.
+int visible_keys(const int32_t* k_pos, int T, bool sorted, int32_t q) {
+  return sorted ? int(std::upper_bound(k_pos, k_pos + T, q) - k_pos) : T;
+}
+
 // Runs body(i) for i in [0, n) over the backend's threads, in contiguous ranges.
 template <class F>
 void for_each_index(Backend& be, int64_t n, const F& body) {
@@ -67,35 +74,38 @@ void Backend::attention_block_forward(float* acc, float* row_max, float* row_sum
   std::vector<float> a = host_copy(*this, acc, rows * s.Hl * D);
   std::vector<float> m = host_copy(*this, row_max, stats), l = host_copy(*this, row_sum, stats);
   const float sc = 1.0f / std::sqrt(float(D));
+  const float inf = std::numeric_limits<float>::infinity();
+  const bool sorted = std::is_sorted(k_pos, k_pos + T);
   for_each_index(*this, int64_t(s.B) * s.Hl, [&](int64_t i) {
     const int64_t b = i / s.Hl;
     const int hd = int(i % s.Hl), g = hd / group;
-    std::vector<float> score(static_cast<size_t>(T));
+    // The block's keys transposed ([D, T]) so that a query's scores are axpys over the keys.
+    std::vector<float> kt(static_cast<size_t>(D) * T), score(static_cast<size_t>(T));
+    for (int u = 0; u < T; ++u)
+      for (int d = 0; d < D; ++d) kt[size_t(d) * T + u] = k[size_t((b * T + u) * KVS + g * D + d)];
     for (int t = 0; t < T; ++t) {
       const float* qr = q.data() + (b * T + t) * S + hd * D;
-      float mx = -std::numeric_limits<float>::infinity();
-      int last = -1;  // keys are not sorted by position in general: mask each one
-      for (int u = 0; u < T; ++u) {
-        if (k_pos[u] > q_pos[t]) {
-          score[size_t(u)] = -std::numeric_limits<float>::infinity();
-          continue;
-        }
-        const float* kr = k.data() + (b * T + u) * KVS + g * D;
-        float dot = 0;
-        for (int d = 0; d < D; ++d) dot += qr[d] * kr[d];
-        score[size_t(u)] = dot * sc;
-        mx = std::max(mx, score[size_t(u)]);
-        last = u;
+      const int n = visible_keys(k_pos, T, sorted, q_pos[t]);
+      std::fill(score.begin(), score.begin() + n, 0.0f);
+      for (int d = 0; d < D; ++d) {
+        const float x = qr[d] * sc;
+        const float* kd = kt.data() + size_t(d) * T;
+        for (int u = 0; u < n; ++u) score[size_t(u)] += x * kd[u];
       }
-      if (last < 0) continue;  // the whole block is in this query's future
+      float mx = -inf;
+      for (int u = 0; u < n; ++u) {
+        if (k_pos[u] > q_pos[t]) score[size_t(u)] = -inf;
+        mx = std::max(mx, score[size_t(u)]);
+      }
+      if (mx == -inf) continue;  // the whole block is in this query's future
       const size_t st = size_t((b * s.Hl + hd) * T + t);
       const float m_new = std::max(m[st], mx);
       const float keep = std::exp(m[st] - m_new);  // 0 when m was -inf
       float* ar = a.data() + (b * T + t) * s.Hl * D + hd * D;
       float sum = 0;
       for (int d = 0; d < D; ++d) ar[d] *= keep;
-      for (int u = 0; u <= last; ++u) {
-        if (k_pos[u] > q_pos[t]) continue;
+      for (int u = 0; u < n; ++u) {
+        if (score[size_t(u)] == -inf) continue;
         const float e = std::exp(score[size_t(u)] - m_new);
         sum += e;
         const float* vr = k.data() + (b * T + u) * KVS + (s.KVl + g) * D;
@@ -140,10 +150,19 @@ void Backend::attention_block_backward(float* dqkv, float* dkv, const float* dou
   const std::vector<float> e = host_copy(*this, lse, stats);
   std::vector<float> dq = host_copy(*this, dqkv, rows * S), dk = host_copy(*this, dkv, rows * KVS);
   const float sc = 1.0f / std::sqrt(float(D));
+  const bool sorted = std::is_sorted(k_pos, k_pos + T);
   // One task per (sequence, KV group): the heads of a group add into the same dK and dV rows.
   for_each_index(*this, int64_t(s.B) * s.KVl, [&](int64_t i) {
     const int64_t b = i / s.KVl;
     const int g = int(i % s.KVl);
+    // Keys and values transposed ([D, T]): a query's scores and dP are axpys over the keys.
+    std::vector<float> kt(static_cast<size_t>(D) * T), vt(static_cast<size_t>(D) * T);
+    std::vector<float> p(static_cast<size_t>(T)), ds(static_cast<size_t>(T));
+    for (int u = 0; u < T; ++u)
+      for (int d = 0; d < D; ++d) {
+        kt[size_t(d) * T + u] = k[size_t((b * T + u) * KVS + g * D + d)];
+        vt[size_t(d) * T + u] = k[size_t((b * T + u) * KVS + (s.KVl + g) * D + d)];
+      }
     for (int hd = g * group; hd < (g + 1) * group; ++hd)
       for (int t = 0; t < T; ++t) {
         const float* qr = q.data() + (b * T + t) * S + hd * D;
@@ -152,24 +171,30 @@ void Backend::attention_block_backward(float* dqkv, float* dkv, const float* dou
         float delta = 0;
         for (int d = 0; d < D; ++d) delta += dor[d] * orow[d];
         const float lse_t = e[size_t((b * s.Hl + hd) * T + t)];
-        float* dqr = dq.data() + (b * T + t) * S + hd * D;
-        for (int u = 0; u < T; ++u) {
-          if (k_pos[u] > q_pos[t]) continue;
-          const float* kr = k.data() + (b * T + u) * KVS + g * D;
-          const float* vr = k.data() + (b * T + u) * KVS + (s.KVl + g) * D;
-          float dot = 0, dp = 0;
-          for (int d = 0; d < D; ++d) {
-            dot += qr[d] * kr[d];
-            dp += dor[d] * vr[d];
+        const int n = visible_keys(k_pos, T, sorted, q_pos[t]);
+        std::fill(p.begin(), p.begin() + n, 0.0f);
+        std::fill(ds.begin(), ds.begin() + n, 0.0f);
+        for (int d = 0; d < D; ++d) {
+          const float x = qr[d] * sc, y = dor[d];
+          const float* kd = kt.data() + size_t(d) * T;
+          const float* vd = vt.data() + size_t(d) * T;
+          for (int u = 0; u < n; ++u) {
+            p[size_t(u)] += x * kd[u];   // score
+            ds[size_t(u)] += y * vd[u];  // dP = dO . v
           }
-          const float p = std::exp(dot * sc - lse_t);
-          const float ds = p * (dp - delta) * sc;
+        }
+        float* dqr = dq.data() + (b * T + t) * S + hd * D;
+        for (int u = 0; u < n; ++u) {
+          if (k_pos[u] > q_pos[t]) continue;
+          const float pu = std::exp(p[size_t(u)] - lse_t);
+          const float dsu = pu * (ds[size_t(u)] - delta) * sc;
+          const float* kr = k.data() + (b * T + u) * KVS + g * D;
           float* dkr = dk.data() + (b * T + u) * KVS + g * D;
           float* dvr = dk.data() + (b * T + u) * KVS + (s.KVl + g) * D;
           for (int d = 0; d < D; ++d) {
-            dqr[d] += ds * kr[d];
-            dkr[d] += ds * qr[d];
-            dvr[d] += p * dor[d];
+            dqr[d] += dsu * kr[d];
+            dkr[d] += dsu * qr[d];
+            dvr[d] += pu * dor[d];
           }
         }
       }
