@@ -17,6 +17,9 @@ const std::vector<FlagSpec>& train_flag_specs() {
       {"dp", true, "data-parallel degree (default 1)", "N"},
       {"tp", true, "tensor-parallel degree (default 1)", "N"},
       {"pp", true, "pipeline-parallel degree (default 1)", "N"},
+      {"cp", true, "context-parallel degree: the sequence split over N ranks (default 1)", "N"},
+      {"ep", true, "expert-parallel degree, inside dp * cp (default 1)", "N"},
+      {"moe-aux-loss-coeff", true, "weight of the MoE load-balancing loss (default 0.01)", "X"},
       {"vp", true, "model chunks per pipeline stage (with --schedule interleaved)", "N"},
       {"mbs", true, "sequences per micro-batch (default 1)", "N"},
       {"gbs", true, "global batch in sequences (default dp * mbs)", "N"},
@@ -74,7 +77,7 @@ const std::vector<std::string>& resume_overridable_keys() {
 }
 
 std::string train_usage() {
-  return R"(usage: mpirun -np N capplan-train --model M [flags]   (N = dp * tp * pp ranks)
+  return R"(usage: mpirun -np N capplan-train --model M [flags]   (N = dp * tp * pp * cp ranks)
        capplan-train data prepare --text FILE... --out DIR [--shard-bytes N]
        capplan-train report FILE
 
@@ -82,6 +85,11 @@ model and layout (the names of capplan estimate):
   --model M                 preset name, YAML file or Hugging Face config.json (required)
   --dp N, --tp N, --pp N    data, tensor and pipeline parallel degrees (default 1)
   --vp N                    model chunks per pipeline stage (with --schedule interleaved)
+  --cp N                    context parallelism: each sequence split over N ranks in 2N chunks,
+                            attention as a ring (default 1)
+  --ep N                    expert parallelism: an MoE layer's experts spread over N ranks of
+                            the dp * cp group, tokens exchanged by all-to-all (default 1)
+  --moe-aux-loss-coeff X    weight of the MoE load-balancing loss (default 0.01)
   --mbs N                   sequences per micro-batch (default 1)
   --gbs N                   global batch in sequences (default dp * mbs; gbs / (dp * mbs)
                             micro-batches per step)
@@ -131,6 +139,8 @@ std::vector<std::string> TrainOptions::to_argv() const {
   flag("dp", std::to_string(l.dp));
   flag("tp", std::to_string(l.tp));
   flag("pp", std::to_string(l.pp));
+  if (l.cp != 1) flag("cp", std::to_string(l.cp));
+  if (l.ep != 1) flag("ep", std::to_string(l.ep));
   flag("vp", std::to_string(l.vp));
   flag("mbs", std::to_string(l.mbs));
   flag("gbs", std::to_string(gbs > 0 ? gbs : int64_t(l.dp) * l.mbs));
@@ -150,6 +160,7 @@ std::vector<std::string> TrainOptions::to_argv() const {
   number("clip", o.clip, od.clip);
   number("beta1", o.beta1, od.beta1);
   number("beta2", o.beta2, od.beta2);
+  number("moe-aux-loss-coeff", moe_aux_loss_coeff, defaults.moe_aux_loss_coeff);
   flag("data", data);
   if (!checkpoint_dir.empty()) {
     flag("checkpoint-dir", checkpoint_dir);
@@ -203,6 +214,16 @@ void check_combinations(const TrainOptions& o, Diagnostics& d) {
                std::to_string(o.gbs) + " is not divisible by dp * mbs = " + std::to_string(o.layout.dp) + " * " +
                    std::to_string(o.layout.mbs) + " = " + std::to_string(per),
                "gradient accumulation needs gbs / (dp * mbs) micro-batches per step");
+  const int dpcp = o.layout.dp * o.layout.cp;
+  if (dpcp % o.layout.ep != 0)
+    flag_error(d, "ep",
+               "ep " + std::to_string(o.layout.ep) + " does not divide dp * cp = " + std::to_string(o.layout.dp) +
+                   " * " + std::to_string(o.layout.cp) + " = " + std::to_string(dpcp),
+               "the expert-parallel group lives inside the dp * cp ranks");
+  if (o.layout.cp > 1 && o.layout.sp)
+    flag_error(d, "cp", "context parallelism with sequence parallelism (--sp) is not supported");
+  if (o.layout.ep > 1 && o.layout.zero >= 2)
+    flag_error(d, "ep", "expert parallelism needs --zero 0 or 1 (the experts' gradients are reduced apart)");
   if (o.layout.sp && o.layout.tp == 1)
     flag_error(d, "sp", "sequence parallelism splits the sequence over the tp group: it needs --tp > 1");
   if (o.allow_fresh_start && o.resume != "auto") flag_error(d, "allow-fresh-start", "only applies with --resume auto");
@@ -233,6 +254,8 @@ Diagnostics TrainOptions::parse(int argc, const char* const* argv, TrainOptions*
   integer("dp", 1, 1 << 20, o.layout.dp);
   integer("tp", 1, 1 << 20, o.layout.tp);
   integer("pp", 1, 1 << 20, o.layout.pp);
+  integer("cp", 1, 1 << 20, o.layout.cp);
+  integer("ep", 1, 1 << 20, o.layout.ep);
   integer("vp", 1, 1 << 20, o.layout.vp);
   integer("mbs", 1, 1 << 20, o.layout.mbs);
   integer("gbs", 1, big, o.gbs);
@@ -250,6 +273,7 @@ Diagnostics TrainOptions::parse(int argc, const char* const* argv, TrainOptions*
   real("clip", 0, 1e9, o.optimizer.clip);
   real("beta1", 0, 0.999999, o.optimizer.beta1);
   real("beta2", 0, 0.999999, o.optimizer.beta2);
+  real("moe-aux-loss-coeff", 0, 1e3, o.moe_aux_loss_coeff);
   if (args.has("offload")) o.layout.offload = true;
   if (args.has("sp")) o.layout.sp = true;
   if (args.has("allow-fresh-start")) o.allow_fresh_start = true;
@@ -270,7 +294,7 @@ Diagnostics TrainOptions::parse(int argc, const char* const* argv, TrainOptions*
   }
   if (args.has("order")) {
     if (auto r = parse_order(args.get("order"))) o.layout.order = *r;
-    else flag_error(d, "order", "expected a permutation of D, P, T (or cluster, spread), found '" + args.get("order") + "'");
+    else flag_error(d, "order", "expected a permutation of D, P, T, with C and E optional (or cluster, spread), found '" + args.get("order") + "'");
   }
   if (args.has("schedule")) {
     if (auto r = parse_schedule(args.get("schedule"))) o.layout.schedule = *r;

@@ -3,6 +3,7 @@
 // sp) is what the run is meant to exercise, so it is never touched; only the model's sizes, the
 // sequence and the batch shrink, to the smallest values the layout's divisibility rules allow.
 #include <algorithm>
+#include <numeric>
 #include <sstream>
 
 #include "planner/json_writer.h"
@@ -20,7 +21,17 @@ std::string knob_summary(const Layout& l) {
     << to_string(l.schedule) << ", order " << l.order << ", zero " << l.zero << ", recompute "
     << to_string(l.recompute) << ", offload " << (l.offload ? "on" : "off") << ", sp "
     << (l.sp ? "on" : "off");
+  if (l.cp != 1) s << ", cp " << l.cp;
+  if (l.ep != 1) s << ", ep " << l.ep;
   return s.str();
+}
+
+// " cp C ep E" for the axes a layout uses (none for a dp x tp x pp layout).
+std::string context_expert_text(const Layout& l) {
+  std::string t;
+  if (l.cp != 1) t += " cp " + std::to_string(l.cp);
+  if (l.ep != 1) t += " ep " + std::to_string(l.ep);
+  return t;
 }
 
 void move_to_local(Scenario& s, const Layout& layout, const ClusterSpec& local,
@@ -48,12 +59,16 @@ ShrunkLayout shrink_layout(const Layout& layout, int max_ranks) {
   Layout& l = out.layout;
   l.tp = std::min(std::max(1, l.tp), 2);
   l.pp = std::min(std::max(1, l.pp), 2);
-  while (l.tp * l.pp > max_ranks) (l.pp > 1 ? l.pp : l.tp) = 1;
-  l.dp = std::max(1, std::min(std::max(1, l.dp), max_ranks / (l.tp * l.pp)));
+  l.cp = std::min(std::max(1, l.cp), 2);
+  while (l.tp * l.pp * l.cp > max_ranks) (l.cp > 1 ? l.cp : l.pp > 1 ? l.pp : l.tp) = 1;
+  l.dp = std::max(1, std::min(std::max(1, l.dp), max_ranks / (l.tp * l.pp * l.cp)));
+  // ep stays inside dp * cp; a divisor of the original ep still divides the experts.
+  l.ep = std::gcd(std::max(1, l.ep), l.dp * l.cp);
   std::ostringstream s;
-  s << "layout dp " << layout.dp << " tp " << layout.tp << " pp " << layout.pp << " (" << layout.gpus()
-    << " ranks) -> dp " << l.dp << " tp " << l.tp << " pp " << l.pp << " (" << l.gpus() << " ranks): at most "
-    << max_ranks << " ranks here";
+  s << "layout dp " << layout.dp << " tp " << layout.tp << " pp " << layout.pp
+    << context_expert_text(layout) << " (" << layout.gpus() << " ranks) -> dp " << l.dp << " tp "
+    << l.tp << " pp " << l.pp << context_expert_text(l) << " (" << l.gpus()
+    << " ranks): at most " << max_ranks << " ranks here";
   out.changes.push_back(s.str());
   if (l.pp == 1 && (l.vp > 1 || l.schedule == Schedule::Interleaved)) {
     const std::string before = std::string(to_string(l.schedule)) + ", vp " + std::to_string(l.vp);
@@ -156,9 +171,29 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
   const int orig_seq = original.seq_len();
   int seq = std::min(orig_seq, std::max(1, o.seq_len));
   if (layout.sp) seq = round_up(seq, tp);
+  const int cp = std::max(1, layout.cp);
+  if (cp > 1) seq = round_up(seq, std::lcm(2 * cp, layout.sp ? tp : 1));
   m.seq_len = seq;
   out.scenario.training.seq_len = 0;
-  changed("seq", orig_seq, seq, layout.sp ? "a multiple of tp for sp" : "");
+  changed("seq", orig_seq, seq,
+          cp > 1 ? "a multiple of 2 * cp for the load-balanced chunks"
+                 : layout.sp ? "a multiple of tp for sp" : "");
+
+  // Experts: at most 8 (and at least ep), a multiple of ep; their width keeps its ratio to hidden.
+  if (orig.moe.enabled()) {
+    const int ep = std::max(1, layout.ep);
+    m.moe.experts = std::min(orig.moe.experts, round_up(std::max(ep, 8), ep));
+    m.moe.top_k = std::min(orig.moe.top_k_or_default(), m.moe.experts);
+    changed("moe.experts", orig.moe.experts, m.moe.experts, "a multiple of ep " + std::to_string(ep));
+    changed("moe.top_k", orig.moe.top_k_or_default(), m.moe.top_k, "at most the experts");
+    const int width = orig.expert_ffn_hidden_or_default();
+    if (m.hidden != orig.hidden) {
+      m.moe.expert_ffn_hidden =
+          std::max(tp, round_up(int(double(width) / orig.hidden * m.hidden + 0.5), tp));
+      changed("moe.expert_ffn_hidden", width, m.moe.expert_ffn_hidden,
+              "ratio to hidden kept, a multiple of tp " + std::to_string(tp));
+    }
+  }
 
   // Batch: micro-batches of one sequence; as many micro-batches as keep the pipeline's structure
   // (>= pp reaches the 1F1B steady state; interleaving needs a multiple of pp), capped.

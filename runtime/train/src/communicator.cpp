@@ -38,6 +38,13 @@ class SelfCommunicator final : public Communicator {
   void all_gather_v(const float* send, float* recv, const std::vector<int64_t>& counts) override {
     if (send != recv) std::memmove(recv, send, size_t(counts.at(0)) * sizeof(float));
   }
+  void all_to_all(const int64_t* send, int64_t* recv, int64_t count) override {
+    if (send != recv) std::memmove(recv, send, size_t(count) * sizeof(int64_t));
+  }
+  void all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                    const std::vector<int64_t>&) override {
+    if (send != recv) std::memmove(recv, send, size_t(send_counts.at(0)) * sizeof(float));
+  }
   void broadcast(float*, int64_t, int) override {}
   void send(const float*, int64_t, int, int) override {
     throw std::logic_error("send on a single-rank communicator");
@@ -112,6 +119,21 @@ class MpiCommunicator final : public Communicator {
     MPI_Allgatherv(send, c[size_t(rank_)], MPI_FLOAT, recv, c.data(), displs.data(), MPI_FLOAT,
                    comm_);
   }
+  void all_to_all(const int64_t* send, int64_t* recv, int64_t count) override {
+    if (count > kChunk) throw std::length_error("all_to_all: block too large");
+    MPI_Alltoall(send, int(count), MPI_INT64_T, recv, int(count), MPI_INT64_T, comm_);
+  }
+  void all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                    const std::vector<int64_t>& recv_counts) override {
+    const std::vector<int> sc = int_counts(send_counts), rc = int_counts(recv_counts);
+    std::vector<int> sd(sc.size(), 0), rd(rc.size(), 0);
+    for (size_t r = 1; r < sc.size(); ++r) {
+      sd[r] = sd[r - 1] + sc[r - 1];
+      rd[r] = rd[r - 1] + rc[r - 1];
+    }
+    MPI_Alltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT,
+                  comm_);
+  }
   void broadcast(float* data, int64_t n, int root) override {
     for (int64_t off = 0; off < n; off += kChunk)
       MPI_Bcast(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, root, comm_);
@@ -185,10 +207,21 @@ ProcessGroups make_process_groups(const Layout& layout) {
     MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm);
     return std::make_unique<MpiCommunicator>(comm);
   };
-  // Colour = the two other coordinates; key = this group's own coordinate.
-  g.dp = split(c.pp * layout.tp + c.tp, c.dp);
-  g.pp = split(c.dp * layout.tp + c.tp, c.pp);
-  g.tp = split(c.dp * layout.pp + c.pp, c.tp);
+  // Colour = the group's smallest member (groups of one kind partition the ranks); key = this
+  // rank's place in the group (planner/rank_mapping.h lists the members in group order).
+  auto group = [&](RankGroup kind) {
+    const std::vector<int> members = group_ranks(rank, layout, kind);
+    const int key = int(std::find(members.begin(), members.end(), rank) - members.begin());
+    return split(*std::min_element(members.begin(), members.end()), key);
+  };
+  g.dp = group(RankGroup::Dp);
+  g.pp = group(RankGroup::Pp);
+  g.tp = group(RankGroup::Tp);
+  g.cp = group(RankGroup::Cp);
+  g.dp_cp = group(RankGroup::DpCp);
+  g.ep = group(RankGroup::Ep);
+  g.edp = group(RankGroup::ExpertDp);
+  g.ep_rank = c.ep;
   MPI_Comm local;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &g.local_rank);

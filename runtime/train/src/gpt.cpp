@@ -15,6 +15,8 @@ namespace capplan::rt {
 
 struct Gpt::LayerParams {
   int64_t ln1_w = -1, ln1_b = -1, wqkv = -1, wo = -1, ln2_w = -1, ln2_b = -1, wfc = -1, wproj = -1;
+  // MoE layers: router and shared MLP in the flat buffer, local experts in the expert buffer.
+  int64_t router = -1, shared_fc = -1, shared_proj = -1, experts = -1;
 };
 
 struct Gpt::LayerActs {
@@ -46,10 +48,19 @@ float hash_normal(uint64_t seed, uint64_t id, uint64_t index) {
   return float(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
 }
 
-enum TensorKind : uint64_t { kWte = 1, kWpe, kWq, kWk, kWv, kWo, kWgate, kWup, kWdown };
+enum TensorKind : uint64_t {
+  kWte = 1, kWpe, kWq, kWk, kWv, kWo, kWgate, kWup, kWdown, kRouter, kSharedGate, kSharedUp,
+  kSharedDown
+};
 uint64_t tensor_id(int layer, TensorKind kind) { return uint64_t(layer + 1) * 64 + kind; }
+// Expert e's tensors of a layer: the same kinds as the dense MLP's, apart for each expert.
+uint64_t expert_tensor_id(int layer, int expert, TensorKind kind) {
+  return tensor_id(layer, kind) + (uint64_t(expert + 1) << 32);
+}
 
 }  // namespace
+
+float init_normal(uint64_t seed, uint64_t id, uint64_t index) { return hash_normal(seed, id, index); }
 
 std::string gpt_check_config(const GptConfig& c) {
   const ModelSpec& m = c.model;
@@ -77,6 +88,20 @@ std::string gpt_check_config(const GptConfig& c) {
                                c.layer_begin != 0 || c.layer_end != m.layers))
     return "deferred weight gradients need one stage, one micro-batch in flight, ZeRO 0 or 1 "
            "and no sequence parallelism";
+  if (c.cp_size < 1) return "cp must be >= 1";
+  if (c.cp_size > 1) {
+    if (c.seq_len % (2 * c.cp_size) != 0)
+      return "cp " + std::to_string(c.cp_size) + ": the sequence of " + std::to_string(c.seq_len) +
+             " tokens does not split into 2 * cp = " + std::to_string(2 * c.cp_size) +
+             " equal chunks (the load-balanced causal split)";
+    if (c.sp) return "cp > 1 with sequence parallelism (--sp) is not supported";
+    if (!c.cp || c.cp->size() != c.cp_size) return "cp > 1 needs the cp group";
+  }
+  if (std::string why = moe_check_config(c.moe, m.hidden, c.tp_size, c.ep ? c.ep->size() : 1);
+      !why.empty())
+    return why;
+  if (c.moe.experts > 0 && c.sp) return "mixture-of-experts layers with --sp are not supported";
+  if (c.moe.experts > 0 && c.zero >= 2) return "mixture-of-experts layers need ZeRO 0 or 1";
   if (c.sp && (int64_t(c.mbs) * c.seq_len) % c.tp_size != 0)
     return "sequence parallelism needs mbs * seq_len divisible by tp";
   if (m.vocab > 65536 * 1024) return "vocab too large";
@@ -95,6 +120,7 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
     : cfg_(config), be_(backend), tp_(tp) {
   if (std::string err = gpt_check_config(cfg_); !err.empty()) throw std::invalid_argument(err);
   set_dimensions();
+  if (cfg_.cp_size > 1) ring_ = std::make_unique<RingAttention>(be_, *cfg_.cp, cp_positions(Tfull_, cfg_.cp_size, cfg_.cp_rank));
   lay_out_params();
   allocate_params_and_grads();
   allocate_activations();
@@ -109,7 +135,16 @@ void Gpt::set_dimensions() {
   D_ = m.head_dim();
   F_ = m.ffn_hidden_or_default();
   V_ = m.vocab;
-  T_ = cfg_.seq_len;
+  Tfull_ = cfg_.seq_len;
+  T_ = cfg_.seq_len / std::max(1, cfg_.cp_size);
+  {
+    const std::vector<int32_t> pos = cp_positions(Tfull_, std::max(1, cfg_.cp_size), cfg_.cp_rank);
+    for (int t = 0; t < T_; ++t)
+      if (t == 0 || pos[size_t(t)] != pos[size_t(t) - 1] + 1)
+        position_runs_.push_back({t, pos[size_t(t)], 1});
+      else
+        position_runs_.back().length += 1;
+  }
   B_ = cfg_.mbs;
   R_ = B_ * T_;
   sp_ = cfg_.sp && cfg_.tp_size > 1;
@@ -151,7 +186,7 @@ void Gpt::lay_out_params() {
   unit_begin_.push_back(0);
   if (first_stage()) {
     off_wte_ = add("wte", int64_t(Vl_) * C_, true, false);
-    if (!rope_) off_wpe_ = add("wpe", int64_t(T_) * C_, true, true);
+    if (!rope_) off_wpe_ = add("wpe", int64_t(Tfull_) * C_, true, true);
   }
   layers_.resize(size_t(nl_));
   for (int i = 0; i < nl_; ++i) {
@@ -164,9 +199,36 @@ void Gpt::lay_out_params() {
     L.wo = add(p + "wo", int64_t(C_) * Hl_ * D_, true, false);
     L.ln2_w = add(p + "ln2.w", C_, false, true);
     if (ln) L.ln2_b = add(p + "ln2.b", C_, false, true);
-    L.wfc = add(p + "wfc", int64_t(Fc_) * C_, true, false);
-    L.wproj = add(p + "wproj", int64_t(C_) * Fl_, true, false);
+    const int l = cfg_.layer_begin + i;
+    moe_.emplace_back();
+    if (!cfg_.moe.is_moe_layer(l)) {
+      L.wfc = add(p + "wfc", int64_t(Fc_) * C_, true, false);
+      L.wproj = add(p + "wproj", int64_t(C_) * Fl_, true, false);
+      continue;
+    }
+    moe_.back() = std::make_unique<MoeBlock>(cfg_.moe, be_, tp_, cfg_.ep, cfg_.cp, C_, tpr,
+                                             cfg_.tp_size, swiglu_, R_, cfg_.slots);
+    const MoeBlock& mb = *moe_.back();
+    // The router is the same on every TP rank (its input is), so are its gradients.
+    L.router = add(p + "router", int64_t(cfg_.moe.experts) * C_, true, true);
+    if (mb.shared_local() > 0) {
+      L.shared_fc = add(p + "shared.wfc", int64_t(mb.shared_fc_rows()) * C_, true, false);
+      L.shared_proj = add(p + "shared.wproj", int64_t(C_) * mb.shared_local(), true, false);
+    }
+    L.experts = enum_;
+    for (int le = 0; le < cfg_.moe.local_experts(); ++le) {
+      const int e = cfg_.moe.ep_rank * cfg_.moe.local_experts() + le;
+      const std::string q = p + "experts." + std::to_string(e) + ".";
+      ParamInfo fc{q + "wfc", enum_, int64_t(mb.fc_rows()) * C_, true, false, true};
+      ParamInfo proj{q + "wproj", enum_ + fc.numel, int64_t(C_) * mb.ffn_local(), true, false,
+                     true};
+      einfos_.push_back(fc);
+      einfos_.push_back(proj);
+      enum_ += fc.numel + proj.numel;
+    }
   }
+  const int64_t epad = std::max(1, cfg_.expert_pad_multiple);
+  epadded_ = enum_ > 0 ? (enum_ + epad - 1) / epad * epad : 0;
   unit_begin_.push_back(num_params_);
   if (last_stage()) {
     off_lnf_w_ = add("lnf.w", C_, false, true);
@@ -223,6 +285,12 @@ void Gpt::allocate_params_and_grads() {
     grads_ = alloc(padded_params_, false);
     grad_bytes_ = padded_params_ * fb;
   }
+  if (epadded_ > 0) {
+    eparams_ = alloc(epadded_, false);
+    egrads_ = alloc(epadded_, false);
+    param_bytes_ += epadded_ * fb;
+    grad_bytes_ += epadded_ * fb;
+  }
 
 }
 
@@ -233,7 +301,10 @@ void Gpt::make_acts(LayerActs& a) {
   a.qkv = alloc(int64_t(R_) * S_, true);
   // Selective recompute (Korthikanti et al. 2022): the [B, Hl, T, T] softmax is not kept per
   // micro-batch but recomputed from qkv in backward; every layer shares one buffer.
-  if (cfg_.recompute == Recompute::Selective) {
+  // Ring attention (cp > 1) keeps no softmax, only its log-sum-exp [B, Hl, T] in `probs`.
+  if (ring_) {
+    a.probs = alloc(int64_t(B_) * Hl_ * T_, true);
+  } else if (cfg_.recompute == Recompute::Selective) {
     if (!shared_probs_) shared_probs_ = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
     a.probs = shared_probs_;
   } else {
@@ -361,7 +432,45 @@ void Gpt::finish_backward() {
   }
 }
 
+ParamBuffer Gpt::dense_buffer() {
+  return {params_, grads_, padded_params_, &infos_, cfg_.zero, shard_, gshard_, pshard_};
+}
+
+ParamBuffer Gpt::expert_buffer() {
+  return {eparams_, egrads_, epadded_, &einfos_, cfg_.zero, 0, nullptr, nullptr};
+}
+
+
+std::vector<int> Gpt::routing() const {
+  std::vector<int> r;
+  for (const auto& m : moe_)
+    if (m) {
+      const std::vector<int> layer = m->routing(cur_slot_);
+      r.insert(r.end(), layer.begin(), layer.end());
+    }
+  return r;
+}
+
+MoeWeights Gpt::moe_weights(int i) {
+  const LayerParams& L = layers_[size_t(i)];
+  MoeWeights w;
+  w.router = wt(L.router);
+  w.d_router = gd(L.router);
+  if (L.shared_fc >= 0) {
+    w.shared_fc = wt(L.shared_fc);
+    w.shared_proj = wt(L.shared_proj);
+    w.d_shared_fc = gd(L.shared_fc);
+    w.d_shared_proj = gd(L.shared_proj);
+  }
+  w.experts = eparams_ + L.experts;
+  w.d_experts = egrads_ + L.experts;
+  return w;
+}
+
 void Gpt::zero_grads() {
+  aux_loss_ = 0;
+  dropped_ = 0;
+  if (egrads_) be_.fill(egrads_, 0.0f, epadded_);
   if (grads_) be_.fill(grads_, 0.0f, padded_params_);
   for (int e = 0; e < 2; ++e) {
     const int u = e == 0 ? 0 : nl_ + 1;
@@ -460,7 +569,7 @@ void Gpt::init_params() {
   const int tpr = cfg_.tp_rank;
   const float std_w = 0.02f;
   const float std_out = 0.02f / std::sqrt(2.0f * cfg_.model.layers);
-  std::vector<float> host(size_t(padded_params_), 0.0f);
+  std::vector<float> host(size_t(padded_params_), 0.0f), expert_host(size_t(epadded_), 0.0f);
   auto ptr = [&](int64_t off) { return host.data() + off; };
   // Rows `row0 + i` (i < rows) of a global [*, cols] tensor into dst.
   auto rows_of = [&](float* dst, uint64_t id, int64_t row0, int64_t rows, int64_t cols, float sd) {
@@ -479,7 +588,7 @@ void Gpt::init_params() {
     const int64_t valid = std::max<int64_t>(0, std::min<int64_t>(Vl_, V_ - vocab_begin_));
     rows_of(ptr(off_wte_), tensor_id(-1, kWte), vocab_begin_, valid, C_, std_w);
   }
-  if (off_wpe_ >= 0) rows_of(ptr(off_wpe_), tensor_id(-1, kWpe), 0, T_, C_, std_w);
+  if (off_wpe_ >= 0) rows_of(ptr(off_wpe_), tensor_id(-1, kWpe), 0, Tfull_, C_, std_w);
   auto ones = [&](int64_t off) {
     if (off >= 0) std::fill(ptr(off), ptr(off) + C_, 1.0f);
   };
@@ -496,6 +605,32 @@ void Gpt::init_params() {
     rows_of(qkv, tensor_id(l, kWv), int64_t(tpr) * KVl_ * D_, int64_t(KVl_) * D_, C_, std_w);
     cols_of(ptr(L.wo), tensor_id(l, kWo), C_, int64_t(H_) * D_, int64_t(tpr) * Hl_ * D_,
             int64_t(Hl_) * D_, std_out);
+    if (moe_[size_t(i)]) {
+      const MoeBlock& mb = *moe_[size_t(i)];
+      rows_of(ptr(L.router), tensor_id(l, kRouter), 0, cfg_.moe.experts, C_, std_w);
+      // An MLP of width `local` on this TP rank (of `full`): [gate |] up rows, down columns.
+      auto mlp = [&](float* fc, float* proj, uint64_t gate, uint64_t up, uint64_t down,
+                     int local, int full) {
+        if (swiglu_) {
+          rows_of(fc, gate, int64_t(tpr) * local, local, C_, std_w);
+          fc += int64_t(local) * C_;
+        }
+        rows_of(fc, up, int64_t(tpr) * local, local, C_, std_w);
+        cols_of(proj, down, C_, full, int64_t(tpr) * local, local, std_out);
+      };
+      if (L.shared_fc >= 0)
+        mlp(ptr(L.shared_fc), ptr(L.shared_proj), tensor_id(l, kSharedGate),
+            tensor_id(l, kSharedUp), tensor_id(l, kSharedDown), mb.shared_local(),
+            cfg_.moe.shared_experts * cfg_.moe.ffn_hidden);
+      for (int le = 0; le < cfg_.moe.local_experts(); ++le) {
+        const int e = cfg_.moe.ep_rank * cfg_.moe.local_experts() + le;
+        float* fc = expert_host.data() + L.experts + le * mb.per_expert_numel();
+        mlp(fc, fc + int64_t(mb.fc_rows()) * C_, expert_tensor_id(l, e, kWgate),
+            expert_tensor_id(l, e, kWup), expert_tensor_id(l, e, kWdown), mb.ffn_local(),
+            cfg_.moe.ffn_hidden);
+      }
+      continue;
+    }
     float* fc = ptr(L.wfc);
     if (swiglu_) {
       rows_of(fc, tensor_id(l, kWgate), int64_t(tpr) * Fl_, Fl_, C_, std_w);
@@ -504,6 +639,7 @@ void Gpt::init_params() {
     rows_of(fc, tensor_id(l, kWup), int64_t(tpr) * Fl_, Fl_, C_, std_w);
     cols_of(ptr(L.wproj), tensor_id(l, kWdown), C_, F_, int64_t(tpr) * Fl_, Fl_, std_out);
   }
+  if (eparams_) be_.from_host(eparams_, expert_host.data(), epadded_);
   ones(off_lnf_w_);
   if (params_)
     be_.from_host(params_, host.data(), num_params_);
@@ -521,8 +657,13 @@ void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
                    L.ln1_b >= 0 ? wt(L.ln1_b) : nob, Rl_, C_);
   gather_rows_in_place(a.h1);
   be_.matmul(a.qkv, a.h1, wt(L.wqkv), R_, S_, C_, false, true, false);
-  if (rope_) be_.rope(a.qkv, sh, false);
-  be_.attention_forward(a.attn, a.probs, a.qkv, sh);
+  if (ring_) {
+    if (rope_) be_.rope_at(a.qkv, sh, ring_->positions().data(), false);
+    ring_->forward(a.attn, a.probs, a.qkv, sh);
+  } else {
+    if (rope_) be_.rope(a.qkv, sh, false);
+    be_.attention_forward(a.attn, a.probs, a.qkv, sh);
+  }
   float* y = sp_ ? yfull_ : a.x2;
   be_.matmul(y, a.attn, wt(L.wo), R_, C_, Hl_ * D_, false, true, false);
   reduce_rows(y, a.x2);  // g
@@ -530,6 +671,20 @@ void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
   be_.norm_forward(norm_, a.h2 + int64_t(row0_) * C_, a.ln2_mean, a.ln2_rstd, a.x2, wt(L.ln2_w),
                    L.ln2_b >= 0 ? wt(L.ln2_b) : nob, Rl_, C_);
   gather_rows_in_place(a.h2);
+  if (moe_[size_t(i)]) {
+    // The load-balancing loss of a micro-batch weighs mbs / gbs = loss scale * tokens (the LM
+    // loss's per-token scale is 1 / (gbs * seq_len)).
+    const float aux_scale = slot_scale_[size_t(cur_slot_)] * float(B_) * float(Tfull_);
+    float* y = sp_ ? yfull_ : out;
+    const double aux = moe_[size_t(i)]->forward(cur_slot_, a.h2, y, moe_weights(i), aux_scale);
+    if (counting_aux_) {
+      aux_loss_ += aux * aux_scale;
+      dropped_ += moe_[size_t(i)]->dropped(cur_slot_);
+    }
+    reduce_rows(y, out);  // g
+    be_.add(out, a.x2, nl);
+    return;
+  }
   be_.matmul(a.fc, a.h2, wt(L.wfc), R_, Fc_, C_, false, true, false);
   if (swiglu_)
     be_.swiglu_forward(a.act, a.fc, R_, Fl_);
@@ -562,24 +717,34 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   };
   // MLP: out = x2 + act(h2 Wfc^T) Wproj^T
   const float* dy = gather_rows(dres);
-  be_.matmul(dact_, dy, wt(L.wproj), R_, Fl_, C_, false, false, false);
-  wgrad(gd(L.wproj), dy, a.act, C_, Fl_, dy_mlp_);
-  if (swiglu_)
-    be_.swiglu_backward(dfc_, a.fc, dact_, R_, Fl_);
-  else
-    be_.gelu_backward(dfc_, a.fc, dact_, int64_t(R_) * Fl_);
-  wgrad(gd(L.wfc), dfc_, a.h2, Fc_, C_, nullptr);
-  be_.matmul(dh_, dfc_, wt(L.wfc), R_, C_, Fc_, false, false, false);
+  if (moe_[size_t(i)]) {
+    moe_[size_t(i)]->backward(cur_slot_, dy, dh_, moe_weights(i));
+  } else {
+    be_.matmul(dact_, dy, wt(L.wproj), R_, Fl_, C_, false, false, false);
+    wgrad(gd(L.wproj), dy, a.act, C_, Fl_, dy_mlp_);
+    if (swiglu_)
+      be_.swiglu_backward(dfc_, a.fc, dact_, R_, Fl_);
+    else
+      be_.gelu_backward(dfc_, a.fc, dact_, int64_t(R_) * Fl_);
+    wgrad(gd(L.wfc), dfc_, a.h2, Fc_, C_, nullptr);
+    be_.matmul(dh_, dfc_, wt(L.wfc), R_, C_, Fc_, false, false, false);
+  }
   reduce_rows(dh_, dhl);  // f
   be_.norm_backward(norm_, dres, gd(L.ln2_w), L.ln2_b >= 0 ? gd(L.ln2_b) : nullptr, dhl, a.x2,
                     wt(L.ln2_w), a.ln2_mean, a.ln2_rstd, Rl_, C_);
   // Attention: x2 = x + attn(h1 Wqkv^T) Wo^T
-  if (cfg_.recompute == Recompute::Selective) be_.attention_forward(dattn_, a.probs, a.qkv, sh);
+  if (cfg_.recompute == Recompute::Selective && !ring_)
+    be_.attention_forward(dattn_, a.probs, a.qkv, sh);
   dy = gather_rows(dres);
   be_.matmul(dattn_, dy, wt(L.wo), R_, Hl_ * D_, C_, false, false, false);
   wgrad(gd(L.wo), dy, a.attn, C_, Hl_ * D_, dy_attn_);
-  be_.attention_backward(dqkv_, dattn_, a.qkv, a.probs, sh);
-  if (rope_) be_.rope(dqkv_, sh, true);
+  if (ring_) {
+    ring_->backward(dqkv_, dattn_, a.attn, a.probs, a.qkv, sh);
+    if (rope_) be_.rope_at(dqkv_, sh, ring_->positions().data(), true);
+  } else {
+    be_.attention_backward(dqkv_, dattn_, a.qkv, a.probs, sh);
+    if (rope_) be_.rope(dqkv_, sh, true);
+  }
   wgrad(gd(L.wqkv), dqkv_, a.h1, S_, C_, nullptr);
   be_.matmul(dh_, dqkv_, wt(L.wqkv), R_, C_, S_, false, false, false);
   reduce_rows(dh_, dhl);  // f
@@ -597,6 +762,10 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
                     const int32_t* targets, float loss_scale) {
   Slot& s = slots_.at(size_t(slot));
   deferred_.clear();
+  cur_slot_ = slot;
+  slot_scale_.resize(slots_.size(), 0.0f);
+  slot_scale_[size_t(slot)] = loss_scale;
+  counting_aux_ = true;
   const int64_t n = int64_t(Rl_) * C_;
   if (first_stage() && sp_) {
     std::copy(tokens, tokens + R_, s.tokens.begin());
@@ -614,8 +783,13 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
     std::copy(tokens, tokens + R_, s.tokens.begin());
     // Positions are added on TP rank 0 only, so the all-reduce adds them once.
     const float* wpe = (off_wpe_ >= 0 && cfg_.tp_rank == 0) ? wt(off_wpe_) : nullptr;
-    be_.embedding_forward(s.resid[0], s.tokens.data(), wt(off_wte_), wpe, R_, T_, C_,
-                          vocab_begin_, Vl_);
+    be_.embedding_forward(s.resid[0], s.tokens.data(), wt(off_wte_), ring_ ? nullptr : wpe, R_,
+                          T_, C_, vocab_begin_, Vl_);
+    if (ring_ && wpe)  // this rank's chunks are not positions 0 .. T - 1
+      for (int b = 0; b < B_; ++b)
+        for (const PositionRun& run : position_runs_)
+          be_.add(s.resid[0] + (int64_t(b) * T_ + run.row) * C_, wpe + int64_t(run.position) * C_,
+                  int64_t(run.length) * C_);
     tp_.all_reduce_sum(s.resid[0], n);
   } else {
     be_.copy(s.resid[0], input, n);
@@ -676,6 +850,8 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
 void Gpt::backward(int slot, const float* dout, float* dinput) {
   Slot& s = slots_.at(size_t(slot));
   const int64_t n = int64_t(Rl_) * C_;
+  cur_slot_ = slot;
+  counting_aux_ = false;  // a full recompute's forwards are not counted again
   if (cfg_.offload)  // bring this micro-batch's checkpointed activations back
     for (int i = 0; i <= nl_; ++i)
       be_.from_host(s.resid[size_t(i)], s.host_resid.data() + size_t(i) * n, n);
@@ -691,8 +867,14 @@ void Gpt::backward(int slot, const float* dout, float* dinput) {
     layer_backward(i, *a, s.resid[size_t(i)], dres_);
   }
   if (first_stage()) {
-    be_.embedding_backward(gd(off_wte_), off_wpe_ >= 0 ? gd(off_wpe_) : nullptr,
-                           gather_rows(dres_), s.tokens.data(), R_, T_, C_, vocab_begin_, Vl_);
+    const float* dy = gather_rows(dres_);
+    be_.embedding_backward(gd(off_wte_), off_wpe_ >= 0 && !ring_ ? gd(off_wpe_) : nullptr, dy,
+                           s.tokens.data(), R_, T_, C_, vocab_begin_, Vl_);
+    if (ring_ && off_wpe_ >= 0)
+      for (int b = 0; b < B_; ++b)
+        for (const PositionRun& run : position_runs_)
+          be_.add(gd(off_wpe_) + int64_t(run.position) * C_, dy + (int64_t(b) * T_ + run.row) * C_,
+                  int64_t(run.length) * C_);
   } else {
     be_.copy(dinput, dres_, n);
   }

@@ -19,8 +19,12 @@ double learning_rate(const OptimizerConfig& c, int64_t step) {
 
 Optimizer::Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend,
                      Communicator& dp, Communicator& tp, Communicator& pp)
-    : cfg_(config), model_(model), be_(backend), dp_(dp), tp_(tp), pp_(pp) {
-  padded_ = model_.padded_params();
+    : Optimizer(config, model.dense_buffer(), backend, dp, tp, pp) {}
+
+Optimizer::Optimizer(const OptimizerConfig& config, const ParamBuffer& buffer, Backend& backend,
+                     Communicator& dp, Communicator& tp, Communicator& pp)
+    : cfg_(config), buf_(buffer), be_(backend), dp_(dp), tp_(tp), pp_(pp) {
+  padded_ = buf_.padded;
   if (padded_ % dp_.size() != 0)
     throw std::invalid_argument("parameter buffer not padded to a multiple of dp");
   shard_ = padded_ / dp_.size();
@@ -31,7 +35,7 @@ Optimizer::Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend
     shard_begin_ = 0;
     state_numel_ = padded_;
   }
-  if (cfg_.zero >= 2 && (model_.config().zero != cfg_.zero || model_.shard_numel() != shard_))
+  if (cfg_.zero >= 2 && (buf_.zero != cfg_.zero || buf_.shard_numel != shard_))
     throw std::invalid_argument(
         "ZeRO-2/3: the model must be built with the same stage and DP group");
   m_ = be_.allocate(state_numel_);
@@ -39,7 +43,7 @@ Optimizer::Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend
   // ZeRO-0/1: the gradients are reduce-scattered in place, so this rank's DP-summed shard is the
   // start of the model's gradient buffer (no second buffer; without DP peers it is the whole
   // buffer). ZeRO-2/3: the model accumulates the reduced shard itself.
-  gshard_ = cfg_.zero < 2 ? model_.grads() : model_.grad_shard();
+  gshard_ = cfg_.zero < 2 ? buf_.grads : buf_.grad_shard;
   if (!m_ || !v_ || !gshard_) throw std::bad_alloc();
 }
 
@@ -64,13 +68,13 @@ double Optimizer::reduce_gradients(double* comm_s) {
   const int64_t my_begin = shard_ * dp_.rank(), my_end = my_begin + shard_;
   if (cfg_.zero < 2) {  // ZeRO-2/3 reduced each bucket during the backward already
     const auto t0 = clock::now();
-    dp_.reduce_scatter_sum(model_.grads(), gshard_, shard_);  // in place: gshard_ is grads
+    dp_.reduce_scatter_sum(buf_.grads, gshard_, shard_);  // in place: gshard_ is grads
     *comm_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
   // Global norm: this shard's counted elements, then the DP partials summed in rank order (so
   // the value does not depend on the reduction algorithm).
   double local = 0;
-  for (const ParamInfo& p : model_.param_infos()) {
+  for (const ParamInfo& p : *buf_.infos) {
     if (!p.norm_counted) continue;
     const int64_t b = std::max(p.offset, my_begin), e = std::min(p.offset + p.numel, my_end);
     if (b < e) local += be_.sum_squares(gshard_ + (b - my_begin), e - b);
@@ -84,8 +88,8 @@ double Optimizer::reduce_gradients(double* comm_s) {
 
 void Optimizer::update(int64_t step, double grad_norm, double* comm_s) {
   using clock = std::chrono::steady_clock;
-  float* grads = model_.grads();
-  float* params = model_.params();
+  float* grads = buf_.grads;
+  float* params = buf_.params;
   const int64_t my_begin = shard_ * dp_.rank(), my_end = my_begin + shard_;
   AdamWStep a;
   a.lr = float(learning_rate(cfg_, step));
@@ -97,11 +101,11 @@ void Optimizer::update(int64_t step, double grad_norm, double* comm_s) {
   a.grad_scale = (cfg_.clip > 0 && grad_norm > cfg_.clip) ? float(cfg_.clip / grad_norm) : 1.0f;
   // Update the flat range [begin, end) whose gradients start at g (flat index begin).
   auto apply = [&](int64_t begin, int64_t end, const float* g) {
-    for (const ParamInfo& p : model_.param_infos()) {
+    for (const ParamInfo& p : *buf_.infos) {
       const int64_t b = std::max(p.offset, begin), e = std::min(p.offset + p.numel, end);
       if (b >= e) continue;
       a.weight_decay = p.decay ? float(cfg_.weight_decay) : 0.0f;
-      float* w = cfg_.zero >= 3 ? model_.param_shard() + (b - my_begin) : params + b;
+      float* w = cfg_.zero >= 3 ? buf_.param_shard + (b - my_begin) : params + b;
       be_.adamw(w, g + (b - begin), m_ + (b - shard_begin_), v_ + (b - shard_begin_),
                 e - b, a);
     }

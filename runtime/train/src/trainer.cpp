@@ -94,6 +94,10 @@ std::string model_fingerprint(const ModelSpec& m, int seq_len) {
      << m.kv_heads_or_default() << ":f" << m.ffn_hidden_or_default() << ":v" << m.vocab << ":T"
      << seq_len << ":" << to_string(m.ffn) << ":" << to_string(m.norm) << ":"
      << to_string(m.position);
+  if (m.moe.enabled())
+    os << ":moe" << m.moe.experts << "x" << m.expert_ffn_hidden_or_default() << ":k"
+       << m.moe.top_k_or_default() << ":s" << m.moe.shared_experts << ":f" << m.moe.moe_layer_freq
+       << ":d" << m.moe.first_dense_layers;
   return os.str();
 }
 
@@ -146,6 +150,7 @@ class Run {
  private:
   bool setup(Diagnostics& d);
   bool check_model_and_layout(Diagnostics& d);
+  void check_context_and_experts(Diagnostics& d);
   bool build_models(Diagnostics& d);
   void allocate_boundaries();
   bool check_initial_weights();
@@ -194,20 +199,27 @@ class Run {
   }
   std::vector<std::unique_ptr<Gpt>> models_;      // one per model chunk on this stage (vp)
   std::vector<std::unique_ptr<Optimizer>> opts_;  // one per chunk
+  // MoE: one per chunk with experts, over the chunk's expert buffer and the edp group.
+  std::vector<std::unique_ptr<Optimizer>> expert_opts_;
+  bool moe_ = false;
   std::unique_ptr<DataSource> data_;
   MetricsWriter metrics_;
   std::unique_ptr<SystemSampler> sampler_;
   PeakFlops peak_;
   int64_t global_params_ = 0;
+  int64_t active_params_ = 0;  // the parameters one token goes through (MoE: top_k experts)
   int64_t start_step_ = 0;
   int threads_ = 1;
   std::vector<int32_t> sample_, tokens_, targets_;
+  std::vector<int32_t> cp_pos_;  // the positions of a sequence this rank holds (all without cp)
   // Pipeline: this stage's actions, and device buffers for activations / gradients in flight.
   std::vector<PipelineAction> actions_;
   std::vector<std::vector<float*>> send_fwd_, send_bwd_;  // [chunk][micro-batch], sent async
   float *recv_fwd_ = nullptr, *recv_bwd_ = nullptr;
   std::vector<float*> buffers_;
   double bubble_ = 0;  // last step's measured pipeline bubble (mean over ranks)
+  double aux_loss_ = 0;  // last step's load-balancing loss (MoE): sum over MoE layers
+  int64_t dropped_ = 0;  // last step's token choices over the experts' capacity (MoE)
 
  public:
   ~Run() {
@@ -227,11 +239,13 @@ bool Run::check_model_and_layout(Diagnostics& d) {
   T_ = o_.seq_len > 0 ? o_.seq_len : model_spec_.seq_len;
   Layout& L = o_.layout;
   if (L.gpus() != world_)
-    d.error(kCmd, 0, 0, "--dp/--tp/--pp",
-            "layout dp * tp * pp = " + std::to_string(L.dp) + " * " + std::to_string(L.tp) +
-                " * " + std::to_string(L.pp) + " = " + std::to_string(L.gpus()) +
-                " does not match the " + std::to_string(world_) + " MPI ranks",
+    d.error(kCmd, 0, 0, L.cp > 1 ? "--dp/--tp/--pp/--cp" : "--dp/--tp/--pp",
+            "layout dp * tp * pp * cp = " + std::to_string(L.dp) + " * " + std::to_string(L.tp) +
+                " * " + std::to_string(L.pp) + " * " + std::to_string(L.cp) + " = " +
+                std::to_string(L.gpus()) + " does not match the " + std::to_string(world_) +
+                " MPI ranks",
             "start with mpirun -np " + std::to_string(L.gpus()));
+  check_context_and_experts(d);
   const int kv = model_spec_.kv_heads_or_default();
   if (model_spec_.heads % L.tp != 0 || kv % L.tp != 0)
     d.error(kCmd, 0, 0, "--tp",
@@ -271,6 +285,37 @@ bool Run::check_model_and_layout(Diagnostics& d) {
 
 }
 
+// Context and expert parallelism against the model: cp splits every sequence into 2 * cp equal
+// chunks; ep needs an MoE model whose experts it divides.
+void Run::check_context_and_experts(Diagnostics& d) {
+  const Layout& L = o_.layout;
+  const MoeSpec& moe = model_spec_.moe;
+  if (L.cp > 1 && T_ % (2 * L.cp) != 0)
+    d.error(kCmd, 0, 0, "--cp",
+            "cp " + std::to_string(L.cp) + " does not split the sequence of " + std::to_string(T_) +
+                " tokens into 2 * cp = " + std::to_string(2 * L.cp) +
+                " equal chunks (the load-balanced causal split)",
+            "choose --seq or --cp so that 2 * cp divides the sequence");
+  if (L.ep > 1 && !moe.enabled())
+    d.error(kCmd, 0, 0, "--ep",
+            "ep " + std::to_string(L.ep) + " needs a mixture-of-experts model; " + model_spec_.name +
+                " is dense (no moe.experts)");
+  else if (moe.enabled() && moe.experts % L.ep != 0)
+    d.error(kCmd, 0, 0, "--ep",
+            "ep " + std::to_string(L.ep) + " does not divide the " + std::to_string(moe.experts) +
+                " experts");
+  if (moe.enabled() && model_spec_.expert_ffn_hidden_or_default() % L.tp != 0)
+    d.error(kCmd, 0, 0, "--tp",
+            "tp " + std::to_string(L.tp) + " does not divide moe.expert_ffn_hidden " +
+                std::to_string(model_spec_.expert_ffn_hidden_or_default()));
+  if (moe.enabled() && L.sp)
+    d.error(kCmd, 0, 0, "--sp", "sequence parallelism with mixture-of-experts layers is not supported");
+  if (moe.enabled() && L.zero >= 2)
+    d.error(kCmd, 0, 0, "--zero",
+            "mixture-of-experts models train with --zero 0 or 1 (the experts' gradients are reduced "
+            "over their own group)");
+}
+
 // The process groups, the backends, and this stage's model chunks (with the batch split's
 // replicas) and their optimizers, from the schedule table.
 bool Run::build_models(Diagnostics& d) {
@@ -280,7 +325,9 @@ bool Run::build_models(Diagnostics& d) {
   be_ = make_cpu_backend(threads_);
   // Splitting the batch needs no communication inside the step (TP and PP exchange activations,
   // ZeRO-2/3 gradients and weights per layer) and whole sequences per part (attention).
-  if (o_.thread_split == "auto" && L.tp == 1 && L.pp == 1 && L.zero <= 1)
+  // (Nor ring attention or expert all-to-alls, which cross ranks inside every layer.)
+  moe_ = model_spec_.moe.enabled();
+  if (o_.thread_split == "auto" && L.tp == 1 && L.pp == 1 && L.zero <= 1 && L.cp == 1 && !moe_)
     split_ = std::gcd(L.mbs, threads_);
   for (int r = 0; split_ > 1 && r < split_; ++r)
     part_be_.push_back(make_cpu_backend(threads_ / split_));
@@ -293,11 +340,31 @@ bool Run::build_models(Diagnostics& d) {
   gc.tp_size = L.tp;
   gc.seed = o_.seed;
   gc.recompute = L.recompute;
-  gc.param_pad_multiple = L.dp;
+  // The dense weights are replicated over dp x cp: their gradients (and ZeRO shards) go over
+  // dp_cp, the experts' over edp.
+  gc.param_pad_multiple = L.dp * L.cp;
   gc.offload = L.offload;
   gc.sp = L.sp;
   gc.zero = L.zero;
-  gc.dp = groups_.dp.get();
+  gc.dp = groups_.dp_cp.get();
+  gc.cp_rank = groups_.coords.cp;
+  gc.cp_size = L.cp;
+  gc.cp = groups_.cp.get();
+  if (moe_) {
+    const MoeSpec& ms = model_spec_.moe;
+    gc.moe.experts = ms.experts;
+    gc.moe.top_k = ms.top_k_or_default();
+    gc.moe.ffn_hidden = model_spec_.expert_ffn_hidden_or_default();
+    gc.moe.shared_experts = ms.shared_experts;
+    gc.moe.capacity_factor = ms.capacity_factor;
+    gc.moe.layer_freq = ms.moe_layer_freq;
+    gc.moe.first_dense_layers = ms.first_dense_layers;
+    gc.moe.aux_loss_coeff = o_.moe_aux_loss_coeff;
+    gc.moe.ep_rank = groups_.ep_rank;
+    gc.moe.ep_size = L.ep;
+    gc.ep = groups_.ep.get();
+    gc.expert_pad_multiple = groups_.edp->size();
+  }
   micro_ = o_.gbs / (int64_t(L.dp) * L.mbs);
   // One stage runs 1F1B (one micro-batch in flight); otherwise the chosen schedule's table.
   const Schedule sched = L.pp == 1 ? Schedule::OneFOneB : L.schedule;
@@ -338,8 +405,14 @@ bool Run::build_models(Diagnostics& d) {
     part.shared_params = models_.back()->params();
     for (int r = 1; r < split_; ++r)
       parts_.push_back(std::make_unique<Gpt>(part, *part_be_[size_t(r)], *groups_.tp));
-    opts_.push_back(std::make_unique<Optimizer>(o_.optimizer, *models_.back(), *be_, *groups_.dp,
-                                                *groups_.tp, *groups_.pp));
+    opts_.push_back(std::make_unique<Optimizer>(o_.optimizer, *models_.back(), *be_,
+                                                *groups_.dp_cp, *groups_.tp, *groups_.pp));
+    if (models_.back()->expert_numel() > 0)
+      expert_opts_.push_back(std::make_unique<Optimizer>(o_.optimizer,
+                                                         models_.back()->expert_buffer(), *be_,
+                                                         *groups_.edp, *groups_.tp, *groups_.pp));
+    else
+      expert_opts_.push_back(nullptr);
   }
   return true;
 }
@@ -382,8 +455,9 @@ bool Run::setup(Diagnostics& d) {
   data_ = data_open(dc, &d);
   if (!data_) return false;
   sample_.resize(size_t(T_) + 1);
-  tokens_.resize(size_t(L.mbs) * T_);
-  targets_.resize(size_t(L.mbs) * T_);
+  cp_pos_ = cp_positions(T_, L.cp, groups_.coords.cp);
+  tokens_.resize(size_t(L.mbs) * cp_pos_.size());
+  targets_.resize(size_t(L.mbs) * cp_pos_.size());
   return !d.has_errors();
 }
 
@@ -397,6 +471,9 @@ bool Run::resume(Diagnostics& d) {
                         {"zero", std::to_string(L.zero)},
                         {"vp", std::to_string(L.vp)},
                         {"world", std::to_string(world_)}};
+  // Recorded by every checkpoint; expected when used, so checkpoints of runs without them load.
+  if (L.cp != 1) expected["cp"] = std::to_string(L.cp);
+  if (L.ep != 1) expected["ep"] = std::to_string(L.ep);
   std::string step_dir;
   std::optional<Manifest> manifest;
   if (o_.resume == "auto") {
@@ -510,6 +587,11 @@ bool Run::load_shard(const std::string& step_dir, Diagnostics& d) {
     else load("params" + suffix, g.param_shard(), g.shard_numel());
     load("adam.m" + suffix, opts_[c]->m(), opts_[c]->state_numel());
     load("adam.v" + suffix, opts_[c]->v(), opts_[c]->state_numel());
+    if (Optimizer* eo = expert_opts_[c].get()) {  // this rank's experts
+      load("experts.params" + suffix, g.expert_params(), g.expert_numel());
+      load("experts.adam.m" + suffix, eo->m(), eo->state_numel());
+      load("experts.adam.v" + suffix, eo->v(), eo->state_numel());
+    }
   }
   auto it = shard->meta.find("step");
   if (it == shard->meta.end()) d.error(path, 0, 0, "step", "missing");
@@ -526,6 +608,8 @@ bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
                     {"zero", std::to_string(L.zero)},
                     {"vp", std::to_string(L.vp)},
                     {"world", std::to_string(world_)},
+                    {"cp", std::to_string(L.cp)},
+                    {"ep", std::to_string(L.ep)},
                     {"step", std::to_string(steps_done)},
                     {"data_position", std::to_string(steps_done * o_.gbs)},
                     {"rng", "none"}};
@@ -547,6 +631,15 @@ bool Run::save_checkpoint(int64_t steps_done, std::string* error) {
       be_->to_host(host.back().data(), src, count);
       names.push_back(name + suffix);
     }
+    if (Optimizer* eo = expert_opts_[c].get())
+      for (auto [name, src, count] :
+           {std::tuple{"experts.params", static_cast<const float*>(g.expert_params()), g.expert_numel()},
+            std::tuple{"experts.adam.m", static_cast<const float*>(eo->m()), eo->state_numel()},
+            std::tuple{"experts.adam.v", static_cast<const float*>(eo->v()), eo->state_numel()}}) {
+        host.emplace_back(size_t(count));
+        be_->to_host(host.back().data(), src, count);
+        names.push_back(name + suffix);
+      }
   }
   std::vector<TensorView> views;
   for (size_t i = 0; i < host.size(); ++i)
@@ -580,8 +673,11 @@ void Run::load_microbatch(int64_t step, int64_t mb) {
   for (int i = 0; i < L.mbs; ++i) {
     const int64_t idx = global_sample_index(step, o_.gbs, L.dp, groups_.coords.dp, mb * L.mbs + i);
     data_->sample(idx, sample_.data());
-    std::copy(sample_.begin(), sample_.begin() + T_, tokens_.begin() + int64_t(i) * T_);
-    std::copy(sample_.begin() + 1, sample_.end(), targets_.begin() + int64_t(i) * T_);
+    const int64_t base = int64_t(i) * int64_t(cp_pos_.size());
+    for (size_t j = 0; j < cp_pos_.size(); ++j) {  // with cp: this rank's chunks only
+      tokens_[size_t(base) + j] = sample_[size_t(cp_pos_[j])];
+      targets_[size_t(base) + j] = sample_[size_t(cp_pos_[j]) + 1];
+    }
   }
 }
 
@@ -635,15 +731,17 @@ void Run::dump_gradients() {
     if (model->grad_shard()) {  // ZeRO-2/3: the shards hold the DP sums already
       std::vector<float> shard(size_t(model->shard_numel()));
       be_->to_host(shard.data(), model->grad_shard(), model->shard_numel());
-      groups_.dp->all_gather(shard.data(), g.data(), model->shard_numel());
+      groups_.dp_cp->all_gather(shard.data(), g.data(), model->shard_numel());
     } else {
       be_->to_host(g.data(), model->grads(), model->num_params());
-      groups_.dp->all_reduce_sum(g.data(), model->num_params());
+      groups_.dp_cp->all_reduce_sum(g.data(), model->num_params());
     }
-    if (groups_.coords.dp != 0) continue;
+    if (groups_.coords.dp != 0 || groups_.coords.cp != 0) continue;
     for (const ParamInfo& p : model->param_infos()) {
       if (p.name == "wte.tied" || (p.tp_replicated && r != 0)) continue;
-      std::vector<double>& dst = full.at(p.name);
+      auto it = full.find(p.name);  // the dense model's tensors (not an MoE layer's)
+      if (it == full.end()) continue;
+      std::vector<double>& dst = it->second;
       const float* src = g.data() + p.offset;
       auto rows = [&](int64_t dst_row, int64_t src_row, int64_t n_rows, int64_t cols) {
         for (int64_t i = 0; i < n_rows * cols; ++i)
@@ -865,11 +963,20 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   OptimizerStats os;
   double total = 0;
   for (auto& op : opts_) total += op->reduce_gradients(&os.comm_s);
+  if (moe_) {  // each ep rank holds other experts: their squares are summed over the ep group
+    double experts = 0;
+    for (auto& op : expert_opts_)
+      if (op) experts += op->reduce_gradients(&os.comm_s);
+    groups_.ep->all_reduce_sum(&experts, 1);
+    total += experts;
+  }
   groups_.tp->all_reduce_sum(&total, 1);
   groups_.pp->all_reduce_sum(&total, 1);
   os.grad_norm = std::sqrt(total);
   os.lr = learning_rate(o_.optimizer, step);
   for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
+  for (auto& op : expert_opts_)
+    if (op) op->update(step, os.grad_norm, &os.comm_s);
   rec.optimizer_s = seconds_since(t) - os.comm_s;
   rec.dp_comm_s = os.comm_s;
   const bool last = models_.back()->last_stage();
@@ -878,13 +985,23 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   groups_.world->all_reduce_sum(&contrib, 1);
   rec.step = step + 1;
   rec.loss = contrib / (double(o_.gbs) * T_);
+  if (moe_) {  // every tp and cp rank of a stage computes the same load-balancing loss
+    double v[2] = {0, 0};  // aux loss; dropped choices (each rank drops its own tokens')
+    for (auto& m : models_) {
+      if (groups_.coords.tp == 0 && groups_.coords.cp == 0) v[0] += m->aux_loss();
+      if (groups_.coords.tp == 0) v[1] += double(m->dropped());
+    }
+    groups_.world->all_reduce_sum(v, 2);
+    aux_loss_ = v[0];
+    dropped_ = int64_t(v[1]);
+  }
   rec.lr = os.lr;
   rec.grad_norm = os.grad_norm;
   rec.step_time_s = seconds_since(t_step);
   rec.gemm_s = model_backend().gemm_seconds() - gemm0;
   rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
   const double flops =
-      model_flops_per_token(global_params_, model_spec_.layers, T_, model_spec_.hidden) *
+      model_flops_per_token(active_params_, model_spec_.layers, T_, model_spec_.hidden) *
       double(o_.gbs) * T_;
   rec.model_flops_per_s = flops / rec.step_time_s / world_;
   rec.mfu = peak_.flops_per_s > 0 ? rec.model_flops_per_s / peak_.flops_per_s
@@ -943,24 +1060,32 @@ bool Run::check_initial_weights() {
     } else {  // ZeRO-3: the replicas' shards put together
       std::vector<float> shard(size_t(m->shard_numel()));
       be_->to_host(shard.data(), m->param_shard(), m->shard_numel());
-      groups_.dp->all_gather(shard.data(), host.data(), m->shard_numel());
+      groups_.dp_cp->all_gather(shard.data(), host.data(), m->shard_numel());
     }
     h = fnv1a(host.data(), size_t(m->num_params()) * sizeof(float), h);
   }
   // Only DP replicas hold the same tensors; TP and PP ranks hold different parts.
   int64_t w[2] = {int64_t(h >> 1), -int64_t(h >> 1)};
-  groups_.dp->all_reduce_min(w, 2);
+  groups_.dp_cp->all_reduce_min(w, 2);
   if (!all_ok(w[0] == -w[1])) {
     if (rank_ == 0) std::fprintf(stderr, "error: initial weights differ between DP replicas\n");
     return false;
   }
-  int64_t counted = 0;
-  for (auto& m : models_)
+  // Dense tensors are replicated over dp x cp; the experts are spread over ep of those ranks.
+  double c[2] = {0, 0};
+  for (auto& m : models_) {
     for (const ParamInfo& p : m->param_infos())
-      if (p.norm_counted) counted += p.numel;
-  double c = double(counted);
-  groups_.world->all_reduce_sum(&c, 1);
-  global_params_ = int64_t(c / o_.layout.dp);
+      if (p.norm_counted) c[0] += double(p.numel);
+    for (const ParamInfo& p : m->expert_infos()) c[1] += double(p.numel);
+  }
+  groups_.world->all_reduce_sum(c, 2);
+  const double dpcp = double(o_.layout.dp) * o_.layout.cp;
+  const double experts = c[1] * o_.layout.ep / dpcp;
+  global_params_ = int64_t(c[0] / dpcp + experts);
+  // A token goes through top_k of the experts: the model FLOPs count those (6 N per token).
+  const MoeSpec& moe = model_spec_.moe;
+  active_params_ = int64_t(c[0] / dpcp +
+                           (moe.enabled() ? experts * moe.top_k_or_default() / moe.experts : 0.0));
   return true;
 }
 
@@ -1050,18 +1175,22 @@ Run::RankReport Run::report_ranks() {
 void Run::announce(const RankReport& report) {
   if (rank_ != 0) return;
   const Layout& L = o_.layout;
-  std::printf("capplan-train: %s, %lld parameters, layout dp %d tp %d pp %d (order %s), zero %d, "
+  std::printf("capplan-train: %s, %lld parameters, layout dp %d tp %d pp %d cp %d ep %d (order %s), zero %d, "
               "mbs %d, gbs %lld (%lld micro-batches per rank), seq %d, %d threads per rank "
               "(%s), backend %s, data %s\n",
-              model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp, L.order.c_str(), L.zero, L.mbs,
+              model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp, L.cp, L.ep,
+              full_order(L.order).c_str(), L.zero, L.mbs,
               (long long)o_.gbs, (long long)micro_, T_, threads_, thread_split_text().c_str(), be_->name().c_str(),
               data_->describe().c_str());
   std::printf("memory per rank (allocated once, so also the peak):\n");
   for (const std::string& l : report.memory) std::printf("  %s\n", l.c_str());
-  std::printf("placement (order %s, right-most fastest):", L.order.c_str());
+  std::printf("placement (order %s, right-most fastest):", full_order(L.order).c_str());
   for (int r = 0; r < world_; ++r) {
     const RankCoords c = rank_to_coords(r, L);
-    std::printf(" %d=(d%d,p%d,t%d)", r, c.dp, c.pp, c.tp);
+    std::printf(" %d=(d%d,p%d,t%d", r, c.dp, c.pp, c.tp);
+    if (L.cp > 1) std::printf(",c%d", c.cp);
+    if (L.ep > 1) std::printf(",e%d", c.ep);
+    std::printf(")");
   }
   std::printf("\n");
   if (start_step_ > 0) std::printf("resumed from step %lld\n", (long long)start_step_);
@@ -1105,6 +1234,7 @@ std::string Run::train_steps(SummaryRecord& summary) {
       std::printf("step %lld/%lld loss %.17g lr %.6e grad_norm %.6g step_s %.4f tokens/s %.1f", (long long)rec.step,
                   (long long)o_.steps, rec.loss, rec.lr, rec.grad_norm, rec.step_time_s, rec.tokens_per_s);
       if (o_.layout.pp > 1) std::printf(" bubble %.3f", bubble_);
+      if (moe_) std::printf(" aux_loss %.9g dropped %lld", aux_loss_, (long long)dropped_);
       std::printf("\n");
       std::fflush(stdout);
       if (metrics_.is_open()) metrics_.write_step(rec);

@@ -80,6 +80,30 @@ TEST(TrainOptions, ArgvRoundTrip) {
   EXPECT_EQ(plain_back.resume, "auto");
 }
 
+// Expectation: --cp, --ep and --moe-aux-loss-coeff come back from parse(to_argv()); ep must
+// divide dp * cp, and cp does not combine with --sp (each named).
+TEST(TrainOptions, ContextAndExpertFlagsRoundTrip) {
+  TrainOptions o;
+  o.model = "moe.yaml";
+  o.layout.dp = 2, o.layout.cp = 4, o.layout.ep = 8, o.layout.order = "DPECT";
+  o.moe_aux_loss_coeff = 0.003;
+  TrainOptions back;
+  const Diagnostics d = parse_vector(o.to_argv(), &back);
+  ASSERT_FALSE(d.has_errors()) << d.to_string();
+  EXPECT_EQ(back.layout.cp, 4);
+  EXPECT_EQ(back.layout.ep, 8);
+  EXPECT_EQ(back.layout.gpus(), 8);
+  EXPECT_EQ(back.layout.order, "DPECT");
+  EXPECT_EQ(back.moe_aux_loss_coeff, 0.003);
+  EXPECT_EQ(back.to_argv(), o.to_argv());
+  TrainOptions bad;
+  const Diagnostics e =
+      parse_vector({"--model", "m.yaml", "--dp", "2", "--cp", "2", "--ep", "3", "--tp", "2", "--sp"}, &bad);
+  const std::string text = e.to_string();
+  EXPECT_NE(text.find("--ep: ep 3 does not divide dp * cp = 2 * 2 = 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("--cp: context parallelism with sequence parallelism"), std::string::npos) << text;
+}
+
 // Expectation: four mistakes give four errors in one pass, each naming its flag: an unknown flag
 // with a "did you mean", a bad number, a value out of range and gbs not divisible by dp x mbs;
 // --seq-len is not a flag (the one spelling is --seq).

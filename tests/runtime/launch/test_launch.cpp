@@ -256,6 +256,71 @@ TEST(LaunchArgv, ExactVector) {
   EXPECT_EQ(std::count(v.begin(), v.end(), "--offload"), 1);
 }
 
+// Expectation: a plan's cp and ep reach capplan-train as --cp and --ep, and the ranks are
+// dp * tp * pp * cp = 2 * 1 * 1 * 2 = 4 (ep lives inside dp * cp).
+TEST(LaunchArgv, ContextAndExpertAxesPassThrough) {
+  TrainCommand c;
+  c.mpirun = "/usr/bin/mpirun";
+  c.train_binary = "/b/capplan-train";
+  c.options.model = "/r/moe.yaml";
+  c.options.layout.dp = 2, c.options.layout.cp = 2, c.options.layout.ep = 4;
+  c.options.moe_aux_loss_coeff = 0.001;
+  const std::vector<std::string> v = build_train_argv(c);
+  const auto at = [&](const std::string& f) { return std::find(v.begin(), v.end(), f); };
+  ASSERT_NE(at("-np"), v.end());
+  EXPECT_EQ(*(at("-np") + 1), "4");
+  ASSERT_NE(at("--cp"), v.end());
+  EXPECT_EQ(*(at("--cp") + 1), "2");
+  ASSERT_NE(at("--ep"), v.end());
+  EXPECT_EQ(*(at("--ep") + 1), "4");
+  ASSERT_NE(at("--moe-aux-loss-coeff"), v.end());
+  EXPECT_EQ(*(at("--moe-aux-loss-coeff") + 1), "0.001");
+  c.options.layout.cp = 1, c.options.layout.ep = 1;  // the defaults are not written
+  const std::vector<std::string> plain = build_train_argv(c);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "--cp"), 0);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "--ep"), 0);
+}
+
+// Expectation: shrinking dp 16 tp 8 pp 4 cp 8 ep 16 (4,096 ranks) to 8 ranks keeps at most 2 of
+// tp, pp and cp each (2 * 2 * 2 = 8, so dp 1), and ep becomes gcd(16, dp * cp = 2) = 2, still
+// inside dp * cp and a divisor of the experts.
+TEST(LaunchScaleDown, ShrinkKeepsContextAndExpertInsideTheRanks) {
+  Layout l;
+  l.dp = 16, l.tp = 8, l.pp = 4, l.cp = 8, l.ep = 16;
+  const ShrunkLayout s = shrink_layout(l, 8);
+  EXPECT_EQ(s.layout.gpus(), 8);
+  EXPECT_EQ(s.layout.cp, 2);
+  EXPECT_EQ(s.layout.dp, 1);
+  EXPECT_EQ(s.layout.ep, 2);
+  ASSERT_FALSE(s.changes.empty());
+  EXPECT_EQ(s.changes[0], "layout dp 16 tp 8 pp 4 cp 8 ep 16 (4096 ranks) -> dp 1 tp 2 pp 2 cp 2 ep 2 "
+                          "(8 ranks): at most 8 ranks here");
+}
+
+// Expectation: scaling down an MoE model on dp 2 x cp 3 with ep 2 keeps a valid layout: the
+// sequence a multiple of 2 * cp = 6 (64 -> 66), 64 experts -> 8 (a multiple of ep), top_k kept
+// (<= experts), the experts' width a multiple of tp; the kept knobs name cp and ep.
+TEST(LaunchScaleDown, MixtureOfExpertsOnContextParallelLayout) {
+  Scenario s = scenario_for("llama2-70b", 12, 64);
+  s.model.moe.experts = 64;
+  s.model.moe.top_k = 6;
+  s.model.moe.expert_ffn_hidden = 1408;
+  Layout l;
+  l.dp = 2, l.tp = 2, l.cp = 3, l.ep = 2;
+  const ScaledRun r = scale_down(s, l, local_cluster_spec(fake_machine(), 12));
+  EXPECT_EQ(r.scenario.seq_len() % 6, 0);
+  EXPECT_EQ(r.scenario.seq_len(), 66);
+  EXPECT_EQ(r.scenario.model.moe.experts, 8);
+  EXPECT_EQ(r.scenario.model.moe.top_k, 6);
+  EXPECT_EQ(r.scenario.model.moe.expert_ffn_hidden % 2, 0);
+  EXPECT_FALSE(check_layout(r.scenario, r.layout).has_value())
+      << check_layout(r.scenario, r.layout).value_or("");
+  std::string all;
+  for (const auto& c : r.changes) all += c + "\n";
+  EXPECT_NE(all.find("moe.experts 64 -> 8"), std::string::npos) << all;
+  EXPECT_NE(all.find(", cp 3, ep 2"), std::string::npos) << all;
+}
+
 void make_executable(const std::string& path) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path) << "#!/bin/sh\n";

@@ -18,6 +18,7 @@
 #include "train/communicator.h"
 #include "train/gpt.h"
 #include "train/optimizer.h"
+#include "train/ring_attention.h"
 #include "train/trainer.h"
 
 namespace capplan::rt {
@@ -341,6 +342,296 @@ TEST(RuntimeGradCheck, ZeroBucketsAndGatheredLayersEqualWholeBuffers) {
     EXPECT_EQ(g0, g3);
     EXPECT_EQ(w0, w3);
   }
+}
+
+// ---- mixture of experts ----
+
+// A tiny MoE model: both layers' MLPs are 4 experts (top-2, width 8) and one shared expert.
+ModelSpec tiny_moe_model(bool llama) {
+  ModelSpec m = tiny_model(llama);
+  m.name = "tiny-moe";
+  m.moe.experts = 4;
+  m.moe.top_k = 2;
+  m.moe.expert_ffn_hidden = 8;
+  m.moe.shared_experts = 1;
+  return m;
+}
+
+MoeConfig moe_config(const ModelSpec& m, double capacity_factor) {
+  MoeConfig c;
+  c.experts = m.moe.experts;
+  c.top_k = m.moe.top_k;
+  c.ffn_hidden = m.moe.expert_ffn_hidden;
+  c.shared_experts = m.moe.shared_experts;
+  c.capacity_factor = capacity_factor;
+  c.aux_loss_coeff = 0.1;  // large, so that the load-balancing term's gradient is checked too
+  return c;
+}
+
+// Directional finite differences (as check_gradients) of the whole objective, the mean token loss
+// plus the load-balancing loss, for every tensor of the dense buffer (router and shared experts
+// included) and of the expert buffer. The routing (top-2 and the capacity's drops) is a step
+// function of the router's logits: the difference is taken over a step on which no token's
+// routing changes (checked; eps from 1e-2 down by 4x), where the objective is smooth. The router
+// is scaled up 20x so that its probabilities, hence gates and load-balancing term, are far from
+// uniform (at 150x the softmax is so sharp that the central difference's truncation error,
+// O(eps^2), passes the tolerance). With capacity 1.0 some choices are dropped (asserted).
+void check_moe_gradients(double capacity_factor) {
+  const ModelSpec m = tiny_moe_model(true);
+  auto be = make_cpu_backend(2);
+  auto tp = make_self_communicator();
+  GptConfig c = tiny_config(m, 7);
+  c.moe = moe_config(m, capacity_factor);
+  Gpt g(c, *be, *tp);
+  g.init_params();
+  const int rows = c.mbs * c.seq_len;
+  std::mt19937 rng(3);
+  std::vector<int32_t> tokens, targets;
+  for (int i = 0; i < rows; ++i) {
+    tokens.push_back(int32_t(rng() % uint32_t(m.vocab)));
+    targets.push_back(int32_t(rng() % uint32_t(m.vocab)));
+  }
+  const int64_t n = g.num_params(), ne = g.expert_numel();
+  ASSERT_GT(ne, 0);
+  std::vector<float> params(static_cast<size_t>(n)), experts(static_cast<size_t>(ne));
+  be->to_host(params.data(), g.params(), n);
+  be->to_host(experts.data(), g.expert_params(), ne);
+  for (const ParamInfo& p : g.param_infos())
+    if (p.name.find("router") != std::string::npos)
+      for (int64_t i = 0; i < p.numel; ++i) params[size_t(p.offset + i)] *= 20.0f;
+  be->from_host(g.params(), params.data(), n);
+  auto objective = [&](bool grads) {
+    g.zero_grads();
+    const double sum = g.forward(0, tokens.data(), nullptr, nullptr, targets.data(), 1.0f / float(rows));
+    if (grads) g.backward(0, nullptr, nullptr);
+    return sum / rows + g.aux_loss();  // aux_scale = loss scale * rows = 1
+  };
+  objective(true);
+  if (capacity_factor > 0)
+    EXPECT_GT(g.dropped(), 0) << "capacity 1.0 with top-2 of 4 experts drops some choices";
+  else
+    EXPECT_EQ(g.dropped(), 0);
+  EXPECT_GT(g.aux_loss(), 0.0);
+  std::vector<float> gd(static_cast<size_t>(n)), ge(static_cast<size_t>(ne));
+  be->to_host(gd.data(), g.grads(), n);
+  be->to_host(ge.data(), g.expert_grads(), ne);
+  const std::vector<int> routing = g.routing();
+  ASSERT_EQ(routing.size(), size_t(2 * rows * 2));  // 2 layers x rows x top-2
+  std::mt19937 urng(11);
+  std::normal_distribution<double> normal;
+  auto check = [&](const ParamInfo& p, std::vector<float>& base, const std::vector<float>& grad,
+                   float* device, int64_t count) {
+    std::vector<double> u(size_t(p.numel));
+    double gnorm = 0, rnorm = 0;
+    std::vector<double> r(size_t(p.numel));
+    for (int64_t i = 0; i < p.numel; ++i) {
+      gnorm += double(grad[size_t(p.offset + i)]) * grad[size_t(p.offset + i)];
+      r[size_t(i)] = normal(urng);
+      rnorm += r[size_t(i)] * r[size_t(i)];
+    }
+    gnorm = std::sqrt(gnorm);
+    rnorm = std::sqrt(rnorm);
+    ASSERT_GT(gnorm, 0.0) << p.name << ": gradient is zero";
+    double unorm = 0, analytic = 0;
+    for (int64_t i = 0; i < p.numel; ++i) {
+      u[size_t(i)] = grad[size_t(p.offset + i)] / gnorm + r[size_t(i)] / rnorm;
+      unorm += u[size_t(i)] * u[size_t(i)];
+    }
+    unorm = std::sqrt(unorm);
+    for (int64_t i = 0; i < p.numel; ++i) {
+      u[size_t(i)] /= unorm;
+      analytic += grad[size_t(p.offset + i)] * u[size_t(i)];
+    }
+    bool same_routing = true;
+    auto shifted = [&](double sh) {
+      std::vector<float> q = base;
+      for (int64_t i = 0; i < p.numel; ++i)
+        q[size_t(p.offset + i)] = float(base[size_t(p.offset + i)] + sh * u[size_t(i)]);
+      be->from_host(device, q.data(), count);
+      const double v = objective(false);
+      same_routing = same_routing && g.routing() == routing;
+      return v;
+    };
+    // A shift that changes a token's experts (or what the capacity drops) crosses a step of the
+    // objective: the difference is then taken over a shorter step, until none changes.
+    double eps = 1e-2, numeric = 0;
+    for (int tries = 0; tries < 6; ++tries, eps /= 4) {
+      same_routing = true;
+      numeric = (shifted(eps) - shifted(-eps)) / (2 * eps);
+      if (same_routing) break;
+    }
+    be->from_host(device, base.data(), count);
+    ASSERT_TRUE(same_routing) << p.name << ": every shift changed the routing";
+    std::printf("%-22s Expectation: d/du = %.6e  Actual result: %.6e\n", p.name.c_str(), numeric,
+                analytic);
+    EXPECT_NEAR(analytic, numeric, 2e-3 * std::abs(numeric) + 2e-5) << p.name;
+  };
+  int routers = 0, shared = 0;
+  for (const ParamInfo& p : g.param_infos()) {
+    routers += p.name.find("router") != std::string::npos;
+    shared += p.name.find("shared") != std::string::npos;
+    check(p, params, gd, g.params(), n);
+  }
+  for (const ParamInfo& p : g.expert_infos()) check(p, experts, ge, g.expert_params(), ne);
+  EXPECT_EQ(routers, 2);
+  EXPECT_EQ(shared, 4);
+  EXPECT_EQ(g.expert_infos().size(), 2u * 4 * 2);  // 2 layers x 4 experts x (fc, proj)
+}
+
+TEST(RuntimeGradCheck, MixtureOfExpertsDropless) { check_moe_gradients(0.0); }
+TEST(RuntimeGradCheck, MixtureOfExpertsWithCapacity) { check_moe_gradients(1.0); }
+
+// ---- ring attention ----
+
+// The blocks of ring attention for cp = 2 (rank r holds chunks r and 3 - r of 4), each rank's
+// queries folded over every rank's keys and values in ring order, as RingAttention runs them
+// (the messages aside, which the cp runs under mpirun cover): Expectation: the output equals the
+// dense causal attention of the whole sequence (within 2e-6), and the gradient, assembled from
+// the blocks' backward (dK, dV summed over the ranks that saw the block), passes a directional
+// finite-difference check of L = sum(out * w) and equals the dense backward (within 1e-5).
+TEST(RuntimeGradCheck, RingAttentionBlocks) {
+  auto be = make_cpu_backend(2);
+  const int B = 2, T = 16, Hl = 4, KVl = 2, D = 8, cp = 2, Tl = T / cp;
+  const AttentionShape full{B, T, Hl, KVl, D}, local{B, Tl, Hl, KVl, D};
+  const int S = full.qkv_stride(), KVS = 2 * KVl * D, O = Hl * D;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> qkv(size_t(B) * T * S), w(size_t(B) * T * O);
+  for (float& x : qkv) x = normal(rng);
+  for (float& x : w) x = normal(rng);
+  std::vector<std::vector<int32_t>> pos;
+  for (int r = 0; r < cp; ++r) pos.push_back(cp_positions(T, cp, r));
+  EXPECT_EQ(pos[0], (std::vector<int32_t>{0, 1, 2, 3, 12, 13, 14, 15}));
+  // Rows of each rank: its positions in every sequence.
+  auto take = [&](const std::vector<float>& src, int width, int r) {
+    std::vector<float> out(size_t(B) * Tl * width);
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < Tl; ++j)
+        std::copy_n(src.begin() + (int64_t(b) * T + pos[size_t(r)][size_t(j)]) * width, width,
+                    out.begin() + (int64_t(b) * Tl + j) * width);
+    return out;
+  };
+  auto kv_of = [&](const std::vector<float>& q) {
+    std::vector<float> kv(size_t(B) * Tl * KVS);
+    for (int64_t i = 0; i < int64_t(B) * Tl; ++i)
+      std::copy_n(q.begin() + i * S + O, KVS, kv.begin() + i * KVS);
+    return kv;
+  };
+  // Forward and backward of the ring; returns the loss and fills the full-layout gradient.
+  auto ring = [&](const std::vector<float>& x, std::vector<float>* grad,
+                  std::vector<float>* out_full) {
+    std::vector<std::vector<float>> q(cp), kv(cp), out(cp), lse(cp);
+    for (int r = 0; r < cp; ++r) {
+      q[size_t(r)] = take(x, S, r);
+      kv[size_t(r)] = kv_of(q[size_t(r)]);
+    }
+    double loss = 0;
+    for (int r = 0; r < cp; ++r) {
+      std::vector<float> acc(size_t(B) * Tl * O, 0.0f), mx(size_t(B) * Hl * Tl, -INFINITY),
+          sm(size_t(B) * Hl * Tl, 0.0f);
+      for (int step = 0; step < cp; ++step) {
+        const int src = (r - step + cp) % cp;
+        be->attention_block_forward(acc.data(), mx.data(), sm.data(), q[size_t(r)].data(),
+                                    kv[size_t(src)].data(), pos[size_t(r)].data(),
+                                    pos[size_t(src)].data(), local);
+      }
+      out[size_t(r)].resize(acc.size());
+      lse[size_t(r)].resize(mx.size());
+      be->attention_block_finish(out[size_t(r)].data(), lse[size_t(r)].data(), acc.data(),
+                                 mx.data(), sm.data(), local);
+      const std::vector<float> wr = take(w, O, r);
+      for (size_t i = 0; i < wr.size(); ++i) loss += double(out[size_t(r)][i]) * wr[i];
+      if (out_full)
+        for (int b = 0; b < B; ++b)
+          for (int j = 0; j < Tl; ++j)
+            std::copy_n(out[size_t(r)].begin() + (int64_t(b) * Tl + j) * O, O,
+                        out_full->begin() + (int64_t(b) * T + pos[size_t(r)][size_t(j)]) * O);
+    }
+    if (!grad) return loss;
+    grad->assign(qkv.size(), 0.0f);
+    std::vector<std::vector<float>> dq(cp), dkv(cp);
+    for (int r = 0; r < cp; ++r) {
+      dq[size_t(r)].assign(size_t(B) * Tl * S, 0.0f);
+      dkv[size_t(r)].assign(size_t(B) * Tl * KVS, 0.0f);
+    }
+    for (int r = 0; r < cp; ++r) {
+      const std::vector<float> wr = take(w, O, r);
+      for (int step = 0; step < cp; ++step) {
+        const int src = (r - step + cp) % cp;
+        be->attention_block_backward(dq[size_t(r)].data(), dkv[size_t(src)].data(), wr.data(),
+                                     out[size_t(r)].data(), lse[size_t(r)].data(),
+                                     q[size_t(r)].data(), kv[size_t(src)].data(),
+                                     pos[size_t(r)].data(), pos[size_t(src)].data(), local);
+      }
+    }
+    for (int r = 0; r < cp; ++r)
+      for (int b = 0; b < B; ++b)
+        for (int j = 0; j < Tl; ++j) {
+          const int64_t li = int64_t(b) * Tl + j, fi = int64_t(b) * T + pos[size_t(r)][size_t(j)];
+          std::copy_n(dq[size_t(r)].begin() + li * S, O, grad->begin() + fi * S);
+          std::copy_n(dkv[size_t(r)].begin() + li * KVS, KVS, grad->begin() + fi * S + O);
+        }
+    return loss;
+  };
+  std::vector<float> grad, out_ring(size_t(B) * T * O), out_dense(size_t(B) * T * O),
+      probs(size_t(B) * Hl * T * T);
+  ring(qkv, &grad, &out_ring);
+  be->attention_forward(out_dense.data(), probs.data(), qkv.data(), full);
+  for (size_t i = 0; i < out_dense.size(); ++i)
+    ASSERT_NEAR(out_ring[i], out_dense[i], 2e-6) << "output element " << i;
+  std::vector<float> dense_grad(qkv.size());
+  be->attention_backward(dense_grad.data(), w.data(), qkv.data(), probs.data(), full);
+  for (size_t i = 0; i < grad.size(); ++i)
+    ASSERT_NEAR(grad[i], dense_grad[i], 1e-5) << "gradient element " << i;
+  // Directional check along the gradient mixed with a random direction.
+  std::vector<double> u(qkv.size());
+  double gn = 0, rn = 0, un = 0, analytic = 0;
+  std::vector<double> r(qkv.size());
+  for (size_t i = 0; i < u.size(); ++i) {
+    gn += double(grad[i]) * grad[i];
+    r[i] = normal(rng);
+    rn += r[i] * r[i];
+  }
+  for (size_t i = 0; i < u.size(); ++i) {
+    u[i] = grad[i] / std::sqrt(gn) + r[i] / std::sqrt(rn);
+    un += u[i] * u[i];
+  }
+  for (size_t i = 0; i < u.size(); ++i) {
+    u[i] /= std::sqrt(un);
+    analytic += grad[i] * u[i];
+  }
+  const double eps = 1e-2;
+  auto shifted = [&](double sh) {
+    std::vector<float> x = qkv;
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(qkv[i] + sh * u[i]);
+    return ring(x, nullptr, nullptr);
+  };
+  const double numeric = (shifted(eps) - shifted(-eps)) / (2 * eps);
+  std::printf("ring attention Expectation: d/du = %.6e  Actual result: %.6e\n", numeric, analytic);
+  EXPECT_NEAR(analytic, numeric, 2e-3 * std::abs(numeric) + 2e-5);
+}
+
+// RoPE at explicit positions (the chunks a cp rank holds) equals rope() of the whole sequence at
+// those rows: Expectation: equal within 1e-6.
+TEST(RuntimeGradCheck, RopeAtPositionsEqualsWholeSequence) {
+  auto be = make_cpu_backend(1);
+  const int B = 1, T = 16, Hl = 2, KVl = 1, D = 8;
+  const AttentionShape full{B, T, Hl, KVl, D};
+  const int S = full.qkv_stride();
+  std::vector<float> x(size_t(T) * S);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal;
+  for (float& v : x) v = normal(rng);
+  std::vector<float> whole = x;
+  be->rope(whole.data(), full, false);
+  const std::vector<int32_t> pos = cp_positions(T, 2, 1);  // chunks 1 and 2 of 4
+  std::vector<float> part(pos.size() * size_t(S));
+  for (size_t j = 0; j < pos.size(); ++j)
+    std::copy_n(x.begin() + int64_t(pos[j]) * S, S, part.begin() + int64_t(j) * S);
+  be->rope_at(part.data(), AttentionShape{B, int(pos.size()), Hl, KVl, D}, pos.data(), false);
+  for (size_t j = 0; j < pos.size(); ++j)
+    for (int c = 0; c < S; ++c)
+      ASSERT_NEAR(part[j * size_t(S) + size_t(c)], whole[size_t(pos[j]) * S + size_t(c)], 1e-6);
 }
 
 // Initialisation is a function of (seed, tensor, element): the rank of TP 2 holding the second

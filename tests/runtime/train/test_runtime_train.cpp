@@ -131,6 +131,129 @@ TEST(RuntimeTrain, LayoutsMatchSingleRank) {
   }
 }
 
+// ---- context parallelism and mixture of experts ----
+
+// A tiny MoE model (Llama style): both layers' MLPs are 4 experts of width 16, top-2, plus one
+// shared expert; `capacity` 1.0 (each expert takes at most 16 tokens * 2 / 4 = 8 of a rank's 16
+// per micro-batch, so choices are dropped every step) or 0 (dropless).
+std::string moe_model_file(double capacity) {
+  const fs::path p = work_dir() / (capacity > 0 ? "tiny_moe.yaml" : "tiny_moe_dropless.yaml");
+  if (!fs::exists(p)) {
+    std::ofstream f(p);
+    f << "name: tiny-moe\nlayers: 2\nhidden: 32\nheads: 4\nkv_heads: 2\nvocab: 97\nseq_len: 16\n"
+      << "ffn: swiglu\nnorm: rmsnorm\nposition: rope\n"
+      << "moe:\n  experts: 4\n  top_k: 2\n  expert_ffn_hidden: 16\n  shared_experts: 1\n"
+      << "  capacity_factor: " << capacity << "\n";
+  }
+  return p.string();
+}
+
+// Per-step values of `key` ("aux_loss", "dropped") in rank 0's step lines.
+std::map<int, double> step_values(const std::string& output, const std::string& key) {
+  std::map<int, double> out;
+  std::istringstream is(output);
+  for (std::string line; std::getline(is, line);) {
+    int step = 0, total = 0;
+    const size_t at = line.find(" " + key + " ");
+    if (at == std::string::npos || std::sscanf(line.c_str(), "step %d/%d", &step, &total) != 2)
+      continue;
+    out[step] = std::atof(line.c_str() + at + key.size() + 2);
+  }
+  return out;
+}
+
+// Context parallelism: each sequence in 2 * cp chunks (rank i: chunks i and 2cp - 1 - i), ring
+// attention over the cp ranks, dense gradients summed over dp x cp. Per-step losses within 1e-5
+// of one rank on both model families (learned positions and RoPE), for cp 2, cp 2 x tp 2, cp 4,
+// dp 2 x cp 2 with ZeRO-1 and full recompute, pp 2 x cp 2 and dp 2 x cp 2 with ZeRO-3 (shards
+// over dp x cp): the ring's online softmax adds the same terms as one softmax in another order.
+TEST(RuntimeTrain, ContextParallelMatchesSingleRank) {
+  for (bool llama : {false, true}) {
+    const Result ref = run(1, common(llama));
+    ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+    const Result cp2 = run(2, common(llama) + " --cp 2");
+    expect_close(ref, cp2, 1e-5, "cp 2");
+    EXPECT_NE(cp2.output.find("0=(d0,p0,t0,c0) 1=(d0,p0,t0,c1)"), std::string::npos) << cp2.output;
+    expect_close(ref, run(4, common(llama) + " --cp 2 --tp 2"), 1e-5, "cp 2 tp 2");
+    if (llama) {
+      expect_close(ref, run(4, common(llama) + " --cp 4"), 1e-5, "cp 4");
+      expect_close(ref, run(4, common(llama) + " --dp 2 --cp 2 --zero 1 --recompute full"), 1e-5,
+                   "dp 2 cp 2 zero 1 recompute full");
+      expect_close(ref, run(4, common(llama) + " --pp 2 --cp 2"), 1e-5, "pp 2 cp 2");
+      expect_close(ref, run(4, common(llama) + " --dp 2 --cp 2 --zero 3"), 1e-5, "dp 2 cp 2 zero 3");
+    }
+  }
+}
+
+// Expert parallelism, the layouts of the list on the MoE model with capacity 1.0: ep 2
+// (dp 2), ep 4 (dp 4), dp 2 x ep 2 (dp 4: two replicas of each pair of experts), tp 2 x ep 2 and
+// pp 2 x ep 2 (each dp 2). Expectation: per-step losses within 1e-5 of one rank, and the same
+// routing: the same number of dropped choices every step (capacity is per rank's micro-batch of
+// 16 tokens in every layout) and the load-balancing loss within 1e-5.
+TEST(RuntimeTrain, MixtureOfExpertsLayoutsMatchSingleRank) {
+  const std::string a = "--model " + moe_model_file(1.0) +
+                        " --gbs 8 --mbs 1 --steps 20 --lr 1e-2 --warmup 2 --seed 42";
+  const Result ref = run(1, a);
+  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+  const auto dropped = step_values(ref.output, "dropped"), aux = step_values(ref.output, "aux_loss");
+  ASSERT_EQ(dropped.size(), 20u) << ref.output;
+  EXPECT_GT(dropped.at(1), 0) << "capacity 1.0 drops choices";
+  // Near balance the loss is coeff * E * sum f P ~ 0.01 per MoE layer: two layers ~ 0.02.
+  EXPECT_NEAR(aux.at(1), 0.02, 0.005);
+  for (const auto& [np, layout] :
+       {std::pair{2, "--dp 2 --ep 2"}, std::pair{4, "--dp 4 --ep 4"}, std::pair{4, "--dp 4 --ep 2"},
+        std::pair{4, "--dp 2 --tp 2 --ep 2"}, std::pair{4, "--dp 2 --pp 2 --ep 2"}}) {
+    const Result got = run(np, a + " " + layout);
+    expect_close(ref, got, 1e-5, layout);
+    const auto d = step_values(got.output, "dropped"), x = step_values(got.output, "aux_loss");
+    ASSERT_EQ(d.size(), 20u) << got.output;
+    for (const auto& [step, n] : dropped) {
+      EXPECT_EQ(d.at(step), n) << layout << " step " << step;
+      EXPECT_NEAR(x.at(step), aux.at(step), 1e-5 * aux.at(step)) << layout << " step " << step;
+    }
+  }
+}
+
+// Both axes at once on the dropless MoE model (so that splitting a micro-batch's tokens over cp
+// ranks changes no expert's load): ep over the cp ranks, and ep 4 over dp 2 x cp 2 with ZeRO-1.
+TEST(RuntimeTrain, ContextAndExpertParallelTogetherMatchSingleRank) {
+  const std::string a = "--model " + moe_model_file(0) +
+                        " --gbs 8 --mbs 1 --steps 20 --lr 1e-2 --warmup 2 --seed 42";
+  const Result ref = run(1, a);
+  ASSERT_EQ(ref.losses.size(), 20u) << ref.output;
+  EXPECT_EQ(step_values(ref.output, "dropped").at(1), 0);
+  expect_close(ref, run(2, a + " --cp 2 --ep 2"), 1e-5, "cp 2 ep 2");
+  expect_close(ref, run(4, a + " --dp 2 --cp 2 --ep 4 --zero 1"), 1e-5, "dp 2 cp 2 ep 4 zero 1");
+}
+
+// A killed dp 2 x cp 2 x ep 2 run resumes from its step-10 checkpoint (each rank's dense shard,
+// experts and their Adam moments) and continues bitwise; another ep cannot resume from it.
+TEST(RuntimeTrain, ContextAndExpertParallelResumeBitwise) {
+  const fs::path dir = work_dir() / "ckpt";
+  fs::remove_all(dir);
+  const std::string args = "--model " + moe_model_file(1.0) +
+                           " --gbs 8 --mbs 1 --steps 20 --lr 1e-2 --warmup 2 --seed 42 --dp 2 "
+                           "--cp 2 --ep 2 --zero 1 --checkpoint-every 10";
+  const Result straight = run(4, args);
+  ASSERT_EQ(straight.status, 0) << straight.output;
+  const Result killed = run(4, args + " --checkpoint-dir " + dir.string() + " --kill-at-step 12");
+  EXPECT_NE(killed.status, 0) << killed.output;
+  ASSERT_TRUE(fs::exists(dir / "step-000010" / "manifest.json"));
+  const Result resumed = run(4, args + " --checkpoint-dir " + dir.string());
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from step 10"), std::string::npos) << resumed.output;
+  ASSERT_EQ(resumed.losses.size(), 10u) << resumed.output;
+  for (int step = 11; step <= 20; ++step)
+    EXPECT_EQ(resumed.losses.at(step), straight.losses.at(step)) << "step " << step;
+  const std::string other = "--model " + moe_model_file(1.0) +
+                            " --gbs 8 --mbs 1 --steps 20 --lr 1e-2 --warmup 2 --seed 42 --dp 2 "
+                            "--cp 2 --ep 4 --zero 1 --checkpoint-dir " + dir.string();
+  const Result refused = run(4, other);
+  EXPECT_EQ(refused.status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("ep: the checkpoint has 2, this run has 4"), std::string::npos)
+      << refused.output;
+}
+
 // The LM head and loss run over chunks of about 8 MiB of logits: with vocab 8192 and 1,024 rows
 // per micro-batch one rank takes 4 chunks of 256 rows, tp 2 (4,096 vocab rows each, with and
 // without SP) 2 chunks of 512, where every chunk's max and sums cross the TP group.
@@ -436,7 +559,10 @@ TEST(RuntimeTrain, GradientsAfterStepOneMatchSingleRankUnsharded) {
        {std::pair{deep_model_file(), std::string("--dp 2 --pp 2 --tp 2 --sp --zero 1")},
         std::pair{llama, std::string("--tp 4 --pp 2 --vp 2 --schedule interleaved")},
         std::pair{llama, std::string("--dp 4 --pp 2 --zero 3")},
-        std::pair{deep_model_file(), std::string("--dp 2 --pp 2 --tp 2 --sp --zero 2")}}) {
+        std::pair{deep_model_file(), std::string("--dp 2 --pp 2 --tp 2 --sp --zero 2")},
+        // Ring attention's gradients, summed over dp x cp, learned positions and RoPE.
+        std::pair{deep_model_file(), std::string("--dp 2 --cp 2 --tp 2")},
+        std::pair{llama, std::string("--cp 4 --tp 2")}}) {
     const std::string base = "--model " + model + " --gbs 8 --steps 1 --seed 3 --dump-grads ";
     const Result ref = run(1, base + (dir / "ref.txt").string());
     ASSERT_EQ(ref.status, 0) << ref.output;
@@ -482,6 +608,15 @@ TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
   expect_bad(2, m + " --pp 2 --order DPX", "expected a permutation of D, P, T");
   expect_bad(2, m + " --pp 2 --vp 2 --schedule interleaved --gbs 2",
              "vp 2 does not divide the 1 layers per stage");
+  // Context and expert parallelism.
+  expect_bad(3, m + " --cp 3", "--cp: cp 3 does not split the sequence of 16 tokens into 2 * cp = 6");
+  expect_bad(2, m + " --dp 2 --ep 2", "--ep: ep 2 needs a mixture-of-experts model");
+  expect_bad(2, m + " --dp 2 --ep 4", "--ep: ep 4 does not divide dp * cp = 2 * 1 = 2");
+  expect_bad(3, " --model " + moe_model_file(1.0) + " --dp 3 --ep 3 --gbs 3",
+             "--ep: ep 3 does not divide the 4 experts");
+  expect_bad(4, m + " --tp 2 --cp 2 --sp", "--cp: context parallelism with sequence parallelism");
+  expect_bad(2, " --model " + moe_model_file(1.0) + " --dp 2 --zero 2", "--zero: mixture-of-experts models");
+  expect_bad(1, m + " --moe-aux-loss-coeff -1", "--moe-aux-loss-coeff: must be >= 0");
   // Two ranks started with different flags (MPMD launch): caught before any work.
   expect_bad(1, m + " --dp 2 --gbs 2 --steps 2 : -np 1 " + std::string(CAPPLAN_TRAIN) +
                     " --threads 1" + m + " --dp 2 --gbs 2 --steps 3",

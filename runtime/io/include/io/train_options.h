@@ -28,11 +28,14 @@ struct OptimizerConfig {
 
 struct TrainOptions {
   std::string model;          // preset name, YAML file or config.json (planner's load_model)
-  Layout layout;              // dp, tp, pp, vp, mbs, zero, recompute, order, schedule
+  Layout layout;              // dp, tp, pp, cp, ep, vp, mbs, zero, recompute, order, schedule
   int64_t gbs = 0;            // global batch in sequences; 0 = dp * mbs
   int64_t steps = 10;
   int seq_len = 0;            // --seq; 0 = the model's seq_len
   OptimizerConfig optimizer;  // lr, warm-up, decay, clipping (total_steps = steps)
+  // Mixture-of-experts models: the weight of the load-balancing loss (Switch Transformer's
+  // alpha; Megatron-Core's --moe-aux-loss-coeff).
+  double moe_aux_loss_coeff = 0.01;
   uint64_t seed = 1234;
   std::string data = "synthetic";
   std::string checkpoint_dir;     // empty = no checkpoints

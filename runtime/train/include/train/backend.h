@@ -112,6 +112,33 @@ class Backend {
   // Wall time the calling thread has spent in matmul() since the backend was made (seconds):
   // the GEMM share of a step, which bounds how fast any trainer on the same GEMMs can be.
   virtual double gemm_seconds() const = 0;
+
+  // Context parallelism (train/ring_attention.h). s.T is the rows per sequence on this rank;
+  // positions are host arrays of s.T global token positions (the same for every sequence).
+  // These have host-loop defaults over to_host / from_host (backend_context.cpp) that any
+  // backend can use as they are; a backend may override them with its own kernels.
+  //
+  // RoPE as rope(), at the given positions instead of 0 .. T - 1.
+  virtual void rope_at(float* qkv, const AttentionShape& s, const int32_t* positions,
+                       bool inverse);
+  // One block of ring attention: the queries of qkv (this rank's rows) against the keys and
+  // values of `kv` [B, T, 2 * KVl * D] (k then v per row, held by some rank of the ring), causal
+  // by position (a key attends when k_pos <= q_pos), folded into the running softmax: acc
+  // [rows, Hl * D] (unnormalised output), row_max and row_sum [B, Hl, T] (start: 0, -inf, 0).
+  virtual void attention_block_forward(float* acc, float* row_max, float* row_sum,
+                                       const float* qkv, const float* kv, const int32_t* q_pos,
+                                       const int32_t* k_pos, const AttentionShape& s);
+  // out = acc / row_sum and lse = row_max + log(row_sum) [B, Hl, T].
+  virtual void attention_block_finish(float* out, float* lse, const float* acc,
+                                      const float* row_max, const float* row_sum,
+                                      const AttentionShape& s);
+  // The backward of one block: with P = exp(q.k / sqrt(D) - lse) and delta = rowsum(dout * out),
+  // dq (the q columns of dqkv) += dS K / sqrt(D), dkv's k part += dS^T Q / sqrt(D), its v part
+  // += P^T dout, where dS = P (dout V^T - delta) (Dao et al. 2022, FlashAttention, Alg. 2).
+  virtual void attention_block_backward(float* dqkv, float* dkv, const float* dout,
+                                        const float* out, const float* lse, const float* qkv,
+                                        const float* kv, const int32_t* q_pos,
+                                        const int32_t* k_pos, const AttentionShape& s);
 };
 
 // The CPU backend with `threads` threads (>= 1). GEMMs go to cblas (single-threaded per call,

@@ -38,6 +38,13 @@ class Communicator {
                                     const std::vector<int64_t>& counts) = 0;
   // ... and recv gets every rank's block in rank order (send: counts[rank()] elements).
   virtual void all_gather_v(const float* send, float* recv, const std::vector<int64_t>& counts) = 0;
+  // All-to-all (expert dispatch and combine): block r of send goes to rank r, recv's block r
+  // comes from rank r. Fixed blocks of `count` ...
+  virtual void all_to_all(const int64_t* send, int64_t* recv, int64_t count) = 0;
+  // ... and variable ones (MPI_Alltoallv): send_counts[r] elements to rank r, in rank order,
+  // recv_counts[r] elements from rank r, in rank order.
+  virtual void all_to_all_v(const float* send, const std::vector<int64_t>& send_counts,
+                            float* recv, const std::vector<int64_t>& recv_counts) = 0;
   virtual void broadcast(float* data, int64_t n, int root) = 0;
   virtual void send(const float* data, int64_t n, int peer, int tag) = 0;
   virtual void recv(float* data, int64_t n, int peer, int tag) = 0;
@@ -52,11 +59,16 @@ std::unique_ptr<Communicator> make_self_communicator();
 
 // Rank <-> coordinates (RankCoords, rank_to_coords, coords_to_rank): planner/rank_mapping.h.
 
-// MPI process groups for one rank: world, and dp / pp / tp groups (ranks sharing the other two
-// coordinates, ordered by their own coordinate), plus ranks on this node.
+// MPI process groups for one rank: world, and dp / pp / tp / cp groups (ranks sharing the other
+// coordinates, ordered by their own coordinate), plus ranks on this node. Context and expert
+// parallelism (as Megatron-Core): the dense weights' gradients are reduced over dp_cp (the dp x
+// cp ranks holding the same weights; = dp when cp is 1); ep carves groups of ep consecutive ranks
+// out of the dp x cp index d * cp + c (ep rank = that index % ep), and an expert's gradients are
+// reduced over edp, the dp * cp / ep ranks holding the same experts.
 struct ProcessGroups {
   RankCoords coords;
-  std::unique_ptr<Communicator> world, dp, pp, tp;
+  std::unique_ptr<Communicator> world, dp, pp, tp, cp, dp_cp, ep, edp;
+  int ep_rank = 0;
   int local_rank = 0, local_size = 1;  // within MPI_COMM_TYPE_SHARED (this node)
 };
 

@@ -9,12 +9,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "planner/spec.h"
 #include "train/backend.h"
 #include "train/communicator.h"
+#include "train/moe.h"
+#include "train/ring_attention.h"
 
 namespace capplan::rt {
 
@@ -53,6 +56,16 @@ struct GptConfig {
   // can take them over (one stage, no SP, ZeRO <= 1). The embedding's gradient then adds the
   // head's last chunk after its own rows, not before: the same terms in another order.
   bool defer_weight_grads = false;
+  // Context parallelism (train/ring_attention.h): this rank holds seq_len / cp_size tokens of
+  // each sequence (chunks cp_rank and 2 cp_size - 1 - cp_rank of 2 cp_size), in that order;
+  // attention runs as a ring over `cp` (the cp group, needed when cp_size > 1). seq_len stays
+  // the whole sequence.
+  int cp_rank = 0, cp_size = 1;
+  Communicator* cp = nullptr;
+  // Mixture-of-experts layers (train/moe.h); experts = 0: every layer has the dense MLP.
+  MoeConfig moe;
+  Communicator* ep = nullptr;    // the expert-parallel group (moe.ep_size ranks)
+  int expert_pad_multiple = 1;   // the expert buffer is padded to a multiple (its DP group)
 };
 
 // A weight-gradient GEMM put off by Gpt::backward: c[M, N] += a^T b, a [K, M], b [K, N].
@@ -74,6 +87,22 @@ struct ParamInfo {
   bool norm_counted = true;   // counted in the global gradient norm on this rank: each distinct
                               // element exactly once over the TP and PP groups
 };
+
+// One flat buffer of parameters with its gradients, as the optimizer updates it: the model's
+// dense buffer, or its expert buffer (reduced over another DP group).
+struct ParamBuffer {
+  float* params = nullptr;  // nullptr with zero 3 (param_shard holds this rank's part)
+  float* grads = nullptr;   // nullptr with zero >= 2 (grad_shard holds the reduced shard)
+  int64_t padded = 0;       // elements, a multiple of the DP group's size
+  const std::vector<ParamInfo>* infos = nullptr;
+  int zero = 0;
+  int64_t shard_numel = 0;
+  float* grad_shard = nullptr;
+  float* param_shard = nullptr;
+};
+
+// The seeded normal the weights are drawn from: element `index` of tensor `id`.
+float init_normal(uint64_t seed, uint64_t id, uint64_t index);
 
 // Checks the parts of a spec the runtime needs (tp divides heads and kv_heads and ffn_hidden,
 // even head_dim for RoPE, ...). Empty string when fine, else the reason.
@@ -113,6 +142,23 @@ class Gpt {
   int64_t param_buffer_bytes() const { return param_buffer_bytes_; }
   int64_t grad_buffer_bytes() const { return grad_buffer_bytes_; }
   const std::vector<ParamInfo>& param_infos() const { return infos_; }
+  ParamBuffer dense_buffer();
+  // The local experts of the MoE layers ("layers.3.experts.5.wfc", ...), apart from the dense
+  // buffer: their gradients are reduced over the expert-data-parallel group, not over DP.
+  // Padded to expert_pad_multiple; empty (0 elements) without MoE layers.
+  ParamBuffer expert_buffer();
+  int64_t expert_numel() const { return enum_; }
+  float* expert_params() { return eparams_; }
+  float* expert_grads() { return egrads_; }
+  const std::vector<ParamInfo>& expert_infos() const { return einfos_; }
+  // The load-balancing losses of the forwards since zero_grads(), each weighted as in the
+  // objective (sum over MoE layers and micro-batches of aux * mbs / gbs).
+  double aux_loss() const { return aux_loss_; }
+  // Token choices the experts' capacity dropped in the forwards since zero_grads() (summed over
+  // MoE layers and micro-batches; a choice is one of a token's top_k experts).
+  int64_t dropped() const { return dropped_; }
+  // The last forward's routing (MoeBlock::routing) of every MoE layer, layer after layer.
+  std::vector<int> routing() const;
   const ParamInfo* find_param(const std::string& name) const;
   // Normal(0, 0.02) matrices (out-projections / sqrt(2 * layers), GPT-2), norms 1 and 0. Element
   // i of a global tensor is a hash of (seed, tensor, i): every layout gets the same weights.
@@ -175,6 +221,13 @@ class Gpt {
   int C_, H_, KV_, D_, F_, V_, T_, B_, R_, Hl_, KVl_, Fl_, Fc_, Vl_, S_, vocab_begin_, nl_;
   bool sp_ = false;
   int Rl_ = 0, row0_ = 0;  // rows of the residual stream on this rank (all R_ without SP)
+  int Tfull_ = 0;          // seq_len; T_ = the tokens of a sequence on this rank (cp)
+  std::unique_ptr<RingAttention> ring_;  // cp > 1
+  // The runs of consecutive positions on this rank: (first row in a sequence, position, length).
+  struct PositionRun {
+    int row, position, length;
+  };
+  std::vector<PositionRun> position_runs_;
   int head_rows_ = 0;      // rows per chunk of the LM head and loss
   float *yfull_ = nullptr, *dfull_ = nullptr, *dhl_ = nullptr;  // SP scratch
   NormKind norm_;
@@ -205,6 +258,17 @@ class Gpt {
   int64_t activation_bytes_ = 0;
   int64_t host_activation_bytes_ = 0;
   float* alloc(int64_t n, bool activation);
+  // Mixture of experts: one block per MoE layer (null for dense layers), the expert buffer.
+  std::vector<std::unique_ptr<MoeBlock>> moe_;
+  std::vector<ParamInfo> einfos_;
+  int64_t enum_ = 0, epadded_ = 0;
+  float *eparams_ = nullptr, *egrads_ = nullptr;
+  int cur_slot_ = 0;
+  std::vector<float> slot_scale_;  // per slot: the loss scale of its forward
+  double aux_loss_ = 0;
+  int64_t dropped_ = 0;
+  bool counting_aux_ = true;
+  MoeWeights moe_weights(int i);
 };
 
 }  // namespace capplan::rt

@@ -38,6 +38,9 @@ class Optimizer {
   // The model's flat buffers must be padded to a multiple of dp.size().
   Optimizer(const OptimizerConfig& config, Gpt& model, Backend& backend, Communicator& dp,
             Communicator& tp, Communicator& pp);
+  // The same over one flat buffer (the model's expert buffer, with its own DP group).
+  Optimizer(const OptimizerConfig& config, const ParamBuffer& buffer, Backend& backend,
+            Communicator& dp, Communicator& tp, Communicator& pp);
   ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -63,7 +66,7 @@ class Optimizer {
 
  private:
   OptimizerConfig cfg_;
-  Gpt& model_;
+  ParamBuffer buf_;
   Backend& be_;
   Communicator &dp_, &tp_, &pp_;
   int64_t padded_ = 0, shard_ = 0, shard_begin_ = 0, state_numel_ = 0;
