@@ -103,7 +103,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
 
   undo_ = new QUndoStack(this);
   search_ = new SearchJob(this);
-  paretoSearch_ = new SearchJob(this);
+  paretoSearch_ = new SearchJob(this, SearchJob::Kind::Background);
   candidates_ = new CandidateTableModel(this);
   filter_ = new CandidateFilterModel(this);
   filter_->setSourceModel(candidates_);
@@ -116,6 +116,10 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   autosaveTimer_->setSingleShot(true);
   autosaveTimer_->setInterval(1000);
   connect(autosaveTimer_, &QTimer::timeout, this, &MainWindow::writeAutosave);
+  fillTimer_ = new QTimer(this);
+  fillTimer_->setSingleShot(true);
+  fillTimer_->setInterval(0);
+  connect(fillTimer_, &QTimer::timeout, this, &MainWindow::fillInSelection);
 
   connect(search_, &SearchJob::resultReady, this, &MainWindow::onSearchResult);
   connect(search_, &SearchJob::searchFinished, this, &MainWindow::onSearchFinished);
@@ -339,13 +343,22 @@ void MainWindow::syncWidgetsFromInputs() {
 }
 
 void MainWindow::refreshSelection() {
+  // The details at once; the charts, the what-if and the step simulation from the event loop,
+  // after the table has been drawn.
   modelPage_->refreshFigures();
   planPage_->showSelection();
-  if (selected_) {
-    runPage_->setPlan(currentPlan());
-    planPage_->refreshPareto(paretoResult_);
-  }
+  if (selected_) runPage_->setPlan(currentPlan());
+  fillTimer_->start();
+}
+
+void MainWindow::fillInSelection() {
+  // Stale work is dropped: an edit waiting for its re-plan, or a search still running, replaces
+  // the selection, and its own result fills in again.
+  if (replanTimer_->isActive() || search_->isRunning()) return;
+  planPage_->refreshCharts();
+  if (selected_) planPage_->refreshPareto(paretoResult_);
   timelinePage_->refresh();
+  emit selectionFilledIn();
 }
 
 void MainWindow::showFieldDiagnostics(const Diagnostics& diagnostics, QListWidget* list) {
@@ -458,23 +471,17 @@ void MainWindow::cancelSearch() {
 
 void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, bool finished) {
   if (generation != search_->generation()) return;
+  // The final result of a search is most often its last best-so-far, already shown: then only the
+  // status and the message change.
+  const bool shown = generation == shownGeneration_ && result.evaluated == shownEvaluated_ &&
+                     result.cancelled == lastResult_.cancelled &&
+                     result.candidates.size() == lastResult_.candidates.size();
+  shownGeneration_ = generation;
+  shownEvaluated_ = result.evaluated;
   lastResult_ = result;
   planPage_->setStale(false);
-  std::optional<std::pair<Layout, int>> keep = preferred_;
-  if (!keep && selected_) keep = std::make_pair(selected_->layout, selected_->nodes);
-  candidates_->setCandidates(result.candidates);
-  int row = keep ? candidates_->findLayout(keep->first, keep->second) : -1;
-  if (row < 0 && !result.candidates.empty()) row = 0;
+  if (!shown) showCandidates(result);
   if (finished) preferred_.reset();
-  if (row >= 0) {
-    const QModelIndex src = candidates_->index(row, 0);
-    const QModelIndex idx = filter_->mapFromSource(src);
-    if (idx.isValid()) planPage_->table()->selectRow(idx.row());
-    selected_ = result.candidates[size_t(row)];
-  } else {
-    selected_.reset();
-  }
-  refreshSelection();
   planPage_->setStatus(tr("%1 layouts evaluated in %2%3; %4 shown")
                              .arg(formatCount(double(result.evaluated)))
                              .arg(formatSeconds(result.search_time_s))
@@ -490,6 +497,24 @@ void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, 
                                         .arg(inputs_.cluster.gpu.memory_gib)
                                         .arg(QString::fromStdString(result.candidates.front().reason)));
   }
+}
+
+void MainWindow::showCandidates(const SearchResult& result) {
+  std::optional<std::pair<Layout, int>> keep = preferred_;
+  if (!keep && selected_) keep = std::make_pair(selected_->layout, selected_->nodes);
+  candidates_->setCandidates(result.candidates);
+  int row = keep ? candidates_->findLayout(keep->first, keep->second) : -1;
+  if (row < 0 && !result.candidates.empty()) row = 0;
+  if (row >= 0) {
+    selected_ = result.candidates[size_t(row)];
+    const QModelIndex idx = filter_->mapFromSource(candidates_->index(row, 0));
+    selectingRow_ = true;  // the selection is refreshed once, below
+    if (idx.isValid()) planPage_->table()->selectRow(idx.row());
+    selectingRow_ = false;
+  } else {
+    selected_.reset();
+  }
+  refreshSelection();
 }
 
 void MainWindow::onSearchFinished(quint64 generation, bool cancelled) {
@@ -535,6 +560,11 @@ void MainWindow::startParetoSearch() {
 void MainWindow::onParetoResult(quint64 generation, const SearchResult& result, bool finished) {
   if (generation != paretoSearch_->generation()) return;
   paretoResult_ = result;
+  // Drawn when the sweep ends, and from partial sweeps at most 4 times a second; never while an
+  // edit waits for its re-plan (the sweep is about to be replaced).
+  if (replanTimer_->isActive() || search_->isRunning()) return;
+  if (!finished && paretoDrawn_.isValid() && paretoDrawn_.elapsed() < 250) return;
+  paretoDrawn_.start();
   planPage_->refreshPareto(paretoResult_);
 }
 
@@ -552,6 +582,7 @@ void MainWindow::selectEstimate(const Estimate& e) {
 }
 
 void MainWindow::onSelectionChanged() {
+  if (selectingRow_) return;
   const QModelIndexList rows = planPage_->table()->selectionModel()->selectedRows();
   if (rows.isEmpty()) return;
   const QModelIndex src = filter_->mapToSource(rows.first());

@@ -359,6 +359,9 @@ QWidget* PlanPage::buildTable(QWidget* parent) {
     t->verticalHeader()->hide();
     t->verticalHeader()->setDefaultSectionSize(22);
     t->setAlternatingRowColors(true);
+    // Column widths from the first 50 rows (in rank order, where the values share their format),
+    // not from all of them: measuring 200 rows of text on every re-plan cost most of its redraw.
+    t->horizontalHeader()->setResizeContentsPrecision(50);
   }
   moreTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->sortByColumn(CandidateTableModel::Rank, Qt::AscendingOrder);
@@ -434,7 +437,7 @@ void PlanPage::setMessage(const QString& text) { message_->setText(text); }
 void PlanPage::setSimulatedStep(const TimeBreakdown& breakdown, double stepS) {
   simulatedBreakdown_ = breakdown;
   simulatedStepS_ = stepS;
-  refreshCharts();
+  if (const std::optional<Estimate>& selected = host_.selectedEstimate()) refreshTimeChart(*selected);
 }
 
 void PlanPage::syncFromInputs(const PlanInputs& in) {
@@ -474,8 +477,6 @@ void PlanPage::showSelection() {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
   if (!selected) {
     details_->setText(tr("<i>No layout selected.</i>"));
-    memoryChart_->showMessage(tr("No layout selected: nothing to chart."));
-    timeChart_->showMessage(tr("No layout selected: nothing to chart."));
     return;
   }
   const Estimate& e = *selected;
@@ -504,12 +505,15 @@ void PlanPage::showSelection() {
           .arg(m.total / kGiB, 0, 'f', 1)
           .arg(m.capacity / kGiB, 0, 'f', 0)
           .arg(fits));
-  refreshCharts();
 }
 
 void PlanPage::refreshCharts() {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
-  if (!selected) return;
+  if (!selected) {
+    memoryChart_->showMessage(tr("No layout selected: nothing to chart."));
+    timeChart_->showMessage(tr("No layout selected: nothing to chart."));
+    return;
+  }
   refreshMemoryChart(*selected);
   refreshTimeChart(*selected);
 }
