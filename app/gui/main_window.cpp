@@ -36,6 +36,7 @@
 #include <QVBoxLayout>
 
 #include "cluster_page.h"
+#include "compare_page.h"
 #include "item_models.h"
 #include "model_page.h"
 #include "plan_page.h"
@@ -170,13 +171,14 @@ void MainWindow::buildPages() {
       "QListWidget::item { padding: 10px 14px; }"
       "QListWidget::item:selected { background: palette(highlight); color: palette(highlighted-text); }"));
   stack_ = new QStackedWidget(central);
-  const char* names[kPageCount] = {"Model", "Cluster", "Plan", "Timeline", "Run"};
+  const char* names[kPageCount] = {"Model", "Cluster", "Plan", "Timeline", "Run", "Compare"};
   const char* tips[kPageCount] = {
       "What is trained: architecture, parameters, FLOPs per token, per-layer profile (Ctrl+1)",
       "On what: instance type, node count or range, price (Ctrl+2)",
       "How: the layout search, ranked candidates, memory and time charts (Ctrl+3)",
       "One step of the selected layout, GPU by GPU (Ctrl+4)",
-      "Launch a scaled-down run on this machine and watch it (Ctrl+5)"};
+      "Launch a scaled-down run on this machine and watch it (Ctrl+5)",
+      "A pinned baseline and other plans side by side, as deltas (Ctrl+6)"};
   for (int i = 0; i < kPageCount; ++i) {
     auto* item = new QListWidgetItem(QString::fromUtf8(names[i]), nav_);
     item->setToolTip(QString::fromUtf8(tips[i]));
@@ -192,6 +194,8 @@ void MainWindow::buildPages() {
   stack_->addWidget(planPage_);
   stack_->addWidget(timelinePage_);
   stack_->addWidget(runPage_);
+  comparePage_ = new ComparePage;
+  stack_->addWidget(comparePage_);
   connect(modelPage_, &ModelPage::modelFileChosen, this, &MainWindow::loadModelFile);
   connect(clusterPage_, &ClusterPage::clusterFileChosen, this, &MainWindow::loadClusterFile);
   connect(planPage_, &PlanPage::replanRequested, this, &MainWindow::replan);
@@ -286,6 +290,16 @@ void MainWindow::buildMenus() {
   QMenu* plan = menuBar()->addMenu(tr("&Plan"));
   QAction* replanAct = plan->addAction(tr("&Re-plan"), this, &MainWindow::replan);
   replanAct->setShortcut(QKeySequence(Qt::Key_F5));
+  plan->addSeparator();
+  QAction* pin = plan->addAction(tr("Pin as &baseline"), this, &MainWindow::pinBaseline);
+  pin->setObjectName(QStringLiteral("pinBaseline"));
+  pin->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
+  pin->setToolTip(tr("Starts a comparison with the selected plan as its baseline (Compare page)"));
+  QAction* add = plan->addAction(tr("Add to &comparison"), this, &MainWindow::addToComparison);
+  add->setObjectName(QStringLiteral("addToComparison"));
+  add->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_B));
+  add->setToolTip(tr("Puts the selected plan beside the baseline: another candidate, cluster or model"));
+  plan->addSeparator();
   cancelAct_ = plan->addAction(tr("&Cancel search"), this, &MainWindow::cancelSearch);
   cancelAct_->setShortcut(QKeySequence(Qt::Key_Escape));
   cancelAct_->setEnabled(false);
@@ -462,6 +476,25 @@ void MainWindow::replan() {
   cancelAct_->setEnabled(true);
   planPage_->setStatus(tr("Searching..."));
   search_->start(req);
+}
+
+void MainWindow::pinBaseline() {
+  if (!selected_) {
+    planPage_->setMessage(tr("Nothing to pin yet: no layout is selected."));
+    return;
+  }
+  comparePage_->pinBaseline(currentPlan());
+  statusBar()->showMessage(tr("Pinned %1 as the baseline").arg(ComparePage::labelOf(currentPlan())), 6000);
+}
+
+bool MainWindow::addToComparison() {
+  if (!selected_) {
+    planPage_->setMessage(tr("Nothing to add yet: no layout is selected."));
+    return false;
+  }
+  const bool added = comparePage_->addPlan(currentPlan());
+  if (added) showPage(Page::Compare);
+  return added;
 }
 
 void MainWindow::cancelSearch() {
@@ -796,7 +829,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 QStringList MainWindow::saveScreenshots(const QString& dir) {
   QStringList written;
   QDir().mkpath(dir);
-  const char* files[kPageCount] = {"model", "cluster", "plan", "timeline", "run"};
+  const char* files[kPageCount] = {"model", "cluster", "plan", "timeline", "run", "compare"};
   for (int i = 0; i < kPageCount; ++i) {
     showPage(Page(i));
     QApplication::sendPostedEvents();

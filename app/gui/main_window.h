@@ -49,6 +49,7 @@ class ClusterPage;
 class PlanPage;
 class TimelinePage;
 class RunPage;
+class ComparePage;
 
 // The embedded default plan: GPT-3 175B on 120 x p4d.24xlarge, gbs 1536, 300B tokens.
 PlanInputs defaultInputs(Diagnostics* diagnostics = nullptr);
@@ -63,8 +64,8 @@ struct MainWindowOptions {
 class MainWindow : public QMainWindow, public PageHost {
   Q_OBJECT
  public:
-  enum class Page { Model, Cluster, Plan, Timeline, Run };
-  static constexpr int kPageCount = 5;
+  enum class Page { Model, Cluster, Plan, Timeline, Run, Compare };
+  static constexpr int kPageCount = 6;
 
   explicit MainWindow(MainWindowOptions options = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -88,6 +89,7 @@ class MainWindow : public QMainWindow, public PageHost {
   const SearchResult& lastResult() const { return lastResult_; }
   TimelineView* timelineView() const;
   RunPage* runPage() const { return runPage_; }
+  ComparePage* comparePage() const { return comparePage_; }
   const std::string& traceJson() const;
 
   SearchJob* searchJob() const { return search_; }
@@ -101,6 +103,8 @@ class MainWindow : public QMainWindow, public PageHost {
 
  public slots:
   void replan();        // F5: search now with the current inputs
+  void pinBaseline();      // Ctrl+B: the selected plan starts a comparison (Compare page)
+  bool addToComparison();  // Ctrl+Shift+B: the selected plan beside the baseline
   void cancelSearch();  // Esc
 
  signals:
@@ -182,6 +186,7 @@ class MainWindow : public QMainWindow, public PageHost {
   PlanPage* planPage_ = nullptr;
   TimelinePage* timelinePage_ = nullptr;
   RunPage* runPage_ = nullptr;
+  ComparePage* comparePage_ = nullptr;
 };
 
 }  // namespace capplan::gui
