@@ -334,6 +334,8 @@ Layout RunPage::runLayout() const {
 
 int RunPage::lossPoints() const { return loss_ != nullptr ? loss_->count() : 0; }
 
+QList<QPointF> RunPage::lossCurve() const { return loss_ != nullptr ? loss_->points() : QList<QPointF>{}; }
+
 QList<QPointF> RunPage::systemPoints() const { return cpu_ != nullptr ? cpu_->points() : QList<QPointF>{}; }
 
 int RunPage::resumeMarkers() const { return resumed_ != nullptr ? resumed_->count() : 0; }

@@ -48,6 +48,7 @@ class RunPage : public QWidget {
   static constexpr int kMaxRanks = 8;
   bool isRunning() const { return running_; }
   int lossPoints() const;
+  QList<QPointF> lossCurve() const;  // (step, loss) as charted
   QString runDirectory() const { return runDir_; }
   // The next launch writes here (checkpoints, metrics, run record); later launches pick a new one.
   void setRunDirectory(const QString& dir) {

@@ -833,6 +833,39 @@ TEST_F(GuiWindow, EarlierRunsAreListedAfterARestartAndResumeFromTheirCheckpoints
 #endif
 }
 
+// Expectation: the Run page trains on the bundled text corpus by default, and in 30 steps of a
+// 2-rank run the loss falls clearly below ln 256 = 5.545 (uniform guesses over the bytes); the
+// page's own findings then do not say LossNotDecreasing.
+TEST_F(GuiWindow, DefaultLocalRunOnTheTextCorpusLearns) {
+#if defined(CAPPLAN_GUI_HAVE_RUNTIME) && defined(CAPPLAN_GUI_TRAIN_HINT)
+  qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+  qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
+  RunPage* run = window_->runPage();
+  EXPECT_EQ(run->findChild<QComboBox*>(QStringLiteral("runData"))->currentData().toString(), QStringLiteral("corpus"));
+  run->setRunDirectory(dir_.filePath(QStringLiteral("learn")));
+  run->findChild<QSpinBox*>(QStringLiteral("runDp"))->setValue(2);
+  run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(1);
+  run->findChild<QSpinBox*>(QStringLiteral("runPp"))->setValue(1);
+  run->setSteps(30);
+  run->setKeepKnobs(false);
+  QSignalSpy done(run, &RunPage::runFinished);
+  run->launch();
+  ASSERT_TRUE(done.wait(240000));
+  ASSERT_TRUE(done.last().at(0).toBool()) << run->findChild<QLabel*>(QStringLiteral("runStatus"))->text().toStdString();
+  QFile command(dir_.filePath(QStringLiteral("learn/command.txt")));
+  ASSERT_TRUE(command.open(QIODevice::ReadOnly));
+  EXPECT_TRUE(command.readAll().contains("--data " CAPPLAN_SOURCE_DIR "/data/sqlite-api"));
+  const QList<QPointF> loss = run->lossCurve();
+  ASSERT_EQ(loss.size(), 30);
+  EXPECT_LT(loss.back().y(), std::log(256.0) - 0.3) << "first " << loss.front().y() << ", last " << loss.back().y();
+  const QString findings = run->findChild<QLabel*>(QStringLiteral("runFindings"))->text();
+  EXPECT_FALSE(findings.contains(QStringLiteral("LossNotDecreasing"))) << findings.toStdString();
+#else
+  GTEST_SKIP() << "runtime launcher or capplan-train not built";
+#endif
+}
+
 TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
 #if defined(CAPPLAN_GUI_HAVE_RUNTIME) && defined(CAPPLAN_GUI_TRAIN_HINT)
   qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
