@@ -30,6 +30,7 @@ QString formatFigure(double v, const std::string& unit) {
 
 QString formatDelta(const FigureDelta& f) {
   if (!std::isfinite(f.delta)) return QObject::tr("unknown");
+  if (f.delta == 0) return QObject::tr("same");
   const QString sign = f.delta > 0 ? QStringLiteral("+") : f.delta < 0 ? QStringLiteral("-") : QStringLiteral("±");
   QString text = sign + formatFigure(std::abs(f.delta), f.unit);
   if (std::isfinite(f.relative)) text += QStringLiteral(", %1%2 %").arg(sign).arg(std::abs(f.relative) * 100, 0, 'f', 1);
@@ -47,14 +48,11 @@ QColor deltaColor(const FigureDelta& f) {
 
 QString ComparePage::labelOf(const Plan& plan) {
   const Scenario& s = plan.scenario;
-  const Layout& l = plan.layout;
-  return QStringLiteral("%1 · %2 x %3 · dp %4 · tp %5 · pp %6")
+  const Layout& l = plan.layout;  // the compact layout string of the result table
+  return QStringLiteral("%1 · %2 x %3 · %4")
       .arg(QString::fromStdString(s.model.name))
       .arg(s.nodes)
-      .arg(QString::fromStdString(s.cluster.name))
-      .arg(l.dp)
-      .arg(l.tp)
-      .arg(l.pp);
+      .arg(QString::fromStdString(s.cluster.name), compactLayout(l));
 }
 
 ComparePage::ComparePage(QWidget* parent) : QWidget(parent) {

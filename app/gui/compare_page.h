@@ -30,7 +30,7 @@ class ComparePage : public QWidget {
   bool openFrom(const QString& path);  // a bad file: its diagnostics listed, the comparison kept
   QTableWidget* table() const { return table_; }
   QListWidget* diagnosticsList() const { return diagnostics_; }
-  // "GPT-3 175B · 120 x p4d.24xlarge · dp 12 · tp 8 · pp 10": what a column is called.
+  // "gpt3-175b · 120 x p4d.24xlarge · dp 12 · tp 4 · pp 20 · mbs 1 · z1 · sel · sp": a column's name.
   static QString labelOf(const Plan& plan);
 
  signals:

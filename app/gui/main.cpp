@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QPushButton>
+#include <QTableView>
 #include <QTimer>
 #include <cstdio>
 
@@ -27,6 +28,10 @@ int main(int argc, char** argv) {
                            QStringLiteral("Render each page to DIR/<nn>-<page>.png and exit."),
                            QStringLiteral("DIR"));
   parser.addOption(shots);
+  QCommandLineOption size(QStringLiteral("size"),
+                          QStringLiteral("Window size WIDTHxHEIGHT (default: 1440x900 or 90 % of the screen)."),
+                          QStringLiteral("WxH"));
+  parser.addOption(size);
   parser.addPositionalArgument(QStringLiteral("plan"), QStringLiteral("Plan YAML to open (optional)."));
   parser.process(app);
 
@@ -35,6 +40,16 @@ int main(int argc, char** argv) {
   if (screenshotMode) options.restoreAutosave = false;  // the default plan, reproducibly
   if (screenshotMode) options.autosavePath = QDir::temp().filePath(QStringLiteral("capplan-screenshots-autosave.yaml"));
   capplan::gui::MainWindow window(options);
+  if (parser.isSet(size)) {
+    const QStringList wh = parser.value(size).split(QLatin1Char('x'));
+    const int w = wh.size() == 2 ? wh[0].toInt() : 0, h = wh.size() == 2 ? wh[1].toInt() : 0;
+    if (w < 200 || h < 200) {
+      std::fprintf(stderr, "capplan-gui: --size: expected WIDTHxHEIGHT (at least 200x200), found '%s'\n",
+                   qPrintable(parser.value(size)));
+      return 2;
+    }
+    window.resize(w, h);
+  }
   window.show();
   const QStringList args = parser.positionalArguments();
   if (!args.isEmpty()) {
@@ -52,6 +67,14 @@ int main(int argc, char** argv) {
     // With the runtime built, a short scaled-down run of the selected layout fills the Run page.
     QObject::connect(&window, &capplan::gui::MainWindow::planUpdated, &window, [&window, shoot, pending] {
       if ((*pending)++ > 0) return;
+      // A comparison on the Compare page: the best layout as the baseline, the second beside it.
+      window.pinBaseline();
+      if (auto* table = window.findChild<QTableView*>(QStringLiteral("candidateTable")); table && table->model()->rowCount() > 1) {
+        table->selectRow(1);
+        window.addToComparison();
+        table->selectRow(0);
+      }
+      window.showPage(capplan::gui::MainWindow::Page::Plan);
       if (auto* simulate = window.findChild<QPushButton*>(QStringLiteral("simulateRun"))) simulate->click();
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
       qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");

@@ -829,13 +829,16 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 QStringList MainWindow::saveScreenshots(const QString& dir) {
   QStringList written;
   QDir().mkpath(dir);
+  // 256 colours: a third of the bytes of a true-colour PNG, and the text stays sharp.
+  auto save = [](const QPixmap& pix, const QString& path) {
+    return pix.toImage().convertToFormat(QImage::Format_Indexed8, Qt::ThresholdDither | Qt::AvoidDither).save(path);
+  };
   const char* files[kPageCount] = {"model", "cluster", "plan", "timeline", "run", "compare"};
   for (int i = 0; i < kPageCount; ++i) {
     showPage(Page(i));
     QApplication::sendPostedEvents();
-    const QPixmap pix = grab();
     const QString path = QDir(dir).filePath(QStringLiteral("%1-%2.png").arg(i + 1, 2, 10, QLatin1Char('0')).arg(QString::fromUtf8(files[i])));
-    if (pix.save(path)) written << path;
+    if (save(grab(), path)) written << path;
   }
   showPage(Page::Plan);
   if (selected_) {  // the export dialog over the Plan page, on its sbatch tab
@@ -844,7 +847,7 @@ QStringList MainWindow::saveScreenshots(const QString& dir) {
     dialog->show();
     QApplication::sendPostedEvents();
     const QString path = QDir(dir).filePath(QStringLiteral("%1-export.png").arg(kPageCount + 1, 2, 10, QLatin1Char('0')));
-    if (dialog->grab().save(path)) written << path;
+    if (save(dialog->grab(), path)) written << path;
     delete dialog;
   }
   return written;
