@@ -75,14 +75,21 @@ int main(int argc, char** argv) {
         table->selectRow(0);
       }
       window.showPage(capplan::gui::MainWindow::Page::Plan);
-      if (auto* simulate = window.findChild<QPushButton*>(QStringLiteral("simulateRun"))) simulate->click();
+      // The Monte-Carlo of the run once the selection has filled in (its step simulation restarts
+      // the Timeline page, which drops a run simulation started before).
+      QObject::connect(&window, &capplan::gui::MainWindow::selectionFilledIn, &window, [&window] {
+        if (auto* simulate = window.findChild<QPushButton*>(QStringLiteral("simulateRun"))) simulate->click();
+      }, Qt::SingleShotConnection);
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
       qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
       qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
       qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
       capplan::gui::RunPage* run = window.runPage();
-      run->setRunDirectory(QDir::temp().filePath(QStringLiteral("capplan-screenshots-run")));
-      QDir(run->runDirectory()).removeRecursively();
+      // Its own runs folder, so that the list of earlier runs shows this run and nothing else.
+      const QString runs = QDir::temp().filePath(QStringLiteral("capplan-screenshots-runs"));
+      QDir(runs).removeRecursively();
+      run->setRunsFolder(runs);
+      run->setRunDirectory(runs + QStringLiteral("/run-screenshots"));
       run->setSteps(400);  // a few seconds: long enough for several system samples
       run->setKeepKnobs(false);  // the plain layout: runs on every build of capplan-train
       QObject::connect(run, &capplan::gui::RunPage::runFinished, &window,

@@ -380,6 +380,7 @@ void RunPage::resetCharts() {
     ax->setLabelFormat(QStringLiteral("%.0f"));
     auto* ay = new QValueAxis;
     ay->setTitleText(yTitle);
+    ay->setLabelFormat(QStringLiteral("%g"));  // "100000", "2.5": no trailing ".0"
     chart->addAxis(ax, Qt::AlignBottom);
     chart->addAxis(ay, Qt::AlignLeft);
     auto name = names.begin();
@@ -400,7 +401,7 @@ void RunPage::resetCharts() {
   lossChart_->view()->chart()->addSeries(resumed_);
   for (QAbstractAxis* axis : loss_->attachedAxes()) resumed_->attachAxis(axis);
   makeLine(speedChart_, tr("Throughput"), tr("step"), tr("tokens/s"), {&tokens_}, {tr("tokens/s per step")});
-  makeLine(systemChart_, tr("System (rank 0, over time)"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
+  makeLine(systemChart_, tr("System, rank 0"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
            {tr("CPU utilisation %"), tr("resident memory MiB")});
   systemOffsetS_ = 0;
   lastSystemS_ = 0;
