@@ -38,7 +38,7 @@ std::vector<FlagSpec> run_flags() {
       {"steps", true, "training steps (default 10)", "N"},
       {"dir", true, "run directory (default runs/run-DATE-TIME)", "RUNDIR"},
       {"seed", true, "global seed (default 1234)", "S"},
-      {"data", true, "token shard directory, or synthetic (default)", "DIR"},
+      {"data", true, "corpus (default: the bundled text, data/sqlite-api), synthetic, or a token shard directory", "DIR"},
       {"threads", true, "threads per rank (default cores / ranks)", "N"},
       {"max-ranks", true, "shrink the layout to at most N MPI ranks (without it, more than max(8, 2 x cores) is refused)", "N"},
       {"resume", true, "auto | never | checkpoint folder (default never)", "R"},
@@ -165,7 +165,7 @@ std::optional<rt::LaunchRequest> request_from_args(const Args& args, bool slurm,
   req.max_ranks = int(max_ranks.value_or(0));
   req.shrink_to_max_ranks = max_ranks.has_value();
   req.stated_gemm_peak_gflops = peak.value_or(0);
-  req.data = args.get("data", "synthetic");
+  req.data = rt::resolve_run_data(args.get("data", "corpus"));
   req.resume = args.get("resume", "never");
   req.checkpoint_every = int(checkpoint_every.value_or(0));
   req.timeout_s = timeout.value_or(0);

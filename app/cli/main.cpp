@@ -18,6 +18,7 @@ int cmd_clusters(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_simulate(int argc, char** argv);
 int cmd_export(int argc, char** argv);
+int cmd_compare(int argc, char** argv);
 }  // namespace capplan::cli
 
 namespace {
@@ -38,6 +39,7 @@ const Command kCommands[] = {
     {"clusters", capplan::cli::cmd_clusters, "list the cluster/instance and GPU presets"},
     {"simulate", capplan::cli::cmd_simulate, "discrete-event simulation of a step (timeline) and of a run"},
     {"export", capplan::cli::cmd_export, "a plan as smp_options, Megatron-LM args, DeepSpeed config or sbatch"},
+    {"compare", capplan::cli::cmd_compare, "plans side by side: memory, step time by term, days and dollars as deltas"},
     {"run", capplan::cli::cmd_run, "launch capplan-train on a plan's layout, measured vs predicted"},
 };
 

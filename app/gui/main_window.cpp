@@ -36,6 +36,7 @@
 #include <QVBoxLayout>
 
 #include "cluster_page.h"
+#include "compare_page.h"
 #include "item_models.h"
 #include "model_page.h"
 #include "plan_page.h"
@@ -103,7 +104,7 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
 
   undo_ = new QUndoStack(this);
   search_ = new SearchJob(this);
-  paretoSearch_ = new SearchJob(this);
+  paretoSearch_ = new SearchJob(this, SearchJob::Kind::Background);
   candidates_ = new CandidateTableModel(this);
   filter_ = new CandidateFilterModel(this);
   filter_->setSourceModel(candidates_);
@@ -116,6 +117,10 @@ MainWindow::MainWindow(MainWindowOptions options, QWidget* parent)
   autosaveTimer_->setSingleShot(true);
   autosaveTimer_->setInterval(1000);
   connect(autosaveTimer_, &QTimer::timeout, this, &MainWindow::writeAutosave);
+  fillTimer_ = new QTimer(this);
+  fillTimer_->setSingleShot(true);
+  fillTimer_->setInterval(0);
+  connect(fillTimer_, &QTimer::timeout, this, &MainWindow::fillInSelection);
 
   connect(search_, &SearchJob::resultReady, this, &MainWindow::onSearchResult);
   connect(search_, &SearchJob::searchFinished, this, &MainWindow::onSearchFinished);
@@ -166,13 +171,14 @@ void MainWindow::buildPages() {
       "QListWidget::item { padding: 10px 14px; }"
       "QListWidget::item:selected { background: palette(highlight); color: palette(highlighted-text); }"));
   stack_ = new QStackedWidget(central);
-  const char* names[kPageCount] = {"Model", "Cluster", "Plan", "Timeline", "Run"};
+  const char* names[kPageCount] = {"Model", "Cluster", "Plan", "Timeline", "Run", "Compare"};
   const char* tips[kPageCount] = {
       "What is trained: architecture, parameters, FLOPs per token, per-layer profile (Ctrl+1)",
       "On what: instance type, node count or range, price (Ctrl+2)",
       "How: the layout search, ranked candidates, memory and time charts (Ctrl+3)",
       "One step of the selected layout, GPU by GPU (Ctrl+4)",
-      "Launch a scaled-down run on this machine and watch it (Ctrl+5)"};
+      "Launch a scaled-down run on this machine and watch it (Ctrl+5)",
+      "A pinned baseline and other plans side by side, as deltas (Ctrl+6)"};
   for (int i = 0; i < kPageCount; ++i) {
     auto* item = new QListWidgetItem(QString::fromUtf8(names[i]), nav_);
     item->setToolTip(QString::fromUtf8(tips[i]));
@@ -188,6 +194,8 @@ void MainWindow::buildPages() {
   stack_->addWidget(planPage_);
   stack_->addWidget(timelinePage_);
   stack_->addWidget(runPage_);
+  comparePage_ = new ComparePage;
+  stack_->addWidget(comparePage_);
   connect(modelPage_, &ModelPage::modelFileChosen, this, &MainWindow::loadModelFile);
   connect(clusterPage_, &ClusterPage::clusterFileChosen, this, &MainWindow::loadClusterFile);
   connect(planPage_, &PlanPage::replanRequested, this, &MainWindow::replan);
@@ -282,6 +290,16 @@ void MainWindow::buildMenus() {
   QMenu* plan = menuBar()->addMenu(tr("&Plan"));
   QAction* replanAct = plan->addAction(tr("&Re-plan"), this, &MainWindow::replan);
   replanAct->setShortcut(QKeySequence(Qt::Key_F5));
+  plan->addSeparator();
+  QAction* pin = plan->addAction(tr("Pin as &baseline"), this, &MainWindow::pinBaseline);
+  pin->setObjectName(QStringLiteral("pinBaseline"));
+  pin->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_B));
+  pin->setToolTip(tr("Starts a comparison with the selected plan as its baseline (Compare page)"));
+  QAction* add = plan->addAction(tr("Add to &comparison"), this, &MainWindow::addToComparison);
+  add->setObjectName(QStringLiteral("addToComparison"));
+  add->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_B));
+  add->setToolTip(tr("Puts the selected plan beside the baseline: another candidate, cluster or model"));
+  plan->addSeparator();
   cancelAct_ = plan->addAction(tr("&Cancel search"), this, &MainWindow::cancelSearch);
   cancelAct_->setShortcut(QKeySequence(Qt::Key_Escape));
   cancelAct_->setEnabled(false);
@@ -339,13 +357,22 @@ void MainWindow::syncWidgetsFromInputs() {
 }
 
 void MainWindow::refreshSelection() {
+  // The details at once; the charts, the what-if and the step simulation from the event loop,
+  // after the table has been drawn.
   modelPage_->refreshFigures();
   planPage_->showSelection();
-  if (selected_) {
-    runPage_->setPlan(currentPlan());
-    planPage_->refreshPareto(paretoResult_);
-  }
+  if (selected_) runPage_->setPlan(currentPlan());
+  fillTimer_->start();
+}
+
+void MainWindow::fillInSelection() {
+  // Stale work is dropped: an edit waiting for its re-plan, or a search still running, replaces
+  // the selection, and its own result fills in again.
+  if (replanTimer_->isActive() || search_->isRunning()) return;
+  planPage_->refreshCharts();
+  if (selected_) planPage_->refreshPareto(paretoResult_);
   timelinePage_->refresh();
+  emit selectionFilledIn();
 }
 
 void MainWindow::showFieldDiagnostics(const Diagnostics& diagnostics, QListWidget* list) {
@@ -451,6 +478,25 @@ void MainWindow::replan() {
   search_->start(req);
 }
 
+void MainWindow::pinBaseline() {
+  if (!selected_) {
+    planPage_->setMessage(tr("Nothing to pin yet: no layout is selected."));
+    return;
+  }
+  comparePage_->pinBaseline(currentPlan());
+  statusBar()->showMessage(tr("Pinned %1 as the baseline").arg(ComparePage::labelOf(currentPlan())), 6000);
+}
+
+bool MainWindow::addToComparison() {
+  if (!selected_) {
+    planPage_->setMessage(tr("Nothing to add yet: no layout is selected."));
+    return false;
+  }
+  const bool added = comparePage_->addPlan(currentPlan());
+  if (added) showPage(Page::Compare);
+  return added;
+}
+
 void MainWindow::cancelSearch() {
   search_->cancel();
   paretoSearch_->cancel();
@@ -458,23 +504,17 @@ void MainWindow::cancelSearch() {
 
 void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, bool finished) {
   if (generation != search_->generation()) return;
+  // The final result of a search is most often its last best-so-far, already shown: then only the
+  // status and the message change.
+  const bool shown = generation == shownGeneration_ && result.evaluated == shownEvaluated_ &&
+                     result.cancelled == lastResult_.cancelled &&
+                     result.candidates.size() == lastResult_.candidates.size();
+  shownGeneration_ = generation;
+  shownEvaluated_ = result.evaluated;
   lastResult_ = result;
   planPage_->setStale(false);
-  std::optional<std::pair<Layout, int>> keep = preferred_;
-  if (!keep && selected_) keep = std::make_pair(selected_->layout, selected_->nodes);
-  candidates_->setCandidates(result.candidates);
-  int row = keep ? candidates_->findLayout(keep->first, keep->second) : -1;
-  if (row < 0 && !result.candidates.empty()) row = 0;
+  if (!shown) showCandidates(result);
   if (finished) preferred_.reset();
-  if (row >= 0) {
-    const QModelIndex src = candidates_->index(row, 0);
-    const QModelIndex idx = filter_->mapFromSource(src);
-    if (idx.isValid()) planPage_->table()->selectRow(idx.row());
-    selected_ = result.candidates[size_t(row)];
-  } else {
-    selected_.reset();
-  }
-  refreshSelection();
   planPage_->setStatus(tr("%1 layouts evaluated in %2%3; %4 shown")
                              .arg(formatCount(double(result.evaluated)))
                              .arg(formatSeconds(result.search_time_s))
@@ -490,6 +530,24 @@ void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, 
                                         .arg(inputs_.cluster.gpu.memory_gib)
                                         .arg(QString::fromStdString(result.candidates.front().reason)));
   }
+}
+
+void MainWindow::showCandidates(const SearchResult& result) {
+  std::optional<std::pair<Layout, int>> keep = preferred_;
+  if (!keep && selected_) keep = std::make_pair(selected_->layout, selected_->nodes);
+  candidates_->setCandidates(result.candidates);
+  int row = keep ? candidates_->findLayout(keep->first, keep->second) : -1;
+  if (row < 0 && !result.candidates.empty()) row = 0;
+  if (row >= 0) {
+    selected_ = result.candidates[size_t(row)];
+    const QModelIndex idx = filter_->mapFromSource(candidates_->index(row, 0));
+    selectingRow_ = true;  // the selection is refreshed once, below
+    if (idx.isValid()) planPage_->table()->selectRow(idx.row());
+    selectingRow_ = false;
+  } else {
+    selected_.reset();
+  }
+  refreshSelection();
 }
 
 void MainWindow::onSearchFinished(quint64 generation, bool cancelled) {
@@ -535,6 +593,11 @@ void MainWindow::startParetoSearch() {
 void MainWindow::onParetoResult(quint64 generation, const SearchResult& result, bool finished) {
   if (generation != paretoSearch_->generation()) return;
   paretoResult_ = result;
+  // Drawn when the sweep ends, and from partial sweeps at most 4 times a second; never while an
+  // edit waits for its re-plan (the sweep is about to be replaced).
+  if (replanTimer_->isActive() || search_->isRunning()) return;
+  if (!finished && paretoDrawn_.isValid() && paretoDrawn_.elapsed() < 250) return;
+  paretoDrawn_.start();
   planPage_->refreshPareto(paretoResult_);
 }
 
@@ -552,6 +615,7 @@ void MainWindow::selectEstimate(const Estimate& e) {
 }
 
 void MainWindow::onSelectionChanged() {
+  if (selectingRow_) return;
   const QModelIndexList rows = planPage_->table()->selectionModel()->selectedRows();
   if (rows.isEmpty()) return;
   const QModelIndex src = filter_->mapToSource(rows.first());
@@ -765,13 +829,16 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 QStringList MainWindow::saveScreenshots(const QString& dir) {
   QStringList written;
   QDir().mkpath(dir);
-  const char* files[kPageCount] = {"model", "cluster", "plan", "timeline", "run"};
+  // 256 colours: a third of the bytes of a true-colour PNG, and the text stays sharp.
+  auto save = [](const QPixmap& pix, const QString& path) {
+    return pix.toImage().convertToFormat(QImage::Format_Indexed8, Qt::ThresholdDither | Qt::AvoidDither).save(path);
+  };
+  const char* files[kPageCount] = {"model", "cluster", "plan", "timeline", "run", "compare"};
   for (int i = 0; i < kPageCount; ++i) {
     showPage(Page(i));
     QApplication::sendPostedEvents();
-    const QPixmap pix = grab();
     const QString path = QDir(dir).filePath(QStringLiteral("%1-%2.png").arg(i + 1, 2, 10, QLatin1Char('0')).arg(QString::fromUtf8(files[i])));
-    if (pix.save(path)) written << path;
+    if (save(grab(), path)) written << path;
   }
   showPage(Page::Plan);
   if (selected_) {  // the export dialog over the Plan page, on its sbatch tab
@@ -780,7 +847,7 @@ QStringList MainWindow::saveScreenshots(const QString& dir) {
     dialog->show();
     QApplication::sendPostedEvents();
     const QString path = QDir(dir).filePath(QStringLiteral("%1-export.png").arg(kPageCount + 1, 2, 10, QLatin1Char('0')));
-    if (dialog->grab().save(path)) written << path;
+    if (save(dialog->grab(), path)) written << path;
     delete dialog;
   }
   return written;

@@ -4,6 +4,7 @@
 // run_page.h) editing the inputs through PageHost; files, undo, autosave and search wiring here.
 #pragma once
 
+#include <QElapsedTimer>
 #include <QHash>
 #include <QMainWindow>
 #include <QPointer>
@@ -48,6 +49,7 @@ class ClusterPage;
 class PlanPage;
 class TimelinePage;
 class RunPage;
+class ComparePage;
 
 // The embedded default plan: GPT-3 175B on 120 x p4d.24xlarge, gbs 1536, 300B tokens.
 PlanInputs defaultInputs(Diagnostics* diagnostics = nullptr);
@@ -62,8 +64,8 @@ struct MainWindowOptions {
 class MainWindow : public QMainWindow, public PageHost {
   Q_OBJECT
  public:
-  enum class Page { Model, Cluster, Plan, Timeline, Run };
-  static constexpr int kPageCount = 5;
+  enum class Page { Model, Cluster, Plan, Timeline, Run, Compare };
+  static constexpr int kPageCount = 6;
 
   explicit MainWindow(MainWindowOptions options = {}, QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -87,6 +89,7 @@ class MainWindow : public QMainWindow, public PageHost {
   const SearchResult& lastResult() const { return lastResult_; }
   TimelineView* timelineView() const;
   RunPage* runPage() const { return runPage_; }
+  ComparePage* comparePage() const { return comparePage_; }
   const std::string& traceJson() const;
 
   SearchJob* searchJob() const { return search_; }
@@ -100,10 +103,15 @@ class MainWindow : public QMainWindow, public PageHost {
 
  public slots:
   void replan();        // F5: search now with the current inputs
+  void pinBaseline();      // Ctrl+B: the selected plan starts a comparison (Compare page)
+  bool addToComparison();  // Ctrl+Shift+B: the selected plan beside the baseline
   void cancelSearch();  // Esc
 
  signals:
-  void planUpdated();                  // a search finished and the selection was refreshed
+  void planUpdated();                  // a search finished and the table and the details show it
+  // The selection's charts, its point on the node-count what-if and its step simulation (started)
+  // were drawn: after the table, once no newer edit or search is pending.
+  void selectionFilledIn();
   void timelineUpdated();              // the selected layout's step was simulated
   void diagnosticsShown(const QString& text);
 
@@ -121,12 +129,15 @@ class MainWindow : public QMainWindow, public PageHost {
   void buildMenus();
   void syncWidgetsFromInputs();
   void refreshSelection();
+  void fillInSelection();  // the charts, the what-if and the timeline of the selection
   void applyInputs(const PlanInputs& inputs);  // undo/redo target: no new undo entry
   // The autosave of a session that did not save its edits (restored as typed when invalid).
   void restoreAutosave(PlanInputs& start, Diagnostics& problems, QString& keptAside, bool& restored);
   void scheduleReplan();
   void onSearchResult(quint64 generation, const SearchResult& result, bool finished);
   void onSearchFinished(quint64 generation, bool cancelled);
+  // The candidates in the table, the kept (or best) layout selected, its details shown.
+  void showCandidates(const SearchResult& result);
   void onParetoResult(quint64 generation, const SearchResult& result, bool finished);
   void onSelectionChanged();
   void startParetoSearch();
@@ -147,13 +158,18 @@ class MainWindow : public QMainWindow, public PageHost {
   SearchResult lastResult_;
   SearchResult paretoResult_;
   QString currentFile_;
-  bool applying_ = false;  // widgets are being synced from inputs_: ignore their signals
+  bool applying_ = false;
+  bool selectingRow_ = false;  // showCandidates() is selecting the row it has just refreshed  // widgets are being synced from inputs_: ignore their signals
 
   QUndoStack* undo_ = nullptr;
   SearchJob* search_ = nullptr;
   SearchJob* paretoSearch_ = nullptr;
   QTimer* replanTimer_ = nullptr;
   QTimer* autosaveTimer_ = nullptr;
+  QTimer* fillTimer_ = nullptr;      // fillInSelection, once per burst of selection changes
+  QElapsedTimer paretoDrawn_;        // since the what-if was last drawn from a partial sweep
+  quint64 shownGeneration_ = 0;      // the search whose result the table shows
+  int64_t shownEvaluated_ = -1;      // and how many layouts that result had evaluated
   CandidateTableModel* candidates_ = nullptr;
   CandidateFilterModel* filter_ = nullptr;
   LayerProfileModel* profile_ = nullptr;
@@ -170,6 +186,7 @@ class MainWindow : public QMainWindow, public PageHost {
   PlanPage* planPage_ = nullptr;
   TimelinePage* timelinePage_ = nullptr;
   RunPage* runPage_ = nullptr;
+  ComparePage* comparePage_ = nullptr;
 };
 
 }  // namespace capplan::gui

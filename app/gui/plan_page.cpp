@@ -17,6 +17,8 @@
 #include <QHorizontalStackedBarSeries>
 #include <QItemSelectionModel>
 #include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
 #include <QLineEdit>
 #include <QLineSeries>
 #include <QListWidget>
@@ -118,11 +120,13 @@ QGroupBox* PlanPage::buildTraining() {
                       tr("Budget: only layouts that cost at most this many dollars (with the time objective: "
                          "the fastest plan under it); needs the cluster's price; 0 = none"));
   budget_->setSingleStep(100000);
-  auto* objectiveRow = new QHBoxLayout;
-  objectiveRow->addWidget(objective_);
-  objectiveRow->addWidget(deadline_);
-  objectiveRow->addWidget(budget_);
-  tf->addRow(tr("Objective"), objectiveRow);
+  // The limits on their own row: with the objective beside them the box was too wide for a
+  // 1280-pixel screen.
+  tf->addRow(tr("Objective"), objective_);
+  auto* limitsRow = new QHBoxLayout;
+  limitsRow->addWidget(deadline_);
+  limitsRow->addWidget(budget_);
+  tf->addRow(tr("Limits"), limitsRow);
   memoryMargin_ = limitSpin("memoryMargin", tr("none"), QString(), tr(" % kept free"), 50,
                             tr("Memory safety margin: a layout fits only when this share of the GPU's memory "
                                "stays free (5 %: 79.0 of 80 GiB is flagged)"));
@@ -213,16 +217,21 @@ QGroupBox* PlanPage::buildPins() {
                            {"zero", pinZero_}, {"recompute", pinRecompute_}, {"schedule", pinSchedule_},
                            {"order", pinOrder_}, {"offload", pinOffload_}, {"sp", pinSp_}, {"ep", pinEp_},
                            {"cp", pinCp_}};
+  // Four knobs a row (four rows, no taller than the training box beside them): six a row made
+  // the page too wide for a 1280-pixel screen.
+  constexpr int kPerRow = 4;
   for (int i = 0; i < int(std::size(cells)); ++i) {
     auto* l = new QLabel(QString::fromUtf8(cells[i].label), box);
     l->setToolTip(cells[i].w->toolTip());
-    grid->addWidget(l, (i / 6) * 2, i % 6);
-    grid->addWidget(cells[i].w, (i / 6) * 2 + 1, i % 6);
+    grid->addWidget(l, (i / kPerRow) * 2, i % kPerRow);
+    grid->addWidget(cells[i].w, (i / kPerRow) * 2 + 1, i % kPerRow);
   }
   showInfeasible_ = new QCheckBox(tr("show layouts that do not fit"), box);
   showInfeasible_->setObjectName(QStringLiteral("showInfeasible"));
   showInfeasible_->setToolTip(tr("Also rank layouts that exceed the GPU's memory, with the reason"));
-  grid->addWidget(showInfeasible_, 5, 5);
+  const int lastRow = (int(std::size(cells)) - 1) / kPerRow * 2 + 1;
+  grid->addWidget(showInfeasible_, lastRow, kPerRow - 1);
+  grid->setRowStretch(lastRow + 1, 1);  // the rows stay together at the top when the box is taller
   return box;
 }
 
@@ -297,6 +306,8 @@ QLayout* PlanPage::buildSearchBar() {
   filterEdit_->setClearButtonEnabled(true);
   filterEdit_->setToolTip(tr("Shows only rows with a cell containing this text"));
   filterEdit_->setMaximumWidth(280);
+  // Room for the whole placeholder, the clear button and the frame.
+  filterEdit_->setMinimumWidth(filterEdit_->fontMetrics().horizontalAdvance(filterEdit_->placeholderText()) + 40);
   bar->addWidget(progress_);
   bar->addWidget(cancelButton_);
   bar->addWidget(replanButton);
@@ -364,6 +375,9 @@ QWidget* PlanPage::buildTable(QWidget* parent) {
     t->verticalHeader()->hide();
     t->verticalHeader()->setDefaultSectionSize(22);
     t->setAlternatingRowColors(true);
+    // Column widths from the first 50 rows (in rank order, where the values share their format),
+    // not from all of them: measuring 200 rows of text on every re-plan cost most of its redraw.
+    t->horizontalHeader()->setResizeContentsPrecision(50);
   }
   moreTable_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->sortByColumn(CandidateTableModel::Rank, Qt::AscendingOrder);
@@ -439,7 +453,7 @@ void PlanPage::setMessage(const QString& text) { message_->setText(text); }
 void PlanPage::setSimulatedStep(const TimeBreakdown& breakdown, double stepS) {
   simulatedBreakdown_ = breakdown;
   simulatedStepS_ = stepS;
-  refreshCharts();
+  if (const std::optional<Estimate>& selected = host_.selectedEstimate()) refreshTimeChart(*selected);
 }
 
 void PlanPage::syncFromInputs(const PlanInputs& in) {
@@ -481,8 +495,6 @@ void PlanPage::showSelection() {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
   if (!selected) {
     details_->setText(tr("<i>No layout selected.</i>"));
-    memoryChart_->showMessage(tr("No layout selected: nothing to chart."));
-    timeChart_->showMessage(tr("No layout selected: nothing to chart."));
     return;
   }
   const Estimate& e = *selected;
@@ -515,12 +527,15 @@ void PlanPage::showSelection() {
                    ? tr("<br><b>Context / expert parallelism</b> cp %1 &middot; ep %2 &middot; all-to-alls %3 &middot; ring %4")
                          .arg(l.cp).arg(l.ep).arg(formatSeconds(e.breakdown_s.ep_comm), formatSeconds(e.breakdown_s.cp_comm))
                    : QString()));
-  refreshCharts();
 }
 
 void PlanPage::refreshCharts() {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
-  if (!selected) return;
+  if (!selected) {
+    memoryChart_->showMessage(tr("No layout selected: nothing to chart."));
+    timeChart_->showMessage(tr("No layout selected: nothing to chart."));
+    return;
+  }
   refreshMemoryChart(*selected);
   refreshTimeChart(*selected);
 }
@@ -566,7 +581,7 @@ void PlanPage::refreshTimeChart(const Estimate& e) {
     auto* chart = new QChart;
     const bool sim = simulatedBreakdown_.has_value();
     setChartTitle(chart, timeChart_->view(),
-                  sim ? tr("Step: %1 predicted, %2 simulated").arg(formatSeconds(e.step_time_s), formatSeconds(simulatedStepS_))
+                  sim ? tr("Step %1, simulated %2").arg(formatSeconds(e.step_time_s), formatSeconds(simulatedStepS_))
                       : tr("Step: %1 predicted").arg(formatSeconds(e.step_time_s)));
     auto* series = new QHorizontalStackedBarSeries;
     const TimeBreakdown& b = e.breakdown_s;
@@ -616,10 +631,10 @@ void PlanPage::refreshPareto(const SearchResult& pareto) {
   const bool priced = host_.inputs().cluster.price_per_node_hour_usd > 0;
   auto yOf = [priced](const Estimate& e) { return priced && std::isfinite(e.cost_usd) ? e.cost_usd / 1e6 : double(e.nodes); };
   auto* front = new QLineSeries;
-  front->setName(tr("by node count"));
+  front->setName(tr("by node count"));  // the line through the points: no legend entry of its own
   auto* points = new QScatterSeries;
   points->setObjectName(QStringLiteral("whatIfPoints"));
-  points->setName(tr("best layout of a node count (click to select)"));
+  points->setName(tr("best per node count"));  // the whole sentence, with "click", in the view's tooltip
   points->setMarkerSize(9);
   double xmax = 0, ymax = 0;
   std::vector<Estimate> pts = pareto.pareto;
@@ -682,9 +697,12 @@ void PlanPage::refreshPareto(const SearchResult& pareto) {
   setChartTitle(chart, paretoChart_->view(),
                 labels.isEmpty() ? tr("Days vs dollars (sweeping node counts...)")
                                  : tr("Days vs dollars, %1 node counts").arg(labels.size()));
-  paretoChart_->view()->setToolTip(tr("Best layout per node count (%1): days vs dollars; the selection is highlighted")
+  paretoChart_->view()->setToolTip(tr("Best layout per node count (%1): days vs dollars; the selection is highlighted; "
+                                      "click a point to select its plan")
                                        .arg(labels.join(QStringLiteral(", "))));
   paretoChart_->setChart(chart);
+  // Short legend names that fit a third of a 1280-pixel page; the line needs none.
+  for (QLegendMarker* m : chart->legend()->markers(front)) m->setVisible(false);
 }
 
 void PlanPage::explainEmptyResult() {

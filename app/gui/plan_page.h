@@ -30,8 +30,10 @@ class PlanPage : public QWidget {
  public:
   PlanPage(PageHost& host, SearchJob* search, CandidateFilterModel* filter, QWidget* parent = nullptr);
   void syncFromInputs(const PlanInputs& in);
-  // Details and charts of the host's selected layout (empty when none); forgets the simulated step.
+  // Details of the host's selected layout (empty when none); forgets the simulated step. The
+  // charts follow with refreshCharts() (the window draws them once the table is shown).
   void showSelection();
+  void refreshCharts();
   // The selected layout's simulated step: drawn beside the prediction.
   void setSimulatedStep(const TimeBreakdown& breakdown, double stepS);
   // The node-count what-if: days vs dollars of the best layout of every node count searched
@@ -69,7 +71,6 @@ class PlanPage : public QWidget {
   QWidget* buildResults();
   QWidget* buildTable(QWidget* parent);
   void fitKeyColumns();
-  void refreshCharts();
   void refreshMemoryChart(const Estimate& e);
   void refreshTimeChart(const Estimate& e);
 

@@ -6,6 +6,8 @@
 #include <QChart>
 #include <QChartView>
 #include <QCheckBox>
+#include <QComboBox>
+#include <QListWidget>
 #include <QDateTime>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -16,6 +18,7 @@
 #include <QPointer>
 #include <QPushButton>
 #include <QScatterSeries>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTableWidget>
@@ -36,6 +39,7 @@
 namespace capplan::gui {
 
 RunPage::RunPage(QWidget* parent) : QWidget(parent) {
+  runsFolder_ = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs");
   auto* v = new QVBoxLayout(this);
   v->addLayout(buildLaunchBar());
   v->addLayout(buildSlurmBar());
@@ -48,6 +52,7 @@ RunPage::RunPage(QWidget* parent) : QWidget(parent) {
   connect(resumeButton_, &QPushButton::clicked, this, [this] { launch(true); });
   connect(stopButton_, &QPushButton::clicked, this, &RunPage::stop);
   resetCharts();
+  refreshHistory();
 #ifndef CAPPLAN_GUI_HAVE_RUNTIME
   launchButton_->setEnabled(false);
   status_->setText(tr("The runtime library is not built into this app (MPI not found)."));
@@ -93,6 +98,22 @@ QLayout* RunPage::buildLaunchBar() {
   bar->addWidget(runPp_);
   bar->addWidget(new QLabel(tr("Steps"), this));
   bar->addWidget(steps_);
+  data_ = new QComboBox(this);
+  data_->setObjectName(QStringLiteral("runData"));
+  data_->addItem(tr("text corpus"), QStringLiteral("corpus"));
+  data_->addItem(tr("synthetic"), QStringLiteral("synthetic"));
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  {
+    const QString corpus = QString::fromStdString(rt::locate_default_corpus());
+    data_->setToolTip(corpus.isEmpty()
+                          ? tr("The bundled text corpus (data/sqlite-api) is not found: runs use synthetic tokens")
+                          : tr("text corpus: SQLite's public-domain API documentation, byte-level (%1); the loss "
+                               "falls within a run.\nsynthetic: random tokens, nothing to learn (loss stays at ln 256)")
+                                .arg(corpus));
+  }
+#endif
+  bar->addWidget(new QLabel(tr("Data"), this));
+  bar->addWidget(data_);
   keepKnobs_ = new QCheckBox(tr("plan's knobs"), this);
   keepKnobs_->setObjectName(QStringLiteral("runKeepKnobs"));
   keepKnobs_->setChecked(true);
@@ -174,10 +195,79 @@ QLayout* RunPage::buildResults() {
   findings_->setTextFormat(Qt::RichText);
   right->addWidget(compare_, 1);
   right->addWidget(findings_);
+  lower->addWidget(buildHistory());
   lower->addWidget(log_, 1);
   lower->addLayout(right, 1);
 
   return lower;
+}
+
+QWidget* RunPage::buildHistory() {
+  auto* box = new QWidget(this);
+  auto* v = new QVBoxLayout(box);
+  v->setContentsMargins(0, 0, 0, 0);
+  v->addWidget(new QLabel(tr("Earlier runs"), box));
+  history_ = new QListWidget(box);
+  history_->setObjectName(QStringLiteral("runHistory"));
+  history_->setToolTip(tr("Runs in the runs folder, newest first; choose one to resume it (when it has a checkpoint)"));
+  history_->setMinimumWidth(230);
+  history_->setMaximumWidth(320);
+  v->addWidget(history_, 1);
+  connect(history_, &QListWidget::currentRowChanged, this, &RunPage::onHistoryChosen);
+  return box;
+}
+
+void RunPage::setRunsFolder(const QString& dir) {
+  runsFolder_ = dir;
+  refreshHistory();
+}
+
+void RunPage::setData(const QString& data) {
+  const int i = data_->findData(data);
+  if (i >= 0) data_->setCurrentIndex(i);
+}
+
+int RunPage::historyCount() const { return history_->count(); }
+
+void RunPage::selectHistory(int row) { history_->setCurrentRow(row); }
+
+void RunPage::refreshHistory() {
+  const QSignalBlocker block(history_);
+  history_->clear();
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  for (const rt::RunListing& r : rt::list_runs(runsFolder_.toStdString())) {
+    QString text = QStringLiteral("%1\n%2 · %3 steps").arg(QString::fromStdString(r.name),
+                                                         QString::fromStdString(r.status))
+                       .arg(r.steps);
+    if (r.plan) text += QStringLiteral(" · dp %1 tp %2 pp %3").arg(r.plan->layout.dp).arg(r.plan->layout.tp).arg(r.plan->layout.pp);
+    if (r.checkpoint_step >= 0) text += tr("\ncheckpoint at step %1").arg(r.checkpoint_step);
+    auto* item = new QListWidgetItem(text, history_);
+    item->setData(Qt::UserRole, QString::fromStdString(r.run_dir));
+    item->setData(Qt::UserRole + 1, r.resumable());
+    item->setToolTip(QString::fromStdString(r.run_dir + (r.reason.empty() ? "" : "\n" + r.reason)));
+  }
+#endif
+}
+
+void RunPage::onHistoryChosen(int row) {
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  if (row < 0 || running_) return;
+  const QListWidgetItem* item = history_->item(row);
+  const QString dir = item->data(Qt::UserRole).toString();
+  const bool resumable = item->data(Qt::UserRole + 1).toBool();
+  resumeFrom_.reset();
+  if (resumable) {
+    Loaded<Plan> p = load_plan((dir + QStringLiteral("/plan.yaml")).toStdString());
+    if (p.ok()) resumeFrom_ = *p.value;
+  }
+  runDir_ = dir;
+  runDirUsed_ = true;
+  resumeButton_->setEnabled(resumeFrom_.has_value());
+  status_->setText(resumeFrom_ ? tr("Earlier run %1 chosen: Resume continues it from its newest checkpoint.").arg(dir)
+                               : tr("Earlier run %1 has no checkpoint to resume from.").arg(dir));
+#else
+  Q_UNUSED(row);
+#endif
 }
 
 RunPage::~RunPage() {
@@ -244,6 +334,8 @@ Layout RunPage::runLayout() const {
 
 int RunPage::lossPoints() const { return loss_ != nullptr ? loss_->count() : 0; }
 
+QList<QPointF> RunPage::lossCurve() const { return loss_ != nullptr ? loss_->points() : QList<QPointF>{}; }
+
 QList<QPointF> RunPage::systemPoints() const { return cpu_ != nullptr ? cpu_->points() : QList<QPointF>{}; }
 
 int RunPage::resumeMarkers() const { return resumed_ != nullptr ? resumed_->count() : 0; }
@@ -288,6 +380,7 @@ void RunPage::resetCharts() {
     ax->setLabelFormat(QStringLiteral("%.0f"));
     auto* ay = new QValueAxis;
     ay->setTitleText(yTitle);
+    ay->setLabelFormat(QStringLiteral("%g"));  // "100000", "2.5": no trailing ".0"
     chart->addAxis(ax, Qt::AlignBottom);
     chart->addAxis(ay, Qt::AlignLeft);
     auto name = names.begin();
@@ -308,7 +401,7 @@ void RunPage::resetCharts() {
   lossChart_->view()->chart()->addSeries(resumed_);
   for (QAbstractAxis* axis : loss_->attachedAxes()) resumed_->attachAxis(axis);
   makeLine(speedChart_, tr("Throughput"), tr("step"), tr("tokens/s"), {&tokens_}, {tr("tokens/s per step")});
-  makeLine(systemChart_, tr("System (rank 0, over time)"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
+  makeLine(systemChart_, tr("System, rank 0"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
            {tr("CPU utilisation %"), tr("resident memory MiB")});
   systemOffsetS_ = 0;
   lastSystemS_ = 0;
@@ -382,6 +475,7 @@ void RunPage::onFinished(const QString& status, const QString& reason) {
   launchButton_->setEnabled(true);
   stopButton_->setEnabled(false);
   resumeButton_->setEnabled(!runDir_.isEmpty());
+  refreshHistory();
   if (status == QLatin1String("cancelled")) {
     // Stop is the user's choice, not a failure; what was checkpointed stays for Resume.
     QString text = tr("Stopped by the user");
@@ -411,8 +505,9 @@ std::function<void(std::function<void(RunPage*)>)> RunPage::poster() {
 void RunPage::launch(bool resume) {
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
   if (running_) return;
-  const Layout layout = runLayout();
-  if (layout.gpus() <= 0 || plan_.scenario.model.layers <= 0) {
+  if (!resume) resumeFrom_.reset();  // a new run: the fields' layout, not an earlier run's
+  const Layout layout = resumeFrom_ ? resumeFrom_->layout : runLayout();
+  if (layout.gpus() <= 0 || (!resumeFrom_ && plan_.scenario.model.layers <= 0)) {
     status_->setText(tr("No plan to run: select a layout on the Plan page."));
     return;
   }
@@ -443,8 +538,7 @@ void RunPage::launch(bool resume) {
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
 rt::LaunchRequest RunPage::launchRequest(const Layout& layout, bool resume) {
   if (runDir_.isEmpty() || (!resume && runDirUsed_)) {
-    const QString base = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs");
-    runDir_ = QStringLiteral("%1/run-%2").arg(base, QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-hhmmss")));
+    runDir_ = QStringLiteral("%1/run-%2").arg(runsFolder_, QDateTime::currentDateTimeUtc().toString(QStringLiteral("yyyyMMdd-hhmmss")));
   }
   runDirUsed_ = true;
   rt::LaunchRequest req;
@@ -460,6 +554,15 @@ rt::LaunchRequest RunPage::launchRequest(const Layout& layout, bool resume) {
   req.resume = resume ? "auto" : "never";
   req.checkpoint_every = checkpointEvery_;  // resume: from the newest good checkpoint in run_dir
   req.measure_machine = true;
+  req.data = rt::resolve_run_data(data_->currentData().toString().toStdString());
+  if (resume && resumeFrom_) {
+    // An earlier run: as it ran (already scaled to this machine), so its checkpoints fit.
+    req.model_ref = resumeFrom_->model_ref;
+    req.cluster_ref = resumeFrom_->cluster_ref;
+    req.scenario = resumeFrom_->scenario;
+    req.layout = resumeFrom_->layout;
+    req.scale_down = false;
+  }
 #ifdef CAPPLAN_GUI_TRAIN_HINT
   req.train_build_hint = CAPPLAN_GUI_TRAIN_HINT;
 #endif

@@ -9,12 +9,15 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "planner/plan_io.h"
 
 class QChartView;
 class QCheckBox;
+class QComboBox;
+class QListWidget;
 class QLabel;
 class QLineEdit;
 class QLineSeries;
@@ -45,6 +48,7 @@ class RunPage : public QWidget {
   static constexpr int kMaxRanks = 8;
   bool isRunning() const { return running_; }
   int lossPoints() const;
+  QList<QPointF> lossCurve() const;  // (step, loss) as charted
   QString runDirectory() const { return runDir_; }
   // The next launch writes here (checkpoints, metrics, run record); later launches pick a new one.
   void setRunDirectory(const QString& dir) {
@@ -52,6 +56,17 @@ class RunPage : public QWidget {
     runDirUsed_ = false;
   }
   void setSteps(int steps);
+  // Where runs go and where earlier runs are listed from (default <AppDataLocation>/runs); a new
+  // folder here is listed at once.
+  void setRunsFolder(const QString& dir);
+  QString runsFolder() const { return runsFolder_; }
+  // Lists the runs folder again: every earlier run, newest first; choosing one makes Resume
+  // continue it (from its own plan.yaml and newest good checkpoint) when it has a checkpoint.
+  void refreshHistory();
+  int historyCount() const;
+  void selectHistory(int row);
+  // "corpus" (the bundled text, data/sqlite-api: the default) or "synthetic".
+  void setData(const QString& data);
   // false: run the plain layout (zero 0, no recompute, offload or sp) when the trainer lacks a knob.
   void setKeepKnobs(bool keep);
   void setCheckpointEvery(int steps) { checkpointEvery_ = steps; }  // 0 = a quarter of the run
@@ -76,6 +91,8 @@ class RunPage : public QWidget {
   QLayout* buildSlurmBar();
   QLayout* buildCharts();
   QLayout* buildResults();
+  QWidget* buildHistory();
+  void onHistoryChosen(int row);
   // The request for the selected layout in runDir_ (a new folder unless resuming).
   rt::LaunchRequest launchRequest(const Layout& layout, bool resume);
   void launchLocal(const rt::LaunchRequest& req);
@@ -102,6 +119,10 @@ class RunPage : public QWidget {
   QFutureWatcher<void>* watcher_ = nullptr;
 
   QSpinBox* steps_ = nullptr;
+  QComboBox* data_ = nullptr;
+  QListWidget* history_ = nullptr;
+  QString runsFolder_;
+  std::optional<Plan> resumeFrom_;  // an earlier run chosen in the list: its plan as it ran
   QSpinBox* runDp_ = nullptr;
   QSpinBox* runTp_ = nullptr;
   QSpinBox* runPp_ = nullptr;

@@ -7,6 +7,12 @@
 #include <cmath>
 #include <memory>
 
+#ifdef __linux__
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace capplan::gui {
 namespace {
 
@@ -61,10 +67,19 @@ void mergeSearchResult(SearchResult& total, const SearchResult& part, const Sear
 
 namespace {
 
+// Linux's nice value is per thread and inherited by the threads it creates (the search's
+// workers). Raised once per pool thread; it stays for the later jobs of that (background) pool.
+void lowerThisThreadsPriority() {
+#ifdef __linux__
+  const int tid = int(::syscall(SYS_gettid));
+  if (::getpriority(PRIO_PROCESS, id_t(tid)) < 10) ::setpriority(PRIO_PROCESS, id_t(tid), 10);
+#endif
+}
+
 void runSearchWithFlag(QPromise<SearchResult>& promise, const SearchRequest& request,
                        const std::atomic<bool>& cancelFlag) {
   const int parts = std::max<int>(1, int(request.nodeCounts.size()));
-  constexpr int kUnits = 1000;
+  constexpr int kUnits = 100;  // per node count: a progress signal per percent, not per unit
   promise.setProgressRange(0, parts * kUnits);
   promise.setProgressValue(0);
   SearchResult total;
@@ -108,14 +123,19 @@ void runSearch(QPromise<SearchResult>& promise, const SearchRequest& request) {
 
 // ---------------------------------------------------------------- SearchJob
 
-SearchJob::SearchJob(QObject* parent) : QObject(parent) {
+SearchJob::SearchJob(QObject* parent, Kind kind)
+    : QObject(parent), pool_(new QThreadPool(this)), kind_(kind) {
   qRegisterMetaType<capplan::SearchResult>("capplan::SearchResult");
+  // One job at a time does work; a superseded job only finishes its current unit (it is cancelled)
+  // and must not hold up the next, so two threads: the stale one winding down and the current one.
+  pool_->setMaxThreadCount(2);
 }
 
 SearchJob::~SearchJob() {
   cancel();
   for (QFuture<SearchResult>& f : running_) f.waitForFinished();
   if (watcher_ != nullptr) watcher_->waitForFinished();
+  pool_->waitForDone();
 }
 
 quint64 SearchJob::start(const SearchRequest& request) {
@@ -124,8 +144,12 @@ quint64 SearchJob::start(const SearchRequest& request) {
   const quint64 gen = ++generation_;
   auto flag = std::make_shared<std::atomic<bool>>(false);
   cancelFlag_ = flag;
-  QFuture<SearchResult> future = QtConcurrent::run(
-      [request, flag](QPromise<SearchResult>& promise) { runSearchWithFlag(promise, request, *flag); });
+  const bool background = kind_ == Kind::Background;
+  QFuture<SearchResult> future = QtConcurrent::run(pool_,
+      [request, flag, background](QPromise<SearchResult>& promise) {
+        if (background) lowerThisThreadsPriority();
+        runSearchWithFlag(promise, request, *flag);
+      });
   if (watcher_ != nullptr) {
     watcher_->disconnect(this);
     running_.append(watcher_->future());

@@ -9,6 +9,7 @@
 #include <QList>
 #include <QObject>
 #include <QPromise>
+#include <QThreadPool>
 #include <atomic>
 #include <memory>
 #include <vector>
@@ -33,10 +34,15 @@ void mergeSearchResult(SearchResult& total, const SearchResult& part, const Sear
 // The worker body (public for tests): one capplan::search per node count.
 void runSearch(QPromise<SearchResult>& promise, const SearchRequest& request);
 
+// Each SearchJob runs its jobs on its own thread pool, never Qt's global one: a search never
+// queues behind other work (a node-count sweep, a step simulation). A background job (the
+// node-count sweep) runs niced (Linux: nice +10 for its threads and the search threads they
+// start), so the GUI thread and the foreground search keep the cores while it fills in.
 class SearchJob : public QObject {
   Q_OBJECT
  public:
-  explicit SearchJob(QObject* parent = nullptr);
+  enum class Kind { Foreground, Background };
+  explicit SearchJob(QObject* parent = nullptr, Kind kind = Kind::Foreground);
   ~SearchJob() override;  // cancels and waits for every job it started
 
   // Cancels the running job (its results are dropped) and starts a new one; returns its id.
@@ -57,6 +63,8 @@ class SearchJob : public QObject {
  private:
   void reapFinished();
 
+  QThreadPool* pool_ = nullptr;
+  Kind kind_;
   quint64 generation_ = 0;
   QFutureWatcher<SearchResult>* watcher_ = nullptr;
   QList<QFuture<SearchResult>> running_;  // superseded jobs still finishing

@@ -319,8 +319,46 @@ void TimelineView::clear(const QString& message) {
 namespace {
 constexpr int kLabelW = 150;
 constexpr int kAxisH = 26;
-constexpr int kLegendH = 26;
+constexpr int kLegendRowH = 18;
 }  // namespace
+
+int TimelineView::legendHeight() const {
+  std::vector<bool> present(size_t(kindNames().size()), false);
+  for (const TimelineBar& b : bars_)
+    if (b.kind >= 0 && b.kind < int(present.size())) present[size_t(b.kind)] = true;
+  int x = kLabelW, rows = 1;
+  for (int k = 0; k < kindNames().size(); ++k) {
+    if (!present[size_t(k)]) continue;
+    const int w = 22 + fontMetrics().horizontalAdvance(kindNames()[k]);
+    if (x + w > width() && x > kLabelW) {
+      ++rows;
+      x = kLabelW;
+    }
+    x += w;
+  }
+  return 8 + rows * kLegendRowH;
+}
+
+void TimelineView::drawLegend(QPainter& p) const {
+  std::vector<bool> present(size_t(kindNames().size()), false);
+  for (const TimelineBar& b : bars_)
+    if (b.kind >= 0 && b.kind < int(present.size())) present[size_t(b.kind)] = true;
+  int x = kLabelW;
+  int y = height() - legendHeight() + 6;
+  for (int k = 0; k < kindNames().size(); ++k) {
+    if (!present[size_t(k)]) continue;
+    const QString name = kindNames()[k];
+    const int w = 22 + p.fontMetrics().horizontalAdvance(name);
+    if (x + w > width() && x > kLabelW) {  // wrap: the legend never runs past the view
+      x = kLabelW;
+      y += kLegendRowH;
+    }
+    p.fillRect(QRect(x, y, 12, 12), kindColor(k));
+    p.setPen(palette().text().color());
+    p.drawText(QPoint(x + 16, y + 11), name);
+    x += w;
+  }
+}
 
 double TimelineView::xAt(double t) const {
   const double w = std::max(1, width() - kLabelW - 8);
@@ -372,7 +410,7 @@ void TimelineView::mouseMoveEvent(QMouseEvent* event) {
 const TimelineBar* TimelineView::barAt(const QPoint& p) const {
   if (stages_ <= 0) return nullptr;
   const int lanes = stages_ * 2;
-  const double laneH = double(height() - kAxisH - kLegendH) / lanes;
+  const double laneH = double(height() - kAxisH - legendHeight()) / lanes;
   const int lane = int((p.y() - kAxisH) / laneH);
   const double t = timeAt(p.x());
   for (const TimelineBar& b : bars_)
@@ -406,7 +444,8 @@ void TimelineView::paintEvent(QPaintEvent*) {
     return;
   }
   const int lanes = stages_ * 2;
-  const double laneH = double(height() - kAxisH - kLegendH) / lanes;
+  const int legendH = legendHeight();
+  const double laneH = double(height() - kAxisH - legendH) / lanes;
   // Lane labels and backgrounds.
   for (int lane = 0; lane < lanes; ++lane) {
     const QRectF r(0, kAxisH + lane * laneH, width(), laneH);
@@ -426,12 +465,12 @@ void TimelineView::paintEvent(QPaintEvent*) {
   p.setPen(palette().mid().color());
   for (double t = std::ceil(offsetS_ / tick) * tick; t <= offsetS_ + span; t += tick) {
     const double x = xAt(t);
-    p.drawLine(QPointF(x, kAxisH - 4), QPointF(x, height() - kLegendH));
-    p.drawText(QRectF(x - 40, 2, 80, kAxisH - 6), Qt::AlignCenter, formatSeconds(t));
+    p.drawLine(QPointF(x, kAxisH - 4), QPointF(x, height() - legendH));
+    p.drawText(QRectF(x - 40, 2, 80, kAxisH - 6), Qt::AlignCenter, t == 0 ? QStringLiteral("0") : formatSeconds(t));
   }
   // Bars.
   p.save();
-  p.setClipRect(QRect(kLabelW, kAxisH, width() - kLabelW, height() - kAxisH - kLegendH));
+  p.setClipRect(QRect(kLabelW, kAxisH, width() - kLabelW, height() - kAxisH - legendH));
   for (const TimelineBar& b : bars_) {
     const double x0 = xAt(b.startS);
     const double x1 = xAt(b.endS);
@@ -444,16 +483,7 @@ void TimelineView::paintEvent(QPaintEvent*) {
     }
   }
   p.restore();
-  // Legend.
-  int x = kLabelW;
-  const int y = height() - kLegendH + 6;
-  for (int k = 0; k < kindNames().size(); ++k) {
-    p.fillRect(QRect(x, y, 12, 12), kindColor(k));
-    p.setPen(palette().text().color());
-    const QString name = kindNames()[k];
-    p.drawText(QPoint(x + 16, y + 11), name);
-    x += 22 + p.fontMetrics().horizontalAdvance(name);
-  }
+  drawLegend(p);
 }
 
 }  // namespace capplan::gui

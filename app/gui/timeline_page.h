@@ -16,6 +16,8 @@ class QDoubleSpinBox;
 class QGroupBox;
 class QLabel;
 
+class QPainter;
+
 namespace capplan::gui {
 
 // One bar of the Gantt chart; `kind` indexes TimelineView::kindNames().
@@ -46,6 +48,9 @@ class TimelineView : public QWidget {
 
  protected:
   void paintEvent(QPaintEvent* event) override;
+  // The legend: the kinds of task the step holds, as many rows as the width needs; its height.
+  int legendHeight() const;
+  void drawLegend(QPainter& p) const;
   void wheelEvent(QWheelEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;

@@ -9,6 +9,7 @@
 
 #include "planner/catalog.h"
 #include "planner/spec_io.h"
+#include "plan_reader.h"
 #include "yaml_reader.h"
 
 namespace capplan {
@@ -151,21 +152,19 @@ Loaded<Plan> load_plan_draft(const std::string& path) {
   return parse_plan(text, path, true);
 }
 
-namespace {
-Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool keep_invalid) {
-  Loaded<Plan> out;
-  Diagnostics& d = out.diagnostics;
-  YAML::Node root;
-  if (!detail::parse_yaml_text(text, file, root, d)) return out;
+namespace detail {
+std::optional<Plan> read_plan_map(const YAML::Node& root, const std::string& file,
+                                  const std::string& prefix, bool keep_invalid, Diagnostics& d) {
   if (!root.IsMap()) {
-    const detail::Position p = detail::position_of(root);
-    d.error(file, p.line ? p.line : 1, p.column ? p.column : 1, "",
+    const Position p = position_of(root);
+    const std::string key = prefix.empty() ? "" : prefix.substr(0, prefix.size() - 1);
+    d.error(file, p.line ? p.line : 1, p.column ? p.column : 1, key,
             "expected a plan (a map with model, cluster, nodes, training, layout)");
-    return out;
+    return std::nullopt;
   }
   const size_t before = d.items().size();
   Plan plan;
-  MapReader r(root, file, "", d);
+  MapReader r(root, file, prefix, d);
   r.text("created_by", plan.created_by, false);
   r.text("model_ref", plan.model_ref, false);
   r.text("cluster_ref", plan.cluster_ref, false);
@@ -176,11 +175,11 @@ Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool k
   if (!model.IsDefined()) {
     r.missing("model", "a preset name, a path, or an inline model spec");
   } else if (model.IsMap()) {
-    if (auto m = detail::read_model_map(model, file, "model.", d, keep_invalid)) plan.scenario.model = *m;
+    if (auto m = detail::read_model_map(model, file, prefix + "model.", d, keep_invalid)) plan.scenario.model = *m;
   } else if (model.IsScalar()) {
     if (plan.model_ref.empty()) plan.model_ref = model.Scalar();
     const Loaded<ModelSpec> m = load_model(resolve_ref(model.Scalar(), file));
-    relocate(m.diagnostics, file, detail::position_of(model), "model", d);
+    relocate(m.diagnostics, file, detail::position_of(model), prefix + "model", d);
     if (m.value) plan.scenario.model = *m.value;
   } else {
     r.error_at(model, "model", "expected a preset name, a path, or a map");
@@ -190,11 +189,11 @@ Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool k
   if (!cluster.IsDefined()) {
     r.missing("cluster", "a preset name, a path, or an inline cluster spec");
   } else if (cluster.IsMap()) {
-    if (auto c = detail::read_cluster_map(cluster, file, "cluster.", d, keep_invalid)) plan.scenario.cluster = *c;
+    if (auto c = detail::read_cluster_map(cluster, file, prefix + "cluster.", d, keep_invalid)) plan.scenario.cluster = *c;
   } else if (cluster.IsScalar()) {
     if (plan.cluster_ref.empty()) plan.cluster_ref = cluster.Scalar();
     const Loaded<ClusterSpec> c = load_cluster(resolve_ref(cluster.Scalar(), file));
-    relocate(c.diagnostics, file, detail::position_of(cluster), "cluster", d);
+    relocate(c.diagnostics, file, detail::position_of(cluster), prefix + "cluster", d);
     if (c.value) plan.scenario.cluster = *c.value;
   } else {
     r.error_at(cluster, "cluster", "expected a preset name, a path, or a map");
@@ -207,7 +206,7 @@ Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool k
     r.error_at(training, "training", "expected a map with gbs, seq_len, tokens, precision");
   } else {
     TrainingSpec& t = plan.scenario.training;
-    MapReader tr(training, file, "training.", d);
+    MapReader tr(training, file, prefix + "training.", d);
     tr.integer64("gbs", t.gbs, true, kGbs);
     tr.integer("seq_len", t.seq_len, false, Limits{0, false, 1e8});
     tr.number("tokens", t.tokens, false, kTokens);
@@ -248,7 +247,7 @@ Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool k
     r.error_at(layout, "layout", "expected a map with dp, tp, pp, ...");
   } else {
     Layout& l = plan.layout;
-    MapReader lr(layout, file, "layout.", d);
+    MapReader lr(layout, file, prefix + "layout.", d);
     lr.integer("dp", l.dp, true, kCount);
     lr.integer("tp", l.tp, true, kCount);
     lr.integer("pp", l.pp, true, kCount);
@@ -267,8 +266,17 @@ Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool k
   r.finish();
   if (!keep_invalid)
     for (size_t i = before; i < d.items().size(); ++i)
-      if (d.items()[i].severity == Severity::Error) return out;
-  out.value = plan;
+      if (d.items()[i].severity == Severity::Error) return std::nullopt;
+  return plan;
+}
+}  // namespace detail
+
+namespace {
+Loaded<Plan> parse_plan(const std::string& text, const std::string& file, bool keep_invalid) {
+  Loaded<Plan> out;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
+  out.value = detail::read_plan_map(root, file, "", keep_invalid, out.diagnostics);
   return out;
 }
 }  // namespace

@@ -1,5 +1,6 @@
 // The mpirun argument vector for capplan-train, and where to find capplan-train. Arguments stay
 // a list from here to execve(): nothing is ever joined into a shell string except for display.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <climits>
@@ -61,6 +62,23 @@ std::string locate_train_binary(const std::string& self_exe, const std::string& 
     if (!p.empty()) return p;
   }
   return find_executable("capplan-train");
+}
+
+std::string locate_default_corpus() {
+  std::string dir;
+  if (const char* env = std::getenv("CAPPLAN_CORPUS"); env && *env) dir = env;
+#ifdef CAPPLAN_CORPUS_DIR
+  else dir = CAPPLAN_CORPUS_DIR;
+#endif
+  if (dir.empty()) return {};
+  struct stat st {};
+  return ::stat((dir + "/shard_000000.bin").c_str(), &st) == 0 && S_ISREG(st.st_mode) ? dir : std::string();
+}
+
+std::string resolve_run_data(const std::string& data) {
+  if (!data.empty() && data != "corpus") return data;
+  const std::string corpus = locate_default_corpus();
+  return corpus.empty() ? "synthetic" : corpus;
 }
 
 }  // namespace capplan::rt

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include "planner/compare.h"
+#include "planner/json.h"
 #include "planner/plan_io.h"
 #include "support/run_program.h"
 
@@ -211,6 +213,39 @@ TEST(Cli, PlanJsonAndSave) {
   EXPECT_EQ(plan.value->layout.gpus(), 16);
   EXPECT_EQ(plan.value->model_ref, "gpt3-1.3b");
   std::filesystem::remove(save);
+}
+
+// Expectation: `capplan compare` puts plan files side by side with the deltas compare_plans gives
+// (the same plan twice: every delta "same"; another cluster: its days delta as the library's), saves
+// a comparison that `--file` reads back to the same JSON, and a bad comparison exits 2 naming the
+// file, line and key path.
+TEST(Cli, CompareTwoPlansSavesAndReopens) {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/capplan-cli-compare-" +
+                          std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  ASSERT_EQ(run_cli("plan --model gpt3-1.3b --cluster p4d.24xlarge --nodes 2 --gbs 512 --tokens 26e9 --top 1 --save " + dir + "/a.yaml").status, 0);
+  ASSERT_EQ(run_cli("plan --model gpt3-1.3b --cluster p5.48xlarge --nodes 1 --gbs 512 --tokens 26e9 --top 1 --save " + dir + "/b.yaml").status, 0);
+  const CliRun same = run_cli("compare " + dir + "/a.yaml " + dir + "/a.yaml");
+  ASSERT_EQ(same.status, 0) << same.err;
+  EXPECT_TRUE(has(same.out, "days to train")) << same.out;
+  EXPECT_TRUE(has(same.out, "(same)")) << same.out;
+  const CliRun two = run_cli("compare " + dir + "/a.yaml " + dir + "/b.yaml --json --save " + dir + "/c.yaml");
+  ASSERT_EQ(two.status, 0) << two.err;
+  capplan::Comparison c;
+  c.plans = {{"a", *capplan::load_plan(dir + "/a.yaml").value}, {"b", *capplan::load_plan(dir + "/b.yaml").value}};
+  const capplan::ComparisonResult expected = capplan::compare_plans(c);
+  const auto json = capplan::Json::parse(two.out);
+  const double days = json["plans"][1]["figures"]["days"]["delta"].get<double>();
+  for (const capplan::FigureDelta& f : expected.plans[1].figures)
+    if (f.key == "days") EXPECT_NEAR(days, f.delta, 1e-9 * std::abs(f.delta));
+  EXPECT_NE(days, 0.0);
+  const CliRun back = run_cli("compare --file " + dir + "/c.yaml --json");
+  ASSERT_EQ(back.status, 0) << back.err;
+  EXPECT_EQ(capplan::Json::parse(back.out)["plans"][1]["figures"], json["plans"][1]["figures"]);
+  EXPECT_TRUE(refused(run_cli("compare --file tests/data/bad/comparison_bad_layout.yaml"),
+                      "tests/data/bad/comparison_bad_layout.yaml:17:28: error: plans[1].plan.layout.tp"));
+  EXPECT_TRUE(refused(run_cli("compare " + dir + "/a.yaml"), "at least one other"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Cli, PlanOverANodeRangeWithPins) {

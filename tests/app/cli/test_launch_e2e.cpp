@@ -16,6 +16,7 @@
 #include "planner/plan_io.h"
 #include "planner/spec_io.h"
 #include "support/test_files.h"
+#include "io/report.h"
 #include "launch/launch.h"
 
 namespace capplan::rt {
@@ -110,6 +111,40 @@ TEST(LaunchEndToEnd, TwoRanksScaledDownThreeSteps) {
     EXPECT_EQ(stdout_record->string("status"), "succeeded");
     fs::remove_all(dir);
   }
+}
+
+// Expectation: without --data a run trains on the bundled text corpus (data/sqlite-api), and in 30
+// steps its loss falls clearly below ln 256 = 5.545 (the loss of uniform guesses over the byte
+// vocabulary), so the report's LossNotDecreasing finding does not fire. On synthetic tokens,
+// which carry nothing to learn, the same rule does fire: the check can fail.
+TEST(LaunchEndToEnd, TheBundledCorpusIsTheDefaultDataAndTheLossFalls) {
+  const std::string corpus = locate_default_corpus();
+  ASSERT_FALSE(corpus.empty()) << "data/sqlite-api/shard_000000.bin not found";
+  const std::string dir = temp_dir("corpus");
+  const std::string plan = save_two_rank_plan(dir, 2, 1);
+  const Launched l = launch(capplan_run(plan, dir + "/run", 30), {});
+  ASSERT_TRUE(l.process.started) << l.process.error;
+  ASSERT_EQ(l.process.exit_code, 0) << l.err;
+  const std::string command = read_text(dir + "/run/command.txt");
+  EXPECT_NE(command.find("--data " + corpus), std::string::npos) << command;
+  const Loaded<Report> r = report_analyze_file(dir + "/run/metrics.jsonl");
+  ASSERT_TRUE(r.value.has_value()) << r.diagnostics.to_string();
+  const double ln_vocab = std::log(256.0);
+  EXPECT_EQ(r.value->summary.steps, 30);
+  EXPECT_LT(r.value->summary.loss_last, ln_vocab - 0.3)
+      << "first " << r.value->summary.loss_first << ", last " << r.value->summary.loss_last;
+  for (const Finding& f : r.value->findings) EXPECT_NE(f.rule, "LossNotDecreasing") << f.evidence;
+
+  std::vector<std::string> argv = capplan_run(plan, dir + "/synthetic", 12);
+  argv.insert(argv.end(), {"--data", "synthetic"});
+  const Launched s = launch(argv, {});
+  ASSERT_EQ(s.process.exit_code, 0) << s.err;
+  const Loaded<Report> sr = report_analyze_file(dir + "/synthetic/metrics.jsonl");
+  ASSERT_TRUE(sr.value.has_value()) << sr.diagnostics.to_string();
+  bool fired = false;
+  for (const Finding& f : sr.value->findings) fired = fired || f.rule == "LossNotDecreasing";
+  EXPECT_TRUE(fired) << "synthetic tokens: loss " << sr.value->summary.loss_first << " -> " << sr.value->summary.loss_last;
+  fs::remove_all(dir);
 }
 
 // Expectation: SIGTERM to capplan during a long run (after the second step) ends the MPI job;

@@ -36,12 +36,19 @@
 #include <QThread>
 #include <cmath>
 
+#include <QImage>
+#include <QSet>
+#include <QTableWidget>
+#include <algorithm>
+
+#include "compare_page.h"
 #include "gui_test_support.h"
 #include "item_models.h"
 #include "main_window.h"
 #include "plan_page.h"
 #include "run_page.h"
 #include "timeline_page.h"
+#include "planner/compare.h"
 #include "planner/search.h"
 #include "planner/spec_io.h"
 #include "search_job.h"
@@ -667,10 +674,82 @@ TEST_F(GuiWindow, TimelineShowsTheSimulatedStep) {
 #endif
 }
 
+// Expectation: a pinned baseline with another candidate and another cluster beside it shows each
+// figure with its delta, the deltas being compare_plans' (the library's) for the same plans; the
+// comparison saves and reopens the same; a bad comparison file lists its problem by file, line and
+// key path and keeps the comparison shown.
+TEST_F(GuiWindow, ComparePinnedBaselineWithAnotherCandidateAndCluster) {
+  ComparePage* page = window_->comparePage();
+  ASSERT_NE(page, nullptr);
+  window_->findChild<QAction*>(QStringLiteral("pinBaseline"))->trigger();
+  ASSERT_EQ(page->comparison().plans.size(), 1u);
+  const Plan baseline = window_->currentPlan();
+  // Another candidate: the table's second row.
+  QTableView* table = child<QTableView>("candidateTable");
+  ASSERT_GT(table->model()->rowCount(), 1);
+  table->selectRow(1);
+  const Plan candidate = window_->currentPlan();
+  ASSERT_FALSE(sameLayout(candidate.layout, baseline.layout));
+  window_->findChild<QAction*>(QStringLiteral("addToComparison"))->trigger();
+  // Another cluster: the same model on p5.48xlarge, its best layout.
+  PlanInputs in = window_->inputs();
+  in.cluster = *load_cluster("p5.48xlarge").value;
+  in.clusterRef = "p5.48xlarge";
+  window_->setInputs(in);
+  ASSERT_TRUE(waitPlan());
+  ASSERT_TRUE(window_->addToComparison());
+  ASSERT_EQ(page->comparison().plans.size(), 3u);
+  QTableWidget* t = page->table();
+  EXPECT_EQ(t->columnCount(), 3);
+  EXPECT_EQ(t->rowCount(), int(compared_figure_keys().size()));
+  EXPECT_TRUE(t->horizontalHeaderItem(2)->text().contains(QStringLiteral("p5.48xlarge")));
+  Comparison same;
+  same.plans = {{"a", baseline}, {"b", candidate}, {"c", window_->currentPlan()}};
+  const ComparisonResult expected = compare_plans(same);
+  const int daysRow = int(std::find(compared_figure_keys().begin(), compared_figure_keys().end(), "days") -
+                          compared_figure_keys().begin());
+  for (int c = 1; c < 3; ++c) {
+    const double shown = t->item(daysRow, c)->data(Qt::UserRole).toDouble();
+    EXPECT_DOUBLE_EQ(shown, expected.plans[size_t(c)].figures[size_t(daysRow)].delta) << "column " << c;
+    // "10.4 days  (-17.7 days, -63.1 %)", or "28.1 days  (same)": the value, then its delta.
+    const QString text = t->item(daysRow, c)->text();
+    const bool same = shown == 0.0;
+    EXPECT_TRUE(text.contains(QStringLiteral(" days  (")) &&
+                text.endsWith(same ? QStringLiteral("(same)") : QStringLiteral(" %)"))) << text.toStdString();
+  }
+  // Save, clear, reopen: the same three columns and deltas.
+  const QString path = dir_.filePath(QStringLiteral("three.comparison.yaml"));
+  ASSERT_TRUE(page->saveTo(path));
+  ASSERT_TRUE(load_comparison(path.toStdString()).ok());
+  page->removePlan(0);
+  EXPECT_EQ(t->columnCount(), 0);
+  ASSERT_TRUE(page->openFrom(path));
+  ASSERT_EQ(t->columnCount(), 3);
+  EXPECT_NEAR(t->item(daysRow, 2)->data(Qt::UserRole).toDouble(), expected.plans[2].figures[size_t(daysRow)].delta, 1e-9);
+  EXPECT_NE(expected.plans[2].figures[size_t(daysRow)].delta, 0.0);  // another cluster: other days
+  // A bad file: its problem listed, the comparison kept.
+  const QString bad = QStringLiteral(CAPPLAN_SOURCE_DIR "/tests/data/bad/comparison_bad_layout.yaml");
+  EXPECT_FALSE(page->openFrom(bad));
+  EXPECT_EQ(page->comparison().plans.size(), 3u);
+  QListWidget* list = page->diagnosticsList();
+  ASSERT_GE(list->count(), 1);
+  EXPECT_FALSE(list->isHidden());
+  EXPECT_TRUE(list->item(0)->text().contains(QStringLiteral("comparison_bad_layout.yaml:17:"))) << list->item(0)->text().toStdString();
+  EXPECT_TRUE(list->item(0)->text().contains(QStringLiteral("plans[1].plan.layout.tp"))) << list->item(0)->text().toStdString();
+}
+
 TEST_F(GuiWindow, ScreenshotsOfEveryPage) {
   const QStringList files = window_->saveScreenshots(dir_.filePath(QStringLiteral("shots")));
   ASSERT_EQ(files.size(), MainWindow::kPageCount + 1);  // every page and the export dialog
-  for (const QString& f : files) EXPECT_GT(QFileInfo(f).size(), 10000) << f.toStdString();
+  // Each is a picture of the page, not a blank box: many colours over a grid of its pixels.
+  for (const QString& f : files) {
+    const QImage image(f);
+    ASSERT_FALSE(image.isNull()) << f.toStdString();
+    QSet<QRgb> colours;
+    for (int y = 0; y < image.height(); y += 7)
+      for (int x = 0; x < image.width(); x += 7) colours.insert(image.pixel(x, y));
+    EXPECT_GE(colours.size(), 8) << f.toStdString();
+  }
 }
 
 TEST_F(GuiWindow, TinyLocalRunFillsTheLossChart) {
@@ -698,6 +777,105 @@ TEST_F(GuiWindow, TinyLocalRunFillsTheLossChart) {
   EXPECT_GE(run->lossPoints(), 3);
 #else
   GTEST_SKIP() << "runtime launcher not built";
+#endif
+}
+
+// Expectation: after a restart of the app the Run page lists the earlier runs of its runs folder;
+// choosing one with a checkpoint enables Resume, which continues that run from its newest
+// checkpoint (step 6 of 6, here) to the new step count; one without a checkpoint leaves Resume off.
+TEST_F(GuiWindow, EarlierRunsAreListedAfterARestartAndResumeFromTheirCheckpoints) {
+#if defined(CAPPLAN_GUI_HAVE_RUNTIME) && defined(CAPPLAN_GUI_TRAIN_HINT)
+  qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+  qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
+  const QString runs = dir_.filePath(QStringLiteral("runs"));
+  {
+    RunPage* run = window_->runPage();
+    run->setRunsFolder(runs);
+    EXPECT_EQ(run->historyCount(), 0);
+    run->findChild<QSpinBox*>(QStringLiteral("runDp"))->setValue(2);
+    run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(1);
+    run->findChild<QSpinBox*>(QStringLiteral("runPp"))->setValue(1);
+    run->setSteps(6);
+    run->setCheckpointEvery(2);
+    run->setKeepKnobs(false);
+    QSignalSpy done(run, &RunPage::runFinished);
+    run->launch();
+    ASSERT_TRUE(done.wait(240000));
+    ASSERT_TRUE(done.last().at(0).toBool()) << run->findChild<QLabel*>(QStringLiteral("runStatus"))->text().toStdString();
+    EXPECT_EQ(run->historyCount(), 1);  // listed as soon as it ends
+  }
+  // A run folder whose run never wrote a checkpoint (its plan only).
+  const QStringList made = QDir(runs).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+  ASSERT_EQ(made.size(), 1);
+  const QString bare = runs + QStringLiteral("/run-00000000-000000");
+  ASSERT_TRUE(QDir().mkpath(bare));
+  ASSERT_TRUE(QFile::copy(runs + QLatin1Char('/') + made.first() + QStringLiteral("/plan.yaml"), bare + QStringLiteral("/plan.yaml")));
+
+  // The restart: a new window over the same runs folder.
+  window_->close();
+  window_.reset();
+  MainWindowOptions o;
+  o.autosavePath = dir_.filePath(QStringLiteral("autosave.yaml"));
+  o.searchOnStart = false;
+  window_ = std::make_unique<MainWindow>(o);
+  window_->show();
+  RunPage* run = window_->runPage();
+  run->setRunsFolder(runs);
+  ASSERT_EQ(run->historyCount(), 2);
+  auto* list = run->findChild<QListWidget*>(QStringLiteral("runHistory"));
+  EXPECT_TRUE(list->item(0)->text().contains(made.first())) << list->item(0)->text().toStdString();  // newest first
+  EXPECT_TRUE(list->item(0)->text().contains(QStringLiteral("succeeded"))) << list->item(0)->text().toStdString();
+  EXPECT_TRUE(list->item(0)->text().contains(QStringLiteral("checkpoint at step 6"))) << list->item(0)->text().toStdString();
+  QPushButton* resume = run->findChild<QPushButton*>(QStringLiteral("resumeRun"));
+  EXPECT_FALSE(resume->isEnabled());
+  run->selectHistory(1);
+  EXPECT_FALSE(resume->isEnabled()) << "a run without a checkpoint cannot resume";
+  run->selectHistory(0);
+  ASSERT_TRUE(resume->isEnabled());
+  run->setSteps(10);
+  QSignalSpy done(run, &RunPage::runFinished);
+  QTest::mouseClick(resume, Qt::LeftButton);
+  ASSERT_TRUE(done.wait(240000));
+  EXPECT_TRUE(done.last().at(0).toBool()) << run->findChild<QLabel*>(QStringLiteral("runStatus"))->text().toStdString();
+  EXPECT_EQ(run->runDirectory(), runs + QLatin1Char('/') + made.first());
+  // Expectation: steps 7 to 10 ran, after the checkpoint of step 6.
+  EXPECT_EQ(run->lossPoints(), 4);
+#else
+  GTEST_SKIP() << "runtime launcher or capplan-train not built";
+#endif
+}
+
+// Expectation: the Run page trains on the bundled text corpus by default, and in 30 steps of a
+// 2-rank run the loss falls clearly below ln 256 = 5.545 (uniform guesses over the bytes); the
+// page's own findings then do not say LossNotDecreasing.
+TEST_F(GuiWindow, DefaultLocalRunOnTheTextCorpusLearns) {
+#if defined(CAPPLAN_GUI_HAVE_RUNTIME) && defined(CAPPLAN_GUI_TRAIN_HINT)
+  qputenv("OMPI_ALLOW_RUN_AS_ROOT", "1");
+  qputenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+  qputenv("OMPI_MCA_rmaps_base_oversubscribe", "1");
+  RunPage* run = window_->runPage();
+  EXPECT_EQ(run->findChild<QComboBox*>(QStringLiteral("runData"))->currentData().toString(), QStringLiteral("corpus"));
+  run->setRunDirectory(dir_.filePath(QStringLiteral("learn")));
+  run->findChild<QSpinBox*>(QStringLiteral("runDp"))->setValue(2);
+  run->findChild<QSpinBox*>(QStringLiteral("runTp"))->setValue(1);
+  run->findChild<QSpinBox*>(QStringLiteral("runPp"))->setValue(1);
+  run->setSteps(30);
+  run->setKeepKnobs(false);
+  QSignalSpy done(run, &RunPage::runFinished);
+  run->launch();
+  ASSERT_TRUE(done.wait(240000));
+  ASSERT_TRUE(done.last().at(0).toBool()) << run->findChild<QLabel*>(QStringLiteral("runStatus"))->text().toStdString();
+  QFile command(dir_.filePath(QStringLiteral("learn/command.txt")));
+  ASSERT_TRUE(command.open(QIODevice::ReadOnly));
+  EXPECT_TRUE(command.readAll().contains("--data " CAPPLAN_SOURCE_DIR "/data/sqlite-api"));
+  const QList<QPointF> loss = run->lossCurve();
+  ASSERT_EQ(loss.size(), 30);
+  EXPECT_LT(loss.back().y(), std::log(256.0) - 0.3) << "first " << loss.front().y() << ", last " << loss.back().y();
+  const QString findings = run->findChild<QLabel*>(QStringLiteral("runFindings"))->text();
+  EXPECT_FALSE(findings.contains(QStringLiteral("LossNotDecreasing"))) << findings.toStdString();
+#else
+  GTEST_SKIP() << "runtime launcher or capplan-train not built";
 #endif
 }
 

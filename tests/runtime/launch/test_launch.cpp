@@ -897,3 +897,45 @@ TEST(ShrinkLayout, CutsTpPpThenDpAndKeepsTheKnobs) {
 
 }  // namespace
 }  // namespace capplan::rt
+
+namespace capplan::rt {
+namespace {
+
+// Expectation: list_runs lists every folder with a record or a plan, newest name first, reads
+// status, steps and the plan back, says "unknown" for a corrupt run.json instead of throwing,
+// skips folders that hold neither, and a missing runs folder lists nothing. Without checkpoints
+// a run is not resumable.
+TEST(RunHistory, ListsRunFoldersNewestFirstAndSurvivesCorruptRecords) {
+  EXPECT_TRUE(list_runs("/nonexistent/capplan/runs").empty());
+  const fs::path runs = capplan::test::scratch_dir("history");
+  fs::create_directories(runs / "run-20260101-000000");
+  fs::create_directories(runs / "run-20260202-000000");
+  fs::create_directories(runs / "not-a-run");
+  std::ofstream(runs / "run-20260101-000000" / "run.json")
+      << R"({"status":"succeeded","reason":"","started_utc":"2026-01-01T00:00:00Z","steps":12,)"
+      << R"("run":{"model":{"name":"gpt2-124m-scaled"}}})" << "\n";
+  Plan plan;
+  plan.scenario.model = *load_model("gpt2-124m").value;
+  plan.scenario.cluster = *load_cluster("p4d.24xlarge").value;
+  plan.scenario.nodes = 1;
+  plan.scenario.training.gbs = 8;
+  plan.layout.dp = 2;
+  ASSERT_EQ(save_plan(plan, (runs / "run-20260101-000000" / "plan.yaml").string()), "");
+  std::ofstream(runs / "run-20260202-000000" / "run.json") << "{ not json";
+  const std::vector<RunListing> l = list_runs(runs.string());
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].name, "run-20260202-000000");
+  EXPECT_EQ(l[0].status, "unknown");
+  EXPECT_FALSE(l[0].resumable());
+  EXPECT_EQ(l[1].status, "succeeded");
+  EXPECT_EQ(l[1].steps, 12);
+  EXPECT_EQ(l[1].model, "gpt2-124m-scaled");
+  ASSERT_TRUE(l[1].plan.has_value());
+  EXPECT_EQ(l[1].plan->layout.dp, 2);
+  EXPECT_EQ(l[1].checkpoint_step, -1);
+  EXPECT_FALSE(l[1].resumable());  // a plan but no checkpoint
+  fs::remove_all(runs);
+}
+
+}  // namespace
+}  // namespace capplan::rt

@@ -21,6 +21,7 @@
 #include "planner/cost_model.h"
 #include "planner/device_profile.h"
 #include "planner/diagnostics.h"
+#include "planner/plan_io.h"
 #include "io/train_options.h"
 #include "launch/launch_process.h"
 #include "planner/spec.h"
@@ -118,6 +119,16 @@ std::vector<std::string> build_train_argv(const TrainCommand& command);
 // tree), else `build_hint` (the path the build put it at), else PATH. Empty when none exists.
 std::string locate_train_binary(const std::string& self_exe, const std::string& build_hint = {});
 std::string self_executable();  // /proc/self/exe
+
+// The text corpus the repository ships for local runs (data/sqlite-api: SQLite's public-domain C
+// interface documentation, 498 KB, as one byte-level shard; source and licence in its README):
+// $CAPPLAN_CORPUS when set, else the source tree's copy (the path the build recorded). Empty when
+// that folder holds no shard. A run on it learns (its loss falls well below ln 256 within a few
+// dozen steps), where `synthetic` tokens cannot.
+std::string locate_default_corpus();
+// `--data` as the user gave it: "corpus" (and empty) -> locate_default_corpus(), falling back to
+// "synthetic" when the corpus is not there; "synthetic" or a shard folder as they are.
+std::string resolve_run_data(const std::string& data);
 
 // ---------------------------------------------------------------- metrics
 
@@ -301,6 +312,29 @@ std::string run_record_json(const RunRecord& record);
 std::string run_record_text(const RunRecord& record);  // human-readable: command, changes, table
 // Writes RUNDIR/run.json and RUNDIR/run.txt atomically; returns an error message, empty on success.
 std::string write_run_record(const RunRecord& record);
+
+// ---------------------------------------------------------------- earlier runs
+
+// A run folder found under a runs folder, as its files describe it: RUNDIR/run.json (the record),
+// RUNDIR/plan.yaml (the run as it ran on this machine, already scaled down) and
+// RUNDIR/checkpoints. The GUI lists these after a restart and resumes from them.
+struct RunListing {
+  std::string run_dir;
+  std::string name;          // the folder's name ("run-20261201-140512")
+  std::string status;        // the record's ("Succeeded", "Cancelled", "Failed"); "unknown" without run.json
+  std::string reason;
+  std::string started_utc;
+  int steps = 0;             // steps the run was asked for
+  std::string model;         // the model's name as run
+  std::optional<Plan> plan;  // RUNDIR/plan.yaml when it reads back
+  int64_t checkpoint_step = -1;  // the newest checkpoint that verifies; -1: none
+  bool resumable() const { return plan.has_value() && checkpoint_step >= 0; }
+};
+
+// Every folder of `runs_dir` that holds a run.json or a plan.yaml, newest first (by name, which
+// starts with the date, then by start time). A missing folder lists nothing; an unreadable or
+// corrupt run.json leaves its fields unknown, never throws.
+std::vector<RunListing> list_runs(const std::string& runs_dir);
 
 // ---------------------------------------------------------------- the whole run
 
