@@ -18,6 +18,7 @@ int cmd_clusters(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_simulate(int argc, char** argv);
 int cmd_export(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);
 }  // namespace capplan::cli
 
 namespace {
@@ -39,6 +40,7 @@ const Command kCommands[] = {
     {"simulate", capplan::cli::cmd_simulate, "discrete-event simulation of a step (timeline) and of a run"},
     {"export", capplan::cli::cmd_export, "a plan as smp_options, Megatron-LM args, DeepSpeed config or sbatch"},
     {"run", capplan::cli::cmd_run, "launch capplan-train on a plan's layout, measured vs predicted"},
+    {"calibrate", capplan::cli::cmd_calibrate, "fit a cluster's efficiencies to measured runs' terms"},
 };
 
 void usage(std::FILE* to) {
