@@ -49,7 +49,7 @@ enum FieldId {
   FLayers = 1, FHidden, FHeads, FKvHeads, FFfnHidden, FVocab, FSeq, FFfn, FNorm, FTied, FPreset,
   FCluster, FNodesMin, FNodesMax, FPrice, FGbs, FTokens, FPrecision, FObjective, FPinDp, FPinTp,
   FPinPp, FPinVp, FPinMbs, FPinZero, FPinRecompute, FPinSchedule, FPinOrder, FPinOffload, FPinSp,
-  FInfeasible, FFramework, FAttention, FTrainSeq, FDeadline, FBudget, FMemoryMargin
+  FInfeasible, FFramework, FAttention, FTrainSeq, FDeadline, FBudget, FMemoryMargin, FDeviceProfile
 };
 
 // The window the pages live in: the one set of inputs, the selected layout, and the one way to
