@@ -9,6 +9,7 @@
 #include "cli_common.h"
 #include "launch/launch.h"
 #include "launch/launch_process.h"
+#include "launch/measure_profile.h"
 #include "planner/cost_model.h"
 #include "planner/device_profile.h"
 #include "planner/profile.h"
@@ -18,19 +19,8 @@ namespace capplan::cli {
 namespace {
 
 // Each measured kernel beside the cost model's time for it on this machine, with the probed
-// datasheet-free figures (today's model) and with the profile's fits.
+// datasheet-free figures (today's model) and with the profile's fits (compare_profile).
 int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bool json) {
-  Scenario plain;
-  plain.model = model;
-  plain.cluster = rt::local_cluster_spec(rt::probe_local_machine(true), ranks);
-  plain.training.precision = Precision::Fp32;
-  Scenario fitted = plain;
-  fitted.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
-  DeviceProfile fits_only = p;
-  fits_only.gemms.clear();
-  fits_only.kernels.clear();
-  Scenario curve = plain;
-  curve.cluster.device_profile = std::make_shared<const DeviceProfile>(fits_only);
   JsonWriter w;
   if (json) {
     w.begin_object();
@@ -41,24 +31,17 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
     std::printf("%s; %d ranks\n", p.device.c_str(), p.ranks);
     std::printf("%-30s %22s %12s %14s %14s\n", "kernel", "shape / bytes", "measured ms", "model ms", "fitted ms");
   }
-  auto row = [&](const std::string& name, const std::string& shape, double measured, double model_s,
-                 double fit_s) {
+  for (const rt::KernelComparison& k : rt::compare_profile(p, model, ranks)) {
     if (json) {
       w.begin_object();
-      w.field("name", name).field("shape", shape).field("measured_s", measured);
-      w.field("predicted_s", model_s).field("fitted_s", fit_s);
+      w.field("name", k.name).field("shape", k.shape).field("measured_s", k.measured_s);
+      w.field("predicted_s", k.predicted_s).field("fitted_s", k.fitted_s);
       w.end_object();
     } else {
-      std::printf("%-30s %22s %12.3f %14.3f %14.3f\n", name.c_str(), shape.c_str(), measured * 1e3,
-                  model_s * 1e3, fit_s * 1e3);
+      std::printf("%-30s %22s %12.3f %14.3f %14.3f\n", k.name.c_str(), k.shape.c_str(), k.measured_s * 1e3,
+                  k.predicted_s * 1e3, k.fitted_s * 1e3);
     }
-  };
-  for (const GemmTiming& g : p.gemms)
-    row(g.name, std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k), g.seconds,
-        gemm_time_s(plain, double(g.m), double(g.n), double(g.k)),
-        gemm_time_s(curve, double(g.m), double(g.n), double(g.k)));
-  for (const KernelTiming& k : p.kernels)
-    row(k.name, fmt_si(k.bytes) + "B", k.seconds, memory_time_s(plain, k.bytes), memory_time_s(curve, k.bytes));
+  }
   if (json) {
     w.end_array();
     w.key("collectives").begin_array();
@@ -81,37 +64,29 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
   return kExitOk;
 }
 
-// Runs capplan-train measure on `ranks` local ranks and prints what it measured.
+// Runs capplan-train measure on `ranks` local ranks (rt::measure_device_profile) and prints what
+// it measured.
 int measure(const Args& args, const ModelSpec& model, int tp, int mbs, int seq, Diagnostics& diags) {
-  const int ranks = int(int_flag(args, "ranks", diags, 1, 1024).value_or(std::min(2, int(::sysconf(_SC_NPROCESSORS_ONLN)))));
-  const int repeats = int(int_flag(args, "repeats", diags, 1, 1000).value_or(5));
-  const std::string out = args.has("out") ? args.get("out") : "device.yaml";
-  const std::string train = rt::locate_train_binary(rt::self_executable());
-  if (train.empty())
-    diags.error(kCommandLine, 0, 0, "--measure", "capplan-train not found (next to capplan, or set CAPPLAN_TRAIN)");
-  const std::string mpirun = rt::find_executable("mpirun");
-  if (mpirun.empty()) diags.error(kCommandLine, 0, 0, "--measure", "mpirun not found in PATH (install openmpi-bin)");
+  rt::MeasureRequest q;
+  q.ranks = int(int_flag(args, "ranks", diags, 1, 1024).value_or(std::min(2, int(::sysconf(_SC_NPROCESSORS_ONLN)))));
+  q.repeats = int(int_flag(args, "repeats", diags, 1, 1000).value_or(5));
+  q.out = args.has("out") ? args.get("out") : "device.yaml";
+  q.model_ref = args.get("model");
+  q.tp = tp;
+  q.mbs = mbs;
+  q.seq = seq;
   if (diags.has_errors()) return report(diags);
-  std::vector<std::string> argv = {mpirun};
-  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
-  for (const char* a : {"--oversubscribe", "--bind-to", "none", "-np"}) argv.push_back(a);
-  argv.push_back(std::to_string(ranks));
-  for (const std::string& a : {train, std::string("measure"), std::string("--model"), args.get("model"),
-                               std::string("--tp"), std::to_string(tp), std::string("--mbs"), std::to_string(mbs),
-                               std::string("--seq"), std::to_string(seq), std::string("--repeats"),
-                               std::to_string(repeats), std::string("--out"), out})
-    argv.push_back(a);
   const bool json = args.has("json");
-  const rt::ProcessResult r = rt::run_process(argv, {}, [&](rt::OutputStream s, const std::string& line) {
+  const rt::MeasureResult r = rt::measure_device_profile(q, [&](rt::OutputStream s, const std::string& line) {
     std::fprintf(s == rt::OutputStream::Stderr || json ? stderr : stdout, "%s\n", line.c_str());
   });
-  if (!r.succeeded()) {
-    std::fprintf(stderr, "capplan profile --measure: capplan-train measure failed: %s\n", r.describe().c_str());
-    return r.exit_code == kExitBadInput ? kExitBadInput : kExitFailure;
+  if (!r.process.started && r.profile.diagnostics.has_errors()) return report(r.profile.diagnostics);
+  if (!r.process.succeeded()) {
+    std::fprintf(stderr, "capplan profile --measure: capplan-train measure failed: %s\n", r.process.describe().c_str());
+    return r.process.exit_code == kExitBadInput ? kExitBadInput : kExitFailure;
   }
-  Loaded<DeviceProfile> p = load_device_profile(out);
-  if (!p.ok()) return report(p.diagnostics);
-  return print_measured(*p.value, model, ranks, json);
+  if (!r.profile.ok()) return report(r.profile.diagnostics);
+  return print_measured(*r.profile.value, model, q.ranks, json);
 }
 
 }  // namespace

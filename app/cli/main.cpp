@@ -19,6 +19,7 @@ int cmd_run(int argc, char** argv);
 int cmd_simulate(int argc, char** argv);
 int cmd_export(int argc, char** argv);
 int cmd_compare(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);
 }  // namespace capplan::cli
 
 namespace {
@@ -41,6 +42,7 @@ const Command kCommands[] = {
     {"export", capplan::cli::cmd_export, "a plan as smp_options, Megatron-LM args, DeepSpeed config or sbatch"},
     {"compare", capplan::cli::cmd_compare, "plans side by side: memory, step time by term, days and dollars as deltas"},
     {"run", capplan::cli::cmd_run, "launch capplan-train on a plan's layout, measured vs predicted"},
+    {"calibrate", capplan::cli::cmd_calibrate, "fit a cluster's efficiencies to measured runs' terms"},
 };
 
 void usage(std::FILE* to) {

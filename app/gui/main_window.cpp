@@ -42,6 +42,9 @@
 #include "plan_page.h"
 #include "run_page.h"
 #include "timeline_page.h"
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+#include "measure_tools.h"
+#endif
 #include "planner/catalog.h"
 #include "planner/export.h"
 #include "planner/plan_io.h"
@@ -197,6 +200,10 @@ void MainWindow::buildPages() {
   comparePage_ = new ComparePage;
   stack_->addWidget(comparePage_);
   connect(modelPage_, &ModelPage::modelFileChosen, this, &MainWindow::loadModelFile);
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  connect(modelPage_, &ModelPage::deviceProfileMeasured, this,
+          [this](const QString& path) { planPage_->deviceProfilePicker()->useProfile(path); });
+#endif
   connect(clusterPage_, &ClusterPage::clusterFileChosen, this, &MainWindow::loadClusterFile);
   connect(planPage_, &PlanPage::replanRequested, this, &MainWindow::replan);
   connect(planPage_, &PlanPage::cancelRequested, this, &MainWindow::cancelSearch);

@@ -3,6 +3,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QGroupBox>
@@ -11,6 +12,7 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
+#include <QStandardPaths>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -18,6 +20,9 @@
 #include "planner/catalog.h"
 #include "planner/profile.h"
 #include "planner/spec_io.h"
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+#include "measure_tools.h"
+#endif
 
 namespace capplan::gui {
 
@@ -175,6 +180,25 @@ QLayout* ModelPage::buildFigures() {
   profileView_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
   profileView_->setAlternatingRowColors(true);
   profLay->addWidget(profileView_);
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  auto* measure = new QPushButton(tr("Measure on this machine..."), profBox);
+  measure->setObjectName(QStringLiteral("measureOnThisMachine"));
+  measure->setToolTip(tr("Time this model's kernels and the ranks' collectives here (capplan profile --measure) and "
+                         "chart them against the prediction; the Plan page can then use the profile"));
+  profLay->addWidget(measure);
+  connect(measure, &QPushButton::clicked, this, [this] {
+    const std::optional<Estimate>& e = host_.selectedEstimate();
+    const PlanInputs& in = host_.inputs();
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    QDir().mkpath(dir);
+    auto* d = new MeasureDialog(in.model, e ? e->layout.tp : 1, e ? e->layout.mbs : 1, in.training.seq_len,
+                                QDir(dir).filePath(QStringLiteral("device-%1.yaml").arg(QString::fromStdString(in.model.name))),
+                                this);
+    d->setAttribute(Qt::WA_DeleteOnClose);
+    connect(d, &MeasureDialog::profileMeasured, this, &ModelPage::deviceProfileMeasured);
+    d->show();
+  });
+#endif
   right->addWidget(sizeBox);
   right->addWidget(diagnostics_);
   right->addWidget(profBox, 1);

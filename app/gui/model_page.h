@@ -31,6 +31,8 @@ class ModelPage : public QWidget {
 
  signals:
   void modelFileChosen(const QString& path);
+  // "Measure on this machine" wrote a device profile (measure_tools.h).
+  void deviceProfileMeasured(const QString& path);
 
  private:
   QGroupBox* buildArchitecture();

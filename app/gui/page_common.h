@@ -50,7 +50,7 @@ enum FieldId {
   FCluster, FNodesMin, FNodesMax, FPrice, FGbs, FTokens, FPrecision, FObjective, FPinDp, FPinTp,
   FPinPp, FPinVp, FPinMbs, FPinZero, FPinRecompute, FPinSchedule, FPinOrder, FPinOffload, FPinSp,
   FInfeasible, FFramework, FAttention, FTrainSeq, FDeadline, FBudget, FMemoryMargin, FPinEp, FPinCp,
-  FMoeExperts, FMoeTopK, FMoeExpertFfn, FMoeShared
+  FMoeExperts, FMoeTopK, FMoeExpertFfn, FMoeShared, FDeviceProfile
 };
 
 // The window the pages live in: the one set of inputs, the selected layout, and the one way to

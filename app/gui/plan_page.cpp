@@ -37,6 +37,9 @@
 #include "planner/catalog.h"
 #include "planner/spec_io.h"
 #include "search_job.h"
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+#include "measure_tools.h"
+#endif
 
 namespace capplan::gui {
 
@@ -48,6 +51,10 @@ PlanPage::PlanPage(PageHost& host, SearchJob* search, CandidateFilterModel* filt
   top->addWidget(buildTraining());
   top->addWidget(buildPins(), 1);
   v->addLayout(top);
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  profilePicker_ = new DeviceProfilePicker(host_, this);
+  v->addWidget(profilePicker_);
+#endif
   message_ = new QLabel(this);
   message_->setObjectName(QStringLiteral("planMessage"));
   message_->setWordWrap(true);
@@ -457,6 +464,9 @@ void PlanPage::setSimulatedStep(const TimeBreakdown& breakdown, double stepS) {
 }
 
 void PlanPage::syncFromInputs(const PlanInputs& in) {
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  profilePicker_->syncFromInputs(in);
+#endif
   setIfDifferent(gbs_, int(in.training.gbs));
   setIfDifferent(trainSeq_, in.training.seq_len);
   trainSeq_->setSpecialValueText(tr("model's (%1)").arg(in.model.seq_len));

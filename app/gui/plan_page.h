@@ -24,6 +24,7 @@ namespace capplan::gui {
 
 class CandidateFilterModel;
 class SearchJob;
+class DeviceProfilePicker;
 
 class PlanPage : public QWidget {
   Q_OBJECT
@@ -62,7 +63,12 @@ class PlanPage : public QWidget {
   // A point of the node-count what-if was clicked: the best layout of that node count.
   void whatIfPointClicked(const Estimate& e);
 
+ public:
+  // "Device profile: ..." with Choose and Clear (measure_tools.h); null without the runtime.
+  DeviceProfilePicker* deviceProfilePicker() const { return profilePicker_; }
+
  private:
+  DeviceProfilePicker* profilePicker_ = nullptr;
   QGroupBox* buildTraining();
   void connectTraining();
   QGroupBox* buildPins();

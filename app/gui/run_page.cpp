@@ -34,6 +34,7 @@
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
 #include "launch/launch.h"
 #include "io/report.h"
+#include "measure_tools.h"
 #endif
 
 namespace capplan::gui {
@@ -51,6 +52,14 @@ RunPage::RunPage(QWidget* parent) : QWidget(parent) {
   connect(launchButton_, &QPushButton::clicked, this, [this] { launch(false); });
   connect(resumeButton_, &QPushButton::clicked, this, [this] { launch(true); });
   connect(stopButton_, &QPushButton::clicked, this, &RunPage::stop);
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  connect(calibrateButton_, &QPushButton::clicked, this, [this] {
+    bool ok = false;
+    const QString text = calibrateFromRun(runDir_, &ok);
+    findings_->setText(QStringLiteral("<pre>%1</pre>").arg(text.toHtmlEscaped()));
+    status_->setText(ok ? tr("Calibrated from %1").arg(runDir_) : tr("Calibration refused"));
+  });
+#endif
   resetCharts();
   refreshHistory();
 #ifndef CAPPLAN_GUI_HAVE_RUNTIME
@@ -122,6 +131,12 @@ QLayout* RunPage::buildLaunchBar() {
   bar->addWidget(launchButton_);
   bar->addWidget(stopButton_);
   bar->addWidget(resumeButton_);
+  calibrateButton_ = new QPushButton(tr("Calibrate from this run"), this);
+  calibrateButton_->setObjectName(QStringLiteral("calibrateRun"));
+  calibrateButton_->setToolTip(tr("Fit this machine's efficiencies to the run's measured terms (capplan calibrate) "
+                                  "and write RUNDIR/calibrated-cluster.yaml"));
+  calibrateButton_->setEnabled(false);
+  bar->addWidget(calibrateButton_);
   bar->addWidget(status_, 1);
   return bar;
 }
@@ -476,6 +491,7 @@ void RunPage::onFinished(const QString& status, const QString& reason) {
   stopButton_->setEnabled(false);
   resumeButton_->setEnabled(!runDir_.isEmpty());
   refreshHistory();
+  calibrateButton_->setEnabled(status == QLatin1String("succeeded") && !slurm_->isChecked());
   if (status == QLatin1String("cancelled")) {
     // Stop is the user's choice, not a failure; what was checkpointed stays for Resume.
     QString text = tr("Stopped by the user");

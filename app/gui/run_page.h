@@ -131,6 +131,7 @@ class RunPage : public QWidget {
   QPushButton* launchButton_ = nullptr;
   QPushButton* stopButton_ = nullptr;
   QPushButton* resumeButton_ = nullptr;
+  QPushButton* calibrateButton_ = nullptr;  // "Calibrate from this run" (measure_tools.h)
   QLabel* status_ = nullptr;
   QPlainTextEdit* log_ = nullptr;
   QLabel* findings_ = nullptr;

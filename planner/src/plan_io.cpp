@@ -4,6 +4,7 @@
 // catalog or on files that may change later.
 #include "planner/plan_io.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <sstream>
 
@@ -90,6 +91,17 @@ std::string resolve_ref(const std::string& ref, const std::string& plan_file) {
 }
 
 }  // namespace
+
+std::string cluster_to_yaml(const ClusterSpec& cluster) {
+  std::ostringstream os;
+  write_cluster(os, cluster);
+  // write_cluster nests the spec under "cluster:"; a cluster file has its keys at the top.
+  std::istringstream in(os.str());
+  std::string out, line;
+  std::getline(in, line);
+  while (std::getline(in, line)) out += line.substr(std::min<size_t>(2, line.size())) + "\n";
+  return out;
+}
 
 std::string plan_to_yaml(const Plan& plan) {
   const Scenario& s = plan.scenario;

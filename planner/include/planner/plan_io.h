@@ -28,5 +28,8 @@ Loaded<Plan> load_plan(const std::string& path);
 Loaded<Plan> load_plan_draft(const std::string& path);
 // Atomic write; returns an error message or empty on success.
 std::string save_plan(const Plan& plan, const std::string& path);
+// A cluster spec as a cluster file (the keys of configs/clusters/*.yaml, the GPU inline), which
+// load_cluster reads back.
+std::string cluster_to_yaml(const ClusterSpec& cluster);
 
 }  // namespace capplan

@@ -93,6 +93,15 @@ void MetricsWriter::write_step(const StepRecord& r) {
   j[k::kDpCommS] = json_number(r.dp_comm_s);
   j[k::kDataS] = json_number(r.data_s);
   j[k::kGemmS] = json_number(r.gemm_s);
+  j[k::kComputeS] = json_number(r.compute_s);
+  j[k::kRecomputeS] = json_number(r.recompute_s);
+  j[k::kTpCommS] = json_number(r.tp_comm_s);
+  j[k::kPpCommS] = json_number(r.pp_comm_s);
+  j[k::kBubbleS] = json_number(r.bubble_s);
+  j[k::kOffloadS] = json_number(r.offload_s);
+  j[k::kEpCommS] = json_number(r.ep_comm_s);
+  j[k::kCpCommS] = json_number(r.cp_comm_s);
+  j[k::kRemainderS] = json_number(r.remainder_s);
   if (std::isfinite(r.split_wait_s)) j[k::kSplitWaitS] = json_number(r.split_wait_s);
   j[k::kBubbleFraction] = json_number(r.bubble_fraction);
   write_record(j);

@@ -62,6 +62,8 @@ void write_breakdown(JsonWriter& j, const std::string& key, const TimeBreakdown&
       .end_object();
 }
 
+double finite_or(double v, double otherwise) { return std::isfinite(v) ? v : otherwise; }
+
 double phase(const MeasuredRun& m, const std::string& name) {
   const auto it = m.phase_s.find(name);
   return it == m.phase_s.end() ? kUnknown : it->second;
@@ -162,8 +164,13 @@ const char* to_string(RunStatus s) {
 
 std::vector<TermRow> compare_terms(const RunRecord& r) {
   const MeasuredRun& m = r.measured;
+  // The trainer's compute term; records without it have only the walls of the two passes, which
+  // hold every term timed inside them.
   const double fwd = phase(m, "forward"), bwd = phase(m, "backward");
-  const double compute = std::isfinite(fwd) && std::isfinite(bwd) ? fwd + bwd : kUnknown;
+  const bool terms_timed = std::isfinite(phase(m, "compute"));
+  const double compute = terms_timed ? phase(m, "compute")
+                         : std::isfinite(fwd) && std::isfinite(bwd) ? fwd + bwd
+                                                                    : kUnknown;
   struct Term {
     const char* name;
     double TimeBreakdown::*field;
@@ -172,36 +179,55 @@ std::vector<TermRow> compare_terms(const RunRecord& r) {
   const Term terms[] = {
       {"compute", &TimeBreakdown::compute, compute},
       {"recompute", &TimeBreakdown::recompute, phase(m, "recompute")},
-      // The trainer's bubble share is of the micro-batch phase; times the step it slightly
-      // over-counts (the optimizer and DP tail have no bubble).
+      // Older records carry only the bubble's share of the micro-batch phase; times the step it
+      // slightly over-counts (the optimizer and DP tail have no bubble).
       {"bubble", &TimeBreakdown::bubble,
-       std::isfinite(phase(m, "bubble")) ? phase(m, "bubble") : m.bubble_fraction * m.step_time_s},
+       std::isfinite(phase(m, "bubble")) ? phase(m, "bubble")
+       : std::isfinite(m.bubble_fraction) ? m.bubble_fraction * m.step_time_s
+                                          : kUnknown},
       {"tp_comm", &TimeBreakdown::tp_comm, phase(m, "tp_comm")},
       {"pp_comm", &TimeBreakdown::pp_comm, phase(m, "pp_comm")},
       {"dp_comm", &TimeBreakdown::dp_comm, phase(m, "dp_comm")},
       {"optimizer", &TimeBreakdown::optimizer, phase(m, "optimizer")},
       {"offload", &TimeBreakdown::offload, phase(m, "offload")},
+      // Records of trainers that time the terms apart but have no MoE / cp counters: none spent.
+      {"ep_comm", &TimeBreakdown::ep_comm, finite_or(phase(m, "ep_comm"), terms_timed ? 0.0 : kUnknown)},
+      {"cp_comm", &TimeBreakdown::cp_comm, finite_or(phase(m, "cp_comm"), terms_timed ? 0.0 : kUnknown)},
   };
   std::vector<TermRow> rows;
+  double parts = 0;
   for (const Term& t : terms) {
     TermRow row;
     row.term = t.name;
     if (r.predicted) row.predicted_s = r.predicted->breakdown_s.*(t.field);
     if (r.simulated) row.simulated_s = r.simulated->breakdown_s.*(t.field);
     row.measured_s = t.measured;
+    parts += t.measured;
     rows.push_back(row);
   }
-  // Time inside the backend's GEMMs: a part of compute, shown under it, not a term of its own.
-  if (const auto it = m.phase_s.find("gemm"); it != m.phase_s.end())
-    rows.insert(rows.begin() + 1, {"gemm (within compute)", kUnknown, kUnknown, it->second});
-  // Phases the runtime times that the cost model has no term for (e.g. data loading).
+  // Times within compute, shown under it, not terms of their own: the backend's GEMMs and the
+  // batch split's waiting.
+  int under = 1;
+  for (const auto& [name, label] : {std::pair{"gemm", "gemm (within compute)"},
+                                    std::pair{"split_wait", "split wait (within compute)"}})
+    if (const auto it = m.phase_s.find(name); it != m.phase_s.end())
+      rows.insert(rows.begin() + under++, {label, kUnknown, kUnknown, it->second});
+  // Phases the runtime times that the cost model has no term for (e.g. data loading): parts of
+  // the step too.
   for (const auto& [name, value] : m.phase_s) {
-    static const char* known[] = {"forward", "backward", "recompute", "bubble", "tp_comm",
-                                  "pp_comm", "dp_comm", "optimizer", "offload", "gemm"};
+    static const char* known[] = {"forward", "backward", "compute", "recompute", "bubble", "tp_comm", "pp_comm",
+                                  "dp_comm", "ep_comm", "cp_comm", "optimizer", "offload", "gemm", "split_wait",
+                                  "remainder"};
     bool is_known = false;
     for (const char* k : known) is_known = is_known || name == k;
-    if (!is_known) rows.push_back({name + " (not modelled)", kUnknown, kUnknown, value});
+    if (is_known) continue;
+    rows.push_back({name + " (not modelled)", kUnknown, kUnknown, value});
+    parts += value;
   }
+  // What no measured part covers: the step's median less the parts' medians (so the column adds
+  // up to the step); unknown for records that do not time the terms apart.
+  rows.push_back({"remainder", kUnknown, kUnknown,
+                  terms_timed && std::isfinite(parts) ? m.step_time_s - parts : kUnknown});
   TermRow step;
   step.term = "step";
   if (r.predicted) step.predicted_s = r.predicted->step_time_s;
@@ -448,9 +474,8 @@ std::string run_record_text(const RunRecord& r) {
                   r.layout.vp > 1 ? " (interleaving divides it by vp)" : "");
     t << buf;
   }
-  t << "  (measured compute = forward + backward as the trainer times them, which includes any\n"
-       "   recompute, tensor-parallel communication and pipeline waiting it does not time apart;\n"
-       "   the first "
+  t << "  (each measured term is the median over the steps of rank 0's time in it; the remainder is\n"
+       "   the median step less the measured parts, which none of them covers; the first "
     << r.measured.warmup_steps << " of " << r.measured.steps
     << " steps are left out of the medians as warm-up)\n";
   t << "\nmemory per rank         predicted     measured\n";

@@ -4,7 +4,10 @@
 
 #include <mpi.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -13,6 +16,19 @@ namespace capplan::rt {
 namespace {
 
 constexpr int64_t kChunk = int64_t(1) << 30;
+
+// Adds the seconds from its construction to its destruction to `total`.
+class CallTimer {
+ public:
+  explicit CallTimer(double& total) : total_(total), t0_(std::chrono::steady_clock::now()) {}
+  ~CallTimer() { total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+
+ private:
+  double& total_;
+  std::chrono::steady_clock::time_point t0_;
+};
 
 class SelfCommunicator final : public Communicator {
  public:
@@ -52,11 +68,13 @@ class SelfCommunicator final : public Communicator {
   void recv(float*, int64_t, int, int) override {
     throw std::logic_error("recv on a single-rank communicator");
   }
+  void probe(int, int) override { throw std::logic_error("probe on a single-rank communicator"); }
   void send_async(const float*, int64_t, int, int) override {
     throw std::logic_error("send on a single-rank communicator");
   }
   void wait_sends() override {}
   void barrier() override {}
+  double comm_seconds() const override { return 0; }
 };
 
 class MpiCommunicator final : public Communicator {
@@ -87,6 +105,7 @@ class MpiCommunicator final : public Communicator {
       return;
     }
     if (count > kChunk) throw std::length_error("reduce_scatter: block too large");
+    CallTimer timer(comm_s_);
     // In place: the input is recv's size() blocks and this rank's sum lands at its start.
     MPI_Reduce_scatter_block(send == recv ? MPI_IN_PLACE : send, recv, int(count), MPI_FLOAT,
                              MPI_SUM, comm_);
@@ -105,6 +124,7 @@ class MpiCommunicator final : public Communicator {
       return;
     }
     // In place: this rank's block of the sum lands at the start of the buffer.
+    CallTimer timer(comm_s_);
     MPI_Reduce_scatter(send == recv ? MPI_IN_PLACE : send, recv, c.data(), MPI_FLOAT, MPI_SUM,
                        comm_);
   }
@@ -116,6 +136,7 @@ class MpiCommunicator final : public Communicator {
     }
     std::vector<int> displs(c.size(), 0);
     for (size_t r = 1; r < c.size(); ++r) displs[r] = displs[r - 1] + c[r - 1];
+    CallTimer timer(comm_s_);
     MPI_Allgatherv(send, c[size_t(rank_)], MPI_FLOAT, recv, c.data(), displs.data(), MPI_FLOAT,
                    comm_);
   }
@@ -135,19 +156,27 @@ class MpiCommunicator final : public Communicator {
                   comm_);
   }
   void broadcast(float* data, int64_t n, int root) override {
+    CallTimer timer(comm_s_);
     for (int64_t off = 0; off < n; off += kChunk)
       MPI_Bcast(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, root, comm_);
   }
   void send(const float* data, int64_t n, int peer, int tag) override {
+    CallTimer timer(comm_s_);
     for (int64_t off = 0; off < n; off += kChunk)
       MPI_Send(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_);
   }
   void recv(float* data, int64_t n, int peer, int tag) override {
+    CallTimer timer(comm_s_);
     for (int64_t off = 0; off < n; off += kChunk)
       MPI_Recv(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_,
                MPI_STATUS_IGNORE);
   }
+  void probe(int peer, int tag) override {
+    CallTimer timer(comm_s_);
+    MPI_Probe(peer, tag, comm_, MPI_STATUS_IGNORE);
+  }
   void send_async(const float* data, int64_t n, int peer, int tag) override {
+    CallTimer timer(comm_s_);
     for (int64_t off = 0; off < n; off += kChunk) {
       requests_.emplace_back();
       MPI_Isend(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_,
@@ -155,16 +184,22 @@ class MpiCommunicator final : public Communicator {
     }
   }
   void wait_sends() override {
-    if (!requests_.empty())
-      MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    if (requests_.empty()) return;
+    CallTimer timer(comm_s_);
+    MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
     requests_.clear();
   }
-  void barrier() override { MPI_Barrier(comm_); }
+  void barrier() override {
+    CallTimer timer(comm_s_);
+    MPI_Barrier(comm_);
+  }
+  double comm_seconds() const override { return comm_s_; }
 
  private:
   template <class T>
   void all_reduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op) {
     if (size_ == 1) return;
+    CallTimer timer(comm_s_);
     for (int64_t off = 0; off < n; off += kChunk)
       MPI_Allreduce(MPI_IN_PLACE, data + off, int(std::min(kChunk, n - off)), type, op, comm_);
   }
@@ -174,6 +209,7 @@ class MpiCommunicator final : public Communicator {
       return;
     }
     if (count > kChunk) throw std::length_error("all_gather: block too large");
+    CallTimer timer(comm_s_);
     const bool in_place =
         static_cast<const char*>(send) == static_cast<char*>(recv) + size_t(rank_) * count * elem;
     MPI_Allgather(in_place ? MPI_IN_PLACE : send, int(count), type, recv, int(count), type, comm_);
@@ -188,6 +224,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::vector<MPI_Request> requests_;
+  double comm_s_ = 0;  // seconds inside the calls above (groups of more than one rank)
 };
 
 }  // namespace
@@ -229,6 +266,8 @@ ProcessGroups make_process_groups(const Layout& layout) {
   MPI_Comm_free(&local);
   return g;
 }
+
+void mpi_prefer_yielding_waits() { ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0); }
 
 int world_rank() {
   int r = 0;

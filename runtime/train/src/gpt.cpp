@@ -7,6 +7,7 @@
 #include "io/data.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -383,9 +384,11 @@ Gpt::~Gpt() {
 // layer's input) leave the device pool for the host pool, freeing the shared device set.
 void Gpt::offload(Slot& s) {
   if (!cfg_.offload) return;
+  const auto t0 = std::chrono::steady_clock::now();
   const int64_t n = int64_t(Rl_) * C_;
   for (int i = 0; i <= nl_; ++i)
     be_.to_host(s.host_resid.data() + size_t(i) * n, s.resid[size_t(i)], n);
+  offload_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 const ParamInfo* Gpt::find_param(const std::string& name) const {
@@ -733,8 +736,11 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   be_.norm_backward(norm_, dres, gd(L.ln2_w), L.ln2_b >= 0 ? gd(L.ln2_b) : nullptr, dhl, a.x2,
                     wt(L.ln2_w), a.ln2_mean, a.ln2_rstd, Rl_, C_);
   // Attention: x2 = x + attn(h1 Wqkv^T) Wo^T
-  if (cfg_.recompute == Recompute::Selective && !ring_)
+  if (cfg_.recompute == Recompute::Selective && !ring_) {
+    const auto t0 = std::chrono::steady_clock::now();
     be_.attention_forward(dattn_, a.probs, a.qkv, sh);
+    recompute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   dy = gather_rows(dres);
   be_.matmul(dattn_, dy, wt(L.wo), R_, Hl_ * D_, C_, false, false, false);
   wgrad(gd(L.wo), dy, a.attn, C_, Hl_ * D_, dy_attn_);
@@ -852,15 +858,22 @@ void Gpt::backward(int slot, const float* dout, float* dinput) {
   const int64_t n = int64_t(Rl_) * C_;
   cur_slot_ = slot;
   counting_aux_ = false;  // a full recompute's forwards are not counted again
-  if (cfg_.offload)  // bring this micro-batch's checkpointed activations back
+  if (cfg_.offload) {  // bring this micro-batch's checkpointed activations back
+    const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i <= nl_; ++i)
       be_.from_host(s.resid[size_t(i)], s.host_resid.data() + size_t(i) * n, n);
+    offload_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   be_.copy(dres_, last_stage() ? s.dfinal : dout, n);
   for (int i = nl_ - 1; i >= 0; --i) {
     LayerActs* a;
     if (s.acts.empty()) {  // full recompute: rebuild this layer's activations from its input
       a = &shared_acts_[0];
+      const auto t0 = std::chrono::steady_clock::now();
+      const double comm0 = tp_.comm_seconds() + (cfg_.dp ? cfg_.dp->comm_seconds() : 0.0);
       layer_forward(i, *a, s.resid[size_t(i)], dh_);
+      const double comm = tp_.comm_seconds() + (cfg_.dp ? cfg_.dp->comm_seconds() : 0.0) - comm0;
+      recompute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - comm;
     } else {
       a = &s.acts[size_t(i)];
     }

@@ -8,9 +8,11 @@
 #include "train/health.h"
 #include "train/measure.h"
 #include "io/report.h"
+#include "train/communicator.h"
 #include "train/trainer.h"
 
 int main(int argc, char** argv) {
+  capplan::rt::mpi_prefer_yielding_waits();  // before any MPI_Init (communicator.h)
   if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
     std::fputs(capplan::rt::train_usage().c_str(), stdout);
     return 0;

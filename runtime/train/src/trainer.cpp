@@ -880,7 +880,8 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
 
 // The micro-batches of a step in the order of this stage's schedule table (split_ == 1),
 // activations and their gradients to and from the neighbouring stages. Returns the sum of the
-// token losses (last stage); adds the time spent waiting for a neighbour to *pp_wait_s.
+// token losses (last stage); adds the time spent waiting for a neighbour's message to arrive
+// to *pp_wait_s (the receive that then moves it is pipeline communication).
 double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
   const Layout& L = o_.layout;
   for (auto& m : models_) m->zero_grads();
@@ -911,9 +912,10 @@ double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
       free_slots[c].pop_back();
       slot_of[c][size_t(mb)] = slot;
       if (!first) {
-        const auto w = Clock::now();
+        const double w = groups_.pp->comm_seconds();
+        groups_.pp->probe(prev, tag(mb, v - 1, 0));
+        *pp_wait_s += groups_.pp->comm_seconds() - w;
         groups_.pp->recv(recv_fwd_, n, prev, tag(mb, v - 1, 0));
-        *pp_wait_s += seconds_since(w);
       }
       float* out = last ? nullptr : send_fwd_[c][size_t(mb)];
       loss_sum += g.forward(slot, tokens_.data(), recv_fwd_, out, targets_.data(), scale);
@@ -922,9 +924,10 @@ double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
     } else {
       const auto t = Clock::now();
       if (!last) {
-        const auto w = Clock::now();
+        const double w = groups_.pp->comm_seconds();
+        groups_.pp->probe(next, tag(mb, v + 1, 1));
+        *pp_wait_s += groups_.pp->comm_seconds() - w;
         groups_.pp->recv(recv_bwd_, n, next, tag(mb, v + 1, 1));
-        *pp_wait_s += seconds_since(w);
       }
       float* din = first ? nullptr : send_bwd_[c][size_t(mb)];
       g.backward(slot_of[c][size_t(mb)], recv_bwd_, din);
@@ -936,29 +939,60 @@ double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
   return loss_sum;
 }
 
+// One optimizer step, timed by term: every term is a wall-clock interval of rank 0 or a
+// difference of the communicators' and the model's own counters over it, so that
+//   step = compute + recompute + tp_comm + pp_comm + bubble + dp_comm + ep_comm + cp_comm
+//          + optimizer + offload + data + remainder
+// holds for each step record. The pipeline's waits for a neighbour (a message not yet arrived,
+// and the step's last sends not yet taken) are its bubble; moving the messages is pp_comm.
+// The remainder is what none of them covers (the loss and bubble sums over the world, timing).
 void Run::run_step(int64_t step, StepRecord& rec) {
   const Layout& L = o_.layout;
+  // Gradients (and ZeRO's gathers) go over dp_cp, the experts' over edp: both are dp_comm.
+  auto dp_comm = [&] {
+    return groups_.dp->comm_seconds() + groups_.dp_cp->comm_seconds() + groups_.edp->comm_seconds();
+  };
+  auto comm_s = [&] {
+    return groups_.tp->comm_seconds() + groups_.pp->comm_seconds() + dp_comm() + groups_.ep->comm_seconds() +
+           groups_.cp->comm_seconds();
+  };
+  auto model_s = [&](double (Gpt::*counter)() const) {
+    double sum = 0;
+    for (auto& m : models_) sum += (*m.*counter)();
+    return sum;
+  };
+  const double tp0 = groups_.tp->comm_seconds(), pp0 = groups_.pp->comm_seconds();
+  const double dp0 = dp_comm(), ep0 = groups_.ep->comm_seconds(), cp0 = groups_.cp->comm_seconds();
+  const double recompute0 = model_s(&Gpt::recompute_seconds), offload0 = model_s(&Gpt::offload_seconds);
   const auto t_step = Clock::now();
   const double gemm0 = model_backend().gemm_seconds();
   double pp_wait_s = 0;
+  const double comm_pipe0 = comm_s();
   const auto t_pipe = Clock::now();
   const double loss_sum =
       split_ > 1 ? run_split_microbatches(step, rec) : run_schedule(step, rec, &pp_wait_s);
-  auto t = Clock::now();
+  const double sends0 = groups_.pp->comm_seconds();
   groups_.pp->wait_sends();
+  const double sends_wait_s = groups_.pp->comm_seconds() - sends0;
   // Measured pipeline bubble: the share of the micro-batch phase this rank spent waiting for
   // its neighbours (mean over ranks), to set beside (p - 1) / (m + p - 1) for 1F1B / GPipe.
   const double pipe_s = seconds_since(t_pipe);
   double bubble = pipe_s > 0 ? pp_wait_s / pipe_s : 0.0;
+  const double bubble_s = pp_wait_s + sends_wait_s;
   if (L.pp > 1) groups_.world->all_reduce_sum(&bubble, 1);
   bubble_ = bubble / world_;
   rec.bubble_fraction = L.pp > 1 ? bubble_ : std::numeric_limits<double>::quiet_NaN();
+  auto t = Clock::now();
   for (auto& m : models_) m->finish_backward();
   sync_tied_embedding();
   for (auto& m : models_) m->flush_gradients();
   if (step == 0 && !o_.dump_grads.empty()) dump_gradients();
-  rec.backward_s += seconds_since(t);
+  rec.backward_s += seconds_since(t) + sends_wait_s;  // (the pipeline's last sends, waited for)
+  // Forward and backward, as walls, and the communication inside them.
+  const double fwd_bwd_s = pipe_s + seconds_since(t);
+  const double comm_fwd_bwd_s = comm_s() - comm_pipe0;
   t = Clock::now();
+  const double comm_opt0 = comm_s();
   // Global gradient norm over chunks, then TP and PP; clipping uses it on every chunk.
   OptimizerStats os;
   double total = 0;
@@ -977,8 +1011,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
   for (auto& op : expert_opts_)
     if (op) op->update(step, os.grad_norm, &os.comm_s);
-  rec.optimizer_s = seconds_since(t) - os.comm_s;
-  rec.dp_comm_s = os.comm_s;
+  rec.optimizer_s = seconds_since(t) - (comm_s() - comm_opt0);
   const bool last = models_.back()->last_stage();
   // Global mean loss: the last stage's TP rank 0 of every DP rank contributes its sum.
   double contrib = (last && groups_.coords.tp == 0) ? loss_sum : 0.0;
@@ -999,6 +1032,18 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   rec.grad_norm = os.grad_norm;
   rec.step_time_s = seconds_since(t_step);
   rec.gemm_s = model_backend().gemm_seconds() - gemm0;
+  rec.tp_comm_s = groups_.tp->comm_seconds() - tp0;
+  rec.dp_comm_s = dp_comm() - dp0;
+  rec.ep_comm_s = groups_.ep->comm_seconds() - ep0;
+  rec.cp_comm_s = groups_.cp->comm_seconds() - cp0;
+  rec.bubble_s = bubble_s;
+  rec.pp_comm_s = groups_.pp->comm_seconds() - pp0 - bubble_s;
+  rec.recompute_s = model_s(&Gpt::recompute_seconds) - recompute0;
+  rec.offload_s = model_s(&Gpt::offload_seconds) - offload0;
+  rec.compute_s = fwd_bwd_s - comm_fwd_bwd_s - rec.data_s - rec.recompute_s - rec.offload_s;
+  rec.remainder_s = rec.step_time_s - (rec.compute_s + rec.recompute_s + rec.tp_comm_s + rec.pp_comm_s +
+                                       rec.bubble_s + rec.dp_comm_s + rec.ep_comm_s + rec.cp_comm_s +
+                                       rec.optimizer_s + rec.offload_s + rec.data_s);
   rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
   const double flops =
       model_flops_per_token(active_params_, model_spec_.layers, T_, model_spec_.hidden) *

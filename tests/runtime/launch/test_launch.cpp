@@ -591,6 +591,42 @@ TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
   EXPECT_TRUE(std::isnan(row("step").simulated_s));
 }
 
+// Records that time every term apart: each predicted term has a measured value (none unknown),
+// and the measured column adds up to the step. Expectation (one step after none of warm-up):
+// parts 0.5 + 0.1 + 0.2 + 0.05 + 0.15 + 0.3 + 0.25 + 0 + data 0.1 = 1.65 of a 1.7 s step, so the
+// remainder row is 0.05 s.
+TEST(LaunchMetrics, EveryTermMeasuredAndTheRemainderIsItsOwnRow) {
+  const MetricsRecord step = *parse_metrics_line(
+      R"({"type":"step","step":1,"step_time_s":1.7,"forward_s":0.6,"backward_s":0.9,"compute_s":0.5,)"
+      R"("recompute_s":0.1,"tp_comm_s":0.2,"pp_comm_s":0.05,"bubble_s":0.15,"dp_comm_s":0.3,)"
+      R"("optimizer_s":0.25,"offload_s":0,"data_s":0.1,"remainder_s":0.05,"gemm_s":0.4})");
+  RunRecord rec;
+  rec.measured = summarize_metrics({step});
+  ASSERT_EQ(rec.measured.warmup_steps, 0);
+  const auto rows = compare_terms(rec);
+  double parts = 0;
+  for (const TermRow& r : rows) {
+    EXPECT_TRUE(std::isfinite(r.measured_s)) << r.term << " measured unknown";
+    if (r.term != "step" && r.term.find("within compute") == std::string::npos) parts += r.measured_s;
+  }
+  auto measured = [&](const std::string& t) {
+    for (const auto& r : rows)
+      if (r.term == t) return r.measured_s;
+    ADD_FAILURE() << "no row " << t;
+    return 0.0;
+  };
+  EXPECT_DOUBLE_EQ(measured("compute"), 0.5);  // the compute term, not forward + backward
+  EXPECT_DOUBLE_EQ(measured("recompute"), 0.1);
+  EXPECT_DOUBLE_EQ(measured("tp_comm"), 0.2);
+  EXPECT_DOUBLE_EQ(measured("pp_comm"), 0.05);
+  EXPECT_DOUBLE_EQ(measured("bubble"), 0.15);
+  EXPECT_DOUBLE_EQ(measured("offload"), 0);
+  EXPECT_NEAR(measured("remainder"), 0.05, 1e-12);
+  EXPECT_NEAR(parts, 1.7, 1e-12);
+  EXPECT_EQ(rows.back().term, "step");
+  EXPECT_EQ(rows[rows.size() - 2].term, "remainder");
+}
+
 // Expectation: memory by kind comes from capplan-train's records (largest over ranks, names
 // mapped to the planner's kinds); compare_memory pairs them with the prediction and sums the
 // measured device total.

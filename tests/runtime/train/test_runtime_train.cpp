@@ -15,13 +15,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "io/data.h"
+#include "io/metrics_schema.h"
 #include "io/report.h"
+#include "planner/json.h"
 #include "support/run_program.h"
 #include "support/test_files.h"
 
@@ -356,6 +359,59 @@ TEST(RuntimeTrain, StepRecordsCarryGemmTime) {
   EXPECT_EQ(s.steps, 4);
   EXPECT_GT(s.share_gemm, 0.0);
   EXPECT_LE(s.share_gemm, s.share_forward + s.share_backward + 1e-9);
+}
+
+// Every step record times each term of the step apart (io/metrics_schema.h), and the terms with
+// the remainder add up to the step: rank 0's intervals partition its step. A layout has time in
+// the terms it uses (tp_comm with tp 2, pipeline communication and bubble with pp 2, DP
+// communication with dp 2, recompute, offload) and exactly none in those it does not.
+TEST(RuntimeTrain, StepRecordsTimeEveryTermApart) {
+  namespace k = capplan::rt::metrics_schema;
+  const char* parts[] = {k::kComputeS, k::kRecomputeS, k::kTpCommS, k::kPpCommS, k::kBubbleS,
+                         k::kDpCommS, k::kOptimizerS, k::kOffloadS, k::kDataS, k::kRemainderS};
+  struct Case {
+    int np;
+    const char* flags;
+    std::vector<const char*> used, unused;
+  };
+  const Case cases[] = {
+      {4, " --tp 2 --pp 2 --recompute full", {k::kTpCommS, k::kPpCommS, k::kBubbleS, k::kRecomputeS},
+       {k::kDpCommS, k::kOffloadS}},
+      {2, " --dp 2 --zero 1 --recompute selective --offload", {k::kDpCommS, k::kRecomputeS, k::kOffloadS},
+       {k::kTpCommS, k::kPpCommS, k::kBubbleS}},
+      {1, "", {}, {k::kTpCommS, k::kPpCommS, k::kBubbleS, k::kDpCommS, k::kRecomputeS, k::kOffloadS}},
+  };
+  for (const Case& c : cases) {
+    const fs::path m = work_dir() / "metrics.jsonl";
+    fs::remove(m);
+    const Result r = run(c.np, common(false, 4) + c.flags + " --metrics " + m.string());
+    ASSERT_EQ(r.status, 0) << c.flags << "\n" << r.output;
+    std::istringstream lines(capplan::test::read_text(m));
+    int steps = 0;
+    for (std::string line; std::getline(lines, line);) {
+      const std::optional<capplan::Json> v = capplan::json_parse(line);
+      ASSERT_TRUE(v && v->is_object()) << line;
+      if (v->value(k::kType, "") != k::kStep) continue;
+      ++steps;
+      const double step = capplan::json_double(*v, k::kStepTimeS, -1);
+      double sum = 0;
+      for (const char* part : parts) {
+        const double x = capplan::json_double(*v, part, std::nan(""));
+        ASSERT_TRUE(std::isfinite(x)) << c.flags << ": " << part << " missing in " << line;
+        EXPECT_GE(x, -1e-6) << c.flags << ": " << part << " in " << line;
+        sum += x;
+      }
+      EXPECT_NEAR(sum, step, 1e-9 * step) << c.flags << ": Expectation the parts add up to step_time_s "
+                                          << step << " Actual result " << sum << " in " << line;
+      EXPECT_GT(capplan::json_double(*v, k::kComputeS, 0), 0.0) << line;
+      EXPECT_GT(capplan::json_double(*v, k::kOptimizerS, 0), 0.0) << line;
+      for (const char* used : c.used)
+        EXPECT_GT(capplan::json_double(*v, used, 0), 0.0) << c.flags << ": " << used << " in " << line;
+      for (const char* unused : c.unused)
+        EXPECT_EQ(capplan::json_double(*v, unused, -1), 0.0) << c.flags << ": " << unused << " in " << line;
+    }
+    EXPECT_EQ(steps, 4) << c.flags;
+  }
 }
 
 // 20 steps straight vs 10 + SIGKILL of one rank at step 12 + relaunch with --resume auto, which

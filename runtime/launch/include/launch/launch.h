@@ -290,10 +290,12 @@ struct RunRecord {
   std::optional<Goodput> goodput;         // runs with checkpoints and attempts (Slurm)
 };
 
-// Predicted, simulated and measured seconds per step for each term of TimeBreakdown, plus
-// "step". Measured terms come from the trainer's phases: compute = forward + backward (which
-// include recompute and the bubble's waiting when the trainer does not time them apart),
-// dp_comm, optimizer; unknown where the runtime does not time a term.
+// Predicted, simulated and measured seconds per step for each term of TimeBreakdown, then the
+// phases the cost model has no term for ("data (not modelled)"), "remainder" and "step". The
+// measured terms are the medians of the trainer's terms (io/metrics_schema.h); the measured
+// remainder is the measured step less every measured part above it, so the column adds up.
+// Records that do not time the terms apart give compute = forward + backward and unknown for
+// the terms they lack.
 struct TermRow {
   std::string term;
   double predicted_s = kUnknown, simulated_s = kUnknown, measured_s = kUnknown;

@@ -183,6 +183,11 @@ class Gpt {
   // must run (on any backend) after that backward and before the next forward of this model.
   const std::vector<DeferredGemm>& deferred() const { return deferred_; }
 
+  // Seconds since construction spent recomputing activations in backward (recompute, the
+  // communication inside it excluded) and moving activations to and from the host (offload).
+  double recompute_seconds() const { return recompute_s_; }
+  double offload_seconds() const { return offload_s_; }
+
   // Bytes of activations held in the device pool (all slots) and, with offload, in host memory.
   int64_t activation_bytes() const { return activation_bytes_; }
   int64_t host_activation_bytes() const { return host_activation_bytes_; }
@@ -251,6 +256,7 @@ class Gpt {
   std::vector<float*> owned_;           // every activation / scratch allocation
   float* shared_probs_ = nullptr;       // selective recompute: one softmax buffer for all
   std::vector<DeferredGemm> deferred_;
+  double recompute_s_ = 0, offload_s_ = 0;
   float *dy_mlp_ = nullptr, *dy_attn_ = nullptr;  // deferral: the first layer's output gradients
   float *dres_ = nullptr, *dh_ = nullptr, *dqkv_ = nullptr, *dattn_ = nullptr, *dfc_ = nullptr,
         *dact_ = nullptr, *logits_ = nullptr, *hf_ = nullptr, *lnf_mean_ = nullptr,

@@ -1,0 +1,70 @@
+// capplan-train measure as a process, and its kernels beside the cost model
+// (launch/measure_profile.h).
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+#include "launch/launch.h"
+#include "launch/measure_profile.h"
+#include "planner/cost_model.h"
+
+namespace capplan::rt {
+
+std::vector<std::string> build_measure_argv(const MeasureRequest& q, Diagnostics& d) {
+  const std::string train = q.train_binary.empty() ? locate_train_binary(self_executable(), q.train_build_hint)
+                                                   : find_executable(q.train_binary);
+  if (train.empty())
+    d.error("<command line>", 0, 0, "--measure", "capplan-train not found (next to capplan, or set CAPPLAN_TRAIN)");
+  const std::string mpirun = find_executable(q.mpirun.empty() ? std::string("mpirun") : q.mpirun);
+  if (mpirun.empty()) d.error("<command line>", 0, 0, "--measure", "mpirun not found in PATH (install openmpi-bin)");
+  if (d.has_errors()) return {};
+  std::vector<std::string> argv = {mpirun};
+  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+  for (const char* a : {"--oversubscribe", "--bind-to", "none", "-np"}) argv.push_back(a);
+  argv.push_back(std::to_string(q.ranks));
+  for (const std::string& a : {train, std::string("measure"), std::string("--model"), q.model_ref,
+                               std::string("--tp"), std::to_string(q.tp), std::string("--mbs"), std::to_string(q.mbs)})
+    argv.push_back(a);
+  if (q.seq > 0) argv.insert(argv.end(), {"--seq", std::to_string(q.seq)});
+  argv.insert(argv.end(), {"--repeats", std::to_string(q.repeats), "--out", q.out});
+  return argv;
+}
+
+MeasureResult measure_device_profile(const MeasureRequest& q, const OutputLineFn& on_line,
+                                     const std::atomic<bool>* cancel) {
+  MeasureResult out;
+  const std::vector<std::string> argv = build_measure_argv(q, out.profile.diagnostics);
+  if (argv.empty()) return out;
+  out.process = run_process(argv, {}, on_line, cancel);
+  out.cancelled = cancel && cancel->load();
+  if (out.cancelled || !out.process.succeeded()) return out;
+  out.profile = load_device_profile(q.out);
+  return out;
+}
+
+std::vector<KernelComparison> compare_profile(const DeviceProfile& p, const ModelSpec& model, int ranks) {
+  Scenario plain;
+  plain.model = model;
+  plain.cluster = local_cluster_spec(probe_local_machine(true), ranks);
+  plain.training.precision = Precision::Fp32;
+  DeviceProfile fits_only = p;
+  fits_only.gemms.clear();
+  fits_only.kernels.clear();
+  Scenario curve = plain;
+  curve.cluster.device_profile = std::make_shared<const DeviceProfile>(fits_only);
+  std::vector<KernelComparison> rows;
+  for (const GemmTiming& g : p.gemms)
+    rows.push_back({g.name, std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k), true,
+                    g.seconds, gemm_time_s(plain, double(g.m), double(g.n), double(g.k)),
+                    gemm_time_s(curve, double(g.m), double(g.n), double(g.k))});
+  for (const KernelTiming& k : p.kernels) {
+    char shape[32];
+    std::snprintf(shape, sizeof shape, "%.1fMB", k.bytes / 1e6);
+    rows.push_back({k.name, shape, false, k.seconds, memory_time_s(plain, k.bytes), memory_time_s(curve, k.bytes)});
+  }
+  return rows;
+}
+
+}  // namespace capplan::rt
