@@ -1,4 +1,4 @@
-// The embedded catalog: every preset the issue names is there, loads without diagnostics, and
+// The embedded catalog: every preset the README names is there, loads without diagnostics, and
 // carries its source; figures spot-checked against the published values.
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // `capplan` with mixture-of-experts models and context parallelism, as a process: profile's total
-// and active parameters, --ep/--cp through estimate, plan pins and exports, and the bad input the
-// issue lists (exit 2, the field named).
+// and active parameters, --ep/--cp through estimate, plan pins and exports, and the bad input named in
+// the README (exit 2, the field named).
 #include <gtest/gtest.h>
 
 #include <string>

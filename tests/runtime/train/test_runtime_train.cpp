@@ -188,7 +188,7 @@ TEST(RuntimeTrain, ContextParallelMatchesSingleRank) {
   }
 }
 
-// Expert parallelism, the layouts of the list on the MoE model with capacity 1.0: ep 2
+// Expert parallelism, these layouts on the MoE model with capacity 1.0: ep 2
 // (dp 2), ep 4 (dp 4), dp 2 x ep 2 (dp 4: two replicas of each pair of experts), tp 2 x ep 2 and
 // pp 2 x ep 2 (each dp 2). Expectation: per-step losses within 1e-5 of one rank, and the same
 // routing: the same number of dropped choices every step (capacity is per rank's micro-batch of
