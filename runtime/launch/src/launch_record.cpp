@@ -37,6 +37,8 @@ void write_layout(JsonWriter& j, const std::string& key, const Layout& l, int64_
       .integer("tp", l.tp)
       .integer("pp", l.pp)
       .integer("vp", l.vp)
+      .integer("cp", l.cp)
+      .integer("ep", l.ep)
       .integer("mbs", l.mbs)
       .integer("gbs", gbs)
       .integer("num_microbatches", l.num_microbatches(gbs))
@@ -57,6 +59,8 @@ void write_breakdown(JsonWriter& j, const std::string& key, const TimeBreakdown&
       .num("tp_comm", b.tp_comm)
       .num("pp_comm", b.pp_comm)
       .num("dp_comm", b.dp_comm)
+      .num("ep_comm", b.ep_comm)
+      .num("cp_comm", b.cp_comm)
       .num("optimizer", b.optimizer)
       .num("offload", b.offload)
       .end_object();
