@@ -193,18 +193,10 @@ std::optional<Loaded1> load_run(const std::string& dir, Diagnostics& d) {
 
 }  // namespace
 
-Loaded<Calibration> calibrate_runs(const std::vector<std::string>& run_dirs) {
-  Loaded<Calibration> out;
-  Diagnostics& d = out.diagnostics;
-  if (run_dirs.empty()) {
-    d.error("<command line>", 0, 0, "RUNDIR", "no run folders given", "name one or more capplan run folders");
-    return out;
-  }
-  std::vector<Loaded1> runs;
-  for (const std::string& dir : run_dirs)
-    if (auto r = load_run(dir, d)) runs.push_back(std::move(*r));
-  if (d.has_errors()) return out;
-  // One cluster: the same cluster spec (its reference and GPU) on the same hosts.
+namespace {
+
+// One cluster: the same cluster spec (its reference and GPU) on the same hosts.
+void check_one_cluster(const std::vector<Loaded1>& runs, Diagnostics& d) {
   const Loaded1& first = runs.front();
   for (const Loaded1& r : runs) {
     const ClusterSpec& a = first.plan.scenario.cluster;
@@ -222,10 +214,11 @@ Loaded<Calibration> calibrate_runs(const std::vector<std::string>& run_dirs) {
               "runs of different clusters: this run has " + diff + " (" + first.dir + ")",
               "calibrate each cluster from its own runs");
   }
-  if (d.has_errors()) return out;
+}
 
-  Calibration& c = *(out.value = Calibration{});
-  c.before = first.plan.scenario.cluster.efficiency;
+// Levenberg-Marquardt over the logs of the efficiencies some measured term depends on; sets
+// c.after, c.fitted and c.at_bound, and returns the residuals at the fit.
+std::vector<double> fit_efficiencies(const std::vector<Loaded1>& runs, Calibration& c) {
   const double guess[4] = {0.7, 0.8, 0.77, 0.85};
   double u[4];  // log of each efficiency
   for (int i = 0; i < 4; ++i) u[i] = std::log((c.before.*kFields[i]).value_or(guess[i]));
@@ -234,7 +227,6 @@ Loaded<Calibration> calibrate_runs(const std::vector<std::string>& run_dirs) {
     for (int i = 0; i < 4; ++i) e.*kFields[i] = std::clamp(std::exp(v[i]), kLow, kHigh);
     return e;
   };
-  const std::vector<double> r_before = residuals(runs, c.before);
   // The efficiencies some measured term depends on (a step of 1 % moves a residual). Steps and
   // differences go downwards: the start is often at the upper bound (a local machine's 1).
   std::vector<int> free;
@@ -301,9 +293,12 @@ Loaded<Calibration> calibrate_runs(const std::vector<std::string>& run_dirs) {
     const double e = *(c.after.*kFields[i]);
     if (e <= kLow * 1.0001 || e >= kHigh * 0.9999) c.at_bound.push_back(kNames[i]);
   }
-  c.residuals = int(r.size());
-  c.before_rms = rms(r_before);
-  c.after_rms = rms(residuals(runs, c.after));
+  return r;
+}
+
+// Each run's terms before and after; returns the run with the most ranks.
+const Loaded1& report_runs(const std::vector<Loaded1>& runs, Calibration& c) {
+  const Loaded1& first = runs.front();
   const Loaded1* widest = &first;
   for (const Loaded1& run : runs) {
     CalibrationRun cr;
@@ -325,13 +320,12 @@ Loaded<Calibration> calibrate_runs(const std::vector<std::string>& run_dirs) {
     c.runs.push_back(cr);
     if (run.plan.scenario.total_gpus() > widest->plan.scenario.total_gpus()) widest = &run;
   }
-  // The cluster of the run with the most ranks (a local machine's spec depends on how many
-  // ranks share it), with the fit and what it was fitted on.
-  c.cluster = widest->plan.scenario.cluster;
-  c.cluster.efficiency = c.after;
-  c.cluster.device_profile = nullptr;
-  // A cluster file holds efficiencies of at most 1 (planner/spec_io.cpp): a larger one scales
-  // the rate it applies to instead, which the cost model multiplies the same way.
+  return *widest;
+}
+
+// A cluster file holds efficiencies of at most 1 (planner/spec_io.cpp): a larger one scales
+// the rate it applies to instead, which the cost model multiplies the same way.
+void fold_efficiencies_above_one(Calibration& c) {
   EfficiencyOverrides& e = c.cluster.efficiency;
   GpuSpec& gpu = c.cluster.gpu;
   if (e.gemm && *e.gemm > 1) {
@@ -355,6 +349,38 @@ Loaded<Calibration> calibrate_runs(const std::vector<std::string>& run_dirs) {
     c.folded.push_back("inter_node");
     e.inter_node = 1.0;
   }
+}
+
+}  // namespace
+
+Loaded<Calibration> calibrate_runs(const std::vector<std::string>& run_dirs) {
+  Loaded<Calibration> out;
+  Diagnostics& d = out.diagnostics;
+  if (run_dirs.empty()) {
+    d.error("<command line>", 0, 0, "RUNDIR", "no run folders given", "name one or more capplan run folders");
+    return out;
+  }
+  std::vector<Loaded1> runs;
+  for (const std::string& dir : run_dirs)
+    if (auto r = load_run(dir, d)) runs.push_back(std::move(*r));
+  if (d.has_errors()) return out;
+  check_one_cluster(runs, d);
+  if (d.has_errors()) return out;
+
+  Calibration& c = *(out.value = Calibration{});
+  c.before = runs.front().plan.scenario.cluster.efficiency;
+  const std::vector<double> r_before = residuals(runs, c.before);
+  const std::vector<double> r = fit_efficiencies(runs, c);
+  c.residuals = int(r.size());
+  c.before_rms = rms(r_before);
+  c.after_rms = rms(residuals(runs, c.after));
+  const Loaded1* widest = &report_runs(runs, c);
+  // The cluster of the run with the most ranks (a local machine's spec depends on how many
+  // ranks share it), with the fit and what it was fitted on.
+  c.cluster = widest->plan.scenario.cluster;
+  c.cluster.efficiency = c.after;
+  c.cluster.device_profile = nullptr;
+  fold_efficiencies_above_one(c);
   std::ostringstream src;
   src << "calibrated by capplan calibrate from " << runs.size() << (runs.size() == 1 ? " run" : " runs") << " (";
   for (size_t i = 0; i < runs.size(); ++i) src << (i ? ", " : "") << runs[i].dir;

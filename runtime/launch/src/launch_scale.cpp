@@ -90,6 +90,68 @@ ScaledRun run_as_is(const Scenario& original, const Layout& layout, const Cluste
   return out;
 }
 
+namespace {
+
+// "what FROM -> TO (why)" in the run's list of changes, when the value changed.
+void note_change(std::vector<std::string>& changes, const char* what, int64_t from, int64_t to,
+                 const std::string& why) {
+  if (from == to) return;
+  std::ostringstream s;
+  s << what << ' ' << from << " -> " << to;
+  if (!why.empty()) s << " (" << why << ')';
+  changes.push_back(s.str());
+}
+
+void scale_experts(ModelSpec& m, const ModelSpec& orig, const Layout& layout, int tp,
+                   std::vector<std::string>& changes) {
+  auto changed = [&](const char* what, int64_t from, int64_t to, const std::string& why) {
+    note_change(changes, what, from, to, why);
+  };
+  // Experts: at most 8 (and at least ep), a multiple of ep; their width keeps its ratio to hidden.
+  if (orig.moe.enabled()) {
+    const int ep = std::max(1, layout.ep);
+    m.moe.experts = std::min(orig.moe.experts, round_up(std::max(ep, 8), ep));
+    m.moe.top_k = std::min(orig.moe.top_k_or_default(), m.moe.experts);
+    changed("moe.experts", orig.moe.experts, m.moe.experts, "a multiple of ep " + std::to_string(ep));
+    changed("moe.top_k", orig.moe.top_k_or_default(), m.moe.top_k, "at most the experts");
+    const int width = orig.expert_ffn_hidden_or_default();
+    if (m.hidden != orig.hidden) {
+      m.moe.expert_ffn_hidden =
+          std::max(tp, round_up(int(double(width) / orig.hidden * m.hidden + 0.5), tp));
+      changed("moe.expert_ffn_hidden", width, m.moe.expert_ffn_hidden,
+              "ratio to hidden kept, a multiple of tp " + std::to_string(tp));
+    }
+  }
+
+}
+
+void scale_batch(ScaledRun& out, const Scenario& original, const Layout& layout, const ScaleDownOptions& o,
+                 int pp, std::vector<std::string>& changes) {
+  auto changed = [&](const char* what, int64_t from, int64_t to, const std::string& why) {
+    note_change(changes, what, from, to, why);
+  };
+  // Batch: micro-batches of one sequence; as many micro-batches as keep the pipeline's structure
+  // (>= pp reaches the 1F1B steady state; interleaving needs a multiple of pp), capped.
+  const int64_t orig_gbs = original.training.gbs;
+  const int64_t per = int64_t(std::max(1, layout.dp)) * std::max(1, layout.mbs);
+  const int64_t orig_m = std::max<int64_t>(1, orig_gbs / per);
+  const int64_t cap = o.max_microbatches > 0 ? o.max_microbatches : std::max(2 * pp, 4);
+  int64_t micro = std::min(orig_m, cap);
+  if (orig_m >= pp) micro = std::max<int64_t>(micro, pp);
+  if (layout.schedule == Schedule::Interleaved) micro = std::max<int64_t>(pp, micro / pp * pp);
+  out.layout.mbs = 1;
+  out.scenario.training.gbs = int64_t(std::max(1, layout.dp)) * micro;
+  changed("mbs", layout.mbs, 1, "one sequence per micro-batch");
+  changed("num_microbatches", orig_m, micro,
+          "capped at " + std::to_string(cap) + ", >= pp " + std::to_string(pp) +
+              (layout.schedule == Schedule::Interleaved ? ", a multiple of pp for interleaved" : ""));
+  changed("gbs", orig_gbs, out.scenario.training.gbs,
+          "dp " + std::to_string(layout.dp) + " x " + std::to_string(micro) + " micro-batches x mbs 1");
+
+}
+
+}  // namespace
+
 ScaledRun scale_down(const Scenario& original, const Layout& layout, const ClusterSpec& local,
                      const ScaleDownOptions& o) {
   ScaledRun out{original, layout, {}};
@@ -98,11 +160,7 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
   const ModelSpec& orig = original.model;
   const int tp = std::max(1, layout.tp), pp = std::max(1, layout.pp), vp = std::max(1, layout.vp);
   auto changed = [&](const char* what, int64_t from, int64_t to, const std::string& why) {
-    if (from == to) return;
-    std::ostringstream s;
-    s << what << ' ' << from << " -> " << to;
-    if (!why.empty()) s << " (" << why << ')';
-    changes.push_back(s.str());
+    note_change(changes, what, from, to, why);
   };
 
   // Layers: one or a few whole layers per model chunk, so every stage and virtual stage keeps
@@ -179,39 +237,8 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
           cp > 1 ? "a multiple of 2 * cp for the load-balanced chunks"
                  : layout.sp ? "a multiple of tp for sp" : "");
 
-  // Experts: at most 8 (and at least ep), a multiple of ep; their width keeps its ratio to hidden.
-  if (orig.moe.enabled()) {
-    const int ep = std::max(1, layout.ep);
-    m.moe.experts = std::min(orig.moe.experts, round_up(std::max(ep, 8), ep));
-    m.moe.top_k = std::min(orig.moe.top_k_or_default(), m.moe.experts);
-    changed("moe.experts", orig.moe.experts, m.moe.experts, "a multiple of ep " + std::to_string(ep));
-    changed("moe.top_k", orig.moe.top_k_or_default(), m.moe.top_k, "at most the experts");
-    const int width = orig.expert_ffn_hidden_or_default();
-    if (m.hidden != orig.hidden) {
-      m.moe.expert_ffn_hidden =
-          std::max(tp, round_up(int(double(width) / orig.hidden * m.hidden + 0.5), tp));
-      changed("moe.expert_ffn_hidden", width, m.moe.expert_ffn_hidden,
-              "ratio to hidden kept, a multiple of tp " + std::to_string(tp));
-    }
-  }
-
-  // Batch: micro-batches of one sequence; as many micro-batches as keep the pipeline's structure
-  // (>= pp reaches the 1F1B steady state; interleaving needs a multiple of pp), capped.
-  const int64_t orig_gbs = original.training.gbs;
-  const int64_t per = int64_t(std::max(1, layout.dp)) * std::max(1, layout.mbs);
-  const int64_t orig_m = std::max<int64_t>(1, orig_gbs / per);
-  const int64_t cap = o.max_microbatches > 0 ? o.max_microbatches : std::max(2 * pp, 4);
-  int64_t micro = std::min(orig_m, cap);
-  if (orig_m >= pp) micro = std::max<int64_t>(micro, pp);
-  if (layout.schedule == Schedule::Interleaved) micro = std::max<int64_t>(pp, micro / pp * pp);
-  out.layout.mbs = 1;
-  out.scenario.training.gbs = int64_t(std::max(1, layout.dp)) * micro;
-  changed("mbs", layout.mbs, 1, "one sequence per micro-batch");
-  changed("num_microbatches", orig_m, micro,
-          "capped at " + std::to_string(cap) + ", >= pp " + std::to_string(pp) +
-              (layout.schedule == Schedule::Interleaved ? ", a multiple of pp for interleaved" : ""));
-  changed("gbs", orig_gbs, out.scenario.training.gbs,
-          "dp " + std::to_string(layout.dp) + " x " + std::to_string(micro) + " micro-batches x mbs 1");
+  scale_experts(m, orig, layout, tp, changes);
+  scale_batch(out, original, layout, o, pp, changes);
 
   m.name = (orig.name.empty() ? std::string("model") : orig.name) + "-scaled";
   m.source = "scaled down by capplan run from " + (orig.name.empty() ? "a model" : orig.name);

@@ -153,14 +153,10 @@ void MoeBlock::mlp_backward(float* dx, const float* dy, const float* x, const fl
   be_.matmul(dx, dfc, fc_w, n, C_, Fc, false, false, false);
 }
 
-double MoeBlock::forward(int slot, const float* h, float* y, const MoeWeights& w, float aux_scale) {
-  Slot& s = state_.at(size_t(slot));
-  s.h = h;
-  s.aux_scale = aux_scale;
+// The router: logits = h Wr^T, softmax over the experts, each token's top_k choices.
+void MoeBlock::route(Slot& s, const float* h, const MoeWeights& w) {
   const int R = R_, E = E_, K = K_, C = C_;
-  const int ep = cfg_.ep_size;
-  // Router: logits = h Wr^T, softmax over the experts (in double), top-k by probability (ties:
-  // the lower expert id).
+  // Softmax in double; top-k by probability (ties: the lower expert id).
   be_.matmul(logits_, h, w.router, R, E, C, false, true, false);
   std::vector<float> logits(size_t(R) * E);
   be_.to_host(logits.data(), logits_, int64_t(R) * E);
@@ -179,6 +175,11 @@ double MoeBlock::forward(int slot, const float* h, float* y, const MoeWeights& w
                       [&](int a, int b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     for (int j = 0; j < K; ++j) s.choice[size_t(t) * K + j] = idx[size_t(j)];
   }
+}
+
+// The load-balancing loss (Switch Transformer): coeff * E * sum_e f_e P_e over the micro-batch.
+double MoeBlock::balance_loss(Slot& s) {
+  const int R = R_, E = E_, K = K_;
   // Load-balancing statistics over the micro-batch (summed over the cp ranks' tokens).
   std::vector<double> stats(size_t(2 * E + 1), 0.0);
   for (int t = 0; t < R; ++t) {
@@ -200,6 +201,14 @@ double MoeBlock::forward(int slot, const float* h, float* y, const MoeWeights& w
     aux += s.f[size_t(e)] * s.P[size_t(e)];
   }
   aux *= cfg_.aux_loss_coeff * E;
+  return aux;
+}
+
+// Which choices each expert keeps (capacity), the send order, and the row counts to and from
+// each ep rank.
+void MoeBlock::plan_dispatch(Slot& s) {
+  const int R = R_, E = E_, K = K_;
+  const int ep = cfg_.ep_size;
   // Capacity: each expert keeps its first `cap` choices in (choice rank, token) order.
   const int64_t cap = cfg_.capacity_factor > 0
                           ? int64_t(std::ceil(cfg_.capacity_factor * double(R) * K / E))
@@ -236,6 +245,17 @@ double MoeBlock::forward(int slot, const float* h, float* y, const MoeWeights& w
       s.send_rows[size_t(r)] += counts[size_t(r * El_ + le)];
       s.recv_rows[size_t(r)] += s.recv_counts[size_t(r * El_ + le)];
     }
+}
+
+double MoeBlock::forward(int slot, const float* h, float* y, const MoeWeights& w, float aux_scale) {
+  Slot& s = state_.at(size_t(slot));
+  s.h = h;
+  s.aux_scale = aux_scale;
+  const int R = R_, E = E_, K = K_, C = C_;
+  const int ep = cfg_.ep_size;
+  route(s, h, w);
+  const double aux = balance_loss(s);
+  plan_dispatch(s);
   // Dispatch.
   std::vector<float> hh(size_t(R) * C), send(s.order.size() * size_t(C)), recv;
   be_.to_host(hh.data(), h, int64_t(R) * C);

@@ -92,6 +92,9 @@ class MoeBlock {
 
  private:
   struct Slot;
+  void route(Slot& s, const float* h, const MoeWeights& w);
+  double balance_loss(Slot& s);
+  void plan_dispatch(Slot& s);
   void mlp_forward(float* y, const float* x, const float* fc_w, const float* proj_w, float* fc,
                    float* act, int n, int Fl, int Fc, bool accumulate);
   void mlp_backward(float* dx, const float* dy, const float* x, const float* fc_w,
