@@ -38,7 +38,7 @@ std::vector<FlagSpec> run_flags() {
       {"steps", true, "training steps (default 10)", "N"},
       {"dir", true, "run directory (default runs/run-DATE-TIME)", "RUNDIR"},
       {"seed", true, "global seed (default 1234)", "S"},
-      {"data", true, "corpus (default: the bundled text, data/sqlite-api), synthetic, or a token shard directory", "DIR"},
+      {"data", true, "corpus (default: the bundled text, configs/corpus/sqlite-api), synthetic, or a token shard directory", "DIR"},
       {"threads", true, "threads per rank (default cores / ranks)", "N"},
       {"max-ranks", true, "shrink the layout to at most N MPI ranks (without it, more than max(8, 2 x cores) is refused)", "N"},
       {"resume", true, "auto | never | checkpoint folder (default never)", "R"},

@@ -115,7 +115,7 @@ QLayout* RunPage::buildLaunchBar() {
   {
     const QString corpus = QString::fromStdString(rt::locate_default_corpus());
     data_->setToolTip(corpus.isEmpty()
-                          ? tr("The bundled text corpus (data/sqlite-api) is not found: runs use synthetic tokens")
+                          ? tr("The bundled text corpus (configs/corpus/sqlite-api) is not found: runs use synthetic tokens")
                           : tr("text corpus: SQLite's public-domain API documentation, byte-level (%1); the loss "
                                "falls within a run.\nsynthetic: random tokens, nothing to learn (loss stays at ln 256)")
                                 .arg(corpus));

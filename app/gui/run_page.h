@@ -65,7 +65,7 @@ class RunPage : public QWidget {
   void refreshHistory();
   int historyCount() const;
   void selectHistory(int row);
-  // "corpus" (the bundled text, data/sqlite-api: the default) or "synthetic".
+  // "corpus" (the bundled text, configs/corpus/sqlite-api: the default) or "synthetic".
   void setData(const QString& data);
   // false: run the plain layout (zero 0, no recompute, offload or sp) when the trainer lacks a knob.
   void setKeepKnobs(bool keep);

@@ -113,13 +113,13 @@ TEST(LaunchEndToEnd, TwoRanksScaledDownThreeSteps) {
   }
 }
 
-// Expectation: without --data a run trains on the bundled text corpus (data/sqlite-api), and in 30
+// Expectation: without --data a run trains on the bundled text corpus (configs/corpus/sqlite-api), and in 30
 // steps its loss falls clearly below ln 256 = 5.545 (the loss of uniform guesses over the byte
 // vocabulary), so the report's LossNotDecreasing finding does not fire. On synthetic tokens,
 // which carry nothing to learn, the same rule does fire: the check can fail.
 TEST(LaunchEndToEnd, TheBundledCorpusIsTheDefaultDataAndTheLossFalls) {
   const std::string corpus = locate_default_corpus();
-  ASSERT_FALSE(corpus.empty()) << "data/sqlite-api/shard_000000.bin not found";
+  ASSERT_FALSE(corpus.empty()) << "configs/corpus/sqlite-api/shard_000000.bin not found";
   const std::string dir = temp_dir("corpus");
   const std::string plan = save_two_rank_plan(dir, 2, 1);
   const Launched l = launch(capplan_run(plan, dir + "/run", 30), {});

@@ -868,7 +868,7 @@ TEST_F(GuiWindow, DefaultLocalRunOnTheTextCorpusLearns) {
   ASSERT_TRUE(done.last().at(0).toBool()) << run->findChild<QLabel*>(QStringLiteral("runStatus"))->text().toStdString();
   QFile command(dir_.filePath(QStringLiteral("learn/command.txt")));
   ASSERT_TRUE(command.open(QIODevice::ReadOnly));
-  EXPECT_TRUE(command.readAll().contains("--data " CAPPLAN_SOURCE_DIR "/data/sqlite-api"));
+  EXPECT_TRUE(command.readAll().contains("--data " CAPPLAN_SOURCE_DIR "/configs/corpus/sqlite-api"));
   const QList<QPointF> loss = run->lossCurve();
   ASSERT_EQ(loss.size(), 30);
   EXPECT_LT(loss.back().y(), std::log(256.0) - 0.3) << "first " << loss.front().y() << ", last " << loss.back().y();

@@ -120,7 +120,7 @@ std::vector<std::string> build_train_argv(const TrainCommand& command);
 std::string locate_train_binary(const std::string& self_exe, const std::string& build_hint = {});
 std::string self_executable();  // /proc/self/exe
 
-// The text corpus the repository ships for local runs (data/sqlite-api: SQLite's public-domain C
+// The text corpus the repository ships for local runs (configs/corpus/sqlite-api: SQLite's public-domain C
 // interface documentation, 498 KB, as one byte-level shard; source and licence in its README):
 // $CAPPLAN_CORPUS when set, else the source tree's copy (the path the build recorded). Empty when
 // that folder holds no shard. A run on it learns (its loss falls well below ln 256 within a few
