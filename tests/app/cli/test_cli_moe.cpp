@@ -29,7 +29,7 @@ TEST(CliMoe, ProfileReportsTotalAndActiveParameters) {
   const CliRun j = run_cli("profile --model deepseek-v3-671b --json");
   ASSERT_EQ(j.status, 0) << j.err;
   EXPECT_TRUE(has(j.out, "\"active_params\"")) << j.out;
-  EXPECT_TRUE(has(j.out, "\"moe_layers\":58")) << j.out;
+  EXPECT_TRUE(has(j.out, "\"moe_layers\": 58")) << j.out;
 }
 
 TEST(CliMoe, EstimateTakesEpAndCp) {
@@ -37,7 +37,7 @@ TEST(CliMoe, EstimateTakesEpAndCp) {
       "estimate --model mixtral-8x7b --cluster p5.48xlarge --nodes 8 --dp 16 --tp 1 --pp 4 --ep 8 "
       "--zero 1 --mbs 1 --gbs 256 --order PDT --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "\"ep\":8")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"ep\": 8")) << r.out;
   EXPECT_TRUE(has(r.out, "\"ep_comm\"")) << r.out;
   const CliRun c = run_cli(
       "estimate --model llama3-8b --cluster p5.48xlarge --nodes 2 --dp 2 --tp 2 --pp 1 --cp 4 "
