@@ -157,6 +157,64 @@ struct Worker {
     for (Cand& b : best_per_nodes) b.score = HUGE_VAL;
   }
 
+  // Distinct placements for this unit's (dp, tp, pp): one per order that gives a different
+  // rank mapping; their order ids into kOrders. Returns how many.
+  int distinct_placements(const Unit& u, const Scenario& sc, int dp, detail::Placement* places, int* order_ids) const {
+    const LayoutPins& pin = opt->pins;
+    int n_orders = 0;
+    std::string seen[6];
+    for (int i = 0; i < 6; ++i) {
+      if (pin.order && dense_letters(*pin.order) != kOrders[i]) continue;
+      const std::string r = reduced_order(kOrders[i], dp, u.tp, u.pp);
+      bool dup = false;
+      for (int j = 0; j < n_orders; ++j) dup = dup || seen[j] == r;
+      if (dup) continue;
+      seen[n_orders] = r;
+      places[n_orders] = detail::placement(c, sc.cluster.gpus_per_node, u.gpus, dp, u.tp, u.pp, kOrders[i]);
+      order_ids[n_orders] = i;
+      ++n_orders;
+    }
+    return n_orders;
+  }
+
+  // One evaluated layout: its days, dollars and score against the limits, into the top k and the
+  // best of its node count.
+  void offer(const Unit& u, const Layout& ly, int order_id, double step_s, bool mem_ok, double seq, double price) {
+    const SearchOptions& o = *opt;
+    Cand cd;
+    cd.nodes = u.nodes;
+    cd.gpus = u.gpus;
+    cd.dp = ly.dp;
+    cd.tp = u.tp;
+    cd.pp = u.pp;
+    cd.vp = ly.vp;
+    cd.mbs = ly.mbs;
+    cd.zero = ly.zero;
+    cd.recompute = ly.recompute;
+    cd.offload = ly.offload;
+    cd.sp = ly.sp;
+    cd.order = order_id;
+    cd.schedule = ly.schedule;
+    cd.cp = u.cp;
+    cd.ep = ly.ep;
+    cd.days = tokens * step_s / (double(base->training.gbs) * seq) / 86400.0;
+    cd.cost = price > 0 ? u.nodes * price * cd.days * 24.0 : u.gpus * cd.days;
+    cd.fits = mem_ok && (o.deadline_days <= 0 || cd.days <= o.deadline_days) &&
+              (o.budget_usd <= 0 || price <= 0 || cd.cost <= o.budget_usd);
+    if (!cd.fits && !o.include_infeasible) return;
+    switch (o.objective) {
+      case Objective::Time: cd.score = cd.days; break;
+      case Objective::Cost: cd.score = cd.cost; break;
+      case Objective::Throughput: cd.score = step_s * u.gpus; break;
+    }
+    cd.key = pack_key(cd);
+    top.add(cd);
+    if (cd.fits) {
+      Cand& b = best_per_nodes[u.nodes - o.nodes_min];
+      if (b.score == HUGE_VAL || better(cd, b)) b = cd;
+    }
+  }
+
   void run_unit(const Unit& u) {
     const Scenario& sc0 = *base;
     const SearchOptions& o = *opt;
@@ -171,22 +229,9 @@ struct Worker {
     const double seq = sc.seq_len();
     const double price = sc.cluster.price_per_node_hour_usd;
 
-    // Distinct placements for this (dp, tp, pp).
     detail::Placement places[6];
     int order_ids[6];
-    int n_orders = 0;
-    std::string seen[6];
-    for (int i = 0; i < 6; ++i) {
-      if (pin.order && dense_letters(*pin.order) != kOrders[i]) continue;
-      const std::string r = reduced_order(kOrders[i], dp, u.tp, u.pp);
-      bool dup = false;
-      for (int j = 0; j < n_orders; ++j) dup = dup || seen[j] == r;
-      if (dup) continue;
-      seen[n_orders] = r;
-      places[n_orders] = detail::placement(c, sc.cluster.gpus_per_node, u.gpus, dp, u.tp, u.pp, kOrders[i]);
-      order_ids[n_orders] = i;
-      ++n_orders;
-    }
+    const int n_orders = distinct_placements(u, sc, dp, places, order_ids);
 
     Layout ly;
     ly.dp = dp;
@@ -271,38 +316,7 @@ struct Worker {
                     ++evaluated;
                     const bool mem_ok = ev.fits && within_margin(ev.mem.total, ev.mem.capacity, o.memory_margin);
                     if (!mem_ok && !o.include_infeasible) break;  // memory does not depend on order
-                    Cand cd;
-                    cd.nodes = u.nodes;
-                    cd.gpus = u.gpus;
-                    cd.dp = dp;
-                    cd.tp = u.tp;
-                    cd.pp = u.pp;
-                    cd.vp = vp;
-                    cd.mbs = mbs;
-                    cd.zero = z;
-                    cd.recompute = rc;
-                    cd.offload = ly.offload;
-                    cd.sp = ly.sp;
-                    cd.order = order_ids[oi];
-                    cd.schedule = sch;
-                    cd.cp = u.cp;
-                    cd.ep = ep;
-                    cd.days = tokens * ev.step_s / (double(gbs) * seq) / 86400.0;
-                    cd.cost = price > 0 ? u.nodes * price * cd.days * 24.0 : u.gpus * cd.days;
-                    cd.fits = mem_ok && (o.deadline_days <= 0 || cd.days <= o.deadline_days) &&
-                              (o.budget_usd <= 0 || price <= 0 || cd.cost <= o.budget_usd);
-                    if (!cd.fits && !o.include_infeasible) continue;  // time depends on order
-                    switch (o.objective) {
-                      case Objective::Time: cd.score = cd.days; break;
-                      case Objective::Cost: cd.score = cd.cost; break;
-                      case Objective::Throughput: cd.score = ev.step_s * u.gpus; break;
-                    }
-                    cd.key = pack_key(cd);
-                    top.add(cd);
-                    if (cd.fits) {
-                      Cand& b = best_per_nodes[u.nodes - o.nodes_min];
-                      if (b.score == HUGE_VAL || better(cd, b)) b = cd;
-                    }
+                    offer(u, ly, order_ids[oi], ev.step_s, mem_ok, seq, price);
                   }
                   }
                 }
