@@ -31,6 +31,9 @@
 #include "planner/schedule.h"
 #include "planner/spec_io.h"
 #include "train/backend.h"
+#include "train/backend_select.h"
+#include "train/cuda_backend.h"
+#include "train/nccl_communicator.h"
 #include "io/checkpoint.h"
 #include "train/communicator.h"
 #include "io/data.h"
@@ -185,6 +188,11 @@ class Run {
   std::vector<std::unique_ptr<Backend>> part_be_;  // one per part, threads_ / split_ threads
   std::vector<std::unique_ptr<Gpt>> parts_;        // replicas 1 .. split_ - 1
   Backend& model_backend() { return split_ > 1 ? *part_be_[0] : *be_; }
+  // "cpu", or "cuda: NVIDIA H200 (device 0, ..., driver CUDA 13.0, runtime CUDA 13.0, ...)".
+  std::string backend_text() const {
+    const std::string dev = be_->device_description();
+    return dev.empty() ? be_->name() : be_->name() + ": " + dev;
+  }
   std::string thread_split_text() const {
     if (split_ == 1) return "kernels split over the threads";
     const int per = o_.layout.mbs / split_;
@@ -277,7 +285,18 @@ bool Run::build_models(Diagnostics& d) {
   const Layout& L = o_.layout;
   groups_ = make_process_groups(L);
   threads_ = o_.threads > 0 ? o_.threads : std::max(1, cpus_available() / groups_.local_size);
-  be_ = make_cpu_backend(threads_);
+  BackendRequest br;
+  br.backend = o_.backend;
+  br.precision = o_.precision;
+  br.local_rank = groups_.local_rank;
+  br.local_size = groups_.local_size;
+  br.threads = threads_;
+  be_ = make_train_backend(br, d);
+  if (!all_ok(be_ != nullptr)) return false;
+  if (be_->name() == "cuda") {  // one GPU per rank; NCCL for the dp / pp / tp groups
+    threads_ = 1;
+    if (world_ > 1) use_nccl(groups_);
+  }
   // Splitting the batch needs no communication inside the step (TP and PP exchange activations,
   // ZeRO-2/3 gradients and weights per layer) and whole sequences per part (attention).
   if (o_.thread_split == "auto" && L.tp == 1 && L.pp == 1 && L.zero <= 1)
@@ -967,11 +986,17 @@ bool Run::check_initial_weights() {
 // The peak the MFU is measured against, the metrics file (a resumed run appends, so the file
 // keeps the whole history; the report takes each step from the newest run) and the sampler.
 bool Run::open_metrics() {
-  peak_ = measure_peak_flops(
-      [&](int m, int n, int k, const float* a, const float* b, float* c) {
-        be_->matmul(c, a, b, m, n, k, false, false, false);
-      },
-      1024, 3, threads_);
+  if (be_->name() == "cuda") {  // the catalog's dense peak for the detected GPU, or unknown
+    const CudaDeviceInfo dev = cuda_device_info(groups_.local_rank);
+    const std::string prec = !o_.precision.empty() ? o_.precision : dev.bf16 ? "bf16" : "fp16";
+    peak_ = catalog_peak_for_device(dev.name, dev.memory_bytes / 1073741824.0, prec);
+  } else {
+    peak_ = measure_peak_flops(
+        [&](int m, int n, int k, const float* a, const float* b, float* c) {
+          be_->matmul(c, a, b, m, n, k, false, false, false);
+        },
+        1024, 3, threads_);
+  }
   std::string error;
   const bool ok = rank_ != 0 || metrics_.open(o_.metrics, &error, start_step_ > 0);
   if (!all_ok(ok)) {
@@ -1054,7 +1079,7 @@ void Run::announce(const RankReport& report) {
               "mbs %d, gbs %lld (%lld micro-batches per rank), seq %d, %d threads per rank "
               "(%s), backend %s, data %s\n",
               model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp, L.order.c_str(), L.zero, L.mbs,
-              (long long)o_.gbs, (long long)micro_, T_, threads_, thread_split_text().c_str(), be_->name().c_str(),
+              (long long)o_.gbs, (long long)micro_, T_, threads_, thread_split_text().c_str(), backend_text().c_str(),
               data_->describe().c_str());
   std::printf("memory per rank (allocated once, so also the peak):\n");
   for (const std::string& l : report.memory) std::printf("  %s\n", l.c_str());
@@ -1080,7 +1105,7 @@ void Run::announce(const RankReport& report) {
   s.seq_len = T_;
   s.threads = threads_;
   s.batch_split = split_;
-  s.backend = be_->name();
+  s.backend = backend_text();
   s.rank_hosts = report.hosts;
   s.peak_flops_per_s = peak_.flops_per_s;
   s.peak_flops_source = peak_.source;
