@@ -50,7 +50,7 @@ class Buffers {
     return owned_.back();
   }
   std::vector<float> down(const float* p, int64_t n) {
-    std::vector<float> h(size_t(n));
+    std::vector<float> h(static_cast<size_t>(n));
     be_.to_host(h.data(), p, n);
     return h;
   }
@@ -62,7 +62,7 @@ class Buffers {
 
 inline std::vector<float> random_vector(std::mt19937_64& rng, int64_t n, float lo = -1, float hi = 1) {
   std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(size_t(n));
+  std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) x = u(rng);
   return v;
 }
@@ -181,7 +181,7 @@ inline std::vector<NamedCase> kernel_cases() {
   c.push_back({"embedding forward + backward (vocab slice)", [](Backend& be, std::mt19937_64& rng) {
                  Buffers b(be);
                  const int rows = 40, T = 8, C = 24, vocab_begin = 10, vocab_local = 20;
-                 std::vector<int32_t> tokens(size_t(rows));
+                 std::vector<int32_t> tokens(static_cast<size_t>(rows));
                  std::uniform_int_distribution<int> tok(0, 39);  // half of them off this slice
                  for (int32_t& t : tokens) t = tok(rng);
                  tokens[1] = tokens[7] = tokens[30] = 15;  // repeats add in order
@@ -200,7 +200,7 @@ inline std::vector<NamedCase> kernel_cases() {
   c.push_back({"cross-entropy max, sum of exp, backward (padded vocab slice)", [](Backend& be, std::mt19937_64& rng) {
                  Buffers b(be);
                  const int rows = 11, Vl = 50, vocab_begin = 50, vocab = 97;  // 47 valid, 3 padding
-                 std::vector<int32_t> targets(size_t(rows));
+                 std::vector<int32_t> targets(static_cast<size_t>(rows));
                  std::uniform_int_distribution<int> tok(0, vocab - 1);
                  for (int32_t& t : targets) t = tok(rng);
                  float* logits = b.up(random_vector(rng, int64_t(rows) * Vl, -6, 6));

@@ -266,7 +266,7 @@ TEST(KernelMath, ElementwiseFunctionsMatchCpuBackend) {
   float* xd = b.up(x);
   float* out = b.zeros(n);
   cpu->gelu_forward(out, xd, n);
-  std::vector<float> y(size_t(n)), dy(size_t(n));
+  std::vector<float> y(static_cast<size_t>(n)), dy(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) gelu_tanh(x[size_t(i)], &y[size_t(i)], &dy[size_t(i)]);
   EXPECT_LE(testing::tensor_error(b.down(out, n), y), 1e-5);
   EXPECT_LE(testing::tensor_error(b.down(xd, n), dy), 1e-5);
