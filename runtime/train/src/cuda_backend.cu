@@ -250,6 +250,7 @@ __global__ void attention_fwd_kernel(float* out, float* lse, AttnArgs a) {
     const float corr = sm.rescale(m_new, warp_sum(p));
 #pragma unroll
     for (int i = 0; i < kMaxHeadDim / 32; ++i) {
+      if (32 * i >= D) break;  // uniform over the warp: no idle shuffles past D
       const int d = lane + 32 * i;
       float x = acc[i] * corr;
       for (int jj = 0; jj < kTile; ++jj) {
@@ -317,6 +318,7 @@ __global__ void attention_dq_kernel(float* dqkv, float* delta, const float* dout
       const float* src = pass == 0 ? vs : ks;
 #pragma unroll
       for (int i = 0; i < kMaxHeadDim / 32; ++i) {
+        if (32 * i >= D) break;  // uniform over the warp: no idle shuffles past D
         const int d = lane + 32 * i;
         float x = acc[i];
         for (int jj = 0; jj < kTile; ++jj) {
@@ -393,6 +395,7 @@ __global__ void attention_dkv_kernel(float* dqkv, const float* dout, const float
       }
 #pragma unroll
       for (int i = 0; i < kMaxHeadDim / 32; ++i) {
+        if (32 * i >= D) break;  // uniform over the warp: no idle shuffles past D
         const int d = lane + 32 * i;
         float xk = dk[i], xv = dv[i];
         for (int ii = 0; ii < kTile; ++ii) {

@@ -206,6 +206,12 @@ class Run {
   MetricsWriter metrics_;
   std::unique_ptr<SystemSampler> sampler_;
   PeakFlops peak_;
+  // fp16 on the GPU: the loss is multiplied by loss_scale_ before the backward, the gradients
+  // divided by it in the update; halved on overflow, doubled after 1000 clean steps. Not saved
+  // in checkpoints: a resumed fp16 run starts again from 2^16.
+  bool dynamic_loss_scale_ = false;
+  double loss_scale_ = 1.0;
+  int good_steps_ = 0;
   int64_t global_params_ = 0;
   int64_t start_step_ = 0;
   int threads_ = 1;
@@ -295,6 +301,11 @@ bool Run::build_models(Diagnostics& d) {
   if (!all_ok(be_ != nullptr)) return false;
   if (be_->name() == "cuda") {  // one GPU per rank; NCCL for the dp / pp / tp groups
     threads_ = 1;
+    // fp16 GEMM operands: dynamic loss scaling (Micikevicius et al. 2018), from 2^16.
+    if (o_.precision == "fp16" || (o_.precision.empty() && !cuda_device_info(groups_.local_rank).bf16)) {
+      dynamic_loss_scale_ = true;
+      loss_scale_ = 65536.0;
+    }
     if (world_ > 1) use_nccl(groups_);
   }
   // Splitting the batch needs no communication inside the step (TP and PP exchange activations,
@@ -728,7 +739,7 @@ void Run::dump_gradients() {
 // gradients, on one thread, so which thread runs it changes nothing in the result.
 double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
   const int64_t part_tokens = int64_t(o_.layout.mbs / split_) * T_;
-  const float scale = float(1.0 / (double(o_.gbs) * T_));
+  const float scale = float(loss_scale_ / (double(o_.gbs) * T_));
   std::vector<double> loss(static_cast<size_t>(split_), 0.0);
   std::vector<std::exception_ptr> failed(static_cast<size_t>(split_));
   auto part = [&](int r) -> Gpt& { return r == 0 ? *models_[0] : *parts_[size_t(r) - 1]; };
@@ -805,7 +816,7 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
 double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
   const Layout& L = o_.layout;
   for (auto& m : models_) m->zero_grads();
-  const float scale = float(1.0 / (double(o_.gbs) * T_));
+  const float scale = float(loss_scale_ / (double(o_.gbs) * T_));
   const int64_t n = models_[0]->boundary_numel();
   const int pp = L.pp, stage = groups_.coords.pp, vstages = L.pp * L.vp;
   const int prev = (stage - 1 + pp) % pp, next = (stage + 1) % pp;
@@ -886,9 +897,24 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   for (auto& op : opts_) total += op->reduce_gradients(&os.comm_s);
   groups_.tp->all_reduce_sum(&total, 1);
   groups_.pp->all_reduce_sum(&total, 1);
-  os.grad_norm = std::sqrt(total);
+  os.grad_norm = std::sqrt(total) / loss_scale_;
   os.lr = learning_rate(o_.optimizer, step);
-  for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
+  if (dynamic_loss_scale_ && !std::isfinite(total)) {
+    // fp16: the scaled gradients overflowed; skip this update and halve the scale (the loss is
+    // still reported; the step counts as taken).
+    loss_scale_ /= 2;
+    good_steps_ = 0;
+    if (rank_ == 0) std::printf("fp16: gradients overflowed at step %lld, loss scale now %g, update skipped\n",
+                                (long long)step + 1, loss_scale_);
+  } else {
+    for (auto& op : opts_) op->set_loss_scale(loss_scale_);
+    for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
+    // Double the scale after 1000 steps without overflow (as PyTorch's GradScaler).
+    if (dynamic_loss_scale_ && ++good_steps_ == 1000) {
+      loss_scale_ *= 2;
+      good_steps_ = 0;
+    }
+  }
   rec.optimizer_s = seconds_since(t) - os.comm_s;
   rec.dp_comm_s = os.comm_s;
   const bool last = models_.back()->last_stage();
