@@ -55,7 +55,7 @@ std::unique_ptr<Backend> make_train_backend(const BackendRequest& r, Diagnostics
       return make_cpu_backend(r.threads);
     }
     if (gpus == 0)
-      d.error(kCmd, 0, 0, "--backend", "cuda: " + why, "use --backend cpu (or auto, which falls back to the CPU)");
+      d.error(kCmd, 0, 0, "--backend", "cuda: " + why, "use --backend cpu, or auto, which falls back to the CPU");
     else
       d.error(kCmd, 0, 0, "--backend",
               "cuda: " + std::to_string(r.local_size) + " ranks on this node but " + std::to_string(gpus) +
