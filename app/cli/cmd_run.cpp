@@ -40,6 +40,7 @@ std::vector<FlagSpec> run_flags() {
       {"seed", true, "global seed (default 1234)", "S"},
       {"data", true, "corpus (default: the bundled text, configs/corpus/sqlite-api), synthetic, or a token shard directory", "DIR"},
       {"threads", true, "threads per rank (default cores / ranks)", "N"},
+      {"backend", true, "capplan-train's backend: auto | cpu | cuda (default auto)", "B"},
       {"max-ranks", true, "shrink the layout to at most N MPI ranks (without it, more than max(8, 2 x cores) is refused)", "N"},
       {"resume", true, "auto | never | checkpoint folder (default never)", "R"},
       {"checkpoint-every", true, "steps between checkpoints (default ceil(steps / 4))", "N"},
@@ -156,12 +157,16 @@ std::optional<rt::LaunchRequest> request_from_args(const Args& args, bool slurm,
   const auto peak = number_flag(args, "peak-gflops", diags, 0, 1e12);
   const auto checkpoint_every = int_flag(args, "checkpoint-every", diags, 1, 1000000000);
   const auto timeout = number_flag(args, "timeout", diags, 0, 1e9);
+  if (args.has("backend") && args.get("backend") != "auto" && args.get("backend") != "cpu" &&
+      args.get("backend") != "cuda")
+    flag_error(diags, "backend", "expected auto, cpu or cuda, found '" + args.get("backend") + "'");
   if (diags.has_errors()) return std::nullopt;
 
   req.scale_down = args.has("scale-down");
   req.steps = int(steps.value_or(10));
   req.seed = uint64_t(seed.value_or(1234));
   req.threads = int(threads.value_or(0));
+  req.backend = args.get("backend", "auto");
   req.max_ranks = int(max_ranks.value_or(0));
   req.shrink_to_max_ranks = max_ranks.has_value();
   req.stated_gemm_peak_gflops = peak.value_or(0);

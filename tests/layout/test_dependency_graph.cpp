@@ -66,6 +66,7 @@ std::string module_of(const std::string& name) {
       {"capplan_simulator", "simulator"}, {"capplan::simulator", "simulator"},
       {"capplan_io", "io"},             {"capplan::io", "io"},
       {"capplan_train", "train"},       {"capplan::train", "train"},
+      {"capplan_train_cuda", "train"},
       {"capplan-train", "train"},       {"capplan_launch", "launch"},
       {"capplan::launch", "launch"},    {"capplan", "app"},
       {"capplan-gui", "app"},           {"capplan_gui_core", "app"},

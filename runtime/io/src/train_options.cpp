@@ -48,6 +48,8 @@ const std::vector<FlagSpec>& train_flag_specs() {
       {"metrics", true, "JSON-lines metrics file (rank 0)", "FILE"},
       {"threads", true, "threads per rank", "N"},
       {"thread-split", true, "auto | kernel", "S"},
+      {"backend", true, "auto | cpu | cuda (default auto: CUDA when a GPU is visible)", "B"},
+      {"precision", true, "bf16 | fp16 | fp32 (default: fp32 on the CPU, bf16 on a GPU)", "P"},
       {"kill-at-step", true, "tests: the last rank kills itself after step N", "N"},
       {"dump-grads", true, "tests: write step 1's gradients here", "FILE"},
   };
@@ -116,6 +118,11 @@ threads:
   --threads N               per rank (default: the CPUs of this process / ranks on the node)
   --thread-split auto|kernel   auto: with tp = pp = 1 and ZeRO <= 1 the threads split each
                             micro-batch (one part each); kernel: they split every kernel
+backend:
+  --backend auto|cpu|cuda   auto (default): CUDA when this build has it and a GPU is visible,
+                            one rank per GPU chosen by the node-local rank; else the CPU
+  --precision bf16|fp16|fp32   what the GPU's GEMMs multiply in, accumulating in fp32
+                            (default bf16, fp16 on a GPU without bf16; the CPU: fp32 only)
 testing aids:
   --kill-at-step N          the last rank kills itself (SIGKILL) after step N
   --dump-grads FILE         write step 1's gradients, summed over DP and un-sharded
@@ -178,6 +185,8 @@ std::vector<std::string> TrainOptions::to_argv() const {
   if (!metrics.empty()) flag("metrics", metrics);
   if (threads > 0) flag("threads", std::to_string(threads));
   if (thread_split != defaults.thread_split) flag("thread-split", thread_split);
+  if (backend != defaults.backend) flag("backend", backend);
+  if (!precision.empty()) flag("precision", precision);
   if (kill_at_step > 0) flag("kill-at-step", std::to_string(kill_at_step));
   if (!dump_grads.empty()) flag("dump-grads", dump_grads);
   return a;
@@ -288,6 +297,19 @@ Diagnostics TrainOptions::parse(int argc, const char* const* argv, TrainOptions*
     if (v == "auto" || v == "kernel") o.thread_split = v;
     else flag_error(d, "thread-split", "expected auto or kernel, found '" + v + "'");
   }
+  if (args.has("backend")) {
+    const std::string v = args.get("backend");
+    if (v == "auto" || v == "cpu" || v == "cuda") o.backend = v;
+    else flag_error(d, "backend", "expected auto, cpu or cuda, found '" + v + "'");
+  }
+  if (args.has("precision")) {
+    const std::string v = args.get("precision");
+    if (v == "bf16" || v == "fp16" || v == "fp32") o.precision = v;
+    else flag_error(d, "precision", "expected bf16, fp16 or fp32, found '" + v + "'");
+  }
+  if (o.backend == "cpu" && !o.precision.empty() && o.precision != "fp32")
+    flag_error(d, "precision", "the CPU backend computes in fp32, found '" + o.precision + "'",
+               "use --backend cuda for bf16 or fp16");
   if (args.has("recompute")) {
     if (auto r = parse_recompute(args.get("recompute"))) o.layout.recompute = *r;
     else flag_error(d, "recompute", "expected none, selective or full, found '" + args.get("recompute") + "'");

@@ -214,6 +214,7 @@ TrainCommand train_command(const LaunchRequest& req, const ScaledRun& run, const
   o.resume = req.resume;
   o.metrics = req.run_dir + "/metrics.jsonl";
   o.threads = req.threads;
+  o.backend = req.backend;
   return c;
 }
 

@@ -302,14 +302,16 @@ void Gpt::make_acts(LayerActs& a) {
   a.qkv = alloc(int64_t(R_) * S_, true);
   // Selective recompute (Korthikanti et al. 2022): the [B, Hl, T, T] softmax is not kept per
   // micro-batch but recomputed from qkv in backward; every layer shares one buffer.
-  // Ring attention (cp > 1) keeps no softmax, only its log-sum-exp [B, Hl, T] in `probs`.
+  // Ring attention (cp > 1) keeps no softmax, only its log-sum-exp [B, Hl, T] in `probs`; the
+  // backend says what its own attention keeps.
+  const int64_t probs_numel = be_.attention_state_numel(AttentionShape{B_, T_, Hl_, KVl_, D_});
   if (ring_) {
     a.probs = alloc(int64_t(B_) * Hl_ * T_, true);
   } else if (cfg_.recompute == Recompute::Selective) {
-    if (!shared_probs_) shared_probs_ = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
+    if (!shared_probs_) shared_probs_ = alloc(probs_numel, true);
     a.probs = shared_probs_;
   } else {
-    a.probs = alloc(int64_t(B_) * Hl_ * T_ * T_, true);
+    a.probs = alloc(probs_numel, true);
   }
   a.attn = alloc(int64_t(R_) * Hl_ * D_, true);
   a.x2 = alloc(int64_t(Rl_) * C_, true);

@@ -380,8 +380,8 @@ std::vector<HealthCheck> run_health_checks(const HealthOptions& o) {
                            fmt(o.max_clock_skew_s * 1e3, 3) + " ms"));
 
   HealthCheck gpu = check(node, "gpu", true, 0, 0, "",
-                          "skipped: this capplan-train has no GPU backend (GPU count and type, ECC through "
-                          "NVML and NCCL bus bandwidth are checked by one)");
+                          "skipped: the health check does not probe GPUs (GPU count and type, ECC through "
+                          "NVML and NCCL bus bandwidth)");
   gpu.skipped = true;
   mine.push_back(gpu);
 

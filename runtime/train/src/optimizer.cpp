@@ -98,7 +98,7 @@ void Optimizer::update(int64_t step, double grad_norm, double* comm_s) {
   a.eps = float(cfg_.eps);
   a.bias_correction1 = float(1.0 - std::pow(cfg_.beta1, double(step + 1)));
   a.bias_correction2 = float(1.0 - std::pow(cfg_.beta2, double(step + 1)));
-  a.grad_scale = (cfg_.clip > 0 && grad_norm > cfg_.clip) ? float(cfg_.clip / grad_norm) : 1.0f;
+  a.grad_scale = float(((cfg_.clip > 0 && grad_norm > cfg_.clip) ? cfg_.clip / grad_norm : 1.0) / loss_scale_);
   // Update the flat range [begin, end) whose gradients start at g (flat index begin).
   auto apply = [&](int64_t begin, int64_t end, const float* g) {
     for (const ParamInfo& p : *buf_.infos) {

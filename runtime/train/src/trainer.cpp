@@ -31,6 +31,9 @@
 #include "planner/schedule.h"
 #include "planner/spec_io.h"
 #include "train/backend.h"
+#include "train/backend_select.h"
+#include "train/cuda_backend.h"
+#include "train/nccl_communicator.h"
 #include "io/checkpoint.h"
 #include "train/communicator.h"
 #include "io/data.h"
@@ -190,6 +193,11 @@ class Run {
   std::vector<std::unique_ptr<Backend>> part_be_;  // one per part, threads_ / split_ threads
   std::vector<std::unique_ptr<Gpt>> parts_;        // replicas 1 .. split_ - 1
   Backend& model_backend() { return split_ > 1 ? *part_be_[0] : *be_; }
+  // "cpu", or "cuda: NVIDIA H200 (device 0, ..., driver CUDA 13.0, runtime CUDA 13.0, ...)".
+  std::string backend_text() const {
+    const std::string dev = be_->device_description();
+    return dev.empty() ? be_->name() : be_->name() + ": " + dev;
+  }
   std::string thread_split_text() const {
     if (split_ == 1) return "kernels split over the threads";
     const int per = o_.layout.mbs / split_;
@@ -206,6 +214,12 @@ class Run {
   MetricsWriter metrics_;
   std::unique_ptr<SystemSampler> sampler_;
   PeakFlops peak_;
+  // fp16 on the GPU: the loss is multiplied by loss_scale_ before the backward, the gradients
+  // divided by it in the update; halved on overflow, doubled after 1000 clean steps. Not saved
+  // in checkpoints: a resumed fp16 run starts again from 2^16.
+  bool dynamic_loss_scale_ = false;
+  double loss_scale_ = 1.0;
+  int good_steps_ = 0;
   int64_t global_params_ = 0;
   int64_t active_params_ = 0;  // the parameters one token goes through (MoE: top_k experts)
   int64_t start_step_ = 0;
@@ -322,7 +336,23 @@ bool Run::build_models(Diagnostics& d) {
   const Layout& L = o_.layout;
   groups_ = make_process_groups(L);
   threads_ = o_.threads > 0 ? o_.threads : std::max(1, cpus_available() / groups_.local_size);
-  be_ = make_cpu_backend(threads_);
+  BackendRequest br;
+  br.backend = o_.backend;
+  br.precision = o_.precision;
+  br.local_rank = groups_.local_rank;
+  br.local_size = groups_.local_size;
+  br.threads = threads_;
+  be_ = make_train_backend(br, d);
+  if (!all_ok(be_ != nullptr)) return false;
+  if (be_->name() == "cuda") {  // one GPU per rank; NCCL for the dp / pp / tp groups
+    threads_ = 1;
+    // fp16 GEMM operands: dynamic loss scaling (Micikevicius et al. 2018), from 2^16.
+    if (o_.precision == "fp16" || (o_.precision.empty() && !cuda_device_info(groups_.local_rank).bf16)) {
+      dynamic_loss_scale_ = true;
+      loss_scale_ = 65536.0;
+    }
+    if (world_ > 1) use_nccl(groups_);
+  }
   // Splitting the batch needs no communication inside the step (TP and PP exchange activations,
   // ZeRO-2/3 gradients and weights per layer) and whole sequences per part (attention).
   // (Nor ring attention or expert all-to-alls, which cross ranks inside every layer.)
@@ -807,7 +837,7 @@ void Run::dump_gradients() {
 // gradients, on one thread, so which thread runs it changes nothing in the result.
 double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
   const int64_t part_tokens = int64_t(o_.layout.mbs / split_) * T_;
-  const float scale = float(1.0 / (double(o_.gbs) * T_));
+  const float scale = float(loss_scale_ / (double(o_.gbs) * T_));
   std::vector<double> loss(static_cast<size_t>(split_), 0.0);
   std::vector<std::exception_ptr> failed(static_cast<size_t>(split_));
   auto part = [&](int r) -> Gpt& { return r == 0 ? *models_[0] : *parts_[size_t(r) - 1]; };
@@ -885,7 +915,7 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
 double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
   const Layout& L = o_.layout;
   for (auto& m : models_) m->zero_grads();
-  const float scale = float(1.0 / (double(o_.gbs) * T_));
+  const float scale = float(loss_scale_ / (double(o_.gbs) * T_));
   const int64_t n = models_[0]->boundary_numel();
   const int pp = L.pp, stage = groups_.coords.pp, vstages = L.pp * L.vp;
   const int prev = (stage - 1 + pp) % pp, next = (stage + 1) % pp;
@@ -1006,11 +1036,29 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   }
   groups_.tp->all_reduce_sum(&total, 1);
   groups_.pp->all_reduce_sum(&total, 1);
-  os.grad_norm = std::sqrt(total);
+  os.grad_norm = std::sqrt(total) / loss_scale_;
   os.lr = learning_rate(o_.optimizer, step);
-  for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
-  for (auto& op : expert_opts_)
-    if (op) op->update(step, os.grad_norm, &os.comm_s);
+  if (dynamic_loss_scale_ && !std::isfinite(total)) {
+    // fp16: the scaled gradients overflowed; skip this update and halve the scale (the loss is
+    // still reported; the step counts as taken).
+    loss_scale_ /= 2;
+    good_steps_ = 0;
+    if (rank_ == 0) std::printf("fp16: gradients overflowed at step %lld, loss scale now %g, update skipped\n",
+                                (long long)step + 1, loss_scale_);
+  } else {
+    for (auto& op : opts_) op->set_loss_scale(loss_scale_);
+    for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
+    for (auto& op : expert_opts_)
+      if (op) {
+        op->set_loss_scale(loss_scale_);
+        op->update(step, os.grad_norm, &os.comm_s);
+      }
+    // Double the scale after 1000 steps without overflow (as PyTorch's GradScaler).
+    if (dynamic_loss_scale_ && ++good_steps_ == 1000) {
+      loss_scale_ *= 2;
+      good_steps_ = 0;
+    }
+  }
   rec.optimizer_s = seconds_since(t) - (comm_s() - comm_opt0);
   const bool last = models_.back()->last_stage();
   // Global mean loss: the last stage's TP rank 0 of every DP rank contributes its sum.
@@ -1137,11 +1185,17 @@ bool Run::check_initial_weights() {
 // The peak the MFU is measured against, the metrics file (a resumed run appends, so the file
 // keeps the whole history; the report takes each step from the newest run) and the sampler.
 bool Run::open_metrics() {
-  peak_ = measure_peak_flops(
-      [&](int m, int n, int k, const float* a, const float* b, float* c) {
-        be_->matmul(c, a, b, m, n, k, false, false, false);
-      },
-      1024, 3, threads_);
+  if (be_->name() == "cuda") {  // the catalog's dense peak for the detected GPU, or unknown
+    const CudaDeviceInfo dev = cuda_device_info(groups_.local_rank);
+    const std::string prec = !o_.precision.empty() ? o_.precision : dev.bf16 ? "bf16" : "fp16";
+    peak_ = catalog_peak_for_device(dev.name, dev.memory_bytes / 1073741824.0, prec);
+  } else {
+    peak_ = measure_peak_flops(
+        [&](int m, int n, int k, const float* a, const float* b, float* c) {
+          be_->matmul(c, a, b, m, n, k, false, false, false);
+        },
+        1024, 3, threads_);
+  }
   std::string error;
   const bool ok = rank_ != 0 || metrics_.open(o_.metrics, &error, start_step_ > 0);
   if (!all_ok(ok)) {
@@ -1225,7 +1279,7 @@ void Run::announce(const RankReport& report) {
               "(%s), backend %s, data %s\n",
               model_spec_.name.c_str(), (long long)global_params_, L.dp, L.tp, L.pp, L.cp, L.ep,
               full_order(L.order).c_str(), L.zero, L.mbs,
-              (long long)o_.gbs, (long long)micro_, T_, threads_, thread_split_text().c_str(), be_->name().c_str(),
+              (long long)o_.gbs, (long long)micro_, T_, threads_, thread_split_text().c_str(), backend_text().c_str(),
               data_->describe().c_str());
   std::printf("memory per rank (allocated once, so also the peak):\n");
   for (const std::string& l : report.memory) std::printf("  %s\n", l.c_str());
@@ -1254,7 +1308,7 @@ void Run::announce(const RankReport& report) {
   s.seq_len = T_;
   s.threads = threads_;
   s.batch_split = split_;
-  s.backend = be_->name();
+  s.backend = backend_text();
   s.rank_hosts = report.hosts;
   s.peak_flops_per_s = peak_.flops_per_s;
   s.peak_flops_source = peak_.source;

@@ -53,6 +53,11 @@ struct TrainOptions {
   // gcd(mbs, threads) parts, each run through the whole model by its own threads (gradients
   // summed at the end of the step); otherwise, or with "kernel", they split every kernel.
   std::string thread_split = "auto";
+  // auto: CUDA when this build has it and a GPU is visible, else the CPU; cpu; cuda (refused,
+  // exit 2, without a device). One rank per GPU, the GPU chosen by the node-local rank.
+  std::string backend = "auto";
+  // bf16 | fp16 | fp32; empty = fp32 on the CPU, bf16 on a GPU (fp16 on one without bf16).
+  std::string precision;
   int64_t kill_at_step = 0;       // fault injection for tests: the last rank SIGKILLs itself
                                   // after this many steps (0 = never)
   std::string dump_grads;         // tests: write step 1's DP-summed gradients, un-sharded, here

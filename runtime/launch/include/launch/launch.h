@@ -359,6 +359,7 @@ struct LaunchRequest {
   int max_ranks = 0;              // 0 = max(8, 2 * cores): more ranks than that is refused
   bool shrink_to_max_ranks = false;  // instead of refusing, shrink_layout(layout, max_ranks) first
   int threads = 0;                // per rank; 0 = trainer default
+  std::string backend = "auto";   // capplan-train --backend: auto | cpu | cuda
   bool measure_machine = true;    // time GEMM and memcpy for the local cluster spec
   double stated_gemm_peak_gflops = 0;    // > 0: use this fp32 peak (whole machine) instead
   double stated_memory_gbyte_per_s = 0;  // > 0: use this copy bandwidth instead

@@ -58,8 +58,18 @@ class Backend {
                              const float* x, const float* w, const float* mean, const float* rstd,
                              int rows, int C) = 0;
 
+  // Floats of the `probs` buffer attention_forward keeps for the backward: the CPU backend keeps
+  // the softmax rows [B, Hl, T, T]; a fused (FlashAttention-style) backend keeps one log-sum-exp
+  // per query row, [B, Hl, T], and recomputes the rows in the backward.
+  virtual int64_t attention_state_numel(const AttentionShape& s) const {
+    return int64_t(s.B) * s.Hl * s.T * s.T;
+  }
+  // The device, for the start record ("" for the CPU): name, driver and CUDA versions.
+  virtual std::string device_description() const { return ""; }
+
   // Causal self-attention per (batch, head), heads h use KV group h / (Hl / KVl).
-  // probs: [B, Hl, T, T] softmax rows (zero above the diagonal), out: [rows, Hl * D].
+  // probs: attention_state_numel() floats (the CPU's [B, Hl, T, T] softmax rows, zero above the
+  // diagonal), out: [rows, Hl * D].
   virtual void attention_forward(float* out, float* probs, const float* qkv,
                                  const AttentionShape& s) = 0;
   // dqkv = gradient w.r.t. qkv (overwritten). Uses `probs` from the forward.

@@ -54,6 +54,8 @@ class Optimizer {
   double reduce_gradients(double* comm_s);
   // ... then clip with the global norm and apply AdamW for 0-based `step`.
   void update(int64_t step, double grad_norm, double* comm_s);
+  // The gradients hold loss_scale x their value (fp16 loss scaling): update() divides it out.
+  void set_loss_scale(double loss_scale) { loss_scale_ = loss_scale; }
 
   // Adam moments held by this rank: the whole buffer (zero 0) or its shard (zero 1).
   int64_t state_numel() const { return state_numel_; }
@@ -65,6 +67,7 @@ class Optimizer {
   int64_t shard_begin() const { return shard_begin_; }  // flat index of state element 0
 
  private:
+  double loss_scale_ = 1.0;
   OptimizerConfig cfg_;
   ParamBuffer buf_;
   Backend& be_;
