@@ -448,7 +448,7 @@ TEST_F(Slurm, BadInputIsRefusedBeforeAnythingIsSubmitted) {
           "<command line>: error: --nodes: the run needs 2 nodes, but partition '" + partition_ + "' has 1",
           env_entries(), 20, 5, 2);
   refused({"--dir", (base / "d").string(), "--time", "00:00:01"},
-          "<command line>: error: --time: the time limit 00:00:01 (1.0 s) is shorter than one checkpoint interval",
+          "<command line>: error: --time: the time limit 00:00:01 (1.000 s) is shorter than one checkpoint interval",
           env_entries(), 200000, 100000);
   // A read-only folder: even root cannot write there.
   const fs::path ro = base / "ro";

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,13 @@ bool on_device(const void* p) {
   }
   return at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged;
 }
+
+// Adds the seconds of its scope to `total`: the communicator's time in its calls.
+struct Timed {
+  double& total;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~Timed() { total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+};
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -74,6 +82,7 @@ class NcclCommunicator final : public Communicator {
 
   void reduce_scatter_sum(const float* send, float* recv, int64_t count) override {
     if (!on_device(send)) return mpi_->reduce_scatter_sum(send, recv, count);
+    Timed timed{seconds_};
     cudaStream_t s = streams_[kCollective];
     // recv == send: the block lands at its start, which NCCL's in-place form (recv = send +
     // rank * count) does not do; the sum goes through a scratch block.
@@ -93,6 +102,7 @@ class NcclCommunicator final : public Communicator {
   // One reduce per block (rank r is the root of block r), grouped into one NCCL launch.
   void reduce_scatter_sum_v(const float* send, float* recv, const std::vector<int64_t>& counts) override {
     if (!on_device(send)) return mpi_->reduce_scatter_sum_v(send, recv, counts);
+    Timed timed{seconds_};
     check_counts(counts);
     cudaStream_t s = streams_[kCollective];
     const int64_t mine = counts[size_t(rank_)];
@@ -111,6 +121,7 @@ class NcclCommunicator final : public Communicator {
   // One broadcast per block (rank r sends block r), grouped.
   void all_gather_v(const float* send, float* recv, const std::vector<int64_t>& counts) override {
     if (!on_device(recv)) return mpi_->all_gather_v(send, recv, counts);
+    Timed timed{seconds_};
     check_counts(counts);
     cudaStream_t s = streams_[kCollective];
     int64_t off = 0;
@@ -125,6 +136,7 @@ class NcclCommunicator final : public Communicator {
   }
   void broadcast(float* d, int64_t n, int root) override {
     if (!on_device(d)) return mpi_->broadcast(d, n, root);
+    Timed timed{seconds_};
     cudaStream_t s = streams_[kAllReduce];
     CAPPLAN_NCCL(ncclBroadcast(d, d, size_t(n), ncclFloat, root, comm_, s));
     CAPPLAN_CUDART(cudaStreamSynchronize(s));
@@ -136,31 +148,63 @@ class NcclCommunicator final : public Communicator {
   }
   void recv(float* d, int64_t n, int peer, int tag) override {
     if (!on_device(d)) return mpi_->recv(d, n, peer, tag);
+    Timed timed{seconds_};
     cudaStream_t s = streams_[kRecv];
     CAPPLAN_NCCL(ncclRecv(d, size_t(n), ncclFloat, peer, comm_, s));
     CAPPLAN_CUDART(cudaStreamSynchronize(s));
   }
   void send_async(const float* d, int64_t n, int peer, int tag) override {
     if (!on_device(d)) return mpi_->send_async(d, n, peer, tag);
+    Timed timed{seconds_};
     CAPPLAN_NCCL(ncclSend(d, size_t(n), ncclFloat, peer, comm_, streams_[kSend]));
   }
   void wait_sends() override {
-    CAPPLAN_CUDART(cudaStreamSynchronize(streams_[kSend]));
+    {
+      Timed timed{seconds_};
+      CAPPLAN_CUDART(cudaStreamSynchronize(streams_[kSend]));
+    }
     mpi_->wait_sends();
   }
   void barrier() override { mpi_->barrier(); }
+  // The MoE block exchanges its routing counts on the host.
+  void all_to_all(const int64_t* send, int64_t* recv, int64_t count) override { mpi_->all_to_all(send, recv, count); }
+  // Rows to and from every rank: one grouped NCCL launch of a send and a receive per peer.
+  void all_to_all_v(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                    const std::vector<int64_t>& recv_counts) override {
+    if (!on_device(send) && !on_device(recv)) return mpi_->all_to_all_v(send, send_counts, recv, recv_counts);
+    Timed timed{seconds_};
+    check_counts(send_counts);
+    check_counts(recv_counts);
+    cudaStream_t s = streams_[kCollective];
+    int64_t so = 0, ro = 0;
+    CAPPLAN_NCCL(ncclGroupStart());
+    for (int r = 0; r < size_; ++r) {
+      CAPPLAN_NCCL(ncclSend(send + so, size_t(send_counts[size_t(r)]), ncclFloat, r, comm_, s));
+      CAPPLAN_NCCL(ncclRecv(recv + ro, size_t(recv_counts[size_t(r)]), ncclFloat, r, comm_, s));
+      so += send_counts[size_t(r)];
+      ro += recv_counts[size_t(r)];
+    }
+    CAPPLAN_NCCL(ncclGroupEnd());
+    CAPPLAN_CUDART(cudaStreamSynchronize(s));
+  }
+  // NCCL cannot probe for a message: the wait for a neighbour's message is part of recv (and so
+  // of pp_comm, not of the bubble) on this communicator.
+  void probe(int, int) override {}
+  double comm_seconds() const override { return seconds_ + mpi_->comm_seconds(); }
 
  private:
   enum { kAllReduce, kCollective, kSend, kRecv, kStreams };
   template <class T, class Fallback>
   void all_reduce(T* d, int64_t n, ncclDataType_t type, ncclRedOp_t op, Fallback fallback) {
     if (!on_device(d)) return fallback();
+    Timed timed{seconds_};
     cudaStream_t s = streams_[kAllReduce];
     CAPPLAN_NCCL(ncclAllReduce(d, d, size_t(n), type, op, comm_, s));
     CAPPLAN_CUDART(cudaStreamSynchronize(s));
   }
   template <class T>
   void gather(const T* send, T* recv, int64_t count, ncclDataType_t type) {
+    Timed timed{seconds_};
     cudaStream_t s = streams_[kCollective];
     CAPPLAN_NCCL(ncclAllGather(send, recv, size_t(count), type, comm_, s));
     CAPPLAN_CUDART(cudaStreamSynchronize(s));
@@ -184,6 +228,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t streams_[kStreams] = {};
   float* scratch_ = nullptr;
   int64_t scratch_n_ = 0;
+  double seconds_ = 0;  // in NCCL calls (the wrapped MPI communicator counts its own)
 };
 
 }  // namespace
@@ -193,9 +238,8 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicato
 }
 
 void use_nccl(ProcessGroups& g) {
-  g.dp = make_nccl_communicator(std::move(g.dp));
-  g.pp = make_nccl_communicator(std::move(g.pp));
-  g.tp = make_nccl_communicator(std::move(g.tp));
+  for (std::unique_ptr<Communicator>* c : {&g.dp, &g.pp, &g.tp, &g.cp, &g.dp_cp, &g.ep, &g.edp})
+    if (*c) *c = make_nccl_communicator(std::move(*c));
 }
 
 }  // namespace capplan::rt

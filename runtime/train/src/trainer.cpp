@@ -171,6 +171,7 @@ class Run {
   std::string train_steps(SummaryRecord& summary);
   bool save_checkpoint(int64_t steps_done, std::string* error);
   void run_step(int64_t step, StepRecord& rec);
+  void apply_updates(int64_t step, double total, OptimizerStats& os);
   double run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s);
   double run_split_microbatches(int64_t step, StepRecord& rec);
   void load_microbatch(int64_t step, int64_t mb);
@@ -344,7 +345,13 @@ bool Run::build_models(Diagnostics& d) {
   br.threads = threads_;
   be_ = make_train_backend(br, d);
   if (!all_ok(be_ != nullptr)) return false;
-  if (be_->name() == "cuda") {  // one GPU per rank; NCCL for the dp / pp / tp groups
+  if (be_->name() == "cuda" && L.cp > 1) {
+    // Ring attention's block kernels are host loops (backend.h's defaults), not device kernels.
+    d.error("<command line>", 0, 0, "--cp", "context parallelism runs on the CPU backend only",
+            "use --backend cpu, or --cp 1 on the GPU");
+  }
+  if (!all_ok(!d.has_errors())) return false;
+  if (be_->name() == "cuda") {  // one GPU per rank; NCCL for every process group but world
     threads_ = 1;
     // fp16 GEMM operands: dynamic loss scaling (Micikevicius et al. 2018), from 2^16.
     if (o_.precision == "fp16" || (o_.precision.empty() && !cuda_device_info(groups_.local_rank).bf16)) {
@@ -969,6 +976,32 @@ double Run::run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s) {
   return loss_sum;
 }
 
+// The optimizers' updates of one step, with fp16's dynamic loss scale: an overflow (a non-finite
+// gradient norm `total`) skips the update and halves the scale.
+void Run::apply_updates(int64_t step, double total, OptimizerStats& os) {
+  if (dynamic_loss_scale_ && !std::isfinite(total)) {
+    // fp16: the scaled gradients overflowed; skip this update and halve the scale (the loss is
+    // still reported; the step counts as taken).
+    loss_scale_ /= 2;
+    good_steps_ = 0;
+    if (rank_ == 0) std::printf("fp16: gradients overflowed at step %lld, loss scale now %g, update skipped\n",
+                                (long long)step + 1, loss_scale_);
+  } else {
+    for (auto& op : opts_) op->set_loss_scale(loss_scale_);
+    for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
+    for (auto& op : expert_opts_)
+      if (op) {
+        op->set_loss_scale(loss_scale_);
+        op->update(step, os.grad_norm, &os.comm_s);
+      }
+    // Double the scale after 1000 steps without overflow (as PyTorch's GradScaler).
+    if (dynamic_loss_scale_ && ++good_steps_ == 1000) {
+      loss_scale_ *= 2;
+      good_steps_ = 0;
+    }
+  }
+}
+
 // One optimizer step, timed by term: every term is a wall-clock interval of rank 0 or a
 // difference of the communicators' and the model's own counters over it, so that
 //   step = compute + recompute + tp_comm + pp_comm + bubble + dp_comm + ep_comm + cp_comm
@@ -1038,27 +1071,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   groups_.pp->all_reduce_sum(&total, 1);
   os.grad_norm = std::sqrt(total) / loss_scale_;
   os.lr = learning_rate(o_.optimizer, step);
-  if (dynamic_loss_scale_ && !std::isfinite(total)) {
-    // fp16: the scaled gradients overflowed; skip this update and halve the scale (the loss is
-    // still reported; the step counts as taken).
-    loss_scale_ /= 2;
-    good_steps_ = 0;
-    if (rank_ == 0) std::printf("fp16: gradients overflowed at step %lld, loss scale now %g, update skipped\n",
-                                (long long)step + 1, loss_scale_);
-  } else {
-    for (auto& op : opts_) op->set_loss_scale(loss_scale_);
-    for (auto& op : opts_) op->update(step, os.grad_norm, &os.comm_s);
-    for (auto& op : expert_opts_)
-      if (op) {
-        op->set_loss_scale(loss_scale_);
-        op->update(step, os.grad_norm, &os.comm_s);
-      }
-    // Double the scale after 1000 steps without overflow (as PyTorch's GradScaler).
-    if (dynamic_loss_scale_ && ++good_steps_ == 1000) {
-      loss_scale_ *= 2;
-      good_steps_ = 0;
-    }
-  }
+  apply_updates(step, total, os);
   rec.optimizer_s = seconds_since(t) - (comm_s() - comm_opt0);
   const bool last = models_.back()->last_stage();
   // Global mean loss: the last stage's TP rank 0 of every DP rank contributes its sum.

@@ -16,8 +16,8 @@ namespace capplan::rt {
 // file and line) or when this build has no NCCL.
 std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> mpi);
 
-// Replaces the dp, pp and tp groups of `groups` by NCCL communicators (in that order on every
-// rank; world stays MPI).
+// Replaces the dp, pp, tp, cp, dp x cp, ep and expert-dp groups of `groups` by NCCL
+// communicators (in that order on every rank; world stays MPI).
 void use_nccl(ProcessGroups& groups);
 
 }  // namespace capplan::rt
