@@ -74,6 +74,9 @@ struct Links {
   double lat_step_intra_s = 0;
   double lat_step_inter_s = 0;
 };
+// A group of n members whose most spread-out instance spans `nodes` nodes of gpus_in_node GPUs:
+// its bandwidth and latencies by placement.cpp's rule (every group of a kind runs at once).
+Links links_across(const Constants& c, int n, int nodes, int gpus_in_node);
 struct Placement {
   Links tp, pp, dp;
   double p2p_Bps = 0;    // per GPU, between consecutive stages

@@ -17,7 +17,6 @@ namespace {
 // placement.cpp: the group spanning most nodes sets the pace; across nodes a group gets its
 // share of the node's NICs.
 Links links_of(const Constants& c, int gpn, int total, const Layout& ly, RankGroup kind) {
-  Links l;
   const int gpus_in_node = std::max(1, std::min(gpn, total));
   int worst_nodes = 1, n = 1;
   for (int r = 0; r < gpus_in_node && r < total; ++r) {
@@ -28,18 +27,7 @@ Links links_of(const Constants& c, int gpn, int total, const Layout& ly, RankGro
     std::sort(nodes.begin(), nodes.end());
     worst_nodes = std::max(worst_nodes, int(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));
   }
-  l.n = n;
-  l.nodes = worst_nodes;
-  l.per_node = std::max(1, n / worst_nodes);
-  l.lat_step_intra_s = c.intra_lat_s;
-  l.lat_step_inter_s = c.inter_lat_s;
-  if (worst_nodes <= 1) {
-    l.bw_Bps = c.intra_Bps;
-  } else {
-    const double inter = c.inter_node_Bps * l.per_node / gpus_in_node;
-    l.bw_Bps = l.per_node > 1 ? std::min(c.intra_Bps, inter) : inter;
-  }
-  return l;
+  return links_across(c, n, worst_nodes, gpus_in_node);
 }
 
 }  // namespace

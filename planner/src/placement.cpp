@@ -9,6 +9,26 @@
 
 namespace capplan::detail {
 
+Links links_across(const Constants& c, int n, int nodes, int gpus_in_node) {
+  Links l;
+  l.n = n;
+  l.nodes = nodes;
+  l.per_node = std::max(1, n / nodes);
+  l.lat_step_intra_s = c.intra_lat_s;
+  l.lat_step_inter_s = c.inter_lat_s;
+  if (nodes <= 1) {
+    l.bw_Bps = c.intra_Bps;
+  } else {
+    // Every GPU of a node belongs to some group of this kind and all run the same collective at
+    // once: gpus_in_node / per_node groups share the node's NICs, and a ring crosses a node
+    // boundary once per node, so a group gets NIC * per_node / gpus_in_node (its intra-node hops
+    // run on NVLink at the same time and are not the bottleneck unless slower).
+    const double inter = c.inter_node_Bps * l.per_node / gpus_in_node;
+    l.bw_Bps = l.per_node > 1 ? std::min(c.intra_Bps, inter) : inter;
+  }
+  return l;
+}
+
 namespace {
 
 // Group of `deg` members whose ranks are `stride` apart. Groups of one kind are shifted copies of
@@ -16,8 +36,6 @@ namespace {
 // some straddle a node boundary, so the groups through the first node's ranks are all checked and
 // the one spanning most nodes sets the pace (a collective ends with its slowest group).
 Links group_links(const Constants& c, int gpn, int total, int deg, int stride) {
-  Links l;
-  l.n = deg;
   const int gpus_in_node = std::max(1, std::min(gpn, total));
   int worst_nodes = 1;
   for (int j = 0; j < gpus_in_node && deg > 1; ++j) {
@@ -33,22 +51,7 @@ Links group_links(const Constants& c, int gpn, int total, int deg, int stride) {
     }
     worst_nodes = std::max(worst_nodes, nodes);
   }
-  const int nodes = worst_nodes;
-  l.nodes = nodes;
-  l.per_node = std::max(1, deg / nodes);
-  l.lat_step_intra_s = c.intra_lat_s;
-  l.lat_step_inter_s = c.inter_lat_s;
-  if (nodes <= 1) {
-    l.bw_Bps = c.intra_Bps;
-  } else {
-    // Every GPU of a node belongs to some group of this kind and all run the same collective at
-    // once: gpus_in_node / per_node groups share the node's NICs, and a ring crosses a node
-    // boundary once per node, so a group gets NIC * per_node / gpus_in_node (its intra-node hops
-    // run on NVLink at the same time and are not the bottleneck unless slower).
-    const double inter = c.inter_node_Bps * l.per_node / gpus_in_node;
-    l.bw_Bps = l.per_node > 1 ? std::min(c.intra_Bps, inter) : inter;
-  }
-  return l;
+  return links_across(c, deg, worst_nodes, gpus_in_node);
 }
 
 }  // namespace
