@@ -14,7 +14,7 @@
 #include "launch/launch_process.h"
 #include "planner/json.h"
 #include "planner/spec_io.h"
-#include "support/run_program.h"
+#include "support/run_train.h"
 #include "support/test_files.h"
 
 namespace capplan::rt {
@@ -22,19 +22,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Ran {
-  int status = -1;
-  std::string out, err;
-};
+using Ran = capplan::test::ProgramRun;
 
-Ran run(const std::vector<std::string>& argv) {
-  ::setenv("CAPPLAN_TRAIN", CAPPLAN_TRAIN, 1);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  const std::vector<std::string> args(argv.begin() + 1, argv.end());
-  const capplan::test::ProgramRun r = capplan::test::run_program(argv.front(), shell_quote(args), 300);
-  return {r.status, r.out, r.err};
-}
+// The command as a user types it, with capplan-train from this build.
+Ran run(const std::vector<std::string>& argv) { return capplan::test::run_with_this_train(argv); }
 
 // One folder of runs shared by the tests of this file (made once: the runs take seconds each).
 const std::string& runs_dir() {

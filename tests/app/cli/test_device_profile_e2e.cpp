@@ -9,26 +9,16 @@
 
 #include "launch/launch_process.h"
 #include "planner/device_profile.h"
-#include "support/run_program.h"
+#include "support/run_train.h"
 #include "support/test_files.h"
 
 namespace capplan::rt {
 namespace {
 
-struct Ran {
-  int status = -1;
-  std::string out, err;
-};
+using Ran = capplan::test::ProgramRun;
 
-// The command as a user types it (support/run_program.h), with capplan-train from this build.
-Ran run(const std::vector<std::string>& argv) {
-  ::setenv("CAPPLAN_TRAIN", CAPPLAN_TRAIN, 1);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  const std::vector<std::string> args(argv.begin() + 1, argv.end());
-  const capplan::test::ProgramRun r = capplan::test::run_program(argv.front(), shell_quote(args), 300);
-  return {r.status, r.out, r.err};
-}
+// The command as a user types it, with capplan-train from this build.
+Ran run(const std::vector<std::string>& argv) { return capplan::test::run_with_this_train(argv); }
 
 std::string tiny_model(const std::string& dir) {
   const std::string path = dir + "/tiny.yaml";
