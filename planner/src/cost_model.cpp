@@ -358,6 +358,7 @@ class LayerTerms {
     t.final_norm_params = prof.layers[prof.layers.size() - 2].params;
     t.head_params = prof.layers.back().params + t.final_norm_params;
     t.layer_matrix_params = std::max({h * (h + 2 * kv), f * h}) / tpd;
+    t.layer_qkv_params = h * (h + 2 * kv) / tpd;
     // Megatron's scatter/gather optimisation sends 1/t of the activation between stages and
     // all-gathers it over NVLink (Narayanan et al. 2021 Sec 4.1); under sp it is already split.
     // Without it every tp rank sends the whole activation.
@@ -518,14 +519,19 @@ class StepEvaluation {
       // x_f = max(0, off - f - tp_f) and x_b = max(0, off - (b + recompute + tp_b)) per
       // micro-batch, spread over the vp chunks. Exposed copies are charged to offload, the sends
       // only where they are longer than the copy.
+      //
+      // A copy that blocks the host (offload_sync: PyTorch save_on_cpu's pack hook is a plain
+      // copy_ to pinned memory, its unpack a copy on the current stream, torch/autograd/graph.py)
+      // runs in series with the compute stream both ways: all of it is exposed, and the sends with it.
       const double off = (nl * mt.layer_act_kept_bytes + (s == 0 ? mt.embed_act_bytes : 0.0)) / c.pcie_Bps;
-      const double xf = std::max(0.0, off - st.fwd - (st.tp - st.tp_bwd)) / vp;
-      const double xb = std::max(0.0, off - (st.compute - st.fwd) - st.recompute - st.tp_bwd) / vp;
+      const bool serial = fw.offload_sync;
+      const double xf = serial ? off / vp : std::max(0.0, off - st.fwd - (st.tp - st.tp_bwd)) / vp;
+      const double xb = serial ? off / vp : std::max(0.0, off - (st.compute - st.fwd) - st.recompute - st.tp_bwd) / vp;
       const int nf = pp > 1 ? vp - (s == pp - 1 ? 1 : 0) : 0;  // chunks that send forward
       const int nb = pp > 1 ? vp - (s == 0 ? 1 : 0) : 0;       // chunks that send backward
       st.offload = vp * (xf + xb);
       st.offload_bwd_chunk = xb;
-      st.p2p = nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb);
+      st.p2p = serial ? (nf + nb) * p2p : nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb);
     }
     return st;
   }
@@ -604,7 +610,7 @@ class StepEvaluation {
         param_gather_s = allgather_s(pl.dp, params_crit * w_elem);
         dp_s = allgather_s(pl.dp, grad_bytes) + param_gather_s;
       } else if (ring_z3) {
-        // ZeRO-3 as PyTorch FSDP runs it (Zhao et al. 2023 Sec 3): each layer's flat parameter is
+        // ZeRO-3 as PyTorch FSDP runs it (Zhao et al. 2023 Sec 3): each unit's flat parameter is
         // all-gathered (NCCL ring over the dp group, at the links placement() gives it) before its
         // forward and again before its backward, and its gradient reduce-scattered after its
         // backward, per micro-batch. The collectives run on their own stream, `prefetch` layers
@@ -612,19 +618,40 @@ class StepEvaluation {
         // (after its recompute) the gather of layer i-1 and the reduce-scatter of layer i. What a
         // layer's compute cannot cover is exposed; the first gather of each pass always is.
         // Without prefetch (0) nothing overlaps.
+        //  - Units smaller than the checkpointed layer (zero3_unit: linear) lie inside the region
+        //    torch.utils.checkpoint recomputes: the recomputed forward gathers them again and frees
+        //    them after it (reshard_after_forward), and the backward's pre-backward hook gathers
+        //    them once more (FSDP _rebuild_full_params / _free_full_params), so a step with full
+        //    recompute gathers each weight three times instead of two.
+        //  - Parameters offloaded to the host: each gather first copies the rank's shard up over
+        //    PCIe on the same stream (FSDP _rebuild_full_params: p.data.to(device) inside the
+        //    all_gather stream, before _all_gather_base), in series with the gather.
+        //  - Activation offload that blocks the host (offload_sync): after each layer's forward the
+        //    host waits for the GPU, so the next layer's first unit (its Q, K, V projection, or the
+        //    whole layer) is gathered on an idle GPU: exposed once per layer, not once per pass.
         const double nl = stage_layers(L, pp, vp, 0);
-        const double ag = allgather_s(pl.dp, mt.layer_params * w_elem);
+        const double shard_up = tr.offload_params ? mt.layer_params * w_elem / dp / c.pcie_Bps : 0.0;
+        const double ag = allgather_s(pl.dp, mt.layer_params * w_elem) + shard_up;
         const double rs = allgather_s(pl.dp, mt.layer_params * g_elem);
+        const double regather = fw.zero3_unit == Zero3Unit::Linear && ly.recompute == Recompute::Full ? 1.0 : 0.0;
         const StageCost& st = s0;
         const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
         const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
         const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
+        const double ag_bwd = (1.0 + regather) * ag + rs;  // a layer's backward traffic
+        double fwd_layer_exposed = std::max(0.0, ag - f_layer);
+        if (fw.offload_sync && ly.offload) {
+          const double first_unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_qkv_params : mt.layer_params;
+          const double g1 = std::min(ag, allgather_s(pl.dp, first_unit * w_elem) +
+                                             (tr.offload_params ? first_unit * w_elem / dp / c.pcie_Bps : 0.0));
+          fwd_layer_exposed = g1 + std::max(0.0, ag - g1 - f_layer);
+        }
         double per_mb;
         if (fw.zero3_prefetch_layers > 0)
-          per_mb = ag + (nl - 1) * std::max(0.0, ag - f_layer) + ag + (nl - 1) * std::max(0.0, ag + rs - b_layer) + rs;
+          per_mb = ag + (nl - 1) * fwd_layer_exposed + ag + (nl - 1) * std::max(0.0, ag_bwd - b_layer) + rs;
         else
-          per_mb = nl * (2 * ag + rs);
-        const double per_mb_all = nl * (2 * ag + rs);
+          per_mb = nl * (ag + ag_bwd);
+        const double per_mb_all = nl * (ag + ag_bwd);
         dp_s = md * (per_mb_all + 3 * outer);
         z3_exposed = md * (per_mb + kZero3OverlapCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
       } else {
@@ -694,16 +721,28 @@ class StepEvaluation {
     // weight and writes the weight (3 x 2 bytes in 16 bits).
     const double step_traffic = tr.optimizer == Optimizer::Sgd ? 3 * w_elem : kAdamTrafficBytesPerParam;
     const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+    // FSDP's ring mode streams the offloaded shards up inside its gathers (data_parallel above)
+    // and copies each gradient shard down on the reduction stream after its reduce-scatter
+    // (FSDP _post_backward_hook: _cpu_grad.copy_(grad, non_blocking=True)), hidden by the rest
+    // of the backward; other modes copy before and after the step.
+    const bool fsdp_offload = tr.offload_params && ly.zero == 3 && ring_z3 && ly.dp > 1;
     if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3)) {
       // ZeRO-Offload (Ren et al. 2021) / FSDP cpu_offload: the step runs on the CPU over the
       // node's host memory bandwidth, shared by its GPUs, after the gradients come down over PCIe
       // and before the updated 16-bit weights go back up (not overlapped).
-      tb.optimizer = opt_params * step_traffic * gpus_in_node / c.host_Bps +
-                     opt_params * (g_elem + w_elem) / c.pcie_Bps;
+      double host_step = opt_params * step_traffic * gpus_in_node / c.host_Bps;
+      if (tr.optimizer == Optimizer::Sgd && tr.precision == Precision::Fp16 && fw.host_step_threads > 0 &&
+          fw.host_sgd_fp16_gelem_per_s > 0) {
+        // torch.optim.SGD over fp16 CPU tensors runs ATen's elementwise kernels, which convert
+        // every element to float and back in scalar code (no vectorised Half path): compute-bound
+        // at the framework's measured rate per thread, on the threads each rank is given.
+        host_step = std::max(host_step, opt_params / (fw.host_sgd_fp16_gelem_per_s * 1e9 * fw.host_step_threads));
+      }
+      tb.optimizer = host_step + (fsdp_offload ? 0.0 : opt_params * (g_elem + w_elem) / c.pcie_Bps);
     } else {
       tb.optimizer = opt_params * step_traffic / c.hbm_Bps;
     }
-    if (tr.offload_params) {
+    if (tr.offload_params && !fsdp_offload) {
       // Parameters live in host memory and each layer's weights (its shard under ZeRO-3) come up
       // over PCIe before each of its forward and backward passes, a layer ahead of its compute: a
       // stage loses what the copy does not hide, per layer and micro-batch.

@@ -53,6 +53,7 @@ struct MicroTerms {
   double layer_params = 0, embed_params = 0, head_params = 0;  // per TP rank
   double final_norm_params = 0;       // part of head_params
   double layer_matrix_params = 0;     // the layer's largest weight matrix, per TP rank
+  double layer_qkv_params = 0;        // the Q, K, V projection: the first matrix a layer's forward uses
   double p2p_bytes = 0;               // activation sent to the next stage, per micro-batch
   // The attention core with its memory-bound passes, forward and backward (parts of layer_fwd_s
   // and layer_bwd_in_s): what context parallelism overlaps its ring exchange with.

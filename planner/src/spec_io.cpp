@@ -675,6 +675,9 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.boolean("grad_accumulation_fusion", f.grad_accumulation_fusion, false);
   r.boolean("lazy_grads", f.lazy_grads, false);
   r.boolean("partition_activations", f.partition_activations, false);
+  r.boolean("offload_sync", f.offload_sync, false);
+  r.integer("host_step_threads", f.host_step_threads, false, {0, false, 4096});
+  r.number("host_sgd_fp16_gelem_per_s", f.host_sgd_fp16_gelem_per_s, false, {0, false, 1e6});
   r.boolean("sequence_parallel", f.sequence_parallel, false);
   r.boolean("selective_recompute", f.selective_recompute, false);
   r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});

@@ -509,6 +509,115 @@ TEST(CostModelStack, SgdKeepsNoOptimizerState) {
   EXPECT_EQ(state_bytes_per_param(t).optimizer, 12.0);
 }
 
+// ZeRO-3 as PyTorch FSDP runs it, on one 8-GPU node (ring over NVLink): an all-gather of S bytes
+// takes 7/8 S / B + 7 x 2 us with B = 300 GB/s x 0.77 (placement.cpp, golden tests above).
+double ring8_allgather_s(double bytes) { return 7.0 / 8.0 * bytes / (300e9 * 0.77) + 7 * 2e-6; }
+
+Scenario fsdp_scenario(const ModelSpec& m, int64_t gbs) {
+  Scenario sc = test::scenario(m, 8, gbs);
+  sc.training.precision = Precision::Fp16;  // 2-byte gradients: a reduce-scatter moves what a gather does
+  sc.training.optimizer = Optimizer::Sgd;
+  sc.cluster.host_memory_gib = 1024;
+  sc.training.framework.zero3_comm = Zero3Comm::Ring;
+  return sc;
+}
+
+Layout fsdp_layout(int mbs) {
+  Layout l;
+  l.dp = 8;
+  l.mbs = mbs;
+  l.zero = 3;
+  l.recompute = Recompute::Full;
+  return l;
+}
+
+TEST(CostModelZero3, UnitsInsideTheCheckpointAreGatheredAgainForTheRecompute) {
+  // Expectation: with size-based units (each Linear inside the checkpointed layer) the recomputed
+  // forward gathers every layer once more; without prefetch nothing overlaps, so the exposed
+  // traffic grows by exactly one layer gather per layer and micro-batch:
+  //   dp(linear) - dp(layer) = m L x allgather(2 P_layer), P_layer = 49984 (tiny block), L = 4, m = 2.
+  Scenario sc = fsdp_scenario(test::tiny_model(4), 32);
+  sc.training.framework.zero3_prefetch_layers = 0;
+  sc.training.framework.zero3_unit = Zero3Unit::Layer;
+  const Estimate layer = estimate(sc, fsdp_layout(2));
+  sc.training.framework.zero3_unit = Zero3Unit::Linear;
+  const Estimate linear = estimate(sc, fsdp_layout(2));
+  ASSERT_TRUE(layer.reason.empty()) << layer.reason;
+  const double expected = 2 * 4 * ring8_allgather_s(2 * 49984.0);
+  report("extra exposed gathers of the recompute (s)", expected, linear.breakdown_s.dp_comm - layer.breakdown_s.dp_comm);
+  EXPECT_NEAR(linear.breakdown_s.dp_comm - layer.breakdown_s.dp_comm, expected, 1e-12);
+  // Selective recompute keeps the units' gathers as they are (nothing inside a checkpoint).
+  Layout none = fsdp_layout(2);
+  none.recompute = Recompute::None;
+  sc.training.framework.zero3_unit = Zero3Unit::Layer;
+  const double dp_layer_none = estimate(sc, none).breakdown_s.dp_comm;
+  sc.training.framework.zero3_unit = Zero3Unit::Linear;
+  EXPECT_DOUBLE_EQ(estimate(sc, none).breakdown_s.dp_comm, dp_layer_none);
+}
+
+TEST(CostModelZero3, HostSgdInFp16RunsAtTheFrameworksKernelRate) {
+  // Expectation: FSDP cpu_offload steps SGD on the CPU over each rank's shard, P / dp parameters
+  // with P = 4 x 49984 + 66048 + 128 = 266112 (tiny model, 4 layers): at 1e-3 G elements/s on one
+  // thread that is 33264 / 1e6 = 0.033264 s (far above the memory-bound 33264 x 6 B x 8 / 100 GB/s),
+  // a quarter of it on four threads, and no PCIe copy around the step (the shards come up inside
+  // the gathers).
+  Scenario sc = fsdp_scenario(test::tiny_model(4), 32);
+  sc.training.offload_params = true;
+  sc.training.framework.host_sgd_fp16_gelem_per_s = 1e-3;
+  sc.training.framework.host_step_threads = 1;
+  const Estimate one = estimate(sc, fsdp_layout(2));
+  ASSERT_TRUE(one.reason.empty()) << one.reason;
+  const double shard = (4 * 49984.0 + 66048 + 128) / 8;
+  report("host SGD step, 1 thread (s)", shard / 1e6, one.breakdown_s.optimizer);
+  EXPECT_NEAR(one.breakdown_s.optimizer, shard / 1e6, 1e-12);
+  sc.training.framework.host_step_threads = 4;
+  EXPECT_NEAR(estimate(sc, fsdp_layout(2)).breakdown_s.optimizer, shard / 4e6, 1e-12);
+  // bf16 has a vectorised CPU path: the step is bound by host memory bandwidth only.
+  sc.training.precision = Precision::Bf16;
+  EXPECT_LT(estimate(sc, fsdp_layout(2)).breakdown_s.optimizer, shard / 4e6 / 10);
+}
+
+TEST(CostModelZero3, BlockingActivationOffloadRunsInSeriesWithCompute) {
+  // Expectation: save_on_cpu's blocking copies are not hidden: per micro-batch the layer inputs
+  // (2 s b h bytes each under full recompute) and the embedding's dropout mask (s b h) go down
+  // and come back over PCIe at 32 GB/s x 0.8: offload = m x 2 x (L 2sbh + sbh) / 25.6 GB/s with
+  // s 32, b 2, h 64, L 4, m 2.
+  Scenario sc = fsdp_scenario(test::tiny_model(4), 32);
+  sc.training.framework.offload_sync = true;
+  Layout l = fsdp_layout(2);
+  l.offload = true;
+  const Estimate e = estimate(sc, l);
+  ASSERT_TRUE(e.reason.empty()) << e.reason;
+  const double sbh = 32.0 * 2 * 64;
+  const double expected = 2 * 2 * (4 * 2 * sbh + sbh) / 25.6e9;
+  report("blocking activation offload (s)", expected, e.breakdown_s.offload);
+  EXPECT_NEAR(e.breakdown_s.offload, expected, 1e-15);
+}
+
+TEST(CostModelZero3, BlockingOffloadExposesEachLayersFirstGather) {
+  // Expectation: with compute long enough to hide every gather (h 1024, seq 2048, mbs 8), a host
+  // that waits at the end of each layer's forward issues the next layer's first unit (its Q, K, V
+  // projection, 3 h^2 parameters) on an idle GPU: L - 1 more gathers exposed per micro-batch
+  // instead of hidden at the overlap cost 0.5, so dp_comm grows by m (L - 1) x 0.5 x
+  // allgather(2 x 3 h^2), L = 4, m = 1.
+  ModelSpec m = test::tiny_model(4);
+  m.hidden = 1024;
+  m.heads = 16;
+  m.seq_len = 2048;
+  Scenario sc = fsdp_scenario(m, 64);
+  sc.training.framework.zero3_unit = Zero3Unit::Linear;
+  Layout l = fsdp_layout(8);
+  l.offload = true;
+  const Estimate async = estimate(sc, l);
+  sc.training.framework.offload_sync = true;
+  const Estimate sync = estimate(sc, l);
+  ASSERT_TRUE(sync.reason.empty()) << sync.reason;
+  const double expected = 3 * 0.5 * ring8_allgather_s(2 * 3 * 1024.0 * 1024.0);
+  report("first gathers exposed by the blocking offload (s)", expected,
+         sync.breakdown_s.dp_comm - async.breakdown_s.dp_comm);
+  EXPECT_NEAR(sync.breakdown_s.dp_comm - async.breakdown_s.dp_comm, expected, 1e-12);
+}
+
 TEST(CostModelStack, SeedCaseWithSmpV1FromThePresetsPhysics) {
   // SageMaker measured 32 samples/s for GPT-3 175B on 120 p4d.24xlarge with SMP v1. With the
   // smp-v1 preset (no sequence parallelism, no selective recompute, eager HF kernels) the best

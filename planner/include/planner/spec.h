@@ -182,6 +182,16 @@ struct FrameworkSpec {
   // Checkpointed activations split over the tp ranks and all-gathered before the recompute
   // (DeepSpeed partition_activations).
   bool partition_activations = false;
+  // Activation offload whose copy to host blocks the host thread (PyTorch save_on_cpu: the pack
+  // hook's copy_ is synchronous): the copies run in series with the compute stream, and at the end
+  // of each layer's forward the host has nothing queued, so no ZeRO-3 gather is issued ahead of it.
+  bool offload_sync = false;
+  // A host-side SGD step over 16-bit (fp16) parameters (FSDP cpu_offload keeps the shards and
+  // their gradients on the CPU): torch.optim's elementwise kernels on `host_step_threads` threads
+  // per rank at `host_sgd_fp16_gelem_per_s` G elements/s per thread. 0 = bound by host memory
+  // bandwidth only.
+  int host_step_threads = 0;
+  double host_sgd_fp16_gelem_per_s = 0;
   // Layout knobs the implementation has: sequence parallelism (Korthikanti et al. 2022) and
   // selective recompute of the attention core; the search offers only these.
   bool sequence_parallel = true;
