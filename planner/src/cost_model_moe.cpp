@@ -114,6 +114,8 @@ class MoeCpTerms {
     mt.layer_cp_comm_fwd_s = ring_exposed_s(cp, t_f, mt.layer_attn_fwd_full_s);
     cp_transfer_s = t_f;
     cp_attention_step_s = mt.layer_attn_fwd_full_s;
+    cp_transfer_backward_s = t_b;
+    cp_attention_step_backward_s = mt.layer_attn_bwd_full_s;
     mt.layer_cp_comm_bwd_s = ring_exposed_s(cp, t_b, mt.layer_attn_bwd_full_s) +
                              (ly.recompute == Recompute::Full ? mt.layer_cp_comm_fwd_s : 0.0);
     cp_block_bytes = block_bytes;
@@ -188,6 +190,7 @@ class MoeCpTerms {
   mutable double a2a_bytes = 0;        // one all-to-all's bytes per rank
   mutable double cp_block_bytes = 0;   // one ring step's K/V block
   mutable double a2a_s = 0, cp_transfer_s = 0, cp_attention_step_s = 0;
+  mutable double cp_transfer_backward_s = 0, cp_attention_step_backward_s = 0;
 
  private:
   const Scenario& sc;
@@ -323,6 +326,9 @@ MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const
     steps->cp_block_bytes = terms.cp_block_bytes;
     steps->cp_transfer_s = terms.cp_transfer_s;
     steps->cp_attention_step_s = terms.cp_attention_step_s;
+    steps->cp_transfer_backward_s = terms.cp_transfer_backward_s;
+    steps->cp_attention_step_backward_s = terms.cp_attention_step_backward_s;
+    steps->cp_ring_in_recompute = ly.cp > 1 && ly.recompute == Recompute::Full;
     steps->cp = ly.cp;
     for (ChunkCosts& ch : steps->chunks) ch.moe_layers = sc.model.moe.enabled() ? int(std::lround(ch.num_layers * double(sc.model.moe.moe_layers(sc.model.layers)) / sc.model.layers)) : 0;
   }
