@@ -158,9 +158,23 @@ class MoeCpTerms {
     const double mlp_mat = (gated ? 3 : 2) * h;
     mt.layer_gemm_flops += frac * 2 * tok * (h * experts + (k + shared) * mlp_mat * fe / tp - mlp_mat * f / tp);
     // Activations: the dense MLP's (gated ? 3 : 2) f per token replaced by each copy's expert
-    // inputs and its permuted h, plus the fp32 router logits.
+    // inputs and its permuted h, plus the fp32 router logits. Per copy the experts keep the
+    // dispatched token (the up-projection's input), the activation function's input ((gated ? 2 :
+    // 1) f_e) and its output (f_e, the down-projection's input). recompute_moe_act drops the
+    // output and recomputes it in the backward, one more pass of the activation kernel (reads its
+    // input, writes f_e). fp8_moe under fp8 caches these linear inputs in fp8 with one fp32 scale
+    // per 1 x 128 tile (DeepSeek-V3 report Sec 3.3.2, fine-grained quantization; Sec 3.3.3,
+    // low-precision storage): 1 + 4/128 bytes an element.
+    const FrameworkSpec& fw = sc.training.framework;
+    const double cache_e = fw.fp8_moe && sc.training.precision == Precision::Fp8 ? 1.0 + 4.0 / 128 : e;
+    const double act_in = (gated ? 2 : 1) * fe / tp;
+    const double act_out = fw.recompute_moe_act ? 0.0 : fe / tp;
+    if (fw.recompute_moe_act && ly.recompute != Recompute::Full)
+      mt.layer_recompute_s += frac * memory_seconds(c, copies * (act_in * cache_e + fe / tp * e));
     const double dense_kept = tok * (gated ? 3 : 2) * f * e / tp;
-    const double moe_kept = copies * ((gated ? 3 : 2) * fe * e / tp + h * e) + tok * experts * 4;
+    const double per_copy = fw.recompute_moe_act || cache_e != e ? (act_in + act_out + h) * cache_e
+                                                                : (gated ? 3 : 2) * fe * e / tp + h * e;
+    const double moe_kept = copies * per_copy + tok * experts * 4;
     const double d_kept = frac * (moe_kept - dense_kept);
     mt.layer_act_full_bytes += d_kept;
     if (ly.recompute != Recompute::Full) mt.layer_act_kept_bytes += d_kept;
@@ -177,13 +191,21 @@ class MoeCpTerms {
   // tokens' h-vectors (padded to the capacity when there is one), split over the tp ranks
   // (Megatron-Core runs MoE with sequence parallelism: a tp rank holds tok / tp tokens). Blocking
   // on the compute stream; full recompute repeats the forward's two.
+  // fp8_moe under fp8 (DeepSeek-V3 report Sec 3.3.3, low-precision communication): the
+  // forward's dispatch and the backward's all-to-all of the gradient before the down-projections
+  // carry fp8 tokens with one fp32 scale per 128 elements; the combines, forward and backward,
+  // stay 16-bit. So each pass has one all-to-all of each width.
   void all_to_alls(const Links& ep_links, int gpus_in_node, MicroTerms& mt) const {
     if (!moe.enabled() || ep <= 1) return;
-    a2a_bytes = tok * k * h * e / tp * (moe.capacity_factor > 0 ? moe.capacity_factor : 1.0);
+    const double elems = tok * k * h / tp * (moe.capacity_factor > 0 ? moe.capacity_factor : 1.0);
+    a2a_bytes = elems * e;
     const double t = alltoall_s(c, ep_links, gpus_in_node, a2a_bytes);
     a2a_s = t;
-    mt.layer_ep_comm_fwd_s = frac * 2 * t;
-    mt.layer_ep_comm_bwd_s = frac * (2 + (ly.recompute == Recompute::Full ? 2 : 0)) * t;
+    const bool fp8 = sc.training.framework.fp8_moe && sc.training.precision == Precision::Fp8;
+    const double t_narrow = fp8 ? alltoall_s(c, ep_links, gpus_in_node, elems * (1.0 + 4.0 / 128)) : t;
+    const double pass = t + t_narrow;  // one 16-bit and one (fp8 or 16-bit) all-to-all
+    mt.layer_ep_comm_fwd_s = frac * pass;
+    mt.layer_ep_comm_bwd_s = frac * (ly.recompute == Recompute::Full ? 2 : 1) * pass;
   }
 
   mutable double expert_params_per_layer = 0;  // routed experts' params per rank, averaged per layer
