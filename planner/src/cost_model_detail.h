@@ -138,9 +138,27 @@ struct MoeCpPlacement {
 Scenario moe_cp_slice(const Scenario& scenario, const Layout& layout);
 MoeCpPlacement moe_cp_placement(const Scenario& scenario, const Constants& c, const Layout& layout);
 MicroTerms moe_cp_base_terms(const Scenario& slice, const Constants& c, const Layout& layout);
+// The slice's micro terms with the MoE and cp terms added, and what the rest of the evaluation
+// takes from them: they depend on the base terms, the placement and the layout's tp, cp, ep, mbs
+// and recompute, not on its schedule, vp, zero or offload, so the search computes them once per
+// (mbs, sp, recompute, ep, order).
+struct MoeCpLayerTerms {
+  MicroTerms mt;
+  double expert_params_per_layer = 0;  // routed experts' parameters per rank, averaged per layer
+  double a2a_bytes = 0, a2a_s = 0;     // one all-to-all (16-bit), bytes per rank and time
+  double cp_block_bytes = 0, cp_transfer_s = 0, cp_attention_step_s = 0;
+  double cp_transfer_backward_s = 0, cp_attention_step_backward_s = 0;
+};
+MoeCpLayerTerms moe_cp_layer_terms(const Scenario& scenario, const Constants& c, const Layout& layout,
+                                   const MoeCpPlacement& placement, const MicroTerms& base);
 MoeCpEvaluation evaluate_moe_cp(const Scenario& scenario, const Scenario& slice, const Constants& c,
                                 const Layout& layout, const MoeCpPlacement& placement,
                                 const MicroTerms& base, StepCosts* steps);
+// The rest of the evaluation from the terms: the dense slice's evaluation, then the experts'
+// memory, gradient reduction and optimizer step. Allocation free when steps is null.
+void evaluate_moe_cp(const Scenario& scenario, const Scenario& slice, const Constants& c, const Layout& layout,
+                     const MoeCpPlacement& placement, const MoeCpLayerTerms& terms, Evaluation& ev,
+                     StepCosts* steps);
 
 // Fills the public Estimate (throughput, FLOP rates, days, dollars) from an evaluation.
 void finish_estimate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,

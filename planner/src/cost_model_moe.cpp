@@ -5,6 +5,7 @@
 // gradient reduction. It does not change a dense layout without cp (needs_moe_cp is false there).
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "cost_model_detail.h"
 #include "planner/rank_mapping.h"
@@ -13,10 +14,8 @@ namespace capplan::detail {
 
 namespace {
 
-// Links of the groups of one kind through the ranks of the first node, by the rule of
-// placement.cpp: the group spanning most nodes sets the pace; across nodes a group gets its
-// share of the node's NICs.
-Links links_of(const Constants& c, int gpn, int total, const Layout& ly, RankGroup kind) {
+// The same by listing each group (group_ranks) and sorting its nodes: what links_of must equal.
+Links links_of_listed(const Constants& c, int gpn, int total, const Layout& ly, RankGroup kind) {
   const int gpus_in_node = std::max(1, std::min(gpn, total));
   int worst_nodes = 1, n = 1;
   for (int r = 0; r < gpus_in_node && r < total; ++r) {
@@ -26,6 +25,78 @@ Links links_of(const Constants& c, int gpn, int total, const Layout& ly, RankGro
     for (int m : g) nodes.push_back(m / gpus_in_node);
     std::sort(nodes.begin(), nodes.end());
     worst_nodes = std::max(worst_nodes, int(std::unique(nodes.begin(), nodes.end()) - nodes.begin()));
+  }
+  return links_across(c, n, worst_nodes, gpus_in_node);
+}
+
+// The members of one group: positions of the full placement order's letters (rank_mapping.cpp:
+// D, E, C, P, T, right-most fastest) that vary while the others stay. E holds ep = e_d x e_c
+// positions, e_d of them data-parallel (its high part) and e_c context-parallel (its low part).
+// An axis moves its letter's position by `step` ranks, `count` times; sorted by step, largest
+// first, counting them up visits the members in increasing rank order.
+struct GroupAxes {
+  enum Part { Whole, ELow };
+  int n = 0;
+  int step[3] = {0, 0, 0}, count[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, size[3] = {1, 1, 1};
+  Part part[3] = {Whole, Whole, Whole};
+  int e_c = 1;
+  // A letter of `letter_size` positions at `letter_stride`; ELow: only E's low e_c positions.
+  void add(int letter_stride, int letter_size, Part p = Whole) {
+    const int cnt = p == ELow ? e_c : letter_size;
+    if (cnt <= 1) return;
+    int i = n++;
+    for (; i > 0 && step[i - 1] < letter_stride; --i) {
+      step[i] = step[i - 1], count[i] = count[i - 1], stride[i] = stride[i - 1];
+      size[i] = size[i - 1], part[i] = part[i - 1];
+    }
+    step[i] = letter_stride, count[i] = cnt, stride[i] = letter_stride, size[i] = letter_size, part[i] = p;
+  }
+  // Rank r's position along axis k.
+  int position(int r, int k) const {
+    const int pos = (r / stride[k]) % size[k];
+    return part[k] == ELow ? pos % e_c : pos;
+  }
+};
+
+// Links of the groups of one kind through the ranks of the first node, by the rule of
+// placement.cpp: the group spanning most nodes sets the pace; across nodes a group gets its
+// share of the node's NICs. The members are those group_ranks() lists (rank_mapping.cpp),
+// visited in increasing rank order from the letter strides, so the nodes a group spans are
+// counted without listing or sorting it (the search calls this once per unit, ep and order).
+Links links_of(const Constants& c, int gpn, int total, const Layout& ly, RankGroup kind) {
+  const int gpus_in_node = std::max(1, std::min(gpn, total));
+  const AxisStrides st = axis_strides(ly);
+  const int ep = std::max(1, ly.ep);
+  const int e_d = std::gcd(ep, std::max(1, ly.dp)), e_c = std::max(1, ep / e_d);
+  const int size_d = std::max(1, ly.dp / e_d), size_c = std::max(1, ly.cp / e_c), size_e = e_d * e_c;
+  GroupAxes g;
+  g.e_c = e_c;
+  int n = 1;
+  switch (kind) {
+    case RankGroup::Tp: g.add(st.tp, ly.tp), n = ly.tp; break;
+    case RankGroup::Pp: g.add(st.pp, ly.pp), n = ly.pp; break;
+    case RankGroup::DpCp:
+      g.add(st.dp, size_d), g.add(st.ep, size_e), g.add(st.cp, size_c), n = ly.dp * ly.cp;
+      break;
+    case RankGroup::Cp: g.add(st.cp, size_c), g.add(st.ep, size_e, GroupAxes::ELow), n = ly.cp; break;
+    case RankGroup::Ep: g.add(st.ep, size_e), n = size_e; break;
+    case RankGroup::ExpertDp: g.add(st.dp, size_d), g.add(st.cp, size_c), n = size_d * size_c; break;
+    case RankGroup::Dp: return links_of_listed(c, gpn, total, ly, kind);
+  }
+  int worst_nodes = 1;
+  for (int r = 0; r < gpus_in_node && r < total; ++r) {
+    int base = r;  // r with every varying position at 0
+    for (int k = 0; k < g.n; ++k) base -= g.position(r, k) * g.step[k];
+    int idx[3] = {0, 0, 0}, nodes = 0, prev = -1;
+    for (;;) {
+      int m = base;
+      for (int k = 0; k < g.n; ++k) m += idx[k] * g.step[k];
+      if (m / gpus_in_node != prev) ++nodes, prev = m / gpus_in_node;
+      int k = g.n - 1;
+      while (k >= 0 && ++idx[k] == g.count[k]) idx[k--] = 0;
+      if (k < 0) break;
+    }
+    worst_nodes = std::max(worst_nodes, nodes);
   }
   return links_across(c, n, worst_nodes, gpus_in_node);
 }
@@ -114,6 +185,8 @@ class MoeCpTerms {
     mt.layer_cp_comm_fwd_s = ring_exposed_s(cp, t_f, mt.layer_attn_fwd_full_s);
     cp_transfer_s = t_f;
     cp_attention_step_s = mt.layer_attn_fwd_full_s;
+    cp_transfer_backward_s = t_b;
+    cp_attention_step_backward_s = mt.layer_attn_bwd_full_s;
     mt.layer_cp_comm_bwd_s = ring_exposed_s(cp, t_b, mt.layer_attn_bwd_full_s) +
                              (ly.recompute == Recompute::Full ? mt.layer_cp_comm_fwd_s : 0.0);
     cp_block_bytes = block_bytes;
@@ -156,9 +229,23 @@ class MoeCpTerms {
     const double mlp_mat = (gated ? 3 : 2) * h;
     mt.layer_gemm_flops += frac * 2 * tok * (h * experts + (k + shared) * mlp_mat * fe / tp - mlp_mat * f / tp);
     // Activations: the dense MLP's (gated ? 3 : 2) f per token replaced by each copy's expert
-    // inputs and its permuted h, plus the fp32 router logits.
+    // inputs and its permuted h, plus the fp32 router logits. Per copy the experts keep the
+    // dispatched token (the up-projection's input), the activation function's input ((gated ? 2 :
+    // 1) f_e) and its output (f_e, the down-projection's input). recompute_moe_act drops the
+    // output and recomputes it in the backward, one more pass of the activation kernel (reads its
+    // input, writes f_e). fp8_moe under fp8 caches these linear inputs in fp8 with one fp32 scale
+    // per 1 x 128 tile (DeepSeek-V3 report Sec 3.3.2, fine-grained quantization; Sec 3.3.3,
+    // low-precision storage): 1 + 4/128 bytes an element.
+    const FrameworkSpec& fw = sc.training.framework;
+    const double cache_e = fw.fp8_moe && sc.training.precision == Precision::Fp8 ? 1.0 + 4.0 / 128 : e;
+    const double act_in = (gated ? 2 : 1) * fe / tp;
+    const double act_out = fw.recompute_moe_act ? 0.0 : fe / tp;
+    if (fw.recompute_moe_act && ly.recompute != Recompute::Full)
+      mt.layer_recompute_s += frac * memory_seconds(c, copies * (act_in * cache_e + fe / tp * e));
     const double dense_kept = tok * (gated ? 3 : 2) * f * e / tp;
-    const double moe_kept = copies * ((gated ? 3 : 2) * fe * e / tp + h * e) + tok * experts * 4;
+    const double per_copy = fw.recompute_moe_act || cache_e != e ? (act_in + act_out + h) * cache_e
+                                                                : (gated ? 3 : 2) * fe * e / tp + h * e;
+    const double moe_kept = copies * per_copy + tok * experts * 4;
     const double d_kept = frac * (moe_kept - dense_kept);
     mt.layer_act_full_bytes += d_kept;
     if (ly.recompute != Recompute::Full) mt.layer_act_kept_bytes += d_kept;
@@ -175,19 +262,28 @@ class MoeCpTerms {
   // tokens' h-vectors (padded to the capacity when there is one), split over the tp ranks
   // (Megatron-Core runs MoE with sequence parallelism: a tp rank holds tok / tp tokens). Blocking
   // on the compute stream; full recompute repeats the forward's two.
+  // fp8_moe under fp8 (DeepSeek-V3 report Sec 3.3.3, low-precision communication): the
+  // forward's dispatch and the backward's all-to-all of the gradient before the down-projections
+  // carry fp8 tokens with one fp32 scale per 128 elements; the combines, forward and backward,
+  // stay 16-bit. So each pass has one all-to-all of each width.
   void all_to_alls(const Links& ep_links, int gpus_in_node, MicroTerms& mt) const {
     if (!moe.enabled() || ep <= 1) return;
-    a2a_bytes = tok * k * h * e / tp * (moe.capacity_factor > 0 ? moe.capacity_factor : 1.0);
+    const double elems = tok * k * h / tp * (moe.capacity_factor > 0 ? moe.capacity_factor : 1.0);
+    a2a_bytes = elems * e;
     const double t = alltoall_s(c, ep_links, gpus_in_node, a2a_bytes);
     a2a_s = t;
-    mt.layer_ep_comm_fwd_s = frac * 2 * t;
-    mt.layer_ep_comm_bwd_s = frac * (2 + (ly.recompute == Recompute::Full ? 2 : 0)) * t;
+    const bool fp8 = sc.training.framework.fp8_moe && sc.training.precision == Precision::Fp8;
+    const double t_narrow = fp8 ? alltoall_s(c, ep_links, gpus_in_node, elems * (1.0 + 4.0 / 128)) : t;
+    const double pass = t + t_narrow;  // one 16-bit and one (fp8 or 16-bit) all-to-all
+    mt.layer_ep_comm_fwd_s = frac * pass;
+    mt.layer_ep_comm_bwd_s = frac * (ly.recompute == Recompute::Full ? 2 : 1) * pass;
   }
 
   mutable double expert_params_per_layer = 0;  // routed experts' params per rank, averaged per layer
   mutable double a2a_bytes = 0;        // one all-to-all's bytes per rank
   mutable double cp_block_bytes = 0;   // one ring step's K/V block
   mutable double a2a_s = 0, cp_transfer_s = 0, cp_attention_step_s = 0;
+  mutable double cp_transfer_backward_s = 0, cp_attention_step_backward_s = 0;
 
  private:
   const Scenario& sc;
@@ -243,12 +339,49 @@ MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Constants& c, const La
   return evaluate_moe_cp(sc, slice, c, ly, moe_cp_placement(sc, c, ly), moe_cp_base_terms(slice, c, ly), steps);
 }
 
+MoeCpLayerTerms moe_cp_layer_terms(const Scenario& sc, const Constants& c, const Layout& ly,
+                                   const MoeCpPlacement& place, const MicroTerms& base) {
+  const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+  const Links& cp_links = place.cp;
+  Placement pl_cp = place.pl;
+  pl_cp.p2p_Bps = cp_links.nodes > 1 ? c.inter_node_Bps / gpus_in_node : c.intra_Bps;
+  MoeCpTerms terms(sc, c, ly);
+  MoeCpLayerTerms t;
+  t.mt = base;
+  terms.context(t.mt);
+  terms.context_ring(pl_cp, cp_links, t.mt);
+  terms.experts_mlp(t.mt);
+  terms.all_to_alls(place.ep, gpus_in_node, t.mt);
+  t.expert_params_per_layer = terms.expert_params_per_layer;
+  t.a2a_bytes = terms.a2a_bytes;
+  t.a2a_s = terms.a2a_s;
+  t.cp_block_bytes = terms.cp_block_bytes;
+  t.cp_transfer_s = terms.cp_transfer_s;
+  t.cp_attention_step_s = terms.cp_attention_step_s;
+  t.cp_transfer_backward_s = terms.cp_transfer_backward_s;
+  t.cp_attention_step_backward_s = terms.cp_attention_step_backward_s;
+  return t;
+}
+
 MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants& c,
                                 const Layout& ly, const MoeCpPlacement& place, const MicroTerms& base,
                                 StepCosts* steps) {
   MoeCpEvaluation r;
   r.m = ly.num_microbatches(sc.training.gbs);
-  const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+  const MoeCpLayerTerms terms = moe_cp_layer_terms(sc, c, ly, place, base);
+  r.mt = terms.mt;
+  evaluate_moe_cp(sc, slice, c, ly, place, terms, r.ev, steps);
+  // What finish_estimate counts: FLOPs of a whole sequence per TP rank (cp slices of it).
+  r.mt_finish = r.mt;
+  r.mt_finish.layer_gemm_flops *= ly.cp;
+  r.mt_finish.layer_attn_core_flops *= ly.cp;
+  return r;
+}
+
+void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants& c, const Layout& ly,
+                     const MoeCpPlacement& place, const MoeCpLayerTerms& terms, Evaluation& ev,
+                     StepCosts* steps) {
+  const int64_t m = ly.num_microbatches(sc.training.gbs);
   // Dense gradients reduced (and ZeRO-sharded) over dp * cp: Megatron-Core folds cp into the
   // data-parallel group for the weights.
   Layout dense = ly;
@@ -257,31 +390,20 @@ MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const
   dense.ep = 1;
   dense.order = "DPT";
   const Placement& pl = place.pl;
-  const Links& cp_links = place.cp;
-  const Links& ep_links = place.ep;
   const Links& edp_links = place.edp;
-  Placement pl_cp = pl;
-  pl_cp.p2p_Bps = cp_links.nodes > 1 ? c.inter_node_Bps / gpus_in_node : c.intra_Bps;
 
-  MoeCpTerms terms(sc, c, ly);
-  r.mt = base;
-  terms.context(r.mt);
-  terms.context_ring(pl_cp, cp_links, r.mt);
-  terms.experts_mlp(r.mt);
-  terms.all_to_alls(ep_links, gpus_in_node, r.mt);
-
-  evaluate(slice, c, dense, r.m, r.mt, pl, r.ev, steps);
+  evaluate(slice, c, dense, m, terms.mt, pl, ev, steps);
 
   // The routed experts' state on the stage that peaks, sharded over ep by construction (each rank
   // holds experts / ep) and by ZeRO over the expert data-parallel group, dp * cp / ep ranks
   // (Megatron-Core's expert optimizer): weights, gradients, optimizer state at the dense rates,
   // and the allocator margin on them.
   const double edp = double(ly.dp) * ly.cp / ly.ep;
-  const int peak_stage = r.ev.memory_stage;
+  const int peak_stage = ev.memory_stage;
   const double stage_expert_params =
       terms.expert_params_per_layer * stage_layers(sc.model.layers, ly.pp, ly.vp, peak_stage);
   const StateBytesPerParam state = state_bytes_per_param(sc.training);
-  MemoryBytes& mem = r.ev.mem;
+  MemoryBytes& mem = ev.mem;
   const double w = stage_expert_params * state.weights / (ly.zero >= 3 ? edp : 1.0);
   const double g = stage_expert_params * c.grad_bytes / (ly.zero >= 2 ? edp : 1.0);
   const double o = sc.training.offload_optimizer ? 0.0 : stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0);
@@ -291,7 +413,7 @@ MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const
   mem.optimizer += o;
   mem.buffers += margin;
   mem.total += w + g + o + margin;
-  r.ev.fits = r.ev.fits && mem.total <= mem.capacity;
+  ev.fits = ev.fits && mem.total <= mem.capacity;
 
   // Experts' gradients: reduced over the expert data-parallel group after the backward (the
   // critical stage's experts), exposed in full (over-counts where the framework overlaps it with
@@ -309,10 +431,10 @@ MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const
   const double step_traffic =
       sc.training.optimizer == Optimizer::Sgd ? 3 * c.elem_bytes : 30.0;  // as the dense step
   const double expert_opt_s = crit_expert_params / (ly.zero >= 1 ? edp : 1.0) * step_traffic / c.hbm_Bps;
-  TimeBreakdown& tb = r.ev.time;
+  TimeBreakdown& tb = ev.time;
   tb.dp_comm += expert_dp_s;
   if (!sc.training.offload_optimizer) tb.optimizer += expert_opt_s;
-  r.ev.step_s = tb.sum();
+  ev.step_s = tb.sum();
   if (steps) {
     steps->dp_comm_s += expert_dp_s;
     steps->dp_bytes += edp_links.n > 1 ? expert_grad_bytes : 0.0;
@@ -323,15 +445,12 @@ MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const
     steps->cp_block_bytes = terms.cp_block_bytes;
     steps->cp_transfer_s = terms.cp_transfer_s;
     steps->cp_attention_step_s = terms.cp_attention_step_s;
+    steps->cp_transfer_backward_s = terms.cp_transfer_backward_s;
+    steps->cp_attention_step_backward_s = terms.cp_attention_step_backward_s;
+    steps->cp_ring_in_recompute = ly.cp > 1 && ly.recompute == Recompute::Full;
     steps->cp = ly.cp;
     for (ChunkCosts& ch : steps->chunks) ch.moe_layers = sc.model.moe.enabled() ? int(std::lround(ch.num_layers * double(sc.model.moe.moe_layers(sc.model.layers)) / sc.model.layers)) : 0;
   }
-
-  // What finish_estimate counts: FLOPs of a whole sequence per TP rank (cp slices of it).
-  r.mt_finish = r.mt;
-  r.mt_finish.layer_gemm_flops *= ly.cp;
-  r.mt_finish.layer_attn_core_flops *= ly.cp;
-  return r;
 }
 
 }  // namespace capplan::detail

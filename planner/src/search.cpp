@@ -249,14 +249,18 @@ struct Worker {
     }
     detail::Evaluation ev;
     // MoE / cp layouts: the slice once per unit, the links once per (ep, order), the slice's
-    // terms once per (mbs, sp, recompute).
+    // terms once per (mbs, sp, recompute) and the MoE and cp terms added to them once per
+    // (mbs, sp, recompute, ep, order): the schedule, vp, zero and offload loops inside reuse them.
     const bool unit_moe_cp = sc.model.moe.enabled() || u.cp > 1;
     const Scenario slice = unit_moe_cp ? detail::moe_cp_slice(sc, ly) : Scenario{};
     std::vector<detail::MoeCpPlacement> moe_places;
     std::vector<char> moe_place_done;
+    std::vector<detail::MoeCpLayerTerms> moe_terms;
+    std::vector<char> moe_terms_done;
     if (unit_moe_cp) {
       moe_places.resize(eps.size() * size_t(n_orders));
       moe_place_done.assign(moe_places.size(), 0);
+      moe_terms.resize(moe_places.size());
     }
     detail::MicroTerms moe_base;
     const int max_zero = dp == 1 ? 0 : (u.pp > 1 ? 1 : 3);
@@ -274,7 +278,10 @@ struct Worker {
           if (rc == Recompute::Selective && !fw.selective_recompute) continue;
           ly.recompute = rc;
           const detail::MicroTerms mt = unit_moe_cp ? detail::MicroTerms{} : detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
-          if (unit_moe_cp) moe_base = detail::moe_cp_base_terms(slice, c, ly);
+          if (unit_moe_cp) {
+            moe_base = detail::moe_cp_base_terms(slice, c, ly);
+            moe_terms_done.assign(moe_terms.size(), 0);
+          }
           for (int si = 0; si < 3; ++si) {
             const Schedule sch = Schedule(si);
             if (pin.schedule && *pin.schedule != sch) continue;
@@ -309,7 +316,11 @@ struct Worker {
                         moe_places[pi] = detail::moe_cp_placement(sc, c, ly);
                         moe_place_done[pi] = 1;
                       }
-                      ev = detail::evaluate_moe_cp(sc, slice, c, ly, moe_places[pi], moe_base, nullptr).ev;
+                      if (!moe_terms_done[pi]) {
+                        moe_terms[pi] = detail::moe_cp_layer_terms(sc, c, ly, moe_places[pi], moe_base);
+                        moe_terms_done[pi] = 1;
+                      }
+                      detail::evaluate_moe_cp(sc, slice, c, ly, moe_places[pi], moe_terms[pi], ev, nullptr);
                     } else {
                       detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
                     }

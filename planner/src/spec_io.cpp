@@ -680,6 +680,8 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.number("host_sgd_fp16_gelem_per_s", f.host_sgd_fp16_gelem_per_s, false, {0, false, 1e6});
   r.boolean("sequence_parallel", f.sequence_parallel, false);
   r.boolean("selective_recompute", f.selective_recompute, false);
+  r.boolean("recompute_moe_act", f.recompute_moe_act, false);
+  r.boolean("fp8_moe", f.fp8_moe, false);
   r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});
   r.number("residual_spread", f.residual_spread, false, {0, false, 10});
   r.number("reserved_gib", f.reserved_gib, false, {0, false, 1024});

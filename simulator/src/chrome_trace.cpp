@@ -45,6 +45,7 @@ std::string chrome_trace_json(const StepSimulation& sim) {
     std::string name = to_string(e.kind);
     if (e.microbatch >= 0) name += " mb" + std::to_string(e.microbatch);
     if (e.bucket >= 0) name += " b" + std::to_string(e.bucket);
+    if (e.ring_step >= 0) name += " ring " + std::to_string(e.ring_step);
     events.push_back({{"ph", "X"},
                       {"name", name},
                       {"cat", to_string(e.kind)},

@@ -34,6 +34,7 @@ const char* to_string(SimStream s) {
     case SimStream::SendPrev: return "send-prev";
     case SimStream::Pcie: return "pcie";
     case SimStream::Gather: return "zero-gather";
+    case SimStream::Ring: return "cp-ring";
   }
   return "?";
 }
@@ -75,6 +76,7 @@ struct Task {
   int microbatch = -1;
   int chunk = -1;
   int bucket = -1;
+  int ring_step = -1;          // context ring step (SimEvent::ring_step)
   double work_s = 0;           // stand-alone duration
   int links[2] = {-1, -1};     // shared links crossed (contention), -1 = none
   double demand[2] = {0, 0};   // fraction of each link used at the priced rate
@@ -279,6 +281,7 @@ std::string check_step_inputs(const StepCosts& costs, const Layout& layout, int6
   const int vp = layout.schedule == Schedule::Interleaved ? layout.vp : 1;
   const int chunks = pp * vp;
   if (pp < 1 || vp < 1 || layout.dp < 1 || layout.tp < 1) return "layout: dp, tp, pp and vp must be >= 1";
+  if (costs.cp < 1 || costs.cp > (1 << 16)) return "step costs: cp must be between 1 and 65536";
   if (num_microbatches < 1) return "num_microbatches: must be >= 1 (gbs must be a multiple of dp * mbs)";
   if (num_microbatches > (int64_t(1) << 24)) {
     return "num_microbatches: too many to simulate (" + std::to_string(num_microbatches) + ")";
@@ -289,12 +292,19 @@ std::string check_step_inputs(const StepCosts& costs, const Layout& layout, int6
   }
   // The task graph holds about 10 tasks per micro-batch and model chunk (forward, recompute,
   // two backward parts, TP collectives, sends, offload and reload, ZeRO gathers) plus 16 per
-  // stage: bound its memory before building it.
-  const int64_t tasks = int64_t(chunks) * num_microbatches * 10 + 16 * int64_t(pp);
+  // stage; with cp > 1 each ring (forward, backward, and the recompute's with full recompute)
+  // adds 2 cp (the rest of the pass, cp block attentions, cp - 1 transfers), and the last
+  // micro-batch's backward, cut into one piece per DP bucket, one ring per piece: bound its
+  // memory before building it.
+  const int64_t ring = costs.cp > 1 ? 2 * int64_t(costs.cp) : 0;
+  const int64_t per = 10 + ring * (costs.cp_ring_in_recompute ? 3 : 2);
+  const int64_t tasks = int64_t(chunks) * num_microbatches * per + 16 * int64_t(pp) +
+                        int64_t(pp) * std::max(1, costs.dp_buckets) * ring;
   if (tasks > ResourceLimits::max_simulated_tasks) {
     return "the step's task graph would hold about " + std::to_string(tasks) + " tasks (pp " + std::to_string(pp) +
-           " x vp " + std::to_string(vp) + " x " + std::to_string(num_microbatches) +
-           " micro-batches x 10), over the limit of " + std::to_string(ResourceLimits::max_simulated_tasks) +
+           " x vp " + std::to_string(vp) + " x " + std::to_string(num_microbatches) + " micro-batches x " +
+           std::to_string(per) + (ring > 0 ? " with cp " + std::to_string(costs.cp) + "'s ring steps" : "") +
+           "), over the limit of " + std::to_string(ResourceLimits::max_simulated_tasks) +
            " simulated tasks (about 200 bytes each); simulate fewer micro-batches (a "
            "smaller gbs or a larger mbs) or use the estimate, which has no such limit";
   }
@@ -406,7 +416,8 @@ class StepGraph {
     pp_ = layout.pp;
     vp_ = layout.schedule == Schedule::Interleaved ? layout.vp : 1;
     chunks_ = pp_ * vp_;
-    tasks_.reserve(size_t(pp_) * vp_ * m * 10 + 16 * size_t(pp_));
+    const size_t ring = costs.cp > 1 ? 2 * size_t(costs.cp) : 0;
+    tasks_.reserve(size_t(pp_) * vp_ * m * (10 + 3 * ring) + size_t(pp_) * (16 + size_t(std::max(1, costs.dp_buckets)) * ring));
     const size_t n_mc = size_t(m) * chunks_;
     fwd_first_.assign(n_mc, -1), fwd_done_.assign(n_mc, -1), bwd_first_.assign(n_mc, -1);
     bwd_done_.assign(n_mc, -1), offload_task_.assign(n_mc, -1), reload_task_.assign(n_mc, -1);
@@ -506,12 +517,14 @@ class StepGraph {
     const int gc = a.chunk * pp_ + s;
     const ChunkCosts& c = costs_.chunks[size_t(gc)];
     const size_t k = idx(a.microbatch, gc);
-    const int f = g_.add(SimTaskKind::Forward, SimStream::Compute, s, a.microbatch, gc, c.forward_s, {gather});
-    int last = f;
+    int f = -1;
+    int last = add_pass(s, SimTaskKind::Forward, a.microbatch, gc, c.forward_s, c.num_layers * costs_.cp_attention_step_s,
+                        c.num_layers * costs_.cp_transfer_s, f);
+    g_.depend(f, gather);
     if (c.tp_comm_forward_s > 0) {
       last = g_.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_forward_s);
     }
-    last = add_moe_cp(s, a.microbatch, gc, c.ep_comm_forward_s, c.cp_comm_forward_s, last);
+    last = add_moe(s, a.microbatch, gc, c.ep_comm_forward_s, last);
     fwd_first_[k] = f;
     fwd_done_[k] = last;
     if (c.offload_s > 0 || c.reload_s > 0) {
@@ -520,18 +533,49 @@ class StepGraph {
     return last;
   }
 
-  // The chunk's expert all-to-alls and exposed context-ring transfers, blocking on the compute
-  // stream and sharing the links (cost_model_moe.cpp gives the durations); returns the last task.
-  int add_moe_cp(int s, int microbatch, int gc, double ep_s, double cp_s, int last) {
+  // The chunk's expert all-to-alls, blocking on the compute stream and sharing the links
+  // (cost_model_moe.cpp gives the durations); returns the last task.
+  int add_moe(int s, int microbatch, int gc, double ep_s, int last) {
     if (ep_s > 0) {
       last = g_.add(SimTaskKind::EpAllToAll, SimStream::Compute, s, microbatch, gc, ep_s);
       links_.group_link(tasks_[size_t(last)], s, links_.ep_crosses[size_t(s)]);
     }
-    if (cp_s > 0) {
-      last = g_.add(SimTaskKind::CpRing, SimStream::Compute, s, microbatch, gc, cp_s);
-      links_.group_link(tasks_[size_t(last)], s, links_.cp_crosses[size_t(s)]);
-    }
     return last;
+  }
+
+  // One pass (forward, recompute or a backward piece) of `work_s` on the compute stream; returns
+  // its last task and sets `first`. With cp > 1 the pass holds cp steps of block attention,
+  // `attention_s` each (the chunk's layers' step together: cost_model_moe.cpp's A(s/cp) per
+  // layer), and cp - 1 transfers of the next K/V block on the Ring stream, `transfer_s` each, on
+  // the cp group's link (Liu et al. 2023; Megatron-Core's ring, which starts the send/receive of
+  // block i + 1, computes block i, then waits for both). The rest of the pass runs first.
+  // Transfer i starts with attention step i, and step i + 1 waits for it, so a step takes
+  // max(attention, transfer) and a transfer longer than the attention shows on the compute stream
+  // by the difference: the cost model's (cp - 1) max(0, t_x - t_a) without contention, more
+  // where the link is shared.
+  int add_pass(int s, SimTaskKind kind, int microbatch, int gc, double work_s, double attention_s, double transfer_s,
+               int& first) {
+    const int cp = costs_.cp;
+    if (cp <= 1 || (attention_s <= 0 && transfer_s <= 0)) {
+      first = g_.add(kind, SimStream::Compute, s, microbatch, gc, work_s);
+      return first;
+    }
+    first = g_.add(kind, SimStream::Compute, s, microbatch, gc, work_s - cp * attention_s);
+    int prev_compute = first, prev_transfer = -1;
+    for (int i = 0; i < cp; ++i) {
+      int transfer = -1;
+      if (i + 1 < cp) {
+        transfer = g_.add(SimTaskKind::CpRing, SimStream::Ring, s, microbatch, gc, transfer_s,
+                          {prev_compute, prev_transfer});
+        tasks_[size_t(transfer)].ring_step = i;
+        links_.group_link(tasks_[size_t(transfer)], s, links_.cp_crosses[size_t(s)]);
+      }
+      const int step = g_.add(kind, SimStream::Compute, s, microbatch, gc, attention_s, {prev_transfer});
+      tasks_[size_t(step)].ring_step = i;
+      prev_compute = step;
+      prev_transfer = transfer;
+    }
+    return prev_compute;
   }
 
   // A backward: the reload, the recompute, the backward in one piece per DP bucket on the last
@@ -546,19 +590,26 @@ class StepGraph {
                                {offload_task_[k], before});
     }
     int first = -1;
-    if (c.recompute_s > 0) first = g_.add(SimTaskKind::Recompute, SimStream::Compute, s, a.microbatch, gc, c.recompute_s);
+    if (c.recompute_s > 0) {
+      const double nl = c.num_layers;
+      add_pass(s, SimTaskKind::Recompute, a.microbatch, gc, c.recompute_s,
+               costs_.cp_ring_in_recompute ? nl * costs_.cp_attention_step_s : 0.0,
+               costs_.cp_ring_in_recompute ? nl * costs_.cp_transfer_s : 0.0, first);
+    }
     const bool last_microbatch = a.microbatch == last_mb_[s][size_t(a.chunk)];
     const int pieces = last_microbatch ? std::max(1, buckets_of_[s][size_t(a.chunk)]) : 1;
     int last = -1;
     for (int p = 0; p < pieces; ++p) {
-      const int bi =
-          g_.add(SimTaskKind::BackwardInput, SimStream::Compute, s, a.microbatch, gc, c.backward_input_s / pieces);
+      int bi = -1;
+      add_pass(s, SimTaskKind::BackwardInput, a.microbatch, gc, c.backward_input_s / pieces,
+               c.num_layers * costs_.cp_attention_step_backward_s / pieces,
+               c.num_layers * costs_.cp_transfer_backward_s / pieces, bi);
       if (first < 0) first = bi;
       if (c.tp_comm_backward_s > 0) {
         g_.add(SimTaskKind::TpComm, SimStream::Compute, s, a.microbatch, gc, c.tp_comm_backward_s / pieces);
       }
       last = g_.add(SimTaskKind::BackwardWeight, SimStream::Compute, s, a.microbatch, gc, c.backward_weight_s / pieces);
-      last = add_moe_cp(s, a.microbatch, gc, c.ep_comm_backward_s / pieces, c.cp_comm_backward_s / pieces, last);
+      last = add_moe(s, a.microbatch, gc, c.ep_comm_backward_s / pieces, last);
       if (last_microbatch && buckets_of_[s][size_t(a.chunk)] > 0) {
         const int d = g_.add(SimTaskKind::DpComm, SimStream::Comm, s, -1, gc, costs_.dp_comm_s / total_buckets_, {last});
         tasks_[size_t(d)].bucket = bucket_counter_++;
@@ -677,6 +728,12 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
         b.bubble += gap - x;
         break;
       }
+      case SimTaskKind::CpRing: {  // the part of a ring step's transfer its attention did not hide
+        const double x = std::min(gap, dur);
+        b.cp_comm += x;
+        b.bubble += gap - x;
+        break;
+      }
       case SimTaskKind::DpComm:
       case SimTaskKind::ZeroAllGather: b.dp_comm += gap; break;
       case SimTaskKind::Reload:
@@ -697,7 +754,6 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
       case SimTaskKind::Recompute: b.recompute += dur; break;
       case SimTaskKind::TpComm: b.tp_comm += dur; break;
       case SimTaskKind::EpAllToAll: b.ep_comm += dur; break;
-      case SimTaskKind::CpRing: b.cp_comm += dur; break;
       case SimTaskKind::Optimizer: b.optimizer += dur; break;
       default: break;
     }
@@ -807,6 +863,7 @@ void record_timeline(const std::vector<Task>& tasks, StepSimulation& out) {
     e.microbatch = t.microbatch;
     e.chunk = t.chunk;
     e.bucket = t.bucket;
+    e.ring_step = t.ring_step;
     e.start_s = t.start_s;
     e.end_s = t.end_s;
     out.timeline.push_back(e);

@@ -11,6 +11,7 @@
 #include "planner/profile.h"
 #include "planner/rank_mapping.h"
 #include "planner/spec_io.h"
+#include "planner/validate.h"
 
 using namespace capplan;
 
@@ -389,4 +390,78 @@ TEST(MoeCostGolden, DenseLayoutsTakeTheDensePath) {
   const TimeBreakdown& b = e.breakdown_s;
   EXPECT_EQ(e.step_time_s, b.compute + b.recompute + b.bubble + b.tp_comm + b.pp_comm + b.dp_comm +
                                b.optimizer + b.offload);
+}
+
+TEST(MoeCostGolden, RecomputedExpertActivationAndFp8CacheKeepLess) {
+  // 4 MoE layers (GeLU experts of f_e 128, h 64), 8 experts, top 2, ep 8, mbs 1 x seq 32: each
+  // rank's one local expert takes 32 x 8 x 2 / 8 = 64 token copies. Per copy the experts keep
+  // the dispatched token (h 64), the GeLU's input (128) and its output (128): 320 x 2 bytes.
+  // Expectation: recompute_moe_act drops the output, 64 copies x 128 x 2 = 16384 bytes a layer,
+  // 4 layers x 1 micro-batch in flight (pp 1) = 65536 bytes less; fp8_moe under fp8 keeps the
+  // 320 elements in 1 + 4/128 bytes: 64 x 320 x (2 - 1.03125) = 19840 a layer, 79360 in all.
+  const ModelSpec m = tiny_moe(8, 2);
+  Scenario sc = golden_scenario(m, 8, 8, 16);
+  const Layout l = layout(8, 1, 1, 1, 8);
+  ASSERT_EQ(check_layout(sc, l), std::nullopt);
+  const Estimate base = estimate(sc, l);
+  Scenario act = sc;
+  act.training.framework.recompute_moe_act = true;
+  const Estimate recomputed = estimate(act, l);
+  const double d_act = base.memory_per_gpu_bytes.activations - recomputed.memory_per_gpu_bytes.activations;
+  std::printf("Expectation: recompute_moe_act keeps 65536 B less, recomputes more; Actual result: %.6g B, "
+              "recompute %.6g -> %.6g s\n", d_act, base.breakdown_s.recompute, recomputed.breakdown_s.recompute);
+  EXPECT_NEAR(d_act, 65536.0, 1e-6);
+  EXPECT_GT(recomputed.breakdown_s.recompute, base.breakdown_s.recompute);
+
+  sc.training.precision = Precision::Fp8;
+  sc.cluster.gpu.peak_tflops_fp8 = 624;
+  const Estimate bf16_cache = estimate(sc, l);
+  Scenario fp8 = sc;
+  fp8.training.framework.fp8_moe = true;
+  const Estimate fp8_cache = estimate(fp8, l);
+  ASSERT_TRUE(bf16_cache.step_time_s > 0 && fp8_cache.step_time_s > 0) << bf16_cache.reason << fp8_cache.reason;
+  const double d_fp8 = bf16_cache.memory_per_gpu_bytes.activations - fp8_cache.memory_per_gpu_bytes.activations;
+  std::printf("Expectation: fp8_moe keeps 79360 B less; Actual result: %.6g B\n", d_fp8);
+  EXPECT_NEAR(d_fp8, 79360.0, 1e-6);
+  // Without fp8 precision the flag changes nothing.
+  Scenario bf16 = golden_scenario(m, 8, 8, 16);
+  bf16.training.framework.fp8_moe = true;
+  EXPECT_EQ(estimate(bf16, l).memory_per_gpu_bytes.activations, base.memory_per_gpu_bytes.activations);
+}
+
+TEST(MoeCostGolden, Fp8DispatchHalvesOneAllToAllOfEachPass) {
+  // As AllToAllVolumeAndTimeInsideANode with mbs 1: 32 tokens x top 2 x h 64 = 4096 elements
+  // per rank; 7/8 of them to the peers over NVLink at 300 GB/s + 5 us. Expectation: the combine
+  // in bf16, 8192 B: 7168 / 300e9 + 5e-6 s; the dispatch in fp8 with scales, 4096 x 1.03125 =
+  // 4224 B: 3696 / 300e9 + 5e-6 s; forward and backward of 4 layers each 4 x (both).
+  const ModelSpec m = tiny_moe(8, 2);
+  Scenario sc = golden_scenario(m, 8, 8, 16);
+  sc.training.precision = Precision::Fp8;
+  sc.cluster.gpu.peak_tflops_fp8 = 624;
+  sc.training.framework.fp8_moe = true;
+  const Layout l = layout(8, 1, 1, 1, 8);
+  const StepCosts st = step_costs(sc, l);
+  const double t16 = 7168.0 / 300e9 + 5e-6, t8 = 3696.0 / 300e9 + 5e-6;
+  std::printf("Expectation: forward %.6g s; Actual result: %.6g s\n", 4 * (t16 + t8), st.chunks[0].ep_comm_forward_s);
+  EXPECT_NEAR(st.chunks[0].ep_comm_forward_s, 4 * (t16 + t8), 1e-12);
+  EXPECT_NEAR(st.chunks[0].ep_comm_backward_s, 4 * (t16 + t8), 1e-12);
+}
+
+TEST(MoeValidation, PublishedRunsAreHeldOutAndPredictedToFit) {
+  // Every run of tests/data/moe-runs.yaml ran on its cluster, so the model must predict that it
+  // fits; none is used to choose a constant (calibration: false). The errors are reported, not
+  // bounded: the check stays blind.
+  const auto report = validate_file(data("moe-runs.yaml"));
+  ASSERT_TRUE(report.ok()) << report.diagnostics.to_string();
+  ASSERT_EQ(report.value->results.size(), 2u);
+  for (const ValidationResult& r : report.value->results) {
+    std::printf("Expectation: %s fits; Actual result: fits %d (%s), predicted %.4g vs measured %.4g (%+.1f %%)\n",
+                r.run.id.c_str(), int(r.estimate.fits), r.estimate.reason.c_str(), r.predicted, r.run.measured,
+                r.error_pct);
+    EXPECT_FALSE(r.run.calibration) << r.run.id;
+    EXPECT_TRUE(r.estimate.fits) << r.run.id << ": " << r.estimate.reason;
+    EXPECT_GT(r.predicted, 0.0) << r.run.id;
+  }
+  EXPECT_EQ(report.value->calibration.runs, 0);
+  EXPECT_EQ(report.value->held_out.runs, 2);
 }

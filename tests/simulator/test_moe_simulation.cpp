@@ -1,5 +1,6 @@
-// Expert all-to-alls and context-ring transfers in the step simulation: on the compute stream of
-// their chunk, in the timeline, in the breakdown, and sharing the node's NICs with other traffic.
+// Expert all-to-alls and context-ring steps in the step simulation: the all-to-alls on the compute
+// stream of their chunk, each ring transfer on the ring stream beside one step's block attention;
+// in the timeline, in the breakdown, and sharing the node's NICs with other traffic.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -74,10 +75,133 @@ TEST(MoeSimulation, AllToAllsShareTheNicWithGradientBuckets) {
   EXPECT_GT(b.step_time_s, a.step_time_s * 1.01);
 }
 
+// One chunk of one layer with cp 4 (pp 1, one micro-batch): forward 10 s of which 4 steps of
+// block attention of t_a each, backward-input 12 s of which 4 steps of t_ab, backward-weight 4 s;
+// ring transfers t_x forward and t_xb backward per step.
+StepCosts ring_chunk(double t_a, double t_x, double t_ab, double t_xb) {
+  StepCosts c = one_chunk(10, 12, 4, 0, 0);
+  c.cp = 4;
+  c.cp_attention_step_s = t_a;
+  c.cp_transfer_s = t_x;
+  c.cp_attention_step_backward_s = t_ab;
+  c.cp_transfer_backward_s = t_xb;
+  return c;
+}
+
+std::vector<SimEvent> events_of(const StepSimulation& sim, SimTaskKind k) {
+  std::vector<SimEvent> out;
+  for (const SimEvent& e : sim.timeline)
+    if (e.kind == k) out.push_back(e);
+  return out;
+}
+
+TEST(MoeSimulation, ContextRingExposesTransferMinusAttentionPerStep) {
+  // Expectation (attention shorter than a transfer): forward = 10 - 4 x 1 = 6 s of the rest, then
+  // 4 attention steps of 1 s; steps 0-2 each wait for their 3 s transfer, so the forward ends at
+  // 6 + 3 x 3 + 1 = 16 s, exposed 3 x (3 - 1) = 6 s. Backward: 12 - 4 x 2 = 4 s, then steps
+  // of 2 s behind transfers of 5 s: exposed 3 x (5 - 2) = 9 s, ends at 16 + 4 + 3 x 5 + 2 = 37 s;
+  // backward-weight to 41 s. cp_comm = 6 + 9 = 15 s, compute = 26 s, step 41 s. The transfers
+  // start with their steps: forward at 6, 9, 12 s.
+  Layout l;
+  l.cp = 4;
+  const StepSimulation sim = simulate_step(ring_chunk(1, 3, 2, 5), l, 8, 1);
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  std::printf("Expectation: step 41 s, cp_comm 15 s, compute 26 s; Actual result: %g s, %g s, %g s\n",
+              sim.step_time_s, sim.breakdown_s.cp_comm, sim.breakdown_s.compute);
+  EXPECT_NEAR(sim.step_time_s, 41.0, 1e-9);
+  EXPECT_NEAR(sim.breakdown_s.cp_comm, 15.0, 1e-9);
+  EXPECT_NEAR(sim.breakdown_s.compute, 26.0, 1e-9);
+  EXPECT_NEAR(sim.breakdown_s.bubble, 0.0, 1e-9);
+  const std::vector<SimEvent> ring = events_of(sim, SimTaskKind::CpRing);
+  ASSERT_EQ(ring.size(), 6u);  // cp - 1 = 3 forward, 3 backward
+  const double starts[6] = {6, 9, 12, 20, 25, 30};
+  const double lengths[6] = {3, 3, 3, 5, 5, 5};
+  for (size_t i = 0; i < ring.size(); ++i) {
+    EXPECT_EQ(ring[i].stream, SimStream::Ring);
+    EXPECT_EQ(ring[i].ring_step, int(i % 3));
+    EXPECT_NEAR(ring[i].start_s, starts[i], 1e-9) << i;
+    EXPECT_NEAR(ring[i].end_s - ring[i].start_s, lengths[i], 1e-9) << i;
+  }
+  // Each forward attention step is its own task on the compute stream, 1 s long.
+  int steps = 0;
+  for (const SimEvent& e : events_of(sim, SimTaskKind::Forward)) {
+    if (e.ring_step < 0) continue;
+    ++steps;
+    EXPECT_NEAR(e.end_s - e.start_s, 1.0, 1e-9);
+    EXPECT_EQ(e.stream, SimStream::Compute);
+  }
+  EXPECT_EQ(steps, 4);
+  EXPECT_STREQ(to_string(SimStream::Ring), "cp-ring");
+  EXPECT_NE(chrome_trace_json(sim).find("cp-ring mb0 ring 2"), std::string::npos);
+}
+
+TEST(MoeSimulation, ContextRingHiddenWhenAttentionOutlastsTheTransfer) {
+  // Expectation (attention longer than a transfer: t_a 2 s > t_x 1 s, t_ab 2.5 s > t_xb 2 s):
+  // every transfer ends inside its step's attention, nothing is exposed: step = 10 + 12 + 4 =
+  // 26 s, cp_comm 0; the 6 transfers still show on the ring stream.
+  Layout l;
+  l.cp = 4;
+  const StepSimulation sim = simulate_step(ring_chunk(2, 1, 2.5, 2), l, 8, 1);
+  ASSERT_TRUE(sim.error.empty()) << sim.error;
+  std::printf("Expectation: step 26 s, cp_comm 0 s; Actual result: %g s, %g s\n", sim.step_time_s,
+              sim.breakdown_s.cp_comm);
+  EXPECT_NEAR(sim.step_time_s, 26.0, 1e-9);
+  EXPECT_NEAR(sim.breakdown_s.cp_comm, 0.0, 1e-12);
+  EXPECT_EQ(events_of(sim, SimTaskKind::CpRing).size(), 6u);
+}
+
+TEST(MoeSimulation, ContextRingSharesTheNicWithGradientBuckets) {
+  // One GPU per node, dp 2 x cp 2: the ring and the gradients' dp*cp group both leave the node.
+  // On the last micro-batch each bucket is reduced while the next backward piece's ring transfer
+  // runs, both through the node's NICs: with contention more of the ring is exposed.
+  Layout l;
+  l.dp = 2;
+  l.cp = 2;
+  StepCosts c = ring_chunk(0.1, 1, 0.1, 2);
+  c.cp = 2;
+  // Short backward pieces (0.4 / 4 s input gradients, of which 2 x 0.025 s ring attention; 0.1 / 4
+  // s weight gradients), so each 2 s bucket is still running when the next piece's ring starts.
+  c.chunks[0].backward_input_s = 0.4;
+  c.chunks[0].backward_weight_s = 0.1;
+  c.dp_comm_s = 8;
+  c.dp_bytes = 1e9;
+  c.dp_buckets = 4;
+  StepSimulationOptions free_links;
+  free_links.contention = false;
+  const StepSimulation a = simulate_step(c, l, 1, 1, free_links);
+  const StepSimulation b = simulate_step(c, l, 1, 1);
+  ASSERT_TRUE(a.error.empty() && b.error.empty()) << a.error << b.error;
+  // Without contention: forward (1 - 0.1) = 0.9 s and backward 4 pieces of (2 - 0.1) / 4 exposed.
+  std::printf("Expectation: cp_comm 0.9 + 1.9 = 2.8 s without contention, more with; Actual result: %g s, %g s\n",
+              a.breakdown_s.cp_comm, b.breakdown_s.cp_comm);
+  EXPECT_NEAR(a.breakdown_s.cp_comm, 0.9 + 1.9, 1e-9);
+  EXPECT_GT(b.breakdown_s.cp_comm, a.breakdown_s.cp_comm * 1.05);
+  EXPECT_GT(b.step_time_s, a.step_time_s);
+}
+
+TEST(MoeSimulation, RingStepsCountTowardsTheTaskLimit) {
+  // Expectation: 40,000 micro-batches of one chunk are 400,000 tasks without cp, but with cp 64
+  // each forward and backward holds 2 x 64 more (10 + 256 = 266 per micro-batch: 10.6 M), over
+  // the 10 M limit: refused, naming the ring steps, before anything is built.
+  Layout l;
+  l.cp = 64;
+  StepCosts c = ring_chunk(1, 1, 1, 1);
+  c.cp = 64;
+  const StepSimulation sim = simulate_step(c, l, 8, 40000);
+  std::printf("Expectation: refused over the task limit; Actual result: %s\n", sim.error.c_str());
+  EXPECT_NE(sim.error.find("x 266 with cp 64's ring steps"), std::string::npos) << sim.error;
+  EXPECT_NE(sim.error.find("over the limit of 10000000 simulated tasks"), std::string::npos) << sim.error;
+  c.cp = 1;
+  Layout dense;
+  EXPECT_TRUE(simulate_step(c, dense, 8, 40000, {true, false, true}).error.empty());
+}
+
 TEST(MoeSimulation, ContextRingStepsOnTheTimelineAgreeWithTheEstimate) {
   // A tiny dense model with cp 4 on 4 one-GPU nodes with 1 Gbit/s NICs: the ring's transfers
-  // outlast the attention (cost_model_moe.cpp), so cp-ring tasks show after every forward and
-  // backward, and the simulated step matches the estimate (one stage: no pipeline effects).
+  // outlast the attention (cost_model_moe.cpp), so cp - 1 = 3 cp-ring steps show in every
+  // forward and every backward (the last micro-batch's backward: one ring per gradient-bucket
+  // piece), and the exposed part the simulation finds is the estimate's cp_comm (one stage: no
+  // pipeline effects).
   ModelSpec m;
   m.name = "tiny";
   m.layers = 4;
@@ -99,7 +223,15 @@ TEST(MoeSimulation, ContextRingStepsOnTheTimelineAgreeWithTheEstimate) {
   const Estimate e = estimate(sc, l);
   const StepSimulation sim = simulate_step(sc, l);
   ASSERT_TRUE(sim.error.empty()) << sim.error;
-  EXPECT_EQ(count(sim, SimTaskKind::CpRing), 8);  // 4 micro-batches, forward and backward
+  const StepCosts costs = step_costs(sc, l);
+  ASSERT_EQ(costs.cp, 4);
+  EXPECT_GT(costs.cp_transfer_s, costs.cp_attention_step_s);
+  // 4 micro-batches: 3 forward steps each, 3 per backward piece (1 piece, or one per bucket on
+  // the last micro-batch when the framework overlaps the gradient reduction with the backward).
+  const int last_pieces = costs.dp_overlap && costs.dp_comm_s > 0 ? std::max(1, costs.dp_buckets) : 1;
+  EXPECT_EQ(count(sim, SimTaskKind::CpRing), 4 * 3 + 3 * 3 + 3 * last_pieces);
+  for (const SimEvent& e : sim.timeline)
+    if (e.kind == SimTaskKind::CpRing) EXPECT_EQ(e.stream, SimStream::Ring);
   EXPECT_GT(e.breakdown_s.cp_comm, 0.0);
   std::printf("Expectation: simulated = estimated; Actual result: step %g vs %g s, cp_comm %g vs %g s\n",
               sim.step_time_s, e.step_time_s, sim.breakdown_s.cp_comm, e.breakdown_s.cp_comm);

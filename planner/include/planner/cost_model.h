@@ -168,11 +168,16 @@ struct StepCosts {
   double ep_alltoall_bytes = 0;
   double ep_alltoall_s = 0;
   // Context parallelism: one ring step's K/V block (bytes per rank), its transfer to the next
-  // rank and the attention of one step it hides behind; cp - 1 transfers per layer forward.
+  // rank and the attention of one step it hides behind, per layer; cp - 1 transfers per layer
+  // forward. Backward: K, V and their gradients (twice the bytes) behind one step of the
+  // attention's backward; with full recompute the recompute runs the forward ring again.
   int cp = 1;
   double cp_block_bytes = 0;
   double cp_transfer_s = 0;
   double cp_attention_step_s = 0;
+  double cp_transfer_backward_s = 0;
+  double cp_attention_step_backward_s = 0;
+  bool cp_ring_in_recompute = false;
 };
 
 StepCosts step_costs(const Scenario& scenario, const Layout& layout);

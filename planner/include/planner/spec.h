@@ -196,6 +196,16 @@ struct FrameworkSpec {
   // selective recompute of the attention core; the search offers only these.
   bool sequence_parallel = true;
   bool selective_recompute = true;
+  // Mixture of experts: the experts' activation-function output discarded after the forward and
+  // recomputed from its kept inputs in the backward (Megatron-Core --recompute-modules moe_act;
+  // DeepSeek-V3 report Sec 3.3.3, "we cache the inputs of the SwiGLU operator and recompute its
+  // output in the backward pass").
+  bool recompute_moe_act = false;
+  // Mixture of experts under fp8 training, as DeepSeek-V3 (report Sec 3.3.2-3.3.3): the experts'
+  // cached linear inputs (the dispatched tokens, the SwiGLU inputs) kept in fp8 with one fp32
+  // scale per 128 elements, and the dispatch all-to-all and the gradient before the
+  // down-projections sent in fp8; the combines stay 16-bit. No effect without fp8 precision.
+  bool fp8_moe = false;
   double allocator_margin = 0.05;  // caching-allocator fragmentation, fraction of the rest
   // Relative spread (one standard deviation) of the model's step time for this implementation,
   // from `capplan validate` residuals of its published runs (a prior where it has none).

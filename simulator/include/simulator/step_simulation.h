@@ -15,8 +15,9 @@
 namespace capplan {
 
 // Streams of a simulated GPU (Chrome trace tid).
-enum class SimStream { Compute = 0, Comm = 1, SendNext = 2, SendPrev = 3, Pcie = 4, Gather = 5 };
-constexpr int kSimStreams = 6;
+// Ring: the context ring's K/V transfers, each beside one step's block attention on Compute.
+enum class SimStream { Compute = 0, Comm = 1, SendNext = 2, SendPrev = 3, Pcie = 4, Gather = 5, Ring = 6 };
+constexpr int kSimStreams = 7;
 
 enum class SimTaskKind {
   Forward,
@@ -32,7 +33,7 @@ enum class SimTaskKind {
   Offload,         // activations device -> host over PCIe
   Reload,          // host -> device before backward
   EpAllToAll,      // expert dispatch + combine all-to-alls of a chunk's MoE layers (blocking)
-  CpRing,          // the context ring's K/V transfers of a chunk, the part attention does not hide
+  CpRing,          // one step of the context ring: the K/V block to the next cp rank (Ring stream)
 };
 const char* to_string(SimStream s);
 const char* to_string(SimTaskKind k);
@@ -45,6 +46,9 @@ struct SimEvent {
   int microbatch = -1;     // -1 when not about one micro-batch
   int chunk = -1;          // global model chunk (chunk * pp + stage), -1 when none
   int bucket = -1;         // DP bucket, -1 when none
+  // Context ring: the step (0 .. cp - 1) of a block-attention compute task, or the step a
+  // transfer runs beside (0 .. cp - 2, bringing the block of step + 1); -1 when none.
+  int ring_step = -1;
   double start_s = 0;
   double end_s = 0;
 };
