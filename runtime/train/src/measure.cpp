@@ -323,6 +323,7 @@ int measure_main(int argc, char** argv) {
     p.backend = be->name();
     p.created_utc = utc_now();
     p.ranks = size;
+    p.cores = cores;
     p.how = "capplan-train measure: " + std::to_string(size) + " ranks measuring at once, " +
             std::to_string(threads) + " backend threads each; median of " + std::to_string(o.repeats) +
             " repeats of the slowest rank, after one warm-up; fp32";
