@@ -1017,7 +1017,7 @@ void Run::apply_updates(int64_t step, double total, OptimizerStats& os) {
 // the step's last sends not yet taken, the tied embedding's gradient from the other end and the
 // stages' sum of the gradient norm, each a wait for another stage's drain) are its bubble; moving
 // the messages is pp_comm. The record takes the terms of the busiest rank (below).
-// The remainder is what none of them covers (the loss and bubble sums over the world, timing).
+// The remainder is what none of them covers (the loss sum over the world, timing).
 void Run::run_step(int64_t step, StepRecord& rec) {
   const Layout& L = o_.layout;
   // Gradients (and ZeRO's gathers) go over dp_cp, the experts' over edp: both are dp_comm.
@@ -1050,8 +1050,15 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   // its neighbours (mean over ranks), to set beside (p - 1) / (m + p - 1) for 1F1B / GPipe.
   const double pipe_s = seconds_since(t_pipe);
   double bubble = pipe_s > 0 ? pp_wait_s / pipe_s : 0.0;
-  double bubble_s = pp_wait_s + sends_wait_s;
-  if (L.pp > 1) groups_.world->all_reduce_sum(&bubble, 1);
+  double bubble_s = pp_wait_s + sends_wait_s;  // waits inside the pp group's calls
+  double drain_s = 0;  // the wait in the world's sum below
+  if (L.pp > 1) {
+    // Every rank waits here for the last stage to end its micro-batches (stage 0's last
+    // backward): on the others that is the pipeline's drain, so it is bubble.
+    const auto t_sum = Clock::now();
+    groups_.world->all_reduce_sum(&bubble, 1);
+    drain_s = seconds_since(t_sum);
+  }
   bubble_ = bubble / world_;
   rec.bubble_fraction = L.pp > 1 ? bubble_ : std::numeric_limits<double>::quiet_NaN();
   auto t = Clock::now();
@@ -1112,7 +1119,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   rec.ep_comm_s = groups_.ep->comm_seconds() - ep0;
   rec.cp_comm_s = groups_.cp->comm_seconds() - cp0;
   bubble_s += tied_wait_s_ + norm_wait_s;
-  rec.bubble_s = bubble_s;
+  rec.bubble_s = bubble_s + drain_s;
   rec.pp_comm_s = groups_.pp->comm_seconds() - pp0 - bubble_s;
   rec.recompute_s = model_s(&Gpt::recompute_seconds) - recompute0;
   rec.offload_s = model_s(&Gpt::offload_seconds) - offload0;
