@@ -358,7 +358,7 @@ int measure_main(int argc, char** argv) {
     p.cores = cores;
     p.how = "capplan-train measure: " + std::to_string(size) + " ranks measuring at once, " +
             std::to_string(threads) + " backend threads each; median of " + std::to_string(o.repeats) +
-            " repeats of the slowest rank, after one warm-up; fp32";
+            " repeats of the slowest rank, after one warm-up; GEMMs on operands out of the caches; fp32";
     p.model = model.name;
     p.hidden = model.hidden;
     p.heads = model.heads;
