@@ -453,6 +453,7 @@ class StepEvaluation {
     optimizer_and_weight_streaming();
     memory();
     tb.offload += md * crit.offload;
+    share_cores();
     best.capacity = sc.cluster.gpu.memory_bytes();
 
     out.mem = best;
@@ -534,6 +535,25 @@ class StepEvaluation {
       st.p2p = serial ? (nf + nb) * p2p : nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb);
     }
     return st;
+  }
+
+  // A device profile of CPU ranks that knows its host's cores: ranks outnumbering them time-share
+  // them (cost_model_cores.cpp). The host's work is its share of every rank's compute-stream work
+  // (the ranks of a stage all do that stage's; each rank runs the optimizer step), which is
+  // exact for one host and the mean share for several.
+  void share_cores() {
+    const DeviceProfile* dev = c.profile;
+    optimizer_own = tb.optimizer;
+    if (!dev || dev->cores <= 0 || dev->backend != "cpu") return;
+    const int ranks = ly.gpus();
+    const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
+    double stages = 0;
+    for (int s = 0; s < pp; ++s) {
+      const StageCost st = stage_cost(s);
+      stages += md * (st.compute + st.recompute);
+    }
+    const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
+    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks);
   }
 
   double stage_params(int s) const {
@@ -863,8 +883,14 @@ class StepEvaluation {
     steps->zero3_exposed_s = ly.zero == 3 && ring_z3 && ly.dp > 1 ? z3_exposed : -1.0;
     steps->dp_bytes = ly.dp > 1 ? grad_bytes : 0;
     steps->dp_buckets = kDpBuckets;
-    steps->optimizer_s = tb.optimizer;
+    // (tb holds the optimizer as the ranks sharing cores take it; the simulator shares the cores
+    // itself, so it gets the step's own time.)
+    steps->optimizer_s = optimizer_own;
     steps->weights_bytes = best.weights;
+    if (const DeviceProfile* dev = c.profile; dev && dev->cores > 0 && dev->backend == "cpu") {
+      steps->host_cores = dev->cores;
+      steps->core_seconds_per_s = 1.0 / std::max(1.0, double(dev->ranks) / dev->cores);
+    }
   }
 
   const Scenario& sc;
@@ -890,6 +916,7 @@ class StepEvaluation {
   double dp_s = 0;
   double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
+  double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;
   int mem_s_idx = 0;

@@ -112,6 +112,16 @@ struct Evaluation {
 void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,
               const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps);
 
+// Ranks time-sharing the cores of one CPU host (processor sharing): `dedicated` is the step as if
+// every rank had a core of its own at the profile's per-rank rates, `host_busy_s` the
+// compute-stream work (compute, recompute, optimizer; core-seconds at those rates) of all the
+// ranks on the host in one step, `ranks_on_host` of them on `cores` cores, the profile measured
+// with `profile_ranks` ranks on the same cores. Returns the step's breakdown when they share the
+// cores (cost_model_cores.cpp has the formula and its source); `dedicated` itself when the ranks
+// do not outnumber the cores and neither did the profile's.
+TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
+                               int profile_ranks);
+
 // One GEMM and one memory-bound pass as the cost model times them (cost_model.cpp's gemm_s and
 // mem_s), for the terms kept in other files.
 double gemm_seconds(const Constants& c, double m, double n, double k, double count = 1);

@@ -147,6 +147,7 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   o << "  created_utc: " << yaml_quote(p.created_utc) << "\n";
   o << "  how: " << yaml_quote(p.how) << "\n";
   o << "  ranks: " << p.ranks << "\n";
+  if (p.cores > 0) o << "  cores: " << p.cores << "   # of the host the ranks shared\n";
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
     << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
     << ", tp: " << p.tp << "}\n";
@@ -264,6 +265,7 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.text("created_utc", p.created_utc, false);
   r.text("how", p.how, false);
   r.integer("ranks", p.ranks, true, count);
+  r.integer("cores", p.cores, false, count);
   read_shape(r, file, out.diagnostics, p);
   read_fitted(r, file, out.diagnostics, p);
   auto each = [&](const char* key, auto&& read_one) {

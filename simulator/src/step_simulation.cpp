@@ -108,6 +108,7 @@ class Engine {
   // Runs to completion; returns false when some task never ran (a cycle: a bug in the graph).
   bool run() {
     for (int i = 0; i < int(tasks_.size()); ++i) try_start(i);
+    if (rates_dirty_) update_rates();  // tasks sharing a link from the start share it from the start
     while (true) {
       const double t_fixed = heap_.empty() ? kInf : heap_.top().first;
       const double t_shared = next_shared_finish();
@@ -872,6 +873,40 @@ void record_timeline(const std::vector<Task>& tasks, StepSimulation& out) {
                    [](const SimEvent& a, const SimEvent& b) { return a.start_s < b.start_s; });
 }
 
+// CPU ranks time-sharing their host's cores (costs.host_cores > 0: a device profile of CPU ranks;
+// cost_model_cores.cpp has the model and its source, processor sharing): each node's cores are
+// one more shared resource. A compute-stream task of stage s (forward, backward, recompute,
+// optimizer) stands for the stage's ranks on its node, each wanting a core, so it carries a
+// demand of (those ranks) / cores on its node's cores; while the demands of the running tasks
+// sum to D > 1 each runs at 1/D of its speed, and a stage that waits (a bubble) takes no core.
+// Returns the number of links, the cores' included.
+int share_host_cores(std::vector<Task>& tasks, const StepCosts& costs, const Layout& layout, int gpus_per_node,
+                     const StageLinks& links) {
+  if (costs.host_cores <= 0) return links.num_links;
+  const int pp = layout.pp, gpus = layout.gpus();
+  std::map<int, int> core_link;  // node -> its cores' link id
+  std::vector<double> demand(size_t(pp), 0.0);
+  for (int s = 0; s < pp; ++s) {
+    const int node = links.stage_node[size_t(s)];
+    core_link.emplace(node, links.num_links + int(core_link.size()));
+    int n = 0;
+    for (int r = node * gpus_per_node; r < std::min(gpus, (node + 1) * gpus_per_node); ++r)
+      n += rank_to_coords(r, layout).pp == s;
+    demand[size_t(s)] = double(std::max(n, 1)) / costs.host_cores;
+  }
+  for (Task& t : tasks) {
+    const bool busy = t.stream == SimStream::Compute &&
+                      (t.kind == SimTaskKind::Forward || t.kind == SimTaskKind::BackwardInput ||
+                       t.kind == SimTaskKind::BackwardWeight || t.kind == SimTaskKind::Recompute ||
+                       t.kind == SimTaskKind::Optimizer);
+    if (!busy || t.links[0] >= 0) continue;
+    t.work_s *= costs.core_seconds_per_s;
+    t.links[0] = core_link.at(links.stage_node[size_t(t.stage)]);
+    t.demand[0] = demand[size_t(t.stage)];
+  }
+  return links.num_links + int(core_link.size());
+}
+
 }  // namespace
 
 StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int gpus_per_node,
@@ -892,7 +927,8 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
   }
   const StageLinks links(layout, gpus_per_node, out);
   StepGraph graph(costs, layout, m, table, links, options);
-  Engine engine(graph.tasks(), pp, links.num_links, options.contention);
+  const int num_links = share_host_cores(graph.tasks(), costs, layout, gpus_per_node, links);
+  Engine engine(graph.tasks(), pp, num_links, options.contention);
   if (!engine.run()) {
     out.error = "internal: the task graph did not run to completion";
     return out;

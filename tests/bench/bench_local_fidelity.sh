@@ -2,8 +2,8 @@
 # How well the planner predicts `capplan run` on this machine: one `capplan profile --measure` of
 # the 4-layer, 256-wide model (vocab 4096, seq 128, mbs 2, gbs 16), timed, then every layout of
 # at most 8 ranks in the list below run for STEPS steps with the profile. Prints, per layout, the
-# measured median step beside the prediction with the profile and without it (today's model:
-# the probed GEMM peak and copy bandwidth), then every term measured vs predicted with the
+# measured median step beside the prediction with the profile, the simulation with it, and the
+# prediction without it (today's model: the probed GEMM peak and copy bandwidth), then every term measured vs predicted with the
 # profile, and the targets (step within 10 %, every term within 20 % or 2 ms) as met / not met.
 # The load average is printed before and after: the machine may be shared. Asserts nothing.
 # Usage: tests/bench/bench_local_fidelity.sh [BUILD_DIR] [STEPS]
@@ -28,6 +28,9 @@ if ! "$CAPPLAN" profile --model "$MODEL" --mbs 2 --seq 128 --measure --ranks 2 -
 fi
 t1=$(date +%s.%N)
 echo "capplan profile --measure (2 ranks): $(python3 -c "print(f'{$t1 - $t0:.1f}')") s (target < 60 s)"
+echo "this machine: $(nproc) cores online; the profile: $(sed -n 's/^  device: //p' "$OUT/device.yaml"), \
+ranks $(sed -n 's/^  ranks: //p' "$OUT/device.yaml"), cores $(sed -n 's/^  cores: \([0-9]*\).*/\1/p' "$OUT/device.yaml")"
+echo "  measured: $(sed -n 's/^  how: //p' "$OUT/device.yaml")"
 
 # name | capplan run layout flags
 LAYOUTS=(
@@ -70,7 +73,7 @@ def load(p):
     except Exception:
         return None
 terms = ["compute", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm", "optimizer", "offload"]
-print(f"\n{'layout':<15}{'ranks':>6}  {'measured':>9}{'profile':>9}{'ratio':>7}{'plain':>9}{'ratio':>7}  step<=10%  terms<=20%|2ms")
+print(f"\n{'layout':<15}{'ranks':>6}  {'measured':>9}{'profile':>9}{'ratio':>7}{'sim':>9}{'ratio':>7}{'plain':>9}{'ratio':>7}  step<=10%  terms<=20%|2ms")
 step_met = terms_met = ran = 0
 details = []
 for name in names:
@@ -84,6 +87,7 @@ for name in names:
     meas = r["measured"]["step_time_s"]
     pred = (r.get("predicted") or {}).get("step_time_s")
     pp = ((plain or {}).get("predicted") or {}).get("step_time_s")
+    sim = (r.get("simulated") or {}).get("step_time_s")
     rows = {c["term"]: c for c in r["comparison"]}
     ok_step = pred is not None and abs(pred - meas) <= 0.10 * meas
     bad = []
@@ -98,7 +102,7 @@ for name in names:
     step_met += ok_step
     terms_met += not bad
     ratio = lambda p: f"{meas / p:.2f}" if p else "-"
-    print(f"{name:<15}{ranks:>6}  {ms(meas):>9}{ms(pred):>9}{ratio(pred):>7}{ms(pp):>9}{ratio(pp):>7}  "
+    print(f"{name:<15}{ranks:>6}  {ms(meas):>9}{ms(pred):>9}{ratio(pred):>7}{ms(sim):>9}{ratio(sim):>7}{ms(pp):>9}{ratio(pp):>7}  "
           f"{'met' if ok_step else 'not met':<10} {'met' if not bad else 'not met: ' + ' '.join(bad)}")
     details.append((name, rows, plain))
 print(f"\nstep within 10 %: {step_met} of {ran} layouts; every term within 20 % or 2 ms: {terms_met} of {ran}"

@@ -143,5 +143,103 @@ TEST(DeviceProfile, CostModelUsesMeasuredShapesAndTheFittedLine) {
   EXPECT_LT(slower, 2.0 * fast);
 }
 
+// The synthetic profile as CPU ranks measured it: `ranks` ranks on a host of `cores` cores.
+DeviceProfile cpu_profile(int ranks, int cores) {
+  DeviceProfile p = synthetic_profile();
+  p.device = "cpu: test host, " + std::to_string(cores) + " cores";
+  p.gpu = "cpu-rank";
+  p.backend = "cpu";
+  p.ranks = ranks;
+  p.cores = cores;
+  return p;
+}
+
+Scenario host_scenario(int ranks_on_host, const DeviceProfile& p) {
+  Scenario sc;
+  sc.model = *load_model("gpt3-13b").value;
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  sc.cluster.gpus_per_node = ranks_on_host;
+  sc.nodes = 1;
+  sc.training.gbs = 8;
+  sc.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
+  return sc;
+}
+
+TEST(DeviceProfile, CoresReadBackAndOldProfilesHaveNone) {
+  const DeviceProfile p = cpu_profile(2, 2);
+  const std::string text = device_profile_yaml(p);
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(text, "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_EQ(q.value->cores, 2);
+  std::string old = text;
+  old.erase(old.find("  cores:"), old.find('\n', old.find("  cores:")) - old.find("  cores:") + 1);
+  const Loaded<DeviceProfile> r = parse_device_profile_yaml(old, "old.yaml");
+  ASSERT_TRUE(r.ok()) << r.diagnostics.to_string();
+  EXPECT_EQ(r.value->cores, 0);
+}
+
+// Processor sharing (cost_model_cores.cpp): 4 data-parallel ranks on a host of 2 cores, every
+// rank busy all the time, each runs at half a core, so the compute-stream terms (compute,
+// optimizer) double and the communication stays as it was.
+TEST(DeviceProfile, FourRanksOnTwoCoresDoubleTheBusyTerms) {
+  Layout l;
+  l.dp = 4;
+  l.mbs = 1;
+  const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);  // a core each
+  const Estimate shared = estimate(host_scenario(4, cpu_profile(2, 2)), l);
+  const TimeBreakdown& a = own.breakdown_s;
+  const TimeBreakdown& b = shared.breakdown_s;
+  const double expected = own.step_time_s + a.compute + a.recompute + a.optimizer;
+  std::printf("Expectation: step %.6f s (compute %.6f x 2) Actual result: %.6f s (compute %.6f)\n", expected,
+              a.compute, shared.step_time_s, b.compute);
+  EXPECT_NEAR(b.compute, 2 * a.compute, 1e-12 * a.compute);
+  EXPECT_NEAR(b.optimizer, 2 * a.optimizer, 1e-12 * a.optimizer);
+  EXPECT_DOUBLE_EQ(b.dp_comm, a.dp_comm);
+  EXPECT_NEAR(shared.step_time_s, expected, 1e-12 * expected);
+  // Two ranks on the same two cores: no sharing, the dedicated step.
+  Layout two = l;
+  two.dp = 2;
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(2, cpu_profile(2, 2)), two).step_time_s,
+                   estimate(host_scenario(2, cpu_profile(2, 4)), two).step_time_s);
+  // A GPU profile is one rank's device: cores play no part.
+  DeviceProfile gpu = synthetic_profile();
+  gpu.cores = 2;
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(4, gpu), l).step_time_s,
+                   estimate(host_scenario(4, synthetic_profile()), l).step_time_s);
+  // A profile measured with 4 ranks on the 2 cores holds times already stretched 2x: with 4 ranks
+  // again they are what the run gets.
+  const Estimate again = estimate(host_scenario(4, cpu_profile(4, 2)), l);
+  EXPECT_NEAR(again.step_time_s, own.step_time_s, 1e-12 * own.step_time_s);
+}
+
+// A pipeline's waiting stage gives its core away: 4 stages on 2 cores take the host's work over 2
+// cores, T = max(T_d, W / 2 + X), W = m x every chunk's forward, backward and recompute + 4
+// optimizer steps, X = the dedicated step's communication; less than stretching the whole
+// dedicated step (bubble included) by 4 / 2.
+TEST(DeviceProfile, PipelineBubbleGivesItsCoreAway) {
+  Layout l;
+  l.pp = 4;
+  l.mbs = 1;
+  const Scenario own_sc = host_scenario(4, cpu_profile(2, 4));
+  const Estimate own = estimate(own_sc, l);
+  const Estimate shared = estimate(host_scenario(4, cpu_profile(2, 2)), l);
+  const TimeBreakdown& a = own.breakdown_s;
+  const StepCosts costs = step_costs(own_sc, l);
+  const double m = double(own.num_microbatches);
+  double work = 4 * a.optimizer;
+  for (const ChunkCosts& c : costs.chunks)
+    work += m * (c.forward_s + c.backward_input_s + c.backward_weight_s + c.recompute_s);
+  const double comm = own.step_time_s - a.compute - a.recompute - a.optimizer - a.bubble;
+  const double expected = std::max(own.step_time_s, work / 2 + comm);
+  std::printf("Expectation: step max(%.4f, %.4f / 2 + %.4f) = %.4f s, below 2 x %.4f Actual result: %.4f s "
+              "(bubble %.4f -> %.4f)\n",
+              own.step_time_s, work, comm, expected, own.step_time_s, shared.step_time_s, a.bubble,
+              shared.breakdown_s.bubble);
+  EXPECT_NEAR(shared.step_time_s, expected, 1e-9 * expected);
+  EXPECT_GT(shared.step_time_s, own.step_time_s);
+  EXPECT_LT(shared.step_time_s, 2 * own.step_time_s - a.bubble);
+  EXPECT_LE(shared.breakdown_s.compute, 2 * a.compute * (1 + 1e-12));
+}
+
 }  // namespace
 }  // namespace capplan

@@ -44,6 +44,36 @@ Layout pipeline(int pp, Schedule s, int vp = 1) {
   return l;
 }
 
+// CPU ranks time-sharing their host's cores (StepCosts::host_cores, processor sharing).
+// Expectation: 2 stages on 1 core, m=4, f=1, b=2 per chunk: whenever one stage waits for the
+// other (the fill, the drain) the other has work and takes the whole core, so the core is never
+// idle and step = all the work / 1 core = 2 x 4 x 3 = 24 s, against (m+p-1)(f+b) = 15 s with a
+// core each and 2 x 15 = 30 s if the bubbles were stretched too.
+TEST(StepSimulation, StagesSharingOneCoreTakeAllTheirWork) {
+  StepCosts c = equal_costs(2, 1, 1, 1);
+  const auto own = simulate_step(c, pipeline(2, Schedule::OneFOneB), 8, 4);
+  c.host_cores = 1;
+  const auto shared = simulate_step(c, pipeline(2, Schedule::OneFOneB), 8, 4);
+  ASSERT_TRUE(shared.error.empty()) << shared.error;
+  std::printf("Expectation 15 s with a core each, 24 s on one core; Actual result %.4f s, %.4f s\n",
+              own.step_time_s, shared.step_time_s);
+  EXPECT_NEAR(own.step_time_s, 15.0, 1e-9);
+  EXPECT_NEAR(shared.step_time_s, 24.0, 1e-9);
+  // Expectation: 4 data-parallel ranks (one stage) on 2 cores, m=4: each at half a core, the
+  // compute doubles: 2 x 4 x 3 = 24 s; on 4 cores 12 s.
+  StepCosts d = equal_costs(1, 1, 1, 1);
+  Layout dp4 = pipeline(1, Schedule::OneFOneB);
+  dp4.dp = 4;
+  d.host_cores = 4;
+  EXPECT_NEAR(simulate_step(d, dp4, 4, 4).step_time_s, 12.0, 1e-9);
+  d.host_cores = 2;
+  const auto dp4_shared = simulate_step(d, dp4, 4, 4);
+  std::printf("Expectation 24 s, compute 24 s; Actual result %.4f s, compute %.4f s\n", dp4_shared.step_time_s,
+              dp4_shared.breakdown_s.compute);
+  EXPECT_NEAR(dp4_shared.step_time_s, 24.0, 1e-9);
+  EXPECT_NEAR(dp4_shared.breakdown_s.compute, 24.0, 1e-9);
+}
+
 TEST(StepSimulation, OneFOneBBubbleIsGolden) {
   // Expectation: p=4, m=8, f=1, b=2 → step = (m+p-1)(f+b) = 33 s, bubble = (p-1)/(m+p-1) = 3/11.
   const auto sim = simulate_step(equal_costs(4, 1, 1, 1), pipeline(4, Schedule::OneFOneB), 8, 8);

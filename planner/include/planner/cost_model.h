@@ -178,6 +178,13 @@ struct StepCosts {
   double cp_transfer_backward_s = 0;
   double cp_attention_step_backward_s = 0;
   bool cp_ring_in_recompute = false;
+  // CPU ranks of a device profile that knows its host's cores: the cores of one node, which its
+  // ranks' compute-stream tasks time-share (processor sharing, cost_model_cores.cpp); 0 = a
+  // device each (GPUs, the datasheet path). core_seconds_per_s: a core-second of work per
+  // second of the profile's times (cores / ranks when the profile was itself measured with more
+  // ranks than cores, else 1).
+  int host_cores = 0;
+  double core_seconds_per_s = 1;
 };
 
 StepCosts step_costs(const Scenario& scenario, const Layout& layout);

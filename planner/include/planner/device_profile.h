@@ -50,6 +50,9 @@ struct DeviceProfile {
   std::string created_utc;  // ISO 8601
   std::string how;          // how it was measured, in words
   int ranks = 1;            // ranks that shared the device while it was measured
+  // CPU ranks: the host's cores (online when measured), which the ranks of a run time-share when
+  // they outnumber them (cost_model_cores.cpp); 0 for a GPU, or a profile that does not say.
+  int cores = 0;
   // The shape the per-kernel times were taken at.
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;

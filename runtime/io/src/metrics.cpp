@@ -102,6 +102,7 @@ void MetricsWriter::write_step(const StepRecord& r) {
   j[k::kEpCommS] = json_number(r.ep_comm_s);
   j[k::kCpCommS] = json_number(r.cp_comm_s);
   j[k::kRemainderS] = json_number(r.remainder_s);
+  j[k::kTermsRank] = r.terms_rank;
   if (std::isfinite(r.split_wait_s)) j[k::kSplitWaitS] = json_number(r.split_wait_s);
   j[k::kBubbleFraction] = json_number(r.bubble_fraction);
   write_record(j);

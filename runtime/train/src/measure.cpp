@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -107,6 +109,20 @@ int parse_options(int argc, char** argv, MeasureOptions& o) {
   return 0;
 }
 
+// The last-level cache of this host (sysfs), 32 MiB when it does not say.
+int64_t last_level_cache_bytes() {
+  for (int index = 3; index >= 2; --index) {
+    std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
+    std::string v;
+    if (f >> v && !v.empty()) {
+      const int64_t n = std::atoll(v.c_str());
+      const char unit = v.back();
+      if (n > 0) return unit == 'K' ? n << 10 : unit == 'M' ? n << 20 : n;
+    }
+  }
+  return int64_t(32) << 20;
+}
+
 class Measurer {
  public:
   Measurer(const MeasureOptions& o, const ModelSpec& m, Communicator& world, Backend& be)
@@ -148,16 +164,32 @@ class Measurer {
                               {"lm head", h, vocab}};
     for (const Linear& l : linears) {
       // forward Y[tok, out] = X[tok, in] W[in, out]; input gradient dX[tok, in] = dY W^T; weight
-      // gradient dW[in, out] = X^T dY (the shapes the cost model asks for).
-      float* x = buffer(int64_t(tok) * l.in);
-      float* w = buffer(int64_t(l.in) * l.out);
-      float* y = buffer(int64_t(tok) * l.out);
-      add(p, std::string(l.name) + " forward", tok, l.out, l.in,
-          [&] { be_.matmul(y, x, w, tok, l.out, l.in, false, false, false); });
-      add(p, std::string(l.name) + " input-gradient", tok, l.in, l.out,
-          [&] { be_.matmul(x, y, w, tok, l.in, l.out, false, true, false); });
-      add(p, std::string(l.name) + " weight-gradient", l.in, l.out, tok,
-          [&] { be_.matmul(w, x, y, l.in, l.out, tok, true, false, false); });
+      // gradient dW[in, out] = X^T dY (the shapes the cost model asks for). In training a GEMM's
+      // operands were last touched a whole pass of the other layers ago, so they come from
+      // memory, not from the caches: each call takes the next of enough copies of its operands
+      // to fill the last-level cache twice over (a cold-cache measurement).
+      const double set_bytes = 4.0 * (double(tok) * l.in + double(l.in) * l.out + double(tok) * l.out);
+      const int copies = std::clamp(int(std::ceil(2.0 * double(last_level_cache_bytes()) / set_bytes)), 1, 64);
+      std::vector<float*> x, w, y;
+      for (int c = 0; c < copies; ++c) {
+        x.push_back(buffer(int64_t(tok) * l.in));
+        w.push_back(buffer(int64_t(l.in) * l.out));
+        y.push_back(buffer(int64_t(tok) * l.out));
+      }
+      size_t i = 0;
+      auto next = [&] { return i = (i + 1) % size_t(copies); };
+      add(p, std::string(l.name) + " forward", tok, l.out, l.in, [&] {
+        const size_t c = next();
+        be_.matmul(y[c], x[c], w[c], tok, l.out, l.in, false, false, false);
+      });
+      add(p, std::string(l.name) + " input-gradient", tok, l.in, l.out, [&] {
+        const size_t c = next();
+        be_.matmul(x[c], y[c], w[c], tok, l.in, l.out, false, true, false);
+      });
+      add(p, std::string(l.name) + " weight-gradient", l.in, l.out, tok, [&] {
+        const size_t c = next();
+        be_.matmul(w[c], x[c], y[c], l.in, l.out, tok, true, false, false);
+      });
       bufs_.clear();
     }
   }
@@ -323,9 +355,10 @@ int measure_main(int argc, char** argv) {
     p.backend = be->name();
     p.created_utc = utc_now();
     p.ranks = size;
+    p.cores = cores;
     p.how = "capplan-train measure: " + std::to_string(size) + " ranks measuring at once, " +
             std::to_string(threads) + " backend threads each; median of " + std::to_string(o.repeats) +
-            " repeats of the slowest rank, after one warm-up; fp32";
+            " repeats of the slowest rank, after one warm-up; GEMMs on operands out of the caches; fp32";
     p.model = model.name;
     p.hidden = model.hidden;
     p.heads = model.heads;

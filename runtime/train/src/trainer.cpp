@@ -176,6 +176,7 @@ class Run {
   double run_split_microbatches(int64_t step, StepRecord& rec);
   void load_microbatch(int64_t step, int64_t mb);
   void sync_tied_embedding();
+  void take_terms_of_busiest_rank(StepRecord& rec);
   void dump_gradients();
 
   TrainOptions o_;
@@ -233,6 +234,7 @@ class Run {
   float *recv_fwd_ = nullptr, *recv_bwd_ = nullptr;
   std::vector<float*> buffers_;
   double bubble_ = 0;  // last step's measured pipeline bubble (mean over ranks)
+  double tied_wait_s_ = 0;  // seconds waited in sync_tied_embedding for the other end's gradient
   double aux_loss_ = 0;  // last step's load-balancing loss (MoE): sum over MoE layers
   int64_t dropped_ = 0;  // last step's token choices over the experts' capacity (MoE)
 
@@ -730,6 +732,11 @@ void Run::sync_tied_embedding() {
   be_->to_host(mine.data(), g.grad_at(p->offset), p->numel);
   const int peer = first ? o_.layout.pp - 1 : 0;
   groups_.pp->send_async(mine.data(), p->numel, peer, 1 << 30);
+  // The peer's gradient comes when it has finished its own last backward: the wait for it is
+  // the pipeline's drain on this stage (bubble), the receive that then moves it pp_comm.
+  const double w = groups_.pp->comm_seconds();
+  groups_.pp->probe(peer, 1 << 30);
+  tied_wait_s_ += groups_.pp->comm_seconds() - w;
   groups_.pp->recv(other.data(), p->numel, peer, 1 << 30);
   groups_.pp->wait_sends();
   for (size_t i = 0; i < mine.size(); ++i) mine[i] += other[i];
@@ -1002,13 +1009,15 @@ void Run::apply_updates(int64_t step, double total, OptimizerStats& os) {
   }
 }
 
-// One optimizer step, timed by term: every term is a wall-clock interval of rank 0 or a
+// One optimizer step, timed by term: every term is a wall-clock interval of this rank or a
 // difference of the communicators' and the model's own counters over it, so that
 //   step = compute + recompute + tp_comm + pp_comm + bubble + dp_comm + ep_comm + cp_comm
 //          + optimizer + offload + data + remainder
 // holds for each step record. The pipeline's waits for a neighbour (a message not yet arrived,
-// and the step's last sends not yet taken) are its bubble; moving the messages is pp_comm.
-// The remainder is what none of them covers (the loss and bubble sums over the world, timing).
+// the step's last sends not yet taken, the tied embedding's gradient from the other end and the
+// stages' sum of the gradient norm, each a wait for another stage's drain) are its bubble; moving
+// the messages is pp_comm. The record takes the terms of the busiest rank (below).
+// The remainder is what none of them covers (the loss sum over the world, timing).
 void Run::run_step(int64_t step, StepRecord& rec) {
   const Layout& L = o_.layout;
   // Gradients (and ZeRO's gathers) go over dp_cp, the experts' over edp: both are dp_comm.
@@ -1041,12 +1050,20 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   // its neighbours (mean over ranks), to set beside (p - 1) / (m + p - 1) for 1F1B / GPipe.
   const double pipe_s = seconds_since(t_pipe);
   double bubble = pipe_s > 0 ? pp_wait_s / pipe_s : 0.0;
-  const double bubble_s = pp_wait_s + sends_wait_s;
-  if (L.pp > 1) groups_.world->all_reduce_sum(&bubble, 1);
+  double bubble_s = pp_wait_s + sends_wait_s;  // waits inside the pp group's calls
+  double drain_s = 0;  // the wait in the world's sum below
+  if (L.pp > 1) {
+    // Every rank waits here for the last stage to end its micro-batches (stage 0's last
+    // backward): on the others that is the pipeline's drain, so it is bubble.
+    const auto t_sum = Clock::now();
+    groups_.world->all_reduce_sum(&bubble, 1);
+    drain_s = seconds_since(t_sum);
+  }
   bubble_ = bubble / world_;
   rec.bubble_fraction = L.pp > 1 ? bubble_ : std::numeric_limits<double>::quiet_NaN();
   auto t = Clock::now();
   for (auto& m : models_) m->finish_backward();
+  tied_wait_s_ = 0;
   sync_tied_embedding();
   for (auto& m : models_) m->flush_gradients();
   if (step == 0 && !o_.dump_grads.empty()) dump_gradients();
@@ -1068,7 +1085,11 @@ void Run::run_step(int64_t step, StepRecord& rec) {
     total += experts;
   }
   groups_.tp->all_reduce_sum(&total, 1);
+  // The stages' sum: every stage waits here for the last one to finish its drain (a middle
+  // stage has no tied embedding to wait for), which is the pipeline's bubble, not a transfer.
+  const double norm0 = groups_.pp->comm_seconds();
   groups_.pp->all_reduce_sum(&total, 1);
+  const double norm_wait_s = groups_.pp->comm_seconds() - norm0;
   os.grad_norm = std::sqrt(total) / loss_scale_;
   os.lr = learning_rate(o_.optimizer, step);
   apply_updates(step, total, os);
@@ -1097,7 +1118,8 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   rec.dp_comm_s = dp_comm() - dp0;
   rec.ep_comm_s = groups_.ep->comm_seconds() - ep0;
   rec.cp_comm_s = groups_.cp->comm_seconds() - cp0;
-  rec.bubble_s = bubble_s;
+  bubble_s += tied_wait_s_ + norm_wait_s;
+  rec.bubble_s = bubble_s + drain_s;
   rec.pp_comm_s = groups_.pp->comm_seconds() - pp0 - bubble_s;
   rec.recompute_s = model_s(&Gpt::recompute_seconds) - recompute0;
   rec.offload_s = model_s(&Gpt::offload_seconds) - offload0;
@@ -1113,6 +1135,42 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   rec.mfu = peak_.flops_per_s > 0 ? rec.model_flops_per_s / peak_.flops_per_s
                                   : std::numeric_limits<double>::quiet_NaN();
   rec.peak_flops_source = peak_.source;
+  take_terms_of_busiest_rank(rec);
+}
+
+// The record's terms are those of the rank with the most compute (compute + recompute + offload;
+// the lowest such rank on a tie), so that they describe the step's critical path as the
+// prediction's describe the pacing stage: a pipeline's lighter stages, and a data- or
+// tensor-parallel rank that arrives early at a collective, spend the difference waiting. Every
+// rank's terms are gathered to every rank (a sum over the world of one row per rank, after the
+// step's timed interval); the chosen rank's step time comes with its terms, so that they add up.
+void Run::take_terms_of_busiest_rank(StepRecord& rec) {
+  if (world_ == 1) return;
+  double StepRecord::*const fields[] = {&StepRecord::step_time_s, &StepRecord::forward_s,  &StepRecord::backward_s,
+                                        &StepRecord::compute_s,   &StepRecord::recompute_s, &StepRecord::tp_comm_s,
+                                        &StepRecord::pp_comm_s,   &StepRecord::bubble_s,    &StepRecord::dp_comm_s,
+                                        &StepRecord::optimizer_s, &StepRecord::offload_s,   &StepRecord::data_s,
+                                        &StepRecord::remainder_s, &StepRecord::ep_comm_s,   &StepRecord::cp_comm_s,
+                                        &StepRecord::gemm_s};
+  constexpr size_t K = sizeof(fields) / sizeof(fields[0]);
+  std::vector<double> rows(size_t(world_) * K, 0.0);
+  for (size_t k = 0; k < K; ++k) rows[size_t(rank_) * K + k] = rec.*fields[k];
+  groups_.world->all_reduce_sum(rows.data(), int64_t(rows.size()));
+  int busiest = 0;
+  auto busy = [&](int r) {
+    const double* row = &rows[size_t(r) * K];
+    return row[3] + row[4] + row[10];  // compute, recompute, offload
+  };
+  for (int r = 1; r < world_; ++r)
+    if (busy(r) > busy(busiest)) busiest = r;
+  for (size_t k = 0; k < K; ++k) rec.*fields[k] = rows[size_t(busiest) * K + k];
+  rec.terms_rank = busiest;
+  rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
+  const double flops =
+      model_flops_per_token(active_params_, model_spec_.layers, T_, model_spec_.hidden) * double(o_.gbs) * T_;
+  rec.model_flops_per_s = flops / rec.step_time_s / world_;
+  rec.mfu = peak_.flops_per_s > 0 ? rec.model_flops_per_s / peak_.flops_per_s
+                                  : std::numeric_limits<double>::quiet_NaN();
 }
 
 int Run::execute() {

@@ -414,6 +414,42 @@ TEST(RuntimeTrain, StepRecordsTimeEveryTermApart) {
   }
 }
 
+// The step record's terms are those of the busiest rank (the critical path, as the prediction's
+// are of the pacing stage): with pp 2 and an LM head over a 4096-word vocabulary five times a
+// layer's work, the last stage (rank 1) computes more, and its terms come with its own step time,
+// adding up to it; its waits for stage 0 (the first forward, the tied embedding's gradient after
+// stage 0's last backward) are bubble, so what is left as pp_comm is the moving of messages.
+// The losses are those of the same run on one rank.
+TEST(RuntimeTrain, StepRecordsTakeTheBusiestRanksTerms) {
+  namespace k = capplan::rt::metrics_schema;
+  const fs::path model = work_dir() / "wide_head.yaml";
+  {
+    std::ofstream f(model);
+    f << "name: wide-head\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 4096\nseq_len: 16\n";
+  }
+  const std::string args = "--model " + model.string() + " --gbs 8 --mbs 1 --steps 4 --lr 1e-2 --warmup 2 --seed 42";
+  const fs::path m = work_dir() / "metrics.jsonl";
+  fs::remove(m);
+  const Result one = run(1, args);
+  const Result r = run(2, args + " --pp 2 --metrics " + m.string());
+  expect_close(one, r, 1e-5, "pp 2");
+  std::istringstream lines(capplan::test::read_text(m));
+  int steps = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const std::optional<capplan::Json> v = capplan::json_parse(line);
+    ASSERT_TRUE(v && v->is_object()) << line;
+    if (v->value(k::kType, "") != k::kStep) continue;
+    ++steps;
+    EXPECT_EQ(capplan::json_double(*v, k::kTermsRank, -1), 1.0)
+        << "Expectation: the last stage (rank 1) is the busiest Actual result: " << line;
+    const double bubble = capplan::json_double(*v, k::kBubbleS, -1);
+    const double pp_comm = capplan::json_double(*v, k::kPpCommS, -1);
+    EXPECT_GT(bubble, 0.0) << line;
+    EXPECT_GE(pp_comm, 0.0) << line;
+  }
+  EXPECT_EQ(steps, 4);
+}
+
 // 20 steps straight vs 10 + SIGKILL of one rank at step 12 + relaunch with --resume auto, which
 // continues from the step-10 checkpoint: steps 11..20 bitwise equal.
 TEST(RuntimeTrain, KilledRunResumesBitwise) {

@@ -48,14 +48,16 @@ struct StepRecord {  // "type":"step"
   double mfu = 0;               // model_flops_per_s / peak; NaN when the peak is unknown
   std::string peak_flops_source;
   double forward_s = 0, backward_s = 0;  // walls of the passes (the terms below inside them)
-  // The terms of the step (rank 0), which add up to step_time_s (io/metrics_schema.h): compute
+  // The terms of the step (of rank terms_rank, the rank with the most compute: the critical
+  // path), which add up to step_time_s (io/metrics_schema.h): compute
   // is the passes less everything else timed in them; recompute and offload exclude the
   // communication inside them; bubble is the pipeline's waiting for a neighbour, pp_comm the
   // moving of its messages; tp_comm and dp_comm are all of the step's TP and DP communication.
   double compute_s = 0, recompute_s = 0, tp_comm_s = 0, pp_comm_s = 0, bubble_s = 0;
   double dp_comm_s = 0, optimizer_s = 0, offload_s = 0, data_s = 0, remainder_s = 0;
   double ep_comm_s = 0, cp_comm_s = 0;  // MoE all-to-alls (ep group), the context-parallel ring (cp group)
-  double gemm_s = 0;  // of the step, time in the backend's GEMMs (rank 0, its first thread;
+  int terms_rank = 0;  // the world rank whose step time, passes and terms these are
+  double gemm_s = 0;  // of the step, time in the backend's GEMMs (rank terms_rank, its first thread;
                       // inside fwd/bwd)
   // Batch split over threads only (else NaN, not written): time rank 0's threads spent waiting
   // for each other at the end of the parts, mean over the threads (inside backward).

@@ -22,8 +22,8 @@ inline constexpr char kPeakFlopsSource[] = "peak_flops_source", kResumedFromStep
 
 // step: the loss (global mean; null when NaN), global tokens/s, per-rank model FLOP/s and MFU
 // (null when the peak is unknown), the phases, the batch split's wait (only with it) and the
-// pipeline bubble (mean over ranks; null with pp = 1). The terms of the step, rank 0's, add up
-// to it: step_time_s = compute_s + recompute_s + tp_comm_s + pp_comm_s + bubble_s + dp_comm_s +
+// pipeline bubble (mean over ranks; null with pp = 1). The step time, the passes and the terms
+// are those of rank terms_rank (the rank with the most compute), and the terms add up to it: step_time_s = compute_s + recompute_s + tp_comm_s + pp_comm_s + bubble_s + dp_comm_s +
 // ep_comm_s + cp_comm_s + optimizer_s + offload_s + data_s + remainder_s (forward_s and backward_s are the walls of the
 // two passes, with the terms inside them; gemm_s and split_wait_s lie within compute_s).
 inline constexpr char kStepNumber[] = "step", kLoss[] = "loss", kTokensPerS[] = "tokens_per_s", kLr[] = "lr";
@@ -34,6 +34,7 @@ inline constexpr char kSplitWaitS[] = "split_wait_s", kBubbleFraction[] = "bubbl
 inline constexpr char kComputeS[] = "compute_s", kRecomputeS[] = "recompute_s", kTpCommS[] = "tp_comm_s";
 inline constexpr char kPpCommS[] = "pp_comm_s", kBubbleS[] = "bubble_s", kOffloadS[] = "offload_s";
 inline constexpr char kRemainderS[] = "remainder_s", kEpCommS[] = "ep_comm_s", kCpCommS[] = "cp_comm_s";
+inline constexpr char kTermsRank[] = "terms_rank";
 
 // system: per rank, time since the sampler started, CPU use, resident and I/O bytes.
 inline constexpr char kRank[] = "rank", kTimeS[] = "time_s", kCpuUtil[] = "cpu_util";

@@ -1,0 +1,47 @@
+// Ranks of a CPU host that outnumber its cores: the cost model's step when they time-share the
+// cores. Only for device profiles of CPU ranks that know their host's cores (a GPU is one rank's
+// device, and the datasheet path is not touched).
+#include <algorithm>
+
+#include "cost_model_detail.h"
+
+namespace capplan::detail {
+
+// Processor sharing (Kleinrock 1967, "Time-shared systems: a theoretical treatment", J. ACM 14(2);
+// the Linux CFS scheduler's stated model, Documentation/scheduler/sched-design-CFS.rst: "an
+// ideal, precise multi-tasking CPU" running n runnable tasks each at 1/n of its speed): n busy
+// ranks on c < n cores each progress at c/n of a core, and a rank that waits (a pipeline bubble,
+// a collective polled with yielding, as capplan-train asks Open MPI to) gives its core to the
+// others. The host then cannot finish its ranks' work faster than its cores do it:
+//   T >= W_host / c + X,      W_host = the compute-stream work of all the host's ranks,
+// where X, what does not overlap with that work, is the critical rank's communication (tp, pp,
+// dp, ep, cp, offload). Nor faster than with a core for each rank (the dedicated step T_d). So
+//   T = max(T_d, W_host / c + X).
+// With every rank busy all the time (pp = 1) this stretches the busy terms by n / c (4 ranks on
+// 2 cores double a compute-bound step); with a pipeline the bubbles' cores go to the other
+// stages, so the step grows by less than n / c. The busy terms of the critical rank stretch by
+// at most n / c; what is left of T is its bubble. A profile measured with more ranks than cores
+// (p > c) holds times already stretched by p / c: they are first brought back to a core each.
+// Over-counts a little where the host's ranks are idle together (the ends of a pipeline), and
+// says nothing of how a scheduler with time slices (CFS: a few ms) splits the stretch between
+// compute and the waits in a collective that closes each slice; the step is the prediction.
+TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
+                               int profile_ranks) {
+  if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
+  const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
+  const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
+  TimeBreakdown t = dedicated;
+  const double busy = t.compute + t.recompute + t.optimizer;
+  const double other = t.sum() - busy - t.bubble;  // X: the communication of the critical rank
+  const double t_dedicated = d * (busy + t.bubble) + other;
+  const double t_shared = d * host_busy_s / cores + other;
+  const double step = std::max(t_dedicated, t_shared);
+  const double f = busy > 0 ? std::clamp((step - other - d * t.bubble) / (d * busy), 1.0, s) : 1.0;
+  t.compute *= d * f;
+  t.recompute *= d * f;
+  t.optimizer *= d * f;
+  t.bubble = std::max(0.0, step - other - t.compute - t.recompute - t.optimizer);
+  return t;
+}
+
+}  // namespace capplan::detail
