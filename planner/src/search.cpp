@@ -144,6 +144,41 @@ std::vector<int> divisors(int64_t n, int64_t cap) {
   return out;
 }
 
+// The MoE / cp layouts of one unit: the slice once, the links once per (ep, order), the slice's
+// terms once per (mbs, sp, recompute), and the MoE and cp terms added to them once per (mbs, sp,
+// recompute, ep, order), so that the schedule, vp, zero and offload loops inside reuse them.
+struct MoeCpUnit {
+  Scenario slice;
+  detail::MicroTerms base;
+  std::vector<detail::MoeCpPlacement> places;
+  std::vector<detail::MoeCpLayerTerms> terms;
+  std::vector<char> place_done, terms_done;
+
+  void start(const Scenario& sc, const Layout& ly, size_t ep_orders) {
+    slice = detail::moe_cp_slice(sc, ly);
+    places.resize(ep_orders);
+    place_done.assign(ep_orders, 0);
+    terms.resize(ep_orders);
+  }
+  // A new (mbs, sp, recompute): the slice's terms, and every (ep, order)'s MoE terms to redo.
+  void new_terms(const detail::Constants& c, const Layout& ly) {
+    base = detail::moe_cp_base_terms(slice, c, ly);
+    terms_done.assign(terms.size(), 0);
+  }
+  // The layout of (ep, order) index pi.
+  void evaluate(const Scenario& sc, const detail::Constants& c, const Layout& ly, size_t pi, detail::Evaluation& ev) {
+    if (!place_done[pi]) {
+      places[pi] = detail::moe_cp_placement(sc, c, ly);
+      place_done[pi] = 1;
+    }
+    if (!terms_done[pi]) {
+      terms[pi] = detail::moe_cp_layer_terms(sc, c, ly, places[pi], base);
+      terms_done[pi] = 1;
+    }
+    detail::evaluate_moe_cp(sc, slice, c, ly, places[pi], terms[pi], ev, nullptr);
+  }
+};
+
 struct Worker {
   const Scenario* base = nullptr;
   const SearchOptions* opt = nullptr;
@@ -248,21 +283,9 @@ struct Worker {
       eps.push_back(1);
     }
     detail::Evaluation ev;
-    // MoE / cp layouts: the slice once per unit, the links once per (ep, order), the slice's
-    // terms once per (mbs, sp, recompute) and the MoE and cp terms added to them once per
-    // (mbs, sp, recompute, ep, order): the schedule, vp, zero and offload loops inside reuse them.
     const bool unit_moe_cp = sc.model.moe.enabled() || u.cp > 1;
-    const Scenario slice = unit_moe_cp ? detail::moe_cp_slice(sc, ly) : Scenario{};
-    std::vector<detail::MoeCpPlacement> moe_places;
-    std::vector<char> moe_place_done;
-    std::vector<detail::MoeCpLayerTerms> moe_terms;
-    std::vector<char> moe_terms_done;
-    if (unit_moe_cp) {
-      moe_places.resize(eps.size() * size_t(n_orders));
-      moe_place_done.assign(moe_places.size(), 0);
-      moe_terms.resize(moe_places.size());
-    }
-    detail::MicroTerms moe_base;
+    MoeCpUnit moe;
+    if (unit_moe_cp) moe.start(sc, ly, eps.size() * size_t(n_orders));
     const int max_zero = dp == 1 ? 0 : (u.pp > 1 ? 1 : 3);
     for (int mbs : divisors(gbs / dp, kMaxMbs)) {
       if (pin.mbs && *pin.mbs != mbs) continue;
@@ -278,10 +301,7 @@ struct Worker {
           if (rc == Recompute::Selective && !fw.selective_recompute) continue;
           ly.recompute = rc;
           const detail::MicroTerms mt = unit_moe_cp ? detail::MicroTerms{} : detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
-          if (unit_moe_cp) {
-            moe_base = detail::moe_cp_base_terms(slice, c, ly);
-            moe_terms_done.assign(moe_terms.size(), 0);
-          }
+          if (unit_moe_cp) moe.new_terms(c, ly);
           for (int si = 0; si < 3; ++si) {
             const Schedule sch = Schedule(si);
             if (pin.schedule && *pin.schedule != sch) continue;
@@ -312,15 +332,7 @@ struct Worker {
                     if (moe_cp) {  // experts or context parallelism: cost_model_moe.cpp
                       ly.order = pin.order ? *pin.order : kOrders[order_ids[oi]];
                       const size_t pi = ei * size_t(n_orders) + size_t(oi);
-                      if (!moe_place_done[pi]) {
-                        moe_places[pi] = detail::moe_cp_placement(sc, c, ly);
-                        moe_place_done[pi] = 1;
-                      }
-                      if (!moe_terms_done[pi]) {
-                        moe_terms[pi] = detail::moe_cp_layer_terms(sc, c, ly, moe_places[pi], moe_base);
-                        moe_terms_done[pi] = 1;
-                      }
-                      detail::evaluate_moe_cp(sc, slice, c, ly, moe_places[pi], moe_terms[pi], ev, nullptr);
+                      moe.evaluate(sc, c, ly, pi, ev);
                     } else {
                       detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
                     }
