@@ -440,8 +440,17 @@ TEST(RuntimeTrain, StepRecordsTakeTheBusiestRanksTerms) {
     ASSERT_TRUE(v && v->is_object()) << line;
     if (v->value(k::kType, "") != k::kStep) continue;
     ++steps;
-    EXPECT_EQ(capplan::json_double(*v, k::kTermsRank, -1), 1.0)
-        << "Expectation: the last stage (rank 1) is the busiest Actual result: " << line;
+    // Which rank computed longest is measured, and a loaded machine can stretch the lighter
+    // stage's compute past the heavier one's, so the rank is not pinned: it is one of the two,
+    // and the record's terms are that rank's own, adding up to its step time.
+    const double terms_rank = capplan::json_double(*v, k::kTermsRank, -1);
+    EXPECT_TRUE(terms_rank == 0.0 || terms_rank == 1.0) << line;
+    double sum = 0;
+    for (const char* part : {k::kComputeS, k::kRecomputeS, k::kTpCommS, k::kPpCommS, k::kBubbleS, k::kDpCommS,
+                             k::kOptimizerS, k::kOffloadS, k::kDataS, k::kRemainderS, k::kEpCommS, k::kCpCommS})
+      sum += capplan::json_double(*v, part, std::nan(""));
+    const double step_time = capplan::json_double(*v, k::kStepTimeS, -1);
+    EXPECT_NEAR(sum, step_time, 1e-9 * step_time) << "Expectation: the parts add up to step_time_s in " << line;
     const double bubble = capplan::json_double(*v, k::kBubbleS, -1);
     const double pp_comm = capplan::json_double(*v, k::kPpCommS, -1);
     EXPECT_GT(bubble, 0.0) << line;
