@@ -35,6 +35,9 @@ inline constexpr char kComputeS[] = "compute_s", kRecomputeS[] = "recompute_s", 
 inline constexpr char kPpCommS[] = "pp_comm_s", kBubbleS[] = "bubble_s", kOffloadS[] = "offload_s";
 inline constexpr char kRemainderS[] = "remainder_s", kEpCommS[] = "ep_comm_s", kCpCommS[] = "cp_comm_s";
 inline constexpr char kTermsRank[] = "terms_rank";
+// The terms that add up to step_time_s, in the order above.
+inline constexpr const char* kStepParts[] = {kComputeS, kRecomputeS, kTpCommS,   kPpCommS,    kBubbleS, kDpCommS,
+                                             kEpCommS,  kCpCommS,    kOptimizerS, kOffloadS, kDataS,   kRemainderS};
 
 // system: per rank, time since the sampler started, CPU use, resident and I/O bytes.
 inline constexpr char kRank[] = "rank", kTimeS[] = "time_s", kCpuUtil[] = "cpu_util";
