@@ -70,6 +70,7 @@ int measure(const Args& args, const ModelSpec& model, int tp, int mbs, int seq, 
   rt::MeasureRequest q;
   q.ranks = int(int_flag(args, "ranks", diags, 1, 1024).value_or(std::min(2, int(::sysconf(_SC_NPROCESSORS_ONLN)))));
   q.repeats = int(int_flag(args, "repeats", diags, 1, 1000).value_or(5));
+  q.rounds = int(int_flag(args, "rounds", diags, 1, 100).value_or(5));
   q.out = args.has("out") ? args.get("out") : "device.yaml";
   q.model_ref = args.get("model");
   q.tp = tp;
@@ -100,7 +101,8 @@ int cmd_profile(int argc, char** argv) {
       {"precision", true, "bf16 | fp16 | fp32 (activation element size; default bf16)", "P"},
       {"measure", false, "time the runtime's kernels and collectives on this machine (capplan-train measure)", ""},
       {"ranks", true, "with --measure: local MPI ranks to measure with (default 2, or 1 on one core)", "N"},
-      {"repeats", true, "with --measure: timed repeats per kernel (default 5)", "R"},
+      {"repeats", true, "with --measure: timed repeats per kernel in each round (default 5)", "R"},
+      {"rounds", true, "with --measure: rounds over all kernels; each time is the median over them (default 5)", "N"},
       {"out", true, "with --measure: the device profile to write (default device.yaml)", "FILE"},
       json_flag()};
   Diagnostics diags;

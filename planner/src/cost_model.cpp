@@ -243,13 +243,19 @@ class LayerTerms {
         core_mem_bwd += tok * (2 * h + 2 * kv) / tpd * 2 * e;
       }
     }
-    // The runtime's own attention kernels, measured at this shape: their times, traffic included.
+    // The runtime's own attention kernels, measured for this model's heads: their times, traffic
+    // included. The kernel works head by head over whole sequences (scores s x s per head, each
+    // over the head width), so its time scales with the heads of a rank times mbs times s^2: a
+    // profile measured at another tp, mbs or seq is scaled by that ratio rather than dropped for
+    // the roofline of per-head GEMMs (whose fitted per-GEMM overhead belongs to large GEMMs).
     const DeviceProfile* dev = c.profile;
-    if (dev && dev->seq == s && dev->mbs == b && dev->tp == tp && dev->heads == a) {
+    if (dev && dev->heads == a && dev->seq > 0 && dev->mbs > 0 && dev->tp > 0) {
+      const double at_profile = double(dev->mbs) * (double(a) / dev->tp) * double(dev->seq) * dev->seq;
+      const double scale = b * (a / tpd) * s * s / at_profile;
       const double fwd = dev->kernel_seconds("attention forward");
       const double bwd = dev->kernel_seconds("attention backward");
-      if (fwd > 0) core_fwd_s = fwd, core_mem = 0;
-      if (bwd > 0) core_bwd_s = bwd, core_mem_bwd = 0;
+      if (fwd > 0) core_fwd_s = fwd * scale, core_mem = 0;
+      if (bwd > 0) core_bwd_s = bwd * scale, core_mem_bwd = 0;
     }
   }
 
@@ -553,7 +559,8 @@ class StepEvaluation {
       stages += md * (st.compute + st.recompute);
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
-    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks);
+    const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
+    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep);
   }
 
   double stage_params(int s) const {

@@ -22,11 +22,22 @@ namespace capplan::detail {
 // stages, so the step grows by less than n / c. The busy terms of the critical rank stretch by
 // at most n / c; what is left of T is its bubble. A profile measured with more ranks than cores
 // (p > c) holds times already stretched by p / c: they are first brought back to a core each.
-// Over-counts a little where the host's ranks are idle together (the ends of a pipeline), and
-// says nothing of how a scheduler with time slices (CFS: a few ms) splits the stretch between
-// compute and the waits in a collective that closes each slice; the step is the prediction.
+// Over-counts a little where the host's ranks are idle together (the ends of a pipeline).
+// Where the stretch shows depends on how long a rank computes between two waits, against the
+// scheduler's time slice (CFS: sched_latency 6 ms x (1 + log2 cores), shared by the runnable
+// tasks, Documentation/scheduler/sched-design-CFS.rst):
+//  - ranks in lockstep (a tensor-, context- or expert-parallel group meets in a collective every
+//    layer, a few ms apart): a rank's compute between two collectives fits in its slice, so it
+//    runs at a core's speed while the others wait in the collective, and they take turns. The
+//    busy terms keep their dedicated time and the stretch is the group's collective wait (its
+//    tp_comm, else cp_comm, else ep_comm); the optimizer step, which the ranks run at once with
+//    no collective inside, still shares the cores;
+//  - otherwise (data- and pipeline-parallel ranks compute whole passes between messages, tens of
+//    ms) the ranks run side by side at c/n of a core, and the busy terms stretch.
+// Measured on 2 cores (tests/bench/bench_local_fidelity.sh): tp 4 computes in 310-340 ms with
+// 320-380 ms in tp_comm, dp 4 and dp 8 compute in the stretched time of dp 2.
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks) {
+                               int profile_ranks, bool lockstep) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
@@ -36,6 +47,15 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   const double t_dedicated = d * (busy + t.bubble) + other;
   const double t_shared = d * host_busy_s / cores + other;
   const double step = std::max(t_dedicated, t_shared);
+  if (lockstep) {
+    t.compute *= d;
+    t.recompute *= d;
+    t.optimizer *= d * s;
+    t.bubble *= d;
+    double& wait = t.tp_comm > 0 ? t.tp_comm : t.cp_comm > 0 ? t.cp_comm : t.ep_comm;
+    wait += std::max(0.0, step - t.sum());
+    return t;
+  }
   const double f = busy > 0 ? std::clamp((step - other - d * t.bubble) / (d * busy), 1.0, s) : 1.0;
   t.compute *= d * f;
   t.recompute *= d * f;

@@ -118,9 +118,10 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
 // ranks on the host in one step, `ranks_on_host` of them on `cores` cores, the profile measured
 // with `profile_ranks` ranks on the same cores. Returns the step's breakdown when they share the
 // cores (cost_model_cores.cpp has the formula and its source); `dedicated` itself when the ranks
-// do not outnumber the cores and neither did the profile's.
+// do not outnumber the cores and neither did the profile's. `lockstep`: the ranks meet in a
+// collective every layer (tp, cp or ep > 1), which takes the stretch as its wait.
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks);
+                               int profile_ranks, bool lockstep);
 
 // One GEMM and one memory-bound pass as the cost model times them (cost_model.cpp's gemm_s and
 // mem_s), for the terms kept in other files.

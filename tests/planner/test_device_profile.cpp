@@ -241,5 +241,61 @@ TEST(DeviceProfile, PipelineBubbleGivesItsCoreAway) {
   EXPECT_LE(shared.breakdown_s.compute, 2 * a.compute * (1 + 1e-12));
 }
 
+// Ranks in lockstep (tp 4 on 2 cores) take turns on the cores: each computes at a core's speed
+// between the layer's collectives and waits in them while the others compute (cost_model_cores.cpp).
+// The step is the processor-sharing step as for data parallelism; the compute keeps its dedicated
+// time and the stretch is tp_comm's, where the runtime measures it.
+TEST(DeviceProfile, TensorParallelRanksOnSharedCoresWaitInTheirCollectives) {
+  Layout l;
+  l.tp = 4;
+  l.mbs = 1;
+  const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);  // a core each
+  const Estimate shared = estimate(host_scenario(4, cpu_profile(2, 2)), l);
+  const TimeBreakdown& a = own.breakdown_s;
+  const TimeBreakdown& b = shared.breakdown_s;
+  const double expected = own.step_time_s + a.compute + a.recompute + a.optimizer;
+  std::printf("Expectation: step %.6f s, compute %.6f kept, tp_comm %.6f + %.6f Actual result: step %.6f s, "
+              "compute %.6f, tp_comm %.6f\n",
+              expected, a.compute, a.tp_comm, a.compute + a.recompute, shared.step_time_s, b.compute, b.tp_comm);
+  ASSERT_GT(a.tp_comm, 0);
+  EXPECT_NEAR(shared.step_time_s, expected, 1e-9 * expected);
+  EXPECT_NEAR(b.compute, a.compute, 1e-12 * a.compute);
+  EXPECT_NEAR(b.optimizer, 2 * a.optimizer, 1e-12 * a.optimizer);
+  EXPECT_NEAR(b.tp_comm, a.tp_comm + a.compute + a.recompute, 1e-9 * expected);
+  EXPECT_NEAR(b.sum(), shared.step_time_s, 1e-9 * expected);
+}
+
+// The runtime's attention kernels work head by head over whole sequences: a profile measured at
+// tp 1 prices tp 2's attention at half its measured time (half the heads per rank) rather than
+// falling back to per-head GEMMs, and mbs 2 at twice.
+TEST(DeviceProfile, AttentionKernelsScaleWithHeadsPerRankAndBatch) {
+  DeviceProfile p = cpu_profile(2, 4);
+  p.kernels.push_back({"attention forward", 1e8, 0.010});
+  p.kernels.push_back({"attention backward", 1.5e8, 0.020});
+  auto step_costs_of = [&](const DeviceProfile& dev, int tp, int mbs) {
+    Scenario sc = host_scenario(4, dev);
+    sc.training.gbs = 8;
+    Layout l;
+    l.tp = tp;
+    l.dp = 4 / tp;
+    l.mbs = mbs;
+    return step_costs(sc, l).chunks.at(0);
+  };
+  DeviceProfile slow = p;
+  for (KernelTiming& k : slow.kernels)
+    if (k.name.rfind("attention", 0) == 0) k.seconds *= 3;
+  // The forward grows by the attention's share only: 2 x 0.010 s more per layer at tp 1, half of
+  // that at tp 2, twice that at mbs 2 (the chunk has 40 layers).
+  const double layers = 40;
+  const double d1 = step_costs_of(slow, 1, 1).forward_s - step_costs_of(p, 1, 1).forward_s;
+  const double d2 = step_costs_of(slow, 2, 1).forward_s - step_costs_of(p, 2, 1).forward_s;
+  const double d3 = step_costs_of(slow, 1, 2).forward_s - step_costs_of(p, 1, 2).forward_s;
+  std::printf("Expectation: attention forward per chunk %.3f / %.3f / %.3f s  Actual result: %.3f / %.3f / %.3f s\n",
+              layers * 0.020, layers * 0.010, layers * 0.040, d1, d2, d3);
+  EXPECT_NEAR(d1, layers * 0.020, 1e-9);
+  EXPECT_NEAR(d2, layers * 0.010, 1e-9);
+  EXPECT_NEAR(d3, layers * 0.040, 1e-9);
+}
+
 }  // namespace
 }  // namespace capplan

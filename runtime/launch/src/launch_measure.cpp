@@ -28,7 +28,7 @@ std::vector<std::string> build_measure_argv(const MeasureRequest& q, Diagnostics
                                std::string("--tp"), std::to_string(q.tp), std::string("--mbs"), std::to_string(q.mbs)})
     argv.push_back(a);
   if (q.seq > 0) argv.insert(argv.end(), {"--seq", std::to_string(q.seq)});
-  argv.insert(argv.end(), {"--repeats", std::to_string(q.repeats), "--out", q.out});
+  argv.insert(argv.end(), {"--repeats", std::to_string(q.repeats), "--rounds", std::to_string(q.rounds), "--out", q.out});
   return argv;
 }
 

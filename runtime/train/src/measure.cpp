@@ -1,7 +1,10 @@
 // `capplan-train measure`: times the runtime's own kernels at a model's real shapes and the
 // collectives among the ranks it runs on, and writes a device profile (planner/device_profile.h).
 // Every rank measures at once (as in training, the ranks share the machine's cores and memory);
-// a kernel's time is the median over repeats of the slowest rank.
+// a kernel's time is the median over repeats of the slowest rank. The whole set is measured in
+// rounds, one after another, and each time is the median over the rounds: a shared machine's slow
+// spells (another tenant, a frequency change) last longer than one kernel's repeats, so samples
+// of one kernel spread over the whole measurement rather than bunched in one instant.
 #include "train/measure.h"
 
 #include <mpi.h>
@@ -32,6 +35,7 @@ namespace {
 constexpr const char* kCmd = "capplan-train measure";
 constexpr const char* kUsage =
     "usage: capplan-train measure --model M --out FILE [--tp T] [--mbs B] [--seq S] [--threads N] [--repeats R]\n"
+    "       [--rounds N]\n"
     "Times every GEMM of a layer (forward, input-gradient, weight-gradient) and of the LM head, the\n"
     "attention, norm, activation, loss and optimizer kernels at the model's shapes for one tensor-\n"
     "parallel rank of --tp, and all-reduce, reduce-scatter, all-gather and send/recv among the ranks\n"
@@ -39,7 +43,7 @@ constexpr const char* kUsage =
 
 struct MeasureOptions {
   std::string model, out;
-  int tp = 1, mbs = 1, seq = 0, threads = 0, repeats = 5;
+  int tp = 1, mbs = 1, seq = 0, threads = 0, repeats = 5, rounds = 5;
 };
 
 double now_s() {
@@ -79,7 +83,8 @@ const std::vector<FlagSpec>& measure_flags() {
       {"mbs", true, "micro-batch size (default 1)", "B"},
       {"seq", true, "sequence length (default: the model's)", "S"},
       {"threads", true, "backend threads per rank (default: online cores / ranks on this node)", "N"},
-      {"repeats", true, "timed repeats per kernel after one warm-up (default 5)", "R"},
+      {"repeats", true, "timed repeats per kernel after one warm-up, in each round (default 5)", "R"},
+      {"rounds", true, "rounds over the whole set; each time is the median over rounds (default 5)", "N"},
   };
   return f;
 }
@@ -102,6 +107,7 @@ int parse_options(int argc, char** argv, MeasureOptions& o) {
   o.seq = int(int_flag(args, "seq", d, 1, 1 << 20).value_or(0));
   o.threads = int(int_flag(args, "threads", d, 1, 4096).value_or(0));
   o.repeats = int(int_flag(args, "repeats", d, 1, 1000).value_or(5));
+  o.rounds = int(int_flag(args, "rounds", d, 1, 100).value_or(5));
   if (d.has_errors()) {
     std::fprintf(stderr, "%s", d.to_string().c_str());
     return 2;
@@ -165,11 +171,14 @@ class Measurer {
     for (const Linear& l : linears) {
       // forward Y[tok, out] = X[tok, in] W[in, out]; input gradient dX[tok, in] = dY W^T; weight
       // gradient dW[in, out] = X^T dY (the shapes the cost model asks for). In training a GEMM's
-      // operands were last touched a whole pass of the other layers ago, so they come from
-      // memory, not from the caches: each call takes the next of enough copies of its operands
-      // to fill the last-level cache twice over (a cold-cache measurement).
+      // operands were last touched one pass over the other layers ago: each call takes the next
+      // of one copy of its operands per layer of the model, so that between two uses of a copy
+      // about the same bytes pass through the caches as in a step (what of them the last-level
+      // cache still holds, it holds here too). Copies beyond twice the last-level cache change
+      // nothing (the operands come from memory either way) and are not made.
       const double set_bytes = 4.0 * (double(tok) * l.in + double(l.in) * l.out + double(tok) * l.out);
-      const int copies = std::clamp(int(std::ceil(2.0 * double(last_level_cache_bytes()) / set_bytes)), 1, 64);
+      const int fill = int(std::ceil(2.0 * double(last_level_cache_bytes()) / set_bytes));
+      const int copies = std::clamp(std::min(m_.layers, fill), 1, 64);
       std::vector<float*> x, w, y;
       for (int c = 0; c < copies; ++c) {
         x.push_back(buffer(int64_t(tok) * l.in));
@@ -321,6 +330,25 @@ class Measurer {
   std::vector<std::vector<float>> bufs_;
 };
 
+// Each timing of `p` = the median of that timing over the rounds (every round measures the same
+// list in the same order).
+void take_round_medians(const std::vector<DeviceProfile>& rounds, DeviceProfile& p) {
+  p.gemms = rounds.front().gemms;
+  p.kernels = rounds.front().kernels;
+  p.collectives = rounds.front().collectives;
+  auto median = [&](auto get) {
+    std::vector<double> v;
+    for (const DeviceProfile& r : rounds) v.push_back(get(r));
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  };
+  for (size_t i = 0; i < p.gemms.size(); ++i) p.gemms[i].seconds = median([&](const DeviceProfile& r) { return r.gemms[i].seconds; });
+  for (size_t i = 0; i < p.kernels.size(); ++i)
+    p.kernels[i].seconds = median([&](const DeviceProfile& r) { return r.kernels[i].seconds; });
+  for (size_t i = 0; i < p.collectives.size(); ++i)
+    p.collectives[i].seconds = median([&](const DeviceProfile& r) { return r.collectives[i].seconds; });
+}
+
 }  // namespace
 
 int measure_main(int argc, char** argv) {
@@ -357,8 +385,9 @@ int measure_main(int argc, char** argv) {
     p.ranks = size;
     p.cores = cores;
     p.how = "capplan-train measure: " + std::to_string(size) + " ranks measuring at once, " +
-            std::to_string(threads) + " backend threads each; median of " + std::to_string(o.repeats) +
-            " repeats of the slowest rank, after one warm-up; GEMMs on operands out of the caches; fp32";
+            std::to_string(threads) + " backend threads each; median over " + std::to_string(o.rounds) +
+            " rounds of the median of " + std::to_string(o.repeats) +
+            " repeats of the slowest rank, after one warm-up; GEMM operands one copy per layer; fp32";
     p.model = model.name;
     p.hidden = model.hidden;
     p.heads = model.heads;
@@ -368,9 +397,13 @@ int measure_main(int argc, char** argv) {
     p.mbs = o.mbs;
     p.tp = o.tp;
     Measurer meas(o, model, *groups.world, *be);
-    meas.gemms(p);
-    meas.kernels(p);
-    meas.collectives(p);
+    std::vector<DeviceProfile> rounds(size_t(o.rounds));
+    for (DeviceProfile& r : rounds) {
+      meas.gemms(r);
+      meas.kernels(r);
+      meas.collectives(r);
+    }
+    take_round_medians(rounds, p);
     fit_device_profile(p);
     if (groups.world->rank() == 0) {
       const std::string error = write_file_atomic(o.out, device_profile_yaml(p));

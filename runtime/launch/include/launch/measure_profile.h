@@ -19,7 +19,8 @@ struct MeasureRequest {
   std::string model_ref;  // preset name or file, as capplan-train --model takes it
   int tp = 1, mbs = 1, seq = 0;  // seq 0 = the model's
   int ranks = 2;          // local MPI ranks measuring at once
-  int repeats = 5;        // timed repeats per kernel
+  int repeats = 5;        // timed repeats per kernel, in each round
+  int rounds = 5;         // rounds over the whole set; each time is the median over them
   std::string out;        // the device profile to write (atomically, by capplan-train)
   std::string train_binary;  // empty = locate_train_binary(self_executable(), train_build_hint)
   std::string train_build_hint;
