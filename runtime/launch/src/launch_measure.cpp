@@ -37,7 +37,9 @@ MeasureResult measure_device_profile(const MeasureRequest& q, const OutputLineFn
   MeasureResult out;
   const std::vector<std::string> argv = build_measure_argv(q, out.profile.diagnostics);
   if (argv.empty()) return out;
-  out.process = run_process(argv, {}, on_line, cancel);
+  ProcessOptions opt;
+  opt.env = mpi_transport_env();  // the transport the runs will use (launch_process.h)
+  out.process = run_process(argv, opt, on_line, cancel);
   out.cancelled = cancel && cancel->load();
   if (out.cancelled || !out.process.succeeded()) return out;
   out.profile = load_device_profile(q.out);

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/types.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -360,6 +361,52 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   ChildWatch(pid, pipes.out[0], pipes.err[0], options, on_line, result).run(cancel);
   result.wall_time_s = now_s() - t0;
   return result;
+}
+
+namespace {
+
+char g_single_copy_probe[64] = "capplan: can a sibling process read this buffer?";
+
+// Child A idles; child B reads A's copy of the probe buffer (same address: both are forks of
+// this process), as one rank's single copy reads another's. Only async-signal-safe calls in the
+// children.
+bool try_single_copy() {
+  const pid_t a = ::fork();
+  if (a < 0) return false;
+  if (a == 0) {
+    for (;;) ::pause();
+  }
+  const pid_t b = ::fork();
+  if (b == 0) {
+    char buf[sizeof g_single_copy_probe] = {};
+    struct iovec local = {buf, sizeof buf};
+    struct iovec remote = {g_single_copy_probe, sizeof buf};
+    const ssize_t n = ::process_vm_readv(a, &local, 1, &remote, 1, 0);
+    ::_exit(n == ssize_t(sizeof buf) && std::memcmp(buf, g_single_copy_probe, sizeof buf) == 0 ? 0 : 1);
+  }
+  int status = 0;
+  bool ok = false;
+  if (b > 0) {
+    while (::waitpid(b, &status, 0) < 0 && errno == EINTR) {
+    }
+    ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  ::kill(a, SIGKILL);
+  while (::waitpid(a, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  return ok;
+}
+
+}  // namespace
+
+bool single_copy_works() {
+  static const bool ok = try_single_copy();
+  return ok;
+}
+
+std::vector<std::string> mpi_transport_env() {
+  if (std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism") || single_copy_works()) return {};
+  return {"OMPI_MCA_btl_vader_single_copy_mechanism=none"};
 }
 
 }  // namespace capplan::rt

@@ -342,11 +342,9 @@ RunRecord execute_run(const PreparedRun& prepared, const RunCallbacks& callbacks
     check_stop();
   };
   opt.tick_s = 0.05;
-  // In containers without ptrace rights, Open MPI's single-copy shared-memory path fails with
-  // "process_vm_readv: Operation not permitted"; the copy-in/copy-out path always works.
-  if (!std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism")) {
-    opt.env.push_back("OMPI_MCA_btl_vader_single_copy_mechanism=none");
-  }
+  // Open MPI's single-copy shared-memory path where this machine allows it, else copy-in/out
+  // (launch_process.h).
+  for (const std::string& e : mpi_transport_env()) opt.env.push_back(e);
   const ProcessResult res = run_process(
       rec.command, opt,
       [&](OutputStream s, const std::string& line) {

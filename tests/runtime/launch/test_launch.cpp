@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -391,6 +392,59 @@ TEST(LaunchProcess, EnvironmentWorkingDirAndPathLookup) {
   EXPECT_EQ(c.out[0], "hello world");
   EXPECT_EQ(fs::canonical(c.out[1]), fs::canonical(dir));
   fs::remove_all(dir);
+}
+
+// The ranks' shared-memory transport (launch_process.h): the single copy where a forked sibling
+// can read another's memory (checked here independently with a pipe-synchronised pair), the
+// copy-in/copy-out setting where it cannot, and the user's own choice always kept.
+TEST(LaunchProcess, SingleCopyTransportWhereSiblingsMayReadEachOther) {
+  // An independent sibling read: A writes a word to its own memory and waits; B reads it.
+  static volatile int word = 0;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t a = ::fork();
+  ASSERT_GE(a, 0);
+  if (a == 0) {
+    word = 4242;
+    const char c = 1;
+    if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+    for (;;) ::pause();
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  const pid_t b = ::fork();
+  ASSERT_GE(b, 0);
+  if (b == 0) {
+    int got = 0;
+    struct iovec local = {&got, sizeof got};
+    struct iovec remote = {const_cast<int*>(&word), sizeof got};
+    ::_exit(::process_vm_readv(a, &local, 1, &remote, 1, 0) == ssize_t(sizeof got) && got == 4242 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(b, &status, 0), b);
+  ::kill(a, SIGKILL);
+  ::waitpid(a, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  const bool allowed = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  const char* users = std::getenv("OMPI_MCA_btl_vader_single_copy_mechanism");
+  const std::string saved = users ? users : "";
+  ::unsetenv("OMPI_MCA_btl_vader_single_copy_mechanism");
+  std::printf("Expectation: single copy %s here  Actual result: %s\n", allowed ? "allowed" : "refused",
+              single_copy_works() ? "allowed" : "refused");
+  EXPECT_EQ(single_copy_works(), allowed);
+  const std::vector<std::string> env = mpi_transport_env();
+  if (allowed)
+    EXPECT_TRUE(env.empty());
+  else
+    EXPECT_EQ(env, std::vector<std::string>{"OMPI_MCA_btl_vader_single_copy_mechanism=none"});
+  // A mechanism the user set is theirs: nothing is added.
+  ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+  EXPECT_TRUE(mpi_transport_env().empty());
+  if (users)
+    ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", saved.c_str(), 1);
+  else
+    ::unsetenv("OMPI_MCA_btl_vader_single_copy_mechanism");
 }
 
 TEST(LaunchProcess, MissingProgramIsReportedNotStarted) {

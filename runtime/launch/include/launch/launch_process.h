@@ -27,6 +27,19 @@ struct ProcessOptions {
   std::function<void()> on_tick; // e.g. poll a metrics file; called on run_process's thread
 };
 
+// Open MPI's shared-memory transport between the ranks of one node: its single copy
+// (btl_vader_single_copy_mechanism=cma: one rank reads the other's buffer with
+// process_vm_readv) needs ptrace rights over a sibling process, which containers often withhold
+// (Yama ptrace_scope 1, seccomp); without them every large message fails with "process_vm_readv:
+// Operation not permitted". The copy-in/copy-out path always works but moves a large message only
+// while its sender is inside an MPI call, so a pipeline stage's activations wait for the sender's
+// next call, and collectives copy twice. single_copy_works() tries it between two forked
+// siblings, as two ranks would (once per process, then cached); mpi_transport_env() is the
+// environment to launch ranks with: nothing when it works or the user chose a mechanism
+// (OMPI_MCA_btl_vader_single_copy_mechanism set), else the copy-in/copy-out setting.
+bool single_copy_works();
+std::vector<std::string> mpi_transport_env();
+
 struct ProcessResult {
   bool started = false;   // false: the program could not be executed (see error)
   std::string error;      // why it did not start, e.g. "mpirun: not found"
