@@ -113,6 +113,14 @@ Constants constants_for(const Scenario& sc) {
       c.intra_Bps = f->bandwidth_gbyte_per_s * 1e9;
       // allreduce_s() charges 2 (n-1) ring steps of latency.
       c.intra_lat_s = f->ranks > 1 ? f->latency_us * 1e-6 / (2.0 * (f->ranks - 1)) : c.intra_lat_s;
+      // The profile's own all-gather and reduce-scatter (their implementations may move the bus
+      // bytes at other rates than the all-reduce: Open MPI's shared-memory reduce-scatter measured
+      // a third of its all-reduce's rate on this project's 2-core machine).
+      const CollectiveFit* ag = dev->fit("all-gather", cl.gpus_per_node);
+      const CollectiveFit* rs = dev->fit("reduce-scatter", cl.gpus_per_node);
+      if (ag && ag->bandwidth_gbyte_per_s > 0) c.allgather_bw_scale = ag->bandwidth_gbyte_per_s / f->bandwidth_gbyte_per_s;
+      if (rs && rs->bandwidth_gbyte_per_s > 0)
+        c.reducescatter_bw_scale = rs->bandwidth_gbyte_per_s / f->bandwidth_gbyte_per_s;
     }
   }
   return c;
@@ -635,7 +643,7 @@ class StepEvaluation {
         // Reduce-scatter of gradients + all-gather of updated 16-bit weights: one all-reduce's
         // volume when both have the same width (Rajbhandari et al. 2020 Sec 7.2.1).
         param_gather_s = allgather_s(pl.dp, params_crit * w_elem);
-        dp_s = allgather_s(pl.dp, grad_bytes) + param_gather_s;
+        dp_s = reducescatter_s(pl.dp, grad_bytes) + param_gather_s;
       } else if (ring_z3) {
         // ZeRO-3 as PyTorch FSDP runs it (Zhao et al. 2023 Sec 3): each unit's flat parameter is
         // all-gathered (NCCL ring over the dp group, at the links placement() gives it) before its
@@ -659,7 +667,7 @@ class StepEvaluation {
         const double nl = stage_layers(L, pp, vp, 0);
         const double shard_up = tr.offload_params ? mt.layer_params * w_elem / dp / c.pcie_Bps : 0.0;
         const double ag = allgather_s(pl.dp, mt.layer_params * w_elem) + shard_up;
-        const double rs = allgather_s(pl.dp, mt.layer_params * g_elem);
+        const double rs = reducescatter_s(pl.dp, mt.layer_params * g_elem);
         const double regather = fw.zero3_unit == Zero3Unit::Linear && ly.recompute == Recompute::Full ? 1.0 : 0.0;
         const StageCost& st = s0;
         const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
@@ -692,9 +700,9 @@ class StepEvaluation {
         if (z3.nodes > 1) {
           const int gpus_in_node =
               std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
-          z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
+          z3.bw_Bps = z3.allgather_bw_Bps = z3.reducescatter_bw_Bps = c.inter_node_Bps / gpus_in_node;
         }
-        dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + allgather_s(z3, grad_bytes));
+        dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + reducescatter_s(z3, grad_bytes));
       }
     }
     double dp_exposed = dp_s;

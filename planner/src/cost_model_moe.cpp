@@ -425,7 +425,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   double expert_dp_s = 0;
   if (edp_links.n > 1) {
     expert_dp_s = ly.zero == 0 ? allreduce_s(edp_links, expert_grad_bytes)
-                               : allgather_s(edp_links, expert_grad_bytes) +
+                               : reducescatter_s(edp_links, expert_grad_bytes) +
                                      allgather_s(edp_links, crit_expert_params * c.elem_bytes);
   }
   const double step_traffic =

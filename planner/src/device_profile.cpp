@@ -78,6 +78,21 @@ double DeviceProfile::kernel_seconds(const std::string& name) const {
   return -1;
 }
 
+double DeviceProfile::collective_seconds(const std::string& op, int ranks, double bytes) const {
+  std::vector<std::pair<double, double>> pts;  // (bytes, seconds)
+  for (const CollectiveTiming& c : collectives)
+    if (c.op == op && c.ranks == ranks && c.bytes > 0 && c.seconds > 0) pts.emplace_back(c.bytes, c.seconds);
+  if (pts.empty()) return -1;
+  std::sort(pts.begin(), pts.end());
+  if (bytes <= pts.front().first) return pts.front().second;
+  if (pts.size() == 1) return pts.front().second * bytes / pts.front().first;
+  size_t i = 1;
+  while (i + 1 < pts.size() && pts[i].first < bytes) ++i;
+  const auto [x0, y0] = pts[i - 1];
+  const auto [x1, y1] = pts[i];
+  return std::max(y0, y0 + (y1 - y0) * (bytes - x0) / (x1 - x0));
+}
+
 const CollectiveFit* DeviceProfile::fit(const std::string& op, int n) const {
   const CollectiveFit* best = nullptr;
   for (const CollectiveFit& f : fits)

@@ -18,6 +18,9 @@ Links links_across(const Constants& c, int n, int nodes, int gpus_in_node) {
   l.lat_step_inter_s = c.inter_lat_s;
   if (nodes <= 1) {
     l.bw_Bps = c.intra_Bps;
+    l.allgather_bw_Bps = c.intra_Bps * c.allgather_bw_scale;
+    l.reducescatter_bw_Bps = c.intra_Bps * c.reducescatter_bw_scale;
+    l.profile = c.profile;
   } else {
     // Every GPU of a node belongs to some group of this kind and all run the same collective at
     // once: gpus_in_node / per_node groups share the node's NICs, and a ring crosses a node
@@ -25,6 +28,7 @@ Links links_across(const Constants& c, int n, int nodes, int gpus_in_node) {
     // run on NVLink at the same time and are not the bottleneck unless slower).
     const double inter = c.inter_node_Bps * l.per_node / gpus_in_node;
     l.bw_Bps = l.per_node > 1 ? std::min(c.intra_Bps, inter) : inter;
+    l.allgather_bw_Bps = l.reducescatter_bw_Bps = l.bw_Bps;
   }
   return l;
 }
@@ -78,19 +82,40 @@ Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int d
   return pl;
 }
 
+namespace {
+// A device profile's measured time of `op` for this group, or -1 (the formulas below then).
+double measured_s(const Links& l, const char* op, double bytes) {
+  return l.profile ? l.profile->collective_seconds(op, l.n, bytes) : -1;
+}
+}  // namespace
+
 double allreduce_s(const Links& l, double bytes) {
   if (l.n <= 1 || bytes <= 0) return 0;
+  if (const double t = measured_s(l, "all-reduce", bytes); t > 0) return t;
   const double n = l.n;
   const double latency =
       2.0 * ((l.per_node - 1) * l.lat_step_intra_s + (l.nodes - 1) * l.lat_step_inter_s);
   return 2.0 * (n - 1) / n * bytes / l.bw_Bps + latency;
 }
 
-double allgather_s(const Links& l, double bytes) {
+namespace {
+double half_allreduce_s(const Links& l, double bytes, double bw_Bps) {
   if (l.n <= 1 || bytes <= 0) return 0;
   const double n = l.n;
   const double latency = (l.per_node - 1) * l.lat_step_intra_s + (l.nodes - 1) * l.lat_step_inter_s;
-  return (n - 1) / n * bytes / l.bw_Bps + latency;
+  return (n - 1) / n * bytes / (bw_Bps > 0 ? bw_Bps : l.bw_Bps) + latency;
+}
+}  // namespace
+
+double allgather_s(const Links& l, double bytes) {
+  if (l.n <= 1 || bytes <= 0) return 0;
+  if (const double t = measured_s(l, "all-gather", bytes); t > 0) return t;
+  return half_allreduce_s(l, bytes, l.allgather_bw_Bps);
+}
+double reducescatter_s(const Links& l, double bytes) {
+  if (l.n <= 1 || bytes <= 0) return 0;
+  if (const double t = measured_s(l, "reduce-scatter", bytes); t > 0) return t;
+  return half_allreduce_s(l, bytes, l.reducescatter_bw_Bps);
 }
 
 }  // namespace capplan::detail

@@ -297,5 +297,48 @@ TEST(DeviceProfile, AttentionKernelsScaleWithHeadsPerRankAndBatch) {
   EXPECT_NEAR(d3, layers * 0.040, 1e-9);
 }
 
+// A profile's measured collectives time the groups of the size it measured, interpolated by
+// size; other sizes keep the fitted curves. ZeRO-1's reduce-scatter of the gradients takes the
+// measured reduce-scatter, so three times slower reduce-scatters lengthen its dp_comm, and plain
+// data parallelism (one all-reduce) does not change.
+TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
+  DeviceProfile p = synthetic_profile();
+  for (double bytes : {1e6, 1e8}) {
+    p.collectives.push_back({"reduce-scatter", 4, bytes, 10e-6 + bytes / 20e9});
+    p.collectives.push_back({"all-gather", 4, bytes, 10e-6 + bytes / 40e9});
+  }
+  fit_device_profile(p);
+  EXPECT_NEAR(p.collective_seconds("reduce-scatter", 4, 5e7), 10e-6 + 5e7 / 20e9, 1e-12);
+  EXPECT_NEAR(p.collective_seconds("all-gather", 4, 2e8), 10e-6 + 2e8 / 40e9, 1e-12);  // the last line, beyond
+  EXPECT_NEAR(p.collective_seconds("all-gather", 4, 1e3), 10e-6 + 1e6 / 40e9, 1e-12);  // below: the smallest
+  EXPECT_LT(p.collective_seconds("all-gather", 8, 1e6), 0);
+  EXPECT_LT(p.collective_seconds("send-recv", 4, 1e6), 0);
+  Scenario sc;
+  sc.model = *load_model("gpt3-13b").value;
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  sc.cluster.gpus_per_node = 4;
+  sc.nodes = 1;
+  sc.training.gbs = 8;
+  DeviceProfile slow = p;
+  for (CollectiveTiming& c : slow.collectives)
+    if (c.op == "reduce-scatter") c.seconds *= 3;
+  fit_device_profile(slow);
+  auto dp_comm = [&](const DeviceProfile& dev, int zero) {
+    Scenario s = sc;
+    s.cluster.device_profile = std::make_shared<const DeviceProfile>(dev);
+    Layout l;
+    l.dp = 4;
+    l.mbs = 1;
+    l.zero = zero;
+    return estimate(s, l).breakdown_s.dp_comm;
+  };
+  const double z1 = dp_comm(p, 1), z1_slow = dp_comm(slow, 1);
+  std::printf("Expectation: ZeRO-1 dp_comm grows with reduce-scatters 3x slower, plain DP stays  Actual result: "
+              "%.4f -> %.4f s, plain %.4f -> %.4f s\n",
+              z1, z1_slow, dp_comm(p, 0), dp_comm(slow, 0));
+  EXPECT_GT(z1_slow, 1.5 * z1);
+  EXPECT_DOUBLE_EQ(dp_comm(slow, 0), dp_comm(p, 0));
+}
+
 }  // namespace
 }  // namespace capplan

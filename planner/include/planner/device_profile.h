@@ -72,6 +72,10 @@ struct DeviceProfile {
   double kernel_seconds(const std::string& name) const;
   // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.
   const CollectiveFit* fit(const std::string& op, int ranks) const;
+  // The measured time of `op` among `ranks` ranks for a buffer of `bytes`, interpolated linearly
+  // between the two measured sizes around it (beyond the largest: the last two sizes' line; below
+  // the smallest: its time); -1 when that op was not measured with that many ranks.
+  double collective_seconds(const std::string& op, int ranks, double bytes) const;
 };
 
 // Least-squares fits of a profile's curves from its timings (what `profile --measure` calls after
