@@ -34,14 +34,19 @@ namespace capplan::detail {
 //    no collective inside, still shares the cores;
 //  - otherwise (data- and pipeline-parallel ranks compute whole passes between messages, tens of
 //    ms) the ranks run side by side at c/n of a core, and the busy terms stretch.
-// Measured on 2 cores (tests/bench/bench_local_fidelity.sh): tp 4 computes in 310-340 ms with
-// 320-380 ms in tp_comm, dp 4 and dp 8 compute in the stretched time of dp 2.
+// The data-parallel collectives, which all ranks run at once and whose copies and sums are CPU
+// work, stretch by n / c too. Measured on 2 cores (tests/bench/bench_local_fidelity.sh): tp 4
+// computes in 310-340 ms with 320-380 ms in tp_comm, dp 4 and dp 8 compute in the stretched time
+// of dp 2, and dp 4's gradient all-reduce took 33 ms where dp 2's took 13.
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
   TimeBreakdown t = dedicated;
+  // The data-parallel collectives run on every rank at once, and between CPU ranks their copies
+  // and sums are the ranks' own work on the shared cores: they stretch by n / c as well.
+  t.dp_comm *= d * s;
   const double busy = t.compute + t.recompute + t.optimizer;
   const double other = t.sum() - busy - t.bubble;  // X: the communication of the critical rank
   const double t_dedicated = d * (busy + t.bubble) + other;

@@ -879,7 +879,8 @@ void record_timeline(const std::vector<Task>& tasks, StepSimulation& out) {
 // optimizer) stands for the stage's ranks on its node, each wanting a core, so it carries a
 // demand of (those ranks) / cores on its node's cores; while the demands of the running tasks
 // sum to D > 1 each runs at 1/D of its speed, and a stage that waits (a bubble) takes no core.
-// Returns the number of links, the cores' included.
+// Data-parallel collectives stretch by the node's ranks / cores. Returns the number of links, the
+// cores' included.
 int share_host_cores(std::vector<Task>& tasks, const StepCosts& costs, const Layout& layout, int gpus_per_node,
                      const StageLinks& links) {
   if (costs.host_cores <= 0) return links.num_links;
@@ -894,7 +895,15 @@ int share_host_cores(std::vector<Task>& tasks, const StepCosts& costs, const Lay
       n += rank_to_coords(r, layout).pp == s;
     demand[size_t(s)] = double(std::max(n, 1)) / costs.host_cores;
   }
+  // The data-parallel collectives run on all ranks at once; their copies and sums are the CPU
+  // ranks' own work, so they stretch by (ranks on a node) / cores (cost_model_cores.cpp).
+  const double dp_stretch =
+      std::max(1.0, double(std::min(gpus, gpus_per_node)) / costs.host_cores) * costs.core_seconds_per_s;
   for (Task& t : tasks) {
+    if (t.kind == SimTaskKind::DpComm || t.kind == SimTaskKind::ZeroAllGather) {
+      t.work_s *= dp_stretch;
+      continue;
+    }
     const bool busy = t.stream == SimStream::Compute &&
                       (t.kind == SimTaskKind::Forward || t.kind == SimTaskKind::BackwardInput ||
                        t.kind == SimTaskKind::BackwardWeight || t.kind == SimTaskKind::Recompute ||
