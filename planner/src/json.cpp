@@ -73,6 +73,12 @@ std::optional<Json> json_parse(const std::string& text, std::string* error) {
         const std::string what = e.what();
         const size_t at = what.find("parse error ");
         *error = at == std::string::npos ? what : what.substr(at + 12);
+      } catch (const Json::exception& e) {
+        // A number out of range ("[json.exception.out_of_range.406] number overflow parsing
+        // '1E400'") -> "number overflow parsing '1E400'".
+        const std::string what = e.what();
+        const size_t at = what.find("] ");
+        *error = at == std::string::npos ? what : what.substr(at + 2);
       }
     }
     return std::nullopt;

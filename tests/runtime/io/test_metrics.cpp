@@ -43,6 +43,18 @@ Json parse_or_fail(const std::string& line) {
 // Expectation: a step record with a NaN loss and MFU and an infinite grad norm writes null for
 // each (strict JSON has no literal for them) and reads back as not finite; the line stays one
 // JSON object, with a '.' even under a comma-decimal LC_NUMERIC (when the locale is installed).
+// A number too large for a double is a parse error with the reason, not an exception out of the
+// parser (found by the manifest fuzzer: a checkpoint manifest with "8...8E8...8" in it).
+TEST(JsonParse, NumberOutOfRangeIsAnErrorNotACrash) {
+  std::string err;
+  EXPECT_FALSE(json_parse("{\"step\": 1E999999}", &err).has_value());
+  EXPECT_NE(err.find("number overflow"), std::string::npos) << err;
+  err.clear();
+  EXPECT_FALSE(json_parse("{\"step\": 1,", &err).has_value());
+  EXPECT_NE(err.find("line 1"), std::string::npos) << err;
+  EXPECT_TRUE(json_parse("{\"step\": 1E30}", &err).has_value());
+}
+
 TEST(MetricsWriter, NonFiniteNumbersAreNullWhateverTheLocale) {
   const fs::path p = fs::temp_directory_path() / ("capplan_rt_metrics_nan_" + std::to_string(::getpid()) + ".jsonl");
   const char* old = std::setlocale(LC_NUMERIC, nullptr);
