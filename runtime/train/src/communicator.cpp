@@ -230,7 +230,7 @@ class MpiCommunicator final : public Communicator {
       for (int64_t i = 0; i < nr; ++i) incoming[i] += own[i];
       std::swap(partial, incoming);
     }
-    std::memcpy(recv, partial, size_t(counts[size_t(r)]) * sizeof(float));
+    if (counts[size_t(r)] > 0) std::memcpy(recv, partial, size_t(counts[size_t(r)]) * sizeof(float));
   }
 
   template <class T>
