@@ -113,14 +113,6 @@ Constants constants_for(const Scenario& sc) {
       c.intra_Bps = f->bandwidth_gbyte_per_s * 1e9;
       // allreduce_s() charges 2 (n-1) ring steps of latency.
       c.intra_lat_s = f->ranks > 1 ? f->latency_us * 1e-6 / (2.0 * (f->ranks - 1)) : c.intra_lat_s;
-      // The profile's own all-gather and reduce-scatter (their implementations may move the bus
-      // bytes at other rates than the all-reduce: Open MPI's shared-memory reduce-scatter measured
-      // a third of its all-reduce's rate on this project's 2-core machine).
-      const CollectiveFit* ag = dev->fit("all-gather", cl.gpus_per_node);
-      const CollectiveFit* rs = dev->fit("reduce-scatter", cl.gpus_per_node);
-      if (ag && ag->bandwidth_gbyte_per_s > 0) c.allgather_bw_scale = ag->bandwidth_gbyte_per_s / f->bandwidth_gbyte_per_s;
-      if (rs && rs->bandwidth_gbyte_per_s > 0)
-        c.reducescatter_bw_scale = rs->bandwidth_gbyte_per_s / f->bandwidth_gbyte_per_s;
     }
   }
   return c;
@@ -561,6 +553,7 @@ class StepEvaluation {
     if (!dev || dev->cores <= 0 || dev->backend != "cpu") return;
     const int ranks = ly.gpus();
     const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
+    if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
     double stages = 0;
     for (int s = 0; s < pp; ++s) {
       const StageCost st = stage_cost(s);
@@ -700,7 +693,7 @@ class StepEvaluation {
         if (z3.nodes > 1) {
           const int gpus_in_node =
               std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
-          z3.bw_Bps = z3.allgather_bw_Bps = z3.reducescatter_bw_Bps = c.inter_node_Bps / gpus_in_node;
+          z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
         }
         dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + reducescatter_s(z3, grad_bytes));
       }

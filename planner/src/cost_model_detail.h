@@ -17,10 +17,6 @@ struct Constants {
   double intra_Bps = 0;       // NVLink bus bandwidth per GPU per direction reached by NCCL, bytes/s
   double inter_node_Bps = 0;  // NIC bandwidth per node per direction reached by NCCL, bytes/s
   double intra_lat_s = 0;     // one ring step inside a node
-  // A device profile's own all-gather and reduce-scatter inside a node, as multiples of intra_Bps
-  // (1 without a profile: NCCL's ring moves the same bus bytes per second in all three).
-  double allgather_bw_scale = 1;
-  double reducescatter_bw_scale = 1;
   double inter_lat_s = 0;     // one ring step between nodes
   double pcie_Bps = 0;        // host <-> GPU per GPU per direction
   double elem_bytes = 2;      // bytes of an activation / weight element in the training precision
@@ -76,10 +72,9 @@ struct Links {
   int per_node = 1;  // members that share a node
   int nodes = 1;     // nodes the group spans
   double bw_Bps = 0; // ring bus bandwidth available to the group, bytes/s
-  double allgather_bw_Bps = 0;      // the same for an all-gather / a reduce-scatter (a device
-  double reducescatter_bw_Bps = 0;  // profile's own fits inside a node; bw_Bps otherwise)
-  // A device profile whose measured collectives time this group's (inside one node): their
-  // measured times, interpolated by size, where it measured the group's size; null otherwise.
+  // A device profile whose measured collectives time this group's (inside one node): each op its
+  // own measured times, interpolated by size, where it measured the group's size (other sizes
+  // take the ring formulas at the fitted all-reduce's rate); null otherwise.
   const DeviceProfile* profile = nullptr;
   double lat_step_intra_s = 0;
   double lat_step_inter_s = 0;

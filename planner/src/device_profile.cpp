@@ -79,18 +79,28 @@ double DeviceProfile::kernel_seconds(const std::string& name) const {
 }
 
 double DeviceProfile::collective_seconds(const std::string& op, int ranks, double bytes) const {
-  std::vector<std::pair<double, double>> pts;  // (bytes, seconds)
-  for (const CollectiveTiming& c : collectives)
-    if (c.op == op && c.ranks == ranks && c.bytes > 0 && c.seconds > 0) pts.emplace_back(c.bytes, c.seconds);
-  if (pts.empty()) return -1;
-  std::sort(pts.begin(), pts.end());
-  if (bytes <= pts.front().first) return pts.front().second;
-  if (pts.size() == 1) return pts.front().second * bytes / pts.front().first;
-  size_t i = 1;
-  while (i + 1 < pts.size() && pts[i].first < bytes) ++i;
-  const auto [x0, y0] = pts[i - 1];
-  const auto [x1, y1] = pts[i];
-  return std::max(y0, y0 + (y1 - y0) * (bytes - x0) / (x1 - x0));
+  // One pass (the cost model asks for every collective of every layout it prices): the measured
+  // sizes just below and just above `bytes`, and the largest two for beyond the last.
+  const CollectiveTiming *below = nullptr, *above = nullptr, *smallest = nullptr, *last = nullptr, *second = nullptr;
+  for (const CollectiveTiming& c : collectives) {
+    if (c.op != op || c.ranks != ranks || c.bytes <= 0 || c.seconds <= 0) continue;
+    if (c.bytes <= bytes && (!below || c.bytes > below->bytes)) below = &c;
+    if (c.bytes > bytes && (!above || c.bytes < above->bytes)) above = &c;
+    if (!smallest || c.bytes < smallest->bytes) smallest = &c;
+    if (!last || c.bytes > last->bytes) {
+      second = last;
+      last = &c;
+    } else if (!second || c.bytes > second->bytes) {
+      second = &c;
+    }
+  }
+  if (!smallest) return -1;
+  if (!below) return smallest->seconds;
+  const CollectiveTiming* lo = above ? below : second;
+  const CollectiveTiming* hi = above ? above : last;
+  if (!lo || lo == hi) return hi->seconds * bytes / hi->bytes;  // one measured size
+  const double t = lo->seconds + (hi->seconds - lo->seconds) * (bytes - lo->bytes) / (hi->bytes - lo->bytes);
+  return std::max(below->seconds, t);
 }
 
 const CollectiveFit* DeviceProfile::fit(const std::string& op, int n) const {

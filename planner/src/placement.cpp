@@ -18,8 +18,6 @@ Links links_across(const Constants& c, int n, int nodes, int gpus_in_node) {
   l.lat_step_inter_s = c.inter_lat_s;
   if (nodes <= 1) {
     l.bw_Bps = c.intra_Bps;
-    l.allgather_bw_Bps = c.intra_Bps * c.allgather_bw_scale;
-    l.reducescatter_bw_Bps = c.intra_Bps * c.reducescatter_bw_scale;
     l.profile = c.profile;
   } else {
     // Every GPU of a node belongs to some group of this kind and all run the same collective at
@@ -28,7 +26,6 @@ Links links_across(const Constants& c, int n, int nodes, int gpus_in_node) {
     // run on NVLink at the same time and are not the bottleneck unless slower).
     const double inter = c.inter_node_Bps * l.per_node / gpus_in_node;
     l.bw_Bps = l.per_node > 1 ? std::min(c.intra_Bps, inter) : inter;
-    l.allgather_bw_Bps = l.reducescatter_bw_Bps = l.bw_Bps;
   }
   return l;
 }
@@ -99,23 +96,18 @@ double allreduce_s(const Links& l, double bytes) {
 }
 
 namespace {
-double half_allreduce_s(const Links& l, double bytes, double bw_Bps) {
+// Half a ring all-reduce: the measured time of `op` where the profile has it, else
+// (n-1)/n * S / B plus one pass of latency.
+double half_allreduce_s(const Links& l, const char* op, double bytes) {
   if (l.n <= 1 || bytes <= 0) return 0;
+  if (const double t = measured_s(l, op, bytes); t > 0) return t;
   const double n = l.n;
   const double latency = (l.per_node - 1) * l.lat_step_intra_s + (l.nodes - 1) * l.lat_step_inter_s;
-  return (n - 1) / n * bytes / (bw_Bps > 0 ? bw_Bps : l.bw_Bps) + latency;
+  return (n - 1) / n * bytes / l.bw_Bps + latency;
 }
 }  // namespace
 
-double allgather_s(const Links& l, double bytes) {
-  if (l.n <= 1 || bytes <= 0) return 0;
-  if (const double t = measured_s(l, "all-gather", bytes); t > 0) return t;
-  return half_allreduce_s(l, bytes, l.allgather_bw_Bps);
-}
-double reducescatter_s(const Links& l, double bytes) {
-  if (l.n <= 1 || bytes <= 0) return 0;
-  if (const double t = measured_s(l, "reduce-scatter", bytes); t > 0) return t;
-  return half_allreduce_s(l, bytes, l.reducescatter_bw_Bps);
-}
+double allgather_s(const Links& l, double bytes) { return half_allreduce_s(l, "all-gather", bytes); }
+double reducescatter_s(const Links& l, double bytes) { return half_allreduce_s(l, "reduce-scatter", bytes); }
 
 }  // namespace capplan::detail
