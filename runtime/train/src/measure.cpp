@@ -177,7 +177,7 @@ class Measurer {
       // cache still holds, it holds here too). Copies beyond twice the last-level cache change
       // nothing (the operands come from memory either way) and are not made.
       const double set_bytes = 4.0 * (double(tok) * l.in + double(l.in) * l.out + double(tok) * l.out);
-      const int fill = int(std::ceil(2.0 * double(last_level_cache_bytes()) / set_bytes));
+      const int fill = int(std::ceil(2.0 * double(llc_bytes_) / set_bytes));
       const int copies = std::clamp(std::min(m_.layers, fill), 1, 64);
       std::vector<float*> x, w, y;
       for (int c = 0; c < copies; ++c) {
@@ -328,6 +328,7 @@ class Measurer {
   Communicator& world_;
   Backend& be_;
   std::vector<std::vector<float>> bufs_;
+  const int64_t llc_bytes_ = last_level_cache_bytes();  // read once, not per GEMM shape and round
 };
 
 // Each timing of `p` = the median of that timing over the rounds (every round measures the same
