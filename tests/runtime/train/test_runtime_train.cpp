@@ -361,6 +361,23 @@ TEST(RuntimeTrain, StepRecordsCarryGemmTime) {
   EXPECT_LE(s.share_gemm, s.share_forward + s.share_backward + 1e-9);
 }
 
+// The "step" records of a metrics file, each with its line (for messages); a line that is not a
+// JSON object fails the test.
+std::vector<std::pair<capplan::Json, std::string>> step_records(const fs::path& metrics) {
+  namespace k = capplan::rt::metrics_schema;
+  std::vector<std::pair<capplan::Json, std::string>> out;
+  std::istringstream lines(capplan::test::read_text(metrics));
+  for (std::string line; std::getline(lines, line);) {
+    std::optional<capplan::Json> v = capplan::json_parse(line);
+    if (!v || !v->is_object()) {
+      ADD_FAILURE() << metrics << ": not a JSON object: " << line;
+      continue;
+    }
+    if (v->value(k::kType, "") == k::kStep) out.emplace_back(std::move(*v), line);
+  }
+  return out;
+}
+
 // Every step record times each term of the step apart (io/metrics_schema.h), and the terms with
 // the remainder add up to the step: rank 0's intervals partition its step. A layout has time in
 // the terms it uses (tp_comm with tp 2, pipeline communication and bubble with pp 2, DP
@@ -384,13 +401,9 @@ TEST(RuntimeTrain, StepRecordsTimeEveryTermApart) {
     fs::remove(m);
     const Result r = run(c.np, common(false, 4) + c.flags + " --metrics " + m.string());
     ASSERT_EQ(r.status, 0) << c.flags << "\n" << r.output;
-    std::istringstream lines(capplan::test::read_text(m));
-    int steps = 0;
-    for (std::string line; std::getline(lines, line);) {
-      const std::optional<capplan::Json> v = capplan::json_parse(line);
-      ASSERT_TRUE(v && v->is_object()) << line;
-      if (v->value(k::kType, "") != k::kStep) continue;
-      ++steps;
+    const std::vector<std::pair<capplan::Json, std::string>> records = step_records(m);
+    for (const auto& [record, line] : records) {
+      const capplan::Json* v = &record;
       const double step = capplan::json_double(*v, k::kStepTimeS, -1);
       double sum = 0;
       for (const char* part : k::kStepParts) {
@@ -408,7 +421,7 @@ TEST(RuntimeTrain, StepRecordsTimeEveryTermApart) {
       for (const char* unused : c.unused)
         EXPECT_EQ(capplan::json_double(*v, unused, -1), 0.0) << c.flags << ": " << unused << " in " << line;
     }
-    EXPECT_EQ(steps, 4) << c.flags;
+    EXPECT_EQ(records.size(), 4u) << c.flags;
   }
 }
 
@@ -431,13 +444,9 @@ TEST(RuntimeTrain, StepRecordsTakeTheBusiestRanksTerms) {
   const Result one = run(1, args);
   const Result r = run(2, args + " --pp 2 --metrics " + m.string());
   expect_close(one, r, 1e-5, "pp 2");
-  std::istringstream lines(capplan::test::read_text(m));
-  int steps = 0;
-  for (std::string line; std::getline(lines, line);) {
-    const std::optional<capplan::Json> v = capplan::json_parse(line);
-    ASSERT_TRUE(v && v->is_object()) << line;
-    if (v->value(k::kType, "") != k::kStep) continue;
-    ++steps;
+  const std::vector<std::pair<capplan::Json, std::string>> records = step_records(m);
+  for (const auto& [record, line] : records) {
+    const capplan::Json* v = &record;
     // Which rank computed longest is measured, and a loaded machine can stretch the lighter
     // stage's compute past the heavier one's, so the rank is not pinned: it is one of the two,
     // and the record's terms are that rank's own, adding up to its step time.
@@ -452,7 +461,7 @@ TEST(RuntimeTrain, StepRecordsTakeTheBusiestRanksTerms) {
     EXPECT_GT(bubble, 0.0) << line;
     EXPECT_GE(pp_comm, 0.0) << line;
   }
-  EXPECT_EQ(steps, 4);
+  EXPECT_EQ(records.size(), 4u);
 }
 
 // 20 steps straight vs 10 + SIGKILL of one rank at step 12 + relaunch with --resume auto, which
