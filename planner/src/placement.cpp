@@ -80,9 +80,19 @@ Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int d
 }
 
 namespace {
-// A device profile's measured time of `op` for this group, or -1 (the formulas below then).
+// A device profile's measured time of `op` for this group, or -1 (the formulas below then). A
+// group of a size the profile did not measure takes the nearest measured size's time scaled by
+// the ring's (n-1)/n of the bytes each member moves (all-reduce, all-gather and reduce-scatter
+// alike), rather than the fitted line, whose weight lies on the small messages.
 double measured_s(const Links& l, const char* op, double bytes) {
-  return l.profile ? l.profile->collective_seconds(op, l.n, bytes) : -1;
+  if (!l.profile) return -1;
+  const double t = l.profile->collective_seconds(op, l.n, bytes);
+  if (t > 0) return t;
+  const CollectiveFit* near = l.profile->fit(op, l.n);
+  if (!near || near->ranks < 2) return -1;
+  const double at = l.profile->collective_seconds(op, near->ranks, bytes);
+  const double n = l.n, n0 = near->ranks;
+  return at > 0 ? at * ((n - 1) / n) / ((n0 - 1) / n0) : -1;
 }
 }  // namespace
 

@@ -340,6 +340,21 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
               z1, z1_slow, dp_comm(p, 0), dp_comm(slow, 0));
   EXPECT_GT(z1_slow, 1.5 * z1);
   EXPECT_DOUBLE_EQ(dp_comm(slow, 0), dp_comm(p, 0));
+  // A group of 8 on a node of 8, with the all-reduce measured among 4: the measured time scaled by
+  // the ring's (n-1)/n, so plain DP's all-reduce (the same gradient bytes) takes 7/8 / 3/4 = 7/6
+  // of dp 4's.
+  auto plain_dp = [&](int dp) {
+    Scenario s = sc;
+    s.cluster.gpus_per_node = 8;
+    s.gpus = dp;
+    s.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
+    Layout l;
+    l.dp = dp;
+    l.mbs = 1;
+    return estimate(s, l).breakdown_s.dp_comm;
+  };
+  std::printf("Expectation: dp 8 / dp 4 all-reduce 7/6  Actual result: %.6f\n", plain_dp(8) / plain_dp(4));
+  EXPECT_NEAR(plain_dp(8) / plain_dp(4), 7.0 / 6.0, 1e-9);
 }
 
 }  // namespace
