@@ -624,6 +624,72 @@ class StepEvaluation {
     tb.bubble = best_fill;
   }
 
+  // ZeRO-3 in ring mode: sets dp_s (all its traffic) and z3_exposed (what the step waits for).
+  void ring_zero3() {
+    // ZeRO-3 as PyTorch FSDP runs it (Zhao et al. 2023 Sec 3): each unit's flat parameter is
+    // all-gathered (NCCL ring over the dp group, at the links placement() gives it) before its
+    // forward and again before its backward, and its gradient reduce-scattered after its
+    // backward, per micro-batch. The collectives run on their own stream, `prefetch` layers
+    // ahead: layer i+1's gather runs during layer i's forward, and during layer i's backward
+    // (after its recompute) the gather of layer i-1 and the reduce-scatter of layer i. What a
+    // layer's compute cannot cover is exposed; the first gather of each pass always is
+    // (zero3_backward_prefetch: pre; post and none below). Without prefetch (0) nothing overlaps.
+    //  - Units smaller than the checkpointed layer (zero3_unit: linear) lie inside the region
+    //    torch.utils.checkpoint recomputes: the recomputed forward gathers them again and frees
+    //    them after it (reshard_after_forward), and the backward's pre-backward hook gathers
+    //    them once more (FSDP _rebuild_full_params / _free_full_params), so a step with full
+    //    recompute gathers each weight three times instead of two.
+    //  - Parameters offloaded to the host: each gather first copies the rank's shard up over
+    //    PCIe on the same stream (FSDP _rebuild_full_params: p.data.to(device) inside the
+    //    all_gather stream, before _all_gather_base), in series with the gather.
+    //  - Activation offload that blocks the host (offload_sync): after each layer's forward the
+    //    host waits for the GPU, so the next layer's first unit (its Q, K, V projection, or the
+    //    whole layer) is gathered on an idle GPU: exposed once per layer, not once per pass.
+    const double nl = stage_layers(L, pp, vp, 0);
+    const double shard_up = tr.offload_params ? mt.layer_params * w_elem / dp / c.pcie_Bps : 0.0;
+    const double ag = allgather_s(pl.dp, mt.layer_params * w_elem) + shard_up;
+    const double rs = reducescatter_s(pl.dp, mt.layer_params * g_elem);
+    const double regather = fw.zero3_unit == Zero3Unit::Linear && ly.recompute == Recompute::Full ? 1.0 : 0.0;
+    const StageCost& st = s0;
+    const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
+    const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
+    const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
+    const double ag_bwd = (1.0 + regather) * ag + rs;  // a layer's backward traffic
+    double fwd_layer_exposed = std::max(0.0, ag - f_layer);
+    if (fw.offload_sync && ly.offload) {
+      const double first_unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_qkv_params : mt.layer_params;
+      const double g1 = std::min(ag, allgather_s(pl.dp, first_unit * w_elem) +
+                                         (tr.offload_params ? first_unit * w_elem / dp / c.pcie_Bps : 0.0));
+      fwd_layer_exposed = g1 + std::max(0.0, ag - g1 - f_layer);
+    }
+    double per_mb;
+    if (fw.zero3_prefetch_layers == 0) {
+      per_mb = nl * (ag + ag_bwd);
+    } else if (fw.zero3_backward_prefetch == Zero3BackwardPrefetch::Pre) {
+      per_mb = ag + (nl - 1) * fwd_layer_exposed + ag + (nl - 1) * std::max(0.0, ag_bwd - b_layer) + rs;
+    } else {
+      // Post / None: every rank's collectives share one NCCL stream (ProcessGroupNCCL), so a
+      // gather issued from a unit's own pre-backward hook queues behind the reduce-scatter of
+      // the unit before it, which waits for that unit's gradients: the backward overlaps
+      // nothing ("no overlap": PyTorch FSDP BackwardPrefetch docs; the traces in PyTorch
+      // pull request 70235, Zhao 2021). Post issues the next gather before the reduce-scatter, which then runs
+      // beside the next unit's compute; the gather stays exposed. The recompute's gathers
+      // keep the forward's implicit prefetch: the first unit of each layer waits, the rest
+      // overlap the recomputed forward.
+      const double g1 = fw.zero3_unit == Zero3Unit::Linear
+                            ? std::min(ag, allgather_s(pl.dp, mt.layer_qkv_params * w_elem))
+                            : ag;
+      const double rec_exposed = g1 + std::max(0.0, ag - g1 - f_layer);
+      const double rs_exposed = fw.zero3_backward_prefetch == Zero3BackwardPrefetch::Post
+                                    ? (nl - 1) * std::max(0.0, rs - b_layer) + rs  // the last has no next
+                                    : nl * rs;
+      per_mb = ag + (nl - 1) * fwd_layer_exposed + nl * (regather * rec_exposed + ag) + rs_exposed;
+    }
+    const double per_mb_all = nl * (ag + ag_bwd);
+    dp_s = md * (per_mb_all + 3 * outer);
+    z3_exposed = md * (per_mb + kZero3OverlapCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
+  }
+
   void data_parallel() {
     // Data-parallel gradient synchronisation on the stage with most parameters.
     params_crit = std::max(stage_params(0), stage_params(pp - 1));
@@ -638,50 +704,7 @@ class StepEvaluation {
         param_gather_s = allgather_s(pl.dp, params_crit * w_elem);
         dp_s = reducescatter_s(pl.dp, grad_bytes) + param_gather_s;
       } else if (ring_z3) {
-        // ZeRO-3 as PyTorch FSDP runs it (Zhao et al. 2023 Sec 3): each unit's flat parameter is
-        // all-gathered (NCCL ring over the dp group, at the links placement() gives it) before its
-        // forward and again before its backward, and its gradient reduce-scattered after its
-        // backward, per micro-batch. The collectives run on their own stream, `prefetch` layers
-        // ahead: layer i+1's gather runs during layer i's forward, and during layer i's backward
-        // (after its recompute) the gather of layer i-1 and the reduce-scatter of layer i. What a
-        // layer's compute cannot cover is exposed; the first gather of each pass always is.
-        // Without prefetch (0) nothing overlaps.
-        //  - Units smaller than the checkpointed layer (zero3_unit: linear) lie inside the region
-        //    torch.utils.checkpoint recomputes: the recomputed forward gathers them again and frees
-        //    them after it (reshard_after_forward), and the backward's pre-backward hook gathers
-        //    them once more (FSDP _rebuild_full_params / _free_full_params), so a step with full
-        //    recompute gathers each weight three times instead of two.
-        //  - Parameters offloaded to the host: each gather first copies the rank's shard up over
-        //    PCIe on the same stream (FSDP _rebuild_full_params: p.data.to(device) inside the
-        //    all_gather stream, before _all_gather_base), in series with the gather.
-        //  - Activation offload that blocks the host (offload_sync): after each layer's forward the
-        //    host waits for the GPU, so the next layer's first unit (its Q, K, V projection, or the
-        //    whole layer) is gathered on an idle GPU: exposed once per layer, not once per pass.
-        const double nl = stage_layers(L, pp, vp, 0);
-        const double shard_up = tr.offload_params ? mt.layer_params * w_elem / dp / c.pcie_Bps : 0.0;
-        const double ag = allgather_s(pl.dp, mt.layer_params * w_elem) + shard_up;
-        const double rs = reducescatter_s(pl.dp, mt.layer_params * g_elem);
-        const double regather = fw.zero3_unit == Zero3Unit::Linear && ly.recompute == Recompute::Full ? 1.0 : 0.0;
-        const StageCost& st = s0;
-        const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
-        const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
-        const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
-        const double ag_bwd = (1.0 + regather) * ag + rs;  // a layer's backward traffic
-        double fwd_layer_exposed = std::max(0.0, ag - f_layer);
-        if (fw.offload_sync && ly.offload) {
-          const double first_unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_qkv_params : mt.layer_params;
-          const double g1 = std::min(ag, allgather_s(pl.dp, first_unit * w_elem) +
-                                             (tr.offload_params ? first_unit * w_elem / dp / c.pcie_Bps : 0.0));
-          fwd_layer_exposed = g1 + std::max(0.0, ag - g1 - f_layer);
-        }
-        double per_mb;
-        if (fw.zero3_prefetch_layers > 0)
-          per_mb = ag + (nl - 1) * fwd_layer_exposed + ag + (nl - 1) * std::max(0.0, ag_bwd - b_layer) + rs;
-        else
-          per_mb = nl * (ag + ag_bwd);
-        const double per_mb_all = nl * (ag + ag_bwd);
-        dp_s = md * (per_mb_all + 3 * outer);
-        z3_exposed = md * (per_mb + kZero3OverlapCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
+        ring_zero3();
       } else {
         // ZeRO-3: weights all-gathered for forward and again for backward, gradients reduce-scattered,
         // per micro-batch: 1.5x an all-reduce each time (Rajbhandari et al. 2020 Sec 7.2.2). Every

@@ -75,6 +75,15 @@ const char* to_string(Zero3Comm v) {
   return "?";
 }
 
+const char* to_string(Zero3BackwardPrefetch v) {
+  switch (v) {
+    case Zero3BackwardPrefetch::Pre: return "pre";
+    case Zero3BackwardPrefetch::Post: return "post";
+    case Zero3BackwardPrefetch::None: return "none";
+  }
+  return "?";
+}
+
 const char* to_string(Zero3Unit v) {
   switch (v) {
     case Zero3Unit::Layer: return "layer";
@@ -184,6 +193,14 @@ std::optional<Zero3Comm> parse_zero3_comm(const std::string& s) {
   const std::string l = lower(s);
   if (l == "ring") return Zero3Comm::Ring;
   if (l == "rank-share") return Zero3Comm::RankShare;
+  return std::nullopt;
+}
+
+std::optional<Zero3BackwardPrefetch> parse_zero3_backward_prefetch(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "pre") return Zero3BackwardPrefetch::Pre;
+  if (l == "post") return Zero3BackwardPrefetch::Post;
+  if (l == "none") return Zero3BackwardPrefetch::None;
   return std::nullopt;
 }
 

@@ -618,6 +618,37 @@ TEST(CostModelZero3, BlockingOffloadExposesEachLayersFirstGather) {
   EXPECT_NEAR(sync.breakdown_s.dp_comm - async.breakdown_s.dp_comm, expected, 1e-12);
 }
 
+TEST(CostModelZero3, WithoutBackwardPrefetchTheBackwardOverlapsNothing) {
+  // Expectation: with compute long enough to hide every gather and reduce-scatter (h 1024, seq
+  // 2048, mbs 8, whole-layer units, no recompute), BACKWARD_PRE exposes one gather per pass and the
+  // last reduce-scatter. Without backward prefetch each layer's gather queues behind the previous
+  // layer's reduce-scatter on the one NCCL stream: L - 1 more gathers and reduce-scatters are
+  // exposed instead of hidden at the overlap cost 0.5, so dp_comm grows by
+  // m (L - 1) x 0.5 x (ag + rs) with ag = rs = allgather(2 P_layer), L = 4, m = 1. Post issues the
+  // gather before the reduce-scatter, which then hides behind the next layer: m (L - 1) x 0.5 x ag.
+  ModelSpec m = test::tiny_model(4);
+  m.hidden = 1024;
+  m.heads = 16;
+  m.seq_len = 2048;
+  Scenario sc = fsdp_scenario(m, 64);
+  Layout l = fsdp_layout(8);
+  l.recompute = Recompute::None;
+  const Estimate pre = estimate(sc, l);
+  ASSERT_TRUE(pre.reason.empty()) << pre.reason;
+  sc.training.framework.zero3_backward_prefetch = Zero3BackwardPrefetch::None;
+  const Estimate none = estimate(sc, l);
+  sc.training.framework.zero3_backward_prefetch = Zero3BackwardPrefetch::Post;
+  const Estimate post = estimate(sc, l);
+  const double layer_params = 12.0 * 1024 * 1024 + 13 * 1024;  // 4h^2 + 8h^2 weights, 13 h biases and norms
+  const double ag = ring8_allgather_s(2 * layer_params);
+  report("backward exposed without prefetch (s)", 3 * 0.5 * 2 * ag, none.breakdown_s.dp_comm - pre.breakdown_s.dp_comm);
+  EXPECT_NEAR(none.breakdown_s.dp_comm - pre.breakdown_s.dp_comm, 3 * 0.5 * 2 * ag, 1e-9);
+  EXPECT_NEAR(post.breakdown_s.dp_comm - pre.breakdown_s.dp_comm, 3 * 0.5 * ag, 1e-9);
+  // The total traffic is the same; only what is hidden differs.
+  EXPECT_GT(none.step_time_s, post.step_time_s);
+  EXPECT_GT(post.step_time_s, pre.step_time_s);
+}
+
 TEST(CostModelStack, SeedCaseWithSmpV1FromThePresetsPhysics) {
   // SageMaker measured 32 samples/s for GPT-3 175B on 120 p4d.24xlarge with SMP v1. With the
   // smp-v1 preset (no sequence parallelism, no selective recompute, eager HF kernels) the best

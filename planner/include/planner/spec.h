@@ -34,6 +34,10 @@ enum class Optimizer { Adam, Sgd };
 // layer's compute; RankShare = every rank fetches the remote shards itself at its own share of
 // the NICs (DeepSpeed ZeRO-3's per-parameter partitions, Rajbhandari et al. 2021 Sec 6.1).
 enum class Zero3Comm { Ring, RankShare };
+// When ZeRO-3 / FSDP issues a unit's all-gather in the backward (PyTorch FSDP BackwardPrefetch):
+// Pre before the current unit's gradient computation, Post after it (before its reduce-scatter),
+// None from the unit's own pre-backward hook, behind the previous unit's reduce-scatter.
+enum class Zero3BackwardPrefetch { Pre, Post, None };
 // What ZeRO-3 gathers at once: a whole transformer layer (FSDP transformer_auto_wrap_policy,
 // DeepSpeed's layer prefetch) or one weight matrix (FSDP's size-based auto-wrap policy, which
 // wraps every Linear of at least 1e8 parameters as its own unit).
@@ -171,6 +175,7 @@ struct FrameworkSpec {
   Zero3Comm zero3_comm = Zero3Comm::Ring;
   int zero3_prefetch_layers = 1;   // units gathered ahead of the one computing (ZeRO-3 / FSDP)
   Zero3Unit zero3_unit = Zero3Unit::Layer;
+  Zero3BackwardPrefetch zero3_backward_prefetch = Zero3BackwardPrefetch::Pre;
   // The weight-gradient GEMM accumulates into the fp32 gradient buffer itself (Megatron-LM
   // --gradient-accumulation-fusion); false: each micro-batch after the first adds its gradients
   // into the accumulator with a separate elementwise kernel (PyTorch autograd, DeepSpeed).
@@ -268,6 +273,7 @@ const char* to_string(Schedule v);
 const char* to_string(Attention v);
 const char* to_string(Optimizer v);
 const char* to_string(Zero3Comm v);
+const char* to_string(Zero3BackwardPrefetch v);
 const char* to_string(Zero3Unit v);
 std::optional<Ffn> parse_ffn(const std::string& s);
 std::optional<Norm> parse_norm(const std::string& s);
@@ -279,6 +285,7 @@ std::optional<Attention> parse_attention(const std::string& s);
 std::optional<Optimizer> parse_optimizer(const std::string& s);
 std::optional<Zero3Comm> parse_zero3_comm(const std::string& s);
 std::optional<Zero3Unit> parse_zero3_unit(const std::string& s);
+std::optional<Zero3BackwardPrefetch> parse_zero3_backward_prefetch(const std::string& s);
 // "DPT", "TPD", "DPCT", "PDECT", ... (D, P, T once each, C and E at most once each) or SageMaker's
 // names "cluster" (= DPT) and "spread" (= TPD); nullopt otherwise.
 std::optional<std::string> parse_order(const std::string& s);
