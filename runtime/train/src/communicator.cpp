@@ -4,18 +4,51 @@
 
 #include <mpi.h>
 
+#include <sched.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 namespace capplan::rt {
 namespace {
 
 constexpr int64_t kChunk = int64_t(1) << 30;
+
+// Whether this host runs more ranks than this rank may use cores (Open MPI's local size against
+// the affinity mask). Such ranks share cores, and a rank that waits for a pipeline message by
+// polling, even yielding between polls, takes time slices from the ranks that compute.
+bool host_oversubscribed() {
+  static const bool over = [] {
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!local) return false;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
+    return std::atoi(local) > CPU_COUNT(&set);
+  }();
+  return over;
+}
+
+// Waits for a point-to-point request. On an oversubscribed host the rank sleeps 50 us between
+// tests (with the kernel's timer slack, 50-100 us; a poll costs ~10 us, so a waiting rank takes
+// ~20 % of a core instead of all of what the scheduler gives it), leaving its core to the ranks
+// that compute; otherwise MPI_Wait, which polls on the rank's own core.
+void wait_request(MPI_Request* req) {
+  if (!host_oversubscribed()) {
+    MPI_Wait(req, MPI_STATUS_IGNORE);
+    return;
+  }
+  for (int done = 0;;) {
+    MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
 
 // Adds the seconds from its construction to its destruction to `total`.
 class CallTimer {
@@ -164,13 +197,23 @@ class MpiCommunicator final : public Communicator {
   }
   void recv(float* data, int64_t n, int peer, int tag) override {
     CallTimer timer(comm_s_);
-    for (int64_t off = 0; off < n; off += kChunk)
-      MPI_Recv(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_,
-               MPI_STATUS_IGNORE);
+    for (int64_t off = 0; off < n; off += kChunk) {
+      MPI_Request req;
+      MPI_Irecv(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_, &req);
+      wait_request(&req);
+    }
   }
   void probe(int peer, int tag) override {
     CallTimer timer(comm_s_);
-    MPI_Probe(peer, tag, comm_, MPI_STATUS_IGNORE);
+    if (!host_oversubscribed()) {
+      MPI_Probe(peer, tag, comm_, MPI_STATUS_IGNORE);
+      return;
+    }
+    for (int found = 0;;) {  // as wait_request: nap between polls on a shared core
+      MPI_Iprobe(peer, tag, comm_, &found, MPI_STATUS_IGNORE);
+      if (found) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
   }
   void send_async(const float* data, int64_t n, int peer, int tag) override {
     CallTimer timer(comm_s_);
@@ -183,7 +226,7 @@ class MpiCommunicator final : public Communicator {
   void wait_sends() override {
     if (requests_.empty()) return;
     CallTimer timer(comm_s_);
-    MPI_Waitall(int(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    for (MPI_Request& r : requests_) wait_request(&r);
     requests_.clear();
   }
   void barrier() override {
