@@ -516,8 +516,15 @@ class StepEvaluation {
     // except at the ends of the model: the first stage's first chunk sends nothing backward and the
     // last stage's last chunk nothing forward (Megatron-LM p2p_communication). A send blocks the
     // sender until it completes; it is not overlapped with compute in the 1F1B steady state.
+    // Where a receive blocks for the transfer too (p2p_blocking_recv: DeepSpeed's pipeline engine
+    // sends with a broadcast, or send/recv, in the two stages' group with async_op=False, so both
+    // ranks' streams wait for it, deepspeed/runtime/pipe/p2p.py; and its TrainSchedule receives the
+    // next micro-batch before it sends the previous one, schedule.py), the stage also waits out each
+    // message it receives: as many as it sends, so a middle stage's stream waits for four transfers
+    // per micro-batch instead of two.
     st.sends = pp > 1 ? 2 * vp - (s == 0 ? 1 : 0) - (s == pp - 1 ? 1 : 0) : 0;
-    st.p2p = st.sends * p2p;
+    const double transfers = fw.p2p_blocking_recv ? 2.0 : 1.0;
+    st.p2p = transfers * st.sends * p2p;
     if (ly.offload) {
       // Activation offload layer by layer on the PCIe stream (Megatron-LM / Transformer Engine
       // CPU offloading): a chunk's copy to host runs beside its forward and the copy back beside
@@ -538,7 +545,7 @@ class StepEvaluation {
       const int nb = pp > 1 ? vp - (s == 0 ? 1 : 0) : 0;       // chunks that send backward
       st.offload = vp * (xf + xb);
       st.offload_bwd_chunk = xb;
-      st.p2p = serial ? (nf + nb) * p2p : nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb);
+      st.p2p = transfers * (serial ? (nf + nb) * p2p : nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb));
     }
     return st;
   }

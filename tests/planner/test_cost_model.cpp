@@ -498,6 +498,25 @@ TEST(CostModelStack, BadKnobsAreRefusedWithTheReason) {
   EXPECT_FALSE(load_framework("megatron-lmm").ok());
 }
 
+TEST(CostModelStack, BlockingReceivesDoubleTheSteadyStatesTransfers) {
+  // Expectation: pp 2 with m = 8 micro-batches; each stage sends one message per micro-batch, and
+  // the fill and drain cross the stage boundary twice: pp_comm = (m + 2) x p2p. When a receive
+  // blocks for the transfer as a send does (DeepSpeed's pipeline engine), the stage also waits
+  // out the message it receives per micro-batch: (2 m + 2) x p2p, and the step grows by m x p2p.
+  Scenario sc = test::scenario(test::tiny_model(4), 8, 32);
+  const Layout l = layout(4, 1, 2, 1);
+  const Estimate base = estimate(sc, l);
+  ASSERT_TRUE(base.reason.empty()) << base.reason;
+  ASSERT_EQ(base.num_microbatches, 8);
+  sc.training.framework.p2p_blocking_recv = true;
+  const Estimate blocking = estimate(sc, l);
+  const double p2p = base.breakdown_s.pp_comm / 10;
+  ASSERT_GT(p2p, 0);
+  report("pp_comm with blocking receives (s)", 18 * p2p, blocking.breakdown_s.pp_comm);
+  EXPECT_NEAR(blocking.breakdown_s.pp_comm, 18 * p2p, 1e-12);
+  EXPECT_NEAR(blocking.step_time_s - base.step_time_s, 8 * p2p, 1e-12);
+}
+
 TEST(CostModelStack, SgdKeepsNoOptimizerState) {
   TrainingSpec t;
   t.precision = Precision::Fp16;

@@ -172,6 +172,10 @@ struct FrameworkSpec {
   // Pipeline sends split over the tp ranks and re-gathered over NVLink (Narayanan et al. 2021
   // Sec 4.1); false: every tp rank sends the whole activation.
   bool p2p_scatter_gather = true;
+  // A pipeline receive blocks its rank for the transfer as a send does (DeepSpeed's pipeline
+  // engine: blocking broadcast or send/recv between the two stages); false: received data arrives
+  // beside the compute (Megatron-LM's batched isend/irecv).
+  bool p2p_blocking_recv = false;
   Zero3Comm zero3_comm = Zero3Comm::Ring;
   int zero3_prefetch_layers = 1;   // units gathered ahead of the one computing (ZeRO-3 / FSDP)
   Zero3Unit zero3_unit = Zero3Unit::Layer;
