@@ -254,8 +254,12 @@ class LayerTerms {
       const double scale = b * (a / tpd) * s * s / at_profile;
       const double fwd = dev->kernel_seconds("attention forward");
       const double bwd = dev->kernel_seconds("attention backward");
+      // Selective recompute's forward on operands from memory (measured as such; a profile
+      // without it takes the forward's time).
+      const double rec = dev->kernel_seconds("attention recompute");
       if (fwd > 0) core_fwd_s = fwd * scale, core_mem = 0;
       if (bwd > 0) core_bwd_s = bwd * scale, core_mem_bwd = 0;
+      if (rec > 0) core_recompute_s = rec * scale;
     }
   }
 
@@ -315,7 +319,9 @@ class LayerTerms {
         break;
       case Recompute::Selective:  // drop the attention core's scores (Korthikanti Sec 4.3)
         t.layer_act_kept_bytes = tok * (repl_tok + split_tok / tpd + (attn == Attention::Flash ? score_tok / tpd : 0.0));
-        t.layer_recompute_s = attn == Attention::Flash ? 0.0 : t.layer_attn_core_fwd_s;
+        t.layer_recompute_s = attn == Attention::Flash ? 0.0
+                              : core_recompute_s >= 0 ? core_recompute_s
+                                                      : t.layer_attn_core_fwd_s;
         break;
       case Recompute::Full:  // keep only the layer input, 2sbh (/t under sp) (Korthikanti Sec 4.3)
         t.layer_act_kept_bytes = tok * e * h * repl / (partition ? tpd : 1.0);
@@ -389,6 +395,7 @@ class LayerTerms {
   double fwd_gemm = 0;  // the four linear layers' forward GEMMs
   double bwd_in_gemm = 0, bwd_w_gemm = 0;  // and their input- and weight-gradient GEMMs
   double core_fwd_s = 0, core_bwd_s = 0, core_mem = 0, core_mem_bwd = 0;  // attention core
+  double core_recompute_s = -1;  // a profile's measured recompute of the core (-1: the forward's)
   bool partition = false;  // checkpoints partitioned over tp (DeepSpeed partition_activations)
 };
 

@@ -301,6 +301,30 @@ TEST(DeviceProfile, AttentionKernelsScaleWithHeadsPerRankAndBatch) {
   EXPECT_NEAR(d3, layers * 0.040, 1e-9);
 }
 
+// Selective recompute reruns the attention forward on operands written a pass earlier: a profile's
+// "attention recompute" (measured on operands from memory) prices it, scaled like the forward;
+// without that entry the forward's time does. Expectation: 40 layers x 0.013 s per chunk, then
+// 40 x 0.010 s.
+TEST(DeviceProfile, SelectiveRecomputeTakesTheColdAttentionForward) {
+  DeviceProfile p = cpu_profile(2, 4);
+  p.kernels.push_back({"attention forward", 1e8, 0.010});
+  p.kernels.push_back({"attention backward", 1.5e8, 0.020});
+  Scenario sc = host_scenario(4, p);
+  sc.training.gbs = 8;
+  Layout l;
+  l.dp = 4;
+  l.mbs = 1;
+  l.recompute = Recompute::Selective;
+  const double warm = step_costs(sc, l).chunks.at(0).recompute_s;
+  p.kernels.push_back({"attention recompute", 1e8, 0.013});
+  sc.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
+  const double cold = step_costs(sc, l).chunks.at(0).recompute_s;
+  std::printf("Expectation: recompute per chunk %.3f s (cold) / %.3f s (warm)  Actual result: %.3f / %.3f s\n",
+              40 * 0.013, 40 * 0.010, cold, warm);
+  EXPECT_NEAR(cold, 40 * 0.013, 1e-9);
+  EXPECT_NEAR(warm, 40 * 0.010, 1e-9);
+}
+
 // A profile's measured collectives time the groups of the size it measured, interpolated by
 // size; other sizes keep the fitted curves. ZeRO-1's reduce-scatter of the gradients takes the
 // measured reduce-scatter, so three times slower reduce-scatters lengthen its dp_comm, and plain
