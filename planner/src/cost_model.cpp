@@ -871,9 +871,13 @@ class StepEvaluation {
       if (grads_after_peak) mb.gradients = std::max(0.0, mb.gradients - mb.activations);
       // ZeRO-3: the gathered unit computing and the ones prefetched (and, in backward, the unit's
       // unsharded gradient before its reduce-scatter); a unit is a layer or its largest matrix.
+      // Without backward prefetch (post, none) the backward, where the activations peak, holds
+      // only the unit it computes: the next is gathered after this one's gradients (post: its
+      // parameters freed first, BackwardPrefetch docs).
       const double unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_matrix_params : mt.layer_params;
-      const double zero3_prefetch =
-          ly.zero >= 3 ? (1 + fw.zero3_prefetch_layers) * unit * w_elem + unit * g_elem : 0.0;
+      const int ahead =
+          fw.zero3_backward_prefetch == Zero3BackwardPrefetch::Pre ? fw.zero3_prefetch_layers : 0;
+      const double zero3_prefetch = ly.zero >= 3 ? (1 + ahead) * unit * w_elem + unit * g_elem : 0.0;
       const double sub = mb.weights + mb.gradients + mb.optimizer + mb.activations + zero3_prefetch;
       mb.buffers = reserved_bytes + zero3_prefetch + fw.allocator_margin * sub;
       mb.total = mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.buffers;

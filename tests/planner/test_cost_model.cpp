@@ -666,6 +666,11 @@ TEST(CostModelZero3, WithoutBackwardPrefetchTheBackwardOverlapsNothing) {
   // The total traffic is the same; only what is hidden differs.
   EXPECT_GT(none.step_time_s, post.step_time_s);
   EXPECT_GT(post.step_time_s, pre.step_time_s);
+  // Memory: without backward prefetch the backward holds one gathered layer fewer (2 bytes per
+  // parameter, plus the allocator's margin on it).
+  const double fewer = 2 * layer_params * (1 + sc.training.framework.allocator_margin);
+  EXPECT_NEAR(pre.memory_per_gpu_bytes.total - none.memory_per_gpu_bytes.total, fewer, 1e-6 * fewer);
+  EXPECT_NEAR(post.memory_per_gpu_bytes.total, none.memory_per_gpu_bytes.total, 1e-6 * fewer);
 }
 
 TEST(CostModelStack, SeedCaseWithSmpV1FromThePresetsPhysics) {
