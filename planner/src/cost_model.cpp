@@ -910,6 +910,13 @@ class StepEvaluation {
       ch.backward_input_s = nl * mt.layer_bwd_in_s + (ch.has_embedding ? mt.embed_bwd_s : 0) +
                             (ch.has_head ? mt.head_bwd_s - head_bwd_w : 0);
       ch.backward_weight_s = nl * mt.layer_bwd_w_s + head_bwd_w;
+      if (!fw.grad_accumulation_fusion && m > 1) {
+        // The unfused accumulation of stage_cost, per micro-batch on average, with the weight
+        // gradients it follows.
+        const double params = nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
+                              (ch.has_head ? mt.head_params : 0.0);
+        ch.backward_weight_s += mem_s(c, params * (c.elem_bytes + 2 * c.grad_bytes)) * double(m - 1) / double(m);
+      }
       ch.recompute_s = nl * mt.layer_recompute_s;
       ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar;
       ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar;

@@ -155,6 +155,14 @@ TEST(PlanSimulation, SearchCandidatesAgreeWithin2Percent_Llama2_70b) {
   expect_top_candidates_agree(scenario("llama2-70b", "p4d.24xlarge", 16, 1024), 16, 30, 0, 0);
 }
 
+TEST(PlanSimulation, SearchCandidatesAgreeWithin2Percent_UnfusedGradientAccumulation) {
+  // Gradients accumulated by a separate kernel per micro-batch (PyTorch autograd, DeepSpeed): the
+  // chunks the simulator replays carry it with their weight gradients, as the estimate's stages do.
+  Scenario sc = scenario("gpt3-13b", "p4d.24xlarge", 8, 512);
+  sc.training.framework.grad_accumulation_fusion = false;
+  expect_top_candidates_agree(sc, 8, 50, 0, 0);
+}
+
 TEST(PlanSimulation, SearchCandidatesAgreeWithin2Percent_OffloadGpt3_13b) {
   // Offload pinned on and no recompute: the copies to and from the host outlast the compute and
   // set the pace (the estimate's max(send, copy - compute) per chunk and direction).
