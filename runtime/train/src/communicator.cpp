@@ -19,35 +19,13 @@ namespace {
 
 constexpr int64_t kChunk = int64_t(1) << 30;
 
-// Whether this host runs more ranks than this rank may use cores (Open MPI's local size against
-// the affinity mask). Such ranks share cores, and a rank that waits for a pipeline message by
-// polling, even yielding between polls, takes time slices from the ranks that compute.
-bool host_oversubscribed() {
-  static const bool over = [] {
-    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (!local) return false;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
-    return std::atoi(local) > CPU_COUNT(&set);
-  }();
-  return over;
-}
-
-// Waits for a point-to-point request. On an oversubscribed host the rank sleeps 50 us between
-// tests (with the kernel's timer slack, 50-100 us; a poll costs ~10 us, so a waiting rank takes
-// ~20 % of a core instead of all of what the scheduler gives it), leaving its core to the ranks
-// that compute; otherwise MPI_Wait, which polls on the rank's own core.
-void wait_request(MPI_Request* req) {
-  if (!host_oversubscribed()) {
-    MPI_Wait(req, MPI_STATUS_IGNORE);
-    return;
-  }
-  for (int done = 0;;) {
-    MPI_Test(req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
+// A rank of a host with more ranks than cores waits for a point-to-point message by polling
+// `done` with a nap between polls: 50 us (with the kernel's timer slack, 50-100 us; a poll costs
+// ~10 us, so the waiting rank takes ~20 % of a core instead of all of what the scheduler gives
+// it, even yielding), leaving its core to the ranks that compute.
+template <class Poll>
+void nap_until(Poll done) {
+  while (!done()) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 // Adds the seconds from its construction to its destruction to `total`.
@@ -112,7 +90,9 @@ class SelfCommunicator final : public Communicator {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+  // nap_waits: this host runs more ranks than cores (make_process_groups); point-to-point waits
+  // then nap between polls (nap_until) instead of polling inside MPI.
+  MpiCommunicator(MPI_Comm comm, bool nap_waits) : comm_(comm), nap_waits_(nap_waits) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
   }
@@ -200,20 +180,20 @@ class MpiCommunicator final : public Communicator {
     for (int64_t off = 0; off < n; off += kChunk) {
       MPI_Request req;
       MPI_Irecv(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_, &req);
-      wait_request(&req);
+      wait(&req);
     }
   }
   void probe(int peer, int tag) override {
     CallTimer timer(comm_s_);
-    if (!host_oversubscribed()) {
+    if (!nap_waits_) {
       MPI_Probe(peer, tag, comm_, MPI_STATUS_IGNORE);
       return;
     }
-    for (int found = 0;;) {  // as wait_request: nap between polls on a shared core
+    nap_until([&] {
+      int found = 0;
       MPI_Iprobe(peer, tag, comm_, &found, MPI_STATUS_IGNORE);
-      if (found) return;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
+      return found != 0;
+    });
   }
   void send_async(const float* data, int64_t n, int peer, int tag) override {
     CallTimer timer(comm_s_);
@@ -226,7 +206,7 @@ class MpiCommunicator final : public Communicator {
   void wait_sends() override {
     if (requests_.empty()) return;
     CallTimer timer(comm_s_);
-    for (MPI_Request& r : requests_) wait_request(&r);
+    for (MPI_Request& r : requests_) wait(&r);
     requests_.clear();
   }
   void barrier() override {
@@ -236,6 +216,19 @@ class MpiCommunicator final : public Communicator {
   double comm_seconds() const override { return comm_s_; }
 
  private:
+  // A point-to-point request: MPI_Wait on a core of its own, else nap_until.
+  void wait(MPI_Request* req) {
+    if (!nap_waits_) {
+      MPI_Wait(req, MPI_STATUS_IGNORE);
+      return;
+    }
+    nap_until([&] {
+      int done = 0;
+      MPI_Test(req, &done, MPI_STATUS_IGNORE);
+      return done != 0;
+    });
+  }
+
   // Ring reduce-scatter (Patarasuk & Yuan 2009, the reduce-scatter half of the ring all-reduce):
   // size() - 1 steps; at step k this rank sends its partial sum of block (r - k - 1) mod n to its
   // right neighbour, receives block (r - k - 2) mod n's from its left and adds its own part. Each
@@ -303,6 +296,7 @@ class MpiCommunicator final : public Communicator {
   }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  bool nap_waits_ = false;
   std::vector<MPI_Request> requests_;
   std::vector<float> ring_a_, ring_b_;  // ring_reduce_scatter's two block buffers, kept for reuse
   static constexpr int kRingTag = 7001;  // below every MPI_TAG_UB (at least 32767)
@@ -319,12 +313,18 @@ ProcessGroups make_process_groups(const Layout& layout) {
   ProcessGroups g;
   const int rank = world_rank();
   g.coords = rank_to_coords(rank, layout);
-  g.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
+  MPI_Comm_rank(local, &g.local_rank);
+  MPI_Comm_size(local, &g.local_size);
+  MPI_Comm_free(&local);
+  const bool nap_waits = g.local_size > cpus_available();
+  g.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, nap_waits);
   const RankCoords& c = g.coords;
   auto split = [&](int color, int key) {
     MPI_Comm comm;
     MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm);
-    return std::make_unique<MpiCommunicator>(comm);
+    return std::make_unique<MpiCommunicator>(comm, nap_waits);
   };
   // Colour = the group's smallest member (groups of one kind partition the ranks); key = this
   // rank's place in the group (planner/rank_mapping.h lists the members in group order).
@@ -341,12 +341,13 @@ ProcessGroups make_process_groups(const Layout& layout) {
   g.ep = group(RankGroup::Ep);
   g.edp = group(RankGroup::ExpertDp);
   g.ep_rank = c.ep;
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
-  MPI_Comm_rank(local, &g.local_rank);
-  MPI_Comm_size(local, &g.local_size);
-  MPI_Comm_free(&local);
   return g;
+}
+
+int cpus_available() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 void mpi_prefer_yielding_waits() { ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0); }

@@ -85,12 +85,6 @@ bool same_everywhere(uint64_t h) {
   return v[0] == -v[1];
 }
 
-int cpus_available() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 std::string model_fingerprint(const ModelSpec& m, int seq_len) {
   std::ostringstream os;
   os << m.name << ":L" << m.layers << ":d" << m.hidden << ":h" << m.heads << ":kv"

@@ -52,7 +52,7 @@ class Communicator {
   virtual void recv(float* data, int64_t n, int peer, int tag) = 0;
   // Blocks until a message from `peer` with `tag` has arrived (its recv then only moves it): the
   // pipeline's wait for a neighbour, apart from the transfer. On a host with more ranks than cores
-  // (Open MPI's local size against the affinity mask) probe, recv and wait_sends sleep 50 us
+  // (ProcessGroups::local_size against cpus_available()) probe, recv and wait_sends sleep 50 us
   // between polls instead of polling in MPI, so a waiting stage gives its core to the stages that
   // compute: pp 4 of the 4-layer, 256-wide model on 2 cores stepped in 442 ms (median of 4)
   // against 474 ms polling with yields.
@@ -95,6 +95,9 @@ ProcessGroups make_process_groups(const Layout& layout);
 // Measured on this 2-core machine under a load average of ~10, tp 2 of the 4-layer, 256-wide
 // model: tp_comm 2.1-3.1 s of a 3.9-5.0 s step without it, 1.0-1.1 s of 2.4-2.7 s with it.
 void mpi_prefer_yielding_waits();
+
+// The cores this process may run on (its affinity mask; the hardware's count where unknown).
+int cpus_available();
 
 // World rank and size (MPI_COMM_WORLD), and the number of ranks on this node.
 int world_rank();
