@@ -515,7 +515,7 @@ class StepEvaluation {
       double params = nl * mt.layer_params;
       if (s == 0) params += mt.embed_params;
       if (s == pp - 1) params += mt.head_params;
-      const double acc = mem_s(c, params * (c.elem_bytes + 2 * c.grad_bytes)) * double(m - 1) / double(m);
+      const double acc = accumulation_s(params);
       st.bwd += acc;
       st.compute += acc;
     }
@@ -555,6 +555,12 @@ class StepEvaluation {
       st.p2p = transfers * (serial ? (nf + nb) * p2p : nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb));
     }
     return st;
+  }
+
+  // Unfused gradient accumulation of `params` per micro-batch on average (stage_cost): every
+  // micro-batch after the first reads the new 16-bit gradient and reads and writes the accumulator.
+  double accumulation_s(double params) const {
+    return mem_s(c, params * (c.elem_bytes + 2 * c.grad_bytes)) * double(m - 1) / double(m);
   }
 
   // A device profile of CPU ranks that knows its host's cores: ranks outnumbering them time-share
@@ -669,13 +675,14 @@ class StepEvaluation {
     const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
     const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
     const double ag_bwd = (1.0 + regather) * ag + rs;  // a layer's backward traffic
-    double fwd_layer_exposed = std::max(0.0, ag - f_layer);
-    if (fw.offload_sync && ly.offload) {
-      const double first_unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_qkv_params : mt.layer_params;
-      const double g1 = std::min(ag, allgather_s(pl.dp, first_unit * w_elem) +
-                                         (tr.offload_params ? first_unit * w_elem / dp / c.pcie_Bps : 0.0));
-      fwd_layer_exposed = g1 + std::max(0.0, ag - g1 - f_layer);
-    }
+    // A forward pass over a layer whose first unit is gathered on an idle GPU (its Q, K, V
+    // projection, or the whole layer; with its shard's copy up where parameters are offloaded)
+    // exposes that gather and what of the rest the layer's forward does not cover.
+    const double first_unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_qkv_params : mt.layer_params;
+    const double g1 = std::min(ag, allgather_s(pl.dp, first_unit * w_elem) +
+                                       (tr.offload_params ? first_unit * w_elem / dp / c.pcie_Bps : 0.0));
+    const double first_waits = g1 + std::max(0.0, ag - g1 - f_layer);
+    const double fwd_layer_exposed = fw.offload_sync && ly.offload ? first_waits : std::max(0.0, ag - f_layer);
     double per_mb;
     if (fw.zero3_prefetch_layers == 0) {
       per_mb = nl * (ag + ag_bwd);
@@ -686,18 +693,14 @@ class StepEvaluation {
       // gather issued from a unit's own pre-backward hook queues behind the reduce-scatter of
       // the unit before it, which waits for that unit's gradients: the backward overlaps
       // nothing ("no overlap": PyTorch FSDP BackwardPrefetch docs; the traces in PyTorch
-      // pull request 70235, Zhao 2021). Post issues the next gather before the reduce-scatter, which then runs
-      // beside the next unit's compute; the gather stays exposed. The recompute's gathers
-      // keep the forward's implicit prefetch: the first unit of each layer waits, the rest
-      // overlap the recomputed forward.
-      const double g1 = fw.zero3_unit == Zero3Unit::Linear
-                            ? std::min(ag, allgather_s(pl.dp, mt.layer_qkv_params * w_elem))
-                            : ag;
-      const double rec_exposed = g1 + std::max(0.0, ag - g1 - f_layer);
+      // pull request 70235, Zhao 2021). Post issues the next gather before the reduce-scatter,
+      // which then runs beside the next unit's compute; the gather stays exposed. The recompute's gathers
+      // keep the forward's implicit prefetch: the first unit of each layer waits (first_waits),
+      // the rest overlap the recomputed forward.
       const double rs_exposed = fw.zero3_backward_prefetch == Zero3BackwardPrefetch::Post
                                     ? (nl - 1) * std::max(0.0, rs - b_layer) + rs  // the last has no next
                                     : nl * rs;
-      per_mb = ag + (nl - 1) * fwd_layer_exposed + nl * (regather * rec_exposed + ag) + rs_exposed;
+      per_mb = ag + (nl - 1) * fwd_layer_exposed + nl * (regather * first_waits + ag) + rs_exposed;
     }
     const double per_mb_all = nl * (ag + ag_bwd);
     dp_s = md * (per_mb_all + 3 * outer);
@@ -910,13 +913,9 @@ class StepEvaluation {
       ch.backward_input_s = nl * mt.layer_bwd_in_s + (ch.has_embedding ? mt.embed_bwd_s : 0) +
                             (ch.has_head ? mt.head_bwd_s - head_bwd_w : 0);
       ch.backward_weight_s = nl * mt.layer_bwd_w_s + head_bwd_w;
-      if (!fw.grad_accumulation_fusion && m > 1) {
-        // The unfused accumulation of stage_cost, per micro-batch on average, with the weight
-        // gradients it follows.
-        const double params = nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
-                              (ch.has_head ? mt.head_params : 0.0);
-        ch.backward_weight_s += mem_s(c, params * (c.elem_bytes + 2 * c.grad_bytes)) * double(m - 1) / double(m);
-      }
+      if (!fw.grad_accumulation_fusion && m > 1)  // stage_cost's, with the weight gradients it follows
+        ch.backward_weight_s += accumulation_s(nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
+                                               (ch.has_head ? mt.head_params : 0.0));
       ch.recompute_s = nl * mt.layer_recompute_s;
       ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar;
       ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar;

@@ -73,8 +73,9 @@ struct Links {
   int nodes = 1;     // nodes the group spans
   double bw_Bps = 0; // ring bus bandwidth available to the group, bytes/s
   // A device profile whose measured collectives time this group's (inside one node): each op its
-  // own measured times, interpolated by size, where it measured the group's size (other sizes
-  // take the ring formulas at the fitted all-reduce's rate); null otherwise.
+  // own measured times, interpolated by size, where it measured the group's size; another size
+  // takes the nearest measured size's times scaled by the ring's (n-1)/n (placement.cpp
+  // measured_s); null otherwise.
   const DeviceProfile* profile = nullptr;
   double lat_step_intra_s = 0;
   double lat_step_inter_s = 0;

@@ -613,17 +613,23 @@ TEST(CostModelZero3, BlockingActivationOffloadRunsInSeriesWithCompute) {
   EXPECT_NEAR(e.breakdown_s.offload, expected, 1e-15);
 }
 
+// Four layers with compute long enough to hide every ZeRO-3 gather and reduce-scatter on the
+// test node (h 1024, 16 heads, seq 2048; with fsdp_layout(8), one micro-batch of 8).
+Scenario fsdp_long_compute_scenario() {
+  ModelSpec m = test::tiny_model(4);
+  m.hidden = 1024;
+  m.heads = 16;
+  m.seq_len = 2048;
+  return fsdp_scenario(m, 64);
+}
+
 TEST(CostModelZero3, BlockingOffloadExposesEachLayersFirstGather) {
   // Expectation: with compute long enough to hide every gather (h 1024, seq 2048, mbs 8), a host
   // that waits at the end of each layer's forward issues the next layer's first unit (its Q, K, V
   // projection, 3 h^2 parameters) on an idle GPU: L - 1 more gathers exposed per micro-batch
   // instead of hidden at the overlap cost 0.5, so dp_comm grows by m (L - 1) x 0.5 x
   // allgather(2 x 3 h^2), L = 4, m = 1.
-  ModelSpec m = test::tiny_model(4);
-  m.hidden = 1024;
-  m.heads = 16;
-  m.seq_len = 2048;
-  Scenario sc = fsdp_scenario(m, 64);
+  Scenario sc = fsdp_long_compute_scenario();
   sc.training.framework.zero3_unit = Zero3Unit::Linear;
   Layout l = fsdp_layout(8);
   l.offload = true;
@@ -645,11 +651,7 @@ TEST(CostModelZero3, WithoutBackwardPrefetchTheBackwardOverlapsNothing) {
   // exposed instead of hidden at the overlap cost 0.5, so dp_comm grows by
   // m (L - 1) x 0.5 x (ag + rs) with ag = rs = allgather(2 P_layer), L = 4, m = 1. Post issues the
   // gather before the reduce-scatter, which then hides behind the next layer: m (L - 1) x 0.5 x ag.
-  ModelSpec m = test::tiny_model(4);
-  m.hidden = 1024;
-  m.heads = 16;
-  m.seq_len = 2048;
-  Scenario sc = fsdp_scenario(m, 64);
+  Scenario sc = fsdp_long_compute_scenario();
   Layout l = fsdp_layout(8);
   l.recompute = Recompute::None;
   const Estimate pre = estimate(sc, l);

@@ -176,9 +176,8 @@ class Measurer {
       // about the same bytes pass through the caches as in a step (what of them the last-level
       // cache still holds, it holds here too). Copies beyond twice the last-level cache change
       // nothing (the operands come from memory either way) and are not made.
-      const double set_bytes = 4.0 * (double(tok) * l.in + double(l.in) * l.out + double(tok) * l.out);
-      const int fill = int(std::ceil(2.0 * double(llc_bytes_) / set_bytes));
-      const int copies = std::clamp(std::min(m_.layers, fill), 1, 64);
+      const int copies = std::min(m_.layers, cold_copies(4.0 * (double(tok) * l.in + double(l.in) * l.out +
+                                                                  double(tok) * l.out)));
       std::vector<float*> x, w, y;
       for (int c = 0; c < copies; ++c) {
         x.push_back(buffer(int64_t(tok) * l.in));
@@ -249,8 +248,8 @@ class Measurer {
       // the forward a whole pass earlier: each call takes the next of copies of its operands that
       // fill twice the last-level cache, so it reads them from memory (measured on 2 cores: the
       // recompute took 0.75 ms a call in training against 0.43-0.58 ms with warm operands).
-      const double set_bytes = e * (double(rows) * width + double(B) * s.Hl * T * T + double(rows) * s.Hl * s.D);
-      const int copies = std::clamp(int(std::ceil(2.0 * double(llc_bytes_) / set_bytes)), 1, 64);
+      const int copies =
+          cold_copies(e * (double(rows) * width + double(B) * s.Hl * T * T + double(rows) * s.Hl * s.D));
       std::vector<float*> cq, cp, co;
       for (int c = 0; c < copies; ++c) {
         cq.push_back(buffer(int64_t(rows) * width));
@@ -314,6 +313,12 @@ class Measurer {
 
  private:
   int seq() const { return o_.seq > 0 ? o_.seq : m_.seq_len; }
+
+  // Copies of a kernel's operands (`set_bytes` each) that fill the last-level cache twice, so that
+  // a call taking the next copy finds its operands in memory; 1 to 64.
+  int cold_copies(double set_bytes) const {
+    return std::clamp(int(std::ceil(2.0 * double(llc_bytes_) / std::max(1.0, set_bytes))), 1, 64);
+  }
 
   void add(DeviceProfile& p, const std::string& name, int64_t M, int64_t N, int64_t K, const std::function<void()>& fn) {
     GemmTiming g;
