@@ -52,6 +52,12 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       w.end_object();
     }
     w.end_array();
+    if (p.shared_ranks > 0) {
+      w.key("shared_cores").begin_object();
+      w.field("ranks", p.shared_ranks).field("cores", p.cores).field("free_efficiency", p.shared_free_efficiency);
+      w.field("allreduce_bytes", p.shared_allreduce_bytes).field("allreduce_s", p.shared_allreduce_s);
+      w.end_object();
+    }
     w.end_object();
     std::printf("%s\n", w.str().c_str());
   } else {
@@ -60,6 +66,11 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
     for (const CollectiveFit& f : p.fits)
       std::printf("        %-15s %d ranks: %.3f GB/s bus bandwidth, %.1f us latency\n", f.op.c_str(), f.ranks,
                   f.bandwidth_gbyte_per_s, f.latency_us);
+    if (p.shared_ranks > 0)
+      std::printf("shared cores: %d ranks on %d cores compute at %.2f of the processor-sharing ideal; in lockstep an "
+                  "all-reduce of %.0f KB holds them %.3f ms\n",
+                  p.shared_ranks, p.cores, p.shared_free_efficiency, p.shared_allreduce_bytes / 1024,
+                  p.shared_allreduce_s * 1e3);
   }
   return kExitOk;
 }

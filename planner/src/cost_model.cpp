@@ -581,7 +581,20 @@ class StepEvaluation {
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
-    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep);
+    tp_shared_factor = tp_shared_comm_factor(on_host);
+    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, tp_shared_factor);
+  }
+
+  // How much longer a tensor-parallel all-reduce holds ranks taking turns on the host's cores
+  // than its dedicated time: the profile's measured shared-core all-reduce (of a layer's
+  // activation, at the profile's shape) over this layout's one TP all-reduce; 1 when the ranks
+  // have a core each or the profile did not measure it.
+  double tp_shared_comm_factor(int on_host) const {
+    const DeviceProfile* dev = c.profile;
+    if (!dev || dev->backend != "cpu" || dev->cores <= 0 || on_host <= dev->cores || ly.tp < 2 ||
+        dev->shared_allreduce_s <= 0 || tp_ar <= 0)
+      return 1.0;
+    return std::max(1.0, dev->shared_allreduce_s / tp_ar);
   }
 
   double stage_params(int s) const {
@@ -917,8 +930,10 @@ class StepEvaluation {
         ch.backward_weight_s += accumulation_s(nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
                                                (ch.has_head ? mt.head_params : 0.0));
       ch.recompute_s = nl * mt.layer_recompute_s;
-      ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar;
-      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar;
+      // (tp_shared_factor: ranks taking turns on a CPU host's cores, share_cores.)
+      ch.tp_comm_forward_s =
+          (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar * tp_shared_factor;
+      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar * tp_shared_factor;
       ch.ep_comm_forward_s = nl * mt.layer_ep_comm_fwd_s;
       ch.ep_comm_backward_s = nl * mt.layer_ep_comm_bwd_s;
       ch.cp_comm_forward_s = nl * mt.layer_cp_comm_fwd_s;
@@ -972,6 +987,7 @@ class StepEvaluation {
   double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
+  double tp_shared_factor = 1;  // share_cores: tp_shared_comm_factor for this layout
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;
   int mem_s_idx = 0;

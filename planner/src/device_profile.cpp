@@ -173,6 +173,10 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   o << "  how: " << yaml_quote(p.how) << "\n";
   o << "  ranks: " << p.ranks << "\n";
   if (p.cores > 0) o << "  cores: " << p.cores << "   # of the host the ranks shared\n";
+  if (p.shared_ranks > 0)
+    o << "  shared_cores: {ranks: " << p.shared_ranks << ", free_efficiency: " << num(p.shared_free_efficiency)
+      << ", allreduce_bytes: " << num(p.shared_allreduce_bytes) << ", allreduce_seconds: "
+      << num(p.shared_allreduce_s) << ", how: " << yaml_quote(p.shared_how) << "}\n";
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
     << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
     << ", tp: " << p.tp << "}\n";
@@ -291,6 +295,15 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.text("how", p.how, false);
   r.integer("ranks", p.ranks, true, count);
   r.integer("cores", p.cores, false, count);
+  if (const YAML::Node sh = r.child("shared_cores"); sh && !sh.IsNull()) {
+    MapReader s(sh, file, "device_profile.shared_cores.", out.diagnostics);
+    s.integer("ranks", p.shared_ranks, true, count);
+    s.number("free_efficiency", p.shared_free_efficiency, true, {0, true, 1});
+    s.number("allreduce_bytes", p.shared_allreduce_bytes, true, {0, true, 1e15});
+    s.number("allreduce_seconds", p.shared_allreduce_s, true, {0, false, 1e6});
+    s.text("how", p.shared_how, false);
+    s.finish();
+  }
   read_shape(r, file, out.diagnostics, p);
   read_fitted(r, file, out.diagnostics, p);
   auto each = [&](const char* key, auto&& read_one) {

@@ -269,6 +269,63 @@ TEST(DeviceProfile, TensorParallelRanksOnSharedCoresWaitInTheirCollectives) {
   EXPECT_NEAR(b.sum(), shared.step_time_s, 1e-9 * expected);
 }
 
+// A profile that measured how long an all-reduce holds ranks taking turns on the cores
+// (shared_cores: capplan-train measure --shared-cores) prices each tensor-parallel collective of
+// ranks outnumbering the cores at that time: tp_comm grows by the ratio of the measured time to the
+// dedicated one, and the processor-sharing step by what tp_comm added. With a core each, or
+// without the measurement, nothing changes. The measurement reads back from the profile's YAML.
+TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
+  Layout l;
+  l.tp = 4;
+  l.mbs = 1;
+  const DeviceProfile plain = cpu_profile(2, 2);
+  const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);
+  const Estimate before = estimate(host_scenario(4, plain), l);
+  DeviceProfile measured = plain;
+  measured.shared_ranks = 4;
+  measured.shared_free_efficiency = 1;
+  measured.shared_allreduce_bytes = 262144;
+  const Estimate base = estimate(host_scenario(4, measured), l);  // measured 0 s: as without
+  EXPECT_DOUBLE_EQ(base.step_time_s, before.step_time_s);
+  // The collectives of a step at the dedicated rate; measured at 3x a collective of the layout,
+  // its tp_comm triples.
+  const Scenario sc4 = host_scenario(4, cpu_profile(2, 4));
+  const StepCosts costs = step_costs(sc4, l);
+  double dedicated_tp = 0;
+  for (const ChunkCosts& c : costs.chunks) dedicated_tp += c.tp_comm_forward_s + c.tp_comm_backward_s;
+  dedicated_tp *= double(own.num_microbatches);
+  ASSERT_GT(dedicated_tp, 0);
+  // The layout's one TP all-reduce: the forward of a layer holds two, the embedding one more.
+  const ChunkCosts& c0 = costs.chunks.front();
+  const double per_ar = c0.tp_comm_forward_s / (2.0 * c0.num_layers + 1.0);
+  measured.shared_allreduce_s = 3 * per_ar;
+  const Estimate slower = estimate(host_scenario(4, measured), l);
+  const double expected = before.step_time_s + 2 * dedicated_tp;
+  std::printf("Expectation: step %.6f s (+ 2 x the dedicated tp_comm %.6f) Actual result: %.6f s\n", expected,
+              dedicated_tp, slower.step_time_s);
+  EXPECT_NEAR(slower.step_time_s, expected, 1e-9 * expected);
+  EXPECT_NEAR(slower.breakdown_s.sum(), slower.step_time_s, 1e-9 * expected);
+  EXPECT_NEAR(slower.breakdown_s.compute, before.breakdown_s.compute, 1e-12 * before.breakdown_s.compute);
+  // A core each: the measurement does not apply.
+  DeviceProfile roomy = measured;
+  roomy.cores = 4;
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(4, roomy), l).step_time_s, own.step_time_s);
+  // Read back from the file capplan writes; a negative time is refused naming the field.
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(measured), "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_EQ(q.value->shared_ranks, 4);
+  EXPECT_DOUBLE_EQ(q.value->shared_allreduce_s, measured.shared_allreduce_s);
+  EXPECT_DOUBLE_EQ(q.value->shared_allreduce_bytes, 262144);
+  std::string bad = device_profile_yaml(measured);
+  const size_t at = bad.find("allreduce_seconds: ");
+  ASSERT_NE(at, std::string::npos);
+  bad.insert(at + std::string("allreduce_seconds: ").size(), "-");
+  const Loaded<DeviceProfile> r = parse_device_profile_yaml(bad, "dev.yaml");
+  EXPECT_FALSE(r.ok());
+  EXPECT_NE(r.diagnostics.to_string().find("shared_cores.allreduce_seconds"), std::string::npos)
+      << r.diagnostics.to_string();
+}
+
 // The runtime's attention kernels work head by head over whole sequences: a profile measured at
 // tp 1 prices tp 2's attention at half its measured time (half the heads per rank) rather than
 // falling back to per-head GEMMs, and mbs 2 at twice.

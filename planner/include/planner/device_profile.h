@@ -53,6 +53,17 @@ struct DeviceProfile {
   // CPU ranks: the host's cores (online when measured), which the ranks of a run time-share when
   // they outnumber them (cost_model_cores.cpp); 0 for a GPU, or a profile that does not say.
   int cores = 0;
+  // CPU ranks: how the host's cores run more ranks than they number, measured with
+  // `shared_ranks` ranks (twice the cores) each running a layer's forward GEMMs
+  // (capplan-train measure --shared-cores): the fraction of the processor-sharing ideal (n ranks
+  // on c cores each at c/n of a core) they reach computing side by side, and the time an
+  // all-reduce of `shared_allreduce_bytes` (a layer's activation) among them holds ranks that
+  // meet in it after every half layer, as tensor-parallel ranks do. 0: not measured.
+  int shared_ranks = 0;
+  double shared_free_efficiency = 0;
+  double shared_allreduce_bytes = 0;
+  double shared_allreduce_s = 0;
+  std::string shared_how;
   // The shape the per-kernel times were taken at.
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;

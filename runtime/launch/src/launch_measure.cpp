@@ -2,8 +2,11 @@
 // (launch/measure_profile.h).
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include "launch/launch.h"
@@ -29,19 +32,40 @@ std::vector<std::string> build_measure_argv(const MeasureRequest& q, Diagnostics
     argv.push_back(a);
   if (q.seq > 0) argv.insert(argv.end(), {"--seq", std::to_string(q.seq)});
   argv.insert(argv.end(), {"--repeats", std::to_string(q.repeats), "--rounds", std::to_string(q.rounds), "--out", q.out});
+  if (q.shared_cores) argv.push_back("--shared-cores");
   return argv;
 }
 
+// Two runs of capplan-train measure: the kernels and collectives with q.ranks ranks, then, with
+// twice as many ranks as the host has cores, how those cores run more ranks than they number
+// (--shared-cores, cost_model_cores.cpp). Both write a file beside q.out that replaces q.out
+// (rename) only when both completed, so a failed or cancelled measurement keeps the previous profile.
 MeasureResult measure_device_profile(const MeasureRequest& q, const OutputLineFn& on_line,
                                      const std::atomic<bool>* cancel) {
   MeasureResult out;
-  const std::vector<std::string> argv = build_measure_argv(q, out.profile.diagnostics);
-  if (argv.empty()) return out;
+  MeasureRequest part = q;
+  part.out = q.out + ".measuring";
+  part.shared_cores = false;
+  MeasureRequest shared = part;
+  shared.shared_cores = true;
+  shared.ranks = 2 * std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)));
   ProcessOptions opt;
   opt.env = mpi_transport_env();  // the transport the runs will use (launch_process.h)
-  out.process = run_process(argv, opt, on_line, cancel);
-  out.cancelled = cancel && cancel->load();
-  if (out.cancelled || !out.process.succeeded()) return out;
+  for (const MeasureRequest* r : {&part, &shared}) {
+    const std::vector<std::string> argv = build_measure_argv(*r, out.profile.diagnostics);
+    if (argv.empty()) return out;
+    out.process = run_process(argv, opt, on_line, cancel);
+    out.cancelled = cancel && cancel->load();
+    if (out.cancelled || !out.process.succeeded()) {
+      std::remove(part.out.c_str());
+      return out;
+    }
+  }
+  if (std::rename(part.out.c_str(), q.out.c_str()) != 0) {
+    out.profile.diagnostics.error(q.out, 0, 0, "", std::string("cannot write: ") + std::strerror(errno));
+    std::remove(part.out.c_str());
+    return out;
+  }
   out.profile = load_device_profile(q.out);
   return out;
 }

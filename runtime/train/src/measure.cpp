@@ -35,20 +35,29 @@ namespace {
 constexpr const char* kCmd = "capplan-train measure";
 constexpr const char* kUsage =
     "usage: capplan-train measure --model M --out FILE [--tp T] [--mbs B] [--seq S] [--threads N] [--repeats R]\n"
-    "       [--rounds N]\n"
+    "       [--rounds N] [--shared-cores]\n"
     "Times every GEMM of a layer (forward, input-gradient, weight-gradient) and of the LM head, the\n"
     "attention, norm, activation, loss and optimizer kernels at the model's shapes for one tensor-\n"
     "parallel rank of --tp, and all-reduce, reduce-scatter, all-gather and send/recv among the ranks\n"
-    "(run it under mpirun -np N), then writes the device profile FILE (atomically, rank 0).\n\n";
+    "(run it under mpirun -np N), then writes the device profile FILE (atomically, rank 0).\n"
+    "With --shared-cores, run with twice as many ranks as cores, it measures how the cores run\n"
+    "more ranks than they number and adds that to the profile FILE already written (atomically).\n\n";
 
 struct MeasureOptions {
   std::string model, out;
   int tp = 1, mbs = 1, seq = 0, threads = 0, repeats = 5, rounds = 5;
+  bool shared_cores = false;
 };
 
 double now_s() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
+  return buf;
 }
 
 std::string utc_now() {
@@ -85,6 +94,7 @@ const std::vector<FlagSpec>& measure_flags() {
       {"threads", true, "backend threads per rank (default: online cores / ranks on this node)", "N"},
       {"repeats", true, "timed repeats per kernel after one warm-up, in each round (default 5)", "R"},
       {"rounds", true, "rounds over the whole set; each time is the median over rounds (default 5)", "N"},
+      {"shared-cores", false, "measure how the cores run more ranks than they number; add it to FILE", ""},
   };
   return f;
 }
@@ -108,6 +118,7 @@ int parse_options(int argc, char** argv, MeasureOptions& o) {
   o.threads = int(int_flag(args, "threads", d, 1, 4096).value_or(0));
   o.repeats = int(int_flag(args, "repeats", d, 1, 1000).value_or(5));
   o.rounds = int(int_flag(args, "rounds", d, 1, 100).value_or(5));
+  o.shared_cores = args.has("shared-cores");
   if (d.has_errors()) {
     std::fprintf(stderr, "%s", d.to_string().c_str());
     return 2;
@@ -293,6 +304,101 @@ class Measurer {
     }
   }
 
+  // Ranks outnumbering the host's `cores` (cost_model_cores.cpp): the world's ranks (twice the
+  // cores) each run the forward GEMMs of a layer (its Q, K, V and output projections, then its
+  // two FFN GEMMs), one copy of the operands per layer of the model, K layers, in three ways one
+  // after another in each round:
+  //  - alone: the first `cores` ranks compute, one per core, while the others sleep in a
+  //    point-to-point wait (the runtime's nap on a shared core): t_alone;
+  //  - free: every rank computes at once: t_free, against the processor-sharing ideal
+  //    (n / c) t_alone;
+  //  - lockstep: every rank computes at once and, after each half of the layer, the ranks sum
+  //    the layer's activation (mbs x seq x hidden) in an all-reduce, as tensor-parallel ranks
+  //    do: t_lock. The all-reduce among ranks taking turns on the cores costs (t_lock - t_free)
+  //    / 2K, the time a lockstep collective holds the step on a shared core.
+  // Times are medians over the rounds.
+  void shared_cores(DeviceProfile& p, int cores) {
+    const int n = world_.size(), r = world_.rank();
+    const int h = m_.hidden, tp = o_.tp, tok = o_.mbs * seq();
+    const int kv = m_.kv_heads_or_default() * m_.head_dim();
+    const int qkv = (h + 2 * kv) / tp, fc = (m_.ffn == Ffn::Swiglu ? 2 : 1) * m_.ffn_hidden_or_default() / tp;
+    const int f = m_.ffn_hidden_or_default() / tp;
+    struct Linear {
+      int in, out;
+      float *x = nullptr, *w = nullptr, *y = nullptr;
+    };
+    // One copy of the operands per layer of the model, taken in turn, as a step touches them.
+    const Linear shapes[] = {{h, qkv}, {h / tp, h}, {h, fc}, {f, h}};
+    std::vector<std::vector<Linear>> copies(size_t(std::max(1, m_.layers)));
+    for (std::vector<Linear>& ls : copies)
+      for (Linear l : shapes) {
+        l.x = buffer(int64_t(tok) * l.in);
+        l.w = buffer(int64_t(l.in) * l.out);
+        l.y = buffer(int64_t(tok) * l.out);
+        ls.push_back(l);
+      }
+    size_t next = 0;
+    auto half = [&](int k) {
+      const std::vector<Linear>& ls = copies[next];
+      if (k == 1) next = (next + 1) % copies.size();
+      for (int i = 2 * k; i < 2 * k + 2; ++i)
+        be_.matmul(ls[size_t(i)].y, ls[size_t(i)].x, ls[size_t(i)].w, tok, ls[size_t(i)].out, ls[size_t(i)].in,
+                   false, false, false);
+    };
+    float one = 1;
+    const int64_t arn = int64_t(tok) * h;  // a layer's activation, what a tensor-parallel all-reduce sums
+    float* act = buffer(arn);
+    auto layer = [&](bool lockstep) {
+      half(0);
+      if (lockstep) world_.all_reduce_sum(act, arn);
+      half(1);
+      if (lockstep) world_.all_reduce_sum(act, arn);
+    };
+    // K layers per timing: about 0.1 s of the ranks sharing the cores.
+    layer(false);
+    world_.barrier();
+    double t0 = now_s();
+    layer(false);
+    float once = float(now_s() - t0);
+    world_.all_reduce_max(&once, 1);
+    const int K = std::clamp(int(std::ceil(0.1 / std::max(1e-6, double(once)))), 2, 1000);
+    const int alone = std::min(cores, n / 2);  // ranks computing alone; the rest sleep
+    auto timed = [&](bool computes, const std::function<void()>& fn) {
+      world_.barrier();
+      const double t = now_s();
+      if (computes) fn();
+      float dt = computes ? float(now_s() - t) : 0.0f;
+      world_.all_reduce_max(&dt, 1);
+      return double(dt);
+    };
+    std::vector<double> a, fr, lk;
+    for (int round = 0; round < o_.rounds; ++round) {
+      a.push_back(timed(true, [&] {
+        if (r < alone) {
+          for (int k = 0; k < K; ++k) layer(false);
+          world_.send(&one, 1, r + alone, 7);
+        } else if (r < 2 * alone) {
+          world_.recv(&one, 1, r - alone, 7);
+        }
+      }));
+      fr.push_back(timed(true, [&] { for (int k = 0; k < K; ++k) layer(false); }));
+      lk.push_back(timed(true, [&] { for (int k = 0; k < K; ++k) layer(true); }));
+    }
+    auto median = [](std::vector<double> v) {
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      return v[v.size() / 2];
+    };
+    p.shared_ranks = n;
+    p.shared_free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
+    p.shared_allreduce_bytes = 4.0 * double(arn);
+    p.shared_allreduce_s = std::max(0.0, (median(lk) - median(fr)) / (2.0 * K));
+    p.shared_how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " + std::to_string(K) +
+                   " layers' forward GEMMs each (" + std::to_string(tok) + " tokens), median over " +
+                   std::to_string(o_.rounds) + " rounds: alone (a core each) " + ms(median(a)) + ", free " +
+                   ms(median(fr)) + ", lockstep with an all-reduce after each half layer " + ms(median(lk));
+    bufs_.clear();
+  }
+
   void collectives(DeviceProfile& p) {
     const int n = world_.size();
     if (n < 2) return;
@@ -372,6 +478,42 @@ void take_round_medians(const std::vector<DeviceProfile>& rounds, DeviceProfile&
     p.collectives[i].seconds = median([&](const DeviceProfile& r) { return r.collectives[i].seconds; });
 }
 
+// --shared-cores: adds the shared-core efficiencies to the profile o.out, measured on this
+// host's `cores` by the world's ranks; the profile must be of this model shape. Every rank
+// measures; rank 0 reads and writes the file (atomically). Returns the exit status.
+int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer& meas, bool writer, int cores) {
+  Loaded<DeviceProfile> loaded = load_device_profile(o.out);
+  DeviceProfile p;
+  meas.shared_cores(p, cores);
+  if (!writer) return 0;
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s", loaded.diagnostics.to_string().c_str());
+    return 2;
+  }
+  DeviceProfile out = *loaded.value;
+  const int seq = o.seq > 0 ? o.seq : model.seq_len;
+  if (out.hidden != model.hidden || out.mbs != o.mbs || out.seq != seq || out.tp != o.tp) {
+    std::fprintf(stderr, "%s: error: %s: a profile of another shape (hidden %d, mbs %d, seq %d, tp %d)\n", kCmd,
+                 o.out.c_str(), out.hidden, out.mbs, out.seq, out.tp);
+    return 2;
+  }
+  out.shared_ranks = p.shared_ranks;
+  out.shared_free_efficiency = p.shared_free_efficiency;
+  out.shared_allreduce_bytes = p.shared_allreduce_bytes;
+  out.shared_allreduce_s = p.shared_allreduce_s;
+  out.shared_how = p.shared_how;
+  const std::string error = write_file_atomic(o.out, device_profile_yaml(out));
+  if (!error.empty()) {
+    std::fprintf(stderr, "%s: error: %s: %s\n", kCmd, o.out.c_str(), error.c_str());
+    return 1;
+  }
+  std::printf("shared cores: %d ranks on %d cores compute side by side at %.2f of the processor-sharing ideal; "
+              "an all-reduce of %.0f KB between them in lockstep holds them %.3f ms\n",
+              p.shared_ranks, cores, p.shared_free_efficiency, p.shared_allreduce_bytes / 1024,
+              p.shared_allreduce_s * 1e3);
+  return 0;
+}
+
 }  // namespace
 
 int measure_main(int argc, char** argv) {
@@ -420,24 +562,28 @@ int measure_main(int argc, char** argv) {
     p.mbs = o.mbs;
     p.tp = o.tp;
     Measurer meas(o, model, *groups.world, *be);
-    std::vector<DeviceProfile> rounds(size_t(o.rounds));
-    for (DeviceProfile& r : rounds) {
-      meas.gemms(r);
-      meas.kernels(r);
-      meas.collectives(r);
-    }
-    take_round_medians(rounds, p);
-    fit_device_profile(p);
-    if (groups.world->rank() == 0) {
-      const std::string error = write_file_atomic(o.out, device_profile_yaml(p));
-      if (!error.empty()) {
-        std::fprintf(stderr, "%s: error: %s: %s\n", kCmd, o.out.c_str(), error.c_str());
-        status = 1;
-      } else {
-        std::printf("device profile: %s (%zu GEMMs, %zu kernels, %zu collective timings; GEMM %.1f GFLOP/s per "
-                    "rank + %.1f us, memory %.1f GB/s per rank)\n",
-                    o.out.c_str(), p.gemms.size(), p.kernels.size(), p.collectives.size(), p.gemm_peak_gflops,
-                    p.gemm_overhead_us, p.memory_gbyte_per_s);
+    if (o.shared_cores) {
+      status = amend_shared_cores(o, model, meas, groups.world->rank() == 0, cores);
+    } else {
+      std::vector<DeviceProfile> rounds(size_t(o.rounds));
+      for (DeviceProfile& r : rounds) {
+        meas.gemms(r);
+        meas.kernels(r);
+        meas.collectives(r);
+      }
+      take_round_medians(rounds, p);
+      fit_device_profile(p);
+      if (groups.world->rank() == 0) {
+        const std::string error = write_file_atomic(o.out, device_profile_yaml(p));
+        if (!error.empty()) {
+          std::fprintf(stderr, "%s: error: %s: %s\n", kCmd, o.out.c_str(), error.c_str());
+          status = 1;
+        } else {
+          std::printf("device profile: %s (%zu GEMMs, %zu kernels, %zu collective timings; GEMM %.1f GFLOP/s "
+                      "per rank + %.1f us, memory %.1f GB/s per rank)\n",
+                      o.out.c_str(), p.gemms.size(), p.kernels.size(), p.collectives.size(), p.gemm_peak_gflops,
+                      p.gemm_overhead_us, p.memory_gbyte_per_s);
+        }
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "launch/launch_process.h"
 #include "planner/device_profile.h"
@@ -48,6 +49,14 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   ASSERT_NE(p.value->fit("all-reduce", 2), nullptr);
   EXPECT_EQ(p.value->fit("all-reduce", 2)->ranks, 2);
   EXPECT_GT(p.value->fit("all-reduce", 2)->bandwidth_gbyte_per_s, 0);
+  // The second run, with twice the host's cores in ranks: how they share the cores.
+  EXPECT_EQ(p.value->shared_ranks, 2 * int(std::thread::hardware_concurrency()));
+  EXPECT_GT(p.value->shared_free_efficiency, 0);
+  EXPECT_DOUBLE_EQ(p.value->shared_allreduce_bytes, 4.0 * 2 * 64 * 128);  // mbs x seq x hidden floats
+  EXPECT_GE(p.value->shared_allreduce_s, 0);
+  EXPECT_NE(p.value->shared_how.find("lockstep"), std::string::npos) << p.value->shared_how;
+  EXPECT_NE(m.out.find("shared cores:"), std::string::npos) << m.out;
+  EXPECT_FALSE(std::filesystem::exists(out + ".measuring"));
 
   const Ran r = run({CAPPLAN_EXE, "run", "--model", model, "--cluster", "p4d.24xlarge", "--nodes", "1", "--gpus",
                      "2", "--dp", "2", "--tp", "1", "--pp", "1", "--mbs", "2", "--gbs", "8", "--steps", "3",
@@ -60,6 +69,7 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   const Ran bad = run({CAPPLAN_EXE, "profile", "--model", model, "--tp", "3", "--measure", "--out", out});
   EXPECT_EQ(bad.status, 2) << bad.err;
   EXPECT_EQ(capplan::test::read_text(out), before);
+  EXPECT_FALSE(std::filesystem::exists(out + ".measuring"));
 }
 
 TEST(DeviceProfileEndToEnd, EstimateRefusesForeignAndTruncatedProfiles) {

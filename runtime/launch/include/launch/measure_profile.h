@@ -22,6 +22,9 @@ struct MeasureRequest {
   int repeats = 5;        // timed repeats per kernel, in each round
   int rounds = 5;         // rounds over the whole set; each time is the median over them
   std::string out;        // the device profile to write (atomically, by capplan-train)
+  // capplan-train measure --shared-cores: add to `out` how the cores run more ranks than they
+  // number (run with twice the cores' ranks). measure_device_profile runs it after the profile.
+  bool shared_cores = false;
   std::string train_binary;  // empty = locate_train_binary(self_executable(), train_build_hint)
   std::string train_build_hint;
   std::string mpirun;     // empty = mpirun from PATH
