@@ -573,7 +573,11 @@ class StepEvaluation {
     if (!dev || dev->cores <= 0 || dev->backend != "cpu") return;
     const int ranks = ly.gpus();
     const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
-    if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
+    tp_lockstep_factor = tp_lockstep_comm_factor(on_host);
+    if (on_host <= dev->cores && dev->ranks <= dev->cores) {  // a core each: nothing shared
+      tb.tp_comm *= tp_lockstep_factor;
+      return;
+    }
     double stages = 0;
     for (int s = 0; s < pp; ++s) {
       const StageCost st = stage_cost(s);
@@ -581,20 +585,19 @@ class StepEvaluation {
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
-    tp_shared_factor = tp_shared_comm_factor(on_host);
-    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, tp_shared_factor);
+    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, tp_lockstep_factor);
   }
 
-  // How much longer a tensor-parallel all-reduce holds ranks taking turns on the host's cores
-  // than its dedicated time: the profile's measured shared-core all-reduce (of a layer's
-  // activation, at the profile's shape) over this layout's one TP all-reduce; 1 when the ranks
-  // have a core each or the profile did not measure it.
-  double tp_shared_comm_factor(int on_host) const {
+  // How much longer a tensor-parallel all-reduce holds CPU ranks that meet in it every half layer
+  // than the collective's own measured time: the profile's lockstep all-reduce (of a layer's
+  // activation, at the profile's shape; with ranks taking turns on the host's cores when they
+  // outnumber them, else with a core each; cost_model_cores.cpp) over this layout's one TP
+  // all-reduce. 1 when the profile did not measure it.
+  double tp_lockstep_comm_factor(int on_host) const {
     const DeviceProfile* dev = c.profile;
-    if (!dev || dev->backend != "cpu" || dev->cores <= 0 || on_host <= dev->cores || ly.tp < 2 ||
-        dev->shared_allreduce_s <= 0 || tp_ar <= 0)
-      return 1.0;
-    return std::max(1.0, dev->shared_allreduce_s / tp_ar);
+    if (!dev || dev->backend != "cpu" || dev->cores <= 0 || ly.tp < 2 || tp_ar <= 0) return 1.0;
+    const double held = on_host > dev->cores ? dev->shared_allreduce_s : dev->lockstep_allreduce_s;
+    return held > 0 ? std::max(1.0, held / tp_ar) : 1.0;
   }
 
   double stage_params(int s) const {
@@ -930,10 +933,10 @@ class StepEvaluation {
         ch.backward_weight_s += accumulation_s(nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
                                                (ch.has_head ? mt.head_params : 0.0));
       ch.recompute_s = nl * mt.layer_recompute_s;
-      // (tp_shared_factor: ranks taking turns on a CPU host's cores, share_cores.)
+      // (tp_lockstep_factor: CPU ranks meeting in their collectives, share_cores.)
       ch.tp_comm_forward_s =
-          (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar * tp_shared_factor;
-      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar * tp_shared_factor;
+          (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar * tp_lockstep_factor;
+      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar * tp_lockstep_factor;
       ch.ep_comm_forward_s = nl * mt.layer_ep_comm_fwd_s;
       ch.ep_comm_backward_s = nl * mt.layer_ep_comm_bwd_s;
       ch.cp_comm_forward_s = nl * mt.layer_cp_comm_fwd_s;
@@ -987,7 +990,7 @@ class StepEvaluation {
   double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
-  double tp_shared_factor = 1;  // share_cores: tp_shared_comm_factor for this layout
+  double tp_lockstep_factor = 1;  // share_cores: tp_lockstep_comm_factor for this layout
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;
   int mem_s_idx = 0;

@@ -43,14 +43,17 @@ namespace capplan::detail {
 // work, stretch by n / c too. Measured on 2 cores (tests/bench/bench_local_fidelity.sh): tp 4
 // computes in 310-340 ms with 320-380 ms in tp_comm, dp 4 and dp 8 compute in the stretched time
 // of dp 2, and dp 4's gradient all-reduce took 33 ms where dp 2's took 13.
-// A collective among ranks that take turns on the cores is not over when its bytes have moved:
-// each exchange of Open MPI's shared-memory all-reduce needs its partner on a core, so ranks in
-// lockstep wait for a turn of the scheduler in every collective. `capplan profile --measure`
-// times that (capplan-train measure --shared-cores): ranks at twice the cores computing a layer's
-// forward GEMMs took the processor-sharing ideal side by side (1.00 of it on this 2-core host),
-// and 0.27-0.36 ms more per all-reduce of a 256 KB activation in lockstep, against 0.08 ms for
-// that all-reduce between 2 ranks with a core each. The tensor-parallel collectives of ranks
-// sharing cores take that measured time (tp_comm_factor = its ratio to the dedicated time).
+// A collective of ranks in lockstep is not over when its bytes have moved: it waits for the last
+// rank to arrive, and among ranks that take turns on the cores each exchange of Open MPI's
+// shared-memory all-reduce needs its partner on a core, a turn of the scheduler. `capplan profile
+// --measure` times both (capplan-train measure: the ranks compute a layer's forward GEMMs with and
+// without an all-reduce of the activation after each half, with a core each and, in a second run,
+// at twice the cores). On this 2-core host ranks at twice the cores computed side by side at the
+// processor-sharing ideal (1.00 of it), and an all-reduce of the 256 KB activation held ranks in
+// lockstep 0.27-0.36 ms taking turns and 0.10-0.14 ms with a core each, against 0.08 ms for the
+// same all-reduce timed back to back. The tensor-parallel collectives take the measured lockstep
+// time (tp_comm_factor = its ratio to the collective's own time; the caller picks the shared or
+// the dedicated measurement).
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double tp_comm_factor) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
@@ -60,7 +63,7 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   // The data-parallel collectives run on every rank at once, and between CPU ranks their copies
   // and sums are the ranks' own work on the shared cores: they stretch by n / c as well.
   t.dp_comm *= d * s;
-  if (ranks_on_host > cores) t.tp_comm *= std::max(1.0, tp_comm_factor);
+  t.tp_comm *= std::max(1.0, tp_comm_factor);
   const double busy = t.compute + t.recompute + t.optimizer;
   const double other = t.sum() - busy - t.bubble;  // X: the communication of the critical rank
   const double t_dedicated = d * (busy + t.bubble) + other;

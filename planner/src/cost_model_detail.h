@@ -126,8 +126,8 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
 // cores (cost_model_cores.cpp has the formula and its source); `dedicated` itself when the ranks
 // do not outnumber the cores and neither did the profile's. `lockstep`: the ranks meet in a
 // collective every layer (tp, cp or ep > 1), which takes the stretch as its wait.
-// `tp_comm_factor` (>= 1): how much longer a tensor-parallel collective holds ranks that take turns
-// on the cores than its dedicated time (the profile's shared_cores measurement).
+// `tp_comm_factor` (>= 1): how much longer a tensor-parallel collective holds ranks in lockstep than
+// its own time (the profile's lockstep measurement, shared or dedicated as the ranks are).
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double tp_comm_factor = 1.0);
 

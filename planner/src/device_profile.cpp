@@ -173,6 +173,9 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   o << "  how: " << yaml_quote(p.how) << "\n";
   o << "  ranks: " << p.ranks << "\n";
   if (p.cores > 0) o << "  cores: " << p.cores << "   # of the host the ranks shared\n";
+  if (p.lockstep_allreduce_bytes > 0)
+    o << "  lockstep: {allreduce_bytes: " << num(p.lockstep_allreduce_bytes) << ", allreduce_seconds: "
+      << num(p.lockstep_allreduce_s) << ", how: " << yaml_quote(p.lockstep_how) << "}\n";
   if (p.shared_ranks > 0)
     o << "  shared_cores: {ranks: " << p.shared_ranks << ", free_efficiency: " << num(p.shared_free_efficiency)
       << ", allreduce_bytes: " << num(p.shared_allreduce_bytes) << ", allreduce_seconds: "
@@ -302,6 +305,13 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
     s.number("allreduce_bytes", p.shared_allreduce_bytes, true, {0, true, 1e15});
     s.number("allreduce_seconds", p.shared_allreduce_s, true, {0, false, 1e6});
     s.text("how", p.shared_how, false);
+    s.finish();
+  }
+  if (const YAML::Node ls = r.child("lockstep"); ls && !ls.IsNull()) {
+    MapReader s(ls, file, "device_profile.lockstep.", out.diagnostics);
+    s.number("allreduce_bytes", p.lockstep_allreduce_bytes, true, {0, true, 1e15});
+    s.number("allreduce_seconds", p.lockstep_allreduce_s, true, {0, false, 1e6});
+    s.text("how", p.lockstep_how, false);
     s.finish();
   }
   read_shape(r, file, out.diagnostics, p);

@@ -269,11 +269,11 @@ TEST(DeviceProfile, TensorParallelRanksOnSharedCoresWaitInTheirCollectives) {
   EXPECT_NEAR(b.sum(), shared.step_time_s, 1e-9 * expected);
 }
 
-// A profile that measured how long an all-reduce holds ranks taking turns on the cores
-// (shared_cores: capplan-train measure --shared-cores) prices each tensor-parallel collective of
-// ranks outnumbering the cores at that time: tp_comm grows by the ratio of the measured time to the
-// dedicated one, and the processor-sharing step by what tp_comm added. With a core each, or
-// without the measurement, nothing changes. The measurement reads back from the profile's YAML.
+// A profile that measured how long an all-reduce holds ranks in lockstep prices each tensor-
+// parallel collective at that time: taking turns on the cores (shared_cores:, capplan-train
+// measure --shared-cores) for ranks outnumbering the cores, with a core each (lockstep:)
+// otherwise. tp_comm grows by the ratio of the measured time to the collective's own, and the
+// step by what tp_comm added. Without the measurement nothing changes. Both read back from YAML.
 TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   Layout l;
   l.tp = 4;
@@ -306,16 +306,28 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   EXPECT_NEAR(slower.step_time_s, expected, 1e-9 * expected);
   EXPECT_NEAR(slower.breakdown_s.sum(), slower.step_time_s, 1e-9 * expected);
   EXPECT_NEAR(slower.breakdown_s.compute, before.breakdown_s.compute, 1e-12 * before.breakdown_s.compute);
-  // A core each: the measurement does not apply.
+  // A core each: the shared measurement does not apply, the dedicated one (lockstep:) does; at
+  // 2x a collective's own time the step grows by the dedicated tp_comm.
   DeviceProfile roomy = measured;
   roomy.cores = 4;
   EXPECT_DOUBLE_EQ(estimate(host_scenario(4, roomy), l).step_time_s, own.step_time_s);
+  roomy.lockstep_allreduce_bytes = 262144;
+  roomy.lockstep_allreduce_s = 2 * per_ar;
+  const Estimate waits = estimate(host_scenario(4, roomy), l);
+  std::printf("Expectation: a core each, step %.6f s + %.6f  Actual result: %.6f s\n", own.step_time_s, dedicated_tp,
+              waits.step_time_s);
+  EXPECT_NEAR(waits.step_time_s, own.step_time_s + dedicated_tp, 1e-9 * own.step_time_s);
+  EXPECT_NEAR(waits.breakdown_s.tp_comm, 2 * own.breakdown_s.tp_comm, 1e-9 * own.step_time_s);
   // Read back from the file capplan writes; a negative time is refused naming the field.
   const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(measured), "dev.yaml");
   ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
   EXPECT_EQ(q.value->shared_ranks, 4);
   EXPECT_DOUBLE_EQ(q.value->shared_allreduce_s, measured.shared_allreduce_s);
   EXPECT_DOUBLE_EQ(q.value->shared_allreduce_bytes, 262144);
+  const Loaded<DeviceProfile> q2 = parse_device_profile_yaml(device_profile_yaml(roomy), "dev.yaml");
+  ASSERT_TRUE(q2.ok()) << q2.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(q2.value->lockstep_allreduce_s, roomy.lockstep_allreduce_s);
+  EXPECT_DOUBLE_EQ(q2.value->lockstep_allreduce_bytes, 262144);
   std::string bad = device_profile_yaml(measured);
   const size_t at = bad.find("allreduce_seconds: ");
   ASSERT_NE(at, std::string::npos);

@@ -64,6 +64,12 @@ struct DeviceProfile {
   double shared_allreduce_bytes = 0;
   double shared_allreduce_s = 0;
   std::string shared_how;
+  // The same lockstep all-reduce among the profile's `ranks` with a core each: how long it holds
+  // ranks that meet in it after every half layer (its own time and the wait for the last rank to
+  // arrive). 0: not measured.
+  double lockstep_allreduce_bytes = 0;
+  double lockstep_allreduce_s = 0;
+  std::string lockstep_how;
   // The shape the per-kernel times were taken at.
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;

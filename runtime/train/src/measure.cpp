@@ -304,20 +304,22 @@ class Measurer {
     }
   }
 
-  // Ranks outnumbering the host's `cores` (cost_model_cores.cpp): the world's ranks (twice the
-  // cores) each run the forward GEMMs of a layer (its Q, K, V and output projections, then its
-  // two FFN GEMMs), one copy of the operands per layer of the model, K layers, in three ways one
-  // after another in each round:
-  //  - alone: the first `cores` ranks compute, one per core, while the others sleep in a
-  //    point-to-point wait (the runtime's nap on a shared core): t_alone;
-  //  - free: every rank computes at once: t_free, against the processor-sharing ideal
-  //    (n / c) t_alone;
-  //  - lockstep: every rank computes at once and, after each half of the layer, the ranks sum
-  //    the layer's activation (mbs x seq x hidden) in an all-reduce, as tensor-parallel ranks
-  //    do: t_lock. The all-reduce among ranks taking turns on the cores costs (t_lock - t_free)
-  //    / 2K, the time a lockstep collective holds the step on a shared core.
-  // Times are medians over the rounds.
-  void shared_cores(DeviceProfile& p, int cores) {
+  // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the forward
+  // GEMMs of a layer (its Q, K, V and output projections, then its two FFN GEMMs; one copy of
+  // the operands per layer of the model, taken in turn), K layers (about 0.1 s), in these ways
+  // one after another in each of 3 x --rounds rounds:
+  //  - free: every rank computes at once: t_free;
+  //  - lockstep: the same, and after each half of the layer the ranks sum the layer's activation
+  //    (mbs x seq x hidden) in an all-reduce, as tensor-parallel ranks do: t_lock. A collective
+  //    in lockstep holds its ranks (t_lock - t_free) / 2K: its own time, and the wait for the
+  //    last rank to arrive;
+  //  - with `shared` (the world has more ranks than the host's `cores`), also alone: the first
+  //    `cores` ranks compute, one per core, while the others sleep in a point-to-point wait (the
+  //    runtime's nap on a shared core): t_alone. n ranks on c cores ideally take n / c of a
+  //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free.
+  // Times are medians over the rounds (the lockstep's extra time: the median of each round's
+  // difference). Fills lockstep_* (a core each) or shared_* of `p`.
+  void lockstep(DeviceProfile& p, int cores, bool shared) {
     const int n = world_.size(), r = world_.rank();
     const int h = m_.hidden, tp = o_.tp, tok = o_.mbs * seq();
     const int kv = m_.kv_heads_or_default() * m_.head_dim();
@@ -327,7 +329,6 @@ class Measurer {
       int in, out;
       float *x = nullptr, *w = nullptr, *y = nullptr;
     };
-    // One copy of the operands per layer of the model, taken in turn, as a step touches them.
     const Linear shapes[] = {{h, qkv}, {h / tp, h}, {h, fc}, {f, h}};
     std::vector<std::vector<Linear>> copies(size_t(std::max(1, m_.layers)));
     for (std::vector<Linear>& ls : copies)
@@ -348,13 +349,13 @@ class Measurer {
     float one = 1;
     const int64_t arn = int64_t(tok) * h;  // a layer's activation, what a tensor-parallel all-reduce sums
     float* act = buffer(arn);
-    auto layer = [&](bool lockstep) {
+    auto layer = [&](bool in_lockstep) {
       half(0);
-      if (lockstep) world_.all_reduce_sum(act, arn);
+      if (in_lockstep) world_.all_reduce_sum(act, arn);
       half(1);
-      if (lockstep) world_.all_reduce_sum(act, arn);
+      if (in_lockstep) world_.all_reduce_sum(act, arn);
     };
-    // K layers per timing: about 0.1 s of the ranks sharing the cores.
+    // K layers per timing: about 0.1 s of every rank computing at once.
     layer(false);
     world_.barrier();
     double t0 = now_s();
@@ -363,39 +364,60 @@ class Measurer {
     world_.all_reduce_max(&once, 1);
     const int K = std::clamp(int(std::ceil(0.1 / std::max(1e-6, double(once)))), 2, 1000);
     const int alone = std::min(cores, n / 2);  // ranks computing alone; the rest sleep
-    auto timed = [&](bool computes, const std::function<void()>& fn) {
+    auto timed = [&](const std::function<void()>& fn) {
       world_.barrier();
       const double t = now_s();
-      if (computes) fn();
-      float dt = computes ? float(now_s() - t) : 0.0f;
+      fn();
+      float dt = float(now_s() - t);
       world_.all_reduce_max(&dt, 1);
       return double(dt);
     };
     std::vector<double> a, fr, lk;
-    for (int round = 0; round < o_.rounds; ++round) {
-      a.push_back(timed(true, [&] {
-        if (r < alone) {
-          for (int k = 0; k < K; ++k) layer(false);
-          world_.send(&one, 1, r + alone, 7);
-        } else if (r < 2 * alone) {
-          world_.recv(&one, 1, r - alone, 7);
-        }
-      }));
-      fr.push_back(timed(true, [&] { for (int k = 0; k < K; ++k) layer(false); }));
-      lk.push_back(timed(true, [&] { for (int k = 0; k < K; ++k) layer(true); }));
+    // Three times the kernels' rounds: the difference sought is a few percent of each timing.
+    const int rounds = 3 * o_.rounds;
+    for (int round = 0; round < rounds; ++round) {
+      if (shared)
+        a.push_back(timed([&] {
+          if (r < alone) {
+            for (int k = 0; k < K; ++k) layer(false);
+            world_.send(&one, 1, r + alone, 7);
+          } else if (r < 2 * alone) {
+            world_.recv(&one, 1, r - alone, 7);
+          }
+        }));
+      // Free and lockstep in turn first, so that neither always follows the other.
+      for (int way = 0; way < 2; ++way) {
+        const bool in_lockstep = (way + round) % 2 == 1;
+        (in_lockstep ? lk : fr).push_back(timed([&] {
+          for (int k = 0; k < K; ++k) layer(in_lockstep);
+        }));
+      }
     }
     auto median = [](std::vector<double> v) {
       std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
       return v[v.size() / 2];
     };
-    p.shared_ranks = n;
-    p.shared_free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
-    p.shared_allreduce_bytes = 4.0 * double(arn);
-    p.shared_allreduce_s = std::max(0.0, (median(lk) - median(fr)) / (2.0 * K));
-    p.shared_how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " + std::to_string(K) +
-                   " layers' forward GEMMs each (" + std::to_string(tok) + " tokens), median over " +
-                   std::to_string(o_.rounds) + " rounds: alone (a core each) " + ms(median(a)) + ", free " +
-                   ms(median(fr)) + ", lockstep with an all-reduce after each half layer " + ms(median(lk));
+    // The difference taken round by round (each pair measured back to back), then its median:
+    // a shared host's slow spells move both of a pair together.
+    std::vector<double> diff;
+    for (size_t i = 0; i < lk.size(); ++i) diff.push_back(lk[i] - fr[i]);
+    const double held = std::max(0.0, median(diff) / (2.0 * K));
+    const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
+                            std::to_string(K) + " layers' forward GEMMs each (" + std::to_string(tok) +
+                            " tokens), median over " + std::to_string(rounds) + " rounds: " +
+                            (shared ? "alone (a core each) " + ms(median(a)) + ", " : std::string()) + "free " +
+                            ms(median(fr)) + ", lockstep with an all-reduce after each half layer " + ms(median(lk));
+    if (shared) {
+      p.shared_ranks = n;
+      p.shared_free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
+      p.shared_allreduce_bytes = 4.0 * double(arn);
+      p.shared_allreduce_s = held;
+      p.shared_how = how;
+    } else {
+      p.lockstep_allreduce_bytes = 4.0 * double(arn);
+      p.lockstep_allreduce_s = held;
+      p.lockstep_how = how;
+    }
     bufs_.clear();
   }
 
@@ -484,7 +506,7 @@ void take_round_medians(const std::vector<DeviceProfile>& rounds, DeviceProfile&
 int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer& meas, bool writer, int cores) {
   Loaded<DeviceProfile> loaded = load_device_profile(o.out);
   DeviceProfile p;
-  meas.shared_cores(p, cores);
+  meas.lockstep(p, cores, true);
   if (!writer) return 0;
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s", loaded.diagnostics.to_string().c_str());
@@ -573,6 +595,7 @@ int measure_main(int argc, char** argv) {
       }
       take_round_medians(rounds, p);
       fit_device_profile(p);
+      if (size > 1) meas.lockstep(p, cores, false);
       if (groups.world->rank() == 0) {
         const std::string error = write_file_atomic(o.out, device_profile_yaml(p));
         if (!error.empty()) {

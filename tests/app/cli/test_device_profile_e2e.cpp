@@ -56,6 +56,10 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_GE(p.value->shared_allreduce_s, 0);
   EXPECT_NE(p.value->shared_how.find("lockstep"), std::string::npos) << p.value->shared_how;
   EXPECT_NE(m.out.find("shared cores:"), std::string::npos) << m.out;
+  // And the lockstep all-reduce of the two ranks with a core each.
+  EXPECT_DOUBLE_EQ(p.value->lockstep_allreduce_bytes, 4.0 * 2 * 64 * 128);
+  EXPECT_GE(p.value->lockstep_allreduce_s, 0);
+  EXPECT_NE(p.value->lockstep_how.find("2 ranks"), std::string::npos) << p.value->lockstep_how;
   EXPECT_FALSE(std::filesystem::exists(out + ".measuring"));
 
   const Ran r = run({CAPPLAN_EXE, "run", "--model", model, "--cluster", "p4d.24xlarge", "--nodes", "1", "--gpus",
