@@ -307,7 +307,7 @@ class Measurer {
   // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the forward
   // GEMMs of a layer (its Q, K, V and output projections, then its two FFN GEMMs; one copy of
   // the operands per layer of the model, taken in turn), K layers (about 0.1 s), in these ways
-  // one after another in each of 3 x --rounds rounds:
+  // one after another in each of 3 x --rounds rounds (fewer, at least 3, past 10 s):
   //  - free: every rank computes at once: t_free;
   //  - lockstep: the same, and after each half of the layer the ranks sum the layer's activation
   //    (mbs x seq x hidden) in an all-reduce, as tensor-parallel ranks do: t_lock. A collective
@@ -355,11 +355,12 @@ class Measurer {
       half(1);
       if (in_lockstep) world_.all_reduce_sum(act, arn);
     };
-    // K layers per timing: about 0.1 s of every rank computing at once.
-    layer(false);
+    // K layers per timing: about 0.1 s of a lockstep timing (the collectives may outlast the GEMMs
+    // of a small model many times over on shared cores).
+    layer(true);
     world_.barrier();
     double t0 = now_s();
-    layer(false);
+    layer(true);
     float once = float(now_s() - t0);
     world_.all_reduce_max(&once, 1);
     const int K = std::clamp(int(std::ceil(0.1 / std::max(1e-6, double(once)))), 2, 1000);
@@ -373,9 +374,16 @@ class Measurer {
       return double(dt);
     };
     std::vector<double> a, fr, lk;
-    // Three times the kernels' rounds: the difference sought is a few percent of each timing.
-    const int rounds = 3 * o_.rounds;
+    // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
+    // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
+    // timings (all_reduce_max), so all stop at the same round.
+    int rounds = 3 * o_.rounds;
+    double spent = 0;
     for (int round = 0; round < rounds; ++round) {
+      if (round >= 3 && spent > 10.0) {
+        rounds = round;
+        break;
+      }
       if (shared)
         a.push_back(timed([&] {
           if (r < alone) {
@@ -391,7 +399,9 @@ class Measurer {
         (in_lockstep ? lk : fr).push_back(timed([&] {
           for (int k = 0; k < K; ++k) layer(in_lockstep);
         }));
+        spent += (in_lockstep ? lk : fr).back();
       }
+      if (shared) spent += a.back();
     }
     auto median = [](std::vector<double> v) {
       std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
