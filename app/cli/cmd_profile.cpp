@@ -56,6 +56,7 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       w.key("shared_cores").begin_object();
       w.field("ranks", p.shared_ranks).field("cores", p.cores).field("free_efficiency", p.shared_free_efficiency);
       w.field("allreduce_bytes", p.shared_allreduce_bytes).field("allreduce_s", p.shared_allreduce_s);
+      w.field("handoff_bytes", p.shared_handoff_bytes).field("handoff_s", p.shared_handoff_s);
       w.end_object();
     }
     w.end_object();
@@ -68,9 +69,9 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
                   f.bandwidth_gbyte_per_s, f.latency_us);
     if (p.shared_ranks > 0)
       std::printf("shared cores: %d ranks on %d cores compute at %.2f of the processor-sharing ideal; in lockstep an "
-                  "all-reduce of %.0f KB holds them %.3f ms\n",
+                  "all-reduce of %.0f KB holds them %.3f ms; a pipeline hand-off of it takes %.3f ms\n",
                   p.shared_ranks, p.cores, p.shared_free_efficiency, p.shared_allreduce_bytes / 1024,
-                  p.shared_allreduce_s * 1e3);
+                  p.shared_allreduce_s * 1e3, p.shared_handoff_s * 1e3);
   }
   return kExitOk;
 }

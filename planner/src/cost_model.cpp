@@ -574,6 +574,7 @@ class StepEvaluation {
     const int ranks = ly.gpus();
     const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
     tp_lockstep_factor = tp_lockstep_comm_factor(on_host);
+    pp_handoff_factor = pp_shared_handoff_factor(on_host);
     if (on_host <= dev->cores && dev->ranks <= dev->cores) {  // a core each: nothing shared
       tb.tp_comm *= tp_lockstep_factor;
       return;
@@ -585,7 +586,19 @@ class StepEvaluation {
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
-    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, tp_lockstep_factor);
+    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, tp_lockstep_factor,
+                          pp_handoff_factor);
+  }
+
+  // How much longer a pipeline's hand-off takes between CPU ranks taking turns on the host's
+  // cores than the transfer's own time: the profile's measured shared-core hand-off (of a layer's
+  // activation) over this layout's one transfer; 1 with a core each, or unmeasured.
+  double pp_shared_handoff_factor(int on_host) const {
+    const DeviceProfile* dev = c.profile;
+    if (!dev || dev->backend != "cpu" || dev->cores <= 0 || pp < 2 || on_host <= dev->cores || p2p <= 0 ||
+        dev->shared_handoff_s <= 0)
+      return 1.0;
+    return std::max(1.0, dev->shared_handoff_s / p2p);
   }
 
   // How much longer a tensor-parallel all-reduce holds CPU ranks that meet in it every half layer
@@ -948,7 +961,7 @@ class StepEvaluation {
       }
       steps->chunks.push_back(ch);
     }
-    steps->p2p_s = p2p;
+    steps->p2p_s = p2p * pp_handoff_factor;
     steps->p2p_bytes = pp > 1 ? mt.p2p_bytes : 0;
     steps->dp_comm_s = dp_s - (fw.param_gather_overlap && ly.zero >= 1 && ly.zero <= 2
                                    ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0);
@@ -991,6 +1004,7 @@ class StepEvaluation {
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
   double tp_lockstep_factor = 1;  // share_cores: tp_lockstep_comm_factor for this layout
+  double pp_handoff_factor = 1;   // share_cores: pp_shared_handoff_factor for this layout
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;
   int mem_s_idx = 0;

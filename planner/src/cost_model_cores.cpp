@@ -53,9 +53,13 @@ namespace capplan::detail {
 // lockstep 0.27-0.36 ms taking turns and 0.10-0.14 ms with a core each, against 0.08 ms for the
 // same all-reduce timed back to back. The tensor-parallel collectives take the measured lockstep
 // time (tp_comm_factor = its ratio to the collective's own time; the caller picks the shared or
-// the dedicated measurement).
+// the dedicated measurement). A pipeline's hand-off on shared cores is the same kind of wait: the
+// receiving stage naps until the message is there and then needs a core the others hold; the
+// profile times it as half a ping-pong of the activation between two ranks while the others
+// compute, and each transfer of the critical rank takes that time (pp_comm_factor x its own);
+// the difference is the receiving stage's wait for the message, so it shows as bubble.
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks, bool lockstep, double tp_comm_factor) {
+                               int profile_ranks, bool lockstep, double tp_comm_factor, double pp_comm_factor) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
@@ -64,16 +68,18 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   // and sums are the ranks' own work on the shared cores: they stretch by n / c as well.
   t.dp_comm *= d * s;
   t.tp_comm *= std::max(1.0, tp_comm_factor);
+  // The hand-offs' extra time is spent waiting for the message in the receiving stage: bubble.
+  const double handoff = (std::max(1.0, pp_comm_factor) - 1.0) * t.pp_comm;
   const double busy = t.compute + t.recompute + t.optimizer;
   const double other = t.sum() - busy - t.bubble;  // X: the communication of the critical rank
-  const double t_dedicated = d * (busy + t.bubble) + other;
-  const double t_shared = d * host_busy_s / cores + other;
+  const double t_dedicated = d * (busy + t.bubble) + other + handoff;
+  const double t_shared = d * host_busy_s / cores + other + handoff;
   const double step = std::max(t_dedicated, t_shared);
   if (lockstep) {
     t.compute *= d;
     t.recompute *= d;
     t.optimizer *= d;
-    t.bubble *= d;
+    t.bubble = d * t.bubble + handoff;
     double& wait = t.tp_comm > 0 ? t.tp_comm : t.cp_comm > 0 ? t.cp_comm : t.ep_comm;
     wait += std::max(0.0, step - t.sum());
     return t;
@@ -83,7 +89,8 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   // The passes stretch by at most n / c, plus the share of the cores the optimizer steps did not take.
   const double f_max = passes > 0 ? s + (s - 1) * t.optimizer / (d * passes) : 1.0;
   const double f =
-      passes > 0 ? std::clamp((step - other - d * t.bubble - t.optimizer) / (d * passes), 1.0, f_max) : 1.0;
+      passes > 0 ? std::clamp((step - other - handoff - d * t.bubble - t.optimizer) / (d * passes), 1.0, f_max)
+                 : 1.0;
   t.compute *= d * f;
   t.recompute *= d * f;
   t.bubble = std::max(0.0, step - other - t.compute - t.recompute - t.optimizer);

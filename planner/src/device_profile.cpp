@@ -179,7 +179,8 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   if (p.shared_ranks > 0)
     o << "  shared_cores: {ranks: " << p.shared_ranks << ", free_efficiency: " << num(p.shared_free_efficiency)
       << ", allreduce_bytes: " << num(p.shared_allreduce_bytes) << ", allreduce_seconds: "
-      << num(p.shared_allreduce_s) << ", how: " << yaml_quote(p.shared_how) << "}\n";
+      << num(p.shared_allreduce_s) << ", handoff_bytes: " << num(p.shared_handoff_bytes)
+      << ", handoff_seconds: " << num(p.shared_handoff_s) << ", how: " << yaml_quote(p.shared_how) << "}\n";
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
     << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
     << ", tp: " << p.tp << "}\n";
@@ -304,6 +305,8 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
     s.number("free_efficiency", p.shared_free_efficiency, true, {0, true, 1});
     s.number("allreduce_bytes", p.shared_allreduce_bytes, true, {0, true, 1e15});
     s.number("allreduce_seconds", p.shared_allreduce_s, true, {0, false, 1e6});
+    s.number("handoff_bytes", p.shared_handoff_bytes, false, {0, false, 1e15});
+    s.number("handoff_seconds", p.shared_handoff_s, false, {0, false, 1e6});
     s.text("how", p.shared_how, false);
     s.finish();
   }

@@ -338,6 +338,47 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
       << r.diagnostics.to_string();
 }
 
+// A pipeline's hand-off between ranks taking turns on the cores takes the profile's measured time
+// (shared_cores.handoff_seconds): at 3x the transfer's own time the step grows by twice pp_comm
+// (it does not overlap the compute), shown as the receiving stage's wait, bubble; pp_comm itself
+// keeps the transfers' time. The simulator's transfers take the measured time. With a core each
+// the measurement does not apply.
+TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
+  Layout l;
+  l.pp = 4;
+  l.mbs = 1;
+  DeviceProfile p = cpu_profile(2, 2);
+  p.shared_ranks = 4;
+  p.shared_free_efficiency = 1;
+  p.shared_allreduce_bytes = 262144;
+  const Scenario before_sc = host_scenario(4, p);
+  const Estimate before = estimate(before_sc, l);
+  const double p2p = step_costs(before_sc, l).p2p_s;
+  ASSERT_GT(p2p, 0);
+  ASSERT_GT(before.breakdown_s.pp_comm, 0);
+  p.shared_handoff_bytes = 262144;
+  p.shared_handoff_s = 3 * p2p;
+  const Scenario after_sc = host_scenario(4, p);
+  const Estimate after = estimate(after_sc, l);
+  const double expected = before.step_time_s + 2 * before.breakdown_s.pp_comm;
+  std::printf("Expectation: step %.6f s, bubble %.6f + 2 x pp_comm %.6f  Actual result: step %.6f s, bubble %.6f\n",
+              expected, before.breakdown_s.bubble, before.breakdown_s.pp_comm, after.step_time_s,
+              after.breakdown_s.bubble);
+  EXPECT_NEAR(after.step_time_s, expected, 1e-9 * expected);
+  EXPECT_NEAR(after.breakdown_s.pp_comm, before.breakdown_s.pp_comm, 1e-12);
+  EXPECT_NEAR(after.breakdown_s.bubble, before.breakdown_s.bubble + 2 * before.breakdown_s.pp_comm, 1e-9 * expected);
+  EXPECT_NEAR(after.breakdown_s.compute, before.breakdown_s.compute, 1e-9 * expected);
+  EXPECT_NEAR(step_costs(after_sc, l).p2p_s, 3 * p2p, 1e-12);
+  DeviceProfile roomy = p;
+  roomy.cores = 4;
+  DeviceProfile roomy_plain = cpu_profile(2, 4);
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(4, roomy), l).step_time_s,
+                   estimate(host_scenario(4, roomy_plain), l).step_time_s);
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(q.value->shared_handoff_s, p.shared_handoff_s);
+}
+
 // The runtime's attention kernels work head by head over whole sequences: a profile measured at
 // tp 1 prices tp 2's attention at half its measured time (half the heads per rank) rather than
 // falling back to per-head GEMMs, and mbs 2 at twice.

@@ -63,6 +63,11 @@ struct DeviceProfile {
   double shared_free_efficiency = 0;
   double shared_allreduce_bytes = 0;
   double shared_allreduce_s = 0;
+  // And how long a pipeline's hand-off takes there: one rank sends `shared_handoff_bytes` (a
+  // layer's activation) to another that waits for it in the runtime's nap, while the other ranks
+  // compute (half a round trip of a ping-pong). 0: not measured.
+  double shared_handoff_bytes = 0;
+  double shared_handoff_s = 0;
   std::string shared_how;
   // The same lockstep all-reduce among the profile's `ranks` with a core each: how long it holds
   // ranks that meet in it after every half layer (its own time and the wait for the last rank to

@@ -316,7 +316,8 @@ class Measurer {
   //  - with `shared` (the world has more ranks than the host's `cores`), also alone: the first
   //    `cores` ranks compute, one per core, while the others sleep in a point-to-point wait (the
   //    runtime's nap on a shared core): t_alone. n ranks on c cores ideally take n / c of a
-  //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free.
+  //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free; and a
+  //    pipeline's hand-off of the activation between two ranks while the others compute (handoff).
   // Times are medians over the rounds (the lockstep's extra time: the median of each round's
   // difference). Fills lockstep_* (a core each) or shared_* of `p`.
   void lockstep(DeviceProfile& p, int cores, bool shared) {
@@ -373,7 +374,7 @@ class Measurer {
       world_.all_reduce_max(&dt, 1);
       return double(dt);
     };
-    std::vector<double> a, fr, lk;
+    std::vector<double> a, fr, lk, ho;
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
     // timings (all_reduce_max), so all stop at the same round.
@@ -401,7 +402,12 @@ class Measurer {
         }));
         spent += (in_lockstep ? lk : fr).back();
       }
-      if (shared) spent += a.back();
+      if (shared) {
+        spent += a.back();
+        // The other ranks compute twice the free timing's layers: they outlast the hand-offs.
+        ho.push_back(handoff([&] { for (int k = 0; k < 2 * K; ++k) layer(false); }, act, arn, 0.4 * fr.back()));
+        spent += 0.4 * fr.back();
+      }
     }
     auto median = [](std::vector<double> v) {
       std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
@@ -422,13 +428,50 @@ class Measurer {
       p.shared_free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
       p.shared_allreduce_bytes = 4.0 * double(arn);
       p.shared_allreduce_s = held;
-      p.shared_how = how;
+      p.shared_handoff_bytes = 4.0 * double(arn);
+      p.shared_handoff_s = median(ho);
+      p.shared_how = how + ", a hand-off " + ms(median(ho));
     } else {
       p.lockstep_allreduce_bytes = 4.0 * double(arn);
       p.lockstep_allreduce_s = held;
       p.lockstep_how = how;
     }
     bufs_.clear();
+  }
+
+  // A pipeline's hand-off on shared cores: ranks 0 and 1 pass `act` back and forth as pipeline
+  // stages do (a send waited for, then a receive, each in the runtime's nap where the ranks
+  // outnumber the cores) for about `span` seconds, while the other ranks run `work`, which
+  // outlasts it. Returns half the mean round trip (the same on every rank).
+  double handoff(const std::function<void()>& work, float* act, int64_t count, double span) {
+    const int r = world_.rank();
+    world_.barrier();
+    double each = 0;
+    if (r >= 2) {
+      work();
+    } else if (world_.size() >= 2) {
+      const double t0 = now_s();
+      int trips = 0;
+      for (;;) {  // rank 0 says in the message's first element whether another trip follows
+        if (r == 0) act[0] = now_s() - t0 < span ? 1.0f : 0.0f;
+        if (r == 1) world_.recv(act, count, 0, 11);
+        if (r == 0) {
+          world_.send_async(act, count, 1, 11);
+          world_.wait_sends();
+        }
+        if (act[0] == 0.0f) break;
+        if (r == 1) {
+          world_.send_async(act, count, 0, 12);
+          world_.wait_sends();
+        }
+        if (r == 0) world_.recv(act, count, 1, 12);
+        ++trips;
+      }
+      each = trips > 0 ? (now_s() - t0) / (2.0 * trips) : 0.0;
+    }
+    float e = float(each);
+    world_.all_reduce_max(&e, 1);
+    return double(e);
   }
 
   void collectives(DeviceProfile& p) {
@@ -533,6 +576,8 @@ int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer
   out.shared_free_efficiency = p.shared_free_efficiency;
   out.shared_allreduce_bytes = p.shared_allreduce_bytes;
   out.shared_allreduce_s = p.shared_allreduce_s;
+  out.shared_handoff_bytes = p.shared_handoff_bytes;
+  out.shared_handoff_s = p.shared_handoff_s;
   out.shared_how = p.shared_how;
   const std::string error = write_file_atomic(o.out, device_profile_yaml(out));
   if (!error.empty()) {
@@ -540,9 +585,9 @@ int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer
     return 1;
   }
   std::printf("shared cores: %d ranks on %d cores compute side by side at %.2f of the processor-sharing ideal; "
-              "an all-reduce of %.0f KB between them in lockstep holds them %.3f ms\n",
+              "an all-reduce of %.0f KB between them in lockstep holds them %.3f ms, a hand-off of it %.3f ms\n",
               p.shared_ranks, cores, p.shared_free_efficiency, p.shared_allreduce_bytes / 1024,
-              p.shared_allreduce_s * 1e3);
+              p.shared_allreduce_s * 1e3, p.shared_handoff_s * 1e3);
   return 0;
 }
 

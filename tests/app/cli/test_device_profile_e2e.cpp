@@ -54,6 +54,8 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_GT(p.value->shared_free_efficiency, 0);
   EXPECT_DOUBLE_EQ(p.value->shared_allreduce_bytes, 4.0 * 2 * 64 * 128);  // mbs x seq x hidden floats
   EXPECT_GE(p.value->shared_allreduce_s, 0);
+  EXPECT_DOUBLE_EQ(p.value->shared_handoff_bytes, 4.0 * 2 * 64 * 128);
+  EXPECT_GT(p.value->shared_handoff_s, 0);
   EXPECT_NE(p.value->shared_how.find("lockstep"), std::string::npos) << p.value->shared_how;
   EXPECT_NE(m.out.find("shared cores:"), std::string::npos) << m.out;
   // And the lockstep all-reduce of the two ranks with a core each.
