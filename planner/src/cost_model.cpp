@@ -450,12 +450,23 @@ struct StageCost {
 // One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
 // from its stages' costs, the data-parallel traffic, the optimizer and weight streaming, the
 // memory of the stages that can peak, and the per-chunk costs the simulator replays.
+// One tensor-parallel all-reduce of CPU ranks in lockstep: at least the profile's measured time for
+// an all-reduce that ranks meeting in it every half layer spend in it (its own time and the wait
+// for the last rank; taking turns on the host's cores where the host's ranks outnumber them, else
+// with a core each; cost_model_cores.cpp), else the collective's own time `own`.
+double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout& ly, double own) {
+  const DeviceProfile* dev = c.profile;
+  if (!dev || dev->backend != "cpu" || dev->cores <= 0 || ly.tp < 2) return own;
+  const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
+  return std::max(own, on_host > dev->cores ? dev->shared_allreduce_s : dev->lockstep_allreduce_s);
+}
+
 class StepEvaluation {
  public:
   StepEvaluation(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m, const MicroTerms& mt,
                  const Placement& pl)
       : sc(sc), c(c), ly(ly), m(m), mt(mt), pl(pl), fw(sc.training.framework), tr(sc.training),
-        pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(allreduce_s(pl.tp, mt.tp_bytes)),
+        pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.tp_bytes))),
         p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
         w_elem(c.elem_bytes), g_elem(c.grad_bytes) {}
@@ -573,12 +584,11 @@ class StepEvaluation {
     if (!dev || dev->cores <= 0 || dev->backend != "cpu") return;
     const int ranks = ly.gpus();
     const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
-    tp_lockstep_factor = tp_lockstep_comm_factor(on_host);
-    pp_handoff_factor = pp_shared_handoff_factor(on_host);
-    if (on_host <= dev->cores && dev->ranks <= dev->cores) {  // a core each: nothing shared
-      tb.tp_comm *= tp_lockstep_factor;
-      return;
-    }
+    // A pipeline's hand-off between ranks taking turns on the cores: the profile's measured time
+    // over the transfer's own (cost_model_cores.cpp); the simulator's transfers take it too.
+    if (pp > 1 && on_host > dev->cores && p2p > 0 && dev->shared_handoff_s > 0)
+      pp_handoff_factor = std::max(1.0, dev->shared_handoff_s / p2p);
+    if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
     double stages = 0;
     for (int s = 0; s < pp; ++s) {
       const StageCost st = stage_cost(s);
@@ -586,31 +596,7 @@ class StepEvaluation {
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
-    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, tp_lockstep_factor,
-                          pp_handoff_factor);
-  }
-
-  // How much longer a pipeline's hand-off takes between CPU ranks taking turns on the host's
-  // cores than the transfer's own time: the profile's measured shared-core hand-off (of a layer's
-  // activation) over this layout's one transfer; 1 with a core each, or unmeasured.
-  double pp_shared_handoff_factor(int on_host) const {
-    const DeviceProfile* dev = c.profile;
-    if (!dev || dev->backend != "cpu" || dev->cores <= 0 || pp < 2 || on_host <= dev->cores || p2p <= 0 ||
-        dev->shared_handoff_s <= 0)
-      return 1.0;
-    return std::max(1.0, dev->shared_handoff_s / p2p);
-  }
-
-  // How much longer a tensor-parallel all-reduce holds CPU ranks that meet in it every half layer
-  // than the collective's own measured time: the profile's lockstep all-reduce (of a layer's
-  // activation, at the profile's shape; with ranks taking turns on the host's cores when they
-  // outnumber them, else with a core each; cost_model_cores.cpp) over this layout's one TP
-  // all-reduce. 1 when the profile did not measure it.
-  double tp_lockstep_comm_factor(int on_host) const {
-    const DeviceProfile* dev = c.profile;
-    if (!dev || dev->backend != "cpu" || dev->cores <= 0 || ly.tp < 2 || tp_ar <= 0) return 1.0;
-    const double held = on_host > dev->cores ? dev->shared_allreduce_s : dev->lockstep_allreduce_s;
-    return held > 0 ? std::max(1.0, held / tp_ar) : 1.0;
+    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, pp_handoff_factor);
   }
 
   double stage_params(int s) const {
@@ -946,10 +932,8 @@ class StepEvaluation {
         ch.backward_weight_s += accumulation_s(nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
                                                (ch.has_head ? mt.head_params : 0.0));
       ch.recompute_s = nl * mt.layer_recompute_s;
-      // (tp_lockstep_factor: CPU ranks meeting in their collectives, share_cores.)
-      ch.tp_comm_forward_s =
-          (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar * tp_lockstep_factor;
-      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar * tp_lockstep_factor;
+      ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar;
+      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar;
       ch.ep_comm_forward_s = nl * mt.layer_ep_comm_fwd_s;
       ch.ep_comm_backward_s = nl * mt.layer_ep_comm_bwd_s;
       ch.cp_comm_forward_s = nl * mt.layer_cp_comm_fwd_s;
@@ -1003,8 +987,7 @@ class StepEvaluation {
   double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
-  double tp_lockstep_factor = 1;  // share_cores: tp_lockstep_comm_factor for this layout
-  double pp_handoff_factor = 1;   // share_cores: pp_shared_handoff_factor for this layout
+  double pp_handoff_factor = 1;   // share_cores: measured hand-off over the transfer's time
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;
   int mem_s_idx = 0;

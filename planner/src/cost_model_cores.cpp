@@ -49,17 +49,18 @@ namespace capplan::detail {
 // --measure` times both (capplan-train measure: the ranks compute a layer's forward GEMMs with and
 // without an all-reduce of the activation after each half, with a core each and, in a second run,
 // at twice the cores). On this 2-core host ranks at twice the cores computed side by side at the
-// processor-sharing ideal (1.00 of it), and an all-reduce of the 256 KB activation held ranks in
-// lockstep 0.27-0.36 ms taking turns and 0.10-0.14 ms with a core each, against 0.08 ms for the
-// same all-reduce timed back to back. The tensor-parallel collectives take the measured lockstep
-// time (tp_comm_factor = its ratio to the collective's own time; the caller picks the shared or
-// the dedicated measurement). A pipeline's hand-off on shared cores is the same kind of wait: the
+// processor-sharing ideal (0.94-1.00 of it), and an all-reduce of the 256 KB activation held ranks
+// in lockstep 0.1-0.9 ms (mostly 0.2-0.5) taking turns and 0.08-0.19 ms with a core each, against
+// 0.08 ms for the same all-reduce timed back to back. Each tensor-parallel all-reduce takes the
+// measured lockstep time where it exceeds its own (lockstep_allreduce_s in cost_model.cpp, the
+// shared or the dedicated measurement as the ranks are). A pipeline's hand-off on shared cores is
+// the same kind of wait: the
 // receiving stage naps until the message is there and then needs a core the others hold; the
 // profile times it as half a ping-pong of the activation between two ranks while the others
 // compute, and each transfer of the critical rank takes that time (pp_comm_factor x its own);
 // the difference is the receiving stage's wait for the message, so it shows as bubble.
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks, bool lockstep, double tp_comm_factor, double pp_comm_factor) {
+                               int profile_ranks, bool lockstep, double pp_comm_factor) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
@@ -67,7 +68,6 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   // The data-parallel collectives run on every rank at once, and between CPU ranks their copies
   // and sums are the ranks' own work on the shared cores: they stretch by n / c as well.
   t.dp_comm *= d * s;
-  t.tp_comm *= std::max(1.0, tp_comm_factor);
   // The hand-offs' extra time is spent waiting for the message in the receiving stage: bubble.
   const double handoff = (std::max(1.0, pp_comm_factor) - 1.0) * t.pp_comm;
   const double busy = t.compute + t.recompute + t.optimizer;

@@ -126,12 +126,10 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
 // cores (cost_model_cores.cpp has the formula and its source); `dedicated` itself when the ranks
 // do not outnumber the cores and neither did the profile's. `lockstep`: the ranks meet in a
 // collective every layer (tp, cp or ep > 1), which takes the stretch as its wait.
-// `tp_comm_factor` (>= 1): how much longer a tensor-parallel collective holds ranks in lockstep than
-// its own time (the profile's lockstep measurement, shared or dedicated as the ranks are);
-// `pp_comm_factor` (>= 1) the same for a pipeline's hand-off on shared cores.
+// `pp_comm_factor` (>= 1): how much longer a pipeline's hand-off takes between ranks taking turns
+// on the cores than the transfer's own time (the profile's measurement); the rest is bubble.
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks, bool lockstep, double tp_comm_factor = 1.0,
-                               double pp_comm_factor = 1.0);
+                               int profile_ranks, bool lockstep, double pp_comm_factor = 1.0);
 
 // One GEMM and one memory-bound pass as the cost model times them (cost_model.cpp's gemm_s and
 // mem_s), for the terms kept in other files.

@@ -49,6 +49,12 @@ struct MeasureOptions {
   bool shared_cores = false;
 };
 
+// The median of `v` (the upper one of an even count).
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
 double now_s() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -157,8 +163,7 @@ class Measurer {
       world_.all_reduce_max(&dt, 1);
       t.push_back(dt);
     }
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    return t[t.size() / 2];
+    return median(t);
   }
 
   float* buffer(int64_t n) {
@@ -409,10 +414,6 @@ class Measurer {
         spent += 0.4 * fr.back();
       }
     }
-    auto median = [](std::vector<double> v) {
-      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-      return v[v.size() / 2];
-    };
     // The difference taken round by round (each pair measured back to back), then its median:
     // a shared host's slow spells move both of a pair together.
     std::vector<double> diff;
@@ -540,38 +541,38 @@ void take_round_medians(const std::vector<DeviceProfile>& rounds, DeviceProfile&
   p.gemms = rounds.front().gemms;
   p.kernels = rounds.front().kernels;
   p.collectives = rounds.front().collectives;
-  auto median = [&](auto get) {
+  auto over_rounds = [&](auto get) {
     std::vector<double> v;
     for (const DeviceProfile& r : rounds) v.push_back(get(r));
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
+    return median(std::move(v));
   };
-  for (size_t i = 0; i < p.gemms.size(); ++i) p.gemms[i].seconds = median([&](const DeviceProfile& r) { return r.gemms[i].seconds; });
+  for (size_t i = 0; i < p.gemms.size(); ++i)
+    p.gemms[i].seconds = over_rounds([&](const DeviceProfile& r) { return r.gemms[i].seconds; });
   for (size_t i = 0; i < p.kernels.size(); ++i)
-    p.kernels[i].seconds = median([&](const DeviceProfile& r) { return r.kernels[i].seconds; });
+    p.kernels[i].seconds = over_rounds([&](const DeviceProfile& r) { return r.kernels[i].seconds; });
   for (size_t i = 0; i < p.collectives.size(); ++i)
-    p.collectives[i].seconds = median([&](const DeviceProfile& r) { return r.collectives[i].seconds; });
+    p.collectives[i].seconds = over_rounds([&](const DeviceProfile& r) { return r.collectives[i].seconds; });
 }
 
 // --shared-cores: adds the shared-core efficiencies to the profile o.out, measured on this
 // host's `cores` by the world's ranks; the profile must be of this model shape. Every rank
 // measures; rank 0 reads and writes the file (atomically). Returns the exit status.
 int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer& meas, bool writer, int cores) {
+  // Every rank reads the profile and checks it before measuring, so that all give up together.
   Loaded<DeviceProfile> loaded = load_device_profile(o.out);
+  const int seq = o.seq > 0 ? o.seq : model.seq_len;
+  if (!loaded.ok() || loaded.value->hidden != model.hidden || loaded.value->mbs != o.mbs ||
+      loaded.value->seq != seq || loaded.value->tp != o.tp) {
+    if (writer && !loaded.ok()) std::fprintf(stderr, "%s", loaded.diagnostics.to_string().c_str());
+    if (writer && loaded.ok())
+      std::fprintf(stderr, "%s: error: %s: a profile of another shape (hidden %d, mbs %d, seq %d, tp %d)\n", kCmd,
+                   o.out.c_str(), loaded.value->hidden, loaded.value->mbs, loaded.value->seq, loaded.value->tp);
+    return 2;
+  }
   DeviceProfile p;
   meas.lockstep(p, cores, true);
   if (!writer) return 0;
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "%s", loaded.diagnostics.to_string().c_str());
-    return 2;
-  }
   DeviceProfile out = *loaded.value;
-  const int seq = o.seq > 0 ? o.seq : model.seq_len;
-  if (out.hidden != model.hidden || out.mbs != o.mbs || out.seq != seq || out.tp != o.tp) {
-    std::fprintf(stderr, "%s: error: %s: a profile of another shape (hidden %d, mbs %d, seq %d, tp %d)\n", kCmd,
-                 o.out.c_str(), out.hidden, out.mbs, out.seq, out.tp);
-    return 2;
-  }
   out.shared_ranks = p.shared_ranks;
   out.shared_free_efficiency = p.shared_free_efficiency;
   out.shared_allreduce_bytes = p.shared_allreduce_bytes;
@@ -584,10 +585,7 @@ int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer
     std::fprintf(stderr, "%s: error: %s: %s\n", kCmd, o.out.c_str(), error.c_str());
     return 1;
   }
-  std::printf("shared cores: %d ranks on %d cores compute side by side at %.2f of the processor-sharing ideal; "
-              "an all-reduce of %.0f KB between them in lockstep holds them %.3f ms, a hand-off of it %.3f ms\n",
-              p.shared_ranks, cores, p.shared_free_efficiency, p.shared_allreduce_bytes / 1024,
-              p.shared_allreduce_s * 1e3, p.shared_handoff_s * 1e3);
+  std::printf("shared cores: %d ranks on %d cores measured, added to %s\n", p.shared_ranks, cores, o.out.c_str());
   return 0;
 }
 
