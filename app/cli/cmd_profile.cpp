@@ -52,11 +52,17 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       w.end_object();
     }
     w.end_array();
-    if (p.shared_ranks > 0) {
+    if (p.lockstep.allreduce_bytes > 0) {
+      w.key("lockstep").begin_object();
+      w.field("ranks", p.ranks).field("allreduce_bytes", p.lockstep.allreduce_bytes);
+      w.field("allreduce_s", p.lockstep.allreduce_s);
+      w.end_object();
+    }
+    if (p.shared.ranks > 0) {
       w.key("shared_cores").begin_object();
-      w.field("ranks", p.shared_ranks).field("cores", p.cores).field("free_efficiency", p.shared_free_efficiency);
-      w.field("allreduce_bytes", p.shared_allreduce_bytes).field("allreduce_s", p.shared_allreduce_s);
-      w.field("handoff_bytes", p.shared_handoff_bytes).field("handoff_s", p.shared_handoff_s);
+      w.field("ranks", p.shared.ranks).field("cores", p.cores).field("free_efficiency", p.shared.free_efficiency);
+      w.field("allreduce_bytes", p.shared.lockstep.allreduce_bytes).field("allreduce_s", p.shared.lockstep.allreduce_s);
+      w.field("handoff_bytes", p.shared.lockstep.allreduce_bytes).field("handoff_s", p.shared.handoff_s);
       w.end_object();
     }
     w.end_object();
@@ -67,11 +73,15 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
     for (const CollectiveFit& f : p.fits)
       std::printf("        %-15s %d ranks: %.3f GB/s bus bandwidth, %.1f us latency\n", f.op.c_str(), f.ranks,
                   f.bandwidth_gbyte_per_s, f.latency_us);
-    if (p.shared_ranks > 0)
+    if (p.lockstep.allreduce_bytes > 0)
+      std::printf("lockstep: %d ranks with a core each; an all-reduce of %.0f KB after every half layer holds them "
+                  "%.3f ms\n",
+                  p.ranks, p.lockstep.allreduce_bytes / 1024, p.lockstep.allreduce_s * 1e3);
+    if (p.shared.ranks > 0)
       std::printf("shared cores: %d ranks on %d cores compute at %.2f of the processor-sharing ideal; in lockstep an "
                   "all-reduce of %.0f KB holds them %.3f ms; a pipeline hand-off of it takes %.3f ms\n",
-                  p.shared_ranks, p.cores, p.shared_free_efficiency, p.shared_allreduce_bytes / 1024,
-                  p.shared_allreduce_s * 1e3, p.shared_handoff_s * 1e3);
+                  p.shared.ranks, p.cores, p.shared.free_efficiency, p.shared.lockstep.allreduce_bytes / 1024,
+                  p.shared.lockstep.allreduce_s * 1e3, p.shared.handoff_s * 1e3);
   }
   return kExitOk;
 }

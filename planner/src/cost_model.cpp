@@ -458,7 +458,7 @@ double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout
   const DeviceProfile* dev = c.profile;
   if (!dev || dev->backend != "cpu" || dev->cores <= 0 || ly.tp < 2) return own;
   const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
-  return std::max(own, on_host > dev->cores ? dev->shared_allreduce_s : dev->lockstep_allreduce_s);
+  return std::max(own, on_host > dev->cores ? dev->shared.lockstep.allreduce_s : dev->lockstep.allreduce_s);
 }
 
 class StepEvaluation {
@@ -586,8 +586,8 @@ class StepEvaluation {
     const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
     // A pipeline's hand-off between ranks taking turns on the cores: the profile's measured time
     // over the transfer's own (cost_model_cores.cpp); the simulator's transfers take it too.
-    if (pp > 1 && on_host > dev->cores && p2p > 0 && dev->shared_handoff_s > 0)
-      pp_handoff_factor = std::max(1.0, dev->shared_handoff_s / p2p);
+    if (pp > 1 && on_host > dev->cores && p2p > 0 && dev->shared.handoff_s > 0)
+      pp_handoff_factor = std::max(1.0, dev->shared.handoff_s / p2p);
     if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
     double stages = 0;
     for (int s = 0; s < pp; ++s) {

@@ -173,14 +173,14 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   o << "  how: " << yaml_quote(p.how) << "\n";
   o << "  ranks: " << p.ranks << "\n";
   if (p.cores > 0) o << "  cores: " << p.cores << "   # of the host the ranks shared\n";
-  if (p.lockstep_allreduce_bytes > 0)
-    o << "  lockstep: {allreduce_bytes: " << num(p.lockstep_allreduce_bytes) << ", allreduce_seconds: "
-      << num(p.lockstep_allreduce_s) << ", how: " << yaml_quote(p.lockstep_how) << "}\n";
-  if (p.shared_ranks > 0)
-    o << "  shared_cores: {ranks: " << p.shared_ranks << ", free_efficiency: " << num(p.shared_free_efficiency)
-      << ", allreduce_bytes: " << num(p.shared_allreduce_bytes) << ", allreduce_seconds: "
-      << num(p.shared_allreduce_s) << ", handoff_bytes: " << num(p.shared_handoff_bytes)
-      << ", handoff_seconds: " << num(p.shared_handoff_s) << ", how: " << yaml_quote(p.shared_how) << "}\n";
+  if (p.lockstep.allreduce_bytes > 0)
+    o << "  lockstep: {allreduce_bytes: " << num(p.lockstep.allreduce_bytes) << ", allreduce_seconds: "
+      << num(p.lockstep.allreduce_s) << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
+  if (p.shared.ranks > 0)
+    o << "  shared_cores: {ranks: " << p.shared.ranks << ", free_efficiency: " << num(p.shared.free_efficiency)
+      << ", allreduce_bytes: " << num(p.shared.lockstep.allreduce_bytes) << ", allreduce_seconds: "
+      << num(p.shared.lockstep.allreduce_s) << ", handoff_seconds: " << num(p.shared.handoff_s)
+      << ", how: " << yaml_quote(p.shared.lockstep.how) << "}\n";
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
     << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
     << ", tp: " << p.tp << "}\n";
@@ -301,20 +301,23 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.integer("cores", p.cores, false, count);
   if (const YAML::Node sh = r.child("shared_cores"); sh && !sh.IsNull()) {
     MapReader s(sh, file, "device_profile.shared_cores.", out.diagnostics);
-    s.integer("ranks", p.shared_ranks, true, count);
-    s.number("free_efficiency", p.shared_free_efficiency, true, {0, true, 1});
-    s.number("allreduce_bytes", p.shared_allreduce_bytes, true, {0, true, 1e15});
-    s.number("allreduce_seconds", p.shared_allreduce_s, true, {0, false, 1e6});
-    s.number("handoff_bytes", p.shared_handoff_bytes, false, {0, false, 1e15});
-    s.number("handoff_seconds", p.shared_handoff_s, false, {0, false, 1e6});
-    s.text("how", p.shared_how, false);
+    s.integer("ranks", p.shared.ranks, true, count);
+    s.number("free_efficiency", p.shared.free_efficiency, true, {0, true, 1});
+    s.number("allreduce_bytes", p.shared.lockstep.allreduce_bytes, true, {0, true, 1e15});
+    s.number("allreduce_seconds", p.shared.lockstep.allreduce_s, true, {0, false, 1e6});
+    // The hand-off moves the same activation as the all-reduce; profiles that also wrote its size
+    // read as before.
+    double handoff_bytes = 0;
+    s.number("handoff_bytes", handoff_bytes, false, {0, false, 1e15});
+    s.number("handoff_seconds", p.shared.handoff_s, false, {0, false, 1e6});
+    s.text("how", p.shared.lockstep.how, false);
     s.finish();
   }
   if (const YAML::Node ls = r.child("lockstep"); ls && !ls.IsNull()) {
     MapReader s(ls, file, "device_profile.lockstep.", out.diagnostics);
-    s.number("allreduce_bytes", p.lockstep_allreduce_bytes, true, {0, true, 1e15});
-    s.number("allreduce_seconds", p.lockstep_allreduce_s, true, {0, false, 1e6});
-    s.text("how", p.lockstep_how, false);
+    s.number("allreduce_bytes", p.lockstep.allreduce_bytes, true, {0, true, 1e15});
+    s.number("allreduce_seconds", p.lockstep.allreduce_s, true, {0, false, 1e6});
+    s.text("how", p.lockstep.how, false);
     s.finish();
   }
   read_shape(r, file, out.diagnostics, p);

@@ -282,9 +282,9 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);
   const Estimate before = estimate(host_scenario(4, plain), l);
   DeviceProfile measured = plain;
-  measured.shared_ranks = 4;
-  measured.shared_free_efficiency = 1;
-  measured.shared_allreduce_bytes = 262144;
+  measured.shared.ranks = 4;
+  measured.shared.free_efficiency = 1;
+  measured.shared.lockstep.allreduce_bytes = 262144;
   const Estimate base = estimate(host_scenario(4, measured), l);  // measured 0 s: as without
   EXPECT_DOUBLE_EQ(base.step_time_s, before.step_time_s);
   // The collectives of a step at the dedicated rate; measured at 3x a collective of the layout,
@@ -298,7 +298,7 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   // The layout's one TP all-reduce: the forward of a layer holds two, the embedding one more.
   const ChunkCosts& c0 = costs.chunks.front();
   const double per_ar = c0.tp_comm_forward_s / (2.0 * c0.num_layers + 1.0);
-  measured.shared_allreduce_s = 3 * per_ar;
+  measured.shared.lockstep.allreduce_s = 3 * per_ar;
   const Estimate slower = estimate(host_scenario(4, measured), l);
   const double expected = before.step_time_s + 2 * dedicated_tp;
   std::printf("Expectation: step %.6f s (+ 2 x the dedicated tp_comm %.6f) Actual result: %.6f s\n", expected,
@@ -311,8 +311,8 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   DeviceProfile roomy = measured;
   roomy.cores = 4;
   EXPECT_DOUBLE_EQ(estimate(host_scenario(4, roomy), l).step_time_s, own.step_time_s);
-  roomy.lockstep_allreduce_bytes = 262144;
-  roomy.lockstep_allreduce_s = 2 * per_ar;
+  roomy.lockstep.allreduce_bytes = 262144;
+  roomy.lockstep.allreduce_s = 2 * per_ar;
   const Estimate waits = estimate(host_scenario(4, roomy), l);
   std::printf("Expectation: a core each, step %.6f s + %.6f  Actual result: %.6f s\n", own.step_time_s, dedicated_tp,
               waits.step_time_s);
@@ -321,13 +321,13 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   // Read back from the file capplan writes; a negative time is refused naming the field.
   const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(measured), "dev.yaml");
   ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
-  EXPECT_EQ(q.value->shared_ranks, 4);
-  EXPECT_DOUBLE_EQ(q.value->shared_allreduce_s, measured.shared_allreduce_s);
-  EXPECT_DOUBLE_EQ(q.value->shared_allreduce_bytes, 262144);
+  EXPECT_EQ(q.value->shared.ranks, 4);
+  EXPECT_DOUBLE_EQ(q.value->shared.lockstep.allreduce_s, measured.shared.lockstep.allreduce_s);
+  EXPECT_DOUBLE_EQ(q.value->shared.lockstep.allreduce_bytes, 262144);
   const Loaded<DeviceProfile> q2 = parse_device_profile_yaml(device_profile_yaml(roomy), "dev.yaml");
   ASSERT_TRUE(q2.ok()) << q2.diagnostics.to_string();
-  EXPECT_DOUBLE_EQ(q2.value->lockstep_allreduce_s, roomy.lockstep_allreduce_s);
-  EXPECT_DOUBLE_EQ(q2.value->lockstep_allreduce_bytes, 262144);
+  EXPECT_DOUBLE_EQ(q2.value->lockstep.allreduce_s, roomy.lockstep.allreduce_s);
+  EXPECT_DOUBLE_EQ(q2.value->lockstep.allreduce_bytes, 262144);
   std::string bad = device_profile_yaml(measured);
   const size_t at = bad.find("allreduce_seconds: ");
   ASSERT_NE(at, std::string::npos);
@@ -348,16 +348,15 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   l.pp = 4;
   l.mbs = 1;
   DeviceProfile p = cpu_profile(2, 2);
-  p.shared_ranks = 4;
-  p.shared_free_efficiency = 1;
-  p.shared_allreduce_bytes = 262144;
+  p.shared.ranks = 4;
+  p.shared.free_efficiency = 1;
+  p.shared.lockstep.allreduce_bytes = 262144;
   const Scenario before_sc = host_scenario(4, p);
   const Estimate before = estimate(before_sc, l);
   const double p2p = step_costs(before_sc, l).p2p_s;
   ASSERT_GT(p2p, 0);
   ASSERT_GT(before.breakdown_s.pp_comm, 0);
-  p.shared_handoff_bytes = 262144;
-  p.shared_handoff_s = 3 * p2p;
+  p.shared.handoff_s = 3 * p2p;
   const Scenario after_sc = host_scenario(4, p);
   const Estimate after = estimate(after_sc, l);
   const double expected = before.step_time_s + 2 * before.breakdown_s.pp_comm;
@@ -376,7 +375,7 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
                    estimate(host_scenario(4, roomy_plain), l).step_time_s);
   const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
   ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
-  EXPECT_DOUBLE_EQ(q.value->shared_handoff_s, p.shared_handoff_s);
+  EXPECT_DOUBLE_EQ(q.value->shared.handoff_s, p.shared.handoff_s);
 }
 
 // The runtime's attention kernels work head by head over whole sequences: a profile measured at

@@ -43,6 +43,28 @@ struct CollectiveFit {
   double latency_us = 0;
 };
 
+// How long an all-reduce of `allreduce_bytes` (a layer's activation) holds CPU ranks that meet in
+// it after every half layer while computing a layer's forward GEMMs, as tensor-parallel ranks do:
+// its own time and the wait for the last rank to arrive. 0 bytes: not measured.
+struct LockstepTiming {
+  double allreduce_bytes = 0;
+  double allreduce_s = 0;
+  std::string how;
+};
+
+// How the host's cores run more CPU ranks than they number, measured with `ranks` ranks (twice the
+// cores) each running a layer's forward GEMMs: the fraction of the processor-sharing ideal (n
+// ranks on c cores each at c/n of a core) they reach computing side by side, the lockstep
+// all-reduce among them, and how long a pipeline's hand-off of the same activation takes there
+// (one rank sends it to another that waits in the runtime's nap while the others compute; half a
+// ping-pong's round trip). ranks 0: not measured.
+struct SharedCoresTiming {
+  int ranks = 0;
+  double free_efficiency = 0;
+  LockstepTiming lockstep;
+  double handoff_s = 0;
+};
+
 struct DeviceProfile {
   std::string device;       // what it was measured on ("cpu: <model name>, 2 cores" or the GPU's name)
   std::string gpu;          // the GpuSpec name this device stands for ("cpu-rank" for CPU ranks)
@@ -53,28 +75,11 @@ struct DeviceProfile {
   // CPU ranks: the host's cores (online when measured), which the ranks of a run time-share when
   // they outnumber them (cost_model_cores.cpp); 0 for a GPU, or a profile that does not say.
   int cores = 0;
-  // CPU ranks: how the host's cores run more ranks than they number, measured with
-  // `shared_ranks` ranks (twice the cores) each running a layer's forward GEMMs
-  // (capplan-train measure --shared-cores): the fraction of the processor-sharing ideal (n ranks
-  // on c cores each at c/n of a core) they reach computing side by side, and the time an
-  // all-reduce of `shared_allreduce_bytes` (a layer's activation) among them holds ranks that
-  // meet in it after every half layer, as tensor-parallel ranks do. 0: not measured.
-  int shared_ranks = 0;
-  double shared_free_efficiency = 0;
-  double shared_allreduce_bytes = 0;
-  double shared_allreduce_s = 0;
-  // And how long a pipeline's hand-off takes there: one rank sends `shared_handoff_bytes` (a
-  // layer's activation) to another that waits for it in the runtime's nap, while the other ranks
-  // compute (half a round trip of a ping-pong). 0: not measured.
-  double shared_handoff_bytes = 0;
-  double shared_handoff_s = 0;
-  std::string shared_how;
-  // The same lockstep all-reduce among the profile's `ranks` with a core each: how long it holds
-  // ranks that meet in it after every half layer (its own time and the wait for the last rank to
-  // arrive). 0: not measured.
-  double lockstep_allreduce_bytes = 0;
-  double lockstep_allreduce_s = 0;
-  std::string lockstep_how;
+  // CPU ranks in lockstep with a core each (the profile's `ranks`; capplan-train measure).
+  LockstepTiming lockstep;
+  // CPU ranks: how the host's cores run more ranks than they number (capplan-train measure
+  // --shared-cores, twice the cores).
+  SharedCoresTiming shared;
   // The shape the per-kernel times were taken at.
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;

@@ -324,7 +324,7 @@ class Measurer {
   //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free; and a
   //    pipeline's hand-off of the activation between two ranks while the others compute (handoff).
   // Times are medians over the rounds (the lockstep's extra time: the median of each round's
-  // difference). Fills lockstep_* (a core each) or shared_* of `p`.
+  // difference). Fills `p.lockstep` (a core each) or `p.shared`.
   void lockstep(DeviceProfile& p, int cores, bool shared) {
     const int n = world_.size(), r = world_.rank();
     const int h = m_.hidden, tp = o_.tp, tok = o_.mbs * seq();
@@ -424,18 +424,14 @@ class Measurer {
                             " tokens), median over " + std::to_string(rounds) + " rounds: " +
                             (shared ? "alone (a core each) " + ms(median(a)) + ", " : std::string()) + "free " +
                             ms(median(fr)) + ", lockstep with an all-reduce after each half layer " + ms(median(lk));
+    const LockstepTiming timing{4.0 * double(arn), held, shared ? how + ", a hand-off " + ms(median(ho)) : how};
     if (shared) {
-      p.shared_ranks = n;
-      p.shared_free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
-      p.shared_allreduce_bytes = 4.0 * double(arn);
-      p.shared_allreduce_s = held;
-      p.shared_handoff_bytes = 4.0 * double(arn);
-      p.shared_handoff_s = median(ho);
-      p.shared_how = how + ", a hand-off " + ms(median(ho));
+      p.shared.ranks = n;
+      p.shared.free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
+      p.shared.lockstep = timing;
+      p.shared.handoff_s = median(ho);
     } else {
-      p.lockstep_allreduce_bytes = 4.0 * double(arn);
-      p.lockstep_allreduce_s = held;
-      p.lockstep_how = how;
+      p.lockstep = timing;
     }
     bufs_.clear();
   }
@@ -573,19 +569,13 @@ int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer
   meas.lockstep(p, cores, true);
   if (!writer) return 0;
   DeviceProfile out = *loaded.value;
-  out.shared_ranks = p.shared_ranks;
-  out.shared_free_efficiency = p.shared_free_efficiency;
-  out.shared_allreduce_bytes = p.shared_allreduce_bytes;
-  out.shared_allreduce_s = p.shared_allreduce_s;
-  out.shared_handoff_bytes = p.shared_handoff_bytes;
-  out.shared_handoff_s = p.shared_handoff_s;
-  out.shared_how = p.shared_how;
+  out.shared = p.shared;
   const std::string error = write_file_atomic(o.out, device_profile_yaml(out));
   if (!error.empty()) {
     std::fprintf(stderr, "%s: error: %s: %s\n", kCmd, o.out.c_str(), error.c_str());
     return 1;
   }
-  std::printf("shared cores: %d ranks on %d cores measured, added to %s\n", p.shared_ranks, cores, o.out.c_str());
+  std::printf("shared cores: %d ranks on %d cores measured, added to %s\n", p.shared.ranks, cores, o.out.c_str());
   return 0;
 }
 

@@ -50,19 +50,19 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_EQ(p.value->fit("all-reduce", 2)->ranks, 2);
   EXPECT_GT(p.value->fit("all-reduce", 2)->bandwidth_gbyte_per_s, 0);
   // The second run, with twice the host's cores in ranks: how they share the cores.
-  EXPECT_EQ(p.value->shared_ranks, 2 * int(std::thread::hardware_concurrency()));
-  EXPECT_DOUBLE_EQ(p.value->shared_allreduce_bytes, 4.0 * 2 * 64 * 128);  // mbs x seq x hidden floats
-  EXPECT_DOUBLE_EQ(p.value->shared_handoff_bytes, 4.0 * 2 * 64 * 128);
-  EXPECT_GT(p.value->shared_handoff_s, 0);  // at least one round trip was timed
-  const std::string shared_ranks = std::to_string(p.value->shared_ranks) + " ranks on " +
+  EXPECT_EQ(p.value->shared.ranks, 2 * int(std::thread::hardware_concurrency()));
+  EXPECT_DOUBLE_EQ(p.value->shared.lockstep.allreduce_bytes, 4.0 * 2 * 64 * 128);  // mbs x seq x hidden floats
+  EXPECT_GT(p.value->shared.handoff_s, 0);  // at least one round trip was timed
+  const std::string shared_ranks = std::to_string(p.value->shared.ranks) + " ranks on " +
                                    std::to_string(p.value->cores) + " cores";
-  EXPECT_NE(p.value->shared_how.find(shared_ranks), std::string::npos) << p.value->shared_how;
-  EXPECT_NE(p.value->shared_how.find("alone"), std::string::npos) << p.value->shared_how;
+  EXPECT_NE(p.value->shared.lockstep.how.find(shared_ranks), std::string::npos) << p.value->shared.lockstep.how;
+  EXPECT_NE(p.value->shared.lockstep.how.find("alone"), std::string::npos) << p.value->shared.lockstep.how;
   EXPECT_NE(m.out.find("shared cores:"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("lockstep: 2 ranks with a core each"), std::string::npos) << m.out;
   // And the lockstep all-reduce of the two ranks with a core each.
-  EXPECT_DOUBLE_EQ(p.value->lockstep_allreduce_bytes, 4.0 * 2 * 64 * 128);
-  EXPECT_NE(p.value->lockstep_how.find("2 ranks"), std::string::npos) << p.value->lockstep_how;
-  EXPECT_EQ(p.value->lockstep_how.find("alone"), std::string::npos) << p.value->lockstep_how;
+  EXPECT_DOUBLE_EQ(p.value->lockstep.allreduce_bytes, 4.0 * 2 * 64 * 128);
+  EXPECT_NE(p.value->lockstep.how.find("2 ranks"), std::string::npos) << p.value->lockstep.how;
+  EXPECT_EQ(p.value->lockstep.how.find("alone"), std::string::npos) << p.value->lockstep.how;
   EXPECT_FALSE(std::filesystem::exists(out + ".measuring"));
 
   const Ran r = run({CAPPLAN_EXE, "run", "--model", model, "--cluster", "p4d.24xlarge", "--nodes", "1", "--gpus",
