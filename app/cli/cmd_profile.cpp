@@ -58,12 +58,22 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       w.field("allreduce_s", p.lockstep.allreduce_s);
       w.end_object();
     }
-    if (p.shared.ranks > 0) {
-      w.key("shared_cores").begin_object();
-      w.field("ranks", p.shared.ranks).field("cores", p.cores).field("free_efficiency", p.shared.free_efficiency);
-      w.field("allreduce_bytes", p.shared.lockstep.allreduce_bytes).field("allreduce_s", p.shared.lockstep.allreduce_s);
-      w.field("handoff_bytes", p.shared.lockstep.allreduce_bytes).field("handoff_s", p.shared.handoff_s);
-      w.end_object();
+    if (!p.shared.empty()) {
+      w.key("shared_cores").begin_array();
+      for (const SharedCoresTiming& sc : p.shared) {
+        w.begin_object();
+        w.field("ranks", sc.ranks).field("cores", p.cores).field("free_efficiency", sc.free_efficiency);
+        w.field("handoff_s", sc.handoff_s);
+        w.key("lockstep").begin_array();
+        for (const LockstepTiming& l : sc.lockstep) {
+          w.begin_object();
+          w.field("group", l.group).field("allreduce_bytes", l.allreduce_bytes).field("allreduce_s", l.allreduce_s);
+          w.end_object();
+        }
+        w.end_array();
+        w.end_object();
+      }
+      w.end_array();
     }
     w.end_object();
     std::printf("%s\n", w.str().c_str());
@@ -77,11 +87,16 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       std::printf("lockstep: %d ranks with a core each; an all-reduce of %.0f KB after every half layer holds them "
                   "%.3f ms\n",
                   p.ranks, p.lockstep.allreduce_bytes / 1024, p.lockstep.allreduce_s * 1e3);
-    if (p.shared.ranks > 0)
-      std::printf("shared cores: %d ranks on %d cores compute at %.2f of the processor-sharing ideal; in lockstep an "
-                  "all-reduce of %.0f KB holds them %.3f ms; a pipeline hand-off of it takes %.3f ms\n",
-                  p.shared.ranks, p.cores, p.shared.free_efficiency, p.shared.lockstep.allreduce_bytes / 1024,
-                  p.shared.lockstep.allreduce_s * 1e3, p.shared.handoff_s * 1e3);
+    for (const SharedCoresTiming& sc : p.shared) {
+      std::printf("shared cores: %d ranks on %d cores compute at %.2f of the processor-sharing ideal; a pipeline "
+                  "hand-off takes %.3f ms; in lockstep an all-reduce of %.0f KB holds them",
+                  sc.ranks, p.cores, sc.free_efficiency, sc.handoff_s * 1e3,
+                  sc.lockstep.empty() ? 0.0 : sc.lockstep[0].allreduce_bytes / 1024);
+      for (size_t i = 0; i < sc.lockstep.size(); ++i)
+        std::printf("%s %.3f ms in groups of %d", i ? "," : "", sc.lockstep[i].allreduce_s * 1e3,
+                    sc.lockstep[i].group);
+      std::printf("\n");
+    }
   }
   return kExitOk;
 }

@@ -447,20 +447,21 @@ struct StageCost {
   double total() const { return work() + p2p + offload; }
 };
 
-// One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
-// from its stages' costs, the data-parallel traffic, the optimizer and weight streaming, the
-// memory of the stages that can peak, and the per-chunk costs the simulator replays.
 // One tensor-parallel all-reduce of CPU ranks in lockstep: at least the profile's measured time for
 // an all-reduce that ranks meeting in it every half layer spend in it (its own time and the wait
-// for the last rank; taking turns on the host's cores where the host's ranks outnumber them, else
-// with a core each; cost_model_cores.cpp), else the collective's own time `own`.
+// for the last rank; taking turns on the host's cores where the host's ranks outnumber them, for
+// that many ranks in groups of tp, else with a core each; cost_model_cores.cpp), else the
+// collective's own time `own`.
 double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout& ly, double own) {
   const DeviceProfile* dev = c.profile;
   if (!dev || dev->backend != "cpu" || dev->cores <= 0 || ly.tp < 2) return own;
   const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
-  return std::max(own, on_host > dev->cores ? dev->shared.lockstep.allreduce_s : dev->lockstep.allreduce_s);
+  return std::max(own, on_host > dev->cores ? dev->shared_allreduce_s(on_host, ly.tp) : dev->lockstep.allreduce_s);
 }
 
+// One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
+// from its stages' costs, the data-parallel traffic, the optimizer and weight streaming, the
+// memory of the stages that can peak, and the per-chunk costs the simulator replays.
 class StepEvaluation {
  public:
   StepEvaluation(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m, const MicroTerms& mt,
@@ -586,8 +587,8 @@ class StepEvaluation {
     const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
     // A pipeline's hand-off between ranks taking turns on the cores: the profile's measured time
     // over the transfer's own (cost_model_cores.cpp); the simulator's transfers take it too.
-    if (pp > 1 && on_host > dev->cores && p2p > 0 && dev->shared.handoff_s > 0)
-      pp_handoff_factor = std::max(1.0, dev->shared.handoff_s / p2p);
+    if (pp > 1 && on_host > dev->cores && p2p > 0 && dev->shared_handoff_s(on_host) > 0)
+      pp_handoff_factor = std::max(1.0, dev->shared_handoff_s(on_host) / p2p);
     if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
     double stages = 0;
     for (int s = 0; s < pp; ++s) {

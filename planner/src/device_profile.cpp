@@ -103,6 +103,40 @@ double DeviceProfile::collective_seconds(const std::string& op, int ranks, doubl
   return std::max(below->seconds, t);
 }
 
+namespace {
+
+// `value` of the shared measurements interpolated linearly in their ranks around `ranks` (the
+// nearest beyond the measured range); -1 where `value` gives none (negative).
+template <typename Value>
+double interpolate_in_ranks(const std::vector<SharedCoresTiming>& shared, int ranks, Value value) {
+  const SharedCoresTiming *lo = nullptr, *hi = nullptr;
+  for (const SharedCoresTiming& s : shared) {
+    if (value(s) < 0) continue;
+    if (s.ranks <= ranks && (!lo || s.ranks > lo->ranks)) lo = &s;
+    if (s.ranks >= ranks && (!hi || s.ranks < hi->ranks)) hi = &s;
+  }
+  if (!lo && !hi) return -1;
+  if (!lo || !hi || lo == hi) return value(lo ? *lo : *hi);
+  const double f = double(ranks - lo->ranks) / double(hi->ranks - lo->ranks);
+  return value(*lo) + f * (value(*hi) - value(*lo));
+}
+
+}  // namespace
+
+double DeviceProfile::shared_allreduce_s(int ranks, int group) const {
+  return interpolate_in_ranks(shared, ranks, [group](const SharedCoresTiming& s) {
+    const LockstepTiming* best = nullptr;
+    for (const LockstepTiming& l : s.lockstep)
+      if (l.allreduce_bytes > 0 && (!best || std::abs(l.group - group) < std::abs(best->group - group))) best = &l;
+    return best ? best->allreduce_s : -1.0;
+  });
+}
+
+double DeviceProfile::shared_handoff_s(int ranks) const {
+  return interpolate_in_ranks(shared, ranks,
+                              [](const SharedCoresTiming& s) { return s.handoff_s > 0 ? s.handoff_s : -1.0; });
+}
+
 const CollectiveFit* DeviceProfile::fit(const std::string& op, int n) const {
   const CollectiveFit* best = nullptr;
   for (const CollectiveFit& f : fits)
@@ -176,11 +210,16 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   if (p.lockstep.allreduce_bytes > 0)
     o << "  lockstep: {allreduce_bytes: " << num(p.lockstep.allreduce_bytes) << ", allreduce_seconds: "
       << num(p.lockstep.allreduce_s) << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
-  if (p.shared.ranks > 0)
-    o << "  shared_cores: {ranks: " << p.shared.ranks << ", free_efficiency: " << num(p.shared.free_efficiency)
-      << ", allreduce_bytes: " << num(p.shared.lockstep.allreduce_bytes) << ", allreduce_seconds: "
-      << num(p.shared.lockstep.allreduce_s) << ", handoff_seconds: " << num(p.shared.handoff_s)
-      << ", how: " << yaml_quote(p.shared.lockstep.how) << "}\n";
+  if (!p.shared.empty()) o << "  shared_cores:\n";
+  for (const SharedCoresTiming& sc : p.shared) {
+    o << "    - {ranks: " << sc.ranks << ", free_efficiency: " << num(sc.free_efficiency)
+      << ", handoff_seconds: " << num(sc.handoff_s) << ", lockstep: [";
+    for (size_t i = 0; i < sc.lockstep.size(); ++i)
+      o << (i ? ", " : "") << "{group: " << sc.lockstep[i].group
+        << ", allreduce_bytes: " << num(sc.lockstep[i].allreduce_bytes)
+        << ", allreduce_seconds: " << num(sc.lockstep[i].allreduce_s) << "}";
+    o << "], how: " << yaml_quote(sc.how) << "}\n";
+  }
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
     << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
     << ", tp: " << p.tp << "}\n";
@@ -300,18 +339,47 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.integer("ranks", p.ranks, true, count);
   r.integer("cores", p.cores, false, count);
   if (const YAML::Node sh = r.child("shared_cores"); sh && !sh.IsNull()) {
-    MapReader s(sh, file, "device_profile.shared_cores.", out.diagnostics);
-    s.integer("ranks", p.shared.ranks, true, count);
-    s.number("free_efficiency", p.shared.free_efficiency, true, {0, true, 1});
-    s.number("allreduce_bytes", p.shared.lockstep.allreduce_bytes, true, {0, true, 1e15});
-    s.number("allreduce_seconds", p.shared.lockstep.allreduce_s, true, {0, false, 1e6});
-    // The hand-off moves the same activation as the all-reduce; profiles that also wrote its size
-    // read as before.
-    double handoff_bytes = 0;
-    s.number("handoff_bytes", handoff_bytes, false, {0, false, 1e15});
-    s.number("handoff_seconds", p.shared.handoff_s, false, {0, false, 1e6});
-    s.text("how", p.shared.lockstep.how, false);
-    s.finish();
+    // A list of measurements by ranks; one map is a single measurement in the form that had one
+    // all-reduce among all its ranks (group = ranks) and wrote the hand-off's size beside it.
+    const bool one = sh.IsMap();
+    if (!one && !sh.IsSequence()) r.error_at(sh, "shared_cores", "expected a list");
+    for (size_t i = 0; one || (sh.IsSequence() && i < sh.size()); ++i) {
+      const std::string at =
+          one ? std::string("device_profile.shared_cores.") : "device_profile.shared_cores[" + std::to_string(i) + "].";
+      MapReader s(one ? sh : sh[i], file, at, out.diagnostics);
+      SharedCoresTiming sc;
+      s.integer("ranks", sc.ranks, true, count);
+      s.number("free_efficiency", sc.free_efficiency, true, {0, true, 1});
+      s.number("handoff_seconds", sc.handoff_s, false, {0, false, 1e6});
+      s.text("how", sc.how, false);
+      if (one) {
+        LockstepTiming l;
+        l.group = sc.ranks;
+        double handoff_bytes = 0;
+        s.number("allreduce_bytes", l.allreduce_bytes, true, {0, true, 1e15});
+        s.number("allreduce_seconds", l.allreduce_s, true, {0, false, 1e6});
+        s.number("handoff_bytes", handoff_bytes, false, {0, false, 1e15});
+        sc.lockstep.push_back(l);
+      } else if (const YAML::Node ls = s.child("lockstep"); ls && !ls.IsNull()) {
+        if (!ls.IsSequence()) s.error_at(ls, "lockstep", "expected a list");
+        for (size_t j = 0; ls.IsSequence() && j < ls.size(); ++j) {
+          MapReader g(ls[j], file, at + "lockstep[" + std::to_string(j) + "].", out.diagnostics);
+          LockstepTiming l;
+          g.integer("group", l.group, true, count);
+          g.number("allreduce_bytes", l.allreduce_bytes, true, {0, true, 1e15});
+          g.number("allreduce_seconds", l.allreduce_s, true, {0, false, 1e6});
+          g.finish();
+          sc.lockstep.push_back(l);
+        }
+      }
+      s.finish();
+      std::sort(sc.lockstep.begin(), sc.lockstep.end(),
+                [](const LockstepTiming& x, const LockstepTiming& y) { return x.group < y.group; });
+      p.shared.push_back(sc);
+      if (one) break;
+    }
+    std::sort(p.shared.begin(), p.shared.end(),
+              [](const SharedCoresTiming& x, const SharedCoresTiming& y) { return x.ranks < y.ranks; });
   }
   if (const YAML::Node ls = r.child("lockstep"); ls && !ls.IsNull()) {
     MapReader s(ls, file, "device_profile.lockstep.", out.diagnostics);

@@ -282,9 +282,7 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);
   const Estimate before = estimate(host_scenario(4, plain), l);
   DeviceProfile measured = plain;
-  measured.shared.ranks = 4;
-  measured.shared.free_efficiency = 1;
-  measured.shared.lockstep.allreduce_bytes = 262144;
+  measured.shared = {{4, 1, 0, {{4, 262144, 0, ""}}, ""}};
   const Estimate base = estimate(host_scenario(4, measured), l);  // measured 0 s: as without
   EXPECT_DOUBLE_EQ(base.step_time_s, before.step_time_s);
   // The collectives of a step at the dedicated rate; measured at 3x a collective of the layout,
@@ -298,7 +296,7 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   // The layout's one TP all-reduce: the forward of a layer holds two, the embedding one more.
   const ChunkCosts& c0 = costs.chunks.front();
   const double per_ar = c0.tp_comm_forward_s / (2.0 * c0.num_layers + 1.0);
-  measured.shared.lockstep.allreduce_s = 3 * per_ar;
+  measured.shared[0].lockstep[0].allreduce_s = 3 * per_ar;
   const Estimate slower = estimate(host_scenario(4, measured), l);
   const double expected = before.step_time_s + 2 * dedicated_tp;
   std::printf("Expectation: step %.6f s (+ 2 x the dedicated tp_comm %.6f) Actual result: %.6f s\n", expected,
@@ -321,9 +319,12 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   // Read back from the file capplan writes; a negative time is refused naming the field.
   const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(measured), "dev.yaml");
   ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
-  EXPECT_EQ(q.value->shared.ranks, 4);
-  EXPECT_DOUBLE_EQ(q.value->shared.lockstep.allreduce_s, measured.shared.lockstep.allreduce_s);
-  EXPECT_DOUBLE_EQ(q.value->shared.lockstep.allreduce_bytes, 262144);
+  ASSERT_EQ(q.value->shared.size(), 1u);
+  EXPECT_EQ(q.value->shared[0].ranks, 4);
+  ASSERT_EQ(q.value->shared[0].lockstep.size(), 1u);
+  EXPECT_EQ(q.value->shared[0].lockstep[0].group, 4);
+  EXPECT_DOUBLE_EQ(q.value->shared[0].lockstep[0].allreduce_s, measured.shared[0].lockstep[0].allreduce_s);
+  EXPECT_DOUBLE_EQ(q.value->shared[0].lockstep[0].allreduce_bytes, 262144);
   const Loaded<DeviceProfile> q2 = parse_device_profile_yaml(device_profile_yaml(roomy), "dev.yaml");
   ASSERT_TRUE(q2.ok()) << q2.diagnostics.to_string();
   EXPECT_DOUBLE_EQ(q2.value->lockstep.allreduce_s, roomy.lockstep.allreduce_s);
@@ -334,7 +335,7 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   bad.insert(at + std::string("allreduce_seconds: ").size(), "-");
   const Loaded<DeviceProfile> r = parse_device_profile_yaml(bad, "dev.yaml");
   EXPECT_FALSE(r.ok());
-  EXPECT_NE(r.diagnostics.to_string().find("shared_cores.allreduce_seconds"), std::string::npos)
+  EXPECT_NE(r.diagnostics.to_string().find("shared_cores[0].lockstep[0].allreduce_seconds"), std::string::npos)
       << r.diagnostics.to_string();
 }
 
@@ -348,15 +349,13 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   l.pp = 4;
   l.mbs = 1;
   DeviceProfile p = cpu_profile(2, 2);
-  p.shared.ranks = 4;
-  p.shared.free_efficiency = 1;
-  p.shared.lockstep.allreduce_bytes = 262144;
+  p.shared = {{4, 1, 0, {{4, 262144, 0, ""}}, ""}};
   const Scenario before_sc = host_scenario(4, p);
   const Estimate before = estimate(before_sc, l);
   const double p2p = step_costs(before_sc, l).p2p_s;
   ASSERT_GT(p2p, 0);
   ASSERT_GT(before.breakdown_s.pp_comm, 0);
-  p.shared.handoff_s = 3 * p2p;
+  p.shared[0].handoff_s = 3 * p2p;
   const Scenario after_sc = host_scenario(4, p);
   const Estimate after = estimate(after_sc, l);
   const double expected = before.step_time_s + 2 * before.breakdown_s.pp_comm;
@@ -375,7 +374,68 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
                    estimate(host_scenario(4, roomy_plain), l).step_time_s);
   const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
   ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
-  EXPECT_DOUBLE_EQ(q.value->shared.handoff_s, p.shared.handoff_s);
+  ASSERT_EQ(q.value->shared.size(), 1u);
+  EXPECT_DOUBLE_EQ(q.value->shared[0].handoff_s, p.shared[0].handoff_s);
+}
+
+// Shared measurements at several rank counts and lockstep group sizes (capplan profile --measure
+// takes twice and four times the cores, groups of 2, 4, ... up to all the ranks): a layout's
+// ranks on the host take the figures interpolated linearly between the two rank counts around
+// them (the nearest beyond), in the measured group nearest its tp. tp 2 on 4 ranks (dp 2 x tp 2)
+// pays groups of 2's all-reduce, not the 4 ranks' one. The form with one map per measurement
+// (one all-reduce among all its ranks, the hand-off's size beside it) still reads.
+TEST(DeviceProfile, SharedMeasurementsByRanksAndGroup) {
+  DeviceProfile p = cpu_profile(2, 2);
+  p.shared = {{8, 1, 0.004, {{2, 262144, 0.0004, ""}, {4, 262144, 0.0008, ""}, {8, 262144, 0.0012, ""}}, "eight"},
+              {4, 1, 0.001, {{2, 262144, 0.0002, ""}, {4, 262144, 0.0003, ""}}, "four"}};
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  const DeviceProfile& d = *q.value;
+  ASSERT_EQ(d.shared.size(), 2u);
+  EXPECT_EQ(d.shared[0].ranks, 4);  // sorted by ranks
+  EXPECT_EQ(d.shared[1].how, "eight");
+  std::printf("Expectation: 4 ranks groups of 2 0.2 ms, of 4 0.3 ms; 6 ranks groups of 2 0.3 ms; 8 ranks groups "
+              "of 8 1.2 ms; 16 ranks 1.2 ms; hand-off 1, 2.5, 4 ms at 4, 6, 8 ranks. Actual result: %.3f %.3f %.3f "
+              "%.3f %.3f; %.3f %.3f %.3f\n",
+              d.shared_allreduce_s(4, 2) * 1e3, d.shared_allreduce_s(4, 4) * 1e3, d.shared_allreduce_s(6, 2) * 1e3,
+              d.shared_allreduce_s(8, 8) * 1e3, d.shared_allreduce_s(16, 8) * 1e3, d.shared_handoff_s(4) * 1e3,
+              d.shared_handoff_s(6) * 1e3, d.shared_handoff_s(8) * 1e3);
+  EXPECT_DOUBLE_EQ(d.shared_allreduce_s(4, 2), 0.0002);
+  EXPECT_DOUBLE_EQ(d.shared_allreduce_s(4, 4), 0.0003);
+  EXPECT_DOUBLE_EQ(d.shared_allreduce_s(6, 2), 0.0003);
+  EXPECT_DOUBLE_EQ(d.shared_allreduce_s(8, 8), 0.0012);
+  EXPECT_DOUBLE_EQ(d.shared_allreduce_s(16, 8), 0.0012);  // beyond the largest: its figure
+  EXPECT_DOUBLE_EQ(d.shared_allreduce_s(3, 2), 0.0002);   // below the smallest: its figure
+  EXPECT_DOUBLE_EQ(d.shared_handoff_s(4), 0.001);
+  EXPECT_DOUBLE_EQ(d.shared_handoff_s(6), 0.0025);
+  EXPECT_DOUBLE_EQ(d.shared_handoff_s(8), 0.004);
+  EXPECT_LT(DeviceProfile{}.shared_handoff_s(4), 0);  // not measured
+  // The cost model: dp 2 x tp 2 on 4 ranks of 2 cores pays the group of 2's time per all-reduce;
+  // at the 4-rank group's time tp_comm would be larger.
+  Layout l;
+  l.dp = 2;
+  l.tp = 2;
+  l.mbs = 1;
+  DeviceProfile pairs = d, quads = d;
+  pairs.shared[0].lockstep = {{2, 262144, 0.05, ""}, {4, 262144, 0.10, ""}};
+  quads.shared[0].lockstep = {{2, 262144, 0.10, ""}, {4, 262144, 0.05, ""}};
+  const Estimate by_pairs = estimate(host_scenario(4, pairs), l), by_quads = estimate(host_scenario(4, quads), l);
+  std::printf("Expectation: tp_comm at 50 ms per all-reduce below that at 100 ms. Actual result: %.3f < %.3f s\n",
+              by_pairs.breakdown_s.tp_comm, by_quads.breakdown_s.tp_comm);
+  EXPECT_LT(by_pairs.breakdown_s.tp_comm, by_quads.breakdown_s.tp_comm);
+  // One map: one measurement, its all-reduce among all its ranks.
+  const Loaded<DeviceProfile> old = parse_device_profile_yaml(
+      "device_profile:\n  device: cpu\n  gpu: cpu-rank\n  backend: cpu\n  ranks: 2\n  cores: 2\n"
+      "  shared_cores: {ranks: 4, free_efficiency: 0.9, allreduce_bytes: 262144, allreduce_seconds: 0.0005, "
+      "handoff_bytes: 262144, handoff_seconds: 0.002, how: \"m\"}\n"
+      "  shape: {model: m, hidden: 64, heads: 4, ffn_hidden: 256, vocab: 128, seq: 16, mbs: 1, tp: 1}\n"
+      "  fitted: {gemm_peak_gflops: 10, gemm_overhead_us: 0, memory_gbyte_per_s: 5}\nend: true\n",
+      "old.yaml");
+  ASSERT_TRUE(old.ok()) << old.diagnostics.to_string();
+  ASSERT_EQ(old.value->shared.size(), 1u);
+  EXPECT_DOUBLE_EQ(old.value->shared_allreduce_s(4, 2), 0.0005);
+  EXPECT_EQ(old.value->shared[0].lockstep[0].group, 4);
+  EXPECT_DOUBLE_EQ(old.value->shared_handoff_s(4), 0.002);
 }
 
 // The runtime's attention kernels work head by head over whole sequences: a profile measured at

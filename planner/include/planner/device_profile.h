@@ -45,24 +45,27 @@ struct CollectiveFit {
 
 // How long an all-reduce of `allreduce_bytes` (a layer's activation) holds CPU ranks that meet in
 // it after every half layer while computing a layer's forward GEMMs, as tensor-parallel ranks do:
-// its own time and the wait for the last rank to arrive. 0 bytes: not measured.
+// its own time and the wait for the last rank of its group to arrive. 0 bytes: not measured.
 struct LockstepTiming {
+  int group = 0;  // ranks meeting in each all-reduce (0: all the ranks measured)
   double allreduce_bytes = 0;
   double allreduce_s = 0;
   std::string how;
 };
 
-// How the host's cores run more CPU ranks than they number, measured with `ranks` ranks (twice the
-// cores) each running a layer's forward GEMMs: the fraction of the processor-sharing ideal (n
-// ranks on c cores each at c/n of a core) they reach computing side by side, the lockstep
-// all-reduce among them, and how long a pipeline's hand-off of the same activation takes there
-// (one rank sends it to another that waits in the runtime's nap while the others compute; half a
-// ping-pong's round trip). ranks 0: not measured.
+// How the host's cores run `ranks` CPU ranks, more than they number, each running a layer's
+// forward GEMMs: the fraction of the processor-sharing ideal (n ranks on c cores each at c/n of a
+// core) they reach computing side by side; the lockstep all-reduce in groups of each measured
+// size (the ranks split into groups of consecutive ranks, every group meeting at once, as a
+// layout's tensor-parallel groups do); and how long a pipeline's hand-off of the same activation
+// takes there (one rank sends it to another that waits in the runtime's nap while the others
+// compute; half a ping-pong's round trip).
 struct SharedCoresTiming {
   int ranks = 0;
   double free_efficiency = 0;
-  LockstepTiming lockstep;
-  double handoff_s = 0;
+  double handoff_s = 0;                  // 0: not measured
+  std::vector<LockstepTiming> lockstep;  // by group size, ascending
+  std::string how;
 };
 
 struct DeviceProfile {
@@ -78,8 +81,9 @@ struct DeviceProfile {
   // CPU ranks in lockstep with a core each (the profile's `ranks`; capplan-train measure).
   LockstepTiming lockstep;
   // CPU ranks: how the host's cores run more ranks than they number (capplan-train measure
-  // --shared-cores, twice the cores).
-  SharedCoresTiming shared;
+  // --shared-cores; capplan profile --measure takes twice and four times the cores), by ranks,
+  // ascending.
+  std::vector<SharedCoresTiming> shared;
   // The shape the per-kernel times were taken at.
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;
@@ -97,6 +101,12 @@ struct DeviceProfile {
   double gemm_seconds(double m, double n, double k) const;
   // Measured time of the kernel of this name, or negative when not measured.
   double kernel_seconds(const std::string& name) const;
+  // Ranks sharing the host's cores (the shared measurements, interpolated linearly in the ranks
+  // between the two measured counts around `ranks`, the nearest beyond them), or -1 when not
+  // measured: how long an all-reduce of ranks in lockstep in groups of `group` holds them (the
+  // measured group size nearest to it), and a pipeline's hand-off.
+  double shared_allreduce_s(int ranks, int group) const;
+  double shared_handoff_s(int ranks) const;
   // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.
   const CollectiveFit* fit(const std::string& op, int ranks) const;
   // The measured time of `op` among `ranks` ranks for a buffer of `bytes`, interpolated linearly

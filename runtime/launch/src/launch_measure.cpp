@@ -36,22 +36,24 @@ std::vector<std::string> build_measure_argv(const MeasureRequest& q, Diagnostics
   return argv;
 }
 
-// Two runs of capplan-train measure: the kernels and collectives with q.ranks ranks, then, with
-// twice as many ranks as the host has cores, how those cores run more ranks than they number
-// (--shared-cores, cost_model_cores.cpp). Both write a file beside q.out that replaces q.out
-// (rename) only when both completed, so a failed or cancelled measurement keeps the previous profile.
+// Three runs of capplan-train measure: the kernels and collectives with q.ranks ranks, then, with
+// twice and with four times as many ranks as the host has cores, how those cores run more ranks
+// than they number (--shared-cores, cost_model_cores.cpp): a layout's ranks on the host are
+// priced between the two. All write a file beside q.out that replaces q.out (rename) only when
+// all completed, so a failed or cancelled measurement keeps the previous profile.
 MeasureResult measure_device_profile(const MeasureRequest& q, const OutputLineFn& on_line,
                                      const std::atomic<bool>* cancel) {
   MeasureResult out;
   MeasureRequest part = q;
   part.out = q.out + ".measuring";
   part.shared_cores = false;
-  MeasureRequest shared = part;
-  shared.shared_cores = true;
-  shared.ranks = 2 * std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)));
+  MeasureRequest twice = part, four_times = part;
+  twice.shared_cores = four_times.shared_cores = true;
+  twice.ranks = 2 * std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)));
+  four_times.ranks = 2 * twice.ranks;
   ProcessOptions opt;
   opt.env = mpi_transport_env();  // the transport the runs will use (launch_process.h)
-  for (const MeasureRequest* r : {&part, &shared}) {
+  for (const MeasureRequest* r : {&part, &twice, &four_times}) {
     const std::vector<std::string> argv = build_measure_argv(*r, out.profile.diagnostics);
     if (argv.empty()) return out;
     out.process = run_process(argv, opt, on_line, cancel);

@@ -314,18 +314,19 @@ class Measurer {
   // the operands per layer of the model, taken in turn), K layers (about 0.1 s), in these ways
   // one after another in each of 3 x --rounds rounds (fewer, at least 3, past 10 s):
   //  - free: every rank computes at once: t_free;
-  //  - lockstep: the same, and after each half of the layer the ranks sum the layer's activation
+  //  - lockstep, for each of `groups` (its size, and the communicator of this rank's group): the
+  //    same, and after each half of the layer the ranks of each group sum the layer's activation
   //    (mbs x seq x hidden) in an all-reduce, as tensor-parallel ranks do: t_lock. A collective
   //    in lockstep holds its ranks (t_lock - t_free) / 2K: its own time, and the wait for the
-  //    last rank to arrive;
+  //    last rank of the group to arrive;
   //  - with `shared` (the world has more ranks than the host's `cores`), also alone: the first
   //    `cores` ranks compute, one per core, while the others sleep in a point-to-point wait (the
   //    runtime's nap on a shared core): t_alone. n ranks on c cores ideally take n / c of a
   //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free; and a
   //    pipeline's hand-off of the activation between two ranks while the others compute (handoff).
   // Times are medians over the rounds (the lockstep's extra time: the median of each round's
-  // difference). Fills `p.lockstep` (a core each) or `p.shared`.
-  void lockstep(DeviceProfile& p, int cores, bool shared) {
+  // difference). Fills `p.lockstep` (a core each: the last group's) or `p.shared` (one entry).
+  void lockstep(DeviceProfile& p, int cores, bool shared, const std::vector<std::pair<int, Communicator*>>& groups) {
     const int n = world_.size(), r = world_.rank();
     const int h = m_.hidden, tp = o_.tp, tok = o_.mbs * seq();
     const int kv = m_.kv_heads_or_default() * m_.head_dim();
@@ -355,18 +356,20 @@ class Measurer {
     float one = 1;
     const int64_t arn = int64_t(tok) * h;  // a layer's activation, what a tensor-parallel all-reduce sums
     float* act = buffer(arn);
-    auto layer = [&](bool in_lockstep) {
+    // A layer alone (group nullptr), or in lockstep with `group`.
+    auto layer = [&](Communicator* group) {
       half(0);
-      if (in_lockstep) world_.all_reduce_sum(act, arn);
+      if (group) group->all_reduce_sum(act, arn);
       half(1);
-      if (in_lockstep) world_.all_reduce_sum(act, arn);
+      if (group) group->all_reduce_sum(act, arn);
     };
     // K layers per timing: about 0.1 s of a lockstep timing (the collectives may outlast the GEMMs
     // of a small model many times over on shared cores).
-    layer(true);
+    Communicator* all = groups.back().second;  // the largest group
+    layer(all);
     world_.barrier();
     double t0 = now_s();
-    layer(true);
+    layer(all);
     float once = float(now_s() - t0);
     world_.all_reduce_max(&once, 1);
     const int K = std::clamp(int(std::ceil(0.1 / std::max(1e-6, double(once)))), 2, 1000);
@@ -379,7 +382,8 @@ class Measurer {
       world_.all_reduce_max(&dt, 1);
       return double(dt);
     };
-    std::vector<double> a, fr, lk, ho;
+    std::vector<double> a, fr, ho;
+    std::vector<std::vector<double>> lk(groups.size());
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
     // timings (all_reduce_max), so all stop at the same round.
@@ -393,45 +397,59 @@ class Measurer {
       if (shared)
         a.push_back(timed([&] {
           if (r < alone) {
-            for (int k = 0; k < K; ++k) layer(false);
+            for (int k = 0; k < K; ++k) layer(nullptr);
             world_.send(&one, 1, r + alone, 7);
           } else if (r < 2 * alone) {
             world_.recv(&one, 1, r - alone, 7);
           }
         }));
-      // Free and lockstep in turn first, so that neither always follows the other.
-      for (int way = 0; way < 2; ++way) {
-        const bool in_lockstep = (way + round) % 2 == 1;
-        (in_lockstep ? lk : fr).push_back(timed([&] {
-          for (int k = 0; k < K; ++k) layer(in_lockstep);
+      // Free and each lockstep in turn, starting one further each round, so that none always
+      // follows another.
+      const size_t ways = groups.size() + 1;
+      for (size_t w = 0; w < ways; ++w) {
+        const size_t way = (w + size_t(round)) % ways;  // 0: free, else groups[way - 1]
+        std::vector<double>& into = way == 0 ? fr : lk[way - 1];
+        Communicator* group = way == 0 ? nullptr : groups[way - 1].second;
+        into.push_back(timed([&] {
+          for (int k = 0; k < K; ++k) layer(group);
         }));
-        spent += (in_lockstep ? lk : fr).back();
+        spent += into.back();
       }
       if (shared) {
         spent += a.back();
         // The other ranks compute twice the free timing's layers: they outlast the hand-offs.
-        ho.push_back(handoff([&] { for (int k = 0; k < 2 * K; ++k) layer(false); }, act, arn, 0.4 * fr.back()));
+        ho.push_back(handoff([&] { for (int k = 0; k < 2 * K; ++k) layer(nullptr); }, act, arn, 0.4 * fr.back()));
         spent += 0.4 * fr.back();
       }
     }
-    // The difference taken round by round (each pair measured back to back), then its median:
-    // a shared host's slow spells move both of a pair together.
-    std::vector<double> diff;
-    for (size_t i = 0; i < lk.size(); ++i) diff.push_back(lk[i] - fr[i]);
-    const double held = std::max(0.0, median(diff) / (2.0 * K));
+    // Each lockstep's difference to the free timing taken round by round (measured back to back),
+    // then its median: a shared host's slow spells move both of a pair together.
+    std::vector<LockstepTiming> timings;
+    std::string each;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<double> diff;
+      for (size_t i = 0; i < lk[g].size(); ++i) diff.push_back(lk[g][i] - fr[i]);
+      timings.push_back({groups[g].first, 4.0 * double(arn), std::max(0.0, median(diff) / (2.0 * K)), {}});
+      each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
+              ms(median(lk[g]));
+    }
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
                             std::to_string(K) + " layers' forward GEMMs each (" + std::to_string(tok) +
                             " tokens), median over " + std::to_string(rounds) + " rounds: " +
                             (shared ? "alone (a core each) " + ms(median(a)) + ", " : std::string()) + "free " +
-                            ms(median(fr)) + ", lockstep with an all-reduce after each half layer " + ms(median(lk));
-    const LockstepTiming timing{4.0 * double(arn), held, shared ? how + ", a hand-off " + ms(median(ho)) : how};
+                            ms(median(fr)) + ", lockstep with an all-reduce after each half layer " + each;
     if (shared) {
-      p.shared.ranks = n;
-      p.shared.free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
-      p.shared.lockstep = timing;
-      p.shared.handoff_s = median(ho);
+      SharedCoresTiming sc;
+      sc.ranks = n;
+      sc.free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
+      sc.handoff_s = median(ho);
+      sc.lockstep = timings;
+      sc.how = how + ", a hand-off " + ms(median(ho));
+      p.shared = {sc};
     } else {
-      p.lockstep = timing;
+      p.lockstep = timings.back();
+      p.lockstep.group = 0;
+      p.lockstep.how = how;
     }
     bufs_.clear();
   }
@@ -553,7 +571,8 @@ void take_round_medians(const std::vector<DeviceProfile>& rounds, DeviceProfile&
 // --shared-cores: adds the shared-core efficiencies to the profile o.out, measured on this
 // host's `cores` by the world's ranks; the profile must be of this model shape. Every rank
 // measures; rank 0 reads and writes the file (atomically). Returns the exit status.
-int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer& meas, bool writer, int cores) {
+int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer& meas, bool writer, int cores,
+                       const std::vector<std::pair<int, Communicator*>>& groups) {
   // Every rank reads the profile and checks it before measuring, so that all give up together.
   Loaded<DeviceProfile> loaded = load_device_profile(o.out);
   const int seq = o.seq > 0 ? o.seq : model.seq_len;
@@ -566,16 +585,20 @@ int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer
     return 2;
   }
   DeviceProfile p;
-  meas.lockstep(p, cores, true);
+  meas.lockstep(p, cores, true, groups);
   if (!writer) return 0;
   DeviceProfile out = *loaded.value;
-  out.shared = p.shared;
+  // Replaces a measurement with as many ranks, keeps the others.
+  std::erase_if(out.shared, [&](const SharedCoresTiming& s) { return s.ranks == p.shared[0].ranks; });
+  out.shared.push_back(p.shared[0]);
+  std::sort(out.shared.begin(), out.shared.end(),
+            [](const SharedCoresTiming& x, const SharedCoresTiming& y) { return x.ranks < y.ranks; });
   const std::string error = write_file_atomic(o.out, device_profile_yaml(out));
   if (!error.empty()) {
     std::fprintf(stderr, "%s: error: %s: %s\n", kCmd, o.out.c_str(), error.c_str());
     return 1;
   }
-  std::printf("shared cores: %d ranks on %d cores measured, added to %s\n", p.shared.ranks, cores, o.out.c_str());
+  std::printf("shared cores: %d ranks on %d cores measured, added to %s\n", p.shared[0].ranks, cores, o.out.c_str());
   return 0;
 }
 
@@ -628,7 +651,20 @@ int measure_main(int argc, char** argv) {
     p.tp = o.tp;
     Measurer meas(o, model, *groups.world, *be);
     if (o.shared_cores) {
-      status = amend_shared_cores(o, model, meas, groups.world->rank() == 0, cores);
+      // Lockstep groups of 2, 4, ... consecutive ranks up to the world, as a layout's tensor-
+      // parallel groups are (tp innermost).
+      std::vector<ProcessGroups> split;
+      std::vector<std::pair<int, Communicator*>> lockstep_groups;
+      for (int g = 2; g < size; g *= 2)
+        if (size % g == 0) {
+          Layout grouped;
+          grouped.dp = size / g;
+          grouped.tp = g;
+          split.push_back(make_process_groups(grouped));
+          lockstep_groups.emplace_back(g, split.back().tp.get());
+        }
+      lockstep_groups.emplace_back(size, groups.world.get());
+      status = amend_shared_cores(o, model, meas, groups.world->rank() == 0, cores, lockstep_groups);
     } else {
       std::vector<DeviceProfile> rounds(size_t(o.rounds));
       for (DeviceProfile& r : rounds) {
@@ -638,7 +674,7 @@ int measure_main(int argc, char** argv) {
       }
       take_round_medians(rounds, p);
       fit_device_profile(p);
-      if (size > 1) meas.lockstep(p, cores, false);
+      if (size > 1) meas.lockstep(p, cores, false, {{size, groups.world.get()}});
       if (groups.world->rank() == 0) {
         const std::string error = write_file_atomic(o.out, device_profile_yaml(p));
         if (!error.empty()) {

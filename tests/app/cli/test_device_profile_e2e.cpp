@@ -49,14 +49,24 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   ASSERT_NE(p.value->fit("all-reduce", 2), nullptr);
   EXPECT_EQ(p.value->fit("all-reduce", 2)->ranks, 2);
   EXPECT_GT(p.value->fit("all-reduce", 2)->bandwidth_gbyte_per_s, 0);
-  // The second run, with twice the host's cores in ranks: how they share the cores.
-  EXPECT_EQ(p.value->shared.ranks, 2 * int(std::thread::hardware_concurrency()));
-  EXPECT_DOUBLE_EQ(p.value->shared.lockstep.allreduce_bytes, 4.0 * 2 * 64 * 128);  // mbs x seq x hidden floats
-  EXPECT_GT(p.value->shared.handoff_s, 0);  // at least one round trip was timed
-  const std::string shared_ranks = std::to_string(p.value->shared.ranks) + " ranks on " +
-                                   std::to_string(p.value->cores) + " cores";
-  EXPECT_NE(p.value->shared.lockstep.how.find(shared_ranks), std::string::npos) << p.value->shared.lockstep.how;
-  EXPECT_NE(p.value->shared.lockstep.how.find("alone"), std::string::npos) << p.value->shared.lockstep.how;
+  // The second and third runs, with twice and four times the host's cores in ranks: how they share
+  // the cores, in lockstep groups of 2 up to all the ranks.
+  const int cores = int(std::thread::hardware_concurrency());
+  ASSERT_EQ(p.value->shared.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    const SharedCoresTiming& sc = p.value->shared[size_t(i)];
+    EXPECT_EQ(sc.ranks, 2 * (i + 1) * cores);
+    EXPECT_GT(sc.handoff_s, 0);  // at least one round trip was timed
+    ASSERT_FALSE(sc.lockstep.empty());
+    EXPECT_EQ(sc.lockstep.front().group, 2);
+    EXPECT_EQ(sc.lockstep.back().group, sc.ranks);
+    for (const LockstepTiming& l : sc.lockstep)
+      EXPECT_DOUBLE_EQ(l.allreduce_bytes, 4.0 * 2 * 64 * 128);  // mbs x seq x hidden floats
+    const std::string shared_ranks = std::to_string(sc.ranks) + " ranks on " + std::to_string(p.value->cores) + " cores";
+    EXPECT_NE(sc.how.find(shared_ranks), std::string::npos) << sc.how;
+    EXPECT_NE(sc.how.find("alone"), std::string::npos) << sc.how;
+    EXPECT_NE(sc.how.find("in groups of 2"), std::string::npos) << sc.how;
+  }
   EXPECT_NE(m.out.find("shared cores:"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("lockstep: 2 ranks with a core each"), std::string::npos) << m.out;
   // And the lockstep all-reduce of the two ranks with a core each.
