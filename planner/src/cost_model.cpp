@@ -597,7 +597,8 @@ class StepEvaluation {
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
-    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, pp_handoff_factor);
+    const double handoff = (pp_handoff_factor - 1.0) * (tb.pp_comm - embedding_sync);  // the transfers' part
+    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff);
   }
 
   double stage_params(int s) const {
@@ -658,6 +659,21 @@ class StepEvaluation {
     tb.cp_comm = md * crit.cp;
     tb.pp_comm = md * crit.p2p + (pp > 1 ? 2.0 * (pp - 1) * p2p / vpd : 0.0);
     tb.bubble = best_fill;
+    // A tied LM head across stages: the last stage's copy of the word embedding and the first
+    // stage's own each get half of its gradient, and the two stages sum them (an all-reduce over
+    // Megatron-LM's embedding group of the first and last stage, per tp rank its vocab-parallel
+    // shard, after the backward and before the optimizer; Shoeybi et al. 2019 Sec 3 ties the
+    // embedding to the output layer; Megatron-LM training.py / finalize_model_grads
+    // `_allreduce_word_embedding_grads`; DeepSpeed's pipeline engine reduces tied modules'
+    // gradients the same way, `_exec_reduce_tied_grads`). Not overlapped: both wait for it.
+    if (pp > 1 && sc.model.tied_embeddings) {
+      Links ends = pl.pp;
+      ends.n = 2;
+      ends.nodes = pl.pp.nodes > 1 ? 2 : 1;
+      ends.per_node = 3 - ends.nodes;
+      embedding_sync = allreduce_s(ends, (mt.head_params - mt.final_norm_params) * g_elem);
+      tb.pp_comm += embedding_sync;
+    }
   }
 
   // ZeRO-3 in ring mode: sets dp_s (all its traffic) and z3_exposed (what the step waits for).
@@ -957,6 +973,7 @@ class StepEvaluation {
     // (tb holds the optimizer as the ranks sharing cores take it; the simulator shares the cores
     // itself, so it gets the step's own time.)
     steps->optimizer_s = optimizer_own;
+    steps->embedding_sync_s = embedding_sync;
     steps->weights_bytes = best.weights;
     if (const DeviceProfile* dev = c.profile; dev && dev->cores > 0 && dev->backend == "cpu") {
       steps->host_cores = dev->cores;
@@ -989,6 +1006,7 @@ class StepEvaluation {
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
   double pp_handoff_factor = 1;   // share_cores: measured hand-off over the transfer's time
+  double embedding_sync = 0;      // pace: the tied embedding's gradient between the end stages
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;
   int mem_s_idx = 0;

@@ -57,10 +57,11 @@ namespace capplan::detail {
 // the same kind of wait: the
 // receiving stage naps until the message is there and then needs a core the others hold; the
 // profile times it as half a ping-pong of the activation between two ranks while the others
-// compute, and each transfer of the critical rank takes that time (pp_comm_factor x its own);
-// the difference is the receiving stage's wait for the message, so it shows as bubble.
+// compute, and each transfer of the critical rank takes that time (handoff_s: the difference);
+// the difference is the receiving stage's wait for the message, so it shows as bubble (the
+// tied embedding's exchange between the end stages, in pp_comm too, is not a hand-off).
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks, bool lockstep, double pp_comm_factor) {
+                               int profile_ranks, bool lockstep, double handoff_s) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
@@ -69,7 +70,7 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   // and sums are the ranks' own work on the shared cores: they stretch by n / c as well.
   t.dp_comm *= d * s;
   // The hand-offs' extra time is spent waiting for the message in the receiving stage: bubble.
-  const double handoff = (std::max(1.0, pp_comm_factor) - 1.0) * t.pp_comm;
+  const double handoff = std::max(0.0, handoff_s);
   const double busy = t.compute + t.recompute + t.optimizer;
   const double other = t.sum() - busy - t.bubble;  // X: the communication of the critical rank
   const double t_dedicated = d * (busy + t.bubble) + other + handoff;

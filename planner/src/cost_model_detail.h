@@ -126,10 +126,11 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
 // cores (cost_model_cores.cpp has the formula and its source); `dedicated` itself when the ranks
 // do not outnumber the cores and neither did the profile's. `lockstep`: the ranks meet in a
 // collective every layer (tp, cp or ep > 1), which takes the stretch as its wait.
-// `pp_comm_factor` (>= 1): how much longer a pipeline's hand-off takes between ranks taking turns
-// on the cores than the transfer's own time (the profile's measurement); the rest is bubble.
+// `handoff_s` (>= 0): how much longer the critical rank's pipeline hand-offs take between ranks
+// taking turns on the cores than the transfers' own time (from the profile's measurement): the
+// receiving stage's wait, bubble.
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks, bool lockstep, double pp_comm_factor = 1.0);
+                               int profile_ranks, bool lockstep, double handoff_s = 0.0);
 
 // One GEMM and one memory-bound pass as the cost model times them (cost_model.cpp's gemm_s and
 // mem_s), for the terms kept in other files.

@@ -299,6 +299,54 @@ void read_fitted(detail::MapReader& r, const std::string& file, Diagnostics& dia
   }
 }
 
+// shared_cores: a list of measurements by ranks, each with its lockstep all-reduce by group size;
+// one map is a single measurement in the form that had one all-reduce among all its ranks (group
+// = ranks) and wrote the hand-off's size beside it.
+void read_shared_cores(detail::MapReader& r, const std::string& file, Diagnostics& diags, DeviceProfile& p) {
+  const detail::Limits count{1, false, 1 << 20};
+  const YAML::Node sh = r.child("shared_cores");
+  if (!sh || sh.IsNull()) return;
+  const bool one = sh.IsMap();
+  if (!one && !sh.IsSequence()) r.error_at(sh, "shared_cores", "expected a list");
+  for (size_t i = 0; one || (sh.IsSequence() && i < sh.size()); ++i) {
+    const std::string at =
+        one ? std::string("device_profile.shared_cores.") : "device_profile.shared_cores[" + std::to_string(i) + "].";
+    detail::MapReader s(one ? sh : sh[i], file, at, diags);
+    SharedCoresTiming sc;
+    s.integer("ranks", sc.ranks, true, count);
+    s.number("free_efficiency", sc.free_efficiency, true, {0, true, 1});
+    s.number("handoff_seconds", sc.handoff_s, false, {0, false, 1e6});
+    s.text("how", sc.how, false);
+    if (one) {
+      LockstepTiming l;
+      l.group = sc.ranks;
+      double handoff_bytes = 0;
+      s.number("allreduce_bytes", l.allreduce_bytes, true, {0, true, 1e15});
+      s.number("allreduce_seconds", l.allreduce_s, true, {0, false, 1e6});
+      s.number("handoff_bytes", handoff_bytes, false, {0, false, 1e15});
+      sc.lockstep.push_back(l);
+    } else if (const YAML::Node ls = s.child("lockstep"); ls && !ls.IsNull()) {
+      if (!ls.IsSequence()) s.error_at(ls, "lockstep", "expected a list");
+      for (size_t j = 0; ls.IsSequence() && j < ls.size(); ++j) {
+        detail::MapReader g(ls[j], file, at + "lockstep[" + std::to_string(j) + "].", diags);
+        LockstepTiming l;
+        g.integer("group", l.group, true, count);
+        g.number("allreduce_bytes", l.allreduce_bytes, true, {0, true, 1e15});
+        g.number("allreduce_seconds", l.allreduce_s, true, {0, false, 1e6});
+        g.finish();
+        sc.lockstep.push_back(l);
+      }
+    }
+    s.finish();
+    std::sort(sc.lockstep.begin(), sc.lockstep.end(),
+              [](const LockstepTiming& x, const LockstepTiming& y) { return x.group < y.group; });
+    p.shared.push_back(sc);
+    if (one) break;
+  }
+  std::sort(p.shared.begin(), p.shared.end(),
+            [](const SharedCoresTiming& x, const SharedCoresTiming& y) { return x.ranks < y.ranks; });
+}
+
 }  // namespace
 
 Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const std::string& file) {
@@ -338,49 +386,7 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.text("how", p.how, false);
   r.integer("ranks", p.ranks, true, count);
   r.integer("cores", p.cores, false, count);
-  if (const YAML::Node sh = r.child("shared_cores"); sh && !sh.IsNull()) {
-    // A list of measurements by ranks; one map is a single measurement in the form that had one
-    // all-reduce among all its ranks (group = ranks) and wrote the hand-off's size beside it.
-    const bool one = sh.IsMap();
-    if (!one && !sh.IsSequence()) r.error_at(sh, "shared_cores", "expected a list");
-    for (size_t i = 0; one || (sh.IsSequence() && i < sh.size()); ++i) {
-      const std::string at =
-          one ? std::string("device_profile.shared_cores.") : "device_profile.shared_cores[" + std::to_string(i) + "].";
-      MapReader s(one ? sh : sh[i], file, at, out.diagnostics);
-      SharedCoresTiming sc;
-      s.integer("ranks", sc.ranks, true, count);
-      s.number("free_efficiency", sc.free_efficiency, true, {0, true, 1});
-      s.number("handoff_seconds", sc.handoff_s, false, {0, false, 1e6});
-      s.text("how", sc.how, false);
-      if (one) {
-        LockstepTiming l;
-        l.group = sc.ranks;
-        double handoff_bytes = 0;
-        s.number("allreduce_bytes", l.allreduce_bytes, true, {0, true, 1e15});
-        s.number("allreduce_seconds", l.allreduce_s, true, {0, false, 1e6});
-        s.number("handoff_bytes", handoff_bytes, false, {0, false, 1e15});
-        sc.lockstep.push_back(l);
-      } else if (const YAML::Node ls = s.child("lockstep"); ls && !ls.IsNull()) {
-        if (!ls.IsSequence()) s.error_at(ls, "lockstep", "expected a list");
-        for (size_t j = 0; ls.IsSequence() && j < ls.size(); ++j) {
-          MapReader g(ls[j], file, at + "lockstep[" + std::to_string(j) + "].", out.diagnostics);
-          LockstepTiming l;
-          g.integer("group", l.group, true, count);
-          g.number("allreduce_bytes", l.allreduce_bytes, true, {0, true, 1e15});
-          g.number("allreduce_seconds", l.allreduce_s, true, {0, false, 1e6});
-          g.finish();
-          sc.lockstep.push_back(l);
-        }
-      }
-      s.finish();
-      std::sort(sc.lockstep.begin(), sc.lockstep.end(),
-                [](const LockstepTiming& x, const LockstepTiming& y) { return x.group < y.group; });
-      p.shared.push_back(sc);
-      if (one) break;
-    }
-    std::sort(p.shared.begin(), p.shared.end(),
-              [](const SharedCoresTiming& x, const SharedCoresTiming& y) { return x.ranks < y.ranks; });
-  }
+  read_shared_cores(r, file, out.diagnostics, p);
   if (const YAML::Node ls = r.child("lockstep"); ls && !ls.IsNull()) {
     MapReader s(ls, file, "device_profile.lockstep.", out.diagnostics);
     s.number("allreduce_bytes", p.lockstep.allreduce_bytes, true, {0, true, 1e15});

@@ -55,6 +55,7 @@ const char* to_string(SimTaskKind k) {
     case SimTaskKind::Reload: return "reload";
     case SimTaskKind::EpAllToAll: return "ep-all-to-all";
     case SimTaskKind::CpRing: return "cp-ring";
+    case SimTaskKind::EmbeddingSync: return "embedding-sync";
   }
   return "?";
 }
@@ -424,6 +425,10 @@ class StepGraph {
     bwd_done_.assign(n_mc, -1), offload_task_.assign(n_mc, -1), reload_task_.assign(n_mc, -1);
     plan_dp();
     for (int s = 0; s < pp_; ++s) add_stage(s);
+    // The end stages' embedding exchange waits for the other end to arrive too.
+    if (sync_[0] >= 0 && sync_[1] >= 0)
+      for (int e = 0; e < 2; ++e)
+        for (int d : arrive_[1 - e]) g_.depend(sync_[e], d);
     link_transfers();
     add_sends();
   }
@@ -506,6 +511,16 @@ class StepGraph {
       tasks_[size_t(d)].bucket = bucket_counter_++;
       links_.dp_link(tasks_[size_t(d)], s);
       stage_dp.push_back(d);
+    }
+    // The end stages sum the tied embedding's gradient once both have finished their backward and
+    // their data-parallel collectives (Megatron-LM finalizes the data-parallel reduction first;
+    // the other end's are added once every stage is built), then step.
+    if (costs_.embedding_sync_s > 0 && pp_ > 1 && (s == 0 || s == pp_ - 1)) {
+      const int e = s == 0 ? 0 : 1;
+      arrive_[e] = stage_dp;
+      if (last_compute >= 0) arrive_[e].push_back(last_compute);
+      sync_[e] = g_.add(SimTaskKind::EmbeddingSync, SimStream::Compute, s, -1, -1, costs_.embedding_sync_s);
+      for (int d : arrive_[e]) g_.depend(sync_[e], d);
     }
     // Optimizer step after the stage's last backward and all of its DP collectives.
     const int o = g_.add(SimTaskKind::Optimizer, SimStream::Compute, s, -1, -1, costs_.optimizer_s);
@@ -704,6 +719,8 @@ class StepGraph {
   // (microbatch, global chunk) -> task ids.
   std::vector<int> fwd_first_, fwd_done_, bwd_first_, bwd_done_, offload_task_, reload_task_;
   std::vector<int> next_compute_;
+  int sync_[2] = {-1, -1};          // the first and last stage's embedding exchange
+  std::vector<int> arrive_[2];      // what each of them waits for on its own stage
 };
 
 // Breakdown of one simulated GPU: its compute-stream work by kind, and each idle gap charged to
@@ -746,7 +763,12 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
     if (t.stream != SimStream::Compute) continue;
     TimeBreakdown& b = per_stage[size_t(t.stage)];
     double& prev = prev_end[size_t(t.stage)];
-    charge_gap(b, t.start_s - prev, t.last_dep);
+    // The embedding exchange's wait for the other end stage is that stage's drain: bubble (as the
+    // runtime counts it).
+    if (t.kind == SimTaskKind::EmbeddingSync && t.last_dep >= 0 && tasks[size_t(t.last_dep)].stage != t.stage)
+      b.bubble += std::max(0.0, t.start_s - prev);
+    else
+      charge_gap(b, t.start_s - prev, t.last_dep);
     const double dur = t.end_s - t.start_s;
     switch (t.kind) {
       case SimTaskKind::Forward:
@@ -754,6 +776,7 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
       case SimTaskKind::BackwardWeight: b.compute += dur; break;
       case SimTaskKind::Recompute: b.recompute += dur; break;
       case SimTaskKind::TpComm: b.tp_comm += dur; break;
+      case SimTaskKind::EmbeddingSync: b.pp_comm += dur; break;
       case SimTaskKind::EpAllToAll: b.ep_comm += dur; break;
       case SimTaskKind::Optimizer: b.optimizer += dur; break;
       default: break;

@@ -319,9 +319,11 @@ TEST(CostModel, StepCostsAgreeWithEstimate) {
   EXPECT_NEAR(e.breakdown_s.tp_comm, 8 * (pace->tp_comm_forward_s + pace->tp_comm_backward_s),
               1e-12 * e.breakdown_s.compute);
   // The last stage paces and sends once per micro-batch (only backward: Megatron-LM's last stage
-  // has no next stage), plus 2 (p-1) sends as the first and last micro-batches cross the pipeline.
-  EXPECT_NEAR(e.breakdown_s.pp_comm, (8 * 1 + 2 * 1) * c.p2p_s, 1e-15);
+  // has no next stage), plus 2 (p-1) sends as the first and last micro-batches cross the pipeline,
+  // plus the tied embedding's gradient summed between the end stages.
+  EXPECT_NEAR(e.breakdown_s.pp_comm, (8 * 1 + 2 * 1) * c.p2p_s + c.embedding_sync_s, 1e-15);
   EXPECT_GT(c.p2p_s, 0);
+  EXPECT_GT(c.embedding_sync_s, 0);
   EXPECT_DOUBLE_EQ(c.weights_bytes, e.memory_per_gpu_bytes.weights);
 }
 
@@ -510,10 +512,12 @@ TEST(CostModelStack, BlockingReceivesDoubleTheSteadyStatesTransfers) {
   ASSERT_EQ(base.num_microbatches, 8);
   sc.training.framework.p2p_blocking_recv = true;
   const Estimate blocking = estimate(sc, l);
-  const double p2p = base.breakdown_s.pp_comm / 10;
+  const double p2p = step_costs(sc, l).p2p_s;
   ASSERT_GT(p2p, 0);
-  report("pp_comm with blocking receives (s)", 18 * p2p, blocking.breakdown_s.pp_comm);
-  EXPECT_NEAR(blocking.breakdown_s.pp_comm, 18 * p2p, 1e-12);
+  EXPECT_NEAR(base.breakdown_s.pp_comm, 10 * p2p + step_costs(sc, l).embedding_sync_s, 1e-12);
+  const double sync = step_costs(sc, l).embedding_sync_s;
+  report("pp_comm with blocking receives (s)", 18 * p2p + sync, blocking.breakdown_s.pp_comm);
+  EXPECT_NEAR(blocking.breakdown_s.pp_comm, 18 * p2p + sync, 1e-12);
   EXPECT_NEAR(blocking.step_time_s - base.step_time_s, 8 * p2p, 1e-12);
 }
 

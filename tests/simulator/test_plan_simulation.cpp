@@ -301,5 +301,52 @@ TEST(PlanSimulation, RefineReordersTopKBySimulatedTime) {
   (void)first_layout;
 }
 
+// A tied LM head across pipeline stages: the first and last stage sum the word embedding's
+// gradient after their backward (Megatron-LM's embedding group all-reduce), blocking. The same
+// plan with untied embeddings holds the same weights per stage and differs only by that exchange:
+// the estimate's pp_comm and step grow by it, exactly; the simulator runs it on both end stages
+// once both arrive, and its step grows by it too. tp 8 shards it (vocab-parallel), one stage
+// moves nothing.
+TEST(PlanSimulation, TiedEmbeddingGradientSummedBetweenTheEndStages) {
+  Scenario tied = scenario("gpt3-13b", "p4d.24xlarge", 4, 128);
+  ASSERT_TRUE(tied.model.tied_embeddings);
+  Scenario untied = tied;
+  untied.model.tied_embeddings = false;
+  StepSimulationOptions off;
+  off.contention = false;
+  off.record_timeline = true;
+  const Layout l = layout(4, 2, 4, 1);
+  const double sync = step_costs(tied, l).embedding_sync_s;
+  // Order DPT puts tp 2 x pp 4 inside one node: 2 ranks over NVLink (A100: 300 GB/s each way)
+  // sum vocab x hidden / tp gradients of 2 or 4 bytes: S / B for a 2-rank ring all-reduce.
+  const double shard = double(tied.model.vocab) * tied.model.hidden / 2;
+  std::printf("Expectation: sync between %.6f and %.6f s; step and pp_comm + sync. Actual result: sync %.6f s\n",
+              2 * shard / 300e9, 4 * shard / 100e9, sync);
+  EXPECT_GE(sync, 2 * shard / 300e9);
+  EXPECT_LE(sync, 4 * shard / 100e9);
+  ASSERT_GT(sync, 0);
+  EXPECT_EQ(step_costs(untied, l).embedding_sync_s, 0);
+  EXPECT_NEAR(step_costs(scenario("gpt3-13b", "p4d.24xlarge", 4, 128), layout(4, 8, 1, 1)).embedding_sync_s, 0, 0);
+  // tp 4 holds half the shard of tp 2 (both with the pipeline inside a node: order DPT, tp x pp = 4, 8).
+  const double sync2 = step_costs(tied, layout(8, 2, 2, 1)).embedding_sync_s;
+  EXPECT_NEAR(step_costs(tied, layout(4, 4, 2, 1)).embedding_sync_s, sync2 / 2, 0.05 * sync2);
+  const Estimate et = estimate(tied, l), eu = estimate(untied, l);
+  EXPECT_NEAR(et.step_time_s - eu.step_time_s, sync, 1e-9 * et.step_time_s);
+  EXPECT_NEAR(et.breakdown_s.pp_comm - eu.breakdown_s.pp_comm, sync, 1e-9 * et.step_time_s);
+  const StepSimulation st = simulate_step(tied, l, off), su = simulate_step(untied, l, off);
+  ASSERT_TRUE(st.error.empty()) << st.error;
+  std::printf("Expectation: simulated step + %.6f s. Actual result: %.6f -> %.6f s\n", sync, su.step_time_s,
+              st.step_time_s);
+  EXPECT_NEAR(st.step_time_s - su.step_time_s, sync, 0.01 * sync);
+  int syncs = 0;
+  for (const SimEvent& e : st.timeline)
+    if (e.kind == SimTaskKind::EmbeddingSync) {
+      ++syncs;
+      EXPECT_TRUE(e.stage == 0 || e.stage == 3) << e.stage;
+      EXPECT_NEAR(e.end_s - e.start_s, sync, 1e-12);
+    }
+  EXPECT_EQ(syncs, 2);
+}
+
 }  // namespace
 }  // namespace capplan

@@ -162,6 +162,9 @@ struct StepCosts {
   // does not hide, whole step; replayed as waits on the compute stream. < 0: rank-share mode.
   double zero3_exposed_s = -1;
   double optimizer_s = 0;
+  // pp > 1 with tied embeddings: the exchange of the word embedding's gradient between the first
+  // and the last stage after both finish their backward, before their optimizer steps (blocking).
+  double embedding_sync_s = 0;
   double weights_bytes = 0;        // per GPU, same meaning as MemoryBytes
   // Mixture of experts: one dispatch (or combine) all-to-all, bytes sent per rank and its time;
   // four per MoE layer and micro-batch (two forward, two backward). 0 without ep.

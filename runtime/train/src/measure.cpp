@@ -174,17 +174,8 @@ class Measurer {
   }
 
   void gemms(DeviceProfile& p) {
-    const int h = m_.hidden, tp = o_.tp, tok = o_.mbs * seq();
-    const int kv = m_.kv_heads_or_default() * m_.head_dim();
-    const int qkv = (h + 2 * kv) / tp, fc = (m_.ffn == Ffn::Swiglu ? 2 : 1) * m_.ffn_hidden_or_default() / tp;
-    const int f = m_.ffn_hidden_or_default() / tp, vocab = (m_.vocab + tp - 1) / tp;
-    struct Linear {
-      const char* name;
-      int in, out;
-    };
-    const Linear linears[] = {{"qkv", h, qkv}, {"attention out", h / tp, h}, {"fc1", h, fc}, {"fc2", f, h},
-                              {"lm head", h, vocab}};
-    for (const Linear& l : linears) {
+    const int tok = o_.mbs * seq();
+    for (const Linear& l : linears()) {
       // forward Y[tok, out] = X[tok, in] W[in, out]; input gradient dX[tok, in] = dY W^T; weight
       // gradient dW[in, out] = X^T dY (the shapes the cost model asks for). In training a GEMM's
       // operands were last touched one pass over the other layers ago: each call takes the next
@@ -328,30 +319,22 @@ class Measurer {
   // difference). Fills `p.lockstep` (a core each: the last group's) or `p.shared` (one entry).
   void lockstep(DeviceProfile& p, int cores, bool shared, const std::vector<std::pair<int, Communicator*>>& groups) {
     const int n = world_.size(), r = world_.rank();
-    const int h = m_.hidden, tp = o_.tp, tok = o_.mbs * seq();
-    const int kv = m_.kv_heads_or_default() * m_.head_dim();
-    const int qkv = (h + 2 * kv) / tp, fc = (m_.ffn == Ffn::Swiglu ? 2 : 1) * m_.ffn_hidden_or_default() / tp;
-    const int f = m_.ffn_hidden_or_default() / tp;
-    struct Linear {
-      int in, out;
-      float *x = nullptr, *w = nullptr, *y = nullptr;
+    const int h = m_.hidden, tok = o_.mbs * seq();
+    struct Operands {
+      float *x, *w, *y;
     };
-    const Linear shapes[] = {{h, qkv}, {h / tp, h}, {h, fc}, {f, h}};
-    std::vector<std::vector<Linear>> copies(size_t(std::max(1, m_.layers)));
-    for (std::vector<Linear>& ls : copies)
-      for (Linear l : shapes) {
-        l.x = buffer(int64_t(tok) * l.in);
-        l.w = buffer(int64_t(l.in) * l.out);
-        l.y = buffer(int64_t(tok) * l.out);
-        ls.push_back(l);
-      }
+    const std::vector<Linear> shapes = linears();  // the layer's four, then the LM head
+    std::vector<std::vector<Operands>> copies(size_t(std::max(1, m_.layers)));
+    for (std::vector<Operands>& ops : copies)
+      for (size_t i = 0; i < 4; ++i)
+        ops.push_back({buffer(int64_t(tok) * shapes[i].in), buffer(int64_t(shapes[i].in) * shapes[i].out),
+                       buffer(int64_t(tok) * shapes[i].out)});
     size_t next = 0;
     auto half = [&](int k) {
-      const std::vector<Linear>& ls = copies[next];
+      const std::vector<Operands>& ops = copies[next];
       if (k == 1) next = (next + 1) % copies.size();
-      for (int i = 2 * k; i < 2 * k + 2; ++i)
-        be_.matmul(ls[size_t(i)].y, ls[size_t(i)].x, ls[size_t(i)].w, tok, ls[size_t(i)].out, ls[size_t(i)].in,
-                   false, false, false);
+      for (size_t i = size_t(2 * k); i < size_t(2 * k + 2); ++i)
+        be_.matmul(ops[i].y, ops[i].x, ops[i].w, tok, shapes[i].out, shapes[i].in, false, false, false);
     };
     float one = 1;
     const int64_t arn = int64_t(tok) * h;  // a layer's activation, what a tensor-parallel all-reduce sums
@@ -509,6 +492,20 @@ class Measurer {
 
  private:
   int seq() const { return o_.seq > 0 ? o_.seq : m_.seq_len; }
+
+  // The linear layers of a layer on one of tp ranks (Q, K, V; attention output; the first and
+  // second FFN GEMMs), then the LM head's: Y[tokens, out] = X[tokens, in] W[in, out].
+  struct Linear {
+    const char* name;
+    int in, out;
+  };
+  std::vector<Linear> linears() const {
+    const int h = m_.hidden, tp = o_.tp;
+    const int kv = m_.kv_heads_or_default() * m_.head_dim();
+    const int qkv = (h + 2 * kv) / tp, fc = (m_.ffn == Ffn::Swiglu ? 2 : 1) * m_.ffn_hidden_or_default() / tp;
+    const int f = m_.ffn_hidden_or_default() / tp, vocab = (m_.vocab + tp - 1) / tp;
+    return {{"qkv", h, qkv}, {"attention out", h / tp, h}, {"fc1", h, fc}, {"fc2", f, h}, {"lm head", h, vocab}};
+  }
 
   // Copies of a kernel's operands (`set_bytes` each) that fill the last-level cache twice, so that
   // a call taking the next copy finds its operands in memory; 1 to 64.

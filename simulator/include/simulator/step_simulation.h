@@ -34,6 +34,7 @@ enum class SimTaskKind {
   Reload,          // host -> device before backward
   EpAllToAll,      // expert dispatch + combine all-to-alls of a chunk's MoE layers (blocking)
   CpRing,          // one step of the context ring: the K/V block to the next cp rank (Ring stream)
+  EmbeddingSync,   // the tied embedding's gradient summed between the first and last stage (blocking)
 };
 const char* to_string(SimStream s);
 const char* to_string(SimTaskKind k);
