@@ -598,7 +598,10 @@ class StepEvaluation {
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
     const double handoff = (pp_handoff_factor - 1.0) * (tb.pp_comm - embedding_sync);  // the transfers' part
-    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff);
+    const int group = ly.tp > 1 ? ly.tp : ly.cp > 1 ? ly.cp : ly.ep;
+    const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, group) : 1.0;
+    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
+                          std::max(1.0, stretch));
   }
 
   double stage_params(int s) const {

@@ -123,12 +123,29 @@ double interpolate_in_ranks(const std::vector<SharedCoresTiming>& shared, int ra
 
 }  // namespace
 
+namespace {
+
+// The measured lockstep group nearest in size to `group`; nullptr when none.
+const LockstepTiming* nearest_group(const SharedCoresTiming& s, int group) {
+  const LockstepTiming* best = nullptr;
+  for (const LockstepTiming& l : s.lockstep)
+    if (l.allreduce_bytes > 0 && (!best || std::abs(l.group - group) < std::abs(best->group - group))) best = &l;
+  return best;
+}
+
+}  // namespace
+
 double DeviceProfile::shared_allreduce_s(int ranks, int group) const {
   return interpolate_in_ranks(shared, ranks, [group](const SharedCoresTiming& s) {
-    const LockstepTiming* best = nullptr;
-    for (const LockstepTiming& l : s.lockstep)
-      if (l.allreduce_bytes > 0 && (!best || std::abs(l.group - group) < std::abs(best->group - group))) best = &l;
-    return best ? best->allreduce_s : -1.0;
+    const LockstepTiming* l = nearest_group(s, group);
+    return l ? l->allreduce_s : -1.0;
+  });
+}
+
+double DeviceProfile::shared_compute_stretch(int ranks, int group) const {
+  return interpolate_in_ranks(shared, ranks, [group](const SharedCoresTiming& s) {
+    const LockstepTiming* l = nearest_group(s, group);
+    return l && l->compute_stretch >= 1 ? l->compute_stretch : -1.0;
   });
 }
 
@@ -217,7 +234,9 @@ std::string device_profile_yaml(const DeviceProfile& p) {
     for (size_t i = 0; i < sc.lockstep.size(); ++i)
       o << (i ? ", " : "") << "{group: " << sc.lockstep[i].group
         << ", allreduce_bytes: " << num(sc.lockstep[i].allreduce_bytes)
-        << ", allreduce_seconds: " << num(sc.lockstep[i].allreduce_s) << "}";
+        << ", allreduce_seconds: " << num(sc.lockstep[i].allreduce_s)
+        << (sc.lockstep[i].compute_stretch > 0 ? ", compute_stretch: " + num(sc.lockstep[i].compute_stretch) : "")
+        << "}";
     o << "], how: " << yaml_quote(sc.how) << "}\n";
   }
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
@@ -333,6 +352,7 @@ void read_shared_cores(detail::MapReader& r, const std::string& file, Diagnostic
         g.integer("group", l.group, true, count);
         g.number("allreduce_bytes", l.allreduce_bytes, true, {0, true, 1e15});
         g.number("allreduce_seconds", l.allreduce_s, true, {0, false, 1e6});
+        g.number("compute_stretch", l.compute_stretch, false, {1, false, 1e6});
         g.finish();
         sc.lockstep.push_back(l);
       }

@@ -282,7 +282,7 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);
   const Estimate before = estimate(host_scenario(4, plain), l);
   DeviceProfile measured = plain;
-  measured.shared = {{4, 1, 0, {{4, 262144, 0, ""}}, ""}};
+  measured.shared = {{4, 1, 0, {{4, 262144, 0, 0, ""}}, ""}};
   const Estimate base = estimate(host_scenario(4, measured), l);  // measured 0 s: as without
   EXPECT_DOUBLE_EQ(base.step_time_s, before.step_time_s);
   // The collectives of a step at the dedicated rate; measured at 3x a collective of the layout,
@@ -350,7 +350,7 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   l.pp = 4;
   l.mbs = 1;
   DeviceProfile p = cpu_profile(2, 2);
-  p.shared = {{4, 1, 0, {{4, 262144, 0, ""}}, ""}};
+  p.shared = {{4, 1, 0, {{4, 262144, 0, 0, ""}}, ""}};
   const Scenario before_sc = host_scenario(4, p);
   const Estimate before = estimate(before_sc, l);
   const double p2p = step_costs(before_sc, l).p2p_s;
@@ -392,8 +392,8 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
 // (one all-reduce among all its ranks, the hand-off's size beside it) still reads.
 TEST(DeviceProfile, SharedMeasurementsByRanksAndGroup) {
   DeviceProfile p = cpu_profile(2, 2);
-  p.shared = {{8, 1, 0.004, {{2, 262144, 0.0004, ""}, {4, 262144, 0.0008, ""}, {8, 262144, 0.0012, ""}}, "eight"},
-              {4, 1, 0.001, {{2, 262144, 0.0002, ""}, {4, 262144, 0.0003, ""}}, "four"}};
+  p.shared = {{8, 1, 0.004, {{2, 262144, 0.0004, 0, ""}, {4, 262144, 0.0008, 0, ""}, {8, 262144, 0.0012, 0, ""}}, "eight"},
+              {4, 1, 0.001, {{2, 262144, 0.0002, 0, ""}, {4, 262144, 0.0003, 0, ""}}, "four"}};
   const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
   ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
   const DeviceProfile& d = *q.value;
@@ -423,12 +423,33 @@ TEST(DeviceProfile, SharedMeasurementsByRanksAndGroup) {
   l.tp = 2;
   l.mbs = 1;
   DeviceProfile pairs = d, quads = d;
-  pairs.shared[0].lockstep = {{2, 262144, 0.05, ""}, {4, 262144, 0.10, ""}};
-  quads.shared[0].lockstep = {{2, 262144, 0.10, ""}, {4, 262144, 0.05, ""}};
+  pairs.shared[0].lockstep = {{2, 262144, 0.05, 0, ""}, {4, 262144, 0.10, 0, ""}};
+  quads.shared[0].lockstep = {{2, 262144, 0.10, 0, ""}, {4, 262144, 0.05, 0, ""}};
   const Estimate by_pairs = estimate(host_scenario(4, pairs), l), by_quads = estimate(host_scenario(4, quads), l);
   std::printf("Expectation: tp_comm at 50 ms per all-reduce below that at 100 ms. Actual result: %.3f < %.3f s\n",
               by_pairs.breakdown_s.tp_comm, by_quads.breakdown_s.tp_comm);
   EXPECT_LT(by_pairs.breakdown_s.tp_comm, by_quads.breakdown_s.tp_comm);
+  // The measured stretch of lockstep ranks' compute (here 1.3 for groups of 2 among 4 ranks, none
+  // for groups of 4): dp 2 x tp 2 on 4 ranks of 2 cores computes 1.3x its dedicated time, and the
+  // wait in tp_comm gives that time back: the step stays. A stretch beyond what the step leaves
+  // room for is cut to it (the wait does not go negative).
+  DeviceProfile stretched = pairs;
+  stretched.shared[0].lockstep[0].compute_stretch = 1.3;
+  const Estimate st = estimate(host_scenario(4, stretched), l);
+  std::printf("Expectation: compute x1.3, same step. Actual result: compute %.4f -> %.4f s, step %.4f -> %.4f s\n",
+              by_pairs.breakdown_s.compute, st.breakdown_s.compute, by_pairs.step_time_s, st.step_time_s);
+  EXPECT_NEAR(st.breakdown_s.compute, 1.3 * by_pairs.breakdown_s.compute, 1e-9 * st.step_time_s);
+  EXPECT_NEAR(st.step_time_s, by_pairs.step_time_s, 1e-9 * st.step_time_s);
+  EXPECT_LT(st.breakdown_s.tp_comm, by_pairs.breakdown_s.tp_comm);
+  stretched.shared[0].lockstep[0].compute_stretch = 100;
+  const Estimate cut = estimate(host_scenario(4, stretched), l);
+  EXPECT_NEAR(cut.step_time_s, by_pairs.step_time_s, 1e-9 * cut.step_time_s);
+  EXPECT_GE(cut.breakdown_s.tp_comm, 0);
+  EXPECT_LT(cut.breakdown_s.compute, 100 * by_pairs.breakdown_s.compute);
+  const Loaded<DeviceProfile> back = parse_device_profile_yaml(device_profile_yaml(stretched), "dev.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(back.value->shared_compute_stretch(4, 2), 100);
+  EXPECT_LT(back.value->shared_compute_stretch(4, 4), 0);  // not measured for groups of 4
   // One map: one measurement, its all-reduce among all its ranks.
   const Loaded<DeviceProfile> old = parse_device_profile_yaml(
       "device_profile:\n  device: cpu\n  gpu: cpu-rank\n  backend: cpu\n  ranks: 2\n  cores: 2\n"

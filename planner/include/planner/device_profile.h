@@ -50,6 +50,10 @@ struct LockstepTiming {
   int group = 0;  // ranks meeting in each all-reduce (0: all the ranks measured)
   double allreduce_bytes = 0;
   double allreduce_s = 0;
+  // The ranks' time in their GEMMs meanwhile over the same GEMMs' time on a core of their own
+  // (>= 1; 0: not measured): where more ranks are runnable than there are cores between two
+  // collectives, a rank's compute itself stretches.
+  double compute_stretch = 0;
   std::string how;
 };
 
@@ -106,6 +110,7 @@ struct DeviceProfile {
   // measured: how long an all-reduce of ranks in lockstep in groups of `group` holds them (the
   // measured group size nearest to it), and a pipeline's hand-off.
   double shared_allreduce_s(int ranks, int group) const;
+  double shared_compute_stretch(int ranks, int group) const;
   double shared_handoff_s(int ranks) const;
   // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.
   const CollectiveFit* fit(const std::string& op, int ranks) const;

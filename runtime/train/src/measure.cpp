@@ -66,6 +66,12 @@ std::string ms(double s) {
   return buf;
 }
 
+std::string fixed2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", v);
+  return buf;
+}
+
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -339,12 +345,16 @@ class Measurer {
     float one = 1;
     const int64_t arn = int64_t(tok) * h;  // a layer's activation, what a tensor-parallel all-reduce sums
     float* act = buffer(arn);
-    // A layer alone (group nullptr), or in lockstep with `group`.
+    // A layer alone (group nullptr), or in lockstep with `group`; gemm_s adds this rank's time in
+    // its GEMMs.
+    double gemm_s = 0;
     auto layer = [&](Communicator* group) {
-      half(0);
-      if (group) group->all_reduce_sum(act, arn);
-      half(1);
-      if (group) group->all_reduce_sum(act, arn);
+      for (int k = 0; k < 2; ++k) {
+        const double t = now_s();
+        half(k);
+        gemm_s += now_s() - t;
+        if (group) group->all_reduce_sum(act, arn);
+      }
     };
     // K layers per timing: about 0.1 s of a lockstep timing (the collectives may outlast the GEMMs
     // of a small model many times over on shared cores).
@@ -366,7 +376,7 @@ class Measurer {
       return double(dt);
     };
     std::vector<double> a, fr, ho;
-    std::vector<std::vector<double>> lk(groups.size());
+    std::vector<std::vector<double>> lk(groups.size()), busy(groups.size());
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
     // timings (all_reduce_max), so all stop at the same round.
@@ -393,10 +403,15 @@ class Measurer {
         const size_t way = (w + size_t(round)) % ways;  // 0: free, else groups[way - 1]
         std::vector<double>& into = way == 0 ? fr : lk[way - 1];
         Communicator* group = way == 0 ? nullptr : groups[way - 1].second;
+        gemm_s = 0;
         into.push_back(timed([&] {
           for (int k = 0; k < K; ++k) layer(group);
         }));
         spent += into.back();
+        if (way > 0) {  // the ranks' mean time in their GEMMs
+          world_.all_reduce_sum(&gemm_s, 1);
+          busy[way - 1].push_back(gemm_s / n);
+        }
       }
       if (shared) {
         spent += a.back();
@@ -406,15 +421,18 @@ class Measurer {
       }
     }
     // Each lockstep's difference to the free timing taken round by round (measured back to back),
-    // then its median: a shared host's slow spells move both of a pair together.
+    // then its median: a shared host's slow spells move both of a pair together. Its GEMMs' time
+    // over the same GEMMs' on a core of their own (alone where the ranks share the cores, else free).
+    const double own_core = median(shared ? a : fr);
     std::vector<LockstepTiming> timings;
     std::string each;
     for (size_t g = 0; g < groups.size(); ++g) {
       std::vector<double> diff;
       for (size_t i = 0; i < lk[g].size(); ++i) diff.push_back(lk[g][i] - fr[i]);
-      timings.push_back({groups[g].first, 4.0 * double(arn), std::max(0.0, median(diff) / (2.0 * K)), {}});
+      const double stretch = own_core > 0 ? std::max(1.0, median(busy[g]) / own_core) : 1.0;
+      timings.push_back({groups[g].first, 4.0 * double(arn), std::max(0.0, median(diff) / (2.0 * K)), stretch, {}});
       each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
-              ms(median(lk[g]));
+              ms(median(lk[g])) + " (GEMMs x" + fixed2(stretch) + ")";
     }
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
                             std::to_string(K) + " layers' forward GEMMs each (" + std::to_string(tok) +

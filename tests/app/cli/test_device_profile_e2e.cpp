@@ -60,8 +60,10 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
     ASSERT_FALSE(sc.lockstep.empty());
     EXPECT_EQ(sc.lockstep.front().group, 2);
     EXPECT_EQ(sc.lockstep.back().group, sc.ranks);
-    for (const LockstepTiming& l : sc.lockstep)
+    for (const LockstepTiming& l : sc.lockstep) {
       EXPECT_DOUBLE_EQ(l.allreduce_bytes, 4.0 * 2 * 64 * 128);  // mbs x seq x hidden floats
+      EXPECT_GE(l.compute_stretch, 1.0);                        // measured, and at least a core's time
+    }
     const std::string shared_ranks = std::to_string(sc.ranks) + " ranks on " + std::to_string(p.value->cores) + " cores";
     EXPECT_NE(sc.how.find(shared_ranks), std::string::npos) << sc.how;
     EXPECT_NE(sc.how.find("alone"), std::string::npos) << sc.how;
