@@ -420,39 +420,56 @@ class Measurer {
         spent += 0.4 * fr.back();
       }
     }
+    LockstepRounds t{std::move(a), std::move(fr), std::move(ho), std::move(lk), std::move(busy), K, rounds};
+    store_lockstep(p, cores, shared, groups, t, tok);
+    bufs_.clear();
+  }
+
+  // The timings of lockstep(), one per round: the first `cores` ranks alone, all free, the
+  // hand-off; per lockstep group, the timing and the ranks' mean time in their GEMMs. K layers each.
+  struct LockstepRounds {
+    std::vector<double> alone, free, handoff;
+    std::vector<std::vector<double>> lockstep, busy;
+    int K, rounds;
+  };
+
+  // What lockstep() found, into `p`: p.lockstep (a core each, the last group's) or p.shared.
+  void store_lockstep(DeviceProfile& p, int cores, bool shared,
+                      const std::vector<std::pair<int, Communicator*>>& groups, const LockstepRounds& t, int tok) {
+    const int n = world_.size();
+    const double bytes = 4.0 * double(tok) * m_.hidden;  // a layer's activation, fp32
     // Each lockstep's difference to the free timing taken round by round (measured back to back),
     // then its median: a shared host's slow spells move both of a pair together. Its GEMMs' time
     // over the same GEMMs' on a core of their own (alone where the ranks share the cores, else free).
-    const double own_core = median(shared ? a : fr);
+    const double own_core = median(shared ? t.alone : t.free);
     std::vector<LockstepTiming> timings;
     std::string each;
     for (size_t g = 0; g < groups.size(); ++g) {
       std::vector<double> diff;
-      for (size_t i = 0; i < lk[g].size(); ++i) diff.push_back(lk[g][i] - fr[i]);
-      const double stretch = own_core > 0 ? std::max(1.0, median(busy[g]) / own_core) : 1.0;
-      timings.push_back({groups[g].first, 4.0 * double(arn), std::max(0.0, median(diff) / (2.0 * K)), stretch, {}});
+      for (size_t i = 0; i < t.lockstep[g].size(); ++i) diff.push_back(t.lockstep[g][i] - t.free[i]);
+      const double stretch = own_core > 0 ? std::max(1.0, median(t.busy[g]) / own_core) : 1.0;
+      timings.push_back({groups[g].first, bytes, std::max(0.0, median(diff) / (2.0 * t.K)), stretch, {}});
       each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
-              ms(median(lk[g])) + " (GEMMs x" + fixed2(stretch) + ")";
+              ms(median(t.lockstep[g])) + " (GEMMs x" + fixed2(stretch) + ")";
     }
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
-                            std::to_string(K) + " layers' forward GEMMs each (" + std::to_string(tok) +
-                            " tokens), median over " + std::to_string(rounds) + " rounds: " +
-                            (shared ? "alone (a core each) " + ms(median(a)) + ", " : std::string()) + "free " +
-                            ms(median(fr)) + ", lockstep with an all-reduce after each half layer " + each;
+                            std::to_string(t.K) + " layers' forward GEMMs each (" + std::to_string(tok) +
+                            " tokens), median over " + std::to_string(t.rounds) + " rounds: " +
+                            (shared ? "alone (a core each) " + ms(median(t.alone)) + ", " : std::string()) + "free " +
+                            ms(median(t.free)) + ", lockstep with an all-reduce after each half layer " + each;
     if (shared) {
       SharedCoresTiming sc;
       sc.ranks = n;
-      sc.free_efficiency = std::clamp(double(n) / cores * median(a) / median(fr), 0.01, 1.0);
-      sc.handoff_s = median(ho);
+      sc.free_efficiency = std::clamp(double(n) / cores * median(t.alone) / median(t.free), 0.01, 1.0);
+      sc.handoff_s = median(t.handoff);
       sc.lockstep = timings;
-      sc.how = how + ", a hand-off " + ms(median(ho));
+      sc.how = how + ", a hand-off " + ms(median(t.handoff));
       p.shared = {sc};
     } else {
       p.lockstep = timings.back();
       p.lockstep.group = 0;
       p.lockstep.how = how;
     }
-    bufs_.clear();
   }
 
   // A pipeline's hand-off on shared cores: ranks 0 and 1 pass `act` back and forth as pipeline
