@@ -308,7 +308,8 @@ class Measurer {
 
   // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the forward
   // GEMMs of a layer (its Q, K, V and output projections, then its two FFN GEMMs; one copy of
-  // the operands per layer of the model, taken in turn), K layers (about 0.1 s), in these ways
+  // the operands per layer of the model, taken in turn, at most what fills the last-level cache
+  // twice), K layers (about 0.1 s), in these ways
   // one after another in each of 3 x --rounds rounds (fewer, at least 3, past 10 s):
   //  - free: every rank computes at once: t_free;
   //  - lockstep, for each of `groups` (its size, and the communicator of this rank's group): the
@@ -330,7 +331,12 @@ class Measurer {
       float *x, *w, *y;
     };
     const std::vector<Linear> shapes = linears();  // the layer's four, then the LM head
-    std::vector<std::vector<Operands>> copies(size_t(std::max(1, m_.layers)));
+    double layer_bytes = 0;  // one copy of a layer's operands
+    for (size_t i = 0; i < 4; ++i)
+      layer_bytes += 4.0 * (double(tok) * shapes[i].in + double(shapes[i].in) * shapes[i].out +
+                            double(tok) * shapes[i].out);
+    // As gemms(): one copy per layer of the model, no more than fill the last-level cache twice.
+    std::vector<std::vector<Operands>> copies(size_t(std::max(1, std::min(m_.layers, cold_copies(layer_bytes)))));
     for (std::vector<Operands>& ops : copies)
       for (size_t i = 0; i < 4; ++i)
         ops.push_back({buffer(int64_t(tok) * shapes[i].in), buffer(int64_t(shapes[i].in) * shapes[i].out),
