@@ -591,9 +591,11 @@ class StepEvaluation {
       pp_handoff_factor = std::max(1.0, dev->shared_handoff_s(on_host) / p2p);
     if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
     double stages = 0;
+    std::vector<double> work(size_t(pp), 0.0);  // each stage's compute-stream work per micro-batch
     for (int s = 0; s < pp; ++s) {
       const StageCost st = stage_cost(s);
-      stages += md * (st.compute + st.recompute);
+      work[size_t(s)] = st.compute + st.recompute;
+      stages += md * work[size_t(s)];
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
@@ -601,7 +603,35 @@ class StepEvaluation {
     const int group = ly.tp > 1 ? ly.tp : ly.cp > 1 ? ly.cp : ly.ep;
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, group) : 1.0;
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
-                          std::max(1.0, stretch));
+                          std::max(1.0, stretch), pipeline_slots(work, on_host, dev->cores));
+  }
+
+  // The pipeline walked through the 1F1B schedule's slots, the slot's active ranks sharing the
+  // host's cores (cost_model_cores.cpp); `work`: each stage's compute-stream work per micro-batch.
+  // Slot k runs stages 0 .. a_k - 1 (the fill reaches stage k; in the drain the last stages
+  // finish first), each stage's r ranks on the host with a chunk's work. Processor sharing
+  // (Kleinrock 1967) runs k unfinished tasks each at min(1, c / k) of a core, so the slot ends
+  // when its longest task does: with the tasks' works sorted, v_1 <= ... <= v_N,
+  //   slot = sum_i (v_i - v_{i-1}) max(1, (N - i + 1) / c).
+  // 0 without a pipeline.
+  double pipeline_slots(const std::vector<double>& work, int on_host, int cores) const {
+    if (pp < 2) return 0.0;
+    const double r = double(on_host) / pp;  // ranks of a stage on the host
+    std::vector<double> slot(size_t(pp) + 1, 0.0);  // by a, the active stages
+    for (int a = 1; a <= pp; ++a) {
+      std::vector<double> v(work.begin(), work.begin() + a);
+      std::sort(v.begin(), v.end());
+      double t = 0, prev = 0;
+      for (int i = 0; i < a; ++i) {
+        t += (v[size_t(i)] - prev) / vpd * std::max(1.0, double(a - i) * r / cores);
+        prev = v[size_t(i)];
+      }
+      slot[size_t(a)] = t;
+    }
+    const int64_t n = m * int64_t(vpd) + pp - 1;
+    double t = 0;
+    for (int64_t k = 0; k < n; ++k) t += slot[size_t(std::min({k + 1, int64_t(pp), n - k}))];
+    return t;
   }
 
   double stage_params(int s) const {

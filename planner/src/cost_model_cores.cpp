@@ -22,7 +22,12 @@ namespace capplan::detail {
 // stages, so the step grows by less than n / c. The busy terms of the critical rank stretch by
 // at most n / c; what is left of T is its bubble. A profile measured with more ranks than cores
 // (p > c) holds times already stretched by p / c: they are first brought back to a core each.
-// Over-counts a little where the host's ranks are idle together (the ends of a pipeline).
+// A pipeline's fill and drain run fewer stages than there are ranks, so the cores are not all
+// busy there and W / c under-counts: the step is also at least the pipeline walked slot by slot
+// (1F1B: m vp + p - 1 slots of one chunk's forward and backward; slot k runs
+// a_k = min(k + 1, p, m vp + p - 1 - k) stages), each slot taking w max(1, a_k r / c) with r the
+// host's ranks per stage (processor sharing within the slot). pp 4 on 2 cores, m = 8: 17 w
+// against W / c = 16 w; the simulator, which shares the cores task by task, agrees.
 // Where the stretch shows depends on how long a rank computes between two waits, against the
 // scheduler's time slice (CFS: sched_latency 6 ms x (1 + log2 cores), shared by the runnable
 // tasks, Documentation/scheduler/sched-design-CFS.rst):
@@ -67,7 +72,8 @@ namespace capplan::detail {
 // the difference is the receiving stage's wait for the message, so it shows as bubble (the
 // tied embedding's exchange between the end stages, in pp_comm too, is not a hand-off).
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks, bool lockstep, double handoff_s, double lockstep_stretch) {
+                               int profile_ranks, bool lockstep, double handoff_s, double lockstep_stretch,
+                               double pipeline_s) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
@@ -81,7 +87,8 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   const double other = t.sum() - busy - t.bubble;  // X: the communication of the critical rank
   const double t_dedicated = d * (busy + t.bubble) + other + handoff;
   const double t_shared = d * host_busy_s / cores + other + handoff;
-  const double step = std::max(t_dedicated, t_shared);
+  const double t_slots = pipeline_s > 0 ? d * (pipeline_s + t.optimizer) + other + handoff : 0.0;
+  const double step = std::max({t_dedicated, t_shared, t_slots});
   if (lockstep) {
     // The measured stretch of the compute between collectives, as far as the step leaves room.
     const double passes = d * (t.compute + t.recompute);

@@ -130,9 +130,11 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
 // taking turns on the cores than the transfers' own time (from the profile's measurement): the
 // receiving stage's wait, bubble. `lockstep_stretch` (>= 1): how much longer ranks in lockstep
 // take in their compute than with a core each (the profile's measurement), within the step.
+// `pipeline_s`: the critical rank's compute stream walked slot by slot through the pipeline's
+// schedule with the slot's active ranks sharing the cores (0: no pipeline).
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double handoff_s = 0.0,
-                               double lockstep_stretch = 1.0);
+                               double lockstep_stretch = 1.0, double pipeline_s = 0.0);
 
 // One GEMM and one memory-bound pass as the cost model times them (cost_model.cpp's gemm_s and
 // mem_s), for the terms kept in other files.
