@@ -109,6 +109,10 @@ Constants constants_for(const Scenario& sc) {
     c.gemm_eff = 1.0;
     c.gemm_t0_s = dev->gemm_overhead_us * 1e-6;
     c.hbm_Bps = dev->memory_gbyte_per_s * 1e9;
+    // The optimizer step at the measured rate of the runtime's own step over operands from
+    // memory (capplan-train measure's "adamw"), where the profile has it.
+    for (const KernelTiming& k : dev->kernels)
+      if (k.name == "adamw" && k.seconds > 0 && k.bytes > 0) c.optimizer_Bps = k.bytes / k.seconds;
     if (const CollectiveFit* f = dev->fit("all-reduce", cl.gpus_per_node)) {
       c.intra_Bps = f->bandwidth_gbyte_per_s * 1e9;
       // allreduce_s() charges 2 (n-1) ring steps of latency.
@@ -873,7 +877,7 @@ class StepEvaluation {
       }
       tb.optimizer = host_step + (fsdp_offload ? 0.0 : opt_params * (g_elem + w_elem) / c.pcie_Bps);
     } else {
-      tb.optimizer = opt_params * step_traffic / c.hbm_Bps;
+      tb.optimizer = opt_params * step_traffic / (c.optimizer_Bps > 0 ? c.optimizer_Bps : c.hbm_Bps);
     }
     if (tr.offload_params && !fsdp_offload) {
       // Parameters live in host memory and each layer's weights (its shard under ZeRO-3) come up

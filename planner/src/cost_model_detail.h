@@ -14,6 +14,7 @@ struct Constants {
   double peak_flops = 0;      // dense tensor-core peak for the precision, FLOP/s
   double gemm_eff = 0;        // fraction of peak reached by the arithmetic of a large GEMM
   double hbm_Bps = 0;         // HBM bandwidth actually reached, bytes/s (spec x memory efficiency)
+  double optimizer_Bps = 0;   // a device profile's measured optimizer step, bytes/s (0: hbm_Bps)
   double intra_Bps = 0;       // NVLink bus bandwidth per GPU per direction reached by NCCL, bytes/s
   double inter_node_Bps = 0;  // NIC bandwidth per node per direction reached by NCCL, bytes/s
   double intra_lat_s = 0;     // one ring step inside a node

@@ -599,5 +599,28 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
   EXPECT_NEAR(plain_dp(8) / plain_dp(4), 7.0 / 6.0, 1e-9);
 }
 
+// The optimizer step takes the profile's measured rate of the runtime's own step (its "adamw"
+// kernel, timed on operands from memory) where the profile has it, else the fitted bandwidth of
+// the memory-bound kernels: at half the fitted bandwidth's rate the optimizer term doubles, and
+// with the kernel left out it is back to the fit's.
+TEST(DeviceProfile, OptimizerTakesTheMeasuredStepRate) {
+  Layout l;
+  l.dp = 2;
+  l.mbs = 1;
+  DeviceProfile p = cpu_profile(2, 2);
+  p.kernels.erase(std::remove_if(p.kernels.begin(), p.kernels.end(),
+                                 [](const KernelTiming& k) { return k.name == "adamw"; }),
+                  p.kernels.end());
+  const Estimate fitted = estimate(host_scenario(2, p), l);
+  const double rate = p.memory_gbyte_per_s * 1e9 / 2;  // half the fitted bandwidth
+  p.kernels.push_back({"adamw", 1e8, 1e8 / rate});
+  const Estimate measured = estimate(host_scenario(2, p), l);
+  std::printf("Expectation: optimizer x2 at half the rate. Actual result: %.6f -> %.6f s\n",
+              fitted.breakdown_s.optimizer, measured.breakdown_s.optimizer);
+  ASSERT_GT(fitted.breakdown_s.optimizer, 0);
+  EXPECT_NEAR(measured.breakdown_s.optimizer, 2 * fitted.breakdown_s.optimizer, 1e-9);
+  EXPECT_NEAR(measured.step_time_s - fitted.step_time_s, fitted.breakdown_s.optimizer, 1e-9);
+}
+
 }  // namespace
 }  // namespace capplan

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -294,14 +295,22 @@ class Measurer {
       bufs_.clear();
     }
     {
-      const int64_t n = int64_t(12) * h * h / tp;  // a layer's weights on one rank
-      float* w = buffer(n);
-      float* g = buffer(n);
-      float* m1 = buffer(n);
-      float* v = buffer(n);
-      for (int64_t i = 0; i < n; ++i) v[i] = std::abs(v[i]);
+      // The optimizer step sweeps every weight, gradient and moment of the rank once a step, so
+      // they come from memory: each call takes the next of copies (a layer's weights on one rank
+      // each) that fill the last-level cache twice.
+      const int64_t n = int64_t(12) * h * h / tp;
+      const int copies = cold_copies(4.0 * e * double(n));
+      std::vector<std::array<float*, 4>> ops;
+      for (int c = 0; c < copies; ++c) {
+        ops.push_back({buffer(n), buffer(n), buffer(n), buffer(n)});
+        for (int64_t i = 0; i < n; ++i) ops.back()[3][i] = std::abs(ops.back()[3][i]);
+      }
       AdamWStep st;
-      kernel(p, "adamw", e * 7 * double(n), [&] { be_.adamw(w, g, m1, v, n, st); });
+      size_t i = 0;
+      kernel(p, "adamw", e * 7 * double(n), [&] {
+        i = (i + 1) % ops.size();
+        be_.adamw(ops[i][0], ops[i][1], ops[i][2], ops[i][3], n, st);
+      });
       bufs_.clear();
     }
   }
