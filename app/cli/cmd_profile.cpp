@@ -68,6 +68,7 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
         for (const LockstepTiming& l : sc.lockstep) {
           w.begin_object();
           w.field("group", l.group).field("allreduce_bytes", l.allreduce_bytes).field("allreduce_s", l.allreduce_s);
+          w.field("compute_stretch", l.compute_stretch);
           w.end_object();
         }
         w.end_array();
@@ -93,8 +94,8 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
                   sc.ranks, p.cores, sc.free_efficiency, sc.handoff_s * 1e3,
                   sc.lockstep.empty() ? 0.0 : sc.lockstep[0].allreduce_bytes / 1024);
       for (size_t i = 0; i < sc.lockstep.size(); ++i)
-        std::printf("%s %.3f ms in groups of %d", i ? "," : "", sc.lockstep[i].allreduce_s * 1e3,
-                    sc.lockstep[i].group);
+        std::printf("%s %.3f ms in groups of %d (GEMMs meanwhile x%.2f)", i ? "," : "",
+                    sc.lockstep[i].allreduce_s * 1e3, sc.lockstep[i].group, sc.lockstep[i].compute_stretch);
       std::printf("\n");
     }
   }

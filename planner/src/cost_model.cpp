@@ -591,8 +591,9 @@ class StepEvaluation {
     const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
     // A pipeline's hand-off between ranks taking turns on the cores: the profile's measured time
     // over the transfer's own (cost_model_cores.cpp); the simulator's transfers take it too.
-    if (pp > 1 && on_host > dev->cores && p2p > 0 && dev->shared_handoff_s(on_host) > 0)
-      pp_handoff_factor = std::max(1.0, dev->shared_handoff_s(on_host) / p2p);
+    if (const double handoff_s = pp > 1 && on_host > dev->cores ? dev->shared_handoff_s(on_host) : -1.0;
+        p2p > 0 && handoff_s > 0)
+      pp_handoff_factor = std::max(1.0, handoff_s / p2p);
     if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
     double stages = 0;
     std::vector<double> work(size_t(pp), 0.0);  // each stage's compute-stream work per micro-batch

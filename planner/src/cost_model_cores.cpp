@@ -22,12 +22,12 @@ namespace capplan::detail {
 // stages, so the step grows by less than n / c. The busy terms of the critical rank stretch by
 // at most n / c; what is left of T is its bubble. A profile measured with more ranks than cores
 // (p > c) holds times already stretched by p / c: they are first brought back to a core each.
-// A pipeline's fill and drain run fewer stages than there are ranks, so the cores are not all
-// busy there and W / c under-counts: the step is also at least the pipeline walked slot by slot
-// (1F1B: m vp + p - 1 slots of one chunk's forward and backward; slot k runs
-// a_k = min(k + 1, p, m vp + p - 1 - k) stages), each slot taking w max(1, a_k r / c) with r the
-// host's ranks per stage (processor sharing within the slot). pp 4 on 2 cores, m = 8: 17 w
-// against W / c = 16 w; the simulator, which shares the cores task by task, agrees.
+// A pipeline's fill and drain run fewer stages than there are ranks, and its stages' work differs
+// (the embedding, the LM head), so the cores are not all busy and W / c under-counts: the step is
+// also at least the pipeline walked slot by slot through its schedule under processor sharing
+// (`pipeline_s`, StepEvaluation::pipeline_slots in cost_model.cpp, which has the formula). pp 4
+// of the 4-layer, 256-wide model on 2 cores: 381 ms with it, 347 without, 385 simulated (the
+// simulator shares the cores task by task), 370 measured.
 // Where the stretch shows depends on how long a rank computes between two waits, against the
 // scheduler's time slice (CFS: sched_latency 6 ms x (1 + log2 cores), shared by the runnable
 // tasks, Documentation/scheduler/sched-design-CFS.rst):
@@ -58,8 +58,8 @@ namespace capplan::detail {
 // rank to arrive, and among ranks that take turns on the cores each exchange of Open MPI's
 // shared-memory all-reduce needs its partner on a core, a turn of the scheduler. `capplan profile
 // --measure` times both (capplan-train measure: the ranks compute a layer's forward GEMMs with and
-// without an all-reduce of the activation after each half, with a core each and, in a second run,
-// at twice the cores). On this 2-core host ranks at twice the cores computed side by side at the
+// without an all-reduce of the activation after each half, with a core each and, in two more runs,
+// at twice and four times the cores, in groups of 2, 4, ... ranks). On this 2-core host ranks at twice the cores computed side by side at the
 // processor-sharing ideal (0.94-1.00 of it), and an all-reduce of the 256 KB activation held ranks
 // in lockstep 0.1-0.9 ms (mostly 0.2-0.5) taking turns and 0.08-0.19 ms with a core each, against
 // 0.08 ms for the same all-reduce timed back to back. Each tensor-parallel all-reduce takes the

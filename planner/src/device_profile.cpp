@@ -121,10 +121,6 @@ double interpolate_in_ranks(const std::vector<SharedCoresTiming>& shared, int ra
   return value(*lo) + f * (value(*hi) - value(*lo));
 }
 
-}  // namespace
-
-namespace {
-
 // The measured lockstep group nearest in size to `group`; nullptr when none.
 const LockstepTiming* nearest_group(const SharedCoresTiming& s, int group) {
   const LockstepTiming* best = nullptr;

@@ -730,7 +730,8 @@ class StepGraph {
 std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int pp, double step) {
   std::vector<TimeBreakdown> per_stage(static_cast<size_t>(pp));
   std::vector<double> prev_end(size_t(pp), 0.0);
-  auto charge_gap = [&](TimeBreakdown& b, double gap, int dep) {
+  // A gap of stage `stage` before a task whose last dependency was `dep`.
+  auto charge_gap = [&](TimeBreakdown& b, double gap, int dep, int stage) {
     if (gap <= 0) return;
     if (dep < 0) {
       b.bubble += gap;
@@ -752,8 +753,10 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
         b.bubble += gap - x;
         break;
       }
+      // Another stage's collective (the end stages' embedding exchange waits for the other end's
+      // data-parallel reduction) is that stage's drain: bubble, as the runtime counts it.
       case SimTaskKind::DpComm:
-      case SimTaskKind::ZeroAllGather: b.dp_comm += gap; break;
+      case SimTaskKind::ZeroAllGather: (d.stage == stage ? b.dp_comm : b.bubble) += gap; break;
       case SimTaskKind::Reload:
       case SimTaskKind::Offload: b.offload += gap; break;
       default: b.bubble += gap; break;
@@ -763,12 +766,7 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
     if (t.stream != SimStream::Compute) continue;
     TimeBreakdown& b = per_stage[size_t(t.stage)];
     double& prev = prev_end[size_t(t.stage)];
-    // The embedding exchange's wait for the other end stage is that stage's drain: bubble (as the
-    // runtime counts it).
-    if (t.kind == SimTaskKind::EmbeddingSync && t.last_dep >= 0 && tasks[size_t(t.last_dep)].stage != t.stage)
-      b.bubble += std::max(0.0, t.start_s - prev);
-    else
-      charge_gap(b, t.start_s - prev, t.last_dep);
+    charge_gap(b, t.start_s - prev, t.last_dep, t.stage);
     const double dur = t.end_s - t.start_s;
     switch (t.kind) {
       case SimTaskKind::Forward:

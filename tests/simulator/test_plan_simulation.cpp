@@ -305,8 +305,8 @@ TEST(PlanSimulation, RefineReordersTopKBySimulatedTime) {
 // gradient after their backward (Megatron-LM's embedding group all-reduce), blocking. The same
 // plan with untied embeddings holds the same weights per stage and differs only by that exchange:
 // the estimate's pp_comm and step grow by it, exactly; the simulator runs it on both end stages
-// once both arrive, and its step grows by it too. tp 8 shards it (vocab-parallel), one stage
-// moves nothing.
+// once both arrive, and its step grows by it too. tp 4 holds half of tp 2's shard (vocab-parallel);
+// one stage moves nothing.
 TEST(PlanSimulation, TiedEmbeddingGradientSummedBetweenTheEndStages) {
   Scenario tied = scenario("gpt3-13b", "p4d.24xlarge", 4, 128);
   ASSERT_TRUE(tied.model.tied_embeddings);
