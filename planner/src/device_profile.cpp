@@ -220,6 +220,7 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   o << "  how: " << yaml_quote(p.how) << "\n";
   o << "  ranks: " << p.ranks << "\n";
   if (p.cores > 0) o << "  cores: " << p.cores << "   # of the host the ranks shared\n";
+  if (p.peak_rank_bytes > 0) o << "  peak_rank_bytes: " << num(p.peak_rank_bytes) << "   # one rank's largest resident set\n";
   if (p.lockstep.allreduce_bytes > 0)
     o << "  lockstep: {allreduce_bytes: " << num(p.lockstep.allreduce_bytes) << ", allreduce_seconds: "
       << num(p.lockstep.allreduce_s) << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
@@ -402,6 +403,7 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.text("how", p.how, false);
   r.integer("ranks", p.ranks, true, count);
   r.integer("cores", p.cores, false, count);
+  r.number("peak_rank_bytes", p.peak_rank_bytes, false, nonneg);
   read_shared_cores(r, file, out.diagnostics, p);
   if (const YAML::Node ls = r.child("lockstep"); ls && !ls.IsNull()) {
     MapReader s(ls, file, "device_profile.lockstep.", out.diagnostics);

@@ -24,6 +24,7 @@ DeviceProfile synthetic_profile() {
   p.created_utc = "2026-01-01T00:00:00Z";
   p.how = "synthetic";
   p.ranks = 4;
+  p.peak_rank_bytes = 3.5e9;
   p.model = "gpt3-13b";
   p.hidden = 5120;
   p.heads = 40;
@@ -71,6 +72,8 @@ TEST(DeviceProfile, YamlReadsBackExactly) {
   EXPECT_EQ(q.value->device, p.device);
   EXPECT_EQ(q.value->gpu, p.gpu);
   EXPECT_EQ(q.value->hidden, p.hidden);
+  EXPECT_EQ(q.value->peak_rank_bytes, p.peak_rank_bytes);
+  EXPECT_GT(q.value->peak_rank_bytes, 0);
   ASSERT_EQ(q.value->gemms.size(), p.gemms.size());
   for (size_t i = 0; i < p.gemms.size(); ++i) EXPECT_EQ(q.value->gemms[i].seconds, p.gemms[i].seconds);
   EXPECT_EQ(q.value->gemm_peak_gflops, p.gemm_peak_gflops);

@@ -82,6 +82,10 @@ struct DeviceProfile {
   // CPU ranks: the host's cores (online when measured), which the ranks of a run time-share when
   // they outnumber them (cost_model_cores.cpp); 0 for a GPU, or a profile that does not say.
   int cores = 0;
+  // The largest resident set of one rank while it measured (bytes; 0: not recorded). `capplan
+  // profile --measure` bounds the ranks of its shared-core runs by the host's available memory
+  // with it.
+  double peak_rank_bytes = 0;
   // CPU ranks in lockstep with a core each (the profile's `ranks`; capplan-train measure).
   LockstepTiming lockstep;
   // CPU ranks: how the host's cores run more ranks than they number (capplan-train measure

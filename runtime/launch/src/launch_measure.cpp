@@ -36,32 +36,71 @@ std::vector<std::string> build_measure_argv(const MeasureRequest& q, Diagnostics
   return argv;
 }
 
-// Three runs of capplan-train measure: the kernels and collectives with q.ranks ranks, then, with
-// twice and with four times as many ranks as the host has cores, how those cores run more ranks
-// than they number (--shared-cores, cost_model_cores.cpp): a layout's ranks on the host are
-// priced between the two. All write a file beside q.out that replaces q.out (rename) only when
-// all completed, so a failed or cancelled measurement keeps the previous profile.
+std::vector<int> shared_core_ranks(int cores, double peak_rank_bytes, double available_bytes) {
+  cores = std::max(1, cores);
+  std::vector<int> counts;
+  const double fits = peak_rank_bytes > 0 && available_bytes > 0 ? 0.75 * available_bytes / peak_rank_bytes : 1e9;
+  for (const int want : {2 * cores, 4 * cores}) {
+    const int n = int(std::min<double>(want, std::floor(fits)));
+    if (n > cores && (counts.empty() || counts.back() != n)) counts.push_back(n);
+  }
+  return counts;
+}
+
+namespace {
+
+std::string gib(double bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+
+}  // namespace
+
+// Runs of capplan-train measure: the kernels and collectives with q.ranks ranks, then, with
+// twice and with four times as many ranks as the host has cores (as many as its memory holds:
+// shared_core_ranks), how those cores run more ranks than they number (--shared-cores,
+// cost_model_cores.cpp): a layout's ranks on the host are priced between the two. All write a
+// file beside q.out that replaces q.out (rename) only when all completed, so a failed or
+// cancelled measurement keeps the previous profile.
 MeasureResult measure_device_profile(const MeasureRequest& q, const OutputLineFn& on_line,
                                      const std::atomic<bool>* cancel) {
   MeasureResult out;
   MeasureRequest part = q;
   part.out = q.out + ".measuring";
   part.shared_cores = false;
-  MeasureRequest twice = part, four_times = part;
-  twice.shared_cores = four_times.shared_cores = true;
-  twice.ranks = 2 * std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)));
-  four_times.ranks = 2 * twice.ranks;
   ProcessOptions opt;
   opt.env = mpi_transport_env();  // the transport the runs will use (launch_process.h)
-  for (const MeasureRequest* r : {&part, &twice, &four_times}) {
-    const std::vector<std::string> argv = build_measure_argv(*r, out.profile.diagnostics);
-    if (argv.empty()) return out;
+  auto measure = [&](const MeasureRequest& r) {
+    const std::vector<std::string> argv = build_measure_argv(r, out.profile.diagnostics);
+    if (argv.empty()) return false;
     out.process = run_process(argv, opt, on_line, cancel);
     out.cancelled = cancel && cancel->load();
     if (out.cancelled || !out.process.succeeded()) {
       std::remove(part.out.c_str());
-      return out;
+      return false;
     }
+    return true;
+  };
+  if (!measure(part)) return out;
+  const int cores = std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)));
+  const Loaded<DeviceProfile> first = load_device_profile(part.out);
+  const double peak = first.ok() ? first.value->peak_rank_bytes : 0;
+  const double available = probe_local_machine(false, false).available_bytes;
+  const std::vector<int> counts = shared_core_ranks(cores, peak, available);
+  if (on_line && (counts.size() < 2 || counts.back() < 4 * cores))
+    on_line(OutputStream::Stdout,
+            "shared cores: " + std::to_string(4 * cores) + " ranks of " + gib(peak) + " each would need " +
+                gib(4 * cores * peak) + ", more than three quarters of the " + gib(available) + " available: " +
+                (counts.empty() ? std::string("not measured (runs with more ranks than cores are priced by "
+                                              "processor sharing alone, without measured lockstep waits and "
+                                              "hand-offs)")
+                                : "measured with " + std::to_string(counts.back()) + " ranks at most"));
+  for (const int n : counts) {
+    MeasureRequest shared = part;
+    shared.shared_cores = true;
+    shared.ranks = n;
+    if (!measure(shared)) return out;
   }
   if (std::rename(part.out.c_str(), q.out.c_str()) != 0) {
     out.profile.diagnostics.error(q.out, 0, 0, "", std::string("cannot write: ") + std::strerror(errno));

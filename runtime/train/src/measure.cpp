@@ -8,6 +8,7 @@
 #include "train/measure.h"
 
 #include <mpi.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -649,6 +650,15 @@ int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer
   return 0;
 }
 
+// The largest resident set of any rank so far (getrusage: ru_maxrss, KiB on Linux).
+double peak_resident_bytes(Communicator& world) {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  float mib = float(double(u.ru_maxrss) / 1024.0);
+  world.all_reduce_max(&mib, 1);
+  return double(mib) * 1024.0 * 1024.0;
+}
+
 }  // namespace
 
 int measure_main(int argc, char** argv) {
@@ -722,6 +732,7 @@ int measure_main(int argc, char** argv) {
       take_round_medians(rounds, p);
       fit_device_profile(p);
       if (size > 1) meas.lockstep(p, cores, false, {{size, groups.world.get()}});
+      p.peak_rank_bytes = peak_resident_bytes(*groups.world);
       if (groups.world->rank() == 0) {
         const std::string error = write_file_atomic(o.out, device_profile_yaml(p));
         if (!error.empty()) {
@@ -729,9 +740,9 @@ int measure_main(int argc, char** argv) {
           status = 1;
         } else {
           std::printf("device profile: %s (%zu GEMMs, %zu kernels, %zu collective timings; GEMM %.1f GFLOP/s "
-                      "per rank + %.1f us, memory %.1f GB/s per rank)\n",
+                      "per rank + %.1f us, memory %.1f GB/s per rank; a rank's peak resident set %.0f MiB)\n",
                       o.out.c_str(), p.gemms.size(), p.kernels.size(), p.collectives.size(), p.gemm_peak_gflops,
-                      p.gemm_overhead_us, p.memory_gbyte_per_s);
+                      p.gemm_overhead_us, p.memory_gbyte_per_s, p.peak_rank_bytes / (1024.0 * 1024.0));
         }
       }
     }

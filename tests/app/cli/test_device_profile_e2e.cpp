@@ -46,6 +46,9 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_GE(p.value->kernels.size(), 9u);
   EXPECT_GT(p.value->gemm_peak_gflops, 0);
   EXPECT_GT(p.value->memory_gbyte_per_s, 0);
+  // A rank's largest resident set: more than its buffers' few MB, less than the host.
+  EXPECT_GT(p.value->peak_rank_bytes, 4e6);
+  EXPECT_LT(p.value->peak_rank_bytes, 4e9);
   ASSERT_NE(p.value->fit("all-reduce", 2), nullptr);
   EXPECT_EQ(p.value->fit("all-reduce", 2)->ranks, 2);
   EXPECT_GT(p.value->fit("all-reduce", 2)->bandwidth_gbyte_per_s, 0);

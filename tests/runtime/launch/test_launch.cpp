@@ -22,6 +22,7 @@
 #include "planner/spec_io.h"
 #include "support/test_files.h"
 #include "launch/launch.h"
+#include "launch/measure_profile.h"
 
 namespace capplan::rt {
 namespace {
@@ -330,6 +331,23 @@ void make_executable(const std::string& path) {
 
 // Expectation: capplan-train is found side by side with capplan (the build tree's bin/, or
 // installed), else at the build's hint; $CAPPLAN_TRAIN wins over both; nothing found -> empty.
+// The shared-core runs of `capplan profile --measure` take twice and four times the host's cores
+// in ranks, as many as three quarters of the available memory holds at the first run's largest
+// resident set a rank, and only counts above the cores.
+TEST(MeasureSharedCores, RankCountsBoundedByTheAvailableMemory) {
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  using V = std::vector<int>;
+  EXPECT_EQ(capplan::rt::shared_core_ranks(2, 0.1 * gib, 20 * gib), (V{4, 8}));
+  EXPECT_EQ(capplan::rt::shared_core_ranks(2, 0, 0), (V{4, 8}));  // not known: both
+  // 96 cores, 1 GiB a rank, 200 GiB available: 150 ranks fit, so 150 in place of 192 and 384.
+  EXPECT_EQ(capplan::rt::shared_core_ranks(96, gib, 200 * gib), (V{150}));
+  // 96 cores, 1 GiB a rank, 300 GiB: 192, then 225 in place of 384.
+  EXPECT_EQ(capplan::rt::shared_core_ranks(96, gib, 300 * gib), (V{192, 225}));
+  // Not even cores + 1 ranks fit: none.
+  EXPECT_TRUE(capplan::rt::shared_core_ranks(8, 4 * gib, 40 * gib).empty());
+  EXPECT_EQ(capplan::rt::shared_core_ranks(0, 0, 0), (V{2, 4}));  // cores unknown: one
+}
+
 TEST(LaunchArgv, LocatesTheTrainerNextToCapplan) {
   const std::string dir = temp_dir("locate");
   ::unsetenv("CAPPLAN_TRAIN");

@@ -45,6 +45,13 @@ struct MeasureResult {
 MeasureResult measure_device_profile(const MeasureRequest& request, const OutputLineFn& on_line,
                                      const std::atomic<bool>* cancel = nullptr);
 
+// The rank counts of the shared-core runs of measure_device_profile on a host of `cores` cores:
+// twice and four times the cores, each at most what three quarters of the host's available memory
+// holds at `peak_rank_bytes` a rank (the largest resident set of a rank in the first measuring
+// run, which allocates more than a shared-core run), and more than the cores (fewer ranks do not
+// share them). Empty where not even cores + 1 ranks fit; both where the memory is not known (0).
+std::vector<int> shared_core_ranks(int cores, double peak_rank_bytes, double available_bytes);
+
 // One measured kernel beside the cost model on this machine: `predicted_s` with today's model
 // (the probed GEMM peak and copy bandwidth shared by `ranks`), `fitted_s` with the profile's
 // curves alone (its per-shape times left out).
