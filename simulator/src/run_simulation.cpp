@@ -14,6 +14,7 @@
 #include "planner/format.h"
 #include "planner/limits.h"
 #include "planner/random.h"
+#include "planner/stats.h"
 
 
 namespace capplan {
@@ -29,15 +30,6 @@ std::string fmt_hours(double h) {
 
 
 uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-// Linear interpolation between order statistics (the "R-7" definition).
-double percentile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const double pos = q * double(sorted.size() - 1);
-  const size_t lo = size_t(std::floor(pos));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (pos - double(lo)) * (sorted[hi] - sorted[lo]);
-}
 
 }  // namespace
 

@@ -1,7 +1,9 @@
 // Expectation: the number formats of tables, reports and messages (planner/format.h) give the
 // documented text for ordinary, edge and non-finite values, and the same text under a
-// comma-decimal locale as under "C" (printf's %f would write "1,5" there).
+// comma-decimal locale as under "C" (printf's %f would write "1,5" there); the order statistics
+// of measured figures (planner/stats.h) are the textbook ones.
 #include "planner/format.h"
+#include "planner/stats.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "support/test_files.h"
 
@@ -72,3 +75,17 @@ TEST(Format, SameTextUnderACommaDecimalLocale) {
 
 }  // namespace
 }  // namespace capplan
+
+// One median and one percentile for the project (planner/stats.h).
+TEST(Stats, MedianOfTheFiniteValuesAndInterpolatedPercentiles) {
+  EXPECT_DOUBLE_EQ(capplan::median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(capplan::median({4, 1, 3, 2}), 2.5);  // the middle two's mean
+  EXPECT_DOUBLE_EQ(capplan::median({5, NAN, 1, INFINITY}), 3);
+  EXPECT_TRUE(std::isnan(capplan::median({})));
+  EXPECT_TRUE(std::isnan(capplan::median({NAN})));
+  const std::vector<double> sorted = {10, 20, 30, 40, 50};
+  EXPECT_DOUBLE_EQ(capplan::percentile(sorted, 0.5), 30);
+  EXPECT_DOUBLE_EQ(capplan::percentile(sorted, 0.1), 14);  // 0.4 of the way from 10 to 20
+  EXPECT_DOUBLE_EQ(capplan::percentile(sorted, 1.0), 50);
+  EXPECT_DOUBLE_EQ(capplan::percentile({}, 0.5), 0);
+}

@@ -12,6 +12,7 @@
 #include "io/metrics_schema.h"
 #include "launch/launch.h"
 #include "planner/json.h"
+#include "planner/stats.h"
 
 namespace capplan::rt {
 namespace {
@@ -32,14 +33,6 @@ void flatten(const Json& v, const std::string& key, MetricsRecord& out) {
   } else if (v.is_number()) {
     out.numbers[key] = v.get<double>();
   }
-}
-
-double median(std::vector<double> v) {
-  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
-  if (v.empty()) return kUnknown;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "planner/device_profile.h"
 #include "planner/flags.h"
 #include "planner/spec_io.h"
+#include "planner/stats.h"
 #include "train/backend.h"
 #include "train/communicator.h"
 
@@ -52,11 +53,6 @@ struct MeasureOptions {
 };
 
 // The median of `v` (the upper one of an even count).
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
-
 double now_s() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();

@@ -1,0 +1,24 @@
+#include "planner/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace capplan {
+
+double percentile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double pos = std::clamp(q, 0.0, 1.0) * double(sorted.size() - 1);
+  const size_t lo = size_t(std::floor(pos));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (pos - double(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+double median(std::vector<double> v) {
+  v.erase(std::remove_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); }), v.end());
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  std::sort(v.begin(), v.end());
+  return percentile(v, 0.5);
+}
+
+}  // namespace capplan
