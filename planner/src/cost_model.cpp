@@ -709,6 +709,7 @@ class StepEvaluation {
       ends.n = 2;
       ends.nodes = pl.pp.nodes > 1 ? 2 : 1;
       ends.per_node = 3 - ends.nodes;
+      ends.cold = true;  // gradients, as the data-parallel group's
       embedding_sync = allreduce_s(ends, (mt.head_params - mt.final_norm_params) * g_elem);
       tb.pp_comm += embedding_sync;
     }

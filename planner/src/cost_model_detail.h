@@ -78,6 +78,9 @@ struct Links {
   // takes the nearest measured size's times scaled by the ring's (n-1)/n (placement.cpp
   // measured_s); null otherwise.
   const DeviceProfile* profile = nullptr;
+  // The group's collectives move buffers that come from memory (the data-parallel group's
+  // gradients and weights, last touched a pass earlier): the profile's cold times where it has them.
+  bool cold = false;
   double lat_step_intra_s = 0;
   double lat_step_inter_s = 0;
 };

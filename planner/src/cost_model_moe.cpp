@@ -316,6 +316,7 @@ MoeCpPlacement moe_cp_placement(const Scenario& sc, const Constants& c, const La
   pl.tp = links_of(c, gpn, total, ly, RankGroup::Tp);
   pl.pp = links_of(c, gpn, total, ly, RankGroup::Pp);
   pl.dp = links_of(c, gpn, total, ly, RankGroup::DpCp);
+  pl.dp.cold = true;  // gradients and weights, as placement() has it
   if (pl.pp.nodes > 1) {
     pl.p2p_Bps = c.inter_node_Bps / gpus_in_node;
     pl.p2p_lat_s = c.inter_lat_s;
@@ -326,6 +327,7 @@ MoeCpPlacement moe_cp_placement(const Scenario& sc, const Constants& c, const La
   p.cp = links_of(c, gpn, total, ly, RankGroup::Cp);
   p.ep = links_of(c, gpn, total, ly, RankGroup::Ep);
   p.edp = links_of(c, gpn, total, ly, RankGroup::ExpertDp);
+  p.edp.cold = true;
   return p;
 }
 

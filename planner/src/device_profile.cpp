@@ -78,12 +78,16 @@ double DeviceProfile::kernel_seconds(const std::string& name) const {
   return -1;
 }
 
-double DeviceProfile::collective_seconds(const std::string& op, int ranks, double bytes) const {
+double DeviceProfile::collective_seconds(const std::string& op, int ranks, double bytes, bool cold) const {
+  if (cold && std::none_of(collectives.begin(), collectives.end(), [&](const CollectiveTiming& c) {
+        return c.cold && c.op == op && c.ranks == ranks;
+      }))
+    cold = false;
   // One pass (the cost model asks for every collective of every layout it prices): the measured
   // sizes just below and just above `bytes`, and the largest two for beyond the last.
   const CollectiveTiming *below = nullptr, *above = nullptr, *smallest = nullptr, *last = nullptr, *second = nullptr;
   for (const CollectiveTiming& c : collectives) {
-    if (c.op != op || c.ranks != ranks || c.bytes <= 0 || c.seconds <= 0) continue;
+    if (c.op != op || c.ranks != ranks || c.cold != cold || c.bytes <= 0 || c.seconds <= 0) continue;
     if (c.bytes <= bytes && (!below || c.bytes > below->bytes)) below = &c;
     if (c.bytes > bytes && (!above || c.bytes < above->bytes)) above = &c;
     if (!smallest || c.bytes < smallest->bytes) smallest = &c;
@@ -183,15 +187,16 @@ void fit_device_profile(DeviceProfile& p) {
       }
     p.memory_gbyte_per_s = seconds > 0 ? bytes / seconds / 1e9 : 0;
   }
-  // Collectives: per op and group size, t = latency + bus_bytes / bandwidth.
+  // Collectives: per op and group size, t = latency + bus_bytes / bandwidth, over the warm times.
   p.fits.clear();
   for (const CollectiveTiming& c : p.collectives) {
+    if (c.cold) continue;
     bool seen = false;
     for (const CollectiveFit& f : p.fits) seen = seen || (f.op == c.op && f.ranks == c.ranks);
     if (seen) continue;
     std::vector<double> x, y, w;
     for (const CollectiveTiming& d : p.collectives)
-      if (d.op == c.op && d.ranks == c.ranks && d.seconds > 0) {
+      if (d.op == c.op && d.ranks == c.ranks && !d.cold && d.seconds > 0) {
         x.push_back(bus_factor(d.op, d.ranks) * d.bytes);
         y.push_back(d.seconds);
         w.push_back(1.0 / (d.seconds * d.seconds));
@@ -258,7 +263,7 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   o << "  collective_timings:" << (p.collectives.empty() ? " []" : "") << "\n";
   for (const CollectiveTiming& c : p.collectives)
     o << "    - {op: " << yaml_quote(c.op) << ", ranks: " << c.ranks << ", bytes: " << num(c.bytes)
-      << ", seconds: " << num(c.seconds) << "}\n";
+      << ", seconds: " << num(c.seconds) << (c.cold ? ", cold: true" : "") << "}\n";
   o << "# written last: a profile without this line was cut short\nend: true\n";
   return o.str();
 }
@@ -450,6 +455,7 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
     e.integer("ranks", c.ranks, true, count);
     e.number("bytes", c.bytes, true, positive);
     e.number("seconds", c.seconds, true, positive);
+    e.boolean("cold", c.cold, false);
     p.collectives.push_back(c);
   });
   r.finish();

@@ -66,6 +66,7 @@ Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int d
   pl.tp = group_links(c, gpus_per_node, total_gpus, tp, stride.tp);
   pl.pp = group_links(c, gpus_per_node, total_gpus, pp, stride.pp);
   pl.dp = group_links(c, gpus_per_node, total_gpus, dp, stride.dp);
+  pl.dp.cold = true;  // gradients and weights, written or read a whole pass before
   // Point-to-point between consecutive stages: every GPU sends at once in the steady state, so a
   // crossing pair gets the NIC share of one GPU (Narayanan et al. 2021 Sec 4.1 for the pattern).
   const int gpus_in_node = std::max(1, std::min(gpus_per_node, total_gpus));
@@ -80,13 +81,20 @@ Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int d
 }
 
 namespace {
-// A device profile's measured time of `op` for this group, or -1 (the formulas below then). A
+// A device profile's measured time of `op` for this group, or -1 (the formulas below then): on
+// buffers from memory for a group that moves them (Links::cold), where the profile timed them. A
 // group of a size the profile did not measure takes the nearest measured size's time scaled by
 // the ring's (n-1)/n of the bytes each member moves (all-reduce, all-gather and reduce-scatter
-// alike), rather than the fitted line, whose weight lies on the small messages.
+// alike), rather than the fitted line, whose weight lies on the small messages; the warm time:
+// a ring of n members moves its buffer as n - 1 steps of chunks of 1/n of it, which pass from
+// member to member through the caches, and only the first read of each comes from memory.
+// Measured on 2 cores with a profile of 2 ranks (tests/bench/bench_local_fidelity.sh): the
+// gradient exchange of dp 2 took 6.3 ms against 7.0 cold (5.2 warm), two groups of 2 at once
+// 6.8 against 6.6 cold (4.3 warm); dp 4 took 15.3 ms against 15.7 scaled warm (20.9 cold), dp 8
+// 30.7 against 36.7 (48.8).
 double measured_s(const Links& l, const char* op, double bytes) {
   if (!l.profile) return -1;
-  const double t = l.profile->collective_seconds(op, l.n, bytes);
+  const double t = l.profile->collective_seconds(op, l.n, bytes, l.cold);
   if (t > 0) return t;
   const CollectiveFit* near = l.profile->fit(op, l.n);
   if (!near || near->ranks < 2) return -1;

@@ -602,6 +602,59 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
   EXPECT_NEAR(plain_dp(8) / plain_dp(4), 7.0 / 6.0, 1e-9);
 }
 
+// A data-parallel group's collectives move gradients and weights a pass left in memory: with
+// collectives timed on buffers from memory twice as slow as on warm ones, ZeRO-1's dp_comm of a
+// measured group size doubles; the tensor-parallel all-reduce (an activation just computed) keeps
+// the warm time, and so does a group of a size not measured (its ring's chunks pass through the
+// caches). The flag reads back from YAML, and an op timed warm only answers a cold request.
+TEST(DeviceProfile, DataParallelCollectivesTakeTheColdTimes) {
+  DeviceProfile warm = synthetic_profile();
+  for (const char* op : {"all-reduce", "reduce-scatter", "all-gather"})
+    for (double bytes : {1e6, 1e9}) warm.collectives.push_back({op, 4, bytes, 10e-6 + bytes / 20e9});
+  fit_device_profile(warm);
+  DeviceProfile cold = warm;
+  for (const CollectiveTiming& c : warm.collectives)
+    if (c.ranks == 4 && c.op != "send-recv") cold.collectives.push_back({c.op, 4, c.bytes, 2 * c.seconds, true});
+  fit_device_profile(cold);
+  EXPECT_NEAR(cold.collective_seconds("all-gather", 4, 5e8, true), 2 * cold.collective_seconds("all-gather", 4, 5e8),
+              1e-12);
+  EXPECT_EQ(cold.collective_seconds("all-gather", 4, 5e8), warm.collective_seconds("all-gather", 4, 5e8));
+  EXPECT_EQ(cold.collective_seconds("send-recv", 2, 1e6, true), cold.collective_seconds("send-recv", 2, 1e6));
+  ASSERT_EQ(cold.fits.size(), warm.fits.size());  // the fits are over the warm times
+  for (size_t i = 0; i < cold.fits.size(); ++i)
+    EXPECT_EQ(cold.fits[i].bandwidth_gbyte_per_s, warm.fits[i].bandwidth_gbyte_per_s);
+  const Loaded<DeviceProfile> back = parse_device_profile_yaml(device_profile_yaml(cold), "dev.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  ASSERT_EQ(back.value->collectives.size(), cold.collectives.size());
+  EXPECT_TRUE(back.value->collectives.back().cold);
+  EXPECT_FALSE(back.value->collectives.front().cold);
+
+  Scenario sc;
+  sc.model = *load_model("gpt3-13b").value;
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  sc.nodes = 1;
+  sc.training.gbs = 8;
+  auto breakdown = [&](const DeviceProfile& dev, int gpus_per_node, int dp, int tp) {
+    Scenario s = sc;
+    s.cluster.gpus_per_node = gpus_per_node;
+    s.gpus = dp * tp;
+    s.cluster.device_profile = std::make_shared<const DeviceProfile>(dev);
+    Layout l;
+    l.dp = dp;
+    l.tp = tp;
+    l.mbs = 1;
+    l.zero = 1;
+    return estimate(s, l).breakdown_s;
+  };
+  const double z1_warm = breakdown(warm, 4, 4, 1).dp_comm, z1_cold = breakdown(cold, 4, 4, 1).dp_comm;
+  std::printf("Expectation: dp 4 ZeRO-1 dp_comm doubles on cold buffers  Actual result: %.4f -> %.4f s\n", z1_warm,
+              z1_cold);
+  EXPECT_NEAR(z1_cold, 2 * z1_warm, 1e-9 * z1_warm);
+  EXPECT_EQ(breakdown(cold, 4, 1, 4).tp_comm, breakdown(warm, 4, 1, 4).tp_comm);
+  EXPECT_GT(breakdown(warm, 4, 1, 4).tp_comm, 0);
+  EXPECT_EQ(breakdown(cold, 8, 8, 1).dp_comm, breakdown(warm, 8, 8, 1).dp_comm);
+}
+
 // The optimizer step takes the profile's measured rate of the runtime's own step (its "adamw"
 // kernel, timed on operands from memory) where the profile has it, else the fitted bandwidth of
 // the memory-bound kernels: at half the fitted bandwidth's rate the optimizer term doubles, and

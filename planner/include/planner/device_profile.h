@@ -32,6 +32,10 @@ struct CollectiveTiming {
   int ranks = 0;
   double bytes = 0;  // per rank (the buffer each rank passes)
   double seconds = 0;
+  // Timed on buffers that come from memory (each call takes the next of copies filling the
+  // last-level cache twice), as a data-parallel collective finds the gradients or weights a pass
+  // left behind; otherwise on one buffer, warm in the caches, as an activation just computed is.
+  bool cold = false;
 };
 
 // t = latency + bus_bytes / bandwidth for one collective and group size, bus_bytes being what a
@@ -120,8 +124,9 @@ struct DeviceProfile {
   const CollectiveFit* fit(const std::string& op, int ranks) const;
   // The measured time of `op` among `ranks` ranks for a buffer of `bytes`, interpolated linearly
   // between the two measured sizes around it (beyond the largest: the last two sizes' line; below
-  // the smallest: its time); -1 when that op was not measured with that many ranks.
-  double collective_seconds(const std::string& op, int ranks, double bytes) const;
+  // the smallest: its time); -1 when that op was not measured with that many ranks. `cold`: the
+  // times on buffers from memory where the profile has them (else the warm ones).
+  double collective_seconds(const std::string& op, int ranks, double bytes, bool cold = false) const;
 };
 
 // Least-squares fits of a profile's curves from its timings (what `profile --measure` calls after
