@@ -39,9 +39,11 @@ namespace capplan::detail {
 //    collectives than there are cores (several groups on the host), the compute itself
 //    stretches too: the profile measures the ranks' time in their GEMMs in lockstep over a
 //    core's (compute_stretch, by ranks and group size), and the compute takes it within the
-//    step, the wait the rest. On this 2-core host it measured 1.03-1.09 for 4 and 8 ranks in
-//    groups of 2, 4 and 8, where the runs' compute stretched 1.1-1.2 (4 ranks) and 1.5 (dp 2 x tp
-//    2 x pp 2): the rest of theirs is not in GEMMs between two collectives;
+//    step, the wait the rest. The profile's segments are the training's (the halves of a
+//    layer's forward, and of its backward, twice as long): on this 2-core host the stretch
+//    measured 1.20-1.27 for 4 ranks and 1.58-1.80 for 8 (1.03-1.09 with forward segments only),
+//    and dp 2 x tp 2 x pp 2 computed 169 ms against 161 predicted (116 before), dp 2 x tp 2
+//    215 against 202;
 //  - otherwise (data- and pipeline-parallel ranks compute whole passes between messages, tens of
 //    ms) the ranks run side by side at c/n of a core, and the forward and backward stretch;
 //  - the optimizer step keeps its dedicated time in both cases: the ranks enter it as they leave
@@ -57,8 +59,9 @@ namespace capplan::detail {
 // A collective of ranks in lockstep is not over when its bytes have moved: it waits for the last
 // rank to arrive, and among ranks that take turns on the cores each exchange of Open MPI's
 // shared-memory all-reduce needs its partner on a core, a turn of the scheduler. `capplan profile
-// --measure` times both (capplan-train measure: the ranks compute a layer's forward GEMMs with and
-// without an all-reduce of the activation after each half, with a core each and, in two more runs,
+// --measure` times both (capplan-train measure: the ranks compute a layer's forward and backward
+// GEMMs with and without an all-reduce of the activation after each half of each pass, as
+// tensor-parallel layers meet, with a core each and, in two more runs,
 // at twice and four times the cores, in groups of 2, 4, ... ranks). On this 2-core host ranks at twice the cores computed side by side at the
 // processor-sharing ideal (0.94-1.00 of it), and an all-reduce of the 256 KB activation held ranks
 // in lockstep 0.1-0.9 ms (mostly 0.2-0.5) taking turns and 0.08-0.19 ms with a core each, against

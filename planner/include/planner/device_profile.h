@@ -48,8 +48,9 @@ struct CollectiveFit {
 };
 
 // How long an all-reduce of `allreduce_bytes` (a layer's activation) holds CPU ranks that meet in
-// it after every half layer while computing a layer's forward GEMMs, as tensor-parallel ranks do:
-// its own time and the wait for the last rank of its group to arrive. 0 bytes: not measured.
+// it after each half of a layer's forward and of its backward while computing the layer's GEMMs,
+// as tensor-parallel ranks do: its own time and the wait for the last rank of its group to
+// arrive. 0 bytes: not measured.
 struct LockstepTiming {
   int group = 0;  // ranks meeting in each all-reduce (0: all the ranks measured)
   double allreduce_bytes = 0;
@@ -62,7 +63,7 @@ struct LockstepTiming {
 };
 
 // How the host's cores run `ranks` CPU ranks, more than they number, each running a layer's
-// forward GEMMs: the fraction of the processor-sharing ideal (n ranks on c cores each at c/n of a
+// forward and backward GEMMs: the fraction of the processor-sharing ideal (n ranks on c cores each at c/n of a
 // core) they reach computing side by side; the lockstep all-reduce in groups of each measured
 // size (the ranks split into groups of consecutive ranks, every group meeting at once, as a
 // layout's tensor-parallel groups do); and how long a pipeline's hand-off of the same activation

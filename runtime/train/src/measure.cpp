@@ -36,6 +36,9 @@ namespace capplan::rt {
 namespace {
 
 constexpr const char* kCmd = "capplan-train measure";
+// A tensor-parallel layer's GEMMs between two of its collectives: two segments forward, two
+// backward (Measurer::lockstep).
+constexpr int kSegments = 4;
 constexpr const char* kUsage =
     "usage: capplan-train measure --model M --out FILE [--tp T] [--mbs B] [--seq S] [--threads N] [--repeats R]\n"
     "       [--rounds N] [--shared-cores]\n"
@@ -312,17 +315,20 @@ class Measurer {
     }
   }
 
-  // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the forward
-  // GEMMs of a layer (its Q, K, V and output projections, then its two FFN GEMMs; one copy of
-  // the operands per layer of the model, taken in turn, at most what fills the last-level cache
-  // twice), K layers (about 0.1 s), in these ways
+  // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the GEMMs of a
+  // layer's forward and backward in the four segments a tensor-parallel layer runs between its
+  // collectives (segment() below; one copy of the operands per layer of the model, taken in
+  // turn, at most what fills the last-level cache twice), K layers (about 0.1 s), in these ways
   // one after another in each of 3 x --rounds rounds (fewer, at least 3, past 10 s):
   //  - free: every rank computes at once: t_free;
   //  - lockstep, for each of `groups` (its size, and the communicator of this rank's group): the
-  //    same, and after each half of the layer the ranks of each group sum the layer's activation
-  //    (mbs x seq x hidden) in an all-reduce, as tensor-parallel ranks do: t_lock. A collective
-  //    in lockstep holds its ranks (t_lock - t_free) / 2K: its own time, and the wait for the
-  //    last rank of the group to arrive;
+  //    same, and after each segment the ranks of each group sum the layer's activation (mbs x
+  //    seq x hidden) in an all-reduce, as tensor-parallel ranks do (Shoeybi et al. 2019 Sec 3:
+  //    two all-reduces in a layer's forward, two in its backward): t_lock. A collective in
+  //    lockstep holds its ranks (t_lock - t_free) / 4K: its own time, and the wait for the last
+  //    rank of the group to arrive. The segments are as long as the training's, so a rank is
+  //    descheduled inside them as often as in training where ranks outnumber the cores (a
+  //    backward segment, twice a forward's, outlasts more of the scheduler's slices);
   //  - with `shared` (the world has more ranks than the host's `cores`), also alone: the first
   //    `cores` ranks compute, one per core, while the others sleep in a point-to-point wait (the
   //    runtime's nap on a shared core): t_alone. n ranks on c cores ideally take n / c of a
@@ -334,25 +340,39 @@ class Measurer {
     const int n = world_.size(), r = world_.rank();
     const int h = m_.hidden, tok = o_.mbs * seq();
     struct Operands {
-      float *x, *w, *y;
+      float *x, *w, *y, *dx, *dw;  // input, weight, output; the input's and the weight's gradients
     };
     const std::vector<Linear> shapes = linears();  // the layer's four, then the LM head
-    double layer_bytes = 0;  // one copy of a layer's operands
+    double layer_bytes = 0;  // one copy of a layer's operands and gradients
     for (size_t i = 0; i < 4; ++i)
-      layer_bytes += 4.0 * (double(tok) * shapes[i].in + double(shapes[i].in) * shapes[i].out +
+      layer_bytes += 4.0 * (2.0 * double(tok) * shapes[i].in + 2.0 * double(shapes[i].in) * shapes[i].out +
                             double(tok) * shapes[i].out);
     // As gemms(): one copy per layer of the model, no more than fill the last-level cache twice.
     std::vector<std::vector<Operands>> copies(size_t(std::max(1, std::min(m_.layers, cold_copies(layer_bytes)))));
     for (std::vector<Operands>& ops : copies)
       for (size_t i = 0; i < 4; ++i)
         ops.push_back({buffer(int64_t(tok) * shapes[i].in), buffer(int64_t(shapes[i].in) * shapes[i].out),
-                       buffer(int64_t(tok) * shapes[i].out)});
+                       buffer(int64_t(tok) * shapes[i].out), buffer(int64_t(tok) * shapes[i].in),
+                       buffer(int64_t(shapes[i].in) * shapes[i].out)});
     size_t next = 0;
-    auto half = [&](int k) {
+    // The GEMMs between two tensor-parallel collectives, as a layer runs them: k = 0, 1 the
+    // forward of its first and second half (Q, K, V and the output projection; the two FFN
+    // GEMMs), k = 2, 3 the backward of the second and then the first half (each GEMM's input and
+    // weight gradients: twice the forward's work).
+    auto segment = [&](int k) {
       const std::vector<Operands>& ops = copies[next];
-      if (k == 1) next = (next + 1) % copies.size();
-      for (size_t i = size_t(2 * k); i < size_t(2 * k + 2); ++i)
-        be_.matmul(ops[i].y, ops[i].x, ops[i].w, tok, shapes[i].out, shapes[i].in, false, false, false);
+      if (k == 3) next = (next + 1) % copies.size();
+      const size_t half = size_t(k < 2 ? k : 3 - k);
+      for (size_t i = 2 * half; i < 2 * half + 2; ++i) {
+        const Operands& o = ops[i];
+        const int in = shapes[i].in, out = shapes[i].out;
+        if (k < 2) {
+          be_.matmul(o.y, o.x, o.w, tok, out, in, false, false, false);
+        } else {
+          be_.matmul(o.dx, o.y, o.w, tok, in, out, false, true, false);
+          be_.matmul(o.dw, o.x, o.y, in, out, tok, true, false, false);
+        }
+      }
     };
     float one = 1;
     const int64_t arn = int64_t(tok) * h;  // a layer's activation, what a tensor-parallel all-reduce sums
@@ -361,9 +381,9 @@ class Measurer {
     // its GEMMs.
     double gemm_s = 0;
     auto layer = [&](Communicator* group) {
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < kSegments; ++k) {
         const double t = now_s();
-        half(k);
+        segment(k);
         gemm_s += now_s() - t;
         if (group) group->all_reduce_sum(act, arn);
       }
@@ -460,15 +480,15 @@ class Measurer {
       std::vector<double> diff;
       for (size_t i = 0; i < t.lockstep[g].size(); ++i) diff.push_back(t.lockstep[g][i] - t.free[i]);
       const double stretch = own_core > 0 ? std::max(1.0, median(t.busy[g]) / own_core) : 1.0;
-      timings.push_back({groups[g].first, bytes, std::max(0.0, median(diff) / (2.0 * t.K)), stretch, {}});
+      timings.push_back({groups[g].first, bytes, std::max(0.0, median(diff) / (double(kSegments) * t.K)), stretch, {}});
       each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
               ms(median(t.lockstep[g])) + " (GEMMs x" + fixed2(stretch) + ")";
     }
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
-                            std::to_string(t.K) + " layers' forward GEMMs each (" + std::to_string(tok) +
+                            std::to_string(t.K) + " layers' forward and backward GEMMs each (" + std::to_string(tok) +
                             " tokens), median over " + std::to_string(t.rounds) + " rounds: " +
                             (shared ? "alone (a core each) " + ms(median(t.alone)) + ", " : std::string()) + "free " +
-                            ms(median(t.free)) + ", lockstep with an all-reduce after each half layer " + each;
+                            ms(median(t.free)) + ", lockstep with an all-reduce after each half layer's forward and backward " + each;
     if (shared) {
       SharedCoresTiming sc;
       sc.ranks = n;
