@@ -26,6 +26,7 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
     w.begin_object();
     w.field("device", p.device).field("ranks", p.ranks).field("gemm_peak_gflops", p.gemm_peak_gflops);
     w.field("gemm_overhead_us", p.gemm_overhead_us).field("memory_gbyte_per_s", p.memory_gbyte_per_s);
+    if (p.peak_rank_bytes > 0) w.field("peak_rank_bytes", p.peak_rank_bytes);
     w.key("kernels").begin_array();
   } else {
     std::printf("%s; %d ranks\n", p.device.c_str(), p.ranks);

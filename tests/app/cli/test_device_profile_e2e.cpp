@@ -3,6 +3,7 @@
 // `estimate` refuses a profile of another device or a cut-short one (exit 2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -49,6 +50,12 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   // A rank's largest resident set: more than its buffers' few MB, less than the host.
   EXPECT_GT(p.value->peak_rank_bytes, 4e6);
   EXPECT_LT(p.value->peak_rank_bytes, 4e9);
+  // Each collective over 7 sizes on one warm buffer; all-reduce, reduce-scatter and all-gather
+  // again on buffers from memory.
+  const auto cold = std::count_if(p.value->collectives.begin(), p.value->collectives.end(),
+                                  [](const CollectiveTiming& c) { return c.cold; });
+  EXPECT_EQ(cold, 21);
+  EXPECT_EQ(p.value->collectives.size(), 28u + 21u);
   ASSERT_NE(p.value->fit("all-reduce", 2), nullptr);
   EXPECT_EQ(p.value->fit("all-reduce", 2)->ranks, 2);
   EXPECT_GT(p.value->fit("all-reduce", 2)->bandwidth_gbyte_per_s, 0);
