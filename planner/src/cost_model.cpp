@@ -604,7 +604,11 @@ class StepEvaluation {
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
-    const double handoff = (pp_handoff_factor - 1.0) * (tb.pp_comm - embedding_sync);  // the transfers' part
+    // The transfers' part beyond their copies at the shared cores' speed (pp_comm, stretched by
+    // the ranks over the cores in share_host_cores).
+    const double copy_stretch =
+        std::max(1.0, double(on_host) / dev->cores) / std::max(1.0, double(dev->ranks) / dev->cores);
+    const double handoff = std::max(0.0, pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
     const int group = ly.tp > 1 ? ly.tp : ly.cp > 1 ? ly.cp : ly.ep;
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, group) : 1.0;
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
@@ -709,8 +713,13 @@ class StepEvaluation {
       ends.n = 2;
       ends.nodes = pl.pp.nodes > 1 ? 2 : 1;
       ends.per_node = 3 - ends.nodes;
-      ends.cold = true;  // gradients, as the data-parallel group's
-      embedding_sync = allreduce_s(ends, (mt.head_params - mt.final_norm_params) * g_elem);
+      const double bytes = (mt.head_params - mt.final_norm_params) * g_elem;
+      // Two members: each sends its gradient to the other and both receive at once (capplan-train
+      // sync_tied_embedding sends a copy it has just made), the bytes a ring all-reduce of two
+      // moves each way. A device profile's measured point-to-point time where it has one.
+      const double exchange = ends.profile && ends.nodes == 1 ? ends.profile->collective_seconds("send-recv", 2, bytes)
+                                                               : -1.0;
+      embedding_sync = exchange > 0 ? exchange : allreduce_s(ends, bytes);
       tb.pp_comm += embedding_sync;
     }
   }

@@ -71,8 +71,9 @@ namespace capplan::detail {
 // the same kind of wait: the
 // receiving stage naps until the message is there and then needs a core the others hold; the
 // profile times it as half a ping-pong of the activation between two ranks while the others
-// compute, and each transfer of the critical rank takes that time (handoff_s: the difference);
-// the difference is the receiving stage's wait for the message, so it shows as bubble (the
+// compute, and each transfer of the critical rank takes that time (handoff_s: what it takes
+// beyond the transfer's copy at the shared cores' speed, which is pp_comm); that is the receiving
+// stage's wait for the message, so it shows as bubble (the
 // tied embedding's exchange between the end stages, in pp_comm too, is not a hand-off).
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double handoff_s, double lockstep_stretch,
@@ -82,8 +83,11 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
   TimeBreakdown t = dedicated;
   // The data-parallel collectives run on every rank at once, and between CPU ranks their copies
-  // and sums are the ranks' own work on the shared cores: they stretch by n / c as well.
+  // and sums are the ranks' own work on the shared cores: they stretch by n / c as well. So do a
+  // pipeline's transfers (the receiving rank copies the message out of the sender's memory) and
+  // the tied embedding's exchange: pp_comm.
   t.dp_comm *= d * s;
+  t.pp_comm *= d * s;
   // The hand-offs' extra time is spent waiting for the message in the receiving stage: bubble.
   const double handoff = std::max(0.0, handoff_s);
   const double busy = t.compute + t.recompute + t.optimizer;

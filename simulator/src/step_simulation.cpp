@@ -917,11 +917,12 @@ int share_host_cores(std::vector<Task>& tasks, const StepCosts& costs, const Lay
     demand[size_t(s)] = double(std::max(n, 1)) / costs.host_cores;
   }
   // The data-parallel collectives run on all ranks at once; their copies and sums are the CPU
-  // ranks' own work, so they stretch by (ranks on a node) / cores (cost_model_cores.cpp).
+  // ranks' own work, so they stretch by (ranks on a node) / cores (cost_model_cores.cpp), and so
+  // does the embedding's exchange (a pipeline's transfers take the measured hand-off, p2p_s).
   const double dp_stretch =
       std::max(1.0, double(std::min(gpus, gpus_per_node)) / costs.host_cores) * costs.core_seconds_per_s;
   for (Task& t : tasks) {
-    if (t.kind == SimTaskKind::DpComm || t.kind == SimTaskKind::ZeroAllGather) {
+    if (t.kind == SimTaskKind::DpComm || t.kind == SimTaskKind::ZeroAllGather || t.kind == SimTaskKind::EmbeddingSync) {
       t.work_s *= dp_stretch;
       continue;
     }

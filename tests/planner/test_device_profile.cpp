@@ -238,7 +238,10 @@ TEST(DeviceProfile, PipelineBubbleGivesItsCoreAway) {
   double work = 4 * a.optimizer;
   for (const ChunkCosts& c : costs.chunks)
     work += m * (c.forward_s + c.backward_input_s + c.backward_weight_s + c.recompute_s);
-  const double comm = own.step_time_s - a.compute - a.recompute - a.optimizer - a.bubble;
+  // The communication X: the pipeline's transfers and the embedding's exchange are copies by the
+  // ranks, at 2 / 4 of a core here (pp_comm stretched by 4 / 2).
+  const double comm = own.step_time_s - a.compute - a.recompute - a.optimizer - a.bubble + a.pp_comm;
+  EXPECT_NEAR(shared.breakdown_s.pp_comm, 2 * a.pp_comm, 1e-12);
   // The pipeline slot by slot: slot k runs stages 0 .. a_k - 1, a_k = min(k + 1, 4, m + 3 - k),
   // one rank each, under processor sharing on the 2 cores (the longest task of the slot ends it).
   std::vector<double> w;
@@ -363,11 +366,11 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
 }
 
 // A pipeline's hand-off between ranks taking turns on the cores takes the profile's measured time
-// (shared_cores[].handoff_seconds): at 3x the transfer's own time the step grows by twice the
-// transfers' pp_comm (it does not overlap the compute), shown as the receiving stage's wait,
-// bubble; pp_comm itself
-// keeps the transfers' time. The simulator's transfers take the measured time. With a core each
-// the measurement does not apply.
+// (shared_cores[].handoff_seconds). Four ranks on 2 cores copy their messages at half a core's
+// speed, so pp_comm is twice the transfers' and the exchange's own time; at 3x the transfer's own
+// time the step grows by the transfers' own time once more (it does not overlap the compute),
+// shown as the receiving stage's wait, bubble. The simulator's transfers take the measured time.
+// With a core each the measurement does not apply.
 TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   Layout l;
   l.pp = 4;
@@ -382,18 +385,20 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   p.shared[0].handoff_s = 3 * p2p;
   const Scenario after_sc = host_scenario(4, p);
   const Estimate after = estimate(after_sc, l);
-  // The transfers' part of pp_comm (the tied embedding's exchange between the end stages is not
-  // a hand-off).
+  // The transfers' own part of pp_comm (the tied embedding's exchange between the end stages is
+  // not a hand-off).
   const double sync = step_costs(before_sc, l).embedding_sync_s;
   ASSERT_GT(sync, 0);
-  const double transfers = before.breakdown_s.pp_comm - sync;
-  const double expected = before.step_time_s + 2 * transfers;
-  std::printf("Expectation: step %.6f s, bubble %.6f + 2 x the transfers %.6f  Actual result: step %.6f s, bubble "
+  const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);
+  EXPECT_NEAR(before.breakdown_s.pp_comm, 2 * own.breakdown_s.pp_comm, 1e-12);
+  const double transfers = own.breakdown_s.pp_comm - sync;
+  const double expected = before.step_time_s + transfers;
+  std::printf("Expectation: step %.6f s, bubble %.6f + the transfers %.6f  Actual result: step %.6f s, bubble "
               "%.6f\n",
               expected, before.breakdown_s.bubble, transfers, after.step_time_s, after.breakdown_s.bubble);
   EXPECT_NEAR(after.step_time_s, expected, 1e-9 * expected);
   EXPECT_NEAR(after.breakdown_s.pp_comm, before.breakdown_s.pp_comm, 1e-12);
-  EXPECT_NEAR(after.breakdown_s.bubble, before.breakdown_s.bubble + 2 * transfers, 1e-9 * expected);
+  EXPECT_NEAR(after.breakdown_s.bubble, before.breakdown_s.bubble + transfers, 1e-9 * expected);
   EXPECT_NEAR(after.breakdown_s.compute, before.breakdown_s.compute, 1e-9 * expected);
   EXPECT_NEAR(step_costs(after_sc, l).p2p_s, 3 * p2p, 1e-12);
   DeviceProfile roomy = p;
@@ -653,6 +658,31 @@ TEST(DeviceProfile, DataParallelCollectivesTakeTheColdTimes) {
   EXPECT_EQ(breakdown(cold, 4, 1, 4).tp_comm, breakdown(warm, 4, 1, 4).tp_comm);
   EXPECT_GT(breakdown(warm, 4, 1, 4).tp_comm, 0);
   EXPECT_EQ(breakdown(cold, 8, 8, 1).dp_comm, breakdown(warm, 8, 8, 1).dp_comm);
+}
+
+// The tied embedding's gradient exchange between the end stages of a pipeline on one host takes
+// the profile's measured point-to-point time for its bytes (each end sends its gradient and both
+// receive at once, as capplan-train does): ten times slower sends make it ten times longer, and
+// slower all-reduces leave it as it is. Without point-to-point timings it is a 2-member all-reduce.
+TEST(DeviceProfile, TiedEmbeddingExchangeTakesTheMeasuredPointToPoint) {
+  Layout l;
+  l.pp = 2;
+  l.mbs = 1;
+  auto sync = [&](double p2p_Bps, double allreduce_factor, bool with_p2p) {
+    DeviceProfile p = cpu_profile(2, 2);
+    for (CollectiveTiming& c : p.collectives) c.seconds *= allreduce_factor;
+    if (with_p2p)
+      for (double bytes : {1e6, 1e9}) p.collectives.push_back({"send-recv", 2, bytes, bytes / p2p_Bps});
+    fit_device_profile(p);
+    return step_costs(host_scenario(2, p), l).embedding_sync_s;
+  };
+  const double fast = sync(10e9, 1, true), slow = sync(1e9, 1, true);
+  std::printf("Expectation: the exchange 10x longer at a tenth of the point-to-point rate  Actual result: %.6f -> "
+              "%.6f s\n", fast, slow);
+  ASSERT_GT(fast, 0);
+  EXPECT_NEAR(slow, 10 * fast, 1e-9 * slow);
+  EXPECT_DOUBLE_EQ(sync(10e9, 3, true), fast);
+  EXPECT_GT(sync(10e9, 3, false), sync(10e9, 1, false));  // no send-recv: the all-reduce
 }
 
 // The optimizer step takes the profile's measured rate of the runtime's own step (its "adamw"
