@@ -31,9 +31,9 @@ TEST(Validate, CalibrationRunsMeetTheAccuracyTarget) {
   for (const ValidationResult& v : rep.results) {
     EXPECT_TRUE(std::isfinite(v.predicted)) << v.run.id;
     EXPECT_GT(v.predicted, 0) << v.run.id;
-    if (v.run.calibration) {
-      EXPECT_TRUE(v.estimate.fits) << v.run.id << ": " << v.estimate.reason;
-    }
+    // Every run ran, so every run fits, held out ones included (the 529B ZeRO-3 run on 640
+    // A100s with DeepSpeed gathering one Linear's weight at a time).
+    EXPECT_TRUE(v.estimate.fits) << v.run.id << ": " << v.estimate.reason;
   }
 }
 
@@ -74,9 +74,11 @@ TEST(Validate, SecondRunsFileOtherStacksAndGpus) {
   }
   // The framework of each run reaches the estimate: the V100 pipeline run sends whole
   // activations (megatron-lm-2020), which the 2021 code would split over tp.
-  for (const ValidationResult& v : rep.results)
-    if (v.run.id == "dlperf-megatron-v100-mp_pp_1x8x4_512_2304x24")
+  for (const ValidationResult& v : rep.results) {
+    if (v.run.id == "dlperf-megatron-v100-mp_pp_1x8x4_512_2304x24") {
       EXPECT_EQ(v.run.scenario.training.framework.name, "megatron-lm-2020");
+    }
+  }
 }
 
 TEST(Validate, PredictsInTheConventionOfTheMeasurement) {
