@@ -79,12 +79,9 @@ double DeviceProfile::kernel_seconds(const std::string& name) const {
 }
 
 double DeviceProfile::collective_seconds(const std::string& op, int ranks, double bytes, bool cold) const {
-  if (cold && std::none_of(collectives.begin(), collectives.end(), [&](const CollectiveTiming& c) {
-        return c.cold && c.op == op && c.ranks == ranks;
-      }))
-    cold = false;
   // One pass (the cost model asks for every collective of every layout it prices): the measured
-  // sizes just below and just above `bytes`, and the largest two for beyond the last.
+  // sizes just below and just above `bytes`, and the largest two for beyond the last; a second,
+  // over the warm times, only where cold ones were asked for and the profile has none.
   const CollectiveTiming *below = nullptr, *above = nullptr, *smallest = nullptr, *last = nullptr, *second = nullptr;
   for (const CollectiveTiming& c : collectives) {
     if (c.op != op || c.ranks != ranks || c.cold != cold || c.bytes <= 0 || c.seconds <= 0) continue;
@@ -98,7 +95,7 @@ double DeviceProfile::collective_seconds(const std::string& op, int ranks, doubl
       second = &c;
     }
   }
-  if (!smallest) return -1;
+  if (!smallest) return cold ? collective_seconds(op, ranks, bytes, false) : -1;
   if (!below) return smallest->seconds;
   const CollectiveTiming* lo = above ? below : second;
   const CollectiveTiming* hi = above ? above : last;
