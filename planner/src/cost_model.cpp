@@ -589,12 +589,13 @@ class StepEvaluation {
     if (!dev || dev->cores <= 0 || dev->backend != "cpu") return;
     const int ranks = ly.gpus();
     const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
-    // A pipeline's hand-off between ranks taking turns on the cores: the profile's measured time
-    // over the transfer's own (cost_model_cores.cpp); the simulator's transfers take it too.
-    if (const double handoff_s = pp > 1 && on_host > dev->cores ? dev->shared_handoff_s(on_host) : -1.0;
-        p2p > 0 && handoff_s > 0)
-      pp_handoff_factor = std::max(1.0, handoff_s / p2p);
     if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
+    // A pipeline's transfer is a copy by the ranks, at the shared cores' speed; where the ranks
+    // outnumber the cores it takes the profile's measured hand-off if that is longer, the rest
+    // being the receiving stage's wait (cost_model_cores.cpp). The simulator's transfers take it.
+    const double copy_stretch = shared_copy_stretch(on_host, dev->cores, dev->ranks);
+    const double handoff_s = pp > 1 && on_host > dev->cores ? dev->shared_handoff_s(on_host) : -1.0;
+    pp_handoff_factor = p2p > 0 && handoff_s > 0 ? std::max(copy_stretch, handoff_s / p2p) : copy_stretch;
     double stages = 0;
     std::vector<double> work(size_t(pp), 0.0);  // each stage's compute-stream work per micro-batch
     for (int s = 0; s < pp; ++s) {
@@ -604,11 +605,8 @@ class StepEvaluation {
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
-    // The transfers' part beyond their copies at the shared cores' speed (pp_comm, stretched by
-    // the ranks over the cores in share_host_cores).
-    const double copy_stretch =
-        std::max(1.0, double(on_host) / dev->cores) / std::max(1.0, double(dev->ranks) / dev->cores);
-    const double handoff = std::max(0.0, pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
+    // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
+    const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
     const int group = ly.tp > 1 ? ly.tp : ly.cp > 1 ? ly.cp : ly.ep;
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, group) : 1.0;
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
@@ -1053,7 +1051,7 @@ class StepEvaluation {
   double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
-  double pp_handoff_factor = 1;   // share_cores: measured hand-off over the transfer's time
+  double pp_handoff_factor = 1;   // share_cores: a pipeline transfer's time on the host over its own
   double embedding_sync = 0;      // pace: the tied embedding's gradient between the end stages
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;

@@ -75,6 +75,11 @@ namespace capplan::detail {
 // beyond the transfer's copy at the shared cores' speed, which is pp_comm); that is the receiving
 // stage's wait for the message, so it shows as bubble (the
 // tied embedding's exchange between the end stages, in pp_comm too, is not a hand-off).
+double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks) {
+  if (cores <= 0) return 1.0;
+  return std::max(1.0, double(ranks_on_host) / cores) / std::max(1.0, double(profile_ranks) / cores);
+}
+
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double handoff_s, double lockstep_stretch,
                                double pipeline_s) {
@@ -86,8 +91,9 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   // and sums are the ranks' own work on the shared cores: they stretch by n / c as well. So do a
   // pipeline's transfers (the receiving rank copies the message out of the sender's memory) and
   // the tied embedding's exchange: pp_comm.
-  t.dp_comm *= d * s;
-  t.pp_comm *= d * s;
+  const double copy = shared_copy_stretch(ranks_on_host, cores, profile_ranks);  // d x s
+  t.dp_comm *= copy;
+  t.pp_comm *= copy;
   // The hand-offs' extra time is spent waiting for the message in the receiving stage: bubble.
   const double handoff = std::max(0.0, handoff_s);
   const double busy = t.compute + t.recompute + t.optimizer;

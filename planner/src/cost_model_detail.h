@@ -131,11 +131,16 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
 // do not outnumber the cores and neither did the profile's. `lockstep`: the ranks meet in a
 // collective every layer (tp, cp or ep > 1), which takes the stretch as its wait.
 // `handoff_s` (>= 0): how much longer the critical rank's pipeline hand-offs take between ranks
-// taking turns on the cores than the transfers' own time (from the profile's measurement): the
-// receiving stage's wait, bubble. `lockstep_stretch` (>= 1): how much longer ranks in lockstep
+// taking turns on the cores than their copies at the cores' shared speed (from the profile's
+// measurement): the receiving stage's wait, bubble. `lockstep_stretch` (>= 1): how much longer ranks in lockstep
 // take in their compute than with a core each (the profile's measurement), within the step.
 // `pipeline_s`: the critical rank's compute stream walked slot by slot through the pipeline's
 // schedule with the slot's active ranks sharing the cores (0: no pipeline).
+// How much longer the ranks' copies (a collective's, a pipeline transfer's) take where
+// `ranks_on_host` CPU ranks time-share `cores` cores than in a profile measured with
+// `profile_ranks` ranks on them: max(1, n / c) / max(1, p / c) (processor sharing,
+// cost_model_cores.cpp); 1 without cores.
+double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks);
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double handoff_s = 0.0,
                                double lockstep_stretch = 1.0, double pipeline_s = 0.0);
