@@ -12,6 +12,7 @@
 #include "launch/launch.h"
 #include "launch/measure_profile.h"
 #include "planner/cost_model.h"
+#include "planner/format.h"
 
 namespace capplan::rt {
 
@@ -47,16 +48,6 @@ std::vector<int> shared_core_ranks(int cores, double peak_rank_bytes, double ava
   return counts;
 }
 
-namespace {
-
-std::string gib(double bytes) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
-  return b;
-}
-
-}  // namespace
-
 // Runs of capplan-train measure: the kernels and collectives with q.ranks ranks, then, with
 // twice and with four times as many ranks as the host has cores (as many as its memory holds:
 // shared_core_ranks), how those cores run more ranks than they number (--shared-cores,
@@ -90,8 +81,8 @@ MeasureResult measure_device_profile(const MeasureRequest& q, const OutputLineFn
   const std::vector<int> counts = shared_core_ranks(cores, peak, available);
   if (on_line && (counts.size() < 2 || counts.back() < 4 * cores))
     on_line(OutputStream::Stdout,
-            "shared cores: " + std::to_string(4 * cores) + " ranks of " + gib(peak) + " each would need " +
-                gib(4 * cores * peak) + ", more than three quarters of the " + gib(available) + " available: " +
+            "shared cores: " + std::to_string(4 * cores) + " ranks of " + fmt_bytes(peak) + " each would need " +
+                fmt_bytes(4 * cores * peak) + ", more than three quarters of the " + fmt_bytes(available) + " available: " +
                 (counts.empty() ? std::string("not measured (runs with more ranks than cores are priced by "
                                               "processor sharing alone, without measured lockstep waits and "
                                               "hand-offs)")

@@ -27,6 +27,7 @@
 #include "planner/atomic_file.h"
 #include "planner/device_profile.h"
 #include "planner/flags.h"
+#include "planner/format.h"
 #include "planner/spec_io.h"
 #include "planner/stats.h"
 #include "train/backend.h"
@@ -55,23 +56,12 @@ struct MeasureOptions {
   bool shared_cores = false;
 };
 
-// The median of `v` (the upper one of an even count).
 double now_s() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-std::string ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f ms", s * 1e3);
-  return buf;
-}
-
-std::string fixed2(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", v);
-  return buf;
-}
+std::string ms(double s) { return fmt_fixed(s * 1e3, 1) + " ms"; }
 
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
@@ -482,7 +472,7 @@ class Measurer {
       const double stretch = own_core > 0 ? std::max(1.0, median(t.busy[g]) / own_core) : 1.0;
       timings.push_back({groups[g].first, bytes, std::max(0.0, median(diff) / (double(kSegments) * t.K)), stretch, {}});
       each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
-              ms(median(t.lockstep[g])) + " (GEMMs x" + fixed2(stretch) + ")";
+              ms(median(t.lockstep[g])) + " (GEMMs x" + fmt_fixed(stretch, 2) + ")";
     }
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
                             std::to_string(t.K) + " layers' forward and backward GEMMs each (" + std::to_string(tok) +
@@ -542,8 +532,8 @@ class Measurer {
   // Each collective over a sweep of sizes on one buffer, warm in the caches as a tensor-parallel
   // activation or a pipeline's is; then all-reduce, reduce-scatter and all-gather again on copies
   // of the buffers that fill the last-level cache twice, one copy a call, as the data-parallel
-  // gradients and weights are read from memory (a 4 MiB reduce-scatter of 2 ranks on this 2-core
-  // host: 0.56 ms warm; a data-parallel group of 2 moved 8 MiB in about 1.7 ms a collective).
+  // gradients and weights are read from memory (a 4 MiB reduce-scatter of 2 ranks on a 2-core
+  // AMD EPYC host: 0.54 ms warm, 1.05 ms cold).
   void collectives(DeviceProfile& p) {
     const int n = world_.size();
     if (n < 2) return;
