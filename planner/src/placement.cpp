@@ -88,10 +88,12 @@ namespace {
 // alike), rather than the fitted line, whose weight lies on the small messages; the warm time:
 // a ring of n members moves its buffer as n - 1 steps of chunks of 1/n of it, which pass from
 // member to member through the caches, and only the first read of each comes from memory.
-// Measured on 2 cores with a profile of 2 ranks (tests/bench/bench_local_fidelity.sh): the
-// gradient exchange of dp 2 took 6.3 ms against 7.0 cold (5.2 warm), two groups of 2 at once
-// 6.8 against 6.6 cold (4.3 warm); dp 4 took 15.3 ms against 15.7 scaled warm (20.9 cold), dp 8
-// 30.7 against 36.7 (48.8).
+// On 2 cores with profiles of 2 ranks, over five runs of tests/bench/bench_local_fidelity.sh (each
+// a median of three rounds): two dp groups of 2 at once (dp 2 x tp 2) exchanged their gradients in
+// 6.3-9.5 ms against 4.9-7.4 priced cold, where the warm times had priced 4.1-4.3; dp 4 took
+// 15.5-19.1 ms against 13.3-21.5 scaled warm, dp 8 32.0-37.6 against 31.0-50.3. One profile
+// scaling the cold times instead priced dp 4 at 20.9 ms and dp 8 at 48.8, against 15.5 and 33.8
+// in the benchmark run that followed it.
 double measured_s(const Links& l, const char* op, double bytes) {
   if (!l.profile) return -1;
   const double t = l.profile->collective_seconds(op, l.n, bytes, l.cold);
