@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <system_error>
 
 #include "planner/diagnostics.h"
 
@@ -42,14 +43,29 @@ void check_loaded(const Loaded<T>& l, const char* what, const std::string& input
   check_diagnostics(l.diagnostics, what, input);
 }
 
-// A scratch folder of this process (under $TMPDIR), created once.
+// A scratch folder of this process (under $TMPDIR), created once and removed when the process
+// exits normally. A failing input aborts, which leaves the folder and its last file to inspect.
+class ScratchDir {
+ public:
+  ScratchDir()
+      : path_(std::filesystem::temp_directory_path() / ("capplan-fuzz-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 inline const std::filesystem::path& scratch() {
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("capplan-fuzz-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const ScratchDir dir;
+  return dir.path();
 }
 
 inline std::string write_scratch(const std::string& relative, const std::string& bytes) {
