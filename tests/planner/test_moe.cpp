@@ -91,8 +91,12 @@ TEST(MoeSpec, EveryBrokenRuleIsNamedAtItsKey) {
   paths.clear();
   for (const auto& d : r.diagnostics.items()) {
     paths.insert(d.path);
-    if (d.path == "model.moe.top_k") EXPECT_EQ(d.line, 9) << d.to_string();
-    if (d.path == "model.moe.first_dense_layers") EXPECT_EQ(d.line, 10) << d.to_string();
+    if (d.path == "model.moe.top_k") {
+      EXPECT_EQ(d.line, 9) << d.to_string();
+    }
+    if (d.path == "model.moe.first_dense_layers") {
+      EXPECT_EQ(d.line, 10) << d.to_string();
+    }
   }
   EXPECT_TRUE(paths.count("model.moe.top_k")) << r.diagnostics.to_string();
   EXPECT_TRUE(paths.count("model.moe.first_dense_layers")) << r.diagnostics.to_string();

@@ -112,7 +112,11 @@ TEST(Schedule, TwoStageOneFOneBTableByHand) {
   const auto t = build_schedule(Schedule::OneFOneB, 2, 1, 3);
   auto text = [](const std::vector<PipelineAction>& v) {
     std::string s;
-    for (const auto& a : v) s += (a.pass == Pass::Forward ? "F" : "B") + std::to_string(a.microbatch) + " ";
+    for (const auto& a : v) {
+      s += a.pass == Pass::Forward ? 'F' : 'B';
+      s += std::to_string(a.microbatch);
+      s += ' ';
+    }
     return s;
   };
   EXPECT_EQ(text(t[0]), "F0 F1 B0 F2 B1 B2 ");

@@ -47,8 +47,11 @@ TEST(MoeSimulation, AllToAllsRunOnTheComputeStreamOfEachMicrobatch) {
   EXPECT_NEAR(sim.step_time_s, 16.0, 1e-9);
   EXPECT_NEAR(sim.breakdown_s.ep_comm, 4.0, 1e-9);
   EXPECT_EQ(count(sim, SimTaskKind::EpAllToAll), 4);
-  for (const SimEvent& e : sim.timeline)
-    if (e.kind == SimTaskKind::EpAllToAll) EXPECT_EQ(e.stream, SimStream::Compute);
+  for (const SimEvent& e : sim.timeline) {
+    if (e.kind == SimTaskKind::EpAllToAll) {
+      EXPECT_EQ(e.stream, SimStream::Compute);
+    }
+  }
   EXPECT_STREQ(to_string(SimTaskKind::EpAllToAll), "ep-all-to-all");
   EXPECT_NE(chrome_trace_json(sim).find("ep-all-to-all"), std::string::npos);
 }
@@ -230,8 +233,11 @@ TEST(MoeSimulation, ContextRingStepsOnTheTimelineAgreeWithTheEstimate) {
   // the last micro-batch when the framework overlaps the gradient reduction with the backward).
   const int last_pieces = costs.dp_overlap && costs.dp_comm_s > 0 ? std::max(1, costs.dp_buckets) : 1;
   EXPECT_EQ(count(sim, SimTaskKind::CpRing), 4 * 3 + 3 * 3 + 3 * last_pieces);
-  for (const SimEvent& e : sim.timeline)
-    if (e.kind == SimTaskKind::CpRing) EXPECT_EQ(e.stream, SimStream::Ring);
+  for (const SimEvent& e : sim.timeline) {
+    if (e.kind == SimTaskKind::CpRing) {
+      EXPECT_EQ(e.stream, SimStream::Ring);
+    }
+  }
   EXPECT_GT(e.breakdown_s.cp_comm, 0.0);
   std::printf("Expectation: simulated = estimated; Actual result: step %g vs %g s, cp_comm %g vs %g s\n",
               sim.step_time_s, e.step_time_s, sim.breakdown_s.cp_comm, e.breakdown_s.cp_comm);
