@@ -785,6 +785,45 @@ class StepEvaluation {
     z3_exposed = md * (per_mb + kZero3OverlapCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
   }
 
+  // The collectives DeepSpeed's ZeRO-3 issues per micro-batch over the critical stage: an
+  // all-gather per module (its parameters coalesced) or per parameter tensor in each of the forward
+  // and the backward, and a reduce-scatter per gradient bucket or per parameter tensor. A
+  // Megatron-style layer has six modules: two norms, the fused Q, K, V projection, the output
+  // projection and the MLP's two (gate and up fused); each holds a weight and, in GPT-style models,
+  // a bias. DeepSpeed's reduce bucket is 5e8 elements (reduce_bucket_size's default,
+  // deepspeed/runtime/zero/config.py).
+  struct Zero3Calls {
+    double gathers = 1, reductions = 1;
+  };
+  Zero3Calls zero3_calls() const {
+    const bool biases = sc.model.norm == Norm::LayerNorm;
+    const double norm_tensors = biases ? 2 : 1, matrix_tensors = biases ? 2 : 1;
+    const int crit_stage = stage_params(0) >= stage_params(pp - 1) ? 0 : pp - 1;
+    const double nl = stage_layers(L, pp, vp, crit_stage);
+    // Outside the layers: the word and position embeddings on the first stage, the final norm
+    // and an untied LM head on the last.
+    double outer_modules = 0, outer_tensors = 0;
+    if (crit_stage == 0) {
+      const double pos = sc.model.position == PositionEmbedding::Learned ? 1 : 0;
+      outer_modules += 1 + pos, outer_tensors += 1 + pos;
+    }
+    if (crit_stage == pp - 1) {
+      const double head = (pp > 1 || !sc.model.tied_embeddings) ? 1 : 0;
+      outer_modules += 1 + head, outer_tensors += norm_tensors + head;
+    }
+    Zero3Calls k;
+    if (fw.zero3_collectives == Zero3Collectives::Tensor) {
+      k.gathers = nl * (2 * norm_tensors + 4 * matrix_tensors) + outer_tensors;
+      k.reductions = k.gathers;
+    } else {
+      constexpr double kReduceBucketElements = 5e8;
+      k.gathers = nl * 6 + outer_modules;
+      k.reductions = std::ceil(params_crit / kReduceBucketElements);
+    }
+    k.gathers = std::max(1.0, k.gathers), k.reductions = std::max(1.0, k.reductions);
+    return k;
+  }
+
   void data_parallel() {
     // Data-parallel gradient synchronisation on the stage with most parameters.
     params_crit = std::max(stage_params(0), stage_params(pp - 1));
@@ -813,7 +852,11 @@ class StepEvaluation {
               std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
           z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
         }
-        dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + reducescatter_s(z3, grad_bytes));
+        // Each collective pays a ring's latency (ring_latency_s), and DeepSpeed issues many: per
+        // module of the stage, or per parameter tensor (zero3_collectives), each pass.
+        const Zero3Calls calls = zero3_calls();
+        dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + reducescatter_s(z3, grad_bytes) +
+                     (2 * (calls.gathers - 1) + (calls.reductions - 1)) * ring_latency_s(z3));
       }
     }
     double dp_exposed = dp_s;

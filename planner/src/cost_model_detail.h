@@ -99,9 +99,17 @@ Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int d
 // Ring all-reduce (Patarasuk & Yuan 2009; NCCL): 2(n-1)/n * S / B plus 2 latency terms per ring
 // pass; hierarchical latency: steps inside a node at intra latency, steps across nodes at inter.
 double allreduce_s(const Links& l, double bytes);
-// Reduce-scatter or all-gather: half of an all-reduce, (n-1)/n * S / B.
+// Reduce-scatter or all-gather: half of an all-reduce's volume, (n-1)/n * S / B, plus one ring
+// pass of latency (ring_latency_s).
 double allgather_s(const Links& l, double bytes);
 double reducescatter_s(const Links& l, double bytes);
+// One pass of a flat ring over the group: n - 1 steps, of which nodes - 1 cross a node boundary
+// at the inter-node latency and the rest stay inside a node at the intra-node latency (NCCL's
+// own cost model of ring all-gather and reduce-scatter: src/graph/tuning.cc, latency
+// (nsteps - nInterSteps) * intraLat + nInterSteps * interLat with nsteps = nRanks - 1 and
+// nInterSteps = nNodes - 1). NCCL runs these two collectives only as rings; all-reduce has a
+// tree as well, whose latency grows with log2 of the nodes, hence allreduce_s's shorter term.
+double ring_latency_s(const Links& l);
 
 // Layers of chunk c (0 .. pp*vp-1) when L layers are split over pp*vp chunks: remainders go to
 // chunks 1, 2, ... so that the first chunk (with the embedding) stays light.

@@ -115,15 +115,21 @@ double allreduce_s(const Links& l, double bytes) {
   return 2.0 * (n - 1) / n * bytes / l.bw_Bps + latency;
 }
 
+double ring_latency_s(const Links& l) {
+  if (l.n <= 1) return 0;
+  const int inter_steps = std::max(0, l.nodes - 1);
+  const int intra_steps = std::max(0, l.n - 1 - inter_steps);
+  return intra_steps * l.lat_step_intra_s + inter_steps * l.lat_step_inter_s;
+}
+
 namespace {
 // Half a ring all-reduce: the measured time of `op` where the profile has it, else
-// (n-1)/n * S / B plus one pass of latency.
+// (n-1)/n * S / B plus one pass of the ring's latency.
 double half_allreduce_s(const Links& l, const char* op, double bytes) {
   if (l.n <= 1 || bytes <= 0) return 0;
   if (const double t = measured_s(l, op, bytes); t > 0) return t;
   const double n = l.n;
-  const double latency = (l.per_node - 1) * l.lat_step_intra_s + (l.nodes - 1) * l.lat_step_inter_s;
-  return (n - 1) / n * bytes / l.bw_Bps + latency;
+  return (n - 1) / n * bytes / l.bw_Bps + ring_latency_s(l);
 }
 }  // namespace
 

@@ -211,4 +211,11 @@ std::optional<Zero3Unit> parse_zero3_unit(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<Zero3Collectives> parse_zero3_collectives(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "module") return Zero3Collectives::Module;
+  if (l == "tensor") return Zero3Collectives::Tensor;
+  return std::nullopt;
+}
+
 }  // namespace capplan

@@ -673,6 +673,7 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.enumeration("zero3_comm", f.zero3_comm, parse_zero3_comm, "ring, rank-share");
   r.integer("zero3_prefetch_layers", f.zero3_prefetch_layers, false, {0, false, 64});
   r.enumeration("zero3_unit", f.zero3_unit, parse_zero3_unit, "layer, linear");
+  r.enumeration("zero3_collectives", f.zero3_collectives, parse_zero3_collectives, "module, tensor");
   r.enumeration("zero3_backward_prefetch", f.zero3_backward_prefetch, parse_zero3_backward_prefetch,
                 "pre, post, none");
   r.boolean("grad_accumulation_fusion", f.grad_accumulation_fusion, false);

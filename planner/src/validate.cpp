@@ -293,6 +293,8 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
     r.boolean("fp8_moe", run.scenario.training.framework.fp8_moe, false);
     r.enumeration("backward_prefetch", run.scenario.training.framework.zero3_backward_prefetch,
                   parse_zero3_backward_prefetch, "pre, post, none");
+    r.enumeration("zero3_collectives", run.scenario.training.framework.zero3_collectives,
+                  parse_zero3_collectives, "module, tensor");
     r.boolean("offload_params", run.scenario.training.offload_params, false);
     r.boolean("offload_optimizer", run.scenario.training.offload_optimizer, false);
     const bool layout_ok = read_layout(r, prefix, run.layout);

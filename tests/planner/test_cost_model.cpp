@@ -679,6 +679,40 @@ TEST(CostModelZero3, WithoutBackwardPrefetchTheBackwardOverlapsNothing) {
   EXPECT_NEAR(post.memory_per_gpu_bytes.total, none.memory_per_gpu_bytes.total, 1e-6 * fewer);
 }
 
+TEST(CostModelZero3, RankShareCollectivesEachPayARingsLatency) {
+  // Expectation: DeepSpeed's ZeRO-3 (rank-share mode) pays one flat ring's latency per collective.
+  // dp 16 on two 8-GPU nodes: 15 ring steps, one across the nodes (6 us), 14 inside one (2 us),
+  // 34 us per collective. The tiny model (4 GPT layers with biases, learned positions, tied head):
+  //   per tensor: 4 x 12 + 2 (embeddings) + 2 (final norm) = 52 gathers each way, 52 reductions;
+  //   per module: 4 x 6 + 2 + 1 = 27 gathers each way, one 5e8-element gradient bucket.
+  // Per tensor issues 2 x (52 - 27) + (52 - 1) = 101 collectives more per micro-batch; the tiny
+  // model's compute hides none of them at these sizes, so dp_comm grows by m x 101 x 34 us (m = 2).
+  Scenario sc = test::scenario(test::tiny_model(4), 16, 64);
+  sc.training.precision = Precision::Fp16;
+  sc.training.framework.zero3_comm = Zero3Comm::RankShare;
+  Layout l;
+  l.dp = 16;
+  l.mbs = 2;
+  l.zero = 3;
+  l.recompute = Recompute::Full;
+  sc.training.framework.zero3_collectives = Zero3Collectives::Module;
+  const Estimate module = estimate(sc, l);
+  ASSERT_TRUE(module.reason.empty()) << module.reason;
+  sc.training.framework.zero3_collectives = Zero3Collectives::Tensor;
+  const Estimate tensor = estimate(sc, l);
+  const double busy = module.breakdown_s.compute + module.breakdown_s.recompute;
+  ASSERT_GT(module.breakdown_s.dp_comm, busy);  // so the overlap hides the same part of both
+  const double expected = 2 * 101 * 34e-6;
+  report("per-tensor collectives' extra latency (s)", expected, tensor.breakdown_s.dp_comm - module.breakdown_s.dp_comm);
+  EXPECT_NEAR(tensor.breakdown_s.dp_comm - module.breakdown_s.dp_comm, expected, 1e-9);
+  // On one node the ring has no slow step: the same 101 collectives cost 15 x 2 us each.
+  sc.cluster.gpus_per_node = 16;
+  sc.nodes = 1;
+  const double one_node = estimate(sc, l).breakdown_s.dp_comm;
+  sc.training.framework.zero3_collectives = Zero3Collectives::Module;
+  EXPECT_NEAR(one_node - estimate(sc, l).breakdown_s.dp_comm, 2 * 101 * 15 * 2e-6, 1e-9);
+}
+
 TEST(CostModelStack, SeedCaseWithSmpV1FromThePresetsPhysics) {
   // SageMaker measured 32 samples/s for GPT-3 175B on 120 p4d.24xlarge with SMP v1. With the
   // smp-v1 preset (no sequence parallelism, no selective recompute, eager HF kernels) the best

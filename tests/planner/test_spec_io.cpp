@@ -213,6 +213,22 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"cluster_unknown_gpu.yaml", true, 3, "cluster.gpu", "did you mean 'A100-SXM4-40GB'?"},
         BadCase{"hf_config_bad.json", false, 3, "num_hidden_layers", "found 'thirty-two'"}));
 
+TEST(BadFile, FrameworkEnumNamesLineAndChoices) {
+  // Expectation: an unknown value of a framework preset's enumeration (here DeepSpeed's ZeRO-3
+  // collectives) is an error at its line that lists the values there are.
+  const auto l = parse_framework_yaml("name: my-deepspeed\nzero3_comm: rank-share\nzero3_collectives: params\n",
+                                      "my-deepspeed.yaml");
+  EXPECT_FALSE(l.ok());
+  const Diagnostic d = first_error(l.diagnostics);
+  EXPECT_EQ(d.file, "my-deepspeed.yaml");
+  EXPECT_EQ(d.line, 3) << d.to_string();
+  EXPECT_NE(d.to_string().find("zero3_collectives"), std::string::npos) << d.to_string();
+  EXPECT_NE(d.to_string().find("module, tensor"), std::string::npos) << d.to_string();
+  const auto ok = parse_framework_yaml("name: my-deepspeed\nzero3_collectives: tensor\n", "my-deepspeed.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.diagnostics.to_string();
+  EXPECT_EQ(ok.value->zero3_collectives, Zero3Collectives::Tensor);
+}
+
 TEST(BadFile, UnknownKeyGetsDidYouMean) {
   const auto m = load_model(data("bad/model_unknown_key.yaml"));
   bool found = false;

@@ -148,7 +148,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"validate-unknown-layout-key.yaml", 6, "ppp"},
                       BadCase{"validate-invalid-layout.yaml", 6, "tp = 5 must divide heads = 96"},
                       BadCase{"validate-tflops-without-convention.yaml", 7, "tflops_includes_recompute"},
-                      BadCase{"validate-unknown-backward-prefetch.yaml", 7, "pre, post, none"}),
+                      BadCase{"validate-unknown-backward-prefetch.yaml", 7, "pre, post, none"},
+                      BadCase{"validate-unknown-zero3-collectives.yaml", 7, "module, tensor"}),
     [](const ::testing::TestParamInfo<BadCase>& info) {
       std::string name;
       for (const char* p = info.param.file; *p && *p != '.'; ++p)

@@ -42,6 +42,12 @@ enum class Zero3BackwardPrefetch { Pre, Post, None };
 // DeepSpeed's layer prefetch) or one weight matrix (FSDP's size-based auto-wrap policy, which
 // wraps every Linear of at least 1e8 parameters as its own unit).
 enum class Zero3Unit { Layer, Linear };
+// How DeepSpeed's ZeRO-3 (rank-share mode) issues its collectives, each paying a ring's latency:
+// Module = one all-gather of a module's parameters (coalesced) and one reduce-scatter per
+// gradient bucket (DeepSpeed 0.5.6+, pull requests 1188 and 1453); Tensor = one all-gather and
+// one reduce-scatter per parameter tensor (DeepSpeed up to 0.5.5: partition_parameters.py
+// `_allgather_param`, `_reduce_scatter_gradient`).
+enum class Zero3Collectives { Module, Tensor };
 
 // Mixture-of-experts feed-forward (Shazeer et al. 2017; Fedus et al. 2022, Switch Transformer;
 // Jiang et al. 2024, Mixtral; DeepSeek-AI 2024, DeepSeek-V3): in an MoE layer the MLP is replaced
@@ -180,6 +186,7 @@ struct FrameworkSpec {
   int zero3_prefetch_layers = 1;   // units gathered ahead of the one computing (ZeRO-3 / FSDP)
   Zero3Unit zero3_unit = Zero3Unit::Layer;
   Zero3BackwardPrefetch zero3_backward_prefetch = Zero3BackwardPrefetch::Pre;
+  Zero3Collectives zero3_collectives = Zero3Collectives::Module;  // rank-share mode only
   // The weight-gradient GEMM accumulates into the fp32 gradient buffer itself (Megatron-LM
   // --gradient-accumulation-fusion); false: each micro-batch after the first adds its gradients
   // into the accumulator with a separate elementwise kernel (PyTorch autograd, DeepSpeed).
@@ -289,6 +296,7 @@ std::optional<Attention> parse_attention(const std::string& s);
 std::optional<Optimizer> parse_optimizer(const std::string& s);
 std::optional<Zero3Comm> parse_zero3_comm(const std::string& s);
 std::optional<Zero3Unit> parse_zero3_unit(const std::string& s);
+std::optional<Zero3Collectives> parse_zero3_collectives(const std::string& s);
 std::optional<Zero3BackwardPrefetch> parse_zero3_backward_prefetch(const std::string& s);
 // "DPT", "TPD", "DPCT", "PDECT", ... (D, P, T once each, C and E at most once each) or SageMaker's
 // names "cluster" (= DPT) and "spread" (= TPD); nullopt otherwise.
