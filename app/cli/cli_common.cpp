@@ -462,6 +462,16 @@ std::string layout_line(const Estimate& e) {
   return os.str();
 }
 
+// The implementation it was costed for: what --framework, --attention, --precision, --optimizer,
+// --offload-params and --offload-optimizer set (the attention is the effective one).
+std::string stack_line(const Estimate& e) {
+  std::ostringstream os;
+  os << "framework " << e.framework << "  attention " << to_string(e.attention) << "  precision "
+     << to_string(e.precision) << "  optimizer " << to_string(e.optimizer) << "  offload-params "
+     << (e.offload_params ? "on" : "off") << "  offload-optimizer " << (e.offload_optimizer ? "on" : "off");
+  return os.str();
+}
+
 std::string pct(double part, double whole) {
   return whole > 0 ? fmt_fixed(100.0 * part / whole, 1) + " %" : "-";
 }
@@ -474,6 +484,7 @@ std::string estimate_text(const Scenario& s, const Estimate& e) {
   const TimeBreakdown& b = e.breakdown_s;
   os << scenario_title(s) << "\n";
   os << "layout       " << layout_line(e) << "\n";
+  os << "stack        " << stack_line(e) << "\n";
   os << "fits         " << (e.fits ? "yes" : "NO") << " (" << fmt_gib(m.total) << " of "
      << fmt_gib(m.capacity) << " GiB per GPU)";
   if (!e.fits && !e.reason.empty()) os << ": " << e.reason;

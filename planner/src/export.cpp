@@ -472,7 +472,10 @@ std::string sbatch_launcher(const SbatchOptions& opt, const SbatchJob& jb, bool 
   std::string cmd;
   if (opt.use_mpirun) {
     cmd = "mpirun";
-    for (const auto& a : opt.mpirun_args) cmd += " " + shell_quote(a);
+    for (const auto& a : opt.mpirun_args) {
+      cmd += ' ';  // appended piecewise: GCC 12 misreports `" " + std::string` (-Wrestrict)
+      cmd += shell_quote(a);
+    }
     cmd += per_node_one ? " -np \"$SLURM_JOB_NUM_NODES\" --map-by ppr:1:node"
                         : " -np " + std::to_string(ranks) + " --map-by ppr:" +
                               std::to_string(std::min(ranks, per_node)) + ":node";

@@ -96,6 +96,21 @@ TEST(Cli, EstimateTableIsHumanReadable) {
     EXPECT_TRUE(has(r.out, part)) << part << "\n" << r.out;
 }
 
+// Expectation: the text names the implementation it was costed for, as the user set it or as the
+// framework preset's defaults give it (fsdp: eager attention).
+TEST(Cli, EstimateTableNamesTheStack) {
+  const std::string base = "estimate --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --dp 8 --tp 1 --pp 1 "
+                           "--mbs 1 --gbs 64 ";
+  const CliRun fsdp = run_cli(base + "--framework fsdp --zero 3 --offload-params");
+  ASSERT_EQ(fsdp.status, 0) << fsdp.err;
+  EXPECT_TRUE(has(fsdp.out, "stack        framework fsdp  attention eager  precision bf16  optimizer adam  "
+                            "offload-params on  offload-optimizer off\n")) << fsdp.out;
+  const CliRun core = run_cli(base + "--framework megatron-core --precision fp16 --optimizer sgd");
+  ASSERT_EQ(core.status, 0) << core.err;
+  EXPECT_TRUE(has(core.out, "stack        framework megatron-core  attention flash  precision fp16  optimizer sgd  "
+                            "offload-params off  offload-optimizer off\n")) << core.out;
+}
+
 TEST(Cli, PartOfANodeWithGpus) {
   // One GPU of an 8-GPU machine: gpus 1, nodes 1.
   const CliRun r = run_cli(
@@ -237,7 +252,9 @@ TEST(Cli, CompareTwoPlansSavesAndReopens) {
   const auto json = capplan::Json::parse(two.out);
   const double days = json["plans"][1]["figures"]["days"]["delta"].get<double>();
   for (const capplan::FigureDelta& f : expected.plans[1].figures)
-    if (f.key == "days") EXPECT_NEAR(days, f.delta, 1e-9 * std::abs(f.delta));
+    if (f.key == "days") {
+      EXPECT_NEAR(days, f.delta, 1e-9 * std::abs(f.delta));
+    }
   EXPECT_NE(days, 0.0);
   const CliRun back = run_cli("compare --file " + dir + "/c.yaml --json");
   ASSERT_EQ(back.status, 0) << back.err;

@@ -37,7 +37,12 @@ bool has(const std::string& text, const std::string& part) {
                                        << r.out.substr(0, 2000);
 }
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+std::string q(const fs::path& p) {
+  std::string quoted = "'";  // appended piecewise: GCC 12 misreports `"'" + std::string` (-Wrestrict)
+  quoted += p.string();
+  quoted += '\'';
+  return quoted;
+}
 
 // ---- names that would inject a command ----
 

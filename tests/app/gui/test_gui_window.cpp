@@ -253,8 +253,9 @@ TEST_F(GuiWindow, DeadlineBudgetAndMemoryMarginLimitTheSearch) {
   child<QDoubleSpinBox>("budget")->setValue(budget);
   ASSERT_TRUE(waitPlan());
   for (const Estimate& e : window_->lastResult().candidates) EXPECT_LE(e.cost_usd, budget);
-  if (!window_->lastResult().candidates.empty())
+  if (!window_->lastResult().candidates.empty()) {
     EXPECT_GT(window_->lastResult().candidates.front().days_to_train, fastestDays);  // the fastest is over budget
+  }
   child<QDoubleSpinBox>("budget")->setValue(0);
   ASSERT_TRUE(waitPlan());
   child<QDoubleSpinBox>("memoryMargin")->setValue(0);
