@@ -515,7 +515,7 @@ std::string estimate_text(const Scenario& s, const Estimate& e) {
      << (e.tokens_defaulted ? " (20 tokens per parameter assumed; set --tokens)" : "") << ": "
      << fmt_fixed(e.days_to_train, 1) << " days, " << fmt_money(e.cost_usd)
      << (std::isfinite(e.cost_usd) ? "" : " (cluster has no price)") << " on " << e.nodes
-     << " nodes / " << e.gpus << " GPUs\n";
+     << (e.nodes == 1 ? " node / " : " nodes / ") << e.gpus << (e.gpus == 1 ? " GPU\n" : " GPUs\n");
   if (e.step_time_s_p90 > 0)
     os << "band (p10-p90, the model's error)  step " << fmt_fixed(e.step_time_s_p10, 3) << "-"
        << fmt_fixed(e.step_time_s_p90, 3) << " s, " << fmt_fixed(e.days_to_train_p10, 1) << "-"

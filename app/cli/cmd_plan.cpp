@@ -181,7 +181,10 @@ int cmd_plan(int argc, char** argv) {
   }
   if (result.candidates.empty()) {
     if (auto why = pins_unsatisfiable(scenario->scenario, options)) {
-      diags.error(kCommandLine, 0, 0, "--fix", "no layout satisfies the pins: " + *why);
+      if (args.has("fix"))
+        diags.error(kCommandLine, 0, 0, "--fix", "no layout satisfies the pins: " + *why);
+      else
+        diags.error(kCommandLine, 0, 0, "--nodes", "no valid layout: " + *why);
       return report(diags);
     }
   }

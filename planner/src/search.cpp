@@ -567,12 +567,44 @@ std::string limits_broken(const Estimate& e, const SearchOptions& o, bool priced
   return {};
 }
 
+namespace {
+
+// No layout at all without pins: the GPU counts cannot be split as dp x tp x pp x cp for this
+// model and batch, the splits work_units and the search enumerate (dp dividing the global batch,
+// tp dividing the heads, kv_heads and ffn_hidden, pp at most the layers, cp as the search takes
+// it). Either they are more than any layout uses (dp the global batch at mbs 1, the largest tp,
+// pp the layers, the largest cp), or no product of allowed degrees equals them.
+std::string why_no_split(const Scenario& scenario, const std::vector<int64_t>& gpu_counts,
+                         const std::string& gpus_text) {
+  const ModelSpec& m = scenario.model;
+  const int64_t gbs = scenario.training.gbs;
+  const int s = scenario.seq_len();
+  std::vector<int> tps, cps = {1};
+  for (int k = 1; k <= m.heads; ++k)
+    if (m.heads % k == 0 && m.kv_heads_or_default() % k == 0 && m.ffn_hidden_or_default() % k == 0) tps.push_back(k);
+  for (int k = 2; k <= s / 2; ++k)
+    if (s % (2 * k) == 0 && s / k >= kMinCpTokens) cps.push_back(k);
+  const int64_t most = gbs * tps.back() * int64_t(m.layers) * cps.back();
+  const std::string bounds = "dp at most the global batch " + std::to_string(gbs) + ", tp at most " +
+                             std::to_string(tps.back()) + " (dividing heads " + std::to_string(m.heads) +
+                             ", kv_heads " + std::to_string(m.kv_heads_or_default()) + " and ffn_hidden " +
+                             std::to_string(m.ffn_hidden_or_default()) + "), pp at most the " +
+                             std::to_string(m.layers) + " layers" +
+                             (cps.back() > 1 ? ", cp at most " + std::to_string(cps.back()) : std::string());
+  if (*std::min_element(gpu_counts.begin(), gpu_counts.end()) > most)
+    return gpus_text + " are more than any layout of this model and batch can use: at most " +
+           std::to_string(most) + " (" + bounds + "); use fewer nodes or a larger --gbs";
+  return "no split of " + gpus_text + " as dp x tp x pp" + (cps.back() > 1 ? std::string(" x cp") : std::string()) +
+         " exists for this model and batch (" + bounds + ", dp dividing the global batch)";
+}
+
+}  // namespace
+
 std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
                                               const SearchOptions& options) {
   const LayoutPins& p = options.pins;
-  if (!(p.dp || p.tp || p.pp || p.vp || p.mbs || p.zero || p.recompute || p.offload || p.sp ||
-        p.order || p.schedule || p.ep || p.cp))
-    return std::nullopt;
+  const bool pinned = p.dp || p.tp || p.pp || p.vp || p.mbs || p.zero || p.recompute || p.offload || p.sp ||
+                      p.order || p.schedule || p.ep || p.cp;
   SearchOptions any = options;
   any.include_infeasible = true;
   any.top = 1;
@@ -586,6 +618,11 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
   const std::string gpus_text =
       lo == hi ? std::to_string(one > 0 ? one : lo * gpn) + " GPUs"
                : std::to_string(lo * gpn) + " to " + std::to_string(hi * gpn) + " GPUs";
+  if (!pinned) {
+    std::vector<int64_t> counts;
+    for (int n = lo; n <= hi; ++n) counts.push_back(lo == hi && one > 0 ? one : int64_t(n) * gpn);
+    return why_no_split(scenario, counts, gpus_text);
+  }
   auto divides_some = [&](int64_t k) {
     for (int n = lo; n <= hi; ++n) {
       const int64_t g = lo == hi && one > 0 ? one : int64_t(n) * gpn;

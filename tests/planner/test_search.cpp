@@ -89,6 +89,26 @@ TEST(Search, PinsAreRespected) {
   }
 }
 
+// Expectation: without pins, a GPU count no layout can use gets the reason, not "does not fit in
+// memory". The tiny model allows dp <= gbs 64, tp <= 8 (its heads) and pp <= 8 (its layers).
+TEST(Search, NoLayoutAtAllIsExplainedWithoutPins) {
+  Scenario sc = searchable();
+  SearchOptions o;
+  EXPECT_EQ(pins_unsatisfiable(sc, o), std::nullopt);  // 16 GPUs: layouts exist
+  sc.nodes = 1000;                                     // 8,000 GPUs: more than 64 x 8 x 8 = 4,096
+  EXPECT_TRUE(search(sc, o).candidates.empty());
+  const std::optional<std::string> many = pins_unsatisfiable(sc, o);
+  ASSERT_TRUE(many.has_value());
+  EXPECT_NE(many->find("8000 GPUs are more than any layout of this model and batch can use: at most 4096"),
+            std::string::npos) << *many;
+  sc.nodes = 2;
+  sc.gpus = 11;  // prime, over the layers, and not dividing the batch
+  EXPECT_TRUE(search(sc, o).candidates.empty());
+  const std::optional<std::string> prime = pins_unsatisfiable(sc, o);
+  ASSERT_TRUE(prime.has_value());
+  EXPECT_NE(prime->find("no split of 11 GPUs as dp x tp x pp exists"), std::string::npos) << *prime;
+}
+
 TEST(Search, CancelReturnsBestSoFarMarkedCancelled) {
   const Scenario sc = searchable();
   SearchOptions o;

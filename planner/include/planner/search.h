@@ -87,7 +87,9 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
 
 // When the pins rule out every layout, feasible in memory or not (tp not dividing the GPU count
 // or the heads, pp over the layers, ...), the reason in words; nullopt when some layout
-// satisfies them. Runs a search of the pinned layouts, so call it when a search found nothing.
+// satisfies them. Without pins, the reason no layout exists at all (more GPUs than the batch,
+// heads and layers can use, or no product of allowed degrees equal to the GPU count). Runs a
+// search of the pinned layouts, so call it when a search found nothing.
 std::optional<std::string> pins_unsatisfiable(const Scenario& scenario, const SearchOptions& options);
 
 }  // namespace capplan

@@ -176,6 +176,11 @@ TEST(Robustness, PinsAndRangesAreChecked) {
                       "--fix: no layout satisfies the pins: tp=3 does not divide 8 GPUs"));
   EXPECT_TRUE(refused(run_cli(plan + "--nodes 1 --fix pp=200"),
                       "pp=200 is more than the model's 96 layers"));
+  // Expectation: more GPUs than any layout of the model and batch can use is exit 2 with the
+  // bound (it said "no layout fits in memory; try more nodes" with exit 0).
+  EXPECT_TRUE(refused(run_cli(plan + "--nodes 100000"),
+                      "--nodes: no valid layout: 800000 GPUs are more than any layout of this model and batch "
+                      "can use: at most 589824 (dp at most the global batch 64, tp at most 96"));
   // A pin that is possible but does not fit in memory is still exit 0 with the advice.
   const CliRun fits = run_cli(plan + "--nodes 1 --fix tp=8");
   EXPECT_EQ(fits.status, 0) << fits.err;
