@@ -129,6 +129,9 @@ std::string simulation_json(const Scenario& scenario, const Layout& layout, cons
   w.end_array();
   w.field("events", sim.num_events);
   w.key("estimate").begin_object();
+  w.field("fits", est.fits).field("reason", est.reason);
+  w.field("memory_per_gpu_bytes_total", est.memory_per_gpu_bytes.total);
+  w.field("memory_capacity_bytes", est.memory_per_gpu_bytes.capacity);
   w.field("step_time_s", est.step_time_s);
   w.key("breakdown_s");
   write_breakdown(w, est.breakdown_s);
@@ -152,6 +155,11 @@ void print_simulation(const Scenario& scenario, const Layout& layout, const Step
               layout.dp, layout.tp, layout.pp, cp_ep.c_str(), layout.vp, layout.mbs, (long long)m, layout.zero,
               to_string(layout.recompute), layout.offload ? " offload" : "", layout.sp ? " sp" : "",
               layout.order.c_str(), to_string(layout.schedule));
+  // The timeline of a layout that would run out of memory is still shown (what it would cost),
+  // but never without saying so.
+  const MemoryBytes& mem = est.memory_per_gpu_bytes;
+  std::printf("fits: %s (%s of %s GiB per GPU)%s%s\n", est.fits ? "yes" : "NO", fmt_gib(mem.total).c_str(),
+              fmt_gib(mem.capacity).c_str(), est.fits || est.reason.empty() ? "" : ": ", est.fits ? "" : est.reason.c_str());
   std::printf("\n%-12s %12s %12s\n", "step", "simulated", "estimate");
   std::printf("%-12s %12s %12s\n", "time (s)", fmt_fixed(sim.step_time_s, 4).c_str(),
               fmt_fixed(est.step_time_s, 4).c_str());

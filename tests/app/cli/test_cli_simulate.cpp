@@ -43,6 +43,23 @@ TEST(CliSimulate, JsonHasTheContractFields) {
   EXPECT_FALSE(contains(r.out, "\"run\""));
 }
 
+// Expectation: a layout that would run out of memory is still simulated, and says so (the text
+// had no word of it), in the text and in the JSON's estimate.
+TEST(CliSimulate, SaysWhetherTheLayoutFits) {
+  const std::string oom =
+      "simulate --model llama3-8b --cluster p5.48xlarge --nodes 1 --dp 8 --tp 1 --pp 1 --mbs 1 --gbs 64";
+  const Result text = capplan(oom);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "\nfits: NO (")) << text.out;
+  EXPECT_TRUE(contains(text.out, "GiB per GPU on stage 0, the GPU has 80.0 GiB\n")) << text.out;
+  const Result json = capplan(oom + " --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  EXPECT_TRUE(contains(json.out, "\"fits\": false")) << json.out.substr(0, 400);
+  const Result fits = capplan(kLayout);
+  ASSERT_EQ(fits.status, 0) << fits.err;
+  EXPECT_TRUE(contains(fits.out, "\nfits: yes (")) << fits.out;
+}
+
 TEST(CliSimulate, TraceFileIsChromeTraceJson) {
   const std::string path = std::filesystem::temp_directory_path().string() + "/capplan-sim-trace-" +
                            std::to_string(::getpid()) + ".json";
