@@ -196,6 +196,7 @@ int cmd_profile(int argc, char** argv) {
       w.field("moe_layers", e.moe_layers(model->layers));
       w.end_object();
     }
+    w.field("tied_embeddings", model->tied_embeddings);
     w.field("flops_per_token", p.flops_per_token);
     w.field("forward_flops_per_token", p.forward_flops_per_token);
     w.key("layers").begin_array();
@@ -245,6 +246,9 @@ int cmd_profile(int argc, char** argv) {
                 fmt_fixed(l.activation_bytes / (1024.0 * 1024.0), 1).c_str());
     i += same - 1;
   }
+  if (model->tied_embeddings)
+    std::printf("(lm_head shares the embedding's weights: its parameters are counted once in the total;\n"
+                " with a pipeline the last stage keeps a copy)\n");
   return kExitOk;
 }
 

@@ -285,6 +285,12 @@ TEST(Cli, ProfileModelsClustersValidate) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(has(r.out, "\"layers\": [")) << r.out;
   EXPECT_TRUE(has(r.out, "\"activation_bytes\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"tied_embeddings\": false")) << r.out;  // Llama 2 unties its output layer
+  // GPT-2 ties them: the head's row shows its weights, and the table says they count once.
+  r = run_cli("profile --model tests/data/good/gpt2-config.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "gpt2-config: 124.44M parameters")) << r.out;
+  EXPECT_TRUE(has(r.out, "(lm_head shares the embedding's weights: its parameters are counted once in the total;")) << r.out;
   EXPECT_TRUE(refused(run_cli("profile --model gpt3-175b --tp 5"),
                       "--tp: tp (5) must divide the model's heads (96)"));
   r = run_cli("models");
