@@ -26,6 +26,7 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <cmath>
 
 #include "item_models.h"
@@ -44,6 +45,7 @@ RunPage::RunPage(QWidget* parent) : QWidget(parent) {
   auto* v = new QVBoxLayout(this);
   v->addLayout(buildLaunchBar());
   v->addLayout(buildSlurmBar());
+  v->addWidget(status_);  // a line of its own: the launch bar leaves it no room at 1280 pixels
   v->addWidget(layoutNote_);
   v->addLayout(buildCharts(), 2);
   v->addLayout(buildResults(), 1);
@@ -90,7 +92,6 @@ QLayout* RunPage::buildLaunchBar() {
   status_ = new QLabel(this);
   status_->setObjectName(QStringLiteral("runStatus"));
   status_->setWordWrap(true);
-  status_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   runDp_ = makeSpin(this, "runDp", 1, kMaxRanks, tr("dp of the local run"));
   runTp_ = makeSpin(this, "runTp", 1, kMaxRanks, tr("tp of the local run"));
   runPp_ = makeSpin(this, "runPp", 1, kMaxRanks, tr("pp of the local run"));
@@ -137,7 +138,7 @@ QLayout* RunPage::buildLaunchBar() {
                                   "and write RUNDIR/calibrated-cluster.yaml"));
   calibrateButton_->setEnabled(false);
   bar->addWidget(calibrateButton_);
-  bar->addWidget(status_, 1);
+  bar->addStretch(1);
   return bar;
 }
 
@@ -418,6 +419,10 @@ void RunPage::resetCharts() {
   makeLine(speedChart_, tr("Throughput"), tr("step"), tr("tokens/s"), {&tokens_}, {tr("tokens/s per step")});
   makeLine(systemChart_, tr("System, rank 0"), tr("seconds"), tr("% / MiB"), {&cpu_, &rss_},
            {tr("CPU utilisation %"), tr("resident memory MiB")});
+  // Seconds are not whole: "0.5", "1.5" rather than the step axes' rounded labels.
+  for (QAbstractAxis* axis : cpu_->attachedAxes())
+    if (auto* v = qobject_cast<QValueAxis*>(axis); v && axis->orientation() == Qt::Horizontal)
+      v->setLabelFormat(QStringLiteral("%g"));
   systemOffsetS_ = 0;
   lastSystemS_ = 0;
 }
@@ -437,6 +442,10 @@ void extendAxes(QLineSeries* s, double x, double y) {
   if (y < ay->min()) ay->setMin(y);
   ax->applyNiceNumbers();  // round ticks
   ay->applyNiceNumbers();
+  // Whole-number axes (steps) over a short span: one tick per unit, so that the labels do not
+  // repeat ("0 1 1 2 2" for ticks half a step apart).
+  if (ax->labelFormat() == QLatin1String("%.0f") && ax->max() - ax->min() < ax->tickCount() - 1)
+    ax->setTickCount(std::max(2, int(std::lround(ax->max() - ax->min())) + 1));
 }
 }  // namespace
 
