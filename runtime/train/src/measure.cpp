@@ -543,7 +543,10 @@ class Measurer {
       float* b = buffer(per);
       collective(p, "all-reduce", n, per, false, [&] { world_.all_reduce_sum(a, per); });
       collective(p, "reduce-scatter", n, per, false, [&] { world_.reduce_scatter_sum(a, b, per / n); });
-      collective(p, "all-gather", n, per, false, [&] { world_.all_gather(a, b, per / n); });
+      // All-gather in place (this rank's block already in the output), as the data-parallel
+      // gathers of gradients and weights call it: Open MPI then skips the local block's copy.
+      const int64_t own = int64_t(world_.rank()) * (per / n);
+      collective(p, "all-gather", n, per, false, [&] { world_.all_gather(b + own, b, per / n); });
       collective(p, "send-recv", 2, per, false, [&] {
         if (world_.rank() == 0) world_.send(a, per, 1, 7);
         if (world_.rank() == 1) world_.recv(b, per, 0, 7);
@@ -563,7 +566,7 @@ class Measurer {
       });
       collective(p, "all-gather", n, per, true, [&] {
         const size_t c = next();
-        world_.all_gather(ca[c], cb[c], per / n);
+        world_.all_gather(cb[c] + own, cb[c], per / n);
       });
       bufs_.clear();
     }
