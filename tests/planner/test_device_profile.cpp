@@ -598,6 +598,13 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
   // Both reduce-scatter the same gradients: tripling that op adds the same time to both.
   EXPECT_GT(z0_slow, z0);
   EXPECT_NEAR(z0_slow - z0, z1_slow - z1, 1e-12);
+  // ZeRO-2 reduce-scatters every micro-batch's gradients (gbs 8 over dp 4 at mbs 1: two), after
+  // each backward in this framework (megatron-lm reduces after the backward): twice the growth.
+  const double z2 = dp_comm(p, 2), z2_slow = dp_comm(slow, 2);
+  std::printf("Expectation: ZeRO-2 dp_comm grows twice as much as ZeRO-1's (2 micro-batches)  Actual result: "
+              "%.4f -> %.4f s\n", z2, z2_slow);
+  EXPECT_NEAR(z2_slow - z2, 2.0 * (z1_slow - z1), 1e-9);
+  EXPECT_NEAR(z2 - z1, (z1_slow - z1) / 2.0, 1e-9);  // one more reduce-scatter: the growth was 2 of them
   // A group of 8 on a node of 8, with the collectives measured among 4: the measured times scaled
   // by the ring's (n-1)/n, so plain DP's exchange (the same gradient bytes) takes 7/8 / 3/4 = 7/6
   // of dp 4's.
