@@ -125,37 +125,41 @@ void ClusterPage::refreshFigures() {
   const ClusterSpec& c = in.cluster;
   const GpuSpec& g = c.gpu;
   auto num = [](double v, const QString& unit, int prec = 0) {
-    return v > 0 ? QString::number(v, 'f', prec) + QLatin1Char(' ') + unit : tr("unknown");
+    if (!(v > 0)) return tr("unknown");
+    return unit.isEmpty() ? QString::number(v, 'f', prec) : QString::number(v, 'f', prec) + QLatin1Char(' ') + unit;
+  };
+  auto pct = [](double f, const QString& none) {
+    return f > 0 ? QStringLiteral("%1 % of the 16-bit peak").arg(100.0 * f, 0, 'f', 0) : none;
   };
   const int gpus = in.nodesMin * c.gpus_per_node;
-  QString range = QString::number(in.nodesMin);
-  if (in.nodesMax > in.nodesMin) range += QStringLiteral(" - %1").arg(in.nodesMax);
-  figures_->setText(
-      tr("<h3>%1</h3><table cellspacing=6>"
-         "<tr><td><b>Nodes</b></td><td>%2 (%3 GPUs at the low end)</td></tr>"
-         "<tr><td><b>GPU</b></td><td>%4 x %5 per node</td></tr>"
-         "<tr><td><b>GPU memory</b></td><td>%6</td></tr>"
-         "<tr><td><b>Peak dense TFLOP/s</b></td><td>bf16 %7, fp16 %8, fp32 %9</td></tr>"
-         "<tr><td><b>HBM bandwidth</b></td><td>%10</td></tr>"
-         "<tr><td><b>NVLink / NVSwitch</b></td><td>%11 per GPU per direction</td></tr>"
-         "<tr><td><b>Network</b></td><td>%12 per node per direction</td></tr>"
-         "<tr><td><b>Price</b></td><td>%13</td></tr>"
-         "<tr><td><b>GPU source</b></td><td>%14</td></tr>"
-         "<tr><td><b>Instance source</b></td><td>%15</td></tr></table>")
-          .arg(htmlEscape(c.name), range)
-          .arg(gpus)
-          .arg(c.gpus_per_node)
-          .arg(htmlEscape(g.name))
-          .arg(num(g.memory_gib, QStringLiteral("GiB")))
-          .arg(num(g.peak_tflops_bf16, QString()), num(g.peak_tflops_fp16, QString()),
-               num(g.peak_tflops_fp32, QString(), 1))
-          .arg(num(g.memory_gbyte_per_s, QStringLiteral("GB/s")))
-          .arg(num(c.intra_node_gbyte_per_s, QStringLiteral("GB/s")))
-          .arg(num(c.inter_node_gbit_per_s, QStringLiteral("Gbit/s")))
-          .arg(c.price_per_node_hour_usd > 0 ? QStringLiteral("$%1 per node-hour").arg(c.price_per_node_hour_usd, 0, 'f', 2)
-                                             : tr("unknown"))
-          .arg(htmlEscape(g.source.empty() ? "not given" : g.source))
-          .arg(htmlEscape(c.source.empty() ? "not given" : c.source)));
+  const QString nodes = in.nodesMax > in.nodesMin
+                            ? tr("%1 - %2 (%3 to %4 GPUs)").arg(in.nodesMin).arg(in.nodesMax).arg(gpus).arg(in.nodesMax * c.gpus_per_node)
+                            : tr("%1 (%2 GPUs)").arg(in.nodesMin).arg(gpus);
+  QString peaks = tr("bf16 %1, fp16 %2, fp32 %3").arg(num(g.peak_tflops_bf16, QString()), num(g.peak_tflops_fp16, QString()),
+                                                      num(g.peak_tflops_fp32, QString(), 1));
+  if (g.peak_tflops_fp8 > 0) peaks += tr(", fp8 %1").arg(num(g.peak_tflops_fp8, QString()));
+  auto row = [](const QString& name, const QString& value) {
+    return QStringLiteral("<tr><td><b>%1</b></td><td>%2</td></tr>").arg(name, value);
+  };
+  QString rows;
+  rows += row(tr("Nodes"), nodes);
+  rows += row(tr("GPU"), tr("%1 x %2 per node").arg(c.gpus_per_node).arg(htmlEscape(g.name)));
+  rows += row(tr("GPU memory"), num(g.memory_gib, QStringLiteral("GiB")));
+  rows += row(tr("Peak dense TFLOP/s"), peaks);
+  rows += row(tr("Large GEMMs reach"), pct(g.gemm_peak_fraction, tr("unknown (the A100 figure is used)")));
+  rows += row(tr("FlashAttention reaches"), pct(g.flash_peak_fraction, tr("does not run on this GPU")));
+  rows += row(tr("HBM bandwidth"), num(g.memory_gbyte_per_s, QStringLiteral("GB/s")));
+  rows += row(tr("NVLink / NVSwitch"), tr("%1 per GPU per direction").arg(num(c.intra_node_gbyte_per_s, QStringLiteral("GB/s"))));
+  rows += row(tr("Network"), tr("%1 per node per direction").arg(num(c.inter_node_gbit_per_s, QStringLiteral("Gbit/s"))));
+  rows += row(tr("PCIe to the host"), c.pcie_gbyte_per_s > 0 ? tr("%1 per GPU per direction").arg(num(c.pcie_gbyte_per_s, QStringLiteral("GB/s")))
+                                                             : tr("unknown (the cost model's default)"));
+  rows += row(tr("Host memory"), c.host_memory_gib > 0 ? tr("%1 per node").arg(num(c.host_memory_gib, QStringLiteral("GiB")))
+                                                      : tr("unknown (no parameter or optimizer offload)"));
+  rows += row(tr("Price"), c.price_per_node_hour_usd > 0 ? QStringLiteral("$%1 per node-hour").arg(c.price_per_node_hour_usd, 0, 'f', 2)
+                                                         : tr("unknown"));
+  rows += row(tr("GPU source"), htmlEscape(g.source.empty() ? "not given" : g.source));
+  rows += row(tr("Instance source"), htmlEscape(c.source.empty() ? "not given" : c.source));
+  figures_->setText(QStringLiteral("<h3>%1</h3><table cellspacing=6>%2</table>").arg(htmlEscape(c.name), rows));
   QLabel* nodesErr = host_.fieldErrors().value(QStringLiteral("nodes"));
   const bool badRange = in.nodesMax < in.nodesMin;
   showFieldError(nodesErr, badRange ? tr("'to' must be at least 'from'") : QString());

@@ -931,5 +931,30 @@ TEST_F(GuiWindow, StopThenResumeContinuesFromTheCheckpoint) {
 #endif
 }
 
+// Expectation: the Cluster page shows what the cost model takes from the catalog for the chosen
+// instance: the GPU's measured GEMM and FlashAttention fractions, fp8 where the GPU has it, the
+// PCIe link and the host memory that offload needs, and a single node count without "low end".
+TEST_F(GuiWindow, ClusterFiguresShowWhatTheCostModelUses) {
+  QLabel* figures = child<QLabel>("clusterFigures");
+  QString text = figures->text();
+  EXPECT_TRUE(text.contains(QStringLiteral("120 (960 GPUs)"))) << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("Large GEMMs reach"))) << text.toStdString();
+  EXPECT_TRUE(text.contains(QStringLiteral("1152 GiB per node"))) << text.toStdString();
+  EXPECT_FALSE(text.contains(QStringLiteral("fp8"))) << text.toStdString();  // A100: none
+  PlanInputs in = window_->inputs();
+  in.cluster = *load_cluster("p3.16xlarge").value;
+  in.clusterRef = "p3.16xlarge";
+  in.nodesMax = in.nodesMin + 2;
+  window_->setInputs(in);
+  text = figures->text();
+  EXPECT_TRUE(text.contains(QStringLiteral("does not run on this GPU"))) << text.toStdString();  // V100: no FlashAttention
+  EXPECT_TRUE(text.contains(QStringLiteral("120 - 122 (960 to 976 GPUs)"))) << text.toStdString();
+  in.cluster = *load_cluster("p5en.48xlarge").value;
+  in.clusterRef = "p5en.48xlarge";
+  window_->setInputs(in);
+  text = figures->text();
+  EXPECT_TRUE(text.contains(QStringLiteral(", fp8 1979"))) << text.toStdString();
+}
+
 }  // namespace
 }  // namespace capplan::gui
