@@ -71,6 +71,8 @@ CandidateTableModel::CandidateTableModel(QObject* parent) : QAbstractTableModel(
 void CandidateTableModel::setCandidates(std::vector<Estimate> candidates) {
   beginResetModel();
   candidates_ = std::move(candidates);
+  mixedFrameworks_ = false;
+  for (const Estimate& e : candidates_) mixedFrameworks_ = mixedFrameworks_ || e.framework != candidates_.front().framework;
   endResetModel();
 }
 
@@ -132,7 +134,9 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
         return sort ? QVariant(e.bubble_fraction)
                     : QVariant(QString::number(e.bubble_fraction * 100.0, 'f', 1) + QLatin1Char('%'));
       case Fits: return sort ? QVariant(int(e.fits)) : QVariant(e.fits ? QStringLiteral("yes") : QStringLiteral("no"));
-      case LayoutText: return compactLayout(l);
+      case LayoutText:
+        return mixedFrameworks_ ? compactLayout(l) + QStringLiteral(" \u00b7 ") + QString::fromStdString(e.framework)
+                                : compactLayout(l);
     }
     return {};
   }

@@ -44,6 +44,7 @@ class CandidateTableModel : public QAbstractTableModel {
 
  private:
   std::vector<Estimate> candidates_;
+  bool mixedFrameworks_ = false;  // candidates of several frameworks: the layout text names each
 };
 
 // Filters candidates by free text over every column and optionally hides layouts that do not fit.

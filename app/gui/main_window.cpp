@@ -441,7 +441,7 @@ Plan MainWindow::currentPlan() const {
   p.cluster_ref = inputs_.clusterRef;
   p.scenario.model = inputs_.model;
   p.scenario.cluster = inputs_.cluster;
-  p.scenario.training = inputs_.training;
+  p.scenario.training = trainingOf(inputs_, selected_ ? &*selected_ : nullptr);
   p.scenario.nodes = selected_ ? selected_->nodes : inputs_.nodesMin;
   if (selected_) p.layout = selected_->layout;
   p.created_by = "capplan-gui 0.1.0";
@@ -475,6 +475,7 @@ void MainWindow::replan() {
   req.scenario.model = inputs_.model;
   req.scenario.cluster = inputs_.cluster;
   req.scenario.training = inputs_.training;
+  req.anyFramework = inputs_.anyFramework;
   req.scenario.nodes = inputs_.nodesMin;
   req.options = searchOptionsOf(inputs_, 200);
   for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; ++n) req.nodeCounts.push_back(n);
@@ -589,6 +590,7 @@ void MainWindow::startParetoSearch() {
   req.scenario.model = inputs_.model;
   req.scenario.cluster = inputs_.cluster;
   req.scenario.training = inputs_.training;
+  req.anyFramework = inputs_.anyFramework;
   req.options = searchOptionsOf(inputs_, 1);
   req.options.include_infeasible = false;
   req.nodeCounts = counts;
@@ -648,6 +650,7 @@ bool MainWindow::openPlanFile(const QString& path) {
   in.clusterRef = p.value->cluster_ref;
   in.cluster = p.value->scenario.cluster;
   in.training = p.value->scenario.training;
+  in.anyFramework = false;  // a plan names its framework
   in.nodesMin = in.nodesMax = p.value->scenario.nodes;
   in.pins = {};
   preferred_ = std::make_pair(p.value->layout, p.value->scenario.nodes);

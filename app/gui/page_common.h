@@ -39,10 +39,17 @@ struct PlanInputs {
   double deadlineDays = 0;
   double budgetUsd = 0;
   double memoryMargin = 0.05;  // fraction of GPU memory kept free
+  // Search every framework preset and rank them together (capplan plan --framework any); the
+  // selected candidate's framework is then the plan's.
+  bool anyFramework = false;
 };
 
 // The search options the inputs ask for (objective, pins, limits, node range); `top` candidates.
 SearchOptions searchOptionsOf(const PlanInputs& in, int top);
+
+// The training a candidate was costed with: the inputs', or for a candidate of another framework
+// (the framework "any") that framework's preset and the attention it took.
+TrainingSpec trainingOf(const PlanInputs& in, const Estimate* candidate);
 
 // Undo merge ids: consecutive edits of one field become one undo step.
 enum FieldId {

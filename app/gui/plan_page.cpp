@@ -96,9 +96,11 @@ QGroupBox* PlanPage::buildTraining() {
   tf->addRow(tr("Precision"), precision_);
   QStringList frameworks;
   for (const CatalogEntry& e : catalog_frameworks()) frameworks << QString::fromStdString(e.name);
+  frameworks << QStringLiteral("any");
   framework_ = makeCombo(box, "framework", frameworks,
                          tr("Implementation: what the cost model knows about the software stack "
-                            "(kernels, overlap, pipeline sends, ZeRO-3 traffic); configs/frameworks/"));
+                            "(kernels, overlap, pipeline sends, ZeRO-3 traffic); configs/frameworks/. "
+                            "'any' searches every preset and ranks them together"));
   tf->addRow(tr("Framework"), framework_);
   attention_ = makeCombo(box, "attention",
                          {QStringLiteral("default"), QStringLiteral("eager"), QStringLiteral("fused"), QStringLiteral("flash")},
@@ -147,9 +149,17 @@ void PlanPage::connectTraining() {
     host_.editInputs(FTrainSeq, tr("Edit training sequence"), [&](PlanInputs& in) { in.training.seq_len = v; });
   });
   connect(framework_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    if (t == QLatin1String("any")) {
+      if (host_.inputs().anyFramework) return;
+      host_.editInputs(FFramework, tr("Edit framework"), [&](PlanInputs& in) { in.anyFramework = true; });
+      return;
+    }
     Loaded<FrameworkSpec> f = load_framework(t.toStdString());
-    if (!f.value || f.value->name == host_.inputs().training.framework.name) return;
-    host_.editInputs(FFramework, tr("Edit framework"), [&](PlanInputs& in) { in.training.framework = *f.value; });
+    if (!f.value || (f.value->name == host_.inputs().training.framework.name && !host_.inputs().anyFramework)) return;
+    host_.editInputs(FFramework, tr("Edit framework"), [&](PlanInputs& in) {
+      in.training.framework = *f.value;
+      in.anyFramework = false;
+    });
   });
   connect(attention_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
     const std::optional<Attention> a = parse_attention(t.toStdString());
@@ -475,7 +485,7 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
     host_.fieldErrors().value(QStringLiteral("training.tokens"))->hide();
   }
   setComboText(precision_, QString::fromUtf8(to_string(in.training.precision)));
-  setComboText(framework_, QString::fromStdString(in.training.framework.name));
+  setComboText(framework_, in.anyFramework ? QStringLiteral("any") : QString::fromStdString(in.training.framework.name));
   setComboText(attention_, in.training.attention ? QString::fromUtf8(to_string(*in.training.attention))
                                                  : QStringLiteral("default"));
   setComboText(objective_, QString::fromUtf8(to_string(in.objective)));

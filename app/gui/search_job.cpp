@@ -94,7 +94,8 @@ void runSearchWithFlag(QPromise<SearchResult>& promise, const SearchRequest& req
       if (units != lastUnits.exchange(units)) promise.setProgressValue(i * kUnits + units);
       return !cancelFlag.load() && !promise.isCanceled();
     };
-    const SearchResult part = search(scenario, options, progress);
+    const SearchResult part = request.anyFramework ? search_frameworks(scenario, options, progress)
+                                                   : search(scenario, options, progress);
     std::vector<Estimate> counts = total.pareto;
     mergeSearchResult(total, part, request.options);
     if (request.everyCount) {

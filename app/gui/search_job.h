@@ -25,6 +25,7 @@ struct SearchRequest {
   // The node-count what-if: the result's `pareto` holds the best fitting layout of every node
   // count searched (sorted by nodes), dominated or not, instead of only the undominated ones.
   bool everyCount = false;
+  bool anyFramework = false;  // every framework preset, ranked together (search_frameworks)
 };
 
 // Merges a node count's result into the running total: candidates re-ranked by the objective

@@ -138,7 +138,7 @@ void TimelinePage::refresh() {
   Scenario s;
   s.model = inputs.model;
   s.cluster = inputs.cluster;
-  s.training = inputs.training;
+  s.training = trainingOf(inputs, &*selected);
   s.nodes = selected->nodes;
   Layout l = selected->layout;
   const int choice = schedule_->currentIndex();
@@ -235,7 +235,7 @@ void TimelinePage::simulateRun() {
   Scenario s;
   s.model = inputs.model;
   s.cluster = inputs.cluster;
-  s.training = inputs.training;
+  s.training = trainingOf(inputs, &*selected);
   s.nodes = selected->nodes;
   const double step = simulated_ ? simulatedStepS_ : selected->step_time_s;
   RunOptions o;

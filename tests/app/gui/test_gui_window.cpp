@@ -21,6 +21,7 @@
 #include <QTest>
 #include <QUndoStack>
 #include <cstdlib>
+#include <set>
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -954,6 +955,38 @@ TEST_F(GuiWindow, ClusterFiguresShowWhatTheCostModelUses) {
   window_->setInputs(in);
   text = figures->text();
   EXPECT_TRUE(text.contains(QStringLiteral(", fp8 1979"))) << text.toStdString();
+}
+
+// Expectation: the Plan page's framework "any" ranks every preset together, as `capplan plan
+// --framework any` does: the table names each candidate's framework, and a candidate of another
+// framework than the inputs' carries its own into the plan (save, export, Run and Timeline).
+TEST_F(GuiWindow, AnyFrameworkRanksThePresetsTogether) {
+  QComboBox* framework = child<QComboBox>("framework");
+  ASSERT_GE(framework->findText(QStringLiteral("any")), 0);
+  framework->setCurrentText(QStringLiteral("any"));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_TRUE(window_->inputs().anyFramework);
+  std::set<std::string> seen;
+  for (const Estimate& e : window_->lastResult().candidates) seen.insert(e.framework);
+  EXPECT_GE(seen.size(), 2u);
+  QTableView* table = child<QTableView>("candidateTable");
+  const std::string own = window_->inputs().training.framework.name;
+  bool found = false;
+  for (int row = 0; row < table->model()->rowCount() && !found; ++row) {
+    table->selectRow(row);
+    const std::optional<Estimate>& e = window_->selectedEstimate();
+    if (!e || e->framework == own) continue;
+    found = true;
+    EXPECT_EQ(window_->currentPlan().scenario.training.framework.name, e->framework);
+    const QString text = table->model()->index(row, CandidateTableModel::LayoutText).data().toString();
+    EXPECT_TRUE(text.endsWith(QString::fromStdString(" \u00b7 " + e->framework))) << text.toStdString();
+  }
+  EXPECT_TRUE(found) << "no candidate of another framework than " << own;
+  framework->setCurrentText(QStringLiteral("megatron-core"));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_FALSE(window_->inputs().anyFramework);
+  EXPECT_EQ(window_->inputs().training.framework.name, "megatron-core");
+  for (const Estimate& e : window_->lastResult().candidates) EXPECT_EQ(e.framework, "megatron-core");
 }
 
 }  // namespace
