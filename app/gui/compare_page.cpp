@@ -49,10 +49,11 @@ QColor deltaColor(const FigureDelta& f) {
 QString ComparePage::labelOf(const Plan& plan) {
   const Scenario& s = plan.scenario;
   const Layout& l = plan.layout;  // the compact layout string of the result table
-  return QStringLiteral("%1 · %2 x %3 · %4")
+  // The framework too: one layout costed for two stacks is two plans.
+  return QStringLiteral("%1 · %2 x %3 · %4 · %5")
       .arg(QString::fromStdString(s.model.name))
       .arg(s.nodes)
-      .arg(QString::fromStdString(s.cluster.name), compactLayout(l));
+      .arg(QString::fromStdString(s.cluster.name), compactLayout(l), QString::fromStdString(s.training.framework.name));
 }
 
 ComparePage::ComparePage(QWidget* parent) : QWidget(parent) {

@@ -705,6 +705,10 @@ TEST_F(GuiWindow, ComparePinnedBaselineWithAnotherCandidateAndCluster) {
   EXPECT_EQ(t->columnCount(), 3);
   EXPECT_EQ(t->rowCount(), int(compared_figure_keys().size()));
   EXPECT_TRUE(t->horizontalHeaderItem(2)->text().contains(QStringLiteral("p5.48xlarge")));
+  // Each column names the framework it was costed for.
+  EXPECT_TRUE(t->horizontalHeaderItem(2)->text().endsWith(
+      QString::fromStdString(" \u00b7 " + window_->inputs().training.framework.name)))
+      << t->horizontalHeaderItem(2)->text().toStdString();
   Comparison same;
   same.plans = {{"a", baseline}, {"b", candidate}, {"c", window_->currentPlan()}};
   const ComparisonResult expected = compare_plans(same);
