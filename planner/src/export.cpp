@@ -579,13 +579,33 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
 }
 
 ExportedFile export_plan(const Plan& plan, ExportFormat format) {
+  ExportedFile f;
+  // The stack each format configures, and the framework presets that cost it (sbatch launches
+  // capplan-train, which runs any plan).
+  std::vector<std::string> costed_by;
+  const char* stack = "";
   switch (format) {
-    case ExportFormat::SmpOptions: return export_smp_options(plan);
-    case ExportFormat::Megatron: return export_megatron_args(plan);
-    case ExportFormat::DeepSpeed: return export_deepspeed_config(plan);
+    case ExportFormat::SmpOptions:
+      f = export_smp_options(plan), stack = "SageMaker model parallelism v1", costed_by = {"smp-v1"};
+      break;
+    case ExportFormat::Megatron:
+      f = export_megatron_args(plan), stack = "Megatron-LM",
+      costed_by = {"megatron-lm", "megatron-lm-2020", "megatron-core"};
+      break;
+    case ExportFormat::DeepSpeed:
+      f = export_deepspeed_config(plan), stack = "DeepSpeed", costed_by = {"deepspeed"};
+      break;
     case ExportFormat::Sbatch: return export_sbatch(plan);
   }
-  return {};
+  const std::string& fw = plan.scenario.training.framework.name;
+  if (std::find(costed_by.begin(), costed_by.end(), fw) == costed_by.end()) {
+    std::string presets;
+    for (const std::string& c : costed_by) presets += (presets.empty() ? "" : " or ") + c;
+    f.notes.insert(f.notes.begin(), "the plan was costed for framework " + fw + "; this is " + stack +
+                                        "'s configuration of its layout, whose step time differs (estimate it with "
+                                        "--framework " + presets + ")");
+  }
+  return f;
 }
 
 }  // namespace capplan

@@ -189,6 +189,32 @@ TEST(Export, TrainingStepsAndFormatNames) {
   EXPECT_FALSE(parse_export_format("yaml").has_value());
 }
 
+// Expectation: exporting a plan to a stack other than the one it was costed for says so first
+// (an FSDP plan as Megatron-LM arguments), and the stacks that cost it are named; a plan of the
+// format's own stack, and the sbatch of capplan-train (which runs any plan), get no such note.
+TEST(Export, AnotherStacksExportSaysWhichFrameworkCostedThePlan) {
+  Plan p = gpt3_plan();
+  p.scenario.training.framework.name = "fsdp";
+  const ExportedFile megatron = export_plan(p, ExportFormat::Megatron);
+  ASSERT_FALSE(megatron.notes.empty());
+  EXPECT_EQ(megatron.notes.front(),
+            "the plan was costed for framework fsdp; this is Megatron-LM's configuration of its layout, whose "
+            "step time differs (estimate it with --framework megatron-lm or megatron-lm-2020 or megatron-core)");
+  const ExportedFile ds = export_plan(p, ExportFormat::DeepSpeed);
+  ASSERT_FALSE(ds.notes.empty());
+  EXPECT_NE(ds.notes.front().find("this is DeepSpeed's configuration"), std::string::npos) << ds.notes.front();
+  auto names_framework = [](const ExportedFile& f) {
+    for (const std::string& n : f.notes)
+      if (n.find("the plan was costed for framework") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_FALSE(names_framework(export_plan(p, ExportFormat::Sbatch)));
+  p.scenario.training.framework.name = "megatron-core";
+  EXPECT_FALSE(names_framework(export_plan(p, ExportFormat::Megatron)));
+  p.scenario.training.framework.name = "smp-v1";
+  EXPECT_FALSE(names_framework(export_plan(p, ExportFormat::SmpOptions)));
+}
+
 }  // namespace
 }  // namespace capplan
 
