@@ -824,6 +824,67 @@ class StepEvaluation {
     return k;
   }
 
+  // ZeRO-2/3 as capplan-train runs them, which is what a device profile's collectives time (its
+  // ranks' MPI or NCCL calls, each blocking: runtime/train/include/train/communicator.h). The flat
+  // parameter buffer is cut into units (the embedding, each layer, the final norm and an untied
+  // head: Gpt::lay_out_params) and into dp equal shards; a unit's collective moves to or from each
+  // rank the part of it that lies in that rank's shard (Gpt::unit_counts), so a unit inside one
+  // shard is all sent to one rank. A ring's p - 1 steps each move the largest of the blocks
+  // (Patarasuk and Yuan 2009), so a unit whose largest block is c elements takes the measured
+  // time of an even collective of p * c elements. Per step, pp = 1:
+  //  - ZeRO-2: after each micro-batch's backward of a layer, its gradients are reduce-scattered
+  //    into the shards (Gpt::reduce_unit); the embedding's and final norm's once per step
+  //    (Gpt::flush_gradients); after the optimizer, the updated shards are all-gathered into the
+  //    full weights (optimizer.cpp).
+  //  - ZeRO-3: a layer's weights are gathered before its forward and its backward unless the
+  //    buffer holds them already (Gpt::acquire_layer): the backward of the last layer follows its
+  //    forward, and each micro-batch after the first starts on the layer the one before ended
+  //    with, so a step gathers 2 m (nl - 1) + 1 layers; the embedding and final norm once per step
+  //    (Gpt::zero_grads); the reductions as ZeRO-2's; nothing gathered after the optimizer.
+  // Nothing overlaps compute: each call blocks its rank until it is done. dp 2 on 2 cores, the
+  // 4-layer, 256-wide model, 4 micro-batches: three of its four layers lie in one shard each.
+  void runtime_sharded_dp() {
+    const int nl = static_cast<int>(stage_layers(L, pp, vp, 0));
+    std::vector<double> units;
+    units.push_back(mt.embed_params);
+    for (int i = 0; i < nl; ++i) units.push_back(mt.layer_params);
+    units.push_back(sc.model.tied_embeddings ? mt.final_norm_params : mt.head_params);
+    double total = 0;
+    for (double u : units) total += u;
+    const double shard = std::ceil(total / dp);
+    std::vector<double> largest;  // per unit: its largest block over the shards
+    double begin = 0;
+    for (double u : units) {
+      double c = 0;
+      for (int r = 0; r < ly.dp; ++r)
+        c = std::max(c, std::min(begin + u, (r + 1) * shard) - std::max(begin, r * shard));
+      largest.push_back(c);
+      begin += u;
+    }
+    auto rs = [&](size_t u) { return reducescatter_s(pl.dp, dp * largest[u] * g_elem); };
+    auto ag = [&](size_t u) { return allgather_s(pl.dp, dp * largest[u] * w_elem); };
+    const size_t last = units.size() - 1;
+    dp_s = rs(0) + rs(last);
+    for (int i = 0; i < nl; ++i) {
+      const size_t u = size_t(i) + 1;
+      dp_s += md * rs(u);
+      if (ly.zero >= 3) {
+        const double gathers = (1.0 + (md - 1.0) * (i > 0 ? 1.0 : 0.0)) + md * (i < nl - 1 ? 1.0 : 0.0);
+        dp_s += gathers * ag(u);
+      }
+    }
+    if (ly.zero >= 3) {
+      dp_s += ag(0) + ag(last);
+    } else {
+      param_gather_s = allgather_s(pl.dp, dp * shard * w_elem);
+      dp_s += param_gather_s;
+    }
+    z3_exposed = dp_s;
+  }
+
+  // ZeRO-2/3 priced as capplan-train runs them (runtime_sharded_dp).
+  bool sharded_by_runtime() const { return ly.zero >= 2 && ly.dp > 1 && pl.dp.profile && pp == 1; }
+
   void data_parallel() {
     // Data-parallel gradient synchronisation on the stage with most parameters.
     params_crit = std::max(stage_params(0), stage_params(pp - 1));
@@ -839,6 +900,8 @@ class StepEvaluation {
         dp_s = reducescatter_s(pl.dp, grad_bytes) + allgather_s(pl.dp, grad_bytes);
       } else if (ly.zero == 0) {
         dp_s = allreduce_s(pl.dp, grad_bytes);
+      } else if (sharded_by_runtime()) {
+        runtime_sharded_dp();
       } else if (ly.zero <= 2) {
         // Reduce-scatter of gradients + all-gather of updated 16-bit weights: one all-reduce's
         // volume when both have the same width (Rajbhandari et al. 2020 Sec 7.2.1).
@@ -881,7 +944,9 @@ class StepEvaluation {
       }
     }
     double dp_exposed = dp_s;
-    if (ly.zero == 3 && ring_z3) {
+    if (sharded_by_runtime()) {
+      // capplan-train's collectives block their rank (runtime_sharded_dp).
+    } else if (ly.zero == 3 && ring_z3) {
       dp_exposed = z3_exposed;
     } else if (ly.zero == 3) {
       // Prefetched layer by layer on a side stream; the part compute covers is charged
@@ -1074,10 +1139,13 @@ class StepEvaluation {
     }
     steps->p2p_s = p2p * pp_handoff_factor;
     steps->p2p_bytes = pp > 1 ? mt.p2p_bytes : 0;
-    steps->dp_comm_s = dp_s - (fw.param_gather_overlap && ly.zero >= 1 && ly.zero <= 2
+    steps->dp_comm_s = dp_s - (fw.param_gather_overlap && ly.zero >= 1 && ly.zero <= 2 && !sharded_by_runtime()
                                    ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0);
-    steps->dp_overlap = fw.dp_overlap || ly.zero == 3;
-    steps->zero3_exposed_s = ly.zero == 3 && ring_z3 && ly.dp > 1 ? z3_exposed : -1.0;
+    // capplan-train's ZeRO-2 reduces after each layer's backward and its ZeRO-3 gathers before it,
+    // blocking: the simulator replays that as ZeRO-3's exposed wait, and ZeRO-2's as one task after
+    // the backward.
+    steps->dp_overlap = (fw.dp_overlap || ly.zero == 3) && !sharded_by_runtime();
+    steps->zero3_exposed_s = ly.zero == 3 && (ring_z3 || sharded_by_runtime()) && ly.dp > 1 ? z3_exposed : -1.0;
     steps->dp_bytes = ly.dp > 1 ? grad_bytes : 0;
     steps->dp_buckets = kDpBuckets;
     // (tb holds the optimizer as the ranks sharing cores take it; the simulator shares the cores

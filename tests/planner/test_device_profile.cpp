@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <vector>
 
 #include "planner/cost_model.h"
 #include "planner/device_profile.h"
+#include "planner/profile.h"
 #include "planner/spec_io.h"
 
 namespace capplan {
@@ -598,13 +600,6 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
   // Both reduce-scatter the same gradients: tripling that op adds the same time to both.
   EXPECT_GT(z0_slow, z0);
   EXPECT_NEAR(z0_slow - z0, z1_slow - z1, 1e-12);
-  // ZeRO-2 reduce-scatters every micro-batch's gradients (gbs 8 over dp 4 at mbs 1: two), after
-  // each backward in this framework (megatron-lm reduces after the backward): twice the growth.
-  const double z2 = dp_comm(p, 2), z2_slow = dp_comm(slow, 2);
-  std::printf("Expectation: ZeRO-2 dp_comm grows twice as much as ZeRO-1's (2 micro-batches)  Actual result: "
-              "%.4f -> %.4f s\n", z2, z2_slow);
-  EXPECT_NEAR(z2_slow - z2, 2.0 * (z1_slow - z1), 1e-9);
-  EXPECT_NEAR(z2 - z1, (z1_slow - z1) / 2.0, 1e-9);  // one more reduce-scatter: the growth was 2 of them
   // A group of 8 on a node of 8, with the collectives measured among 4: the measured times scaled
   // by the ring's (n-1)/n, so plain DP's exchange (the same gradient bytes) takes 7/8 / 3/4 = 7/6
   // of dp 4's.
@@ -620,6 +615,91 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
   };
   std::printf("Expectation: dp 8 / dp 4 exchange 7/6  Actual result: %.6f\n", plain_dp(8) / plain_dp(4));
   EXPECT_NEAR(plain_dp(8) / plain_dp(4), 7.0 / 6.0, 1e-9);
+}
+
+// ZeRO-2 and ZeRO-3 with a device profile are priced as capplan-train runs them: one collective
+// per unit of the flat parameter buffer (the embedding, each layer, the final norm), each moving
+// the largest part of the unit that falls in one rank's shard, timed as an even collective of
+// dp times that part; ZeRO-2 reduces each layer every micro-batch and the ends once, then gathers
+// the updated weights; ZeRO-3 gathers 2 m (layers - 1) + 1 layers and the ends once, and reduces
+// as ZeRO-2. Every call blocks its rank, so all of it is exposed, and the simulator gets it as
+// ZeRO-3's exposed wait. Here GPT-3 13B on dp 4 at gbs 8 (two micro-batches per rank), fp32.
+TEST(DeviceProfile, ShardedDataParallelIsPricedAsTheRuntimeRunsIt) {
+  DeviceProfile p = synthetic_profile();
+  for (double bytes : {1e6, 1e10}) {
+    p.collectives.push_back({"reduce-scatter", 4, bytes, 10e-6 + bytes / 20e9});
+    p.collectives.push_back({"all-gather", 4, bytes, 10e-6 + bytes / 40e9});
+  }
+  fit_device_profile(p);
+  Scenario sc;
+  sc.model = *load_model("gpt3-13b").value;
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  sc.cluster.gpus_per_node = 4;
+  sc.nodes = 1;
+  sc.training.gbs = 8;
+  sc.training.precision = Precision::Fp32;
+  sc.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
+  auto costs = [&](int zero) {
+    Layout l;
+    l.dp = 4;
+    l.mbs = 1;
+    l.zero = zero;
+    return std::make_pair(estimate(sc, l), step_costs(sc, l));
+  };
+  // The units and the shards, from the model's own parameter counts.
+  const ModelProfile prof = profile_model(sc.model, 1, sc.seq_len(), 1, Precision::Fp32);
+  const int nl = sc.model.layers;
+  std::vector<double> units{prof.layers.front().params};
+  for (int i = 1; i <= nl; ++i) units.push_back(prof.layers[size_t(i)].params);
+  units.push_back(prof.layers[size_t(nl) + 1].params);  // the final norm (the head is tied)
+  double total = 0;
+  for (double u : units) total += u;
+  const double shard = std::ceil(total / 4);
+  double begin = 0, rs = 0, rs_layer_sum = 0, even_layer_sum = 0, ag_layers = 0, ag_ends = 0;
+  int in_one_shard = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    double largest = 0;
+    for (int r = 0; r < 4; ++r)
+      largest = std::max(largest, std::min(begin + units[u], (r + 1) * shard) - std::max(begin, r * shard));
+    in_one_shard += largest == units[u] ? 1 : 0;
+    const double bytes = 4 * largest * 4;  // dp x the largest part, fp32
+    const double t_rs = p.collective_seconds("reduce-scatter", 4, bytes), t_ag = p.collective_seconds("all-gather", 4, bytes);
+    const bool layer = u >= 1 && u <= size_t(nl);
+    rs += layer ? 2 * t_rs : t_rs;  // two micro-batches
+    rs_layer_sum += layer ? t_rs : 0;
+    even_layer_sum += layer ? p.collective_seconds("reduce-scatter", 4, units[u] * 4) : 0;
+    if (layer) {
+      const int i = int(u) - 1;  // gathers: forward 1 + (m - 1) unless first, backward m unless last
+      ag_layers += ((i > 0 ? 2 : 1) + (i < nl - 1 ? 2 : 0)) * t_ag;
+    } else {
+      ag_ends += t_ag;
+    }
+    begin += units[u];
+  }
+  ASSERT_GT(in_one_shard, 30);  // 40 layers over 4 shards: most lie inside one
+  const double z2_expected = rs + p.collective_seconds("all-gather", 4, 4 * shard * 4);  // + the updated weights
+  const double z3_expected = rs + ag_layers + ag_ends;
+  const auto [z2, z2_steps] = costs(2);
+  const auto [z3, z3_steps] = costs(3);
+  std::printf("Expectation: ZeRO-2 dp_comm %.6f s, ZeRO-3 %.6f s, all exposed  Actual result: %.6f, %.6f s\n",
+              z2_expected, z3_expected, z2.breakdown_s.dp_comm, z3.breakdown_s.dp_comm);
+  EXPECT_NEAR(z2.breakdown_s.dp_comm, z2_expected, 1e-9 * z2_expected);
+  EXPECT_NEAR(z3.breakdown_s.dp_comm, z3_expected, 1e-9 * z3_expected);
+  // A layer inside one shard is all sent to its owner: four times an even split's share, so the
+  // layers' reduce-scatters take over three times what even splits of them would.
+  EXPECT_GT(rs_layer_sum, 3 * even_layer_sum);
+  // The simulator waits for all of it: ZeRO-2 as one task after the backward, ZeRO-3 as its
+  // exposed wait.
+  EXPECT_FALSE(z2_steps.dp_overlap);
+  EXPECT_NEAR(z3_steps.zero3_exposed_s, z3_expected, 1e-9 * z3_expected);
+  // Without the profile the ring pricing and its overlap stand: ZeRO-3 hides part of its traffic.
+  Scenario plain = sc;
+  plain.cluster.device_profile = nullptr;
+  Layout l;
+  l.dp = 4;
+  l.mbs = 1;
+  l.zero = 3;
+  EXPECT_TRUE(step_costs(plain, l).dp_overlap);
 }
 
 // A data-parallel group's collectives move gradients and weights a pass left in memory: with
