@@ -41,6 +41,8 @@ LAYOUTS=(
   "tp2-pp2|--dp 1 --tp 2 --pp 2"
   "dp2-tp2-pp2|--dp 2 --tp 2 --pp 2"
   "dp2-zero1|--dp 2 --tp 1 --pp 1 --zero 1"
+  "dp2-zero2|--dp 2 --tp 1 --pp 1 --zero 2"
+  "dp2-zero3|--dp 2 --tp 1 --pp 1 --zero 3"
   "dp2-selective|--dp 2 --tp 1 --pp 1 --recompute selective"
   "tp2-full|--dp 1 --tp 2 --pp 1 --recompute full"
 )
