@@ -621,8 +621,8 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
 // per unit of the flat parameter buffer (the embedding, each layer, the final norm), each moving
 // the largest part of the unit that falls in one rank's shard, timed as an even collective of
 // dp times that part; ZeRO-2 reduces each layer every micro-batch and the ends once, then gathers
-// the updated weights; ZeRO-3 gathers 2 m (layers - 1) + 1 layers and the ends once, and reduces
-// as ZeRO-2. Every call blocks its rank, so all of it is exposed, and the simulator gets it as
+// the updated weights; ZeRO-3 gathers 2 m (layers - 1) + 1 layers and the ends once, out of
+// place (the largest part copied too), and reduces as ZeRO-2. Every call blocks its rank, so all of it is exposed, and the simulator gets it as
 // ZeRO-3's exposed wait. Here GPT-3 13B on dp 4 at gbs 8 (two micro-batches per rank), fp32.
 TEST(DeviceProfile, ShardedDataParallelIsPricedAsTheRuntimeRunsIt) {
   DeviceProfile p = synthetic_profile();
@@ -663,7 +663,10 @@ TEST(DeviceProfile, ShardedDataParallelIsPricedAsTheRuntimeRunsIt) {
       largest = std::max(largest, std::min(begin + units[u], (r + 1) * shard) - std::max(begin, r * shard));
     in_one_shard += largest == units[u] ? 1 : 0;
     const double bytes = 4 * largest * 4;  // dp x the largest part, fp32
-    const double t_rs = p.collective_seconds("reduce-scatter", 4, bytes), t_ag = p.collective_seconds("all-gather", 4, bytes);
+    // A gather also copies the largest part from the shard into the layer's buffer, read and
+    // written at the profile's memory bandwidth.
+    const double t_rs = p.collective_seconds("reduce-scatter", 4, bytes),
+                 t_ag = p.collective_seconds("all-gather", 4, bytes) + 2 * largest * 4 / (p.memory_gbyte_per_s * 1e9);
     const bool layer = u >= 1 && u <= size_t(nl);
     rs += layer ? 2 * t_rs : t_rs;  // two micro-batches
     rs_layer_sum += layer ? t_rs : 0;
