@@ -555,28 +555,41 @@ TEST(DeviceProfile, SelectiveRecomputeTakesTheColdAttentionForward) {
   EXPECT_NEAR(warm, 40 * 0.010, 1e-9);
 }
 
-// A profile's measured collectives time the groups of the size it measured, interpolated by
-// size; other sizes keep the fitted curves. ZeRO-1's reduce-scatter of the gradients takes the
-// measured reduce-scatter, so three times slower reduce-scatters lengthen its dp_comm, and plain
-// data parallelism (one all-reduce) does not change.
-TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
+// synthetic_profile() with reduce-scatters of 4 ranks at 20 GB/s and all-gathers at 40 GB/s (+10
+// us each), timed at 1 MB and at `largest` bytes.
+DeviceProfile with_halves(double largest) {
   DeviceProfile p = synthetic_profile();
-  for (double bytes : {1e6, 1e8}) {
+  for (double bytes : {1e6, largest}) {
     p.collectives.push_back({"reduce-scatter", 4, bytes, 10e-6 + bytes / 20e9});
     p.collectives.push_back({"all-gather", 4, bytes, 10e-6 + bytes / 40e9});
   }
   fit_device_profile(p);
-  EXPECT_NEAR(p.collective_seconds("reduce-scatter", 4, 5e7), 10e-6 + 5e7 / 20e9, 1e-12);
-  EXPECT_NEAR(p.collective_seconds("all-gather", 4, 2e8), 10e-6 + 2e8 / 40e9, 1e-12);  // the last line, beyond
-  EXPECT_NEAR(p.collective_seconds("all-gather", 4, 1e3), 10e-6 + 1e6 / 40e9, 1e-12);  // below: the smallest
-  EXPECT_LT(p.collective_seconds("all-gather", 8, 1e6), 0);
-  EXPECT_LT(p.collective_seconds("send-recv", 4, 1e6), 0);
+  return p;
+}
+
+// GPT-3 13B on one p4d.24xlarge cut to 4 GPUs, gbs 8.
+Scenario gpt3_13b_on_four_gpus() {
   Scenario sc;
   sc.model = *load_model("gpt3-13b").value;
   sc.cluster = *load_cluster("p4d.24xlarge").value;
   sc.cluster.gpus_per_node = 4;
   sc.nodes = 1;
   sc.training.gbs = 8;
+  return sc;
+}
+
+// A profile's measured collectives time the groups of the size it measured, interpolated by
+// size; other sizes keep the fitted curves. ZeRO-1's reduce-scatter of the gradients takes the
+// measured reduce-scatter, so three times slower reduce-scatters lengthen its dp_comm, and plain
+// data parallelism's exchange (a reduce-scatter and an all-gather in capplan-train) by as much.
+TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
+  const DeviceProfile p = with_halves(1e8);
+  EXPECT_NEAR(p.collective_seconds("reduce-scatter", 4, 5e7), 10e-6 + 5e7 / 20e9, 1e-12);
+  EXPECT_NEAR(p.collective_seconds("all-gather", 4, 2e8), 10e-6 + 2e8 / 40e9, 1e-12);  // the last line, beyond
+  EXPECT_NEAR(p.collective_seconds("all-gather", 4, 1e3), 10e-6 + 1e6 / 40e9, 1e-12);  // below: the smallest
+  EXPECT_LT(p.collective_seconds("all-gather", 8, 1e6), 0);
+  EXPECT_LT(p.collective_seconds("send-recv", 4, 1e6), 0);
+  const Scenario sc = gpt3_13b_on_four_gpus();
   DeviceProfile slow = p;
   for (CollectiveTiming& c : slow.collectives)
     if (c.op == "reduce-scatter") c.seconds *= 3;
@@ -622,21 +635,12 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
 // the largest part of the unit that falls in one rank's shard, timed as an even collective of
 // dp times that part; ZeRO-2 reduces each layer every micro-batch and the ends once, then gathers
 // the updated weights; ZeRO-3 gathers 2 m (layers - 1) + 1 layers and the ends once, out of
-// place (the largest part copied too), and reduces as ZeRO-2. Every call blocks its rank, so all of it is exposed, and the simulator gets it as
-// ZeRO-3's exposed wait. Here GPT-3 13B on dp 4 at gbs 8 (two micro-batches per rank), fp32.
+// place (the largest part copied too), and reduces as ZeRO-2. Every call blocks its rank, so all
+// of it is exposed, and the simulator gets it as ZeRO-3's exposed wait. Here GPT-3 13B on dp 4 at
+// gbs 8 (two micro-batches per rank), fp32.
 TEST(DeviceProfile, ShardedDataParallelIsPricedAsTheRuntimeRunsIt) {
-  DeviceProfile p = synthetic_profile();
-  for (double bytes : {1e6, 1e10}) {
-    p.collectives.push_back({"reduce-scatter", 4, bytes, 10e-6 + bytes / 20e9});
-    p.collectives.push_back({"all-gather", 4, bytes, 10e-6 + bytes / 40e9});
-  }
-  fit_device_profile(p);
-  Scenario sc;
-  sc.model = *load_model("gpt3-13b").value;
-  sc.cluster = *load_cluster("p4d.24xlarge").value;
-  sc.cluster.gpus_per_node = 4;
-  sc.nodes = 1;
-  sc.training.gbs = 8;
+  const DeviceProfile p = with_halves(1e10);
+  Scenario sc = gpt3_13b_on_four_gpus();
   sc.training.precision = Precision::Fp32;
   sc.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
   auto costs = [&](int zero) {
