@@ -777,6 +777,9 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
       case SimTaskKind::EmbeddingSync: b.pp_comm += dur; break;
       case SimTaskKind::EpAllToAll: b.ep_comm += dur; break;
       case SimTaskKind::Optimizer: b.optimizer += dur; break;
+      // The exposed ZeRO-3 traffic the planner gives (ring mode, capplan-train's blocking calls)
+      // is a wait on the compute stream.
+      case SimTaskKind::DpComm: b.dp_comm += dur; break;
       default: break;
     }
     prev = t.end_s;

@@ -190,6 +190,20 @@ TEST(StepSimulation, RingAllReduceExposedAfterLastBucket) {
   auto z3 = simulate_step(c, l, 8, 1);
   ASSERT_TRUE(z3.error.empty()) << z3.error;
   EXPECT_NEAR(z3.step_time_s, 0.1 + 3 + 0.1 + 0.1, 1e-12);
+  // ZeRO-3 whose exposed part the planner gives (ring mode, and capplan-train's blocking calls):
+  // a wait on the compute stream after each backward, counted as dp_comm, so that the terms
+  // still add up to the step.
+  c.zero3_exposed_s = 0.4;
+  auto given = simulate_step(c, l, 8, 1);
+  ASSERT_TRUE(given.error.empty()) << given.error;
+  const TimeBreakdown& b = given.breakdown_s;
+  const double terms = b.compute + b.recompute + b.bubble + b.tp_comm + b.pp_comm + b.dp_comm + b.optimizer +
+                       b.offload + b.ep_comm + b.cp_comm;
+  std::printf("Expectation: step 3.5 s, dp_comm 0.4 s, terms adding up to the step  Actual result: %.4f, %.4f, %.4f s\n",
+              given.step_time_s, b.dp_comm, terms);
+  EXPECT_NEAR(given.step_time_s, 3 + 0.4 + 0.1, 1e-12);
+  EXPECT_NEAR(b.dp_comm, 0.4, 1e-12);
+  EXPECT_NEAR(terms, given.step_time_s, 1e-12);
 }
 
 TEST(StepSimulation, DpBucketsPricedAsConcurrentDoNotSlowEachOther) {
