@@ -2,8 +2,9 @@
 // ranks share one core, the waiting rank naps between polls and takes a small part of the core
 // (expectation: CPU time under a third of its 300 ms wait; measured ~20 %, each poll costing
 // ~10 us every ~60 us); where each has a core of its own it
-// polls in MPI_Probe, at most of a core (expectation: CPU time over half its wait; needs 2 cores).
-// The message arrives intact either way.
+// polls in MPI_Probe, at most of a core (expectation: over twice the napping rank's CPU time,
+// measured side by side; needs 2 cores, and no other test beside it: 141 ms of a 306 ms wait
+// with another test running, against ~300 alone). The message arrives intact either way.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -50,7 +51,7 @@ TEST(PipelineWait, AWaitingRankOnASharedCoreGivesTheCoreAway) {
   const Wait own = run_check("own");
   EXPECT_EQ(own.mismatches, 0);
   EXPECT_GE(own.wall_ms, 250);
-  EXPECT_GT(own.cpu_ms, 0.5 * own.wall_ms);
+  EXPECT_GT(own.cpu_ms, 2 * shared.cpu_ms);
 }
 
 }  // namespace
