@@ -7,6 +7,7 @@
 #include "cli_common.h"
 #include "planner/json_writer.h"
 #include "planner/plan_io.h"
+#include "planner/search.h"
 #include "planner/spec_io.h"
 
 namespace capplan::cli {
@@ -40,6 +41,7 @@ int save_best(const Args& args, const ScenarioArgs& scenario, const SearchResult
   plan.model_ref = scenario.model_ref;
   plan.cluster_ref = scenario.cluster_ref;
   plan.scenario = scenario.scenario;
+  plan.scenario.training = training_of(scenario.scenario.training, result.candidates.front());  // --framework any
   plan.scenario.nodes = result.candidates.front().nodes;
   plan.layout = result.candidates.front().layout;
   plan.created_by = "capplan " CAPPLAN_VERSION " plan";

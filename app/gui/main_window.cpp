@@ -48,6 +48,7 @@
 #include "planner/catalog.h"
 #include "planner/export.h"
 #include "planner/plan_io.h"
+#include "planner/search.h"
 #include "planner/spec_io.h"
 #include "search_job.h"
 
@@ -441,7 +442,7 @@ Plan MainWindow::currentPlan() const {
   p.cluster_ref = inputs_.clusterRef;
   p.scenario.model = inputs_.model;
   p.scenario.cluster = inputs_.cluster;
-  p.scenario.training = trainingOf(inputs_, selected_ ? &*selected_ : nullptr);
+  p.scenario.training = selected_ ? training_of(inputs_.training, *selected_) : inputs_.training;
   p.scenario.nodes = selected_ ? selected_->nodes : inputs_.nodesMin;
   if (selected_) p.layout = selected_->layout;
   p.created_by = "capplan-gui 0.1.0";

@@ -12,20 +12,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "planner/spec_io.h"
-
 namespace capplan::gui {
-
-TrainingSpec trainingOf(const PlanInputs& in, const Estimate* candidate) {
-  TrainingSpec t = in.training;
-  if (candidate && !candidate->framework.empty() && candidate->framework != t.framework.name) {
-    if (Loaded<FrameworkSpec> f = load_framework(candidate->framework); f.value) {
-      t.framework = *f.value;
-      t.attention = candidate->attention;
-    }
-  }
-  return t;
-}
 
 SearchOptions searchOptionsOf(const PlanInputs& in, int top) {
   SearchOptions o;

@@ -47,10 +47,6 @@ struct PlanInputs {
 // The search options the inputs ask for (objective, pins, limits, node range); `top` candidates.
 SearchOptions searchOptionsOf(const PlanInputs& in, int top);
 
-// The training a candidate was costed with: the inputs', or for a candidate of another framework
-// (the framework "any") that framework's preset and the attention it took.
-TrainingSpec trainingOf(const PlanInputs& in, const Estimate* candidate);
-
 // Undo merge ids: consecutive edits of one field become one undo step.
 enum FieldId {
   FLayers = 1, FHidden, FHeads, FKvHeads, FFfnHidden, FVocab, FSeq, FFfn, FNorm, FTied, FPreset,

@@ -20,6 +20,7 @@
 
 #include "item_models.h"
 #include "planner/plan_io.h"
+#include "planner/search.h"
 
 #ifdef CAPPLAN_GUI_HAVE_SIMULATOR
 #include "simulator/run_simulation.h"
@@ -138,7 +139,7 @@ void TimelinePage::refresh() {
   Scenario s;
   s.model = inputs.model;
   s.cluster = inputs.cluster;
-  s.training = trainingOf(inputs, &*selected);
+  s.training = training_of(inputs.training, *selected);
   s.nodes = selected->nodes;
   Layout l = selected->layout;
   const int choice = schedule_->currentIndex();
@@ -235,7 +236,7 @@ void TimelinePage::simulateRun() {
   Scenario s;
   s.model = inputs.model;
   s.cluster = inputs.cluster;
-  s.training = trainingOf(inputs, &*selected);
+  s.training = training_of(inputs.training, *selected);
   s.nodes = selected->nodes;
   const double step = simulated_ ? simulatedStepS_ : selected->step_time_s;
   RunOptions o;

@@ -683,6 +683,16 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
          std::to_string(m.heads) + " heads)";
 }
 
+TrainingSpec training_of(const TrainingSpec& asked, const Estimate& candidate) {
+  TrainingSpec t = asked;
+  if (candidate.framework.empty() || candidate.framework == t.framework.name) return t;
+  if (Loaded<FrameworkSpec> f = load_framework(candidate.framework); f.value) {
+    t.framework = *f.value;
+    t.attention = candidate.attention;
+  }
+  return t;
+}
+
 SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,
                                const SearchProgress& progress) {
   SearchResult all;

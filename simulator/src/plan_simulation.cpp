@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "planner/profile.h"
+#include "planner/search.h"
 #include "simulator/run_simulation.h"
 #include "simulator/step_simulation.h"
 
@@ -35,6 +36,7 @@ std::vector<double> refine_by_simulation(const Scenario& scenario, std::vector<E
   opts.record_timeline = false;
   for (int i = 0; i < k; ++i) {
     Scenario sc = scenario;
+    sc.training = training_of(scenario.training, candidates[size_t(i)]);  // search_frameworks' candidates
     if (candidates[size_t(i)].nodes > 0) sc.nodes = candidates[size_t(i)].nodes;
     if (candidates[size_t(i)].gpus > 0) sc.gpus = candidates[size_t(i)].gpus;
     const StepSimulation sim = simulate_step(sc, candidates[size_t(i)].layout, opts);

@@ -301,6 +301,30 @@ TEST(PlanSimulation, RefineReordersTopKBySimulatedTime) {
   (void)first_layout;
 }
 
+// Candidates of several frameworks (plan --framework any --refine K) are each simulated with the
+// framework they were costed for: every refined time is that candidate's own simulation.
+TEST(PlanSimulation, RefineSimulatesEachCandidateWithItsFramework) {
+  Scenario sc = scenario("gpt3-13b", "p4d.24xlarge", 4, 512);
+  SearchOptions o;
+  o.top = 12;
+  std::vector<Estimate> cands = search_frameworks(sc, o).candidates;
+  bool other = false;
+  for (const Estimate& e : cands) other = other || e.framework != sc.training.framework.name;
+  ASSERT_TRUE(other) << "every candidate is of " << sc.training.framework.name;
+  const auto times = refine_by_simulation(sc, cands, int(cands.size()));
+  ASSERT_EQ(times.size(), cands.size());
+  StepSimulationOptions opts;
+  opts.record_timeline = false;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    Scenario own = sc;
+    own.training = training_of(sc.training, cands[i]);
+    own.nodes = cands[i].nodes;
+    own.gpus = cands[i].gpus;
+    EXPECT_EQ(own.training.framework.name, cands[i].framework);
+    EXPECT_NEAR(times[i], simulate_step(own, cands[i].layout, opts).step_time_s, 1e-12) << cands[i].framework;
+  }
+}
+
 // A tied LM head across pipeline stages: the first and last stage sum the word embedding's
 // gradient after their backward (Megatron-LM's embedding group all-reduce), blocking. The same
 // plan with untied embeddings holds the same weights per stage and differs only by that exchange:

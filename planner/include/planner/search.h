@@ -85,6 +85,11 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options,
 SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,
                                const SearchProgress& progress = {});
 
+// The training a candidate was costed with: `asked`, or, for a candidate of another framework
+// (search_frameworks), that framework's preset and the attention the candidate took. What a
+// plan saved, simulated, exported or run from the candidate must carry.
+TrainingSpec training_of(const TrainingSpec& asked, const Estimate& candidate);
+
 // When the pins rule out every layout, feasible in memory or not (tp not dividing the GPU count
 // or the heads, pp over the layers, ...), the reason in words; nullopt when some layout
 // satisfies them. Without pins, the reason no layout exists at all (more GPUs than the batch,

@@ -230,6 +230,33 @@ TEST(Cli, PlanJsonAndSave) {
   std::filesystem::remove(save);
 }
 
+// Expectation: `plan --framework any` ranks the candidates of every framework preset together; here
+// megatron-core's wins over the default framework (megatron-lm). --save keeps the best one's
+// framework and attention, so that the saved plan estimates to the same step time (it had kept
+// the default framework).
+TEST(Cli, PlanAnyFrameworkSavesTheBestCandidatesFramework) {
+  const std::string save = std::filesystem::temp_directory_path().string() + "/capplan-cli-any-" +
+                           std::to_string(::getpid()) + ".yaml";
+  const CliRun r = run_cli("plan --model gpt3-13b --cluster p4d.24xlarge --nodes 4 --gbs 512 --tokens 26e9 "
+                           "--framework any --top 3 --json --save " + save);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto json = capplan::Json::parse(r.out);
+  const auto& best = json["candidates"][0];
+  const std::string fw = best["framework"].get<std::string>();
+  EXPECT_NE(fw, "megatron-lm");  // megatron-core's overlap and FlashAttention beat it here
+  const auto plan = capplan::load_plan(save);
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics.to_string();
+  EXPECT_EQ(plan.value->scenario.training.framework.name, fw);
+  const CliRun again = run_cli("estimate --plan " + save + " --json");
+  ASSERT_EQ(again.status, 0) << again.err;
+  const auto e = capplan::Json::parse(again.out);
+  EXPECT_EQ(e["framework"].get<std::string>(), fw);
+  EXPECT_EQ(e["training"]["attention"].get<std::string>(), best["training"]["attention"].get<std::string>());
+  EXPECT_NEAR(e["step_time_s"].get<double>(), best["step_time_s"].get<double>(),
+              1e-9 * best["step_time_s"].get<double>());
+  std::filesystem::remove(save);
+}
+
 // Expectation: `capplan compare` puts plan files side by side with the deltas compare_plans gives
 // (the same plan twice: every delta "same"; another cluster: its days delta as the library's), saves
 // a comparison that `--file` reads back to the same JSON, and a bad comparison exits 2 naming the
