@@ -137,6 +137,18 @@ bool within_margin(double total_bytes, double capacity_bytes, double margin) {
   return !(capacity_bytes > 0) || total_bytes <= (1.0 - std::clamp(margin, 0.0, 0.99)) * capacity_bytes;
 }
 
+// The splits the search takes (work_units), and the reasons pins_unsatisfiable gives, agree on:
+// tp divides the heads, the kv_heads and the FFN width (each rank holds whole heads and an equal
+// slice of the FFN); cp > 1 cuts the sequence into 2 cp chunks (load-balanced causal attention),
+// and unpinned keeps at least kMinCpTokens per rank.
+bool tp_splits_model(const ModelSpec& m, int64_t tp) {
+  return m.heads % tp == 0 && m.kv_heads_or_default() % tp == 0 && m.ffn_hidden_or_default() % tp == 0;
+}
+bool cp_splits_sequence(int seq, int cp) { return cp == 1 || seq % (2 * cp) == 0; }
+bool cp_searched_unpinned(int seq, int cp) {
+  return cp_splits_sequence(seq, cp) && (cp == 1 || seq / cp >= kMinCpTokens);
+}
+
 std::vector<int> divisors(int64_t n, int64_t cap) {
   std::vector<int> out;
   for (int64_t d = 1; d <= n && d <= cap; ++d)
@@ -393,7 +405,7 @@ std::vector<Unit> work_units(const Scenario& scenario, const SearchOptions& o, i
   for (int n = o.nodes_min; n <= o.nodes_max; ++n) {
     const int g = fixed_gpus > 0 ? fixed_gpus : n * gpn;
     for (int tp : divisors(g, md.heads)) {
-      if (md.heads % tp || md.kv_heads_or_default() % tp || md.ffn_hidden_or_default() % tp) continue;
+      if (!tp_splits_model(md, tp)) continue;
       if (o.pins.tp && *o.pins.tp != tp) continue;
       for (int pp : divisors(g / tp, md.layers)) {
         if (o.pins.pp && *o.pins.pp != pp) continue;
@@ -401,8 +413,7 @@ std::vector<Unit> work_units(const Scenario& scenario, const SearchOptions& o, i
         // least kMinCpTokens of it.
         const int s = scenario.seq_len();
         for (int cp : divisors(g / (int64_t(tp) * pp), std::max(1, s / 2))) {
-          if (o.pins.cp ? *o.pins.cp != cp : cp > 1 && s / cp < kMinCpTokens) continue;
-          if (cp > 1 && s % (2 * cp) != 0) continue;
+          if (o.pins.cp ? *o.pins.cp != cp || !cp_splits_sequence(s, cp) : !cp_searched_unpinned(s, cp)) continue;
           units.push_back({n, g, tp, pp, cp});
         }
       }
@@ -581,9 +592,9 @@ std::string why_no_split(const Scenario& scenario, const std::vector<int64_t>& g
   const int s = scenario.seq_len();
   std::vector<int> tps, cps = {1};
   for (int k = 1; k <= m.heads; ++k)
-    if (m.heads % k == 0 && m.kv_heads_or_default() % k == 0 && m.ffn_hidden_or_default() % k == 0) tps.push_back(k);
+    if (tp_splits_model(m, k)) tps.push_back(k);
   for (int k = 2; k <= s / 2; ++k)
-    if (s % (2 * k) == 0 && s / k >= kMinCpTokens) cps.push_back(k);
+    if (cp_searched_unpinned(s, k)) cps.push_back(k);
   const int64_t most = gbs * tps.back() * int64_t(m.layers) * cps.back();
   const std::string bounds = "dp at most the global batch " + std::to_string(gbs) + ", tp at most " +
                              std::to_string(tps.back()) + " (dividing heads " + std::to_string(m.heads) +
@@ -634,8 +645,7 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
   // The tp values the model and the GPU counts allow, and the pp values that go with the pinned
   // tp (and dp): named in the message so that the user sees what would work.
   auto tp_ok = [&](int k) {
-    return m.heads % k == 0 && m.kv_heads_or_default() % k == 0 && m.ffn_hidden_or_default() % k == 0 &&
-           divides_some(k);
+    return tp_splits_model(m, k) && divides_some(k);
   };
   auto list = [](const std::vector<int>& v) {
     std::string out;
@@ -649,7 +659,7 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
       if (tp_ok(k)) v.push_back(k);
     return list(v);
   };
-  if (p.tp && (m.heads % *p.tp || m.kv_heads_or_default() % *p.tp || m.ffn_hidden_or_default() % *p.tp))
+  if (p.tp && !tp_splits_model(m, *p.tp))
     return "tp=" + t + " does not divide the model's heads " + std::to_string(m.heads) +
            ", kv_heads " + std::to_string(m.kv_heads_or_default()) + " and ffn_hidden " +
            std::to_string(m.ffn_hidden_or_default()) + "; tp values that work: " + working_tp();
@@ -672,7 +682,7 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
   if (p.ep && m.moe.enabled() && m.moe.experts % *p.ep)
     return "ep=" + std::to_string(*p.ep) + " does not divide the model's " +
            std::to_string(m.moe.experts) + " experts";
-  if (p.cp && *p.cp > 1 && scenario.seq_len() % (2 * *p.cp))
+  if (p.cp && *p.cp > 0 && !cp_splits_sequence(scenario.seq_len(), *p.cp))
     return "cp=" + std::to_string(*p.cp) + ": 2*cp does not divide the sequence length " +
            std::to_string(scenario.seq_len());
   if (p.mbs && scenario.training.gbs % *p.mbs)
