@@ -889,8 +889,9 @@ class StepEvaluation {
     z3_exposed = dp_s;
   }
 
-  // ZeRO-2/3 priced as capplan-train runs them (runtime_sharded_dp).
-  bool sharded_by_runtime() const { return ly.zero >= 2 && ly.dp > 1 && pl.dp.profile && pp == 1; }
+  // ZeRO-2/3 priced as capplan-train runs them (runtime_sharded_dp); check_layout keeps them to
+  // pp = 1.
+  bool sharded_by_runtime() const { return ly.zero >= 2 && ly.dp > 1 && pl.dp.profile; }
 
   void data_parallel() {
     // Data-parallel gradient synchronisation on the stage with most parameters.
@@ -952,7 +953,7 @@ class StepEvaluation {
     }
     double dp_exposed = dp_s;
     if (sharded_by_runtime()) {
-      // capplan-train's collectives block their rank (runtime_sharded_dp).
+      // capplan-train blocks on each call: all of it is exposed (runtime_sharded_dp).
     } else if (ly.zero == 3 && ring_z3) {
       dp_exposed = z3_exposed;
     } else if (ly.zero == 3) {
