@@ -865,8 +865,10 @@ class StepEvaluation {
     auto rs = [&](size_t u) { return reducescatter_s(pl.dp, dp * largest[u] * g_elem); };
     // A gather goes from the shard into the layer's buffer, so the rank whose part is largest also
     // copies that part across, read and written at the profile's memory bandwidth. One layer of
-    // the model above held by one of 2 ranks, MPI_Allgatherv alone, from memory: 0.75-0.90 ms in
-    // place and 1.20-1.36 out of place, a copy of the part 0.40-0.43 ms.
+    // the model above held by one of 2 ranks, through the runtime's communicator, from memory
+    // (tests/bench/bench_unit_collectives, two runs): the gather 1.18-1.31 ms, priced as the even
+    // in-place gather 0.95-1.04 + the copy 0.33-0.40; the reduction 1.42-1.52, priced as the even
+    // reduce-scatter 1.73-1.89 (one direction of the pair moves, not both).
     auto ag = [&](size_t u) {
       return allgather_s(pl.dp, dp * largest[u] * w_elem) + mem_s(c, 2 * largest[u] * w_elem);
     };
