@@ -846,50 +846,49 @@ class StepEvaluation {
   // 4-layer, 256-wide model, 4 micro-batches: three of its four layers lie in one shard each.
   void runtime_sharded_dp() {
     const int nl = static_cast<int>(stage_layers(L, pp, vp, 0));
-    std::vector<double> units;
-    units.push_back(mt.embed_params);
-    for (int i = 0; i < nl; ++i) units.push_back(mt.layer_params);
-    units.push_back(sc.model.tied_embeddings ? mt.final_norm_params : mt.head_params);
-    double total = 0;
-    for (double u : units) total += u;
-    const double shard = std::ceil(total / dp);
-    std::vector<double> largest;  // per unit: its largest block over the shards
-    double begin = 0;
-    for (double u : units) {
-      double c = 0;
-      for (int r = 0; r < ly.dp; ++r)
-        c = std::max(c, std::min(begin + u, (r + 1) * shard) - std::max(begin, r * shard));
-      largest.push_back(c);
-      begin += u;
-    }
-    auto rs = [&](size_t u) { return reducescatter_s(pl.dp, dp * largest[u] * g_elem); };
+    const double tail_unit = sc.model.tied_embeddings ? mt.final_norm_params : mt.head_params;
+    const double shard = std::ceil((mt.embed_params + nl * mt.layer_params + tail_unit) / dp);
+    // The largest part of the unit [begin, begin + n) inside one rank's shard: the unit itself
+    // where one shard holds it, else the larger of its two end pieces, or a whole shard it spans.
+    auto largest = [&](double begin, double n) {
+      if (n <= 0) return 0.0;
+      const double first = std::floor(begin / shard), last = std::floor((begin + n - 1) / shard);
+      if (first == last) return n;
+      return std::max({(first + 1) * shard - begin, begin + n - last * shard, last - first >= 2 ? shard : 0.0});
+    };
+    auto rs = [&](double part) { return reducescatter_s(pl.dp, dp * part * g_elem); };
     // A gather goes from the shard into the layer's buffer, so the rank whose part is largest also
     // copies that part across, read and written at the profile's memory bandwidth. One layer of
     // the model above held by one of 2 ranks, through the runtime's communicator, from memory
     // (tests/bench/bench_unit_collectives, two runs): the gather 1.18-1.31 ms, priced as the even
     // in-place gather 0.95-1.04 + the copy 0.33-0.40; the reduction 1.42-1.52, priced as the even
     // reduce-scatter 1.73-1.89 (one direction of the pair moves, not both).
-    auto ag = [&](size_t u) {
-      return allgather_s(pl.dp, dp * largest[u] * w_elem) + mem_s(c, 2 * largest[u] * w_elem);
-    };
-    const size_t last = units.size() - 1;
-    dp_s = rs(0) + rs(last);
-    for (int i = 0; i < nl; ++i) {
-      const size_t u = size_t(i) + 1;
-      dp_s += md * rs(u);
+    auto ag = [&](double part) { return allgather_s(pl.dp, dp * part * w_elem) + mem_s(c, 2 * part * w_elem); };
+    // Most layers lie inside one shard, and each of those costs the same: priced once.
+    const double rs_layer = rs(mt.layer_params), ag_layer = ly.zero >= 3 ? ag(mt.layer_params) : 0.0;
+    const double embed = largest(0, mt.embed_params);
+    double begin = mt.embed_params;
+    dp_s = rs(embed);
+    for (int i = 0; i < nl; ++i, begin += mt.layer_params) {
+      const double part = largest(begin, mt.layer_params);
+      const bool whole = part == mt.layer_params;
+      dp_s += md * (whole ? rs_layer : rs(part));
       if (ly.zero >= 3) {
         const double gathers = (1.0 + (md - 1.0) * (i > 0 ? 1.0 : 0.0)) + md * (i < nl - 1 ? 1.0 : 0.0);
-        dp_s += gathers * ag(u);
+        dp_s += gathers * (whole ? ag_layer : ag(part));
       }
     }
+    const double tail = largest(begin, tail_unit);
+    dp_s += rs(tail);
     if (ly.zero >= 3) {
-      dp_s += ag(0) + ag(last);
+      dp_s += ag(embed) + ag(tail);
     } else {
       param_gather_s = allgather_s(pl.dp, dp * shard * w_elem);
       dp_s += param_gather_s;
     }
     z3_exposed = dp_s;
   }
+
 
   // ZeRO-2/3 priced as capplan-train runs them (runtime_sharded_dp); check_layout keeps them to
   // pp = 1.

@@ -555,13 +555,13 @@ TEST(DeviceProfile, SelectiveRecomputeTakesTheColdAttentionForward) {
   EXPECT_NEAR(warm, 40 * 0.010, 1e-9);
 }
 
-// synthetic_profile() with reduce-scatters of 4 ranks at 20 GB/s and all-gathers at 40 GB/s (+10
-// us each), timed at 1 MB and at `largest` bytes.
-DeviceProfile with_halves(double largest) {
+// synthetic_profile() with reduce-scatters of `ranks` ranks at 20 GB/s and all-gathers at 40 GB/s
+// (+10 us each), timed at 1 MB and at `largest` bytes.
+DeviceProfile with_halves(double largest, int ranks = 4) {
   DeviceProfile p = synthetic_profile();
   for (double bytes : {1e6, largest}) {
-    p.collectives.push_back({"reduce-scatter", 4, bytes, 10e-6 + bytes / 20e9});
-    p.collectives.push_back({"all-gather", 4, bytes, 10e-6 + bytes / 40e9});
+    p.collectives.push_back({"reduce-scatter", ranks, bytes, 10e-6 + bytes / 20e9});
+    p.collectives.push_back({"all-gather", ranks, bytes, 10e-6 + bytes / 40e9});
   }
   fit_device_profile(p);
   return p;
@@ -638,75 +638,104 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
 // place (the largest part copied too), and reduces as ZeRO-2. Every call blocks its rank, so all
 // of it is exposed, and the simulator gets it as ZeRO-3's exposed wait. Here GPT-3 13B on dp 4 at
 // gbs 8 (two micro-batches per rank), fp32.
+// capplan-train's data-parallel traffic of a step under ZeRO-2 or 3, worked out here shard by
+// shard from the model's parameter counts: the units (the embedding, each layer, the final norm;
+// the head is tied), each timed as the profile's even collective of dp times its largest part in
+// one shard; a gather also copies that part (at the profile's memory bandwidth). `m` micro-batches.
+struct RuntimeTraffic {
+  double zero2 = 0, zero3 = 0;
+  double layer_reductions = 0, even_layer_reductions = 0;  // one micro-batch's, and as even splits
+  double gathers = 0;                                     // ZeRO-3's gathers
+  int units_in_one_shard = 0, units = 0;
+};
+RuntimeTraffic runtime_traffic(const Scenario& sc, const DeviceProfile& p, int dp, int m) {
+  const ModelProfile prof = profile_model(sc.model, 1, sc.seq_len(), 1, Precision::Fp32);
+  const int nl = sc.model.layers;
+  std::vector<double> units{prof.layers.front().params};
+  for (int i = 1; i <= nl; ++i) units.push_back(prof.layers[size_t(i)].params);
+  units.push_back(prof.layers[size_t(nl) + 1].params);
+  double total = 0;
+  for (double u : units) total += u;
+  const double shard = std::ceil(total / dp);
+  RuntimeTraffic t;
+  double begin = 0, rs = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    double largest = 0;
+    for (int r = 0; r < dp; ++r)
+      largest = std::max(largest, std::min(begin + units[u], (r + 1) * shard) - std::max(begin, r * shard));
+    t.units_in_one_shard += largest == units[u] ? 1 : 0;
+    const double bytes = dp * largest * 4;  // fp32
+    const double t_rs = p.collective_seconds("reduce-scatter", dp, bytes),
+                 t_ag = p.collective_seconds("all-gather", dp, bytes) + 2 * largest * 4 / (p.memory_gbyte_per_s * 1e9);
+    const bool layer = u >= 1 && u <= size_t(nl);
+    rs += layer ? m * t_rs : t_rs;
+    t.layer_reductions += layer ? t_rs : 0;
+    t.even_layer_reductions += layer ? p.collective_seconds("reduce-scatter", dp, units[u] * 4) : 0;
+    // Gathers: forward 1 + (m - 1) unless the first layer, backward m unless the last; the ends once.
+    const int i = int(u) - 1;
+    t.gathers += (layer ? (1 + (i > 0 ? m - 1 : 0)) + (i < nl - 1 ? m : 0) : 1) * t_ag;
+    begin += units[u];
+  }
+  t.units = int(units.size());
+  t.zero2 = rs + p.collective_seconds("all-gather", dp, dp * shard * 4);  // + the updated weights
+  t.zero3 = rs + t.gathers;
+  return t;
+}
+
 TEST(DeviceProfile, ShardedDataParallelIsPricedAsTheRuntimeRunsIt) {
   const DeviceProfile p = with_halves(1e10);
   Scenario sc = gpt3_13b_on_four_gpus();
   sc.training.precision = Precision::Fp32;
   sc.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
-  auto costs = [&](int zero) {
+  auto costs = [](const Scenario& s, int dp, int mbs, int zero) {
     Layout l;
-    l.dp = 4;
-    l.mbs = 1;
+    l.dp = dp;
+    l.mbs = mbs;
     l.zero = zero;
-    return std::make_pair(estimate(sc, l), step_costs(sc, l));
+    return std::make_pair(estimate(s, l), step_costs(s, l));
   };
-  // The units and the shards, from the model's own parameter counts.
-  const ModelProfile prof = profile_model(sc.model, 1, sc.seq_len(), 1, Precision::Fp32);
-  const int nl = sc.model.layers;
-  std::vector<double> units{prof.layers.front().params};
-  for (int i = 1; i <= nl; ++i) units.push_back(prof.layers[size_t(i)].params);
-  units.push_back(prof.layers[size_t(nl) + 1].params);  // the final norm (the head is tied)
-  double total = 0;
-  for (double u : units) total += u;
-  const double shard = std::ceil(total / 4);
-  double begin = 0, rs = 0, rs_layer_sum = 0, even_layer_sum = 0, ag_layers = 0, ag_ends = 0;
-  int in_one_shard = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    double largest = 0;
-    for (int r = 0; r < 4; ++r)
-      largest = std::max(largest, std::min(begin + units[u], (r + 1) * shard) - std::max(begin, r * shard));
-    in_one_shard += largest == units[u] ? 1 : 0;
-    const double bytes = 4 * largest * 4;  // dp x the largest part, fp32
-    // A gather also copies the largest part from the shard into the layer's buffer, read and
-    // written at the profile's memory bandwidth.
-    const double t_rs = p.collective_seconds("reduce-scatter", 4, bytes),
-                 t_ag = p.collective_seconds("all-gather", 4, bytes) + 2 * largest * 4 / (p.memory_gbyte_per_s * 1e9);
-    const bool layer = u >= 1 && u <= size_t(nl);
-    rs += layer ? 2 * t_rs : t_rs;  // two micro-batches
-    rs_layer_sum += layer ? t_rs : 0;
-    even_layer_sum += layer ? p.collective_seconds("reduce-scatter", 4, units[u] * 4) : 0;
-    if (layer) {
-      const int i = int(u) - 1;  // gathers: forward 1 + (m - 1) unless first, backward m unless last
-      ag_layers += ((i > 0 ? 2 : 1) + (i < nl - 1 ? 2 : 0)) * t_ag;
-    } else {
-      ag_ends += t_ag;
-    }
-    begin += units[u];
-  }
-  ASSERT_GT(in_one_shard, 30);  // 40 layers over 4 shards: most lie inside one
-  const double z2_expected = rs + p.collective_seconds("all-gather", 4, 4 * shard * 4);  // + the updated weights
-  const double z3_expected = rs + ag_layers + ag_ends;
-  const auto [z2, z2_steps] = costs(2);
-  const auto [z3, z3_steps] = costs(3);
+  const RuntimeTraffic t = runtime_traffic(sc, p, 4, 2);  // gbs 8 over dp 4 at mbs 1
+  ASSERT_GT(t.units_in_one_shard, 30);                     // 40 layers over 4 shards: most lie inside one
+  const auto [z2, z2_steps] = costs(sc, 4, 1, 2);
+  const auto [z3, z3_steps] = costs(sc, 4, 1, 3);
   std::printf("Expectation: ZeRO-2 dp_comm %.6f s, ZeRO-3 %.6f s, all exposed  Actual result: %.6f, %.6f s\n",
-              z2_expected, z3_expected, z2.breakdown_s.dp_comm, z3.breakdown_s.dp_comm);
-  EXPECT_NEAR(z2.breakdown_s.dp_comm, z2_expected, 1e-9 * z2_expected);
-  EXPECT_NEAR(z3.breakdown_s.dp_comm, z3_expected, 1e-9 * z3_expected);
+              t.zero2, t.zero3, z2.breakdown_s.dp_comm, z3.breakdown_s.dp_comm);
+  EXPECT_NEAR(z2.breakdown_s.dp_comm, t.zero2, 1e-9 * t.zero2);
+  EXPECT_NEAR(z3.breakdown_s.dp_comm, t.zero3, 1e-9 * t.zero3);
   // A layer inside one shard is all sent to its owner: four times an even split's share, so the
   // layers' reduce-scatters take over three times what even splits of them would.
-  EXPECT_GT(rs_layer_sum, 3 * even_layer_sum);
+  EXPECT_GT(t.layer_reductions, 3 * t.even_layer_reductions);
   // The simulator waits for all of it: ZeRO-2 as one task after the backward, ZeRO-3 as its
   // exposed wait.
   EXPECT_FALSE(z2_steps.dp_overlap);
-  EXPECT_NEAR(z3_steps.zero3_exposed_s, z3_expected, 1e-9 * z3_expected);
+  EXPECT_NEAR(z3_steps.zero3_exposed_s, t.zero3, 1e-9 * t.zero3);
+  // Units larger than a shard: the 4-layer, 256-wide model on dp 8, whose embedding (1.08 M
+  // parameters) spans three shards of 0.53 M and each layer (0.79 M) two or three.
+  Scenario small = sc;
+  small.model.name = "4x256";
+  small.model.layers = 4;
+  small.model.hidden = 256;
+  small.model.heads = 8;
+  small.model.kv_heads = 0;
+  small.model.ffn_hidden = 0;
+  small.model.vocab = 4096;
+  small.model.seq_len = 128;
+  small.training.gbs = 32;
+  small.cluster.gpus_per_node = 8;
+  const DeviceProfile p8 = with_halves(1e10, 8);
+  small.cluster.device_profile = std::make_shared<const DeviceProfile>(p8);
+  const RuntimeTraffic t8 = runtime_traffic(small, p8, 8, 2);  // gbs 32 over dp 8 at mbs 2
+  EXPECT_EQ(t8.units_in_one_shard, 1);                        // the final norm only
+  const double z2_8 = costs(small, 8, 2, 2).first.breakdown_s.dp_comm;
+  const double z3_8 = costs(small, 8, 2, 3).first.breakdown_s.dp_comm;
+  std::printf("Expectation: dp 8, units over several shards: ZeRO-2 %.6f s, ZeRO-3 %.6f s  Actual result: "
+              "%.6f, %.6f s\n", t8.zero2, t8.zero3, z2_8, z3_8);
+  EXPECT_NEAR(z2_8, t8.zero2, 1e-9 * t8.zero2);
+  EXPECT_NEAR(z3_8, t8.zero3, 1e-9 * t8.zero3);
   // Without the profile the ring pricing and its overlap stand: ZeRO-3 hides part of its traffic.
   Scenario plain = sc;
   plain.cluster.device_profile = nullptr;
-  Layout l;
-  l.dp = 4;
-  l.mbs = 1;
-  l.zero = 3;
-  EXPECT_TRUE(step_costs(plain, l).dp_overlap);
+  EXPECT_TRUE(costs(plain, 4, 1, 3).second.dp_overlap);
 }
 
 // A data-parallel group's collectives move gradients and weights a pass left in memory: with
