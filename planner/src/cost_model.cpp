@@ -54,7 +54,9 @@ constexpr double kPcieDefault_gbyte_per_s = 32.0;
 constexpr double kPcieEfficiency = 0.8;
 // The fixed per-GPU reservation (CUDA context, cuBLAS workspace, NCCL channels: ~1 GiB in
 // nvidia-smi on an idle PyTorch + NCCL process) and the allocator's fragmentation margin are the
-// framework's (FrameworkSpec::reserved_gib, allocator_margin).
+// framework's (FrameworkSpec::reserved_gib, allocator_margin). A CPU rank of capplan-train has
+// neither: no GPU runtime, and every buffer allocated once at start (runtime/train, Gpt and
+// Optimizer constructors), so its peak is its state and activations.
 // Mixed-precision Adam: fp32 master weights + two fp32 moments = 12 bytes per parameter
 // (Rajbhandari et al. 2020, ZeRO, Sec 3.1: K = 12); fp32 training keeps moments only (8).
 // Optimizer step traffic: read grad, master, m, v (16 B), write master, m, v (12 B), write the
@@ -87,6 +89,10 @@ Constants constants_for(const Scenario& sc) {
   c.flash_flops = cl.gpu.flash_peak_fraction * peak16;
   c.sms = cl.gpu.sms;
   c.host_Bps = kHostMemory_Bps;
+  if (!cl.gpu.cpu_rank) {
+    c.reserved_bytes = sc.training.framework.reserved_gib * 1024.0 * 1024.0 * 1024.0;
+    c.allocator_margin = sc.training.framework.allocator_margin;
+  }
   c.hbm_Bps = cl.gpu.memory_gbyte_per_s * 1e9 * cl.efficiency.memory.value_or(kMemoryEfficiency);
   c.intra_Bps = cl.intra_node_gbyte_per_s * 1e9 * cl.efficiency.intra_node.value_or(kIntraNodeEfficiency);
   c.inter_node_Bps =
@@ -1043,7 +1049,6 @@ class StepEvaluation {
     // Memory, by kind, on the stages that can peak: 0 (most micro-batches in flight), 1 and last.
     const StateBytesPerParam state = state_bytes_per_param(sc.training);
     const double opt_bytes_per_param = tr.offload_optimizer ? 0.0 : state.optimizer;
-    const double reserved_bytes = fw.reserved_gib * 1024.0 * 1024.0 * 1024.0;
     double best_total = -1;
     const int mem_cands[3] = {0, std::min(1, pp - 1), pp - 1};
     for (int k = 0; k < 3; ++k) {
@@ -1098,7 +1103,7 @@ class StepEvaluation {
           fw.zero3_backward_prefetch == Zero3BackwardPrefetch::Pre ? fw.zero3_prefetch_layers : 0;
       const double zero3_prefetch = ly.zero >= 3 ? (1 + ahead) * unit * w_elem + unit * g_elem : 0.0;
       const double sub = mb.weights + mb.gradients + mb.optimizer + mb.activations + zero3_prefetch;
-      mb.buffers = reserved_bytes + zero3_prefetch + fw.allocator_margin * sub;
+      mb.buffers = c.reserved_bytes + zero3_prefetch + c.allocator_margin * sub;
       mb.total = mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.buffers;
       if (mb.total > best_total) {
         best_total = mb.total;

@@ -26,6 +26,10 @@ struct Constants {
   double flash_flops = 0;     // FLOP/s FlashAttention's forward reaches; 0 = not available
   int sms = 0;                // SMs for wave quantisation; 0 = not modelled
   double host_Bps = 0;        // host memory bandwidth per node reached by a CPU optimizer step
+  // Memory the device keeps besides the training state: the framework's fixed reservation and
+  // its allocator's margin on the rest (none on a CPU rank: GpuSpec::cpu_rank).
+  double reserved_bytes = 0;
+  double allocator_margin = 0;
   // A device profile's measured GEMMs and fitted line (t = gemm_t0_s + FLOPs / peak_flops), or null.
   const DeviceProfile* profile = nullptr;
   double gemm_t0_s = 0;

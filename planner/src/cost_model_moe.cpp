@@ -409,7 +409,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   const double w = stage_expert_params * state.weights / (ly.zero >= 3 ? edp : 1.0);
   const double g = stage_expert_params * c.grad_bytes / (ly.zero >= 2 ? edp : 1.0);
   const double o = sc.training.offload_optimizer ? 0.0 : stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0);
-  const double margin = sc.training.framework.allocator_margin * (w + g + o);
+  const double margin = c.allocator_margin * (w + g + o);
   mem.weights += w;
   mem.gradients += g;
   mem.optimizer += o;

@@ -44,6 +44,7 @@ void write_cluster(std::ostringstream& os, const ClusterSpec& c) {
   os << "    gemm_peak_fraction: " << yaml_number(c.gpu.gemm_peak_fraction) << "\n";
   os << "    flash_peak_fraction: " << yaml_number(c.gpu.flash_peak_fraction) << "\n";
   os << "    sms: " << c.gpu.sms << "\n";
+  if (c.gpu.cpu_rank) os << "    cpu_rank: true\n";
   if (!c.gpu.source.empty()) os << "    source: " << yaml_quote(c.gpu.source) << "\n";
   os << "  intra_node_gbyte_per_s: " << yaml_number(c.intra_node_gbyte_per_s) << "\n";
   os << "  inter_node_gbit_per_s: " << yaml_number(c.inter_node_gbit_per_s) << "\n";

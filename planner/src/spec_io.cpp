@@ -240,6 +240,7 @@ std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& fi
   r.number("gemm_peak_fraction", g.gemm_peak_fraction, false, {0, false, 1});
   r.number("flash_peak_fraction", g.flash_peak_fraction, false, {0, false, 1});
   r.integer("sms", g.sms, false, {0, false, 1e5});
+  r.boolean("cpu_rank", g.cpu_rank, false);
   r.finish();
   if (diags.items().size() == errors_before) validate_gpu_impl(g, file, diags, &r, prefix);
   for (size_t i = errors_before; i < diags.items().size(); ++i)

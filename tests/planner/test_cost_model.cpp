@@ -58,6 +58,16 @@ TEST(CostModel, MemoryOfTinyModelCountedByHand) {
   EXPECT_DOUBLE_EQ(m.total, rest + m.buffers);
   EXPECT_DOUBLE_EQ(m.capacity, 80 * kGiB);
   EXPECT_TRUE(e.fits);
+
+  // The same run on CPU ranks of capplan-train (cpu_rank: no GPU runtime, every buffer allocated
+  // once): no reservation and no allocator margin; the state and activations are unchanged.
+  Scenario cpu = sc;
+  cpu.cluster.gpu.cpu_rank = true;
+  const MemoryBytes& c = estimate(cpu, layout(1, 1, 1, 2)).memory_per_gpu_bytes;
+  EXPECT_DOUBLE_EQ(c.weights, m.weights);
+  EXPECT_DOUBLE_EQ(c.activations, m.activations);
+  EXPECT_DOUBLE_EQ(c.buffers, 0);
+  EXPECT_DOUBLE_EQ(c.total, rest);
 }
 
 TEST(CostModel, FullRecomputeKeepsOnlyLayerInputs) {

@@ -81,6 +81,13 @@ TEST(PlanIo, RoundTripsEveryField) {
   EXPECT_EQ(q.layout.schedule, Schedule::GPipe);
   // Writing the read plan gives the same text: nothing is lost or reformatted.
   EXPECT_EQ(plan_to_yaml(q), plan_to_yaml(p));
+  EXPECT_FALSE(q.scenario.cluster.gpu.cpu_rank);
+  // A plan of CPU ranks (capplan run's RUNDIR/plan.yaml) keeps the mark.
+  Plan cpu = p;
+  cpu.scenario.cluster.gpu.cpu_rank = true;
+  const auto cpu_back = parse_plan_yaml(plan_to_yaml(cpu), "cpu.yaml");
+  ASSERT_TRUE(cpu_back.ok()) << cpu_back.diagnostics.to_string();
+  EXPECT_TRUE(cpu_back.value->scenario.cluster.gpu.cpu_rank);
 }
 
 TEST(PlanIo, SaveIsAtomicAndLeavesNoTemporaryFiles) {

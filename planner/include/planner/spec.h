@@ -117,6 +117,9 @@ struct GpuSpec {
   // 0 = FlashAttention does not run on this GPU (FA2/FA3 need Ampere or newer).
   double flash_peak_fraction = 0;
   int sms = 0;                  // streaming multiprocessors (wave quantisation); 0 = unknown
+  // A CPU rank of capplan-train's CPU backend rather than a GPU: it keeps no GPU runtime's fixed
+  // reservation and no caching allocator's margin (the runtime allocates every buffer once).
+  bool cpu_rank = false;
   std::string source;
 
   double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }

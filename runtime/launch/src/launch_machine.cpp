@@ -132,6 +132,7 @@ ClusterSpec local_cluster_spec(const LocalMachine& machine, int ranks) {
   c.gpus_per_node = ranks;
   GpuSpec& g = c.gpu;
   g.name = "cpu-rank";
+  g.cpu_rank = true;
   g.memory_gib = machine.ram_bytes / ranks / (1024.0 * 1024.0 * 1024.0);
   // A CPU has one fp32 peak; the runtime trains in fp32, so every precision reads the same figure.
   const double rank_tflops = machine.gemm_peak_gflops / ranks / 1000.0;

@@ -124,8 +124,12 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
       m.summary_reason = r.string(k::kReason);
     } else if (r.type == k::kPlacement) {
       for (const auto& [key, kind] : kMemoryKinds) {
-        const double value = r.number(key);
+        double value = r.number(key);
         if (!std::isfinite(value)) continue;
+        // A rank's activations are its pool of kept activations and the working buffers every
+        // micro-batch shares, as the planner counts kept activations and a working set.
+        const double working = r.number(metrics_schema::kActivationWorkingBytes);
+        if (key == metrics_schema::kActivationDeviceBytes && std::isfinite(working)) value += working;
         double& slot = m.memory_bytes[kind];
         slot = std::max(slot, value);
         m.memory_source = "capplan-train placement records, largest over ranks";

@@ -248,6 +248,7 @@ std::vector<MemoryRow> compare_memory(const RunRecord& r) {
     const auto it = m.find(kind);
     return it == m.end() ? kUnknown : it->second;
   };
+
   // The batch split's extra gradient copies (capplan-train on the CPU, threads splitting each
   // micro-batch) are not the layout's: a row of their own, when a run had them.
   std::vector<MemoryRow> rows = {
@@ -490,8 +491,7 @@ std::string run_record_text(const RunRecord& r) {
     t << line;
   }
   t << "  (measured by kind: " << (r.measured.memory_source.empty() ? "not reported" : r.measured.memory_source)
-    << ";\n   predicted buffers include a GPU runtime's fixed reservation, which a CPU rank does not make;\n"
-       "   RSS includes the MPI library and the program; largest process of the job (wait4): "
+    << ";\n   RSS includes the MPI library and the program; largest process of the job (wait4): "
     << fmt_mib(r.measured.max_process_rss_bytes) << ")\n";
   if (const auto it = r.measured.memory_bytes.find("split_gradients");
       it != r.measured.memory_bytes.end() && it->second > 0)

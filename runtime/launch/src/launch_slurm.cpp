@@ -384,11 +384,10 @@ std::string write_job_script(PreparedSlurmRun& p, const SlurmOptions& options, c
                                                  "--gflops-tolerance", number(options.gflops_tolerance)});
   }
   if (pr.record.predicted) {
-    // The ranks' predicted memory without the cost model's fixed buffer reservation, which is a
-    // GPU runtime's and which capplan-train's CPU ranks do not make.
+    // The ranks' predicted memory (on this machine's spec of CPU ranks: state, activations and
+    // ZeRO buffers; no GPU runtime's reservation).
     const MemoryBytes& m = pr.record.predicted->memory_per_gpu_bytes;
-    so.health_args.insert(so.health_args.end(),
-                          {"--min-free-memory", number((m.total - m.buffers) * ranks_per_node)});
+    so.health_args.insert(so.health_args.end(), {"--min-free-memory", number(m.total * ranks_per_node)});
   }
   p.job_script = export_sbatch(plan, so).text;
   const std::string script_path = run_dir + "/job.sbatch";

@@ -113,6 +113,7 @@ float* Gpt::alloc(int64_t n, bool activation) {
   float* p = be_.allocate(n);
   if (!p) throw std::bad_alloc();
   owned_.push_back(p);
+  owned_bytes_ += n * int64_t(sizeof(float));
   if (activation) activation_bytes_ += n * int64_t(sizeof(float));
   return p;
 }
@@ -125,7 +126,9 @@ Gpt::Gpt(const GptConfig& config, Backend& backend, Communicator& tp)
   lay_out_params();
   allocate_params_and_grads();
   allocate_activations();
+  const int64_t before_scratch = owned_bytes_;
   allocate_scratch();
+  working_bytes_ = owned_bytes_ - before_scratch;
 }
 
 void Gpt::set_dimensions() {

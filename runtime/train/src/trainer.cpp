@@ -1281,7 +1281,7 @@ Run::RankReport Run::report_ranks() {
   out.hosts = gather_lines({host}, rank_, world_);
   const RankCoords& c = groups_.coords;
   int64_t param_bytes = 0, grad_bytes = 0, param_buf = 0, grad_buf = 0, state_bytes = 0, act_bytes = 0,
-          host_act_bytes = 0, split_grad_bytes = 0;
+          host_act_bytes = 0, split_grad_bytes = 0, working_bytes = 0;
   for (size_t k = 0; k < models_.size(); ++k) {
     param_bytes += models_[k]->param_bytes();
     grad_bytes += models_[k]->grad_bytes();
@@ -1290,6 +1290,7 @@ Run::RankReport Run::report_ranks() {
     state_bytes += opts_[k]->state_bytes();
     act_bytes += models_[k]->activation_bytes();
     host_act_bytes += models_[k]->host_activation_bytes();
+    working_bytes += models_[k]->working_bytes();
   }
   // Batch split: the other parts' gradient copies apart (the layout's memory has one), their
   // activations with the first part's (together, those of one whole micro-batch).
@@ -1297,6 +1298,7 @@ Run::RankReport Run::report_ranks() {
     split_grad_bytes += p->grad_bytes();
     act_bytes += p->activation_bytes();
     host_act_bytes += p->host_activation_bytes();
+    working_bytes += p->working_bytes();
   }
   namespace k = metrics_schema;
   Json record;
@@ -1313,6 +1315,7 @@ Run::RankReport Run::report_ranks() {
   record[k::kOptimizerBytes] = state_bytes;
   record[k::kActivationDeviceBytes] = act_bytes;
   record[k::kActivationHostBytes] = host_act_bytes;
+  record[k::kActivationWorkingBytes] = working_bytes;
   record[k::kSplitGradBytes] = split_grad_bytes;
   out.placement = gather_lines({json_dump(record, false)}, rank_, world_);
   char line[600], split_extra[120] = "";
@@ -1326,10 +1329,11 @@ Run::RankReport Run::report_ranks() {
   std::snprintf(line, sizeof(line),
                 "rank %d (d%d,p%d,t%d): parameters %.4f MiB, gradients %.4f MiB, optimizer state "
                 "%.4f MiB, ZeRO buffers %.4f MiB (gathered weights %.4f + gradient buckets "
-                "%.4f), activations %.2f MiB in the device pool + %.2f MiB offloaded to host%s",
+                "%.4f), activations %.2f MiB in the device pool + %.2f MiB of working buffers + %.2f MiB "
+                "offloaded to host%s",
                 rank_, c.dp, c.pp, c.tp, param_bytes / mib, grad_bytes / mib, state_bytes / mib,
-                (param_buf + grad_buf) / mib, param_buf / mib, grad_buf / mib, act_bytes / mib, host_act_bytes / mib,
-                split_extra);
+                (param_buf + grad_buf) / mib, param_buf / mib, grad_buf / mib, act_bytes / mib, working_bytes / mib,
+                host_act_bytes / mib, split_extra);
   out.memory = gather_lines({line}, rank_, world_);
   return out;
 }

@@ -303,6 +303,32 @@ TEST(RuntimeGradCheck, OffloadIsBitwiseIdenticalAndShrinksTheDevicePool) {
   EXPECT_EQ(dev_a - dev_b, set);
 }
 
+// The working buffers (a layer's backward gradients, the LM head's logits chunk) are allocated
+// once and shared by every micro-batch in flight, and counted apart from the kept activations.
+// Expectation: three slots instead of one grow the kept pool only; a head chunk of 4 rows instead
+// of the whole micro-batch's 12 shrinks the working buffers by (12 - 4) rows of vocab-wide logits.
+TEST(RuntimeGradCheck, WorkingBuffersAreSharedByEveryMicroBatchAndCountedApart) {
+  const ModelSpec m = tiny_model(false);
+  auto bytes = [&](int slots, int head_chunk_rows) {
+    auto be = make_cpu_backend(1);
+    auto tp = make_self_communicator();
+    GptConfig c = tiny_config(m, 5);
+    c.slots = slots;
+    c.head_chunk_rows = head_chunk_rows;
+    Gpt g(c, *be, *tp);
+    return std::pair{g.activation_bytes(), g.working_bytes()};
+  };
+  const auto [kept1, work1] = bytes(1, 0);
+  const auto [kept3, work3] = bytes(3, 0);
+  const auto [kept_chunked, work_chunked] = bytes(1, 4);
+  EXPECT_GT(work1, 0);
+  EXPECT_EQ(work3, work1);
+  EXPECT_EQ(kept3, 3 * kept1);
+  EXPECT_EQ(kept_chunked, kept1);
+  const int64_t rows = 2 * m.seq_len;  // mbs 2
+  EXPECT_EQ(work1 - work_chunked, (rows - 4) * int64_t(m.vocab) * 4);
+}
+
 // ZeRO-2/3 on one DP rank: the per-layer buckets reduced into the gradient shard (and, with
 // ZeRO-3, the weights gathered per layer from the parameter shard, also under full recompute)
 // give bitwise the gradients of the whole buffers. Expectation: equal vectors.

@@ -49,6 +49,7 @@ inline constexpr char kIoReadBytes[] = "io_read_bytes", kIoWriteBytes[] = "io_wr
 inline constexpr char kHost[] = "host", kLocalRank[] = "local_rank", kParamBytes[] = "param_bytes";
 inline constexpr char kGradBytes[] = "grad_bytes", kBuffersBytes[] = "buffers_bytes", kOptimizerBytes[] = "optimizer_bytes";
 inline constexpr char kActivationDeviceBytes[] = "activation_device_bytes";
+inline constexpr char kActivationWorkingBytes[] = "activation_working_bytes";  // shared working buffers
 inline constexpr char kActivationHostBytes[] = "activation_host_bytes", kSplitGradBytes[] = "split_grad_bytes";
 
 // summary: "ok", "failed" or "aborted", why, and the run's totals.

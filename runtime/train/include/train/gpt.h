@@ -191,6 +191,9 @@ class Gpt {
   // Bytes of activations held in the device pool (all slots) and, with offload, in host memory.
   int64_t activation_bytes() const { return activation_bytes_; }
   int64_t host_activation_bytes() const { return host_activation_bytes_; }
+  // Bytes of the working buffers every micro-batch shares (a layer's backward gradients, the LM
+  // head's logits chunk and the final norm's output): the rest of the activation memory.
+  int64_t working_bytes() const { return working_bytes_; }
 
  private:
   struct LayerParams;
@@ -263,6 +266,8 @@ class Gpt {
         *lnf_rstd_ = nullptr, *stats_ = nullptr;
   int64_t activation_bytes_ = 0;
   int64_t host_activation_bytes_ = 0;
+  int64_t owned_bytes_ = 0;  // everything alloc() handed out
+  int64_t working_bytes_ = 0;
   float* alloc(int64_t n, bool activation);
   // Mixture of experts: one block per MoE layer (null for dense layers), the expert buffer.
   std::vector<std::unique_ptr<MoeBlock>> moe_;
