@@ -1083,6 +1083,15 @@ class StepEvaluation {
       // backward run back to back and free the logits before the first layer is recomputed.
       double working = (ly.recompute != Recompute::None ? mt.layer_act_full_bytes : 0.0);
       if (s == pp - 1) working = std::max(working, mt.head_act_bytes);
+      if (sc.cluster.gpu.cpu_rank) {
+        // capplan-train allocates its working buffers once at start (Gpt::allocate_activations):
+        // a full recompute's layer, the one scores buffer every layer's selective recompute
+        // rebuilds, and the logits are held together, so they add up.
+        const double rebuilt = ly.recompute == Recompute::Full        ? mt.layer_act_full_bytes
+                               : ly.recompute == Recompute::Selective ? mt.layer_act_full_bytes - mt.layer_act_kept_bytes
+                                                                      : 0.0;
+        working = rebuilt + (s == pp - 1 ? mt.head_act_bytes : 0.0);
+      }
       if (ly.offload) {
         // Copied out layer by layer after each layer's forward and back one layer ahead of its
         // backward: the layer being computed and the one being copied stay on the GPU. (The time of

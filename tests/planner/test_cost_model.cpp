@@ -83,6 +83,18 @@ TEST(CostModel, FullRecomputeKeepsOnlyLayerInputs) {
   EXPECT_DOUBLE_EQ(e.memory_per_gpu_bytes.activations, act);
   EXPECT_GT(e.breakdown_s.recompute, 0);
   EXPECT_GT(e.hardware_tflops_per_gpu, e.model_tflops_per_gpu);
+
+  // On CPU ranks capplan-train allocates the recomputed layer and the logits once at start, so
+  // both are held: the working set is their sum. Selective recompute holds one scores buffer,
+  // what it drops from each layer: 5 a s / h x s b h = 40960 B (180224 - 34 s b h).
+  Scenario cpu = sc;
+  cpu.cluster.gpu.cpu_rank = true;
+  EXPECT_DOUBLE_EQ(estimate(cpu, l).memory_per_gpu_bytes.activations, 2 * 8192.0 + 4096 + 180224 + 256000);
+  Layout sel = l;
+  sel.recompute = Recompute::Selective;
+  const double kept_selective = 2 * (180224.0 - 40960) + 4096;
+  EXPECT_DOUBLE_EQ(estimate(sc, sel).memory_per_gpu_bytes.activations, kept_selective + 256000);
+  EXPECT_DOUBLE_EQ(estimate(cpu, sel).memory_per_gpu_bytes.activations, kept_selective + 40960 + 256000);
 }
 
 TEST(CostModel, ZeroStagesShardOverDataParallelGroup) {
