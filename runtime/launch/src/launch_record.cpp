@@ -491,7 +491,8 @@ std::string run_record_text(const RunRecord& r) {
     t << line;
   }
   t << "  (measured by kind: " << (r.measured.memory_source.empty() ? "not reported" : r.measured.memory_source)
-    << ";\n   RSS includes the MPI library and the program; largest process of the job (wait4): "
+    << ";\n   a rank's activations are its kept activations and its working buffers;"
+       "\n   RSS includes the MPI library and the program; largest process of the job (wait4): "
     << fmt_mib(r.measured.max_process_rss_bytes) << ")\n";
   if (const auto it = r.measured.memory_bytes.find("split_gradients");
       it != r.measured.memory_bytes.end() && it->second > 0)
