@@ -204,12 +204,22 @@ QLayout* RunPage::buildResults() {
   compare_->setHorizontalHeaderLabels({tr("term"), tr("predicted"), tr("simulated"), tr("measured")});
   compare_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
   compare_->verticalHeader()->hide();
+  compare_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);  // more rows in view at 1280x800
   compare_->setToolTip(tr("Seconds per step by term: planner, simulator and the run itself"));
+  memory_ = new QTableWidget(0, 3, this);
+  memory_->setObjectName(QStringLiteral("runMemory"));
+  memory_->setHorizontalHeaderLabels({tr("memory per rank"), tr("predicted"), tr("measured")});
+  memory_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  memory_->verticalHeader()->hide();
+  memory_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
+  memory_->setToolTip(tr("MiB per rank by kind: the planner's prediction beside what capplan-train allocated "
+                         "(largest over ranks; a rank's activations are its kept activations and its working buffers)"));
   findings_ = new QLabel(this);
   findings_->setObjectName(QStringLiteral("runFindings"));
   findings_->setWordWrap(true);
   findings_->setTextFormat(Qt::RichText);
-  right->addWidget(compare_, 1);
+  right->addWidget(compare_, 3);
+  right->addWidget(memory_, 2);
   right->addWidget(findings_);
   lower->addWidget(buildHistory());
   lower->addWidget(log_, 1);
@@ -547,6 +557,7 @@ void RunPage::launch(bool resume) {
   stopButton_->setEnabled(true);
   status_->setText(tr("Preparing %1 ranks in %2...").arg(layout.gpus()).arg(runDir_));
   compare_->setRowCount(0);
+  memory_->setRowCount(0);
   findings_->clear();
   cancel_ = std::make_shared<std::atomic<bool>>(false);
   if (watcher_ == nullptr) watcher_ = new QFutureWatcher<void>(this);
@@ -609,8 +620,8 @@ std::function<void(const rt::MetricsRecord&)> metricsPoster(
 
 }  // namespace
 
-void RunPage::showOutcome(const std::vector<rt::TermRow>& rows, const QString& findings,
-                          const QString& status, const QString& reason) {
+void RunPage::showOutcome(const std::vector<rt::TermRow>& rows, const std::vector<rt::MemoryRow>& memory,
+                          const QString& findings, const QString& status, const QString& reason) {
   compare_->setRowCount(int(rows.size()));
   auto cell = [](double v) { return new QTableWidgetItem(std::isfinite(v) ? formatSeconds(v) : RunPage::tr("unknown")); };
   for (int i = 0; i < int(rows.size()); ++i) {
@@ -618,6 +629,16 @@ void RunPage::showOutcome(const std::vector<rt::TermRow>& rows, const QString& f
     compare_->setItem(i, 1, cell(rows[size_t(i)].predicted_s));
     compare_->setItem(i, 2, cell(rows[size_t(i)].simulated_s));
     compare_->setItem(i, 3, cell(rows[size_t(i)].measured_s));
+  }
+  memory_->setRowCount(int(memory.size()));
+  auto mib = [](double bytes) {
+    return new QTableWidgetItem(std::isfinite(bytes) ? QStringLiteral("%1 MiB").arg(bytes / (1024.0 * 1024.0), 0, 'f', 1)
+                                                     : RunPage::tr("unknown"));
+  };
+  for (int i = 0; i < int(memory.size()); ++i) {
+    memory_->setItem(i, 0, new QTableWidgetItem(QString::fromStdString(memory[size_t(i)].kind)));
+    memory_->setItem(i, 1, mib(memory[size_t(i)].predicted_bytes));
+    memory_->setItem(i, 2, mib(memory[size_t(i)].measured_bytes));
   }
   findings_->setText(findings);
   onFinished(status, reason);
@@ -672,8 +693,9 @@ void RunPage::launchOnSlurm(rt::LaunchRequest req) {
     }
     if (record.goodput && std::isfinite(record.goodput->ratio))
       history += RunPage::tr("goodput %1 (productive step time over wall time)").arg(record.goodput->ratio, 0, 'f', 3);
-    post([rows = rt::compare_terms(record), history, status = QString::fromUtf8(rt::to_string(record.status)),
-          reason = QString::fromStdString(record.reason)](RunPage* p) { p->showOutcome(rows, history, status, reason); });
+    post([rows = rt::compare_terms(record), memory = rt::compare_memory(record), history,
+          status = QString::fromUtf8(rt::to_string(record.status)),
+          reason = QString::fromStdString(record.reason)](RunPage* p) { p->showOutcome(rows, memory, history, status, reason); });
   }));
 }
 
@@ -711,8 +733,9 @@ void RunPage::launchLocal(const rt::LaunchRequest& req) {
                              QString::fromStdString(f.evidence).toHtmlEscaped(), QString::fromStdString(f.advice).toHtmlEscaped());
       if (report.value->findings.empty()) findings = RunPage::tr("No bottleneck findings.");
     }
-    post([rows = rt::compare_terms(record), findings, status = QString::fromUtf8(rt::to_string(record.status)),
-          reason = QString::fromStdString(record.reason)](RunPage* p) { p->showOutcome(rows, findings, status, reason); });
+    post([rows = rt::compare_terms(record), memory = rt::compare_memory(record), findings,
+          status = QString::fromUtf8(rt::to_string(record.status)),
+          reason = QString::fromStdString(record.reason)](RunPage* p) { p->showOutcome(rows, memory, findings, status, reason); });
   }));
 }
 #endif

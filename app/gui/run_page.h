@@ -30,6 +30,7 @@ class QTableWidget;
 namespace capplan::rt {
 struct LaunchRequest;
 struct TermRow;
+struct MemoryRow;
 }  // namespace capplan::rt
 
 namespace capplan::gui {
@@ -99,9 +100,10 @@ class RunPage : public QWidget {
   void launchOnSlurm(rt::LaunchRequest req);
   // Runs `f` on the GUI thread, unless this page is gone by then.
   std::function<void(std::function<void(RunPage*)>)> poster();
-  // Predicted vs simulated vs measured per term, the findings, and the run's end.
-  void showOutcome(const std::vector<rt::TermRow>& rows, const QString& findings, const QString& status,
-                   const QString& reason);
+  // Predicted vs simulated vs measured per term, predicted vs allocated memory per rank by kind,
+  // the findings, and the run's end.
+  void showOutcome(const std::vector<rt::TermRow>& rows, const std::vector<rt::MemoryRow>& memory,
+                   const QString& findings, const QString& status, const QString& reason);
   void onMetrics(const QString& type, const QHash<QString, double>& numbers);
   void onOutputLine(const QString& line);
   void onFinished(const QString& status, const QString& reason);
@@ -136,6 +138,7 @@ class RunPage : public QWidget {
   QPlainTextEdit* log_ = nullptr;
   QLabel* findings_ = nullptr;
   QTableWidget* compare_ = nullptr;
+  QTableWidget* memory_ = nullptr;  // memory per rank by kind: predicted and allocated
   ChartArea* lossChart_ = nullptr;
   ChartArea* speedChart_ = nullptr;
   ChartArea* systemChart_ = nullptr;

@@ -781,6 +781,28 @@ TEST_F(GuiWindow, TinyLocalRunFillsTheLossChart) {
   EXPECT_TRUE(done.last().at(0).toBool()) << run->findChild<QLabel*>(QStringLiteral("runStatus"))->text().toStdString()
                                           << "\n" << log.right(3000).toStdString();
   EXPECT_GE(run->lossPoints(), 3);
+  // Memory per rank beside the prediction: every kind the run reports, the model state as the
+  // planner predicts it (a CPU rank: no GPU runtime's reservation in the total either).
+  const QTableWidget* memory = run->findChild<QTableWidget*>(QStringLiteral("runMemory"));
+  ASSERT_NE(memory, nullptr);
+  ASSERT_GE(memory->rowCount(), 7);
+  auto mib = [&](int row, int column) {
+    bool ok = false;
+    const double v = memory->item(row, column)->text().section(QLatin1Char(' '), 0, 0).toDouble(&ok);
+    return ok ? v : -1.0;
+  };
+  int checked = 0;
+  for (int r = 0; r < memory->rowCount(); ++r) {
+    const QString kind = memory->item(r, 0)->text();
+    if (kind != QStringLiteral("weights") && kind != QStringLiteral("optimizer") &&
+        !kind.startsWith(QStringLiteral("total")))
+      continue;
+    SCOPED_TRACE(kind.toStdString());
+    EXPECT_GT(mib(r, 2), 0);
+    EXPECT_NEAR(mib(r, 1) / mib(r, 2), 1.0, kind.startsWith(QStringLiteral("total")) ? 0.1 : 0.02);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
 #else
   GTEST_SKIP() << "runtime launcher not built";
 #endif
