@@ -480,7 +480,8 @@ class StepEvaluation {
         pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.tp_bytes))),
         p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
-        w_elem(c.elem_bytes), g_elem(c.grad_bytes) {}
+        w_elem(c.elem_bytes), g_elem(c.grad_bytes), nl_first(stage_layers(L, pp, vp, 0)),
+        nl_second(pp > 1 ? stage_layers(L, pp, vp, 1) : nl_first), nl_last(stage_layers(L, pp, vp, pp - 1)) {}
 
   void run(Evaluation& out, StepCosts* steps) {
     pace();
@@ -510,7 +511,7 @@ class StepEvaluation {
   // One stage's costs per micro-batch.
   StageCost stage_cost(int s) const {
     StageCost st;
-    const double nl = stage_layers(L, pp, vp, s);
+    const double nl = layers_on(s);
     st.fwd = nl * mt.layer_fwd_s;
     st.bwd = nl * (mt.layer_bwd_in_s + mt.layer_bwd_w_s);
     st.compute = st.fwd + st.bwd;
@@ -648,7 +649,7 @@ class StepEvaluation {
   }
 
   double stage_params(int s) const {
-    double p = stage_layers(L, pp, vp, s) * mt.layer_params;
+    double p = layers_on(s) * mt.layer_params;
     if (s == 0) p += mt.embed_params;
     // A tied LM head shares the embedding's weights when both are on one stage; across stages the
     // last stage holds a copy (Megatron-LM).
@@ -749,7 +750,7 @@ class StepEvaluation {
     //  - Activation offload that blocks the host (offload_sync): after each layer's forward the
     //    host waits for the GPU, so the next layer's first unit (its Q, K, V projection, or the
     //    whole layer) is gathered on an idle GPU: exposed once per layer, not once per pass.
-    const double nl = stage_layers(L, pp, vp, 0);
+    const double nl = layers_on(0);
     const double shard_up = tr.offload_params ? mt.layer_params * w_elem / dp / c.pcie_Bps : 0.0;
     const double ag = allgather_s(pl.dp, mt.layer_params * w_elem) + shard_up;
     const double rs = reducescatter_s(pl.dp, mt.layer_params * g_elem);
@@ -805,7 +806,7 @@ class StepEvaluation {
     const bool biases = sc.model.norm == Norm::LayerNorm;
     const double norm_tensors = biases ? 2 : 1, matrix_tensors = biases ? 2 : 1;
     const int crit_stage = stage_params(0) >= stage_params(pp - 1) ? 0 : pp - 1;
-    const double nl = stage_layers(L, pp, vp, crit_stage);
+    const double nl = layers_on(crit_stage);
     // Outside the layers: the word and position embeddings on the first stage, the final norm
     // and an untied LM head on the last.
     double outer_modules = 0, outer_tensors = 0;
@@ -851,7 +852,7 @@ class StepEvaluation {
   // Nothing overlaps compute: each call blocks its rank until it is done. dp 2 on 2 cores, the
   // 4-layer, 256-wide model, 4 micro-batches: three of its four layers lie in one shard each.
   void runtime_sharded_dp() {
-    const int nl = static_cast<int>(stage_layers(L, pp, vp, 0));
+    const int nl = static_cast<int>(layers_on(0));
     const double tail_unit = sc.model.tied_embeddings ? mt.final_norm_params : mt.head_params;
     const double shard = std::ceil((mt.embed_params + nl * mt.layer_params + tail_unit) / dp);
     // The largest part of the unit [begin, begin + n) inside one rank's shard: the unit itself
@@ -1036,7 +1037,7 @@ class StepEvaluation {
       // Parameters live in host memory and each layer's weights (its shard under ZeRO-3) come up
       // over PCIe before each of its forward and backward passes, a layer ahead of its compute: a
       // stage loses what the copy does not hide, per layer and micro-batch.
-      const double nl = stage_layers(L, pp, vp, 0);
+      const double nl = layers_on(0);
       const double per_layer = mt.layer_params * w_elem / (ly.zero >= 3 ? dp : 1.0) / c.pcie_Bps;
       const StageCost& st = s0;
       const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
@@ -1071,7 +1072,7 @@ class StepEvaluation {
       // no gradient exists yet; they count only where they exceed the activations.
       const bool grads_after_peak = fw.lazy_grads && m == 1;
       mb.optimizer = params * opt_bytes_per_param / (ly.zero >= 1 ? dp : 1.0);
-      const double nl = stage_layers(L, pp, vp, s);
+      const double nl = layers_on(s);
       const int64_t chunks_inflight = inflight_chunks(ly.schedule, pp, vp, m, s);
       const double kept_per_chunk = nl / vp * mt.layer_act_kept_bytes;
       const double mb_inflight = double(chunks_inflight) / vp;
@@ -1194,6 +1195,12 @@ class StepEvaluation {
   const double tp_ar;  // one TP all-reduce of a layer's activation
   const double p2p;    // one pipeline send
   const double vpd, md, dp, w_elem, g_elem;
+  // Layers on the stages that can pace or peak (first, second, last), worked out once: the search
+  // asks for them several times per layout.
+  const int nl_first, nl_second, nl_last;
+  int layers_on(int s) const {
+    return s == 0 ? nl_first : s == pp - 1 ? nl_last : s == 1 ? nl_second : stage_layers(L, pp, vp, s);
+  }
   // The pace: stage 0's costs, the pacing stage's, the fill and drain, the step's terms.
   StageCost s0, crit;
   int crit_s = 0;

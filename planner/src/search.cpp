@@ -226,7 +226,9 @@ struct Worker {
 
   // One evaluated layout: its days, dollars and score against the limits, into the top k and the
   // best of its node count.
-  void offer(const Unit& u, const Layout& ly, int order_id, double step_s, bool mem_ok, double seq, double price) {
+  // days_per_step_s: days to train per second of step time (tokens / tokens per step / 86400).
+  void offer(const Unit& u, const Layout& ly, int order_id, double step_s, bool mem_ok, double days_per_step_s,
+             double price) {
     const SearchOptions& o = *opt;
     Cand cd;
     cd.nodes = u.nodes;
@@ -244,7 +246,7 @@ struct Worker {
     cd.schedule = ly.schedule;
     cd.cp = u.cp;
     cd.ep = ly.ep;
-    cd.days = tokens * step_s / (double(base->training.gbs) * seq) / 86400.0;
+    cd.days = step_s * days_per_step_s;
     cd.cost = price > 0 ? u.nodes * price * cd.days * 24.0 : u.gpus * cd.days;
     cd.fits = mem_ok && (o.deadline_days <= 0 || cd.days <= o.deadline_days) &&
               (o.budget_usd <= 0 || price <= 0 || cd.cost <= o.budget_usd);
@@ -273,7 +275,7 @@ struct Worker {
     const int64_t gbs = sc.training.gbs;
     if (gbs % dp != 0) return;
     if (pin.dp && *pin.dp != dp) return;
-    const double seq = sc.seq_len();
+    const double days_per_step_s = tokens / (double(gbs) * sc.seq_len()) / 86400.0;
     const double price = sc.cluster.price_per_node_hour_usd;
 
     detail::Placement places[6];
@@ -351,7 +353,7 @@ struct Worker {
                     ++evaluated;
                     const bool mem_ok = ev.fits && within_margin(ev.mem.total, ev.mem.capacity, o.memory_margin);
                     if (!mem_ok && !o.include_infeasible) break;  // memory does not depend on order
-                    offer(u, ly, order_ids[oi], ev.step_s, mem_ok, seq, price);
+                    offer(u, ly, order_ids[oi], ev.step_s, mem_ok, days_per_step_s, price);
                   }
                   }
                 }
