@@ -289,6 +289,9 @@ void RunPage::onHistoryChosen(int row) {
   runDir_ = dir;
   runDirUsed_ = true;
   resumeButton_->setEnabled(resumeFrom_.has_value());
+  const rt::RunComparison figures = rt::read_run_comparison(dir.toStdString());
+  showComparison(figures.terms, figures.memory);
+  findings_->clear();
   status_->setText(resumeFrom_ ? tr("Earlier run %1 chosen: Resume continues it from its newest checkpoint.").arg(dir)
                                : tr("Earlier run %1 has no checkpoint to resume from.").arg(dir));
 #else
@@ -622,6 +625,12 @@ std::function<void(const rt::MetricsRecord&)> metricsPoster(
 
 void RunPage::showOutcome(const std::vector<rt::TermRow>& rows, const std::vector<rt::MemoryRow>& memory,
                           const QString& findings, const QString& status, const QString& reason) {
+  showComparison(rows, memory);
+  findings_->setText(findings);
+  onFinished(status, reason);
+}
+
+void RunPage::showComparison(const std::vector<rt::TermRow>& rows, const std::vector<rt::MemoryRow>& memory) {
   compare_->setRowCount(int(rows.size()));
   auto cell = [](double v) { return new QTableWidgetItem(std::isfinite(v) ? formatSeconds(v) : RunPage::tr("unknown")); };
   for (int i = 0; i < int(rows.size()); ++i) {
@@ -640,8 +649,6 @@ void RunPage::showOutcome(const std::vector<rt::TermRow>& rows, const std::vecto
     memory_->setItem(i, 1, mib(memory[size_t(i)].predicted_bytes));
     memory_->setItem(i, 2, mib(memory[size_t(i)].measured_bytes));
   }
-  findings_->setText(findings);
-  onFinished(status, reason);
 }
 
 void RunPage::launchOnSlurm(rt::LaunchRequest req) {

@@ -104,6 +104,8 @@ class RunPage : public QWidget {
   // the findings, and the run's end.
   void showOutcome(const std::vector<rt::TermRow>& rows, const std::vector<rt::MemoryRow>& memory,
                    const QString& findings, const QString& status, const QString& reason);
+  // The per-term and memory tables (a run just ended, or an earlier run chosen from the list).
+  void showComparison(const std::vector<rt::TermRow>& rows, const std::vector<rt::MemoryRow>& memory);
   void onMetrics(const QString& type, const QHash<QString, double>& numbers);
   void onOutputLine(const QString& line);
   void onFinished(const QString& status, const QString& reason);

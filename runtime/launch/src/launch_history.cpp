@@ -57,4 +57,29 @@ std::vector<RunListing> list_runs(const std::string& runs_dir) {
   return out;
 }
 
+RunComparison read_run_comparison(const std::string& run_dir) {
+  RunComparison out;
+  std::ifstream in(run_dir + "/run.json");
+  if (!in) return out;
+  std::stringstream text;
+  text << in.rdbuf();
+  const Json j = Json::parse(text.str(), nullptr, false);
+  if (!j.is_object()) return out;
+  auto rows = [&](const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_array() ? *it : Json::array();
+  };
+  for (const Json& r : rows("comparison")) {
+    if (!r.is_object()) continue;
+    out.terms.push_back({json_string(r, "term"), json_double(r, "predicted_s", kUnknown),
+                         json_double(r, "simulated_s", kUnknown), json_double(r, "measured_s", kUnknown)});
+  }
+  for (const Json& r : rows("memory_comparison")) {
+    if (!r.is_object()) continue;
+    out.memory.push_back(
+        {json_string(r, "kind"), json_double(r, "predicted_bytes", kUnknown), json_double(r, "measured_bytes", kUnknown)});
+  }
+  return out;
+}
+
 }  // namespace capplan::rt

@@ -857,10 +857,18 @@ TEST_F(GuiWindow, EarlierRunsAreListedAfterARestartAndResumeFromTheirCheckpoints
   EXPECT_TRUE(list->item(0)->text().contains(QStringLiteral("checkpoint at step 6"))) << list->item(0)->text().toStdString();
   QPushButton* resume = run->findChild<QPushButton*>(QStringLiteral("resumeRun"));
   EXPECT_FALSE(resume->isEnabled());
+  auto* terms = run->findChild<QTableWidget*>(QStringLiteral("runCompare"));
+  auto* memory = run->findChild<QTableWidget*>(QStringLiteral("runMemory"));
   run->selectHistory(1);
   EXPECT_FALSE(resume->isEnabled()) << "a run without a checkpoint cannot resume";
+  EXPECT_EQ(terms->rowCount(), 0) << "no record, no figures";
   run->selectHistory(0);
   ASSERT_TRUE(resume->isEnabled());
+  // The chosen run's figures from its record: every term, and the memory by kind.
+  EXPECT_GE(terms->rowCount(), 10);
+  ASSERT_GE(memory->rowCount(), 7);
+  EXPECT_EQ(memory->item(0, 0)->text(), QStringLiteral("weights"));
+  EXPECT_TRUE(memory->item(0, 2)->text().endsWith(QStringLiteral("MiB"))) << memory->item(0, 2)->text().toStdString();
   run->setSteps(10);
   QSignalSpy done(run, &RunPage::runFinished);
   QTest::mouseClick(resume, Qt::LeftButton);

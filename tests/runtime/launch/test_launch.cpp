@@ -1054,5 +1054,44 @@ TEST(RunHistory, ListsRunFoldersNewestFirstAndSurvivesCorruptRecords) {
   fs::remove_all(runs);
 }
 
+// Expectation: an earlier run's comparison tables read back from its record as written (unknown
+// figures, written as null, come back unknown); a corrupt or missing record gives empty tables.
+TEST(RunHistory, ComparisonOfAnEarlierRunReadsBackFromItsRecord) {
+  const fs::path dir = capplan::test::scratch_dir("history-comparison");
+  RunRecord rec;
+  rec.run_dir = dir.string();
+  Estimate e;
+  e.breakdown_s.compute = 0.25;
+  e.step_time_s = 0.3;
+  e.memory_per_gpu_bytes.weights = 1000;
+  e.memory_per_gpu_bytes.total = 4000;
+  rec.predicted = e;
+  rec.measured = summarize_metrics(
+      {*parse_metrics_line(R"({"type":"placement","rank":0,"param_bytes":990,"activation_device_bytes":30})")});
+  ASSERT_EQ(write_run_record(rec), "");
+  const RunComparison back = read_run_comparison(dir.string());
+  const std::vector<TermRow> terms = compare_terms(rec);
+  const std::vector<MemoryRow> memory = compare_memory(rec);
+  ASSERT_EQ(back.terms.size(), terms.size());
+  ASSERT_EQ(back.memory.size(), memory.size());
+  auto same = [](double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+  for (size_t i = 0; i < terms.size(); ++i) {
+    EXPECT_EQ(back.terms[i].term, terms[i].term);
+    EXPECT_TRUE(same(back.terms[i].predicted_s, terms[i].predicted_s)) << terms[i].term;
+    EXPECT_TRUE(same(back.terms[i].measured_s, terms[i].measured_s)) << terms[i].term;
+  }
+  for (size_t i = 0; i < memory.size(); ++i) {
+    EXPECT_EQ(back.memory[i].kind, memory[i].kind);
+    EXPECT_TRUE(same(back.memory[i].predicted_bytes, memory[i].predicted_bytes)) << memory[i].kind;
+    EXPECT_TRUE(same(back.memory[i].measured_bytes, memory[i].measured_bytes)) << memory[i].kind;
+  }
+  EXPECT_DOUBLE_EQ(back.memory[0].measured_bytes, 990);
+  EXPECT_TRUE(std::isnan(back.memory[1].measured_bytes));  // gradients not reported
+  std::ofstream(dir / "run.json", std::ios::trunc) << "{ not json";
+  EXPECT_TRUE(read_run_comparison(dir.string()).terms.empty());
+  EXPECT_TRUE(read_run_comparison((dir / "missing").string()).memory.empty());
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace capplan::rt

@@ -338,6 +338,15 @@ struct RunListing {
 // corrupt run.json leaves its fields unknown, never throws.
 std::vector<RunListing> list_runs(const std::string& runs_dir);
 
+// An earlier run's predicted, simulated and measured figures as its record keeps them
+// (RUNDIR/run.json's "comparison" and "memory_comparison"): what the GUI shows for a run chosen
+// from the list. Empty where the record is missing, corrupt or has none.
+struct RunComparison {
+  std::vector<TermRow> terms;
+  std::vector<MemoryRow> memory;
+};
+RunComparison read_run_comparison(const std::string& run_dir);
+
 // ---------------------------------------------------------------- the whole run
 
 struct LaunchRequest {
