@@ -1016,7 +1016,7 @@ class StepEvaluation {
     // and copies each gradient shard down on the reduction stream after its reduce-scatter
     // (FSDP _post_backward_hook: _cpu_grad.copy_(grad, non_blocking=True)), hidden by the rest
     // of the backward; other modes copy before and after the step.
-    const bool fsdp_offload = tr.offload_params && ly.zero == 3 && ring_z3 && ly.dp > 1;
+    const bool fsdp_offload = this->fsdp_offload();
     if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3)) {
       // ZeRO-Offload (Ren et al. 2021) / FSDP cpu_offload: the step runs on the CPU over the
       // node's host memory bandwidth, shared by its GPUs, after the gradients come down over PCIe
@@ -1049,7 +1049,9 @@ class StepEvaluation {
   void memory() {
     // Memory, by kind, on the stages that can peak: 0 (most micro-batches in flight), 1 and last.
     const StateBytesPerParam state = state_bytes_per_param(sc.training);
-    const double opt_bytes_per_param = tr.offload_optimizer ? 0.0 : state.optimizer;
+    // The step runs on the host (optimizer_and_weight_streaming): the optimizer state lives there,
+    // and FSDP's gradient shards too (copied down after each reduce-scatter into its CPU gradient).
+    const bool host_optimizer = tr.offload_optimizer || (tr.offload_params && ly.zero == 3);
     double best_total = -1;
     const int mem_cands[3] = {0, std::min(1, pp - 1), pp - 1};
     for (int k = 0; k < 3; ++k) {
@@ -1057,21 +1059,26 @@ class StepEvaluation {
       if (k > 0 && (s == 0 || (k == 2 && s == mem_cands[1]))) continue;
       MemoryBytes mb;
       const double params = stage_params(s);
+      double host_state = 0;  // this stage's state in host memory, per GPU
       mb.weights = params * state.weights / (ly.zero >= 3 ? dp : 1.0);
       if (tr.offload_params) {
         // Only the layers being computed and prefetched are on the GPU (their shards under ZeRO-3
         // are gathered into the prefetch buffers counted below).
-        host_state_bytes = std::max(host_state_bytes, mb.weights);
+        host_state += mb.weights;
         mb.weights = ly.zero >= 3 ? 0.0 : 2 * mt.layer_params * state.weights;
       }
-      if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3))
-        host_state_bytes += params * state.optimizer / (ly.zero >= 1 ? dp : 1.0);
+      mb.optimizer = host_optimizer ? 0.0 : params * state.optimizer / (ly.zero >= 1 ? dp : 1.0);
+      if (host_optimizer) host_state += params * state.optimizer / (ly.zero >= 1 ? dp : 1.0);
       mb.gradients = params * g_elem / (ly.zero >= 2 ? dp : 1.0);
+      if (fsdp_offload()) {
+        host_state += mb.gradients;
+        mb.gradients = 0;  // each unit's unsharded gradient is among the buffers below
+      }
+      host_state_bytes = std::max(host_state_bytes, host_state);
       // Lazily allocated gradients with one micro-batch per step: the backward frees activations
       // as fast as it creates gradients, so at the activation peak (the start of the backward)
       // no gradient exists yet; they count only where they exceed the activations.
       const bool grads_after_peak = fw.lazy_grads && m == 1;
-      mb.optimizer = params * opt_bytes_per_param / (ly.zero >= 1 ? dp : 1.0);
       const double nl = layers_on(s);
       const int64_t chunks_inflight = inflight_chunks(ly.schedule, pp, vp, m, s);
       const double kept_per_chunk = nl / vp * mt.layer_act_kept_bytes;
@@ -1201,6 +1208,9 @@ class StepEvaluation {
   int layers_on(int s) const {
     return s == 0 ? nl_first : s == pp - 1 ? nl_last : s == 1 ? nl_second : stage_layers(L, pp, vp, s);
   }
+  // FSDP cpu_offload in ring mode: the shards stream up inside the gathers and the gradient
+  // shards go down after their reduce-scatters (ring_z3 is set by data_parallel()).
+  bool fsdp_offload() const { return tr.offload_params && ly.zero == 3 && ring_z3 && ly.dp > 1; }
   // The pace: stage 0's costs, the pacing stage's, the fill and drain, the step's terms.
   StageCost s0, crit;
   int crit_s = 0;

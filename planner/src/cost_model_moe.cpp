@@ -408,7 +408,8 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   MemoryBytes& mem = ev.mem;
   const double w = stage_expert_params * state.weights / (ly.zero >= 3 ? edp : 1.0);
   const double g = stage_expert_params * c.grad_bytes / (ly.zero >= 2 ? edp : 1.0);
-  const double o = sc.training.offload_optimizer ? 0.0 : stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0);
+  const bool host_optimizer = sc.training.offload_optimizer || (sc.training.offload_params && ly.zero == 3);
+  const double o = host_optimizer ? 0.0 : stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0);
   const double margin = c.allocator_margin * (w + g + o);
   mem.weights += w;
   mem.gradients += g;
@@ -416,6 +417,11 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   mem.buffers += margin;
   mem.total += w + g + o + margin;
   ev.fits = ev.fits && mem.total <= mem.capacity;
+  if (host_optimizer) {  // the experts' optimizer state beside the dense state in host memory
+    const double gpus_in_node = std::min(sc.cluster.gpus_per_node, sc.total_gpus());
+    ev.host_bytes_per_node += stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0) * gpus_in_node;
+    if (ev.host_capacity_bytes > 0 && ev.host_bytes_per_node > ev.host_capacity_bytes) ev.fits = false;
+  }
 
   // Experts' gradients: reduced over the expert data-parallel group after the backward (the
   // critical stage's experts), exposed in full (over-counts where the framework overlaps it with

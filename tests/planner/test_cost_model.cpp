@@ -622,6 +622,53 @@ TEST(CostModelZero3, HostSgdInFp16RunsAtTheFrameworksKernelRate) {
   EXPECT_LT(estimate(sc, fsdp_layout(2)).breakdown_s.optimizer, shard / 4e6 / 10);
 }
 
+// The smallest host memory (GiB, as a cluster file gives it) that holds `bytes` per node within
+// the usable 80 %, nudged by `factor`.
+double host_gib_for(double bytes, double factor) { return bytes / 0.8 * factor / (1024.0 * 1024.0 * 1024.0); }
+
+TEST(CostModelZero3, OffloadedParametersKeepTheStepsStateInHostMemory) {
+  // Expectation: FSDP cpu_offload with Adam in bf16 (ring mode, dp 8, one node of 8 GPUs) keeps
+  // no weights, gradient shards or optimizer state on the GPU: the step runs on the CPU, so each
+  // GPU's shard of P = 266112 parameters (33264) needs 2 + 4 + 12 = 18 bytes per parameter of
+  // host memory, 8 x 18 x 33264 = 4790016 bytes per node. A host of just that (within its usable
+  // 80 %) fits; one 0.1 % smaller does not. The optimizer state is counted once, on the host.
+  Scenario sc = fsdp_scenario(test::tiny_model(4), 32);
+  sc.training.precision = Precision::Bf16;
+  sc.training.optimizer = Optimizer::Adam;
+  sc.training.offload_params = true;
+  const double host = 8 * 18 * (4 * 49984.0 + 66048 + 128) / 8;
+  sc.cluster.host_memory_gib = host_gib_for(host, 1.001);
+  const Estimate e = estimate(sc, fsdp_layout(2));
+  ASSERT_TRUE(e.reason.empty()) << e.reason;
+  const MemoryBytes& m = e.memory_per_gpu_bytes;
+  EXPECT_DOUBLE_EQ(m.weights, 0);
+  EXPECT_DOUBLE_EQ(m.gradients, 0);
+  EXPECT_DOUBLE_EQ(m.optimizer, 0);
+  EXPECT_TRUE(e.fits) << e.reason;
+  sc.cluster.host_memory_gib = host_gib_for(host, 0.999);
+  EXPECT_FALSE(estimate(sc, fsdp_layout(2)).fits);
+
+  // Optimizer offload on a pipeline (dp 4 x pp 2, ZeRO-1): a GPU holds its own stage's state on
+  // the host, the larger stage's (stage 0: 2 layers and the embeddings, 166016 parameters), not
+  // the two stages' together: 8 GPUs x 12 B x 166016 / 4 = 3984384 bytes per node.
+  Scenario pipe = sc;
+  pipe.training.offload_params = false;
+  pipe.training.offload_optimizer = true;
+  Layout l;
+  l.dp = 4;
+  l.pp = 2;
+  l.mbs = 2;
+  l.zero = 1;
+  const double stage0 = 8 * 12 * (2 * 49984.0 + 66048) / 4;
+  pipe.cluster.host_memory_gib = host_gib_for(stage0, 1.001);
+  const Estimate p = estimate(pipe, l);
+  ASSERT_TRUE(p.reason.empty()) << p.reason;
+  EXPECT_DOUBLE_EQ(p.memory_per_gpu_bytes.optimizer, 0);
+  EXPECT_TRUE(p.fits) << p.reason;
+  pipe.cluster.host_memory_gib = host_gib_for(stage0, 0.999);
+  EXPECT_FALSE(estimate(pipe, l).fits);
+}
+
 TEST(CostModelZero3, BlockingActivationOffloadRunsInSeriesWithCompute) {
   // Expectation: save_on_cpu's blocking copies are not hidden: per micro-batch the layer inputs
   // (2 s b h bytes each under full recompute) and the embedding's dropout mask (s b h) go down
