@@ -405,6 +405,8 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   w.field("activations", m.activations).field("buffers", m.buffers).field("total", m.total);
   w.field("capacity", m.capacity);
   w.end_object();
+  w.field("host_memory_per_node_bytes", e.host_memory_per_node_bytes);
+  w.field("host_memory_capacity_bytes", e.host_memory_capacity_bytes);
   w.field("step_time_s", e.step_time_s);
   w.field("step_time_s_p10", e.step_time_s_p10).field("step_time_s_p90", e.step_time_s_p90);
   const TimeBreakdown& b = e.breakdown_s;
@@ -492,6 +494,9 @@ std::string estimate_text(const Scenario& s, const Estimate& e) {
   os << "memory/GPU   weights " << fmt_gib(m.weights) << "  gradients " << fmt_gib(m.gradients)
      << "  optimizer " << fmt_gib(m.optimizer) << "  activations " << fmt_gib(m.activations)
      << "  buffers " << fmt_gib(m.buffers) << "  total " << fmt_gib(m.total) << " GiB\n";
+  if (e.host_memory_per_node_bytes > 0)
+    os << "host/node    " << fmt_gib(e.host_memory_per_node_bytes) << " GiB offloaded, of "
+       << fmt_gib(e.host_memory_capacity_bytes) << " GiB usable\n";
   os << "step time    " << fmt_fixed(e.step_time_s, 3) << " s\n";
   const std::pair<const char*, double> terms[] = {
       {"compute", b.compute}, {"recompute", b.recompute}, {"bubble", b.bubble},

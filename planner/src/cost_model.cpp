@@ -1396,6 +1396,8 @@ void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, i
   est.num_microbatches = m;
   est.fits = ev.fits;
   est.memory_per_gpu_bytes = ev.mem;
+  est.host_memory_per_node_bytes = ev.host_bytes_per_node;
+  est.host_memory_capacity_bytes = ev.host_capacity_bytes;
   est.breakdown_s = ev.time;
   est.step_time_s = ev.step_s;
   est.bubble_fraction = ev.step_s > 0 ? ev.time.bubble / ev.step_s : 0;
@@ -1432,7 +1434,7 @@ void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, i
                     ev.mem.total / gib, ev.memory_stage, ev.mem.capacity / gib);
     else
       std::snprintf(buf, sizeof buf,
-                    "offloaded activations need %.0f GiB of host memory per node, %.0f GiB usable",
+                    "what is offloaded needs %.0f GiB of host memory per node, %.0f GiB usable",
                     ev.host_bytes_per_node / gib, ev.host_capacity_bytes / gib);
     est.reason = buf;
   } else {

@@ -127,7 +127,7 @@ struct Evaluation {
   bool fits = false;
   int critical_stage = 0;  // stage that sets the pipeline pace
   int memory_stage = 0;    // stage with the highest memory
-  double host_bytes_per_node = 0;  // offloaded activations
+  double host_bytes_per_node = 0;  // offloaded activations and state
   double host_capacity_bytes = 0;  // usable host memory per node; 0 = unknown (not checked)
 };
 // The whole model for one valid layout; fills `steps` when given (allocates), else allocation free.

@@ -57,6 +57,10 @@ struct Estimate {
   bool fits = false;
   std::string reason;  // why it does not fit; empty when it fits
   MemoryBytes memory_per_gpu_bytes;
+  // Host memory per node that offloading takes (activations, weights, optimizer state, gradient
+  // shards of its GPUs), and the usable part of the node's (80 % of host_memory_gib; 0: unknown).
+  double host_memory_per_node_bytes = 0;
+  double host_memory_capacity_bytes = 0;
   double step_time_s = 0;
   TimeBreakdown breakdown_s;
   double bubble_fraction = 0;  // bubble / step time

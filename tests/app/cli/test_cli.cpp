@@ -83,7 +83,7 @@ TEST(Cli, EstimateJsonHasEveryContractField) {
         "\"pp_comm\"", "\"dp_comm\"", "\"offload\"", "\"samples_per_s\"", "\"tokens_per_s\"",
         "\"model_tflops_per_gpu\"", "\"hardware_tflops_per_gpu\"", "\"mfu\"",
         "\"days_to_train\"", "\"cost_usd\"", "\"gpus\": 960", "\"nodes\": 120",
-        "\"tokens\": 300000000000"})
+        "\"tokens\": 300000000000", "\"host_memory_per_node_bytes\": 0", "\"host_memory_capacity_bytes\""})
     EXPECT_TRUE(has(r.out, key)) << key << "\n" << r.out;
   EXPECT_EQ(r.out.front(), '{');
 }
@@ -105,10 +105,15 @@ TEST(Cli, EstimateTableNamesTheStack) {
   ASSERT_EQ(fsdp.status, 0) << fsdp.err;
   EXPECT_TRUE(has(fsdp.out, "stack        framework fsdp  attention eager  precision bf16  optimizer adam  "
                             "offload-params on  offload-optimizer off\n")) << fsdp.out;
+  // What offloading puts in host memory, per node, beside the usable host memory (p4d: 1152 GiB,
+  // 80 % usable): the 8 GPUs' shards of weights (2 B), gradients (4 B) and Adam state (12 B), 18 B
+  // per parameter of the model in all: 18 x 1.32 G = 22.1 GiB.
+  EXPECT_TRUE(has(fsdp.out, "host/node    22.1 GiB offloaded, of 921.6 GiB usable\n")) << fsdp.out;
   const CliRun core = run_cli(base + "--framework megatron-core --precision fp16 --optimizer sgd");
   ASSERT_EQ(core.status, 0) << core.err;
   EXPECT_TRUE(has(core.out, "stack        framework megatron-core  attention flash  precision fp16  optimizer sgd  "
                             "offload-params off  offload-optimizer off\n")) << core.out;
+  EXPECT_FALSE(has(core.out, "host/node")) << core.out;  // nothing offloaded
 }
 
 TEST(Cli, PartOfANodeWithGpus) {
