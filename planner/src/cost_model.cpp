@@ -1118,7 +1118,15 @@ class StepEvaluation {
       const double unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_matrix_params : mt.layer_params;
       const int ahead =
           fw.zero3_backward_prefetch == Zero3BackwardPrefetch::Pre ? fw.zero3_prefetch_layers : 0;
-      const double zero3_prefetch = ly.zero >= 3 ? (1 + ahead) * unit * w_elem + unit * g_elem : 0.0;
+      double zero3_prefetch = ly.zero >= 3 ? (1 + ahead) * unit * w_elem + unit * g_elem : 0.0;
+      if (sc.cluster.gpu.cpu_rank && ly.zero >= 2) {
+        // capplan-train (Gpt::allocate_params_and_grads): ZeRO-2/3 reduce each unit through one
+        // layer-sized gradient buffer and buffers of the embedding and of the final norm (with an
+        // untied head), all allocated at start; ZeRO-3 gathers into weight buffers of the same
+        // sizes. (ZeRO-3 and ZeRO-2 run without a pipeline: both ends are on the rank.)
+        const double tail = sc.model.tied_embeddings ? mt.final_norm_params : mt.head_params;
+        zero3_prefetch = (mt.layer_params + mt.embed_params + tail) * (g_elem + (ly.zero >= 3 ? w_elem : 0.0));
+      }
       const double sub = mb.weights + mb.gradients + mb.optimizer + mb.activations + zero3_prefetch;
       mb.buffers = c.reserved_bytes + zero3_prefetch + c.allocator_margin * sub;
       mb.total = mb.weights + mb.gradients + mb.optimizer + mb.activations + mb.buffers;

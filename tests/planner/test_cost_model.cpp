@@ -68,6 +68,20 @@ TEST(CostModel, MemoryOfTinyModelCountedByHand) {
   EXPECT_DOUBLE_EQ(c.activations, m.activations);
   EXPECT_DOUBLE_EQ(c.buffers, 0);
   EXPECT_DOUBLE_EQ(c.total, rest);
+
+  // ZeRO-2 and ZeRO-3 on CPU ranks (dp 2): capplan-train's buffers, one layer's (49984) and the
+  // embedding's (66048) and final norm's (128) parameters, for the gradients (4 B under bf16) and
+  // with ZeRO-3 for the gathered weights too (2 B).
+  Scenario cpu2 = test::scenario(test::tiny_model(), 2, 4);
+  cpu2.cluster.gpu.cpu_rank = true;
+  const double units = 49984.0 + 66048 + 128;
+  for (const int z : {2, 3}) {
+    Layout l = layout(2, 1, 1, 2);
+    l.zero = z;
+    const Estimate ez = estimate(cpu2, l);
+    ASSERT_TRUE(ez.reason.empty()) << ez.reason;
+    EXPECT_DOUBLE_EQ(ez.memory_per_gpu_bytes.buffers, units * (z == 3 ? 6 : 4)) << "zero " << z;
+  }
 }
 
 TEST(CostModel, FullRecomputeKeepsOnlyLayerInputs) {
