@@ -11,6 +11,18 @@
 #include "planner/json.h"
 
 namespace capplan::rt {
+namespace {
+
+// RUNDIR/run.json as JSON; a discarded value when it is missing or corrupt (never throws).
+Json read_record(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/run.json");
+  if (!in) return Json(Json::value_t::discarded);
+  std::stringstream text;
+  text << in.rdbuf();
+  return Json::parse(text.str(), nullptr, false);
+}
+
+}  // namespace
 
 std::vector<RunListing> list_runs(const std::string& runs_dir) {
   namespace fs = std::filesystem;
@@ -28,10 +40,7 @@ std::vector<RunListing> list_runs(const std::string& runs_dir) {
     r.name = it->path().filename().string();
     r.status = "unknown";
     if (record) {
-      std::ifstream in(dir + "/run.json");
-      std::stringstream text;
-      text << in.rdbuf();
-      const Json j = Json::parse(text.str(), nullptr, false);
+      const Json j = read_record(dir);
       if (j.is_object()) {
         r.status = json_string(j, "status", "unknown");
         r.reason = json_string(j, "reason");
@@ -59,11 +68,7 @@ std::vector<RunListing> list_runs(const std::string& runs_dir) {
 
 RunComparison read_run_comparison(const std::string& run_dir) {
   RunComparison out;
-  std::ifstream in(run_dir + "/run.json");
-  if (!in) return out;
-  std::stringstream text;
-  text << in.rdbuf();
-  const Json j = Json::parse(text.str(), nullptr, false);
+  const Json j = read_record(run_dir);
   if (!j.is_object()) return out;
   auto rows = [&](const char* key) {
     const auto it = j.find(key);

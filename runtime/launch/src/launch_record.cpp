@@ -248,7 +248,6 @@ std::vector<MemoryRow> compare_memory(const RunRecord& r) {
     const auto it = m.find(kind);
     return it == m.end() ? kUnknown : it->second;
   };
-
   // The batch split's extra gradient copies (capplan-train on the CPU, threads splitting each
   // micro-batch) are not the layout's: a row of their own, when a run had them.
   std::vector<MemoryRow> rows = {
