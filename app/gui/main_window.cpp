@@ -424,6 +424,16 @@ bool MainWindow::inputsValid(Diagnostics* out) const {
   if (inputs_.training.gbs <= 0) d.error("<plan page>", 0, 0, "training.gbs", "must be > 0");
   if (inputs_.nodesMin <= 0 || inputs_.nodesMax < inputs_.nodesMin)
     d.error("<cluster page>", 0, 0, "nodes", "need 1 <= nodes min <= nodes max");
+  if (!d.has_errors()) {
+    // The stack against the hardware (fp8 without fp8 tensor cores, flash on a V100 or an
+    // unsupported head size, offload without host memory), as the CLI refuses them.
+    Scenario sc;
+    sc.model = inputs_.model;
+    sc.cluster = inputs_.cluster;
+    sc.training = inputs_.training;
+    if (const std::optional<TrainingProblem> p = check_training(sc))
+      d.error("<plan page>", 0, 0, "training." + p->field, p->message);
+  }
   const bool ok = !d.has_errors();
   if (out != nullptr) out->append(d);
   return ok;

@@ -53,7 +53,8 @@ enum FieldId {
   FCluster, FNodesMin, FNodesMax, FPrice, FGbs, FTokens, FPrecision, FObjective, FPinDp, FPinTp,
   FPinPp, FPinVp, FPinMbs, FPinZero, FPinRecompute, FPinSchedule, FPinOrder, FPinOffload, FPinSp,
   FInfeasible, FFramework, FAttention, FTrainSeq, FDeadline, FBudget, FMemoryMargin, FPinEp, FPinCp,
-  FMoeExperts, FMoeTopK, FMoeExpertFfn, FMoeShared, FDeviceProfile
+  FMoeExperts, FMoeTopK, FMoeExpertFfn, FMoeShared, FDeviceProfile, FOptimizer, FOffloadParams,
+  FOffloadOptimizer
 };
 
 // The window the pages live in: the one set of inputs, the selected layout, and the one way to

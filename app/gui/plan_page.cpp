@@ -93,7 +93,9 @@ QGroupBox* PlanPage::buildTraining() {
                          {QStringLiteral("bf16"), QStringLiteral("fp16"), QStringLiteral("fp32"), QStringLiteral("fp8")},
                          tr("Training precision: mixed precision with fp32 master weights and Adam; fp8: "
                             "Transformer Engine GEMMs (Hopper and newer)"));
-  tf->addRow(tr("Precision"), precision_);
+  QLabel* precisionErr = makeErrorLabel(box);
+  host_.fieldErrors().insert(QStringLiteral("training.precision"), precisionErr);
+  tf->addRow(tr("Precision"), withError(precision_, precisionErr));
   QStringList frameworks;
   for (const CatalogEntry& e : catalog_frameworks()) frameworks << QString::fromStdString(e.name);
   frameworks << QStringLiteral("any");
@@ -106,7 +108,31 @@ QGroupBox* PlanPage::buildTraining() {
                          {QStringLiteral("default"), QStringLiteral("eager"), QStringLiteral("fused"), QStringLiteral("flash")},
                          tr("Attention kernel: default = the framework's; eager (Hugging Face), fused "
                             "(Megatron softmax), flash (FlashAttention-2/3, Ampere and newer)"));
-  tf->addRow(tr("Attention"), attention_);
+  QLabel* attentionErr = makeErrorLabel(box);
+  host_.fieldErrors().insert(QStringLiteral("training.attention"), attentionErr);
+  tf->addRow(tr("Attention"), withError(attention_, attentionErr));
+  optimizer_ = makeCombo(box, "optimizer", {QStringLiteral("adam"), QStringLiteral("sgd")},
+                         tr("Optimizer: Adam (two moments per parameter) or SGD with momentum"));
+  // ZeRO-Offload / ZeRO-Infinity / FSDP cpu_offload: state in host memory, checked against the
+  // cluster's host_memory_gib (the estimate's host/node figure). On the optimizer's row, so the
+  // candidate table keeps its rows at 1280x800.
+  offloadParams_ = new QCheckBox(tr("offload parameters"), box);
+  offloadParams_->setObjectName(QStringLiteral("offloadParams"));
+  offloadParams_->setToolTip(tr("Offload parameters to host memory (ZeRO-Infinity, FSDP cpu_offload): each layer's "
+                                "weights come over PCIe before its passes; with ZeRO-3 the optimizer steps on the CPU"));
+  offloadOptimizer_ = new QCheckBox(tr("offload optimizer"), box);
+  offloadOptimizer_->setObjectName(QStringLiteral("offloadOptimizer"));
+  offloadOptimizer_->setToolTip(tr("Offload the optimizer state and step to the CPU (ZeRO-Offload): gradients down "
+                                   "and weights up over PCIe"));
+  auto* offloadRow = new QHBoxLayout;
+  offloadRow->addWidget(optimizer_);
+  offloadRow->addWidget(offloadParams_);
+  offloadRow->addWidget(offloadOptimizer_);
+  QLabel* offloadErr = makeErrorLabel(box);
+  host_.fieldErrors().insert(QStringLiteral("training.offload_params"), offloadErr);
+  host_.fieldErrors().insert(QStringLiteral("training.offload_optimizer"), offloadErr);
+  offloadRow->addWidget(offloadErr, 1);
+  tf->addRow(tr("Optimizer"), offloadRow);
   objective_ = makeCombo(box, "objective", {QStringLiteral("time"), QStringLiteral("cost"), QStringLiteral("throughput")},
                          tr("Ranking: fewest days (time), fewest dollars (cost) or most samples/s (throughput)"));
   auto limitSpin = [box](const char* name, const QString& none, const QString& prefix, const QString& suffix,
@@ -184,6 +210,20 @@ void PlanPage::connectTraining() {
     err->hide();
     if (tokens == host_.inputs().training.tokens) return;
     host_.editInputs(FTokens, tr("Edit tokens"), [&](PlanInputs& in) { in.training.tokens = tokens; });
+  });
+  connect(optimizer_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
+    const std::optional<Optimizer> o = parse_optimizer(t.toStdString());
+    if (!o || *o == host_.inputs().training.optimizer) return;
+    host_.editInputs(FOptimizer, tr("Edit optimizer"), [&](PlanInputs& in) { in.training.optimizer = *o; });
+  });
+  connect(offloadParams_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on == host_.inputs().training.offload_params) return;
+    host_.editInputs(FOffloadParams, tr("Edit parameter offload"), [&](PlanInputs& in) { in.training.offload_params = on; });
+  });
+  connect(offloadOptimizer_, &QCheckBox::toggled, this, [this](bool on) {
+    if (on == host_.inputs().training.offload_optimizer) return;
+    host_.editInputs(FOffloadOptimizer, tr("Edit optimizer offload"),
+                     [&](PlanInputs& in) { in.training.offload_optimizer = on; });
   });
   connect(precision_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
     host_.editInputs(FPrecision, tr("Edit precision"), [&](PlanInputs& in) {
@@ -488,6 +528,12 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
   setComboText(framework_, in.anyFramework ? QStringLiteral("any") : QString::fromStdString(in.training.framework.name));
   setComboText(attention_, in.training.attention ? QString::fromUtf8(to_string(*in.training.attention))
                                                  : QStringLiteral("default"));
+  setComboText(optimizer_, QString::fromUtf8(to_string(in.training.optimizer)));
+  if (offloadParams_->isChecked() != in.training.offload_params) offloadParams_->setChecked(in.training.offload_params);
+  if (offloadOptimizer_->isChecked() != in.training.offload_optimizer)
+    offloadOptimizer_->setChecked(in.training.offload_optimizer);
+  for (const char* key : {"training.precision", "training.attention", "training.offload_params"})
+    host_.fieldErrors().value(QString::fromUtf8(key))->hide();  // the next plan shows what is still wrong
   setComboText(objective_, QString::fromUtf8(to_string(in.objective)));
   if (deadline_->value() != in.deadlineDays) deadline_->setValue(in.deadlineDays);
   if (budget_->value() != in.budgetUsd) budget_->setValue(in.budgetUsd);
@@ -522,7 +568,7 @@ void PlanPage::showSelection() {
   const MemoryBytes& m = e.memory_per_gpu_bytes;
   QString fits = e.fits ? tr("<span style='color:#1b7f3b'>fits</span>")
                         : tr("<span style='color:#b3261e'>does not fit: %1</span>").arg(htmlEscape(e.reason));
-  details_->setText(
+  QString text =
       tr("<b>%1 nodes, %2 GPUs</b><br>dp %3 &middot; tp %4 &middot; pp %5 &middot; vp %6 &middot; mbs %7<br>"
          "zero %8 &middot; recompute %9 &middot; %10 &middot; %11<br>%12 micro-batches, offload %13, sp %14<br><br>"
          "<b>Step</b> %15 &middot; <b>%16</b> samples/s<br><b>Tokens/s</b> %17<br>"
@@ -546,7 +592,12 @@ void PlanPage::showSelection() {
           .arg(l.cp > 1 || l.ep > 1
                    ? tr("<br><b>Context / expert parallelism</b> cp %1 &middot; ep %2 &middot; all-to-alls %3 &middot; ring %4")
                          .arg(l.cp).arg(l.ep).arg(formatSeconds(e.breakdown_s.ep_comm), formatSeconds(e.breakdown_s.cp_comm))
-                   : QString()));
+                   : QString());
+  if (e.host_memory_per_node_bytes > 0)
+    text += tr("<br><b>Host memory</b> %1 of %2 GiB usable per node, offloaded")
+                .arg(e.host_memory_per_node_bytes / kGiB, 0, 'f', 1)
+                .arg(e.host_memory_capacity_bytes / kGiB, 0, 'f', 0);
+  details_->setText(text);
 }
 
 void PlanPage::refreshCharts() {

@@ -94,6 +94,9 @@ class PlanPage : public QWidget {
   QComboBox* framework_ = nullptr;
   QSpinBox* trainSeq_ = nullptr;
   QComboBox* attention_ = nullptr;
+  QComboBox* optimizer_ = nullptr;
+  QCheckBox* offloadParams_ = nullptr;
+  QCheckBox* offloadOptimizer_ = nullptr;
   QComboBox* objective_ = nullptr;
   QDoubleSpinBox* deadline_ = nullptr;
   QDoubleSpinBox* budget_ = nullptr;

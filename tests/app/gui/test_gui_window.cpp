@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <set>
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QProgressBar>
@@ -50,6 +51,7 @@
 #include "run_page.h"
 #include "timeline_page.h"
 #include "planner/compare.h"
+#include "planner/plan_io.h"
 #include "planner/search.h"
 #include "planner/spec_io.h"
 #include "search_job.h"
@@ -368,6 +370,47 @@ TEST_F(GuiWindow, FrameworkChoiceReplansWithThatStack) {
     EXPECT_GT(e.step_time_s_p90, e.step_time_s);
   }
   EXPECT_GT(window_->lastResult().candidates.front().step_time_s, megatron_step);
+}
+
+TEST_F(GuiWindow, OptimizerAndOffloadAreFieldsAndAStackTheGpuCannotRunIsExplained) {
+  // Expectation: the optimizer and the two offload knobs are fields of the Plan page. Ticking
+  // parameter offload under FSDP re-plans with it: every candidate is costed with it, the plan
+  // to save carries it, the selected layout keeps no weights on the GPU and says what goes to host
+  // memory. fp8 on the default cluster's A100 is refused beside the precision field, as the CLI
+  // refuses it, and the results are marked stale until it is set back.
+  child<QComboBox>("framework")->setCurrentText(QStringLiteral("fsdp"));
+  ASSERT_TRUE(waitPlan());
+  child<QComboBox>("optimizer")->setCurrentText(QStringLiteral("sgd"));
+  ASSERT_TRUE(waitPlan());
+  QCheckBox* params = child<QCheckBox>("offloadParams");
+  ASSERT_NE(params, nullptr);
+  params->setChecked(true);
+  ASSERT_TRUE(waitPlan());
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  for (const Estimate& e : window_->lastResult().candidates) {
+    EXPECT_TRUE(e.offload_params);
+    EXPECT_EQ(e.optimizer, Optimizer::Sgd);
+  }
+  EXPECT_TRUE(window_->currentPlan().scenario.training.offload_params);
+  EXPECT_TRUE(QString::fromStdString(plan_to_yaml(window_->currentPlan())).contains(QStringLiteral("offload_params: true")));
+  const std::optional<Estimate>& best = window_->selectedEstimate();
+  ASSERT_TRUE(best.has_value());
+  if (best->layout.zero == 3) EXPECT_DOUBLE_EQ(best->memory_per_gpu_bytes.weights, 0);
+  EXPECT_GT(best->host_memory_per_node_bytes, 0);
+  EXPECT_TRUE(child<QLabel>("details")->text().contains(QStringLiteral("Host memory"))) << child<QLabel>("details")->text().toStdString();
+
+  QComboBox* precision = child<QComboBox>("precision");
+  precision->setCurrentText(QStringLiteral("fp8"));
+  QTest::qWait(400);  // the re-plan is refused at once
+  QLabel* err = nullptr;
+  for (QLabel* l : precision->parentWidget()->findChildren<QLabel*>())
+    if (l->isVisible() && l->text().contains(QStringLiteral("fp8"))) err = l;
+  ASSERT_NE(err, nullptr) << "no error beside the precision field";
+  EXPECT_TRUE(child<QTableView>("candidateTable")->property("stale").toBool());
+  precision->setCurrentText(QStringLiteral("bf16"));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_FALSE(err->isVisible());
+  EXPECT_FALSE(child<QTableView>("candidateTable")->property("stale").toBool());
 }
 
 TEST_F(GuiWindow, HelpShowsTheGlossaryAndTheColumnsAndSaveAsHasItsShortcut) {
