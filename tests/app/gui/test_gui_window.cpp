@@ -395,7 +395,9 @@ TEST_F(GuiWindow, OptimizerAndOffloadAreFieldsAndAStackTheGpuCannotRunIsExplaine
   EXPECT_TRUE(QString::fromStdString(plan_to_yaml(window_->currentPlan())).contains(QStringLiteral("offload_params: true")));
   const std::optional<Estimate>& best = window_->selectedEstimate();
   ASSERT_TRUE(best.has_value());
-  if (best->layout.zero == 3) EXPECT_DOUBLE_EQ(best->memory_per_gpu_bytes.weights, 0);
+  if (best->layout.zero == 3) {
+    EXPECT_DOUBLE_EQ(best->memory_per_gpu_bytes.weights, 0);
+  }
   EXPECT_GT(best->host_memory_per_node_bytes, 0);
   EXPECT_TRUE(child<QLabel>("details")->text().contains(QStringLiteral("Host memory"))) << child<QLabel>("details")->text().toStdString();
 
