@@ -406,10 +406,19 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
       terms.expert_params_per_layer * stage_layers(sc.model.layers, ly.pp, ly.vp, peak_stage);
   const StateBytesPerParam state = state_bytes_per_param(sc.training);
   MemoryBytes& mem = ev.mem;
-  const double w = stage_expert_params * state.weights / (ly.zero >= 3 ? edp : 1.0);
+  double w = stage_expert_params * state.weights / (ly.zero >= 3 ? edp : 1.0);
   const double g = stage_expert_params * c.grad_bytes / (ly.zero >= 2 ? edp : 1.0);
+  // Offloaded as the dense state is (StepEvaluation::memory): the weights but those of the layers
+  // in flight (none under ZeRO-3), and the optimizer state where the step runs on the host.
+  double host = 0;  // per GPU
+  if (sc.training.offload_params) {
+    host += w;
+    w = ly.zero >= 3 ? 0.0 : std::min(w, 2 * terms.expert_params_per_layer * state.weights);
+  }
   const bool host_optimizer = sc.training.offload_optimizer || (sc.training.offload_params && ly.zero == 3);
-  const double o = host_optimizer ? 0.0 : stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0);
+  const double o_state = stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0);
+  const double o = host_optimizer ? 0.0 : o_state;
+  if (host_optimizer) host += o_state;
   const double margin = c.allocator_margin * (w + g + o);
   mem.weights += w;
   mem.gradients += g;
@@ -417,9 +426,8 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   mem.buffers += margin;
   mem.total += w + g + o + margin;
   ev.fits = ev.fits && mem.total <= mem.capacity;
-  if (host_optimizer) {  // the experts' optimizer state beside the dense state in host memory
-    const double gpus_in_node = std::min(sc.cluster.gpus_per_node, sc.total_gpus());
-    ev.host_bytes_per_node += stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0) * gpus_in_node;
+  if (host > 0) {  // the experts' offloaded state beside the dense state in host memory
+    ev.host_bytes_per_node += host * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
     if (ev.host_capacity_bytes > 0 && ev.host_bytes_per_node > ev.host_capacity_bytes) ev.fits = false;
   }
 

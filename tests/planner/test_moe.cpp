@@ -383,6 +383,28 @@ TEST(MoeCostGolden, ExpertWeightsShardOverEp) {
   EXPECT_NEAR(e1.memory_per_gpu_bytes.weights - e8.memory_per_gpu_bytes.weights, 917504.0, 1e-6);
 }
 
+TEST(MoeCostGolden, OffloadedExpertStateIsInHostMemoryOnly) {
+  // Expectation: with parameter offload under ZeRO-3 (dp 8, ep 8: one expert of 2 x 64 x 128 per
+  // layer and GPU, 65536 expert parameters, not sharded further) no weights and no optimizer state
+  // stay on the GPU, and the node's host memory holds at least the 8 GPUs' expert weights (2 B) and
+  // Adam state (12 B): 8 x 65536 x 14 = 7340032 bytes. Without offload they are on the GPU.
+  const ModelSpec m = tiny_moe(8, 2);
+  Scenario sc = golden_scenario(m, 8, 8, 16);
+  sc.cluster.host_memory_gib = 1024;
+  Layout l = layout(8, 1, 1, 1, 8);
+  l.zero = 3;
+  const Estimate on_gpu = estimate(sc, l);
+  sc.training.offload_params = true;
+  const Estimate off = estimate(sc, l);
+  ASSERT_TRUE(off.step_time_s > 0) << off.reason;
+  EXPECT_GE(on_gpu.memory_per_gpu_bytes.weights, 65536.0 * 2);
+  EXPECT_GE(on_gpu.memory_per_gpu_bytes.optimizer, 65536.0 * 12);
+  EXPECT_DOUBLE_EQ(off.memory_per_gpu_bytes.weights, 0);
+  EXPECT_DOUBLE_EQ(off.memory_per_gpu_bytes.optimizer, 0);
+  EXPECT_GE(off.host_memory_per_node_bytes, 8 * 65536.0 * 14);
+  EXPECT_DOUBLE_EQ(on_gpu.host_memory_per_node_bytes, 0);
+}
+
 TEST(MoeCostGolden, DenseLayoutsTakeTheDensePath) {
   // A dense model without cp is not touched by the MoE terms: no ep or cp time, same step as an
   // identical scenario costed before the terms existed would give (the validate figures are
