@@ -1070,9 +1070,13 @@ class StepEvaluation {
       mb.optimizer = host_optimizer ? 0.0 : params * state.optimizer / (ly.zero >= 1 ? dp : 1.0);
       if (host_optimizer) host_state += params * state.optimizer / (ly.zero >= 1 ? dp : 1.0);
       mb.gradients = params * g_elem / (ly.zero >= 2 ? dp : 1.0);
-      if (fsdp_offload()) {
+      // The gradient shards go down to the host step as they are reduced: FSDP's (each unit's
+      // unsharded gradient is among the buffers below), and ZeRO-Offload's on ZeRO-2/3 (Ren et al.
+      // 2021, Sec 4.1: the GPU keeps the 16-bit parameters; gradients, optimizer state and the
+      // step are on the CPU).
+      if (fsdp_offload() || (tr.offload_optimizer && ly.zero >= 2)) {
         host_state += mb.gradients;
-        mb.gradients = 0;  // each unit's unsharded gradient is among the buffers below
+        mb.gradients = 0;
       }
       host_state_bytes = std::max(host_state_bytes, host_state);
       // Lazily allocated gradients with one micro-batch per step: the backward frees activations

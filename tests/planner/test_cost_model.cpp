@@ -681,6 +681,24 @@ TEST(CostModelZero3, OffloadedParametersKeepTheStepsStateInHostMemory) {
   EXPECT_TRUE(p.fits) << p.reason;
   pipe.cluster.host_memory_gib = host_gib_for(stage0, 0.999);
   EXPECT_FALSE(estimate(pipe, l).fits);
+
+  // ZeRO-Offload on ZeRO-2 (Ren et al. 2021): the gradient shards go down with the optimizer
+  // state; the GPU keeps the 16-bit weights. dp 8: 8 x (4 + 12) B x P / 8 = 16 P per node.
+  Scenario z2 = sc;
+  z2.training.offload_params = false;
+  z2.training.offload_optimizer = true;
+  Layout l2 = fsdp_layout(2);
+  l2.zero = 2;
+  const double host2 = 16 * (4 * 49984.0 + 66048 + 128);
+  z2.cluster.host_memory_gib = host_gib_for(host2, 1.001);
+  const Estimate e2 = estimate(z2, l2);
+  ASSERT_TRUE(e2.reason.empty()) << e2.reason;
+  EXPECT_DOUBLE_EQ(e2.memory_per_gpu_bytes.gradients, 0);
+  EXPECT_DOUBLE_EQ(e2.memory_per_gpu_bytes.optimizer, 0);
+  EXPECT_DOUBLE_EQ(e2.memory_per_gpu_bytes.weights, 2 * (4 * 49984.0 + 66048 + 128));
+  EXPECT_DOUBLE_EQ(e2.host_memory_per_node_bytes, host2);
+  z2.cluster.host_memory_gib = host_gib_for(host2, 0.999);
+  EXPECT_FALSE(estimate(z2, l2).fits);
 }
 
 TEST(CostModelZero3, BlockingActivationOffloadRunsInSeriesWithCompute) {
