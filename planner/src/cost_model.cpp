@@ -1017,7 +1017,7 @@ class StepEvaluation {
     // (FSDP _post_backward_hook: _cpu_grad.copy_(grad, non_blocking=True)), hidden by the rest
     // of the backward; other modes copy before and after the step.
     const bool fsdp_offload = this->fsdp_offload();
-    if (tr.offload_optimizer || (tr.offload_params && ly.zero == 3)) {
+    if (optimizer_steps_on_host(tr, ly)) {
       // ZeRO-Offload (Ren et al. 2021) / FSDP cpu_offload: the step runs on the CPU over the
       // node's host memory bandwidth, shared by its GPUs, after the gradients come down over PCIe
       // and before the updated 16-bit weights go back up (not overlapped).
@@ -1051,7 +1051,7 @@ class StepEvaluation {
     const StateBytesPerParam state = state_bytes_per_param(sc.training);
     // The step runs on the host (optimizer_and_weight_streaming): the optimizer state lives there,
     // and FSDP's gradient shards too (copied down after each reduce-scatter into its CPU gradient).
-    const bool host_optimizer = tr.offload_optimizer || (tr.offload_params && ly.zero == 3);
+    const bool host_optimizer = optimizer_steps_on_host(tr, ly);
     double best_total = -1;
     const int mem_cands[3] = {0, std::min(1, pp - 1), pp - 1};
     for (int k = 0; k < 3; ++k) {
@@ -1273,6 +1273,10 @@ StateBytesPerParam state_bytes_per_param(Precision p) {
   // fp32 master weights + Adam momentum and variance; fp32 training needs no separate master copy.
   b.optimizer = p == Precision::Fp32 ? 8.0 : 12.0;
   return b;
+}
+
+bool optimizer_steps_on_host(const TrainingSpec& training, const Layout& layout) {
+  return training.offload_optimizer || (training.offload_params && layout.zero == 3);
 }
 
 std::optional<TrainingProblem> check_training(const Scenario& sc) {

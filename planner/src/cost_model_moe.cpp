@@ -415,7 +415,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
     host += w;
     w = ly.zero >= 3 ? 0.0 : std::min(w, 2 * terms.expert_params_per_layer * state.weights);
   }
-  const bool host_optimizer = sc.training.offload_optimizer || (sc.training.offload_params && ly.zero == 3);
+  const bool host_optimizer = optimizer_steps_on_host(sc.training, ly);
   const double o_state = stage_expert_params * state.optimizer / (ly.zero >= 1 ? edp : 1.0);
   const double o = host_optimizer ? 0.0 : o_state;
   if (host_optimizer) host += o_state;

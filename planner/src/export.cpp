@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "planner/catalog.h"
+#include "planner/cost_model.h"
 #include "planner/shell_quote.h"
 #include "planner/spec_io.h"
 #include "yaml_reader.h"
@@ -353,7 +354,7 @@ ExportedFile export_deepspeed_config(const Plan& plan) {
   Json zero = {{"stage", l.zero}};
   // ZeRO-Offload / ZeRO-Infinity (DeepSpeed docs: offload_optimizer, offload_param; the
   // parameters only under stage 3).
-  if (s.training.offload_optimizer || (s.training.offload_params && l.zero == 3))
+  if (optimizer_steps_on_host(s.training, l))
     zero["offload_optimizer"] = {{"device", "cpu"}, {"pin_memory", true}};
   if (s.training.offload_params && l.zero == 3) zero["offload_param"] = {{"device", "cpu"}, {"pin_memory", true}};
   deepspeed_moe_cp_notes(plan, f.notes);

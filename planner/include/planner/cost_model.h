@@ -125,6 +125,10 @@ struct TrainingProblem {
   std::string message;
 };
 std::optional<TrainingProblem> check_training(const Scenario& scenario);
+// Whether the optimizer steps on the host: optimizer offload (ZeRO-Offload), or parameter offload
+// under ZeRO-3 (ZeRO-Infinity, FSDP cpu_offload: the step runs where the parameter shards live).
+// Its state is then in host memory, not on the GPU.
+bool optimizer_steps_on_host(const TrainingSpec& training, const Layout& layout);
 
 // Memory and step time of a valid layout (call check_layout first; an invalid layout returns an
 // Estimate with fits = false and the constraint as reason). A layout that does not fit in memory
