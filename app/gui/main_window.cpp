@@ -427,11 +427,7 @@ bool MainWindow::inputsValid(Diagnostics* out) const {
   if (!d.has_errors()) {
     // The stack against the hardware (fp8 without fp8 tensor cores, flash on a V100 or an
     // unsupported head size, offload without host memory), as the CLI refuses them.
-    Scenario sc;
-    sc.model = inputs_.model;
-    sc.cluster = inputs_.cluster;
-    sc.training = inputs_.training;
-    if (const std::optional<TrainingProblem> p = check_training(sc))
+    if (const std::optional<TrainingProblem> p = check_training(scenarioOf(inputs_)))
       d.error("<plan page>", 0, 0, "training." + p->field, p->message);
   }
   const bool ok = !d.has_errors();
@@ -450,10 +446,7 @@ Plan MainWindow::currentPlan() const {
   Plan p;
   p.model_ref = inputs_.modelRef;
   p.cluster_ref = inputs_.clusterRef;
-  p.scenario.model = inputs_.model;
-  p.scenario.cluster = inputs_.cluster;
-  p.scenario.training = selected_ ? training_of(inputs_.training, *selected_) : inputs_.training;
-  p.scenario.nodes = selected_ ? selected_->nodes : inputs_.nodesMin;
+  p.scenario = selected_ ? scenarioOf(inputs_, *selected_) : scenarioOf(inputs_);
   if (selected_) p.layout = selected_->layout;
   p.created_by = "capplan-gui 0.1.0";
   return p;
@@ -483,11 +476,8 @@ void MainWindow::replan() {
   }
   showFieldDiagnostics(Diagnostics{}, planPage_->diagnosticsList());
   SearchRequest req;
-  req.scenario.model = inputs_.model;
-  req.scenario.cluster = inputs_.cluster;
-  req.scenario.training = inputs_.training;
+  req.scenario = scenarioOf(inputs_);
   req.anyFramework = inputs_.anyFramework;
-  req.scenario.nodes = inputs_.nodesMin;
   req.options = searchOptionsOf(inputs_, 200);
   for (int n = inputs_.nodesMin; n <= inputs_.nodesMax; ++n) req.nodeCounts.push_back(n);
   paretoSearch_->cancel();
@@ -598,9 +588,7 @@ void MainWindow::startParetoSearch() {
     }
   }
   SearchRequest req;
-  req.scenario.model = inputs_.model;
-  req.scenario.cluster = inputs_.cluster;
-  req.scenario.training = inputs_.training;
+  req.scenario = scenarioOf(inputs_);  // each count of nodeCounts in turn
   req.anyFramework = inputs_.anyFramework;
   req.options = searchOptionsOf(inputs_, 1);
   req.options.include_infeasible = false;

@@ -14,6 +14,22 @@
 
 namespace capplan::gui {
 
+Scenario scenarioOf(const PlanInputs& in) {
+  Scenario s;
+  s.model = in.model;
+  s.cluster = in.cluster;
+  s.training = in.training;
+  s.nodes = in.nodesMin;
+  return s;
+}
+
+Scenario scenarioOf(const PlanInputs& in, const Estimate& candidate) {
+  Scenario s = scenarioOf(in);
+  s.training = training_of(in.training, candidate);
+  s.nodes = candidate.nodes;
+  return s;
+}
+
 SearchOptions searchOptionsOf(const PlanInputs& in, int top) {
   SearchOptions o;
   o.nodes_min = in.nodesMin;

@@ -46,6 +46,10 @@ struct PlanInputs {
 
 // The search options the inputs ask for (objective, pins, limits, node range); `top` candidates.
 SearchOptions searchOptionsOf(const PlanInputs& in, int top);
+// The scenario the inputs describe, on the first node count of their range; and a candidate's:
+// its node count and the training it was costed with (training_of, for `any` framework).
+Scenario scenarioOf(const PlanInputs& in);
+Scenario scenarioOf(const PlanInputs& in, const Estimate& candidate);
 
 // Undo merge ids: consecutive edits of one field become one undo step.
 enum FieldId {

@@ -136,11 +136,7 @@ void TimelinePage::refresh() {
     return;
   }
 #ifdef CAPPLAN_GUI_HAVE_SIMULATOR
-  Scenario s;
-  s.model = inputs.model;
-  s.cluster = inputs.cluster;
-  s.training = training_of(inputs.training, *selected);
-  s.nodes = selected->nodes;
+  const Scenario s = scenarioOf(inputs, *selected);
   Layout l = selected->layout;
   const int choice = schedule_->currentIndex();
   if (choice == 1) l.schedule = Schedule::GPipe;
@@ -233,11 +229,7 @@ void TimelinePage::simulateRun() {
   const std::optional<Estimate>& selected = host_.selectedEstimate();
   const PlanInputs& inputs = host_.inputs();
   if (!selected) return;
-  Scenario s;
-  s.model = inputs.model;
-  s.cluster = inputs.cluster;
-  s.training = training_of(inputs.training, *selected);
-  s.nodes = selected->nodes;
+  const Scenario s = scenarioOf(inputs, *selected);
   const double step = simulated_ ? simulatedStepS_ : selected->step_time_s;
   RunOptions o;
   o.node_mtbf_hours = mtbfHours_->value();
