@@ -374,13 +374,18 @@ TEST_F(GuiWindow, FrameworkChoiceReplansWithThatStack) {
 
 TEST_F(GuiWindow, OptimizerAndOffloadAreFieldsAndAStackTheGpuCannotRunIsExplained) {
   // Expectation: the optimizer and the two offload knobs are fields of the Plan page. Ticking
-  // parameter offload under FSDP re-plans with it: every candidate is costed with it, the plan
-  // to save carries it, the selected layout keeps no weights on the GPU and says what goes to host
-  // memory. fp8 on the default cluster's A100 is refused beside the precision field, as the CLI
+  // parameter offload under FSDP with zero pinned to 3 re-plans with it: every candidate is
+  // costed with it, the plan to save carries it, the selected layout keeps no weights or optimizer
+  // state on the GPU and says what goes to host memory. fp8 on the default cluster's A100 is refused beside the precision field, as the CLI
   // refuses it, and the results are marked stale until it is set back.
   child<QComboBox>("framework")->setCurrentText(QStringLiteral("fsdp"));
   ASSERT_TRUE(waitPlan());
   child<QComboBox>("optimizer")->setCurrentText(QStringLiteral("sgd"));
+  ASSERT_TRUE(waitPlan());
+  // ZeRO-3 leaves pp = 1, so dp x tp = 960 GPUs must divide the batch: 1920 (dp 960, mbs 2).
+  child<QSpinBox>("gbs")->setValue(1920);
+  ASSERT_TRUE(waitPlan());
+  child<QComboBox>("pinZero")->setCurrentIndex(4);  // zero 3: the parameters live on the host
   ASSERT_TRUE(waitPlan());
   QCheckBox* params = child<QCheckBox>("offloadParams");
   ASSERT_NE(params, nullptr);
@@ -395,9 +400,9 @@ TEST_F(GuiWindow, OptimizerAndOffloadAreFieldsAndAStackTheGpuCannotRunIsExplaine
   EXPECT_TRUE(QString::fromStdString(plan_to_yaml(window_->currentPlan())).contains(QStringLiteral("offload_params: true")));
   const std::optional<Estimate>& best = window_->selectedEstimate();
   ASSERT_TRUE(best.has_value());
-  if (best->layout.zero == 3) {
-    EXPECT_DOUBLE_EQ(best->memory_per_gpu_bytes.weights, 0);
-  }
+  ASSERT_EQ(best->layout.zero, 3);
+  EXPECT_DOUBLE_EQ(best->memory_per_gpu_bytes.weights, 0);
+  EXPECT_DOUBLE_EQ(best->memory_per_gpu_bytes.optimizer, 0);
   EXPECT_GT(best->host_memory_per_node_bytes, 0);
   EXPECT_TRUE(child<QLabel>("details")->text().contains(QStringLiteral("Host memory"))) << child<QLabel>("details")->text().toStdString();
 
