@@ -352,6 +352,18 @@ class LayerTerms {
         tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar ? 1 : 0) +
                   (partition && recompute == Recompute::Full ? 0.5 : 0.0))
                : 0;
+    // The LM head on the last stage (Megatron-LM parallel_lm_logits): its input is copied to the
+    // tp ranks (copy_to_tensor_model_parallel_region), whose backward all-reduces the input
+    // gradient; under sp the input is all-gathered in the forward and its gradient
+    // reduce-scattered in the backward (half an all-reduce's volume each). The vocab-parallel
+    // cross-entropy then all-reduces three fp32 values per token: the row maximum, the target's
+    // logit and the sum of exponentials (Megatron-LM _VocabParallelCrossEntropy.forward).
+    // capplan-train does the same, its last two in one call (Gpt::forward), so the model counts one
+    // small all-reduce per micro-batch more than it makes.
+    t.head_tp_collectives_fwd = tp > 1 && seqpar ? 0.5 : 0.0;
+    t.head_tp_collectives_bwd = tp > 1 ? (seqpar ? 0.5 : 1.0) : 0.0;
+    t.xent_collectives = tp > 1 ? 3 : 0;
+    t.xent_bytes = tok * 4;
   }
 
   void embedding_and_head() {
@@ -478,6 +490,9 @@ class StepEvaluation {
                  const Placement& pl)
       : sc(sc), c(c), ly(ly), m(m), mt(mt), pl(pl), fw(sc.training.framework), tr(sc.training),
         pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.tp_bytes))),
+        head_tp_fwd(mt.head_tp_collectives_fwd * tp_ar +
+                    mt.xent_collectives * lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.xent_bytes))),
+        head_tp_bwd(mt.head_tp_collectives_bwd * tp_ar),
         p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
         w_elem(c.elem_bytes), g_elem(c.grad_bytes), nl_first(stage_layers(L, pp, vp, 0)),
@@ -529,6 +544,8 @@ class StepEvaluation {
       st.compute += mt.head_fwd_s + mt.head_bwd_s;
       st.fwd += mt.head_fwd_s;
       st.bwd += mt.head_bwd_s;
+      st.tp += head_tp_fwd + head_tp_bwd;
+      st.tp_bwd += head_tp_bwd;
     }
     if (!fw.grad_accumulation_fusion && m > 1) {
       // Unfused gradient accumulation (PyTorch autograd into .grad, DeepSpeed): every micro-batch
@@ -678,7 +695,8 @@ class StepEvaluation {
                            (mt.tp_collectives_fwd + mt.tp_collectives_bwd) * tp_ar +
                            mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s + mt.layer_cp_comm_fwd_s +
                            mt.layer_cp_comm_bwd_s) +
-                      mt.embed_fwd_s + mt.embed_bwd_s + (ly.tp > 1 ? tp_ar : 0.0) + mt.head_fwd_s + mt.head_bwd_s;
+                      mt.embed_fwd_s + mt.embed_bwd_s + (ly.tp > 1 ? tp_ar : 0.0) + mt.head_fwd_s + mt.head_bwd_s +
+                      head_tp_fwd + head_tp_bwd;
     double best_T = -1;
     s0 = stage_cost(0);
     {
@@ -1167,8 +1185,9 @@ class StepEvaluation {
         ch.backward_weight_s += accumulation_s(nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
                                                (ch.has_head ? mt.head_params : 0.0));
       ch.recompute_s = nl * mt.layer_recompute_s;
-      ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar;
-      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar;
+      ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar +
+                             (ch.has_head ? head_tp_fwd : 0.0);
+      ch.tp_comm_backward_s = nl * mt.tp_collectives_bwd * tp_ar + (ch.has_head ? head_tp_bwd : 0.0);
       ch.ep_comm_forward_s = nl * mt.layer_ep_comm_fwd_s;
       ch.ep_comm_backward_s = nl * mt.layer_ep_comm_bwd_s;
       ch.cp_comm_forward_s = nl * mt.layer_cp_comm_fwd_s;
@@ -1212,6 +1231,9 @@ class StepEvaluation {
   const TrainingSpec& tr;
   const int pp, vp, L;
   const double tp_ar;  // one TP all-reduce of a layer's activation
+  // The LM head's collectives per micro-batch, forward and backward (MicroTerms::head_tp_*): the
+  // cross-entropy's small all-reduces are in the forward.
+  const double head_tp_fwd, head_tp_bwd;
   const double p2p;    // one pipeline send
   const double vpd, md, dp, w_elem, g_elem;
   // Layers on the stages that can pace or peak (first, second, last), worked out once: the search

@@ -51,6 +51,11 @@ struct MicroTerms {
   double tp_collectives_fwd = 0;      // all-reduce equivalents of size tp_bytes, per layer
   double tp_collectives_bwd = 0;      // including those of a full-recompute forward
   double tp_bytes = 0;                // b * s * h * element bytes
+  // The LM head's collectives on the last stage, per micro-batch (tp > 1): all-reduce equivalents
+  // of size tp_bytes in its forward and backward, and the vocab-parallel cross-entropy's
+  // all-reduces of one fp32 value per token (xent_bytes each).
+  double head_tp_collectives_fwd = 0, head_tp_collectives_bwd = 0;
+  double xent_collectives = 0, xent_bytes = 0;
   double embed_fwd_s = 0, embed_bwd_s = 0;
   double embed_act_bytes = 0;
   double head_fwd_s = 0, head_bwd_s = 0;

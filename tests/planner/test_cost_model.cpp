@@ -363,6 +363,41 @@ TEST(CostModel, StepCostsAgreeWithEstimate) {
   EXPECT_DOUBLE_EQ(c.weights_bytes, e.memory_per_gpu_bytes.weights);
 }
 
+TEST(CostModel, LmHeadAndCrossEntropyCollectivesOnTheLastStage) {
+  // tp 2 x pp 2, 4 layers, no recompute: each stage's layers make 2 all-reduces forward and 2
+  // backward; the first stage adds the embedding's (forward); the last adds the LM head's
+  // input-gradient all-reduce (backward) and the vocab-parallel cross-entropy's three all-reduces
+  // of one fp32 value per token (forward), smaller than a layer's.
+  const Scenario sc = test::scenario(test::tiny_model(4), 4, 8);
+  Layout l = layout(1, 2, 2, 1);
+  l.recompute = Recompute::None;
+  const StepCosts c = step_costs(sc, l);
+  ASSERT_EQ(c.chunks.size(), 2u);
+  const ChunkCosts& first = c.chunks.front();
+  const ChunkCosts& last = c.chunks.back();
+  ASSERT_TRUE(last.has_head);
+  const double ar = first.tp_comm_backward_s / 4;  // a layer's all-reduce
+  ASSERT_GT(ar, 0);
+  EXPECT_NEAR(first.tp_comm_forward_s, 5 * ar, 1e-12 * ar);
+  report("last stage backward: 4 + the head's 1 all-reduce", 5 * ar, last.tp_comm_backward_s);
+  EXPECT_NEAR(last.tp_comm_backward_s, 5 * ar, 1e-12 * ar);
+  const double xent = (last.tp_comm_forward_s - 4 * ar) / 3;
+  report("one cross-entropy all-reduce (s)", ar, xent);
+  EXPECT_GT(xent, 0);
+  EXPECT_LT(xent, ar);
+  // Under sp the head's input is all-gathered forward and its gradient reduce-scattered
+  // backward: half an all-reduce each.
+  l.sp = true;
+  const StepCosts s = step_costs(sc, l);
+  const double ar_sp = s.chunks.front().tp_comm_forward_s / 5;
+  EXPECT_NEAR(s.chunks.back().tp_comm_forward_s - 4 * ar_sp - 3 * xent, 0.5 * ar_sp, 1e-9 * ar_sp);
+  EXPECT_NEAR(s.chunks.back().tp_comm_backward_s - s.chunks.front().tp_comm_backward_s, 0.5 * ar_sp,
+              1e-9 * ar_sp);
+  // Without tp there is nothing to reduce.
+  const StepCosts one = step_costs(sc, layout(2, 1, 2, 1));
+  EXPECT_EQ(one.chunks.back().tp_comm_forward_s + one.chunks.back().tp_comm_backward_s, 0.0);
+}
+
 TEST(CostModel, UnevenLayersGoToMiddleChunks) {
   const Scenario sc = test::scenario(test::tiny_model(10), 4, 4);
   const StepCosts c = step_costs(sc, layout(1, 1, 4, 1));
