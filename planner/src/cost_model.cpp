@@ -487,11 +487,10 @@ double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout
 class StepEvaluation {
  public:
   StepEvaluation(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m, const MicroTerms& mt,
-                 const Placement& pl)
+                 const Placement& pl, const TpCollectiveTimes& tpt)
       : sc(sc), c(c), ly(ly), m(m), mt(mt), pl(pl), fw(sc.training.framework), tr(sc.training),
-        pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.tp_bytes))),
-        head_tp_fwd(mt.head_tp_collectives_fwd * tp_ar +
-                    mt.xent_collectives * lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.xent_bytes))),
+        pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(tpt.layer),
+        head_tp_fwd(mt.head_tp_collectives_fwd * tp_ar + mt.xent_collectives * tpt.xent),
         head_tp_bwd(mt.head_tp_collectives_bwd * tp_ar),
         p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
@@ -1268,9 +1267,19 @@ class StepEvaluation {
 
 }  // namespace
 
+TpCollectiveTimes tp_collective_times(const Scenario& sc, const Constants& c, const Layout& ly, const MicroTerms& mt,
+                                      const Placement& pl) {
+  TpCollectiveTimes t;
+  if (ly.tp < 2) return t;
+  t.layer = lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.tp_bytes));
+  t.xent = lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.xent_bytes));
+  return t;
+}
+
 void evaluate(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m,
-              const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps) {
-  StepEvaluation(sc, c, ly, m, mt, pl).run(out, steps);
+              const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps,
+              const TpCollectiveTimes* tp) {
+  StepEvaluation(sc, c, ly, m, mt, pl, tp ? *tp : tp_collective_times(sc, c, ly, mt, pl)).run(out, steps);
 }
 
 }  // namespace detail

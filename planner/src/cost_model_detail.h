@@ -135,9 +135,20 @@ struct Evaluation {
   double host_bytes_per_node = 0;  // offloaded activations and state
   double host_capacity_bytes = 0;  // usable host memory per node; 0 = unknown (not checked)
 };
+// The time of one tensor-parallel all-reduce of a layer's activation (MicroTerms::tp_bytes) and
+// of one of the cross-entropy's (xent_bytes), each at the measured lockstep time where a CPU
+// profile has one. They depend on the layout only through tp, the GPU count and the placement:
+// the search works them out once per micro-batch shape and placement.
+struct TpCollectiveTimes {
+  double layer = 0, xent = 0;
+};
+TpCollectiveTimes tp_collective_times(const Scenario& scenario, const Constants& c, const Layout& layout,
+                                      const MicroTerms& mt, const Placement& pl);
 // The whole model for one valid layout; fills `steps` when given (allocates), else allocation free.
+// `tp`: tp_collective_times() of this layout, when the caller has them.
 void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout, int64_t m,
-              const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps);
+              const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps,
+              const TpCollectiveTimes* tp = nullptr);
 
 // Ranks time-sharing the cores of one CPU host (processor sharing): `dedicated` is the step as if
 // every rank had a core of its own at the profile's per-rank rates, `host_busy_s` the

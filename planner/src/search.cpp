@@ -316,6 +316,10 @@ struct Worker {
           ly.recompute = rc;
           const detail::MicroTerms mt = unit_moe_cp ? detail::MicroTerms{} : detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
           if (unit_moe_cp) moe.new_terms(c, ly);
+          // The tensor-parallel collectives' times of each placement, for every layout below.
+          detail::TpCollectiveTimes tpt[6];
+          if (!unit_moe_cp)
+            for (int oi = 0; oi < n_orders; ++oi) tpt[oi] = detail::tp_collective_times(sc, c, ly, mt, places[oi]);
           for (int si = 0; si < 3; ++si) {
             const Schedule sch = Schedule(si);
             if (pin.schedule && *pin.schedule != sch) continue;
@@ -348,7 +352,7 @@ struct Worker {
                       const size_t pi = ei * size_t(n_orders) + size_t(oi);
                       moe.evaluate(sc, c, ly, pi, ev);
                     } else {
-                      detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr);
+                      detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr, &tpt[oi]);
                     }
                     ++evaluated;
                     const bool mem_ok = ev.fits && within_margin(ev.mem.total, ev.mem.capacity, o.memory_margin);
