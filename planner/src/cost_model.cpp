@@ -1362,6 +1362,28 @@ std::optional<std::string> check_moe_layout(const Scenario& sc, const Layout& ly
 
 }  // namespace
 
+std::optional<std::string> framework_lacks(const FrameworkSpec& fw, const Layout& ly) {
+  const std::string who = "framework " + fw.name + " has no ";
+  if (ly.tp > 1 && !fw.tensor_parallel) return who + "tensor parallelism (tp must be 1)";
+  if (ly.pp > 1 && !fw.pipeline_parallel) return who + "pipeline parallelism (pp must be 1)";
+  if (ly.cp > 1 && !fw.context_parallel) return who + "context parallelism (cp must be 1)";
+  if (ly.ep > 1 && !fw.expert_parallel) return who + "expert parallelism (ep must be 1)";
+  if (ly.offload && !fw.activation_offload) return who + "activation offload (offload must be off)";
+  if (!fw.has_zero(ly.zero)) {
+    std::string stages;
+    for (int z = 0; z < 4; ++z)
+      if (fw.has_zero(z)) stages += (stages.empty() ? "" : ", ") + std::to_string(z);
+    return who + "ZeRO stage " + std::to_string(ly.zero) + " (zero " + stages + ")";
+  }
+  if (ly.pp > 1 && !fw.has_schedule(ly.schedule)) {
+    std::string names;
+    for (Schedule s : {Schedule::OneFOneB, Schedule::Interleaved, Schedule::GPipe})
+      if (fw.has_schedule(s)) names += (names.empty() ? "" : ", ") + std::string(to_string(s));
+    return who + "pipeline schedule " + to_string(ly.schedule) + " (schedule " + names + ")";
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
   const ModelSpec& md = sc.model;
   if (ly.dp < 1 || ly.tp < 1 || ly.pp < 1 || ly.vp < 1 || ly.mbs < 1)
@@ -1420,6 +1442,7 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
     return "framework " + tr.framework.name + " has no sequence parallelism (sp)";
   if (ly.recompute == Recompute::Selective && !tr.framework.selective_recompute)
     return "framework " + tr.framework.name + " has no selective recompute (use full or none)";
+  if (auto lacks = framework_lacks(tr.framework, ly)) return lacks;
   if (sc.total_gpus() > sc.cluster.gpus_per_node && sc.cluster.inter_node_gbit_per_s <= 0)
     return "the job spans nodes but the cluster has no inter_node_gbit_per_s";
   if (sc.total_gpus() > 1 && sc.cluster.intra_node_gbyte_per_s <= 0 &&

@@ -291,7 +291,9 @@ struct Worker {
     std::vector<int> eps;
     if (sc.model.moe.enabled()) {
       for (int e : divisors(sc.model.moe.experts, int64_t(dp) * u.cp))
-        if ((int64_t(dp) * u.cp) % e == 0 && (!pin.ep || *pin.ep == e)) eps.push_back(e);
+        if ((int64_t(dp) * u.cp) % e == 0 && (!pin.ep || *pin.ep == e) &&
+            (e == 1 || sc.training.framework.expert_parallel))
+          eps.push_back(e);
       if (sc.model.expert_ffn_hidden_or_default() % u.tp != 0) eps.clear();
     } else if (!pin.ep || *pin.ep == 1) {
       eps.push_back(1);
@@ -331,6 +333,7 @@ struct Worker {
             } else if (sch == Schedule::GPipe && u.pp < 2) {
               continue;  // without a pipeline GPipe and 1F1B are the same layout
             }
+            if (u.pp > 1 && !fw.has_schedule(sch)) continue;
             for (int vp = vp_lo; vp <= vp_hi; ++vp) {
               if (pin.vp && *pin.vp != vp) continue;
               if (vp > 1 && sc.model.layers % (u.pp * vp) != 0) continue;  // equal chunks only
@@ -338,9 +341,11 @@ struct Worker {
               ly.vp = vp;
               for (int z = 0; z <= max_zero; ++z) {
                 if (pin.zero && *pin.zero != z) continue;
+                if (!fw.has_zero(z)) continue;
                 ly.zero = z;
                 for (int off = 0; off < 2; ++off) {
                   if (pin.offload && *pin.offload != bool(off)) continue;
+                  if (off && !fw.activation_offload) continue;
                   ly.offload = off != 0;
                   for (size_t ei = 0; ei < eps.size(); ++ei) {
                   const int ep = eps[ei];
@@ -410,16 +415,20 @@ std::vector<Unit> work_units(const Scenario& scenario, const SearchOptions& o, i
   const int gpn = scenario.cluster.gpus_per_node;
   for (int n = o.nodes_min; n <= o.nodes_max; ++n) {
     const int g = fixed_gpus > 0 ? fixed_gpus : n * gpn;
+    const FrameworkSpec& fw = scenario.training.framework;
     for (int tp : divisors(g, md.heads)) {
       if (!tp_splits_model(md, tp)) continue;
       if (o.pins.tp && *o.pins.tp != tp) continue;
+      if (tp > 1 && !fw.tensor_parallel) continue;
       for (int pp : divisors(g / tp, md.layers)) {
         if (o.pins.pp && *o.pins.pp != pp) continue;
+        if (pp > 1 && !fw.pipeline_parallel) continue;
         // Context-parallel degrees: 2*cp divides the sequence, and (unpinned) every rank keeps at
         // least kMinCpTokens of it.
         const int s = scenario.seq_len();
         for (int cp : divisors(g / (int64_t(tp) * pp), std::max(1, s / 2))) {
           if (o.pins.cp ? *o.pins.cp != cp || !cp_splits_sequence(s, cp) : !cp_searched_unpinned(s, cp)) continue;
+          if (cp > 1 && !fw.context_parallel) continue;
           units.push_back({n, g, tp, pp, cp});
         }
       }
@@ -635,6 +644,20 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
   const std::string gpus_text =
       lo == hi ? std::to_string(one > 0 ? one : lo * gpn) + " GPUs"
                : std::to_string(lo * gpn) + " to " + std::to_string(hi * gpn) + " GPUs";
+  // A pinned knob the implementation does not have.
+  const FrameworkSpec& fw = scenario.training.framework;
+  Layout asked;
+  const bool vp_pinned = p.vp && *p.vp > 1;
+  asked.tp = p.tp.value_or(1);
+  asked.pp = p.pp.value_or((p.schedule && *p.schedule != Schedule::OneFOneB) || vp_pinned ? 2 : 1);
+  asked.cp = p.cp.value_or(1);
+  asked.ep = p.ep.value_or(1);
+  asked.offload = p.offload.value_or(false);
+  asked.zero = p.zero.value_or(0);
+  if (!p.zero)
+    for (int z = 0; z < 4 && !fw.has_zero(asked.zero); ++z) asked.zero = z;
+  asked.schedule = p.schedule.value_or(vp_pinned ? Schedule::Interleaved : Schedule::OneFOneB);
+  if (auto lacks = framework_lacks(fw, asked)) return *lacks;
   if (!pinned) {
     std::vector<int64_t> counts;
     for (int n = lo; n <= hi; ++n) counts.push_back(lo == hi && one > 0 ? one : int64_t(n) * gpn);

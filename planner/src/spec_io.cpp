@@ -653,6 +653,38 @@ Loaded<GpuSpec> load_gpu(const std::string& ref) {
   return out;
 }
 
+namespace {
+
+// A list of names (`key: [a, b]`) into a bit set of `n` members, bit parse(name): at least one,
+// each known, none twice. Left as it is when the key is absent.
+template <class Parse>
+void read_name_set(MapReader& r, const std::string& key, unsigned& out, int n, const char* choices, Parse parse) {
+  if (!r.has(key)) return;
+  const YAML::Node list = r.child(key);
+  if (!list.IsSequence() || list.size() == 0) {
+    r.error_at(list, key, std::string("expected a non-empty list of ") + choices,
+               "e.g. " + key + ": [" + std::string(choices).substr(0, std::string(choices).find(',')) + "]");
+    return;
+  }
+  unsigned set = 0;
+  for (const YAML::Node& item : list) {
+    const std::string v = item.IsScalar() ? item.Scalar() : std::string("?");
+    const std::optional<int> bit = item.IsScalar() ? parse(v) : std::nullopt;
+    if (!bit || *bit < 0 || *bit >= n) {
+      r.error_at(item, key, std::string("expected one of ") + choices + ", found '" + v + "'");
+      return;
+    }
+    if (set >> *bit & 1u) {
+      r.error_at(item, key, "'" + v + "' is listed twice");
+      return;
+    }
+    set |= 1u << *bit;
+  }
+  out = set;
+}
+
+}  // namespace
+
 Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::string& file) {
   Loaded<FrameworkSpec> out;
   YAML::Node root;
@@ -685,6 +717,20 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.number("host_sgd_fp16_gelem_per_s", f.host_sgd_fp16_gelem_per_s, false, {0, false, 1e6});
   r.boolean("sequence_parallel", f.sequence_parallel, false);
   r.boolean("selective_recompute", f.selective_recompute, false);
+  r.boolean("tensor_parallel", f.tensor_parallel, false);
+  r.boolean("pipeline_parallel", f.pipeline_parallel, false);
+  r.boolean("context_parallel", f.context_parallel, false);
+  r.boolean("expert_parallel", f.expert_parallel, false);
+  r.boolean("activation_offload", f.activation_offload, false);
+  read_name_set(r, "zero_stages", f.zero_stages, 4, "0, 1, 2, 3", [](const std::string& v) -> std::optional<int> {
+    if (v.size() == 1 && v[0] >= '0' && v[0] <= '3') return v[0] - '0';
+    return std::nullopt;
+  });
+  read_name_set(r, "schedules", f.schedules, 3, "gpipe, 1f1b, interleaved",
+                [](const std::string& v) -> std::optional<int> {
+                  if (auto sch = parse_schedule(v)) return int(*sch);
+                  return std::nullopt;
+                });
   r.boolean("recompute_moe_act", f.recompute_moe_act, false);
   r.boolean("fp8_moe", f.fp8_moe, false);
   r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});

@@ -109,6 +109,58 @@ TEST(Search, NoLayoutAtAllIsExplainedWithoutPins) {
   EXPECT_NE(prime->find("no split of 11 GPUs as dp x tp x pp exists"), std::string::npos) << *prime;
 }
 
+// Each framework preset's search offers only the parallelisms, ZeRO stages, schedules and
+// offload the implementation has (FrameworkSpec; configs/frameworks/*.yaml), and every candidate
+// passes check_layout under it. The default preset offers them all (8 layers: vp at most 4 with
+// pp 2; 8 heads: tp at most 8).
+TEST(Search, FrameworkPresetsOfferOnlyTheirLayouts) {
+  struct Want {
+    const char* name;
+    int max_tp, max_pp, max_vp;
+    unsigned zero_stages;  // bit z
+    bool gpipe, offload;
+  };
+  for (const Want& w : {Want{"fsdp", 1, 1, 1, 0b1101, false, true}, Want{"deepspeed", 8, 8, 1, 0b1111, false, true},
+                        Want{"smp-v1", 8, 8, 1, 0b0011, true, true}, Want{"megatron-lm-2020", 8, 8, 1, 0b0001, false, false},
+                        Want{"megatron-core", 8, 8, 4, 0b1111, false, true}, Want{"megatron-lm", 8, 8, 4, 0b1111, true, true}}) {
+    SCOPED_TRACE(w.name);
+    Scenario sc = searchable();
+    const Loaded<FrameworkSpec> fw = load_framework(w.name);
+    ASSERT_TRUE(fw.ok()) << fw.diagnostics.to_string();
+    sc.training.framework = *fw.value;
+    sc.training.attention = Attention::Fused;
+    SearchOptions o;
+    o.top = 100000;
+    o.include_infeasible = true;
+    o.threads = 1;
+    const SearchResult r = search(sc, o);
+    ASSERT_FALSE(r.candidates.empty());
+    int max_tp = 1, max_pp = 1, max_vp = 1;
+    unsigned zeros = 0;
+    bool gpipe = false, offload = false;
+    for (const Estimate& e : r.candidates) {
+      const Layout& l = e.layout;
+      max_tp = std::max(max_tp, l.tp), max_pp = std::max(max_pp, l.pp), max_vp = std::max(max_vp, l.vp);
+      zeros |= 1u << l.zero;
+      gpipe = gpipe || (l.pp > 1 && l.schedule == Schedule::GPipe);
+      offload = offload || l.offload;
+      Scenario at = sc;
+      at.nodes = e.nodes;
+      at.gpus = e.gpus;
+      const auto bad = check_layout(at, l);
+      ASSERT_FALSE(bad) << describe(e) << ": " << *bad;
+    }
+    std::printf("%s: %zu candidates, tp <= %d, pp <= %d, vp <= %d, zero stages 0x%x, gpipe %d, offload %d\n", w.name,
+                r.candidates.size(), max_tp, max_pp, max_vp, zeros, gpipe, offload);
+    EXPECT_EQ(max_tp, w.max_tp);
+    EXPECT_EQ(max_pp, w.max_pp);
+    EXPECT_EQ(max_vp, w.max_vp);
+    EXPECT_EQ(zeros, w.zero_stages);
+    EXPECT_EQ(gpipe, w.gpipe);
+    EXPECT_EQ(offload, w.offload);
+  }
+}
+
 TEST(Search, CancelReturnsBestSoFarMarkedCancelled) {
   const Scenario sc = searchable();
   SearchOptions o;

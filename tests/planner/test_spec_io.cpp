@@ -229,6 +229,40 @@ TEST(BadFile, FrameworkEnumNamesLineAndChoices) {
   EXPECT_EQ(ok.value->zero3_collectives, Zero3Collectives::Tensor);
 }
 
+TEST(BadFile, FrameworkLayoutListsNameLineAndChoices) {
+  // Expectation: the lists of what an implementation has (ZeRO stages, pipeline schedules) read
+  // back as written; a value outside them, a repeated one, an empty list or a scalar is an error
+  // at its line naming the key and the values there are.
+  const auto ok = parse_framework_yaml("name: my-fsdp\ntensor_parallel: false\nzero_stages: [0, 3]\n"
+                                       "schedules: [gpipe]\nactivation_offload: false\n",
+                                       "my-fsdp.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.diagnostics.to_string();
+  EXPECT_FALSE(ok.value->tensor_parallel);
+  EXPECT_TRUE(ok.value->pipeline_parallel);
+  EXPECT_FALSE(ok.value->activation_offload);
+  EXPECT_TRUE(ok.value->has_zero(0) && ok.value->has_zero(3));
+  EXPECT_FALSE(ok.value->has_zero(1) || ok.value->has_zero(2));
+  EXPECT_TRUE(ok.value->has_schedule(Schedule::GPipe));
+  EXPECT_FALSE(ok.value->has_schedule(Schedule::OneFOneB) || ok.value->has_schedule(Schedule::Interleaved));
+  struct Bad {
+    const char* text;
+    int line;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{"name: f\nzero_stages: [0, 4]\n", 2, "zero_stages: expected one of 0, 1, 2, 3, found '4'"},
+                       Bad{"name: f\nzero_stages:\n  - 0\n  - 0\n", 4, "zero_stages: '0' is listed twice"},
+                       Bad{"name: f\nschedules: []\n", 2, "schedules: expected a non-empty list of gpipe, 1f1b, interleaved"},
+                       Bad{"name: f\nschedules: 1f1b\n", 2, "schedules: expected a non-empty list"},
+                       Bad{"name: f\nschedules: [1f1b, zero-bubble]\n", 2, "found 'zero-bubble'"}}) {
+    const auto l = parse_framework_yaml(b.text, "f.yaml");
+    EXPECT_FALSE(l.ok()) << b.text;
+    const Diagnostic d = first_error(l.diagnostics);
+    EXPECT_EQ(d.file, "f.yaml");
+    EXPECT_EQ(d.line, b.line) << d.to_string();
+    EXPECT_NE(d.to_string().find(b.says), std::string::npos) << d.to_string();
+  }
+}
+
 TEST(BadFile, UnknownKeyGetsDidYouMean) {
   const auto m = load_model(data("bad/model_unknown_key.yaml"));
   bool found = false;

@@ -215,6 +215,19 @@ struct FrameworkSpec {
   // selective recompute of the attention core; the search offers only these.
   bool sequence_parallel = true;
   bool selective_recompute = true;
+  // The parallelisms, ZeRO stages, pipeline schedules and activation offload the implementation
+  // has: the search offers only these and check_layout refuses the others. Every one by default:
+  // megatron-lm, the default preset, costs every layout (capplan run prices capplan-train, which
+  // runs them all, with it).
+  bool tensor_parallel = true;
+  bool pipeline_parallel = true;
+  bool context_parallel = true;
+  bool expert_parallel = true;
+  bool activation_offload = true;
+  unsigned zero_stages = 0b1111;  // bit z: ZeRO stage z (0: plain data parallelism)
+  unsigned schedules = 0b111;     // bit int(Schedule): the pipeline schedules
+  bool has_zero(int z) const { return z >= 0 && z < 4 && (zero_stages >> z & 1u) != 0; }
+  bool has_schedule(Schedule s) const { return (schedules >> int(s) & 1u) != 0; }
   // Mixture of experts: the experts' activation-function output discarded after the forward and
   // recomputed from its kept inputs in the backward (Megatron-Core --recompute-modules moe_act;
   // DeepSeek-V3 report Sec 3.3.3, "we cache the inputs of the SwiGLU operator and recompute its

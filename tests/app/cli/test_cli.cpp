@@ -211,6 +211,25 @@ TEST(Cli, StackKnobsRefuseWhatCannotRun) {
                       "--offload-optimizer: the cluster dgx-a100-80gb has no host_memory_gib"));
   EXPECT_TRUE(refused(run_cli(base + "--framework smp-v1 --recompute selective"),
                       "framework smp-v1 has no selective recompute"));
+  // Parallelisms, ZeRO stages, schedules and offload the implementation does not have.
+  const std::string four = "estimate --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --mbs 1 --gbs 64 ";
+  EXPECT_TRUE(refused(run_cli(four + "--dp 4 --tp 2 --pp 1 --framework fsdp"),
+                      "framework fsdp has no tensor parallelism (tp must be 1)"));
+  EXPECT_TRUE(refused(run_cli(four + "--dp 4 --tp 1 --pp 2 --framework fsdp"),
+                      "framework fsdp has no pipeline parallelism (pp must be 1)"));
+  EXPECT_TRUE(refused(run_cli(base + "--zero 1 --framework fsdp"), "framework fsdp has no ZeRO stage 1 (zero 0, 2, 3)"));
+  EXPECT_TRUE(refused(run_cli(four + "--dp 4 --tp 1 --pp 2 --schedule gpipe --framework deepspeed"),
+                      "framework deepspeed has no pipeline schedule gpipe (schedule 1f1b)"));
+  EXPECT_TRUE(refused(run_cli(base + "--zero 2 --framework smp-v1"), "framework smp-v1 has no ZeRO stage 2 (zero 0, 1)"));
+  EXPECT_TRUE(refused(run_cli(base + "--offload --framework megatron-lm-2020"),
+                      "framework megatron-lm-2020 has no activation offload (offload must be off)"));
+  // A search pinned to one of them says which, and exits 2.
+  EXPECT_TRUE(refused(run_cli("plan --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --gbs 64 --framework fsdp "
+                              "--fix tp=2"),
+                      "--fix: no layout satisfies the pins: framework fsdp has no tensor parallelism (tp must be 1)"));
+  // What it has is accepted.
+  const CliRun ok = run_cli(base + "--zero 3 --framework fsdp");
+  EXPECT_EQ(ok.status, 0) << ok.err;
 }
 
 TEST(Cli, UnknownCommandSuggests) {
