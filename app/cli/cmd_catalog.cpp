@@ -1,5 +1,5 @@
-// `capplan models` and `capplan clusters`: the embedded presets with a one-line summary and the
-// source of their figures.
+// `capplan models`, `capplan clusters` and `capplan frameworks`: the embedded presets with a
+// one-line summary and the source of their figures (for frameworks, also what each can run).
 #include <cstdio>
 
 #include "cli_common.h"
@@ -74,6 +74,73 @@ int list(int argc, char** argv, const char* command, const std::vector<CatalogEn
 }
 
 }  // namespace
+
+namespace {
+// What a framework preset can run, in one line: the layout knobs the search offers with it.
+std::string can_run(const FrameworkSpec& f) {
+  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  std::string schedules, zero;
+  for (Schedule s : {Schedule::OneFOneB, Schedule::Interleaved, Schedule::GPipe}) {
+    if (!f.has_schedule(s)) continue;
+    if (!schedules.empty()) schedules += '/';
+    schedules += to_string(s);
+  }
+  for (int z = 0; z < 4; ++z) {
+    if (!f.has_zero(z)) continue;
+    if (!zero.empty()) zero += ',';
+    zero += char('0' + z);
+  }
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "tp %s  pp %s  zero %s  cp %s  ep %s  sp %s  selective %s  offload %s  attention %s", yes(f.tensor_parallel),
+                f.pipeline_parallel ? schedules.c_str() : "no", zero.c_str(), yes(f.context_parallel),
+                yes(f.expert_parallel), yes(f.sequence_parallel), yes(f.selective_recompute), yes(f.activation_offload),
+                to_string(f.attention));
+  return line;
+}
+}  // namespace
+
+int cmd_frameworks(int argc, char** argv) {
+  const std::vector<FlagSpec> flags = {json_flag()};
+  Diagnostics diags;
+  const Args args = parse_args(argc, argv, flags, diags);
+  if (args.help()) {
+    print_help("frameworks", "[--json]", flags);
+    return kExitOk;
+  }
+  if (diags.has_errors()) return report(diags);
+  JsonWriter w;
+  w.begin_array();
+  for (const CatalogEntry& e : catalog_frameworks()) {
+    const Loaded<FrameworkSpec> f = load_framework(e.name);
+    if (!f.value) return report(f.diagnostics);
+    const FrameworkSpec& fw = *f.value;
+    if (!args.has("json")) {
+      std::printf("%-17s %s\n%-17s %s\n%-17s source: %s\n", e.name.c_str(), e.summary.c_str(), "", can_run(fw).c_str(),
+                  "", fw.source.c_str());
+      continue;
+    }
+    w.begin_object();
+    w.field("name", e.name).field("summary", e.summary).field("source", fw.source).field("file", e.file);
+    w.field("attention", to_string(fw.attention));
+    w.field("tensor_parallel", fw.tensor_parallel).field("pipeline_parallel", fw.pipeline_parallel);
+    w.field("context_parallel", fw.context_parallel).field("expert_parallel", fw.expert_parallel);
+    w.field("sequence_parallel", fw.sequence_parallel).field("selective_recompute", fw.selective_recompute);
+    w.field("activation_offload", fw.activation_offload);
+    w.key("zero_stages").begin_array();
+    for (int z = 0; z < 4; ++z)
+      if (fw.has_zero(z)) w.value(z);
+    w.end_array();
+    w.key("schedules").begin_array();
+    for (Schedule s : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
+      if (fw.pipeline_parallel && fw.has_schedule(s)) w.value(to_string(s));  // none without a pipeline
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  if (args.has("json")) std::printf("%s\n", w.str().c_str());
+  return kExitOk;
+}
 
 int cmd_models(int argc, char** argv) {
   return list(argc, argv, "models", catalog_models(), true);

@@ -15,6 +15,7 @@ int cmd_profile(int argc, char** argv);
 int cmd_validate(int argc, char** argv);
 int cmd_models(int argc, char** argv);
 int cmd_clusters(int argc, char** argv);
+int cmd_frameworks(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_simulate(int argc, char** argv);
 int cmd_export(int argc, char** argv);
@@ -38,6 +39,7 @@ const Command kCommands[] = {
     {"validate", capplan::cli::cmd_validate, "compare predictions with measured runs (MAPE)"},
     {"models", capplan::cli::cmd_models, "list the model presets"},
     {"clusters", capplan::cli::cmd_clusters, "list the cluster/instance and GPU presets"},
+    {"frameworks", capplan::cli::cmd_frameworks, "list the framework presets and the layouts each can run"},
     {"simulate", capplan::cli::cmd_simulate, "discrete-event simulation of a step (timeline) and of a run"},
     {"export", capplan::cli::cmd_export, "a plan as smp_options, Megatron-LM args, DeepSpeed config or sbatch"},
     {"compare", capplan::cli::cmd_compare, "plans side by side: memory, step time by term, days and dollars as deltas"},

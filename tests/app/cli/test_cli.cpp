@@ -355,6 +355,32 @@ TEST(Cli, ProfileModelsClustersValidate) {
   EXPECT_TRUE(has(r.out, "\"mape_pct\"")) << r.out;
 }
 
+TEST(Cli, FrameworksListWhatEachPresetCanRun) {
+  // Expectation: `capplan frameworks` names every preset with what its implementation can run, as
+  // its file says (fsdp: data parallelism only, ZeRO 0, 2 and 3); --json carries the same.
+  CliRun r = run_cli("frameworks");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* name : {"megatron-lm ", "megatron-lm-2020 ", "megatron-core ", "deepspeed ", "fsdp ", "smp-v1 "})
+    EXPECT_TRUE(has(r.out, name)) << name;
+  EXPECT_TRUE(has(r.out, "tp no  pp no  zero 0,2,3  cp no  ep no  sp no  selective no  offload yes  attention eager"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "tp yes  pp 1f1b/gpipe  zero 0,1  cp no")) << r.out;  // smp-v1
+  r = run_cli("frameworks --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = capplan::Json::parse(r.out);
+  ASSERT_EQ(j.size(), 6u);
+  bool fsdp = false;
+  for (const auto& f : j)
+    if (f["name"] == "fsdp") {
+      fsdp = true;
+      EXPECT_FALSE(f["tensor_parallel"].get<bool>());
+      EXPECT_EQ(f["zero_stages"], capplan::Json::parse("[0, 2, 3]"));
+      EXPECT_TRUE(f["schedules"].empty());  // no pipeline, so no schedule
+    }
+  EXPECT_TRUE(fsdp);
+  EXPECT_TRUE(refused(run_cli("frameworks --tp 2"), "--tp"));
+}
+
 TEST(Cli, HuggingFaceConfigAsModel) {
   const CliRun r = run_cli(
       "estimate --model tests/data/good/llama2-7b-config.json --cluster p4de.24xlarge --nodes 1 "
