@@ -75,30 +75,6 @@ int list(int argc, char** argv, const char* command, const std::vector<CatalogEn
 
 }  // namespace
 
-namespace {
-// What a framework preset can run, in one line: the layout knobs the search offers with it.
-std::string can_run(const FrameworkSpec& f) {
-  auto yes = [](bool b) { return b ? "yes" : "no"; };
-  std::string schedules, zero;
-  for (Schedule s : {Schedule::OneFOneB, Schedule::Interleaved, Schedule::GPipe}) {
-    if (!f.has_schedule(s)) continue;
-    if (!schedules.empty()) schedules += '/';
-    schedules += to_string(s);
-  }
-  for (int z = 0; z < 4; ++z) {
-    if (!f.has_zero(z)) continue;
-    if (!zero.empty()) zero += ',';
-    zero += char('0' + z);
-  }
-  char line[320];
-  std::snprintf(line, sizeof line,
-                "tp %s  pp %s  zero %s  cp %s  ep %s  sp %s  selective %s  offload %s  attention %s", yes(f.tensor_parallel),
-                f.pipeline_parallel ? schedules.c_str() : "no", zero.c_str(), yes(f.context_parallel),
-                yes(f.expert_parallel), yes(f.sequence_parallel), yes(f.selective_recompute), yes(f.activation_offload),
-                to_string(f.attention));
-  return line;
-}
-}  // namespace
 
 int cmd_frameworks(int argc, char** argv) {
   const std::vector<FlagSpec> flags = {json_flag()};
@@ -116,7 +92,7 @@ int cmd_frameworks(int argc, char** argv) {
     if (!f.value) return report(f.diagnostics);
     const FrameworkSpec& fw = *f.value;
     if (!args.has("json")) {
-      std::printf("%-17s %s\n%-17s %s\n%-17s source: %s\n", e.name.c_str(), e.summary.c_str(), "", can_run(fw).c_str(),
+      std::printf("%-17s %s\n%-17s %s\n%-17s source: %s\n", e.name.c_str(), e.summary.c_str(), "", framework_layouts(fw).c_str(),
                   "", fw.source.c_str());
       continue;
     }

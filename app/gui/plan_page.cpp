@@ -103,6 +103,14 @@ QGroupBox* PlanPage::buildTraining() {
                          tr("Implementation: what the cost model knows about the software stack "
                             "(kernels, overlap, pipeline sends, ZeRO-3 traffic); configs/frameworks/. "
                             "'any' searches every preset and ranks them together"));
+  // Each preset's item says what its implementation can run (the search offers only that).
+  for (int i = 0; i < framework_->count(); ++i) {
+    const Loaded<FrameworkSpec> f = load_framework(framework_->itemText(i).toStdString());
+    if (!f.value) continue;
+    const CatalogEntry* e = find_catalog_framework(f.value->name);
+    framework_->setItemData(i, QString::fromStdString((e ? e->summary + "\n" : std::string()) + framework_layouts(*f.value)),
+                            Qt::ToolTipRole);
+  }
   tf->addRow(tr("Framework"), framework_);
   attention_ = makeCombo(box, "attention",
                          {QStringLiteral("default"), QStringLiteral("eager"), QStringLiteral("fused"), QStringLiteral("flash")},

@@ -605,18 +605,30 @@ std::string why_no_split(const Scenario& scenario, const std::vector<int64_t>& g
   const ModelSpec& m = scenario.model;
   const int64_t gbs = scenario.training.gbs;
   const int s = scenario.seq_len();
+  const FrameworkSpec& fw = scenario.training.framework;
   std::vector<int> tps, cps = {1};
-  for (int k = 1; k <= m.heads; ++k)
+  for (int k = 1; k <= (fw.tensor_parallel ? m.heads : 1); ++k)
     if (tp_splits_model(m, k)) tps.push_back(k);
-  for (int k = 2; k <= s / 2; ++k)
+  for (int k = 2; fw.context_parallel && k <= s / 2; ++k)
     if (cp_searched_unpinned(s, k)) cps.push_back(k);
-  const int64_t most = gbs * tps.back() * int64_t(m.layers) * cps.back();
+  const int max_pp = fw.pipeline_parallel ? m.layers : 1;
+  const std::string lacks = fw.tensor_parallel && fw.pipeline_parallel
+                                ? std::string()
+                                : " (framework " + fw.name + " has no " +
+                                      (!fw.tensor_parallel && !fw.pipeline_parallel ? "tensor or pipeline"
+                                       : !fw.tensor_parallel                        ? "tensor"
+                                                                                    : "pipeline") +
+                                      " parallelism)";
+  const int64_t most = gbs * tps.back() * int64_t(max_pp) * cps.back();
   const std::string bounds = "dp at most the global batch " + std::to_string(gbs) + ", tp at most " +
-                             std::to_string(tps.back()) + " (dividing heads " + std::to_string(m.heads) +
-                             ", kv_heads " + std::to_string(m.kv_heads_or_default()) + " and ffn_hidden " +
-                             std::to_string(m.ffn_hidden_or_default()) + "), pp at most the " +
-                             std::to_string(m.layers) + " layers" +
-                             (cps.back() > 1 ? ", cp at most " + std::to_string(cps.back()) : std::string());
+                             std::to_string(tps.back()) +
+                             (fw.tensor_parallel ? " (dividing heads " + std::to_string(m.heads) + ", kv_heads " +
+                                                       std::to_string(m.kv_heads_or_default()) + " and ffn_hidden " +
+                                                       std::to_string(m.ffn_hidden_or_default()) + ")"
+                                                 : std::string()) +
+                             ", pp at most " +
+                             (fw.pipeline_parallel ? "the " + std::to_string(m.layers) + " layers" : std::string("1")) +
+                             (cps.back() > 1 ? ", cp at most " + std::to_string(cps.back()) : std::string()) + lacks;
   if (*std::min_element(gpu_counts.begin(), gpu_counts.end()) > most)
     return gpus_text + " are more than any layout of this model and batch can use: at most " +
            std::to_string(most) + " (" + bounds + "); use fewer nodes or a larger --gbs";

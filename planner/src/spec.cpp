@@ -4,6 +4,7 @@
 #include "planner/spec.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cctype>
 
 namespace capplan {
@@ -216,6 +217,28 @@ std::optional<Zero3Collectives> parse_zero3_collectives(const std::string& s) {
   if (l == "module") return Zero3Collectives::Module;
   if (l == "tensor") return Zero3Collectives::Tensor;
   return std::nullopt;
+}
+
+std::string framework_layouts(const FrameworkSpec& f) {
+  auto yes = [](bool b) { return b ? "yes" : "no"; };
+  std::string schedules, zero;
+  for (Schedule s : {Schedule::OneFOneB, Schedule::Interleaved, Schedule::GPipe}) {
+    if (!f.has_schedule(s)) continue;
+    if (!schedules.empty()) schedules += '/';
+    schedules += to_string(s);
+  }
+  for (int z = 0; z < 4; ++z) {
+    if (!f.has_zero(z)) continue;
+    if (!zero.empty()) zero += ',';
+    zero += char('0' + z);
+  }
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "tp %s  pp %s  zero %s  cp %s  ep %s  sp %s  selective %s  offload %s  attention %s", yes(f.tensor_parallel),
+                f.pipeline_parallel ? schedules.c_str() : "no", zero.c_str(), yes(f.context_parallel),
+                yes(f.expert_parallel), yes(f.sequence_parallel), yes(f.selective_recompute), yes(f.activation_offload),
+                to_string(f.attention));
+  return line;
 }
 
 }  // namespace capplan

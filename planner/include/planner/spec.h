@@ -318,4 +318,8 @@ std::optional<Zero3BackwardPrefetch> parse_zero3_backward_prefetch(const std::st
 // names "cluster" (= DPT) and "spread" (= TPD); nullopt otherwise.
 std::optional<std::string> parse_order(const std::string& s);
 
+// What an implementation can run, in one line (`capplan frameworks`, the GUI's framework list):
+// "tp no  pp no  zero 0,2,3  cp no  ep no  sp no  selective no  offload yes  attention eager".
+std::string framework_layouts(const FrameworkSpec& framework);
+
 }  // namespace capplan

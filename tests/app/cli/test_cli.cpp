@@ -227,6 +227,9 @@ TEST(Cli, StackKnobsRefuseWhatCannotRun) {
   EXPECT_TRUE(refused(run_cli("plan --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --gbs 64 --framework fsdp "
                               "--fix tp=2"),
                       "--fix: no layout satisfies the pins: framework fsdp has no tensor parallelism (tp must be 1)"));
+  // An unpinned search that finds no split says that the framework has none of tp and pp.
+  EXPECT_TRUE(refused(run_cli("plan --model gpt3-175b --cluster p4d.24xlarge --nodes 120 --gbs 1536 --framework fsdp"),
+                      "tp at most 1, pp at most 1 (framework fsdp has no tensor or pipeline parallelism)"));
   // What it has is accepted.
   const CliRun ok = run_cli(base + "--zero 3 --framework fsdp");
   EXPECT_EQ(ok.status, 0) << ok.err;

@@ -378,13 +378,25 @@ TEST_F(GuiWindow, OptimizerAndOffloadAreFieldsAndAStackTheGpuCannotRunIsExplaine
   // costed with it, the plan to save carries it, the selected layout keeps no weights or optimizer
   // state on the GPU and says what goes to host memory. fp8 on the default cluster's A100 is refused beside the precision field, as the CLI
   // refuses it, and the results are marked stale until it is set back.
-  child<QComboBox>("framework")->setCurrentText(QStringLiteral("fsdp"));
+  // The framework list says what each implementation can run, and the search offers only that:
+  // FSDP has neither tensor nor pipeline parallelism, nor ZeRO-1.
+  QComboBox* framework = child<QComboBox>("framework");
+  const int fsdp = framework->findText(QStringLiteral("fsdp"));
+  ASSERT_GE(fsdp, 0);
+  EXPECT_TRUE(framework->itemData(fsdp, Qt::ToolTipRole).toString().contains(
+      QStringLiteral("tp no  pp no  zero 0,2,3")));
+  framework->setCurrentText(QStringLiteral("fsdp"));
   ASSERT_TRUE(waitPlan());
   child<QComboBox>("optimizer")->setCurrentText(QStringLiteral("sgd"));
   ASSERT_TRUE(waitPlan());
-  // ZeRO-3 leaves pp = 1, so dp x tp = 960 GPUs must divide the batch: 1920 (dp 960, mbs 2).
+  // FSDP is data parallelism only, so dp = 960 GPUs must divide the batch: 1920 (mbs 2).
   child<QSpinBox>("gbs")->setValue(1920);
   ASSERT_TRUE(waitPlan());
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  for (const Estimate& e : window_->lastResult().candidates) {
+    EXPECT_EQ(e.layout.tp * e.layout.pp, 1);
+    EXPECT_NE(e.layout.zero, 1);
+  }
   child<QComboBox>("pinZero")->setCurrentIndex(4);  // zero 3: the parameters live on the host
   ASSERT_TRUE(waitPlan());
   QCheckBox* params = child<QCheckBox>("offloadParams");
