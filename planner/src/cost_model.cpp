@@ -474,11 +474,16 @@ struct StageCost {
 // for the last rank; taking turns on the host's cores where the host's ranks outnumber them, for
 // that many ranks in groups of tp, else with a core each; cost_model_cores.cpp), else the
 // collective's own time `own`.
-double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout& ly, double own) {
+// `after_compute` false: a collective that follows another with only a short elementwise pass
+// between them (the cross-entropy's), where the ranks arrive together: with a core each it takes
+// its own time; taking turns on the cores it still waits for its partner's turn.
+double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout& ly, double own,
+                            bool after_compute = true) {
   const DeviceProfile* dev = c.profile;
   if (!dev || dev->backend != "cpu" || dev->cores <= 0 || ly.tp < 2) return own;
   const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
-  return std::max(own, on_host > dev->cores ? dev->shared_allreduce_s(on_host, ly.tp) : dev->lockstep.allreduce_s);
+  if (on_host > dev->cores) return std::max(own, dev->shared_allreduce_s(on_host, ly.tp));
+  return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
 }
 
 // One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
@@ -1272,7 +1277,7 @@ TpCollectiveTimes tp_collective_times(const Scenario& sc, const Constants& c, co
   TpCollectiveTimes t;
   if (ly.tp < 2) return t;
   t.layer = lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.tp_bytes));
-  t.xent = lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.xent_bytes));
+  t.xent = lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.xent_bytes), false);
   return t;
 }
 
