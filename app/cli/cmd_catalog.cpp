@@ -85,15 +85,16 @@ int cmd_frameworks(int argc, char** argv) {
     return kExitOk;
   }
   if (diags.has_errors()) return report(diags);
+  const bool json = args.has("json");
   JsonWriter w;
-  w.begin_array();
+  if (json) w.begin_array();
   for (const CatalogEntry& e : catalog_frameworks()) {
     const Loaded<FrameworkSpec> f = load_framework(e.name);
     if (!f.value) return report(f.diagnostics);
     const FrameworkSpec& fw = *f.value;
-    if (!args.has("json")) {
-      std::printf("%-17s %s\n%-17s %s\n%-17s source: %s\n", e.name.c_str(), e.summary.c_str(), "", framework_layouts(fw).c_str(),
-                  "", fw.source.c_str());
+    if (!json) {
+      std::printf("%-17s %s\n%-17s %s\n%-17s source: %s\n", e.name.c_str(), e.summary.c_str(), "",
+                  framework_layouts(fw).c_str(), "", fw.source.c_str());
       continue;
     }
     w.begin_object();
@@ -113,8 +114,10 @@ int cmd_frameworks(int argc, char** argv) {
     w.end_array();
     w.end_object();
   }
-  w.end_array();
-  if (args.has("json")) std::printf("%s\n", w.str().c_str());
+  if (json) {
+    w.end_array();
+    std::printf("%s\n", w.str().c_str());
+  }
   return kExitOk;
 }
 

@@ -665,9 +665,9 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
   asked.cp = p.cp.value_or(1);
   asked.ep = p.ep.value_or(1);
   asked.offload = p.offload.value_or(false);
+  // Unpinned, the lowest ZeRO stage the implementation has (every preset has 0).
   asked.zero = p.zero.value_or(0);
-  if (!p.zero)
-    for (int z = 0; z < 4 && !fw.has_zero(asked.zero); ++z) asked.zero = z;
+  while (!p.zero && asked.zero < 3 && !fw.has_zero(asked.zero)) ++asked.zero;
   asked.schedule = p.schedule.value_or(vp_pinned ? Schedule::Interleaved : Schedule::OneFOneB);
   if (auto lacks = framework_lacks(fw, asked)) return *lacks;
   if (!pinned) {
