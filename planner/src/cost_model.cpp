@@ -1374,6 +1374,9 @@ std::optional<std::string> framework_lacks(const FrameworkSpec& fw, const Layout
   if (ly.cp > 1 && !fw.context_parallel) return who + "context parallelism (cp must be 1)";
   if (ly.ep > 1 && !fw.expert_parallel) return who + "expert parallelism (ep must be 1)";
   if (ly.offload && !fw.activation_offload) return who + "activation offload (offload must be off)";
+  if (ly.sp && !fw.sequence_parallel) return who + "sequence parallelism (sp)";
+  if (ly.recompute == Recompute::Selective && !fw.selective_recompute)
+    return who + "selective recompute (use full or none)";
   if (!fw.has_zero(ly.zero)) {
     std::string stages;
     for (int z = 0; z < 4; ++z)
@@ -1443,10 +1446,6 @@ std::optional<std::string> check_layout(const Scenario& sc, const Layout& ly) {
   if (sc.cluster.gpu.memory_gbyte_per_s <= 0) return "the GPU has no memory bandwidth";
   if (auto t = check_training(sc)) return t->message;
   const TrainingSpec& tr = sc.training;
-  if (ly.sp && !tr.framework.sequence_parallel)
-    return "framework " + tr.framework.name + " has no sequence parallelism (sp)";
-  if (ly.recompute == Recompute::Selective && !tr.framework.selective_recompute)
-    return "framework " + tr.framework.name + " has no selective recompute (use full or none)";
   if (auto lacks = framework_lacks(tr.framework, ly)) return lacks;
   if (sc.total_gpus() > sc.cluster.gpus_per_node && sc.cluster.inter_node_gbit_per_s <= 0)
     return "the job spans nodes but the cluster has no inter_node_gbit_per_s";

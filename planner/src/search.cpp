@@ -665,6 +665,8 @@ std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
   asked.cp = p.cp.value_or(1);
   asked.ep = p.ep.value_or(1);
   asked.offload = p.offload.value_or(false);
+  asked.sp = p.sp.value_or(false);
+  asked.recompute = p.recompute.value_or(Recompute::Full);
   // Unpinned, the lowest ZeRO stage the implementation has (every preset has 0).
   asked.zero = p.zero.value_or(0);
   while (!p.zero && asked.zero < 3 && !fw.has_zero(asked.zero)) ++asked.zero;

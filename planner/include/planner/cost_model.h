@@ -118,7 +118,8 @@ StateBytesPerParam state_bytes_per_param(const TrainingSpec& training);
 // permutation of DPT, zero in 0..3, ...). Returns the first violated constraint, named, or nullopt.
 std::optional<std::string> check_layout(const Scenario& scenario, const Layout& layout);
 // The first layout knob the implementation does not have (tp, pp, cp or ep above 1, activation
-// offload, a ZeRO stage, a pipeline schedule; FrameworkSpec), named, or nullopt. check_layout
+// offload, sequence parallelism, selective recompute, a ZeRO stage, a pipeline schedule;
+// FrameworkSpec), named, or nullopt. check_layout
 // includes it; the search offers no such layout.
 std::optional<std::string> framework_lacks(const FrameworkSpec& framework, const Layout& layout);
 // The training knobs against the hardware, before any layout (check_layout includes it): fp8

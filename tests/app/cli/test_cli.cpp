@@ -227,6 +227,13 @@ TEST(Cli, StackKnobsRefuseWhatCannotRun) {
   EXPECT_TRUE(refused(run_cli("plan --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --gbs 64 --framework fsdp "
                               "--fix tp=2"),
                       "--fix: no layout satisfies the pins: framework fsdp has no tensor parallelism (tp must be 1)"));
+  // Pinned sequence parallelism or selective recompute the framework lacks are named too.
+  EXPECT_TRUE(refused(run_cli("plan --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --gbs 64 --framework smp-v1 "
+                              "--fix recompute=selective"),
+                      "--fix: no layout satisfies the pins: framework smp-v1 has no selective recompute"));
+  EXPECT_TRUE(refused(run_cli("plan --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --gbs 64 --framework fsdp "
+                              "--fix sp=true"),
+                      "--fix: no layout satisfies the pins: framework fsdp has no sequence parallelism (sp)"));
   // An unpinned search that finds no split says that the framework has none of tp and pp.
   EXPECT_TRUE(refused(run_cli("plan --model gpt3-175b --cluster p4d.24xlarge --nodes 120 --gbs 1536 --framework fsdp"),
                       "tp at most 1, pp at most 1 (framework fsdp has no tensor or pipeline parallelism)"));
