@@ -99,7 +99,7 @@ int cmd_frameworks(int argc, char** argv) {
     }
     w.begin_object();
     w.field("name", e.name).field("summary", e.summary).field("source", fw.source).field("file", e.file);
-    w.field("attention", to_string(fw.attention));
+    w.field("attention", to_string(fw.attention)).field("flash_kernel", to_string(fw.flash_kernel));
     w.field("tensor_parallel", fw.tensor_parallel).field("pipeline_parallel", fw.pipeline_parallel);
     w.field("context_parallel", fw.context_parallel).field("expert_parallel", fw.expert_parallel);
     w.field("sequence_parallel", fw.sequence_parallel).field("selective_recompute", fw.selective_recompute);

@@ -147,7 +147,16 @@ void ClusterPage::refreshFigures() {
   rows += row(tr("GPU memory"), num(g.memory_gib, QStringLiteral("GiB")));
   rows += row(tr("Peak dense TFLOP/s"), peaks);
   rows += row(tr("Large GEMMs reach"), pct(g.gemm_peak_fraction, tr("unknown (the A100 figure is used)")));
-  rows += row(tr("FlashAttention reaches"), pct(g.flash_peak_fraction, tr("does not run on this GPU")));
+  // Each kernel with a figure: FlashAttention-2 always, FlashAttention-3 and cuDNN's where known.
+  QString flash = tr("does not run on this GPU");
+  if (g.flash_peak_fraction > 0) {
+    auto share = [](double f) { return QStringLiteral("%1 %").arg(100.0 * f, 0, 'f', 0); };
+    flash = tr("FA2 %1").arg(share(g.flash_peak_fraction));
+    if (g.fa3_peak_fraction > 0) flash += tr(", FA3 %1").arg(share(g.fa3_peak_fraction));
+    if (g.cudnn_attention_peak_fraction > 0) flash += tr(", cuDNN %1").arg(share(g.cudnn_attention_peak_fraction));
+    flash += tr(" of the 16-bit peak");
+  }
+  rows += row(tr("FlashAttention reaches"), flash);
   rows += row(tr("HBM bandwidth"), num(g.memory_gbyte_per_s, QStringLiteral("GB/s")));
   rows += row(tr("NVLink / NVSwitch"), tr("%1 per GPU per direction").arg(num(c.intra_node_gbyte_per_s, QStringLiteral("GB/s"))));
   rows += row(tr("Network"), tr("%1 per node per direction").arg(num(c.inter_node_gbit_per_s, QStringLiteral("Gbit/s"))));

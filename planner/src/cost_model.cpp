@@ -31,10 +31,18 @@ constexpr double kGemmArithmeticShare = 0.78 / 0.85;
 // tiles (applied on GPUs whose file gives their SM count).
 constexpr double kGemmTile = 128;
 // FlashAttention's backward runs 2.5x the forward's FLOPs (five matmuls against two, recomputing
-// the scores) at a lower rate: FA2's backward reaches ~0.85 of its forward's FLOP/s (Dao 2023,
-// kernel benchmarks).
+// the scores) at a lower rate: on H100 SXM5 at head size 128 and long sequences the backward
+// reaches 0.87 of the forward's FLOP/s for FlashAttention-2 (322 against 370 TFLOP/s),
+// FlashAttention-3 (561 / 648) and cuDNN (516 / 595) alike (Shah et al. 2024, "FlashAttention-3",
+// Fig. 4-5 forward and backward speed, 16k).
 constexpr double kFlashBwdFlopsRatio = 2.5;
-constexpr double kFlashBwdRate = 0.85;
+constexpr double kFlashBwdRate = 0.87;
+// A causal mask's kernel runs below the unmasked one on shorter sequences (the diagonal blocks are
+// computed whole and the rows' work is uneven): at head size 128 on H100, FlashAttention-2 and
+// -3 with the causal mask reach s / (s + 512) of their unmasked long-sequence rate within 6 %
+// from 1k to 16k (FA3 423, 521, 579, 602, 616 TFLOP/s at 1k-16k against 648; FA2 260, 298, 319,
+// 333, 335 against 370; Shah et al. 2024 Fig. 5), one figure for both kernels and cuDNN's.
+constexpr double kFlashCausalRampTokens = 512;
 // Host memory bandwidth per node reached by a CPU optimizer step (ZeRO-Offload's CPU Adam, FSDP's
 // CPU-offloaded step): two-socket servers stream 150-300 GB/s (STREAM triad); 100 GB/s reached.
 constexpr double kHostMemory_Bps = 100e9;
@@ -84,9 +92,10 @@ Constants constants_for(const Scenario& sc) {
   const double gpu_eff = cl.gpu.gemm_peak_fraction > 0 ? cl.gpu.gemm_peak_fraction * kGemmArithmeticShare
                                                        : kGemmEfficiency;
   c.gemm_eff = cl.efficiency.gemm.value_or(gpu_eff);
-  // FlashAttention runs in 16 bits (bf16/fp16) also under fp8 training, at the GPU's measured rate.
+  // FlashAttention runs in 16 bits (bf16/fp16) also under fp8 training, at the measured rate of
+  // the kernel the implementation calls on this GPU (FlashAttention-2's where it has no figure).
   const double peak16 = (cl.gpu.peak_tflops_bf16 > 0 ? cl.gpu.peak_tflops_bf16 : cl.gpu.peak_tflops_fp16) * 1e12;
-  c.flash_flops = cl.gpu.flash_peak_fraction * peak16;
+  c.flash_flops = cl.gpu.flash_fraction(sc.training.framework.flash_kernel) * peak16;
   c.sms = cl.gpu.sms;
   c.host_Bps = kHostMemory_Bps;
   if (!cl.gpu.cpu_rank) {
@@ -226,12 +235,14 @@ class LayerTerms {
     if (attn == Attention::Flash) {
       // FlashAttention-2/3 (Dao 2023; Shah et al. 2024): one kernel, scores never leave on-chip
       // memory; causal masking skips the upper triangle's blocks, so half of the 4 b s^2 h FLOPs
-      // run, at the kernel's measured rate (flash_peak_fraction of the GPU); the backward recomputes
-      // the scores: 2.5x the forward's FLOPs at 0.85 of its rate. Memory traffic: Q, K, V read and
-      // O written once (counted with the token work below).
+      // run, at the measured rate of the framework's kernel on this GPU (GpuSpec::flash_fraction)
+      // times the causal mask's s / (s + 512); the backward recomputes the scores: 2.5x the
+      // forward's FLOPs at 0.87 of its rate. Memory traffic: Q, K, V read and O written once
+      // (counted with the token work below).
       const double core_flops = 0.5 * 4 * b * s * s * h / tpd;
-      core_fwd_s = core_flops / c.flash_flops;
-      core_bwd_s = kFlashBwdFlopsRatio * core_flops / (c.flash_flops * kFlashBwdRate);
+      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens);
+      core_fwd_s = core_flops / rate;
+      core_bwd_s = kFlashBwdFlopsRatio * core_flops / (rate * kFlashBwdRate);
       core_mem = tok * (h + 2 * kv) / tpd * e + tok * h / tpd * e;
       core_mem_bwd = 2 * core_mem;
     } else {

@@ -43,6 +43,9 @@ void write_cluster(std::ostringstream& os, const ClusterSpec& c) {
   os << "      fp8: " << yaml_number(c.gpu.peak_tflops_fp8) << "\n";
   os << "    gemm_peak_fraction: " << yaml_number(c.gpu.gemm_peak_fraction) << "\n";
   os << "    flash_peak_fraction: " << yaml_number(c.gpu.flash_peak_fraction) << "\n";
+  if (c.gpu.fa3_peak_fraction > 0) os << "    fa3_peak_fraction: " << yaml_number(c.gpu.fa3_peak_fraction) << "\n";
+  if (c.gpu.cudnn_attention_peak_fraction > 0)
+    os << "    cudnn_attention_peak_fraction: " << yaml_number(c.gpu.cudnn_attention_peak_fraction) << "\n";
   os << "    sms: " << c.gpu.sms << "\n";
   if (c.gpu.cpu_rank) os << "    cpu_rank: true\n";
   if (!c.gpu.source.empty()) os << "    source: " << yaml_quote(c.gpu.source) << "\n";

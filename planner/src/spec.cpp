@@ -60,6 +60,15 @@ const char* to_string(Attention v) {
   return "?";
 }
 
+const char* to_string(FlashKernel v) {
+  switch (v) {
+    case FlashKernel::Fa2: return "fa2";
+    case FlashKernel::Fa3: return "fa3";
+    case FlashKernel::Cudnn: return "cudnn";
+  }
+  return "?";
+}
+
 const char* to_string(Optimizer v) {
   switch (v) {
     case Optimizer::Adam: return "adam";
@@ -183,6 +192,14 @@ std::optional<Attention> parse_attention(const std::string& s) {
   return std::nullopt;
 }
 
+std::optional<FlashKernel> parse_flash_kernel(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "fa2") return FlashKernel::Fa2;
+  if (l == "fa3") return FlashKernel::Fa3;
+  if (l == "cudnn") return FlashKernel::Cudnn;
+  return std::nullopt;
+}
+
 std::optional<Optimizer> parse_optimizer(const std::string& s) {
   const std::string l = lower(s);
   if (l == "adam" || l == "adamw") return Optimizer::Adam;
@@ -234,10 +251,11 @@ std::string framework_layouts(const FrameworkSpec& f) {
   }
   char line[320];
   std::snprintf(line, sizeof line,
-                "tp %s  pp %s  zero %s  cp %s  ep %s  sp %s  selective %s  offload %s  attention %s", yes(f.tensor_parallel),
+                "tp %s  pp %s  zero %s  cp %s  ep %s  sp %s  selective %s  offload %s  attention %s  flash kernel %s",
+                yes(f.tensor_parallel),
                 f.pipeline_parallel ? schedules.c_str() : "no", zero.c_str(), yes(f.context_parallel),
                 yes(f.expert_parallel), yes(f.sequence_parallel), yes(f.selective_recompute), yes(f.activation_offload),
-                to_string(f.attention));
+                to_string(f.attention), to_string(f.flash_kernel));
   return line;
 }
 

@@ -239,6 +239,8 @@ std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& fi
   }
   r.number("gemm_peak_fraction", g.gemm_peak_fraction, false, {0, false, 1});
   r.number("flash_peak_fraction", g.flash_peak_fraction, false, {0, false, 1});
+  r.number("fa3_peak_fraction", g.fa3_peak_fraction, false, {0, false, 1});
+  r.number("cudnn_attention_peak_fraction", g.cudnn_attention_peak_fraction, false, {0, false, 1});
   r.integer("sms", g.sms, false, {0, false, 1e5});
   r.boolean("cpu_rank", g.cpu_rank, false);
   r.finish();
@@ -697,6 +699,7 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   FrameworkSpec f;
   r.text("name", f.name, true);
   r.enumeration("attention", f.attention, parse_attention, "eager, fused, flash");
+  r.enumeration("flash_kernel", f.flash_kernel, parse_flash_kernel, "fa2, fa3, cudnn");
   r.boolean("fused_kernels", f.fused_kernels, false);
   r.integer("activation_kernels", f.activation_kernels, false, {0, false, 64});
   r.boolean("dp_overlap", f.dp_overlap, false);

@@ -530,6 +530,50 @@ TEST(CostModelStack, FlashKeepsNoScoresAndIsFasterThanFusedAtLongSequences) {
   EXPECT_LT(flash.step_time_s, fused.step_time_s);
 }
 
+TEST(CostModelStack, FlashKernelSetsTheAttentionRate) {
+  // Expectation, from the kernels' published speeds (Shah et al. 2024, Fig. 4-5: H100 SXM5, head
+  // size 128, no mask, 16k tokens; FlashAttention-2 370 TFLOP/s, FlashAttention-3 648, cuDNN
+  // about 600): one GPU's step differs between two kernels only in the attention core, whose
+  // causal forward runs 2 b s^2 h FLOPs per layer at the kernel's rate times s / (s + 512) and
+  // whose backward 2.5x those at 0.87 of that rate. gpt3-1.3b (head size 128) at seq 2048, mbs 1,
+  // one micro-batch per GPU, no recompute.
+  Scenario sc = preset_scenario("gpt3-1.3b", "p5.48xlarge", 1, 8);
+  sc.training.attention = Attention::Flash;
+  Layout l;
+  l.dp = 8;
+  l.mbs = 1;
+  auto step = [&](FlashKernel k) {
+    sc.training.framework.flash_kernel = k;
+    const Estimate e = estimate(sc, l);
+    EXPECT_TRUE(e.reason.empty()) << e.reason;
+    return e.step_time_s;
+  };
+  const double h = sc.model.hidden, layers = sc.model.layers;
+  // At 2k and 8k tokens: the longer the sequence, the nearer the masked kernel runs to its rate.
+  for (const int seq : {2048, 8192}) {
+    sc.training.seq_len = seq;
+    const double fa2 = step(FlashKernel::Fa2), fa3 = step(FlashKernel::Fa3), cudnn = step(FlashKernel::Cudnn);
+    const double s = seq;
+    const double work = layers * 2.0 * s * s * h * (1.0 + 2.5 / 0.87) * (s + 512) / s;  // FLOPs at rate 1
+    const double expect_fa2_fa3 = work * (1 / 370e12 - 1 / 648e12);
+    const double expect_fa2_cudnn = work * (1 / 370e12 - 1 / 600e12);
+    report("step(FA2) - step(FA3) (s)", expect_fa2_fa3, fa2 - fa3);
+    report("step(FA2) - step(cuDNN) (s)", expect_fa2_cudnn, fa2 - cudnn);
+    EXPECT_NEAR(fa2 - fa3, expect_fa2_fa3, 0.01 * expect_fa2_fa3) << seq;
+    EXPECT_NEAR(fa2 - cudnn, expect_fa2_cudnn, 0.01 * expect_fa2_cudnn) << seq;
+  }
+  sc.training.seq_len = 2048;
+  // On A100 neither FlashAttention-3 nor cuDNN has a figure (FA3 is written for Hopper;
+  // Transformer Engine calls FlashAttention-2 on Ampere): every kernel costs FlashAttention-2.
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  EXPECT_DOUBLE_EQ(step(FlashKernel::Fa3), step(FlashKernel::Fa2));
+  EXPECT_DOUBLE_EQ(step(FlashKernel::Cudnn), step(FlashKernel::Fa2));
+  // megatron-core calls cuDNN's kernel, the other presets FlashAttention-2.
+  EXPECT_EQ(load_framework("megatron-core").value->flash_kernel, FlashKernel::Cudnn);
+  for (const char* fw : {"megatron-lm", "deepspeed", "fsdp", "smp-v1"})
+    EXPECT_EQ(load_framework(fw).value->flash_kernel, FlashKernel::Fa2) << fw;
+}
+
 TEST(CostModelStack, EagerAndUnfusedKernelsCostMoreThanFused) {
   // The same layout under smp-v1 (Hugging Face modules: eager attention, one kernel per
   // elementwise op, whole-activation pipeline sends) is slower than under megatron-lm.

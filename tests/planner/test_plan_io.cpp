@@ -88,6 +88,15 @@ TEST(PlanIo, RoundTripsEveryField) {
   const auto cpu_back = parse_plan_yaml(plan_to_yaml(cpu), "cpu.yaml");
   ASSERT_TRUE(cpu_back.ok()) << cpu_back.diagnostics.to_string();
   EXPECT_TRUE(cpu_back.value->scenario.cluster.gpu.cpu_rank);
+  // An H100 plan keeps the figures of its FlashAttention kernels.
+  Plan h100 = p;
+  h100.scenario.cluster = *load_cluster("p5.48xlarge").value;
+  const auto h100_back = parse_plan_yaml(plan_to_yaml(h100), "h100.yaml");
+  ASSERT_TRUE(h100_back.ok()) << h100_back.diagnostics.to_string();
+  const GpuSpec& g = h100_back.value->scenario.cluster.gpu;
+  EXPECT_DOUBLE_EQ(g.flash_peak_fraction, 0.374);
+  EXPECT_DOUBLE_EQ(g.fa3_peak_fraction, 0.655);
+  EXPECT_DOUBLE_EQ(g.cudnn_attention_peak_fraction, 0.607);
 }
 
 TEST(PlanIo, SaveIsAtomicAndLeavesNoTemporaryFiles) {

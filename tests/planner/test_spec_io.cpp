@@ -263,6 +263,39 @@ TEST(BadFile, FrameworkLayoutListsNameLineAndChoices) {
   }
 }
 
+TEST(BadFile, FlashKernelAndItsFiguresNameLineAndChoices) {
+  // Expectation: a framework names the FlashAttention kernel it calls (fa2, fa3, cudnn; fa2 when
+  // it says nothing); another name is an error at its line listing the three. A GPU's kernel
+  // figures are fractions of peak: above 1 or negative is an error naming the key.
+  const auto te = parse_framework_yaml("name: te\nattention: flash\nflash_kernel: cudnn\n", "te.yaml");
+  ASSERT_TRUE(te.ok()) << te.diagnostics.to_string();
+  EXPECT_EQ(te.value->flash_kernel, FlashKernel::Cudnn);
+  const auto plain = parse_framework_yaml("name: plain\n", "plain.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.diagnostics.to_string();
+  EXPECT_EQ(plain.value->flash_kernel, FlashKernel::Fa2);
+  const auto bad = parse_framework_yaml("name: f\nflash_kernel: fa4\n", "f.yaml");
+  ASSERT_FALSE(bad.ok());
+  const Diagnostic d = first_error(bad.diagnostics);
+  EXPECT_EQ(d.file, "f.yaml");
+  EXPECT_EQ(d.line, 2) << d.to_string();
+  EXPECT_NE(d.to_string().find("flash_kernel"), std::string::npos) << d.to_string();
+  EXPECT_NE(d.to_string().find("fa2, fa3, cudnn"), std::string::npos) << d.to_string();
+  const std::string gpu = "cluster:\n  name: c\n  gpus_per_node: 8\n  intra_node_gbyte_per_s: 300\n"
+                          "  inter_node_gbit_per_s: 400\n  gpu:\n    name: g\n    memory_gib: 80\n"
+                          "    memory_gbyte_per_s: 2000\n    peak_tflops: {fp16: 312}\n"
+                          "    flash_peak_fraction: 0.7\n";
+  ASSERT_TRUE(parse_cluster_yaml(gpu, "c.yaml").ok()) << parse_cluster_yaml(gpu, "c.yaml").diagnostics.to_string();
+  for (const char* key : {"fa3_peak_fraction", "cudnn_attention_peak_fraction"}) {
+    for (const char* value : {"1.5", "-0.1", ".nan"}) {
+      const auto c = parse_cluster_yaml(gpu + "    " + key + ": " + value + "\n", "c.yaml");
+      EXPECT_FALSE(c.ok()) << key << " " << value;
+      const Diagnostic e = first_error(c.diagnostics);
+      EXPECT_EQ(e.line, 12) << e.to_string();
+      EXPECT_NE(e.to_string().find(key), std::string::npos) << e.to_string();
+    }
+  }
+}
+
 TEST(BadFile, UnknownKeyGetsDidYouMean) {
   const auto m = load_model(data("bad/model_unknown_key.yaml"));
   bool found = false;

@@ -25,6 +25,11 @@ enum class Schedule { GPipe, OneFOneB, Interleaved };
 // scores still materialised), Flash (FlashAttention-2/3: no s^2 tensor, backward recomputes the
 // scores).
 enum class Attention { Eager, Fused, Flash };
+// The FlashAttention kernel an implementation calls under Attention::Flash: Fa2 (Dao 2023's
+// flash-attn 2 package, PyTorch's scaled_dot_product_attention flash backend), Fa3 (Shah et al.
+// 2024, Hopper only), Cudnn (cuDNN's fused flash attention, which Transformer Engine prefers on
+// Hopper and newer). A GPU without a figure for the kernel runs FlashAttention-2.
+enum class FlashKernel { Fa2, Fa3, Cudnn };
 // Adam: fp32 master weights and two fp32 moments (12 bytes per parameter in mixed precision).
 // Sgd: plain SGD, no state beyond the weights in the training precision (the PyTorch FSDP runs
 // trained in fp16 "including the optimizer").
@@ -113,9 +118,22 @@ struct GpuSpec {
   // Measured fraction of the 16-bit peak that cuBLAS reaches on large GEMMs (a published
   // microbenchmark, cited in the GPU's file); 0 = unknown (the cost model's A100 figure is used).
   double gemm_peak_fraction = 0;
-  // Measured fraction of the 16-bit peak FlashAttention's forward reaches on long sequences;
-  // 0 = FlashAttention does not run on this GPU (FA2/FA3 need Ampere or newer).
+  // Measured fraction of the 16-bit peak FlashAttention-2's forward reaches on long sequences
+  // without a mask, at head size 128 (a published kernel benchmark, cited in the GPU's file);
+  // 0 = FlashAttention does not run on this GPU (it needs Ampere or newer).
   double flash_peak_fraction = 0;
+  // The same for FlashAttention-3 and for cuDNN's fused attention; 0 = no figure (the kernel
+  // does not run on this GPU, or nothing is published): FlashAttention-2's figure is used.
+  double fa3_peak_fraction = 0;
+  double cudnn_attention_peak_fraction = 0;
+  // The forward fraction of peak of the kernel `k` on this GPU (0: no FlashAttention here).
+  double flash_fraction(FlashKernel k) const {
+    if (flash_peak_fraction <= 0) return 0.0;
+    const double own = k == FlashKernel::Fa3 ? fa3_peak_fraction
+                       : k == FlashKernel::Cudnn ? cudnn_attention_peak_fraction
+                                                 : flash_peak_fraction;
+    return own > 0 ? own : flash_peak_fraction;
+  }
   int sms = 0;                  // streaming multiprocessors (wave quantisation); 0 = unknown
   // A CPU rank of capplan-train's CPU backend rather than a GPU: it keeps no GPU runtime's fixed
   // reservation and no caching allocator's margin (the runtime allocates every buffer once).
@@ -166,6 +184,7 @@ struct ClusterSpec {
 struct FrameworkSpec {
   std::string name = "megatron-lm";
   Attention attention = Attention::Fused;  // default attention kernel
+  FlashKernel flash_kernel = FlashKernel::Fa2;  // the kernel behind Attention::Flash
   // LayerNorm, bias + GeLU and bias + dropout + residual as single fused kernels (Megatron);
   // false: one PyTorch kernel per elementwise op (Hugging Face / minGPT modules).
   bool fused_kernels = true;
@@ -298,6 +317,7 @@ const char* to_string(Precision v);
 const char* to_string(Recompute v);
 const char* to_string(Schedule v);
 const char* to_string(Attention v);
+const char* to_string(FlashKernel v);
 const char* to_string(Optimizer v);
 const char* to_string(Zero3Comm v);
 const char* to_string(Zero3BackwardPrefetch v);
@@ -309,6 +329,7 @@ std::optional<Precision> parse_precision(const std::string& s);
 std::optional<Recompute> parse_recompute(const std::string& s);
 std::optional<Schedule> parse_schedule(const std::string& s);
 std::optional<Attention> parse_attention(const std::string& s);
+std::optional<FlashKernel> parse_flash_kernel(const std::string& s);
 std::optional<Optimizer> parse_optimizer(const std::string& s);
 std::optional<Zero3Comm> parse_zero3_comm(const std::string& s);
 std::optional<Zero3Unit> parse_zero3_unit(const std::string& s);

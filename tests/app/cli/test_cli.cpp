@@ -375,6 +375,7 @@ TEST(Cli, FrameworksListWhatEachPresetCanRun) {
   EXPECT_TRUE(has(r.out, "tp no  pp no  zero 0,2,3  cp no  ep no  sp no  selective no  offload yes  attention eager"))
       << r.out;
   EXPECT_TRUE(has(r.out, "tp yes  pp 1f1b/gpipe  zero 0,1  cp no")) << r.out;  // smp-v1
+  EXPECT_TRUE(has(r.out, "attention flash  flash kernel cudnn")) << r.out;   // megatron-core
   r = run_cli("frameworks --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = capplan::Json::parse(r.out);
@@ -386,6 +387,7 @@ TEST(Cli, FrameworksListWhatEachPresetCanRun) {
       EXPECT_FALSE(f["tensor_parallel"].get<bool>());
       EXPECT_EQ(f["zero_stages"], capplan::Json::parse("[0, 2, 3]"));
       EXPECT_TRUE(f["schedules"].empty());  // no pipeline, so no schedule
+      EXPECT_EQ(f["flash_kernel"], "fa2");
     }
   EXPECT_TRUE(fsdp);
   EXPECT_TRUE(refused(run_cli("frameworks --tp 2"), "--tp"));

@@ -1038,6 +1038,7 @@ TEST_F(GuiWindow, ClusterFiguresShowWhatTheCostModelUses) {
   EXPECT_TRUE(text.contains(QStringLiteral("Large GEMMs reach"))) << text.toStdString();
   EXPECT_TRUE(text.contains(QStringLiteral("1152 GiB per node"))) << text.toStdString();
   EXPECT_FALSE(text.contains(QStringLiteral("fp8"))) << text.toStdString();  // A100: none
+  EXPECT_TRUE(text.contains(QStringLiteral("FA2 70 % of the 16-bit peak"))) << text.toStdString();  // A100: FA2 only
   PlanInputs in = window_->inputs();
   in.cluster = *load_cluster("p3.16xlarge").value;
   in.clusterRef = "p3.16xlarge";
@@ -1051,6 +1052,8 @@ TEST_F(GuiWindow, ClusterFiguresShowWhatTheCostModelUses) {
   window_->setInputs(in);
   text = figures->text();
   EXPECT_TRUE(text.contains(QStringLiteral(", fp8 1979"))) << text.toStdString();
+  // H200: each FlashAttention kernel's figure (FlashAttention-2, -3 and cuDNN's).
+  EXPECT_TRUE(text.contains(QStringLiteral("FA2 37 %, FA3 66 %, cuDNN 61 % of the 16-bit peak"))) << text.toStdString();
 }
 
 // Expectation: the Plan page's framework "any" ranks every preset together, as `capplan plan
