@@ -60,12 +60,13 @@ void write_cluster(std::ostringstream& os, const ClusterSpec& c) {
   optional("pcie_gbyte_per_s", c.pcie_gbyte_per_s);
   optional("host_memory_gib", c.host_memory_gib);
   const EfficiencyOverrides& e = c.efficiency;
-  if (e.gemm || e.memory || e.intra_node || e.inter_node) {
+  if (e.gemm || e.memory || e.intra_node || e.inter_node || e.flash) {
     os << "  efficiency:\n";
     if (e.gemm) os << "    gemm: " << yaml_number(*e.gemm) << "\n";
     if (e.memory) os << "    memory: " << yaml_number(*e.memory) << "\n";
     if (e.intra_node) os << "    intra_node: " << yaml_number(*e.intra_node) << "\n";
     if (e.inter_node) os << "    inter_node: " << yaml_number(*e.inter_node) << "\n";
+    if (e.flash) os << "    flash: " << yaml_number(*e.flash) << "\n";
   }
   if (!c.source.empty()) os << "  source: " << yaml_quote(c.source) << "\n";
 }

@@ -343,7 +343,7 @@ std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::st
   const YAML::Node eff = r.child("efficiency");
   if (eff.IsDefined() && !eff.IsNull()) {
     if (!eff.IsMap()) {
-      r.error_at(eff, "efficiency", "expected a map with gemm, memory, intra_node, inter_node");
+      r.error_at(eff, "efficiency", "expected a map with gemm, memory, intra_node, inter_node, flash");
     } else {
       MapReader er(eff, file, prefix + "efficiency.", diags);
       double v = 0;
@@ -351,6 +351,7 @@ std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::st
       if (er.number("memory", v, false, kFraction)) c.efficiency.memory = v;
       if (er.number("intra_node", v, false, kFraction)) c.efficiency.intra_node = v;
       if (er.number("inter_node", v, false, kFraction)) c.efficiency.inter_node = v;
+      if (er.number("flash", v, false, kFraction)) c.efficiency.flash = v;
       er.finish();
     }
   }

@@ -34,6 +34,7 @@ Plan sample_plan() {
   p.scenario.model = *load_model("llama2-70b").value;
   p.scenario.cluster = *load_cluster("p4de.24xlarge").value;
   p.scenario.cluster.efficiency.gemm = 0.55;
+  p.scenario.cluster.efficiency.flash = 0.5;
   p.scenario.cluster.source = "a: source with \"quotes\" and # hash";
   p.scenario.nodes = 16;
   p.scenario.gpus = 120;
@@ -69,6 +70,7 @@ TEST(PlanIo, RoundTripsEveryField) {
   EXPECT_EQ(q.scenario.cluster.gpu.name, "A100-SXM4-80GB");
   EXPECT_DOUBLE_EQ(q.scenario.cluster.price_per_node_hour_usd, 40.9657);
   EXPECT_DOUBLE_EQ(*q.scenario.cluster.efficiency.gemm, 0.55);
+  EXPECT_DOUBLE_EQ(*q.scenario.cluster.efficiency.flash, 0.5);
   EXPECT_EQ(q.scenario.cluster.source, p.scenario.cluster.source);
   EXPECT_EQ(q.layout.dp, 15);
   EXPECT_EQ(q.layout.tp, 8);

@@ -36,6 +36,35 @@ std::string describe(const Estimate& e) {
   return buf;
 }
 
+TEST(Search, AsGoodAsBestMarksTheBandsThatOverlapTheBest) {
+  // Expectation: a candidate is "as good as the best within the model's error" exactly when its
+  // band reaches the best one's (its p10 at most the best's p90; dollars under the cost
+  // objective), the best itself included; in a ranking of 300 some are and some are not.
+  Scenario sc = searchable();
+  sc.cluster.price_per_node_hour_usd = 10;
+  for (const Objective objective : {Objective::Time, Objective::Cost}) {
+    SearchOptions o;
+    o.top = 300;
+    o.objective = objective;
+    const SearchResult r = search(sc, o);
+    ASSERT_EQ(r.candidates.size(), 300u);
+    const Estimate& best = r.candidates.front();
+    EXPECT_TRUE(best.as_good_as_best);
+    int marked = 0;
+    for (const Estimate& e : r.candidates) {
+      EXPECT_LT(e.step_time_s_p10, e.step_time_s);
+      EXPECT_GT(e.step_time_s_p90, e.step_time_s);
+      const bool overlaps = objective == Objective::Cost ? e.cost_usd_p10 <= best.cost_usd_p90
+                                                         : e.step_time_s_p10 <= best.step_time_s_p90;
+      EXPECT_EQ(e.as_good_as_best, overlaps) << describe(e);
+      marked += e.as_good_as_best ? 1 : 0;
+    }
+    std::printf("%s: %d of 300 as good as the best\n", objective == Objective::Cost ? "cost" : "time", marked);
+    EXPECT_GT(marked, 1);
+    EXPECT_LT(marked, 300);
+  }
+}
+
 TEST(Search, CandidatesAreValidFittingAndRanked) {
   const Scenario sc = searchable();
   SearchOptions o;

@@ -294,6 +294,14 @@ TEST(BadFile, FlashKernelAndItsFiguresNameLineAndChoices) {
       EXPECT_NE(e.to_string().find(key), std::string::npos) << e.to_string();
     }
   }
+  // A cluster's override of the figure: a fraction as well.
+  const std::string over = "cluster:\n  name: c\n  gpus_per_node: 8\n  intra_node_gbyte_per_s: 300\n"
+                           "  inter_node_gbit_per_s: 400\n  gpu: H100-SXM5-80GB\n  efficiency:\n    flash: 1.5\n";
+  const auto c = parse_cluster_yaml(over, "c.yaml");
+  ASSERT_FALSE(c.ok());
+  const Diagnostic e = first_error(c.diagnostics);
+  EXPECT_EQ(e.line, 8) << e.to_string();
+  EXPECT_NE(e.to_string().find("efficiency.flash"), std::string::npos) << e.to_string();
 }
 
 TEST(BadFile, UnknownKeyGetsDidYouMean) {

@@ -96,6 +96,7 @@ struct BandSpreads {
   double gemm = 0;        // GEMM efficiency
   double memory = 0;      // HBM efficiency of the memory-bound kernels
   double network = 0;     // NVLink and NIC efficiency of the collectives
+  double flash = 0;       // FlashAttention's rate (under attention flash)
   double framework = 0;   // the implementation's residual (FrameworkSpec::residual_spread)
 };
 BandSpreads band_spreads(const Scenario& scenario);

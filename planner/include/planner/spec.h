@@ -159,6 +159,9 @@ struct EfficiencyOverrides {
   std::optional<double> memory;      // fraction of HBM bandwidth reached by memory-bound kernels
   std::optional<double> intra_node;  // fraction of NVLink bandwidth reached by collectives
   std::optional<double> inter_node;  // fraction of NIC bandwidth reached by collectives
+  // Fraction of the 16-bit peak FlashAttention's forward reaches without a mask on long
+  // sequences, in place of the GPU's figure for the framework's kernel.
+  std::optional<double> flash;
 };
 
 struct ClusterSpec {
