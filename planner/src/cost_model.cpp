@@ -43,6 +43,18 @@ constexpr double kFlashBwdRate = 0.87;
 // from 1k to 16k (FA3 423, 521, 579, 602, 616 TFLOP/s at 1k-16k against 648; FA2 260, 298, 319,
 // 333, 335 against 370; Shah et al. 2024 Fig. 5), one figure for both kernels and cuDNN's.
 constexpr double kFlashCausalRampTokens = 512;
+// The kernels' figures are at head size 128. At 64 each runs slower (fewer FLOPs per byte of Q, K
+// and V staged on chip): without a mask at 16k tokens on H100, FlashAttention-2 324 against 370
+// TFLOP/s, FlashAttention-3 497 against 648, cuDNN 413 against 595 (Shah et al. 2024, Fig. 4).
+// Between 64 and 128 the factor is interpolated; at or above 128 it is 1 (no figure for every
+// kernel at 256).
+namespace {
+double flash_head_factor(FlashKernel k, double head_dim) {
+  const double at64 = k == FlashKernel::Fa3 ? 497.0 / 648 : k == FlashKernel::Cudnn ? 413.0 / 595 : 324.0 / 370;
+  const double x = std::clamp((head_dim - 64) / 64, 0.0, 1.0);
+  return at64 + (1 - at64) * x;
+}
+}  // namespace
 // Host memory bandwidth per node reached by a CPU optimizer step (ZeRO-Offload's CPU Adam, FSDP's
 // CPU-offloaded step): two-socket servers stream 150-300 GB/s (STREAM triad); 100 GB/s reached.
 constexpr double kHostMemory_Bps = 100e9;
@@ -238,11 +250,12 @@ class LayerTerms {
       // FlashAttention-2/3 (Dao 2023; Shah et al. 2024): one kernel, scores never leave on-chip
       // memory; causal masking skips the upper triangle's blocks, so half of the 4 b s^2 h FLOPs
       // run, at the measured rate of the framework's kernel on this GPU (GpuSpec::flash_fraction)
-      // times the causal mask's s / (s + 512); the backward recomputes the scores: 2.5x the
+      // times the causal mask's s / (s + 512) and the head size's factor (flash_head_factor);
+      // the backward recomputes the scores: 2.5x the
       // forward's FLOPs at 0.87 of its rate. Memory traffic: Q, K, V read and O written once
       // (counted with the token work below).
       const double core_flops = 0.5 * 4 * b * s * s * h / tpd;
-      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens);
+      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(fw.flash_kernel, d);
       core_fwd_s = core_flops / rate;
       core_bwd_s = kFlashBwdFlopsRatio * core_flops / (rate * kFlashBwdRate);
       core_mem = tok * (h + 2 * kv) / tpd * e + tok * h / tpd * e;
