@@ -251,9 +251,8 @@ class LayerTerms {
       // memory; causal masking skips the upper triangle's blocks, so half of the 4 b s^2 h FLOPs
       // run, at the measured rate of the framework's kernel on this GPU (GpuSpec::flash_fraction)
       // times the causal mask's s / (s + 512) and the head size's factor (flash_head_factor);
-      // the backward recomputes the scores: 2.5x the
-      // forward's FLOPs at 0.87 of its rate. Memory traffic: Q, K, V read and O written once
-      // (counted with the token work below).
+      // the backward recomputes the scores: 2.5x the forward's FLOPs at 0.87 of its rate. Memory
+      // traffic: Q, K, V read and O written once (counted with the token work below).
       const double core_flops = 0.5 * 4 * b * s * s * h / tpd;
       const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(fw.flash_kernel, d);
       core_fwd_s = core_flops / rate;
