@@ -53,7 +53,7 @@ std::string model_summary(const CatalogEntry& e) {
 }
 
 std::string gpu_summary(const GpuSpec& g) {
-  const double peak = g.peak_tflops_bf16 > 0 ? g.peak_tflops_bf16 : g.peak_tflops_fp16;
+  const double peak = g.peak_tflops_16bit();
   return fmt(g.memory_gib) + " GiB, " + fmt(peak) + " TFLOP/s " +
          (g.peak_tflops_bf16 > 0 ? "bf16" : "fp16") + ", " + fmt(g.memory_gbyte_per_s) + " GB/s";
 }

@@ -105,11 +105,13 @@ Constants constants_for(const Scenario& sc) {
                                                        : kGemmEfficiency;
   c.gemm_eff = cl.efficiency.gemm.value_or(gpu_eff);
   // FlashAttention runs in 16 bits (bf16/fp16) also under fp8 training, at the measured rate of
-  // the kernel the implementation calls on this GPU (FlashAttention-2's where it has no figure).
-  const double peak16 = (cl.gpu.peak_tflops_bf16 > 0 ? cl.gpu.peak_tflops_bf16 : cl.gpu.peak_tflops_fp16) * 1e12;
-  // A cluster's efficiency.flash replaces the figure (where FlashAttention runs at all).
+  // the kernel that runs on this GPU for the one the implementation calls (FlashAttention-2 where
+  // the GPU has no figure for it); a cluster's efficiency.flash replaces the figure (where
+  // FlashAttention runs at all).
+  c.flash_kernel = cl.gpu.flash_kernel_run(sc.training.framework.flash_kernel);
   const double flash_fraction = cl.gpu.flash_fraction(sc.training.framework.flash_kernel);
-  c.flash_flops = (flash_fraction > 0 ? cl.efficiency.flash.value_or(flash_fraction) : 0.0) * peak16;
+  c.flash_eff = flash_fraction > 0 ? cl.efficiency.flash.value_or(flash_fraction) : 0.0;
+  c.flash_flops = c.flash_eff * cl.gpu.peak_tflops_16bit() * 1e12;
   c.sms = cl.gpu.sms;
   c.host_Bps = kHostMemory_Bps;
   if (!cl.gpu.cpu_rank) {
@@ -204,7 +206,7 @@ class LayerTerms {
     // linear layers' GEMMs).
     if (sc.training.precision == Precision::Fp8) {
       const GpuSpec& g = sc.cluster.gpu;
-      c16.peak_flops = (g.peak_tflops_bf16 > 0 ? g.peak_tflops_bf16 : g.peak_tflops_fp16) * 1e12;
+      c16.peak_flops = g.peak_tflops_16bit() * 1e12;
       c16.gemm_elem_bytes = 2;
     }
   }
@@ -254,7 +256,7 @@ class LayerTerms {
       // the backward recomputes the scores: 2.5x the forward's FLOPs at 0.87 of its rate. Memory
       // traffic: Q, K, V read and O written once (counted with the token work below).
       const double core_flops = 0.5 * 4 * b * s * s * h / tpd;
-      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(fw.flash_kernel, d);
+      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, d);
       core_fwd_s = core_flops / rate;
       core_bwd_s = kFlashBwdFlopsRatio * core_flops / (rate * kFlashBwdRate);
       core_mem = tok * (h + 2 * kv) / tpd * e + tok * h / tpd * e;
@@ -1610,8 +1612,7 @@ void add_band(const Scenario& sc, const Layout& ly, Estimate& est) {
   const double mem_eff = c.hbm_Bps / (cl.gpu.memory_gbyte_per_s * 1e9);
   const double intra_eff = cl.intra_node_gbyte_per_s > 0 ? c.intra_Bps / (cl.intra_node_gbyte_per_s * 1e9) : 0;
   const double inter_eff = cl.inter_node_gbit_per_s > 0 ? c.inter_node_Bps / (cl.inter_node_gbit_per_s / 8.0 * 1e9) : 0;
-  const double peak16 = (cl.gpu.peak_tflops_bf16 > 0 ? cl.gpu.peak_tflops_bf16 : cl.gpu.peak_tflops_fp16) * 1e12;
-  const double flash_eff = peak16 > 0 ? c.flash_flops / peak16 : 0;
+  const double flash_eff = c.flash_eff;
   auto step_with = [&](double fg, double fm, double fn, double fa) {
     Scenario v = sc;
     v.cluster.efficiency.gemm = c.gemm_eff * fg;

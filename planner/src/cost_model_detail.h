@@ -24,6 +24,8 @@ struct Constants {
   double grad_bytes = 2;      // bytes of a gradient element (fp32 main gradients under bf16)
   double gemm_elem_bytes = 2; // bytes of a GEMM operand (1 under fp8)
   double flash_flops = 0;     // FLOP/s FlashAttention's forward reaches; 0 = not available
+  double flash_eff = 0;       // the same as a fraction of the 16-bit peak
+  FlashKernel flash_kernel = FlashKernel::Fa2;  // the kernel that runs (GpuSpec::flash_kernel_run)
   int sms = 0;                // SMs for wave quantisation; 0 = not modelled
   double host_Bps = 0;        // host memory bandwidth per node reached by a CPU optimizer step
   // Memory the device keeps besides the training state: the framework's fixed reservation and

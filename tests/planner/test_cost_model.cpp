@@ -587,6 +587,20 @@ TEST(CostModelStack, FlashKernelSetsTheAttentionRate) {
   sc.cluster = *load_cluster("p4d.24xlarge").value;
   EXPECT_DOUBLE_EQ(step(FlashKernel::Fa3), step(FlashKernel::Fa2));
   EXPECT_DOUBLE_EQ(step(FlashKernel::Cudnn), step(FlashKernel::Fa2));
+  // So at head size 64 as well: the kernel that runs is FlashAttention-2, with its own head-size
+  // factor, not the one of the kernel asked for.
+  {
+    Scenario small = preset_scenario("gpt2-1.5b", "p4d.24xlarge", 1, 8);
+    small.training.attention = Attention::Flash;
+    auto small_step = [&](FlashKernel k) {
+      small.training.framework.flash_kernel = k;
+      const Estimate e = estimate(small, l);
+      EXPECT_TRUE(e.reason.empty()) << e.reason;
+      return e.step_time_s;
+    };
+    EXPECT_DOUBLE_EQ(small_step(FlashKernel::Cudnn), small_step(FlashKernel::Fa2));
+    EXPECT_DOUBLE_EQ(small_step(FlashKernel::Fa3), small_step(FlashKernel::Fa2));
+  }
   // megatron-core calls cuDNN's kernel, the other presets FlashAttention-2.
   EXPECT_EQ(load_framework("megatron-core").value->flash_kernel, FlashKernel::Cudnn);
   for (const char* fw : {"megatron-lm", "deepspeed", "fsdp", "smp-v1"})

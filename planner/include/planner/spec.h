@@ -126,13 +126,23 @@ struct GpuSpec {
   // does not run on this GPU, or nothing is published): FlashAttention-2's figure is used.
   double fa3_peak_fraction = 0;
   double cudnn_attention_peak_fraction = 0;
-  // The forward fraction of peak of the kernel `k` on this GPU (0: no FlashAttention here).
+  // The kernel that runs when an implementation calls `k` here: `k` where this GPU has a figure
+  // for it, otherwise FlashAttention-2 (FA3 is written for Hopper; Transformer Engine calls FA2
+  // on Ampere).
+  FlashKernel flash_kernel_run(FlashKernel k) const {
+    if (k == FlashKernel::Fa3 && fa3_peak_fraction > 0) return k;
+    if (k == FlashKernel::Cudnn && cudnn_attention_peak_fraction > 0) return k;
+    return FlashKernel::Fa2;
+  }
+  // The forward fraction of peak of that kernel (0: no FlashAttention on this GPU).
   double flash_fraction(FlashKernel k) const {
     if (flash_peak_fraction <= 0) return 0.0;
-    const double own = k == FlashKernel::Fa3 ? fa3_peak_fraction
-                       : k == FlashKernel::Cudnn ? cudnn_attention_peak_fraction
-                                                 : flash_peak_fraction;
-    return own > 0 ? own : flash_peak_fraction;
+    switch (flash_kernel_run(k)) {
+      case FlashKernel::Fa3: return fa3_peak_fraction;
+      case FlashKernel::Cudnn: return cudnn_attention_peak_fraction;
+      case FlashKernel::Fa2: break;
+    }
+    return flash_peak_fraction;
   }
   int sms = 0;                  // streaming multiprocessors (wave quantisation); 0 = unknown
   // A CPU rank of capplan-train's CPU backend rather than a GPU: it keeps no GPU runtime's fixed
@@ -141,6 +151,8 @@ struct GpuSpec {
   std::string source;
 
   double memory_bytes() const { return memory_gib * 1024.0 * 1024.0 * 1024.0; }
+  // The 16-bit tensor-core peak: bf16 where the GPU has it, else fp16 (V100).
+  double peak_tflops_16bit() const { return peak_tflops_bf16 > 0 ? peak_tflops_bf16 : peak_tflops_fp16; }
   // Peak for a precision; 0 when the GPU does not support it.
   double peak_tflops(Precision p) const {
     switch (p) {
