@@ -35,7 +35,7 @@ std::vector<FlagSpec> scenario_flags(bool node_range) {
       {"precision", true, "bf16 | fp16 | fp32 | fp8 (default bf16, fp16 where bf16 is unsupported)",
        "P"},
       {"framework", true,
-       "implementation preset (configs/frameworks): megatron-lm (default), megatron-lm-2020, "
+       "implementation preset (configs/frameworks): megatron-lm (default), megatron-lm-2020, megatron-lm-2021, "
        "megatron-core, deepspeed, fsdp, smp-v1, or a YAML file",
        "F"},
       {"attention", true, "attention kernel: eager | fused | flash (default: the framework's)", "A"},

@@ -585,10 +585,8 @@ class StepEvaluation {
       // after the first adds its weight gradients to the accumulator in a separate kernel that
       // reads the new gradient (16 bits) and reads and writes the accumulator, per parameter of
       // the stage (Megatron-LM fuses it into the weight-gradient GEMM: gradient_accumulation_fusion).
-      double params = nl * mt.layer_params;
-      if (s == 0) params += mt.embed_params;
-      if (s == pp - 1) params += mt.head_params;
-      const double acc = accumulation_s(params);
+      // A tied LM head on the embedding's stage shares its gradient: counted once.
+      const double acc = accumulation_s(stage_params(s));
       st.bwd += acc;
       st.compute += acc;
     }
@@ -1215,8 +1213,11 @@ class StepEvaluation {
                             (ch.has_head ? mt.head_bwd_s - head_bwd_w : 0);
       ch.backward_weight_s = nl * mt.layer_bwd_w_s + head_bwd_w;
       if (!fw.grad_accumulation_fusion && m > 1)  // stage_cost's, with the weight gradients it follows
-        ch.backward_weight_s += accumulation_s(nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
-                                               (ch.has_head ? mt.head_params : 0.0));
+        ch.backward_weight_s +=
+            accumulation_s(nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
+                           (ch.has_head ? (chunks > 1 || !sc.model.tied_embeddings ? mt.head_params
+                                                                                   : mt.final_norm_params)
+                                        : 0.0));
       ch.recompute_s = nl * mt.layer_recompute_s;
       ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar +
                              (ch.has_head ? head_tp_fwd : 0.0);

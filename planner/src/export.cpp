@@ -591,7 +591,7 @@ ExportedFile export_plan(const Plan& plan, ExportFormat format) {
       break;
     case ExportFormat::Megatron:
       f = export_megatron_args(plan), stack = "Megatron-LM",
-      costed_by = {"megatron-lm", "megatron-lm-2020", "megatron-core"};
+      costed_by = {"megatron-lm", "megatron-lm-2020", "megatron-lm-2021", "megatron-core"};
       break;
     case ExportFormat::DeepSpeed:
       f = export_deepspeed_config(plan), stack = "DeepSpeed", costed_by = {"deepspeed"};

@@ -9,6 +9,7 @@
 
 #include "model_fixtures.h"
 #include "planner/cost_model.h"
+#include "planner/profile.h"
 #include "planner/search.h"
 #include "planner/spec_io.h"
 
@@ -724,6 +725,33 @@ TEST(CostModelStack, EagerAndUnfusedKernelsCostMoreThanFused) {
   ASSERT_TRUE(smp.reason.empty() || smp.fits) << smp.reason;
   EXPECT_GT(smp.step_time_s, megatron.step_time_s * 1.05);
   EXPECT_GT(smp.breakdown_s.pp_comm, megatron.breakdown_s.pp_comm);
+}
+
+TEST(CostModelStack, Megatron2021AddsEachMicroBatchsWeightGradientsInAKernelOfItsOwn) {
+  // Expectation: the Megatron-LM of 2021 (no gradient accumulation fusion) adds each micro-batch's
+  // 16-bit weight gradients to the sum after the first, reading both and writing the sum: 6 bytes a
+  // parameter at the HBM's 2039 GB/s x 0.80. GPT-3 1.3B on one DGX A100, dp 8, fp16, 8 micro-batches
+  // of one sequence: the step is (8 - 1) x 6 x P / (2039e9 x 0.80) longer than under megatron-lm,
+  // which fuses the sum into the weight-gradient GEMM, with P the model's parameters (its tied
+  // embedding counted once); every other term is the same.
+  Scenario sc = preset_scenario("gpt3-1.3b", "dgx-a100-80gb", 1, 64);
+  sc.training.precision = Precision::Fp16;
+  Layout l;
+  l.dp = 8;
+  l.mbs = 1;
+  const Estimate fused = estimate(sc, l);
+  ASSERT_TRUE(fused.reason.empty()) << fused.reason;
+  ASSERT_EQ(fused.num_microbatches, 8);
+  sc.training.framework = *load_framework("megatron-lm-2021").value;
+  EXPECT_FALSE(sc.training.framework.grad_accumulation_fusion);
+  const Estimate unfused = estimate(sc, l);
+  const double params = profile_model(sc.model, 1, sc.model.seq_len, 1).total_params;
+  const double want = 7 * 6 * params / (2039e9 * 0.80);
+  report("step difference (s)", want, unfused.step_time_s - fused.step_time_s);
+  EXPECT_NEAR(unfused.step_time_s - fused.step_time_s, want, 1e-9 * want);
+  EXPECT_NEAR(unfused.breakdown_s.compute - fused.breakdown_s.compute, want, 1e-9 * want);
+  EXPECT_EQ(unfused.breakdown_s.dp_comm, fused.breakdown_s.dp_comm);
+  EXPECT_EQ(unfused.breakdown_s.optimizer, fused.breakdown_s.optimizer);
 }
 
 TEST(CostModelStack, BadKnobsAreRefusedWithTheReason) {

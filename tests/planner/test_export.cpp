@@ -199,7 +199,8 @@ TEST(Export, AnotherStacksExportSaysWhichFrameworkCostedThePlan) {
   ASSERT_FALSE(megatron.notes.empty());
   EXPECT_EQ(megatron.notes.front(),
             "the plan was costed for framework fsdp; this is Megatron-LM's configuration of its layout, whose "
-            "step time differs (estimate it with --framework megatron-lm or megatron-lm-2020 or megatron-core)");
+            "step time differs (estimate it with --framework megatron-lm or megatron-lm-2020 or megatron-lm-2021 or "
+            "megatron-core)");
   const ExportedFile ds = export_plan(p, ExportFormat::DeepSpeed);
   ASSERT_FALSE(ds.notes.empty());
   EXPECT_NE(ds.notes.front().find("this is DeepSpeed's configuration"), std::string::npos) << ds.notes.front();

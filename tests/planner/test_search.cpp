@@ -151,6 +151,7 @@ TEST(Search, FrameworkPresetsOfferOnlyTheirLayouts) {
   };
   for (const Want& w : {Want{"fsdp", 1, 1, 1, 0b1101, false, true}, Want{"deepspeed", 8, 8, 1, 0b1111, false, true},
                         Want{"smp-v1", 8, 8, 1, 0b0011, true, true}, Want{"megatron-lm-2020", 8, 8, 1, 0b0001, false, false},
+                        Want{"megatron-lm-2021", 8, 8, 4, 0b0001, false, false},
                         Want{"megatron-core", 8, 8, 4, 0b1111, false, true}, Want{"megatron-lm", 8, 8, 4, 0b1111, true, true}}) {
     SCOPED_TRACE(w.name);
     Scenario sc = searchable();

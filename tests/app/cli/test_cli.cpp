@@ -370,16 +370,18 @@ TEST(Cli, FrameworksListWhatEachPresetCanRun) {
   // its file says (fsdp: data parallelism only, ZeRO 0, 2 and 3); --json carries the same.
   CliRun r = run_cli("frameworks");
   ASSERT_EQ(r.status, 0) << r.err;
-  for (const char* name : {"megatron-lm ", "megatron-lm-2020 ", "megatron-core ", "deepspeed ", "fsdp ", "smp-v1 "})
+  for (const char* name :
+       {"megatron-lm ", "megatron-lm-2020 ", "megatron-lm-2021 ", "megatron-core ", "deepspeed ", "fsdp ", "smp-v1 "})
     EXPECT_TRUE(has(r.out, name)) << name;
   EXPECT_TRUE(has(r.out, "tp no  pp no  zero 0,2,3  cp no  ep no  sp no  selective no  offload yes  attention eager"))
       << r.out;
   EXPECT_TRUE(has(r.out, "tp yes  pp 1f1b/gpipe  zero 0,1  cp no")) << r.out;  // smp-v1
+  EXPECT_TRUE(has(r.out, "tp yes  pp 1f1b/interleaved  zero 0  cp no")) << r.out;  // megatron-lm-2021
   EXPECT_TRUE(has(r.out, "attention flash  flash kernel cudnn")) << r.out;   // megatron-core
   r = run_cli("frameworks --json");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto j = capplan::Json::parse(r.out);
-  ASSERT_EQ(j.size(), 6u);
+  ASSERT_EQ(j.size(), 7u);
   bool fsdp = false;
   for (const auto& f : j)
     if (f["name"] == "fsdp") {
