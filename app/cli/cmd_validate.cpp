@@ -67,6 +67,15 @@ int cmd_validate(int argc, char** argv) {
     write_summary(w, f.summary);
   }
   w.end_object();
+  // Per framework preset, over its calibration runs: what residual_spread is taken from.
+  w.key("frameworks").begin_object();
+  for (const FrameworkSummary& f : r.frameworks) {
+    w.key(f.framework).begin_object();
+    w.field("runs", f.summary.runs).field("mape_pct", f.summary.mape_pct).field("max_abs_pct", f.summary.max_abs_pct);
+    w.field("worst_id", f.summary.worst_id).field("step_rms_pct", f.step_rms_pct);
+    w.end_object();
+  }
+  w.end_object();
   w.end_object();
   std::printf("%s\n", w.str().c_str());
   return kExitOk;

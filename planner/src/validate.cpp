@@ -346,6 +346,22 @@ ValidationReport validate_runs(const std::vector<ValidationRun>& runs, const std
       fam = rep.families.end() - 1;
     }
     summarise(fam->summary, res);
+    if (run.calibration) {
+      const std::string& name = run.scenario.training.framework.name;
+      auto fw = std::find_if(rep.frameworks.begin(), rep.frameworks.end(),
+                             [&](const FrameworkSummary& f) { return f.framework == name; });
+      if (fw == rep.frameworks.end()) {
+        rep.frameworks.push_back({name, {}, 0.0});
+        fw = rep.frameworks.end() - 1;
+      }
+      // Step time is the measure itself or inversely proportional to it (TFLOP/s, samples/s).
+      const double step_ratio =
+          run.measure == Measure::IterationTime ? run.measured / res.predicted : res.predicted / run.measured;
+      const double e = 100.0 * (step_ratio - 1.0);
+      const int n = fw->summary.runs;
+      fw->step_rms_pct = std::sqrt((fw->step_rms_pct * fw->step_rms_pct * n + e * e) / (n + 1));
+      summarise(fw->summary, res);
+    }
     rep.results.push_back(std::move(res));
   }
   return rep;
@@ -409,6 +425,12 @@ std::string format_validation_report(const ValidationReport& rep) {
   for (const FamilySummary& f : rep.families) {
     const std::string name = "  family " + f.family;
     line(name.c_str(), f.summary);
+  }
+  for (const FrameworkSummary& f : rep.frameworks) {
+    std::snprintf(buf, sizeof buf,
+                  "  framework %s (calibration): %d runs, MAPE %.2f%%, max %.2f%%, step time RMS %.1f%%\n",
+                  f.framework.c_str(), f.summary.runs, f.summary.mape_pct, f.summary.max_abs_pct, f.step_rms_pct);
+    s += buf;
   }
   line("calibration", rep.calibration);
   line("held out", rep.held_out);

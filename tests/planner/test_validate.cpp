@@ -9,6 +9,7 @@
 #include <fstream>
 #include <ostream>
 
+#include "planner/spec_io.h"
 #include "planner/validate.h"
 
 namespace capplan {
@@ -83,6 +84,29 @@ TEST(Validate, SecondRunsFileOtherStacksAndGpus) {
     if (v.run.id != "fsdp-aws-p4d-1t-128gpu") {
       EXPECT_LE(std::abs(v.error_pct), 20.0) << v.run.id;
     }
+  }
+  // Per framework preset, over its calibration runs: the root mean square of the step-time
+  // errors (measured step / predicted - 1, a throughput's predicted / measured), worked out here
+  // from the results, and each preset's residual_spread is that figure to the percent.
+  ASSERT_FALSE(rep.frameworks.empty());
+  for (const FrameworkSummary& f : rep.frameworks) {
+    double sum_sq = 0;
+    int n = 0;
+    for (const ValidationResult& v : rep.results) {
+      if (!v.run.calibration || v.run.scenario.training.framework.name != f.framework) continue;
+      const double ratio =
+          v.run.measure == Measure::IterationTime ? v.run.measured / v.predicted : v.predicted / v.run.measured;
+      sum_sq += (ratio - 1) * (ratio - 1);
+      ++n;
+    }
+    ASSERT_GT(n, 0) << f.framework;
+    EXPECT_EQ(f.summary.runs, n) << f.framework;
+    EXPECT_NEAR(f.step_rms_pct, 100 * std::sqrt(sum_sq / n), 1e-9) << f.framework;
+    const Loaded<FrameworkSpec> spec = load_framework(f.framework);
+    ASSERT_TRUE(spec.ok()) << f.framework;
+    std::printf("Expectation: %s residual_spread = step time RMS to the percent  Actual: %.2f, %.1f %%\n",
+                f.framework.c_str(), spec.value->residual_spread, f.step_rms_pct);
+    EXPECT_NEAR(spec.value->residual_spread, f.step_rms_pct / 100, 0.005) << f.framework;
   }
   // The framework of each run reaches the estimate: the V100 pipeline run sends whole
   // activations (megatron-lm-2020), which the 2021 code would split over tp.

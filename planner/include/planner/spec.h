@@ -273,8 +273,9 @@ struct FrameworkSpec {
   // down-projections sent in fp8; the combines stay 16-bit. No effect without fp8 precision.
   bool fp8_moe = false;
   double allocator_margin = 0.05;  // caching-allocator fragmentation, fraction of the rest
-  // Relative spread (one standard deviation) of the model's step time for this implementation,
-  // from `capplan validate` residuals of its published runs (a prior where it has none).
+  // Relative spread (one standard deviation) of the model's step time for this implementation:
+  // the root mean square of its calibration runs' step-time errors, as `capplan validate` prints
+  // it per framework (a prior where it has none).
   double residual_spread = 0.05;
   double reserved_gib = 1.0;       // CUDA context, cuBLAS workspace, NCCL channels
   std::string source;

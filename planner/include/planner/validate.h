@@ -56,6 +56,15 @@ struct FamilySummary {
   ValidationSummary summary;
 };
 
+// A framework preset's calibration runs: their errors, and the root mean square of their step-time
+// errors (measured step / predicted step - 1; a throughput's predicted over measured), the
+// figure a preset's `residual_spread` is taken from.
+struct FrameworkSummary {
+  std::string framework;
+  ValidationSummary summary;
+  double step_rms_pct = 0;
+};
+
 struct ValidationReport {
   std::string file;               // the files, joined by ", " when several were validated
   std::vector<ValidationResult> results;
@@ -63,6 +72,7 @@ struct ValidationReport {
   ValidationSummary held_out;     // runs marked calibration: false
   ValidationSummary all;
   std::vector<FamilySummary> families;  // per source family, in order of first appearance
+  std::vector<FrameworkSummary> frameworks;  // per framework preset, its calibration runs only
 };
 
 // Parses a runs file already in memory; `file` names it in diagnostics. Every problem (unknown key,

@@ -363,6 +363,11 @@ TEST(Cli, ProfileModelsClustersValidate) {
   r = run_cli("validate tests/data/calibration-runs.yaml --json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(has(r.out, "\"mape_pct\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"frameworks\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"step_rms_pct\"")) << r.out;
+  r = run_cli("validate tests/data/calibration-runs.yaml");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "  framework megatron-lm-2021 (calibration): 16 runs, MAPE ")) << r.out;
 }
 
 TEST(Cli, FrameworksListWhatEachPresetCanRun) {
