@@ -696,14 +696,16 @@ class StepEvaluation {
     return t;
   }
 
-  double stage_params(int s) const {
-    double p = layers_on(s) * mt.layer_params;
-    if (s == 0) p += mt.embed_params;
-    // A tied LM head shares the embedding's weights when both are on one stage; across stages the
-    // last stage holds a copy (Megatron-LM).
-    if (s == pp - 1) p += (pp > 1 || !sc.model.tied_embeddings) ? mt.head_params : mt.final_norm_params;
+  // Parameters of `nl` layers and of the embedding and the LM head where a stage or chunk holds
+  // them. A tied LM head shares the embedding's weights when both are in one piece; across pieces
+  // the last holds a copy (Megatron-LM).
+  double piece_params(double nl, bool embedding, bool head) const {
+    double p = nl * mt.layer_params;
+    if (embedding) p += mt.embed_params;
+    if (head) p += embedding && sc.model.tied_embeddings ? mt.final_norm_params : mt.head_params;
     return p;
   }
+  double stage_params(int s) const { return piece_params(layers_on(s), s == 0, s == pp - 1); }
 
   void pace() {
     // Pace of the pipeline. In the steady state of 1F1B every stage runs one forward and one
@@ -1213,11 +1215,7 @@ class StepEvaluation {
                             (ch.has_head ? mt.head_bwd_s - head_bwd_w : 0);
       ch.backward_weight_s = nl * mt.layer_bwd_w_s + head_bwd_w;
       if (!fw.grad_accumulation_fusion && m > 1)  // stage_cost's, with the weight gradients it follows
-        ch.backward_weight_s +=
-            accumulation_s(nl * mt.layer_params + (ch.has_embedding ? mt.embed_params : 0.0) +
-                           (ch.has_head ? (chunks > 1 || !sc.model.tied_embeddings ? mt.head_params
-                                                                                   : mt.final_norm_params)
-                                        : 0.0));
+        ch.backward_weight_s += accumulation_s(piece_params(nl, ch.has_embedding, ch.has_head));
       ch.recompute_s = nl * mt.layer_recompute_s;
       ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar +
                              (ch.has_head ? head_tp_fwd : 0.0);

@@ -209,6 +209,14 @@ bool read_measured(MapReader& r, ValidationRun& run) {
   return found == 1;
 }
 
+// A run's step-time error, %: measured step over predicted, less 1 (a throughput is inversely
+// proportional to the step: its predicted over measured).
+double step_error_pct(const ValidationResult& r) {
+  const double ratio =
+      r.run.measure == Measure::IterationTime ? r.run.measured / r.predicted : r.predicted / r.run.measured;
+  return 100.0 * (ratio - 1.0);
+}
+
 void summarise(ValidationSummary& s, const ValidationResult& r) {
   const double a = std::fabs(r.error_pct);
   s.mape_pct = (s.mape_pct * s.runs + a) / (s.runs + 1);
@@ -354,16 +362,13 @@ ValidationReport validate_runs(const std::vector<ValidationRun>& runs, const std
         rep.frameworks.push_back({name, {}, 0.0});
         fw = rep.frameworks.end() - 1;
       }
-      // Step time is the measure itself or inversely proportional to it (TFLOP/s, samples/s).
-      const double step_ratio =
-          run.measure == Measure::IterationTime ? run.measured / res.predicted : res.predicted / run.measured;
-      const double e = 100.0 * (step_ratio - 1.0);
-      const int n = fw->summary.runs;
-      fw->step_rms_pct = std::sqrt((fw->step_rms_pct * fw->step_rms_pct * n + e * e) / (n + 1));
+      const double e = step_error_pct(res);
+      fw->step_rms_pct += e * e;  // the sum of squares until the loop ends
       summarise(fw->summary, res);
     }
     rep.results.push_back(std::move(res));
   }
+  for (FrameworkSummary& f : rep.frameworks) f.step_rms_pct = std::sqrt(f.step_rms_pct / f.summary.runs);
   return rep;
 }
 
