@@ -798,6 +798,30 @@ TEST(CostModelStack, BlockingReceivesDoubleTheSteadyStatesTransfers) {
   EXPECT_NEAR(blocking.step_time_s - base.step_time_s, 8 * p2p, 1e-12);
 }
 
+TEST(CostModelStack, DeepSpeedsPipelineSendsATensorParallelRanksShareOfTheActivation) {
+  // DeepSpeed's PipelineEngine splits every activation and gradient it sends between stages over
+  // the tensor-parallel group and all-gathers it on arrival (is_pipe_partitioned,
+  // is_grad_partitioned): each rank sends s x b x h x 2 / tp bytes, as Megatron-LM's scatter /
+  // gather does, not the whole activation. GPT-3 175B on p4d nodes, tp 8 x pp 4, mbs 1, fp16.
+  Scenario sc = preset_scenario("gpt3-175b", "p4d.24xlarge", 4, 64);
+  sc.training.precision = Precision::Fp16;
+  sc.training.framework = *load_framework("deepspeed").value;
+  Layout l;
+  l.tp = 8;
+  l.pp = 4;
+  l.mbs = 1;
+  l.recompute = Recompute::Full;
+  ASSERT_FALSE(check_layout(sc, l).has_value());
+  const double share = 2048.0 * 12288 * 2 / 8;
+  const StepCosts ds = step_costs(sc, l);
+  report("bytes a rank sends per micro-batch", share, ds.p2p_bytes);
+  EXPECT_EQ(ds.p2p_bytes, share);
+  sc.training.framework.p2p_scatter_gather = false;  // every rank sending the whole activation
+  const StepCosts whole = step_costs(sc, l);
+  EXPECT_EQ(whole.p2p_bytes, 8 * share);
+  EXPECT_GT(whole.p2p_s, 4 * ds.p2p_s);
+}
+
 TEST(CostModelStack, SgdKeepsNoOptimizerState) {
   TrainingSpec t;
   t.precision = Precision::Fp16;
