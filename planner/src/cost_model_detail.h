@@ -52,6 +52,10 @@ struct MicroTerms {
   double layer_act_full_bytes = 0;    // without recompute (the working set a recompute rebuilds)
   double tp_collectives_fwd = 0;      // all-reduce equivalents of size tp_bytes, per layer
   double tp_collectives_bwd = 0;      // including those of a full-recompute forward
+  // Where the backward's column-parallel collectives run beside GEMMs (tp_async_bwd): the GEMM
+  // time each of the two (Q, K, V and the FFN's input) can hide behind, per layer; 0: none.
+  double tp_async_cover_s[2] = {0, 0};
+  double tp_async_head_cover_s = 0;   // the LM head's weight-gradient GEMM, for its backward collective
   double tp_bytes = 0;                // b * s * h * element bytes
   // The LM head's collectives on the last stage, per micro-batch (tp > 1): all-reduce equivalents
   // of size tp_bytes in its forward and backward, and the vocab-parallel cross-entropy's

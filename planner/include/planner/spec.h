@@ -219,6 +219,12 @@ struct FrameworkSpec {
   // engine: blocking broadcast or send/recv between the two stages); false: received data arrives
   // beside the compute (Megatron-LM's batched isend/irecv).
   bool p2p_blocking_recv = false;
+  // The backward of a column-parallel linear (Q, K, V and the FFN's input) launches the
+  // all-reduce of its input gradient (under sp: the all-gather of its input and the reduce-scatter
+  // of the input gradient) asynchronously beside its weight-gradient (and input-gradient) GEMM
+  // (Megatron-LM ColumnParallelLinearWithAsyncAllreduce, merged 2021-09-02; on by default for
+  // tp > 1); false: every tensor-parallel collective blocks the compute stream.
+  bool tp_async_bwd = true;
   Zero3Comm zero3_comm = Zero3Comm::Ring;
   int zero3_prefetch_layers = 1;   // units gathered ahead of the one computing (ZeRO-3 / FSDP)
   Zero3Unit zero3_unit = Zero3Unit::Layer;
