@@ -86,12 +86,13 @@ constexpr double kPcieEfficiency = 0.8;
 // Optimizer step traffic: read grad, master, m, v (16 B), write master, m, v (12 B), write the
 // 16-bit weight (2 B) = 30 bytes per parameter at HBM bandwidth.
 constexpr double kAdamTrafficBytesPerParam = 30.0;
-// ZeRO-3's parameter and gradient collectives run on a side stream beside the GEMMs, whole-model
-// traffic three times per micro-batch. While they run, NCCL's kernels take SMs (one per channel)
-// and HBM bandwidth from the compute: overlapped compute slows down, by up to ~1.4x in the
-// measurements of Rashidi et al. 2021 (ACE, ISCA, Sec 3). A collective hidden behind compute is
-// charged this fraction of its time (a stated prior, one figure for both ZeRO-3 modes).
-constexpr double kZero3OverlapCost = 0.5;
+// Collectives on a side stream beside the GEMMs (ZeRO-3's parameter and gradient traffic, the
+// tensor-parallel collectives Megatron-LM issues asynchronously): while they run, NCCL's kernels
+// take SMs (one per channel) and HBM bandwidth from the compute, and overlapped compute slows
+// down, by up to ~1.4x in the measurements of Rashidi et al. 2021 (ACE, ISCA, Sec 3). A collective hidden behind compute is charged this
+// fraction of its time (a stated prior, one figure for both). The data-parallel buckets of DDP and
+// overlap_grad_reduce are not charged it: hidden, they cost nothing.
+constexpr double kHiddenCollectiveCost = 0.5;
 // Gradient buckets per stage and step (ZeRO 0-2): Megatron-LM and DDP use ~25-40 MB buckets;
 // eight per stage keeps the last, always exposed bucket small without modelling bucket latency.
 constexpr int kDpBuckets = 8;
@@ -531,16 +532,16 @@ double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout
 }
 
 // What the backward's asynchronous tensor-parallel collectives save per layer and micro-batch
-// (MicroTerms::tp_async_cover_s; the LM head's likewise, in StepEvaluation): each column-parallel linear's collective (one all-reduce's
-// volume, `ar`) hides behind its GEMM as far as the GEMM lasts, and a hidden collective still
-// costs kZero3OverlapCost of its time (NCCL's kernels take SMs and HBM bandwidth from the GEMM,
-// as for ZeRO-3's). Under sp the volume is two halves, the all-gather beside the input-gradient
-// GEMM and the reduce-scatter beside the weight-gradient GEMM, each as long as `cover`.
+// (MicroTerms::tp_async_cover_s; the LM head's likewise, in StepEvaluation): each column-parallel
+// linear's collective (one all-reduce's volume, `ar`) hides behind its GEMM as far as the GEMM
+// lasts, and a hidden collective still costs kHiddenCollectiveCost of its time. Under sp the
+// volume is two halves, the all-gather beside the input-gradient GEMM and the reduce-scatter
+// beside the weight-gradient GEMM, each as long as `cover`.
 double async_tp_hidden(const MicroTerms& mt, double ar, bool sp) {
   double hidden = 0;
   for (const double cover : mt.tp_async_cover_s)
     if (cover > 0) hidden += sp ? 2 * std::min(0.5 * ar, cover) : std::min(ar, cover);
-  return (1.0 - kZero3OverlapCost) * hidden;
+  return (1.0 - kHiddenCollectiveCost) * hidden;
 }
 
 // One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
@@ -555,7 +556,8 @@ class StepEvaluation {
         layer_tp_bwd(mt.tp_collectives_bwd * tp_ar - async_tp_hidden(mt, tp_ar, ly.sp && ly.tp > 1)),
         head_tp_fwd(mt.head_tp_collectives_fwd * tp_ar + mt.xent_collectives * tpt.xent),
         head_tp_bwd(mt.head_tp_collectives_bwd * tp_ar -
-                    (1.0 - kZero3OverlapCost) * std::min(mt.head_tp_collectives_bwd * tp_ar, mt.tp_async_head_cover_s)),
+                    (1.0 - kHiddenCollectiveCost) *
+                        std::min(mt.head_tp_collectives_bwd * tp_ar, mt.tp_async_head_cover_s)),
         p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
         w_elem(c.elem_bytes), g_elem(c.grad_bytes), nl_first(stage_layers(L, pp, vp, 0)),
@@ -870,7 +872,7 @@ class StepEvaluation {
     }
     const double per_mb_all = nl * (ag + ag_bwd);
     dp_s = md * (per_mb_all + 3 * outer);
-    z3_exposed = md * (per_mb + kZero3OverlapCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
+    z3_exposed = md * (per_mb + kHiddenCollectiveCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
   }
 
   // The collectives DeepSpeed's ZeRO-3 issues per micro-batch over the critical stage: an
@@ -1047,9 +1049,9 @@ class StepEvaluation {
       dp_exposed = z3_exposed;
     } else if (ly.zero == 3) {
       // Prefetched layer by layer on a side stream; the part compute covers is charged
-      // kZero3OverlapCost of its time (contention for SMs and HBM, above).
+      // kHiddenCollectiveCost of its time (contention for SMs and HBM, above).
       const double busy = tb.compute + tb.recompute + tb.tp_comm;
-      dp_exposed = dp_s - (1.0 - kZero3OverlapCost) * std::min(dp_s, busy);
+      dp_exposed = dp_s - (1.0 - kHiddenCollectiveCost) * std::min(dp_s, busy);
     } else if (!fw.dp_overlap) {
       // One reduction after the last backward (Megatron-LM's local DDP, DeepSpeed's pipeline
       // engine): all of it exposed, except the weight all-gather the framework overlaps with the

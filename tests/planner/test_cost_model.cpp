@@ -853,7 +853,8 @@ TEST(CostModelStack, AsyncTensorParallelCollectivesHideBehindTheColumnLinearsGem
     const double ar = b.tp_comm_forward_s / (2 * nl);
     ASSERT_GT(ar, 0);
     EXPECT_EQ(a.tp_comm_forward_s, b.tp_comm_forward_s);
-    report(sp ? "backward collectives saved per middle stage, sp (s)" : "backward collectives saved per middle stage (s)",
+    report(sp ? "backward collectives saved per middle stage, sp (s)"
+              : "backward collectives saved per middle stage (s)",
            nl * ar, b.tp_comm_backward_s - a.tp_comm_backward_s);
     EXPECT_NEAR(b.tp_comm_backward_s - a.tp_comm_backward_s, nl * ar, 1e-12);
     EXPECT_LT(estimate(sc, l).step_time_s, estimate(blocking, l).step_time_s);

@@ -30,7 +30,8 @@ TEST(Validate, CalibrationRunsMeetTheAccuracyTarget) {
   EXPECT_LE(rep.calibration.max_abs_pct, 10.0);
   EXPECT_GE(rep.held_out.runs, 10);
   // The file's target over all its runs, held out included.
-  std::printf("Expectation: MAPE over all %d runs <= 4 %%  Actual: %.2f %%\n", rep.all.runs, rep.all.mape_pct);
+  std::printf("Expectation: MAPE over all %d runs <= 4 %%  Actual: %.2f %%\n", rep.all.runs,
+              rep.all.mape_pct);
   EXPECT_EQ(rep.all.runs, 40);
   EXPECT_LE(rep.all.mape_pct, 4.0);
   for (const ValidationResult& v : rep.results) {
