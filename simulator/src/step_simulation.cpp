@@ -791,13 +791,47 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
   return per_stage;
 }
 
+// Per GPU, `cost` times the time its data-parallel buckets (comm stream) overlap its compute
+// stream.
+std::vector<double> bucket_contention(const std::vector<Task>& tasks, int pp, double cost) {
+  std::vector<double> out(size_t(pp), 0.0);
+  if (cost <= 0) return out;
+  std::vector<std::vector<std::pair<double, double>>> buckets(static_cast<size_t>(pp));
+  std::vector<std::vector<std::pair<double, double>>> compute(static_cast<size_t>(pp));
+  for (const Task& t : tasks) {
+    if (t.kind == SimTaskKind::DpComm && t.stream == SimStream::Comm && t.bucket >= 0)
+      buckets[size_t(t.stage)].push_back({t.start_s, t.end_s});
+    else if (t.stream == SimStream::Compute && t.end_s > t.start_s)
+      compute[size_t(t.stage)].push_back({t.start_s, t.end_s});
+  }
+  for (int s = 0; s < pp; ++s) {
+    auto& cs = compute[size_t(s)];
+    if (buckets[size_t(s)].empty()) continue;
+    std::sort(cs.begin(), cs.end());
+    for (const auto& [b0, b1] : buckets[size_t(s)]) {
+      // Compute intervals on one stream do not overlap one another: sum their intersections.
+      auto it = std::lower_bound(cs.begin(), cs.end(), std::make_pair(b0, b0),
+                                 [](const auto& a, const auto& b) { return a.second < b.first; });
+      for (; it != cs.end() && it->first < b1; ++it)
+        out[size_t(s)] += std::max(0.0, std::min(b1, it->second) - std::max(b0, it->first));
+    }
+    out[size_t(s)] *= cost;
+  }
+  return out;
+}
+
 // Step time, the critical GPU, busy fractions and the breakdown of the pacing GPU.
-void summarize_step(const std::vector<Task>& tasks, int pp, StepSimulation& out) {
+void summarize_step(const std::vector<Task>& tasks, int pp, double dp_hidden_cost, StepSimulation& out) {
   std::vector<double> stage_end(size_t(pp), 0.0), compute_busy(size_t(pp), 0.0);
   for (const Task& t : tasks) {
     stage_end[size_t(t.stage)] = std::max(stage_end[size_t(t.stage)], t.end_s);
     if (t.stream == SimStream::Compute) compute_busy[size_t(t.stage)] += t.end_s - t.start_s;
   }
+  // A data-parallel bucket running beside its GPU's compute slows that compute (the cost model's
+  // overlap prior, StepCosts::dp_hidden_cost): the GPU finishes later by that fraction of the
+  // time its buckets overlap its compute stream, charged to dp_comm.
+  const std::vector<double> dp_contention = bucket_contention(tasks, pp, dp_hidden_cost);
+  for (int s = 0; s < pp; ++s) stage_end[size_t(s)] += dp_contention[size_t(s)];
   out.step_time_s = *std::max_element(stage_end.begin(), stage_end.end());
   const double step = out.step_time_s;
   for (int s = 0; s < pp; ++s) {
@@ -809,7 +843,14 @@ void summarize_step(const std::vector<Task>& tasks, int pp, StepSimulation& out)
   out.busy_fraction_per_gpu.resize(size_t(pp));
   for (int s = 0; s < pp; ++s) out.busy_fraction_per_gpu[size_t(s)] = step > 0 ? compute_busy[size_t(s)] / step : 0;
 
-  const std::vector<TimeBreakdown> per_stage = stage_breakdowns(tasks, pp, step);
+  std::vector<TimeBreakdown> per_stage = stage_breakdowns(tasks, pp, step);
+  for (int s = 0; s < pp; ++s) {
+    // The contention delays the GPU's end: it is dp_comm, not tail bubble.
+    TimeBreakdown& b = per_stage[size_t(s)];
+    const double x = dp_contention[size_t(s)];
+    b.dp_comm += x;
+    b.bubble = std::max(0.0, b.bubble - x);
+  }
   // The pacing GPU. The estimate's breakdown is that of the stage that sets the pace of the 1F1B
   // steady state: m slots of its compute-stream work, its sends and its exposed copies, plus the
   // fill it waits for (cost_model.cpp, "Pace of the pipeline"). The GPU that finishes last may be
@@ -968,7 +1009,7 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
     return out;
   }
   out.num_events = engine.processed();
-  summarize_step(graph.tasks(), pp, out);
+  summarize_step(graph.tasks(), pp, costs.dp_hidden_cost, out);
   record_activation_memory(graph, costs, pp, m, options.record_timeline, out);
   if (options.record_timeline) record_timeline(graph.tasks(), out);
   return out;

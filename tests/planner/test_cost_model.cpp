@@ -873,6 +873,30 @@ TEST(CostModelStack, AsyncTensorParallelCollectivesHideBehindTheColumnLinearsGem
   }
 }
 
+TEST(CostModelStack, HiddenDataParallelBucketsStillCostHalfTheirTime) {
+  // Expectation: GPT-3 1.3B on one p4d node, dp 8, mbs 4, with the gradient all-reduce D in 8
+  // buckets overlapped with the backward (megatron-core's overlap_grad_reduce): the backward of the
+  // last micro-batch outlasts 7/8 D, so only the last bucket is exposed, and the 7 hidden ones
+  // cost the overlap prior, half their time: dp_comm = D/8 + 0.5 x 7D/8 = 9D/16. Reduced after
+  // the last backward instead (dp_overlap false), all of D is exposed.
+  Scenario sc = preset_scenario("gpt3-1.3b", "p4d.24xlarge", 1, 64);
+  sc.training.framework = *load_framework("megatron-core").value;
+  sc.training.framework.param_gather_overlap = false;
+  Layout l;
+  l.dp = 8;
+  l.mbs = 4;
+  ASSERT_FALSE(check_layout(sc, l).has_value());
+  const StepCosts c = step_costs(sc, l);
+  ASSERT_GT(c.dp_comm_s, 0);
+  EXPECT_EQ(c.dp_hidden_cost, 0.5);
+  const Estimate e = estimate(sc, l);
+  report("dp_comm with 7 of 8 buckets hidden (s)", 9.0 / 16 * c.dp_comm_s, e.breakdown_s.dp_comm);
+  EXPECT_NEAR(e.breakdown_s.dp_comm, 9.0 / 16 * c.dp_comm_s, 1e-9 * c.dp_comm_s);
+  sc.training.framework.dp_overlap = false;
+  EXPECT_NEAR(estimate(sc, l).breakdown_s.dp_comm, c.dp_comm_s, 1e-9 * c.dp_comm_s);
+  EXPECT_EQ(step_costs(sc, l).dp_hidden_cost, 0.0);
+}
+
 TEST(CostModelStack, SgdKeepsNoOptimizerState) {
   TrainingSpec t;
   t.precision = Precision::Fp16;

@@ -172,6 +172,10 @@ struct StepCosts {
   double dp_bytes = 0;
   int dp_buckets = 1;              // gradient buckets, issued as backward proceeds
   bool dp_overlap = true;          // false: one reduction after the stage's last backward (the framework's)
+  // The fraction of its time a bucket hidden behind compute still costs (the cost model's
+  // overlap prior for collectives beside GEMMs): charged per GPU on the time its buckets overlap
+  // its compute stream.
+  double dp_hidden_cost = 0;
   // ZeRO-3 with flat-unit ring collectives (Zero3Comm::Ring): the part the layer-by-layer prefetch
   // does not hide, whole step; replayed as waits on the compute stream. < 0: rank-share mode.
   double zero3_exposed_s = -1;
