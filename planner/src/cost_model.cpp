@@ -90,9 +90,15 @@ constexpr double kAdamTrafficBytesPerParam = 30.0;
 // data-parallel gradient buckets of PyTorch DDP and Megatron-Core's overlap_grad_reduce, the
 // tensor-parallel collectives Megatron-LM issues asynchronously): while they run, NCCL's kernels
 // take SMs (one per channel) and HBM bandwidth from the compute, and overlapped compute slows
-// down, by up to ~1.4x in the measurements of Rashidi et al. 2021 (ACE, ISCA, Sec 3). A collective hidden behind compute is charged this
-// fraction of its time (a stated prior, one figure for all of them).
+// down, by up to ~1.4x in the measurements of Rashidi et al. 2021 (ACE, ISCA, Sec 3). A
+// collective hidden behind compute is charged this fraction of its time (a stated prior, one
+// figure for all of them).
 constexpr double kHiddenCollectiveCost = 0.5;
+// What collectives of `total_s` cost when `hidden_s` of them runs beside compute: the rest
+// exposed, the hidden part at kHiddenCollectiveCost of its time.
+constexpr double with_hidden_cost(double total_s, double hidden_s) {
+  return total_s - (1.0 - kHiddenCollectiveCost) * hidden_s;
+}
 // Gradient buckets per stage and step (ZeRO 0-2): Megatron-LM and DDP use ~25-40 MB buckets;
 // eight per stage keeps the last, always exposed bucket small without modelling bucket latency.
 constexpr int kDpBuckets = 8;
@@ -230,10 +236,10 @@ class LayerTerms {
  private:
   void linear_gemms() {
     // GEMMs of one block per TP rank (Megatron column/row split, Shoeybi et al. 2019 Sec 3).
-    fwd_gemm = gemm_s(c, tok, (h + 2 * kv) / tpd, h)                 // QKV
-                      + gemm_s(c, tok, h, h / tpd)                          // attention out
-                      + gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h)        // FFN in (gate+up)
-                      + gemm_s(c, tok, h, f / tpd);                         // FFN out
+    qkv_gemm = gemm_s(c, tok, (h + 2 * kv) / tpd, h);
+    fc_in_gemm = gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h);        // FFN in (gate+up)
+    fwd_gemm = qkv_gemm + gemm_s(c, tok, h, h / tpd)                  // attention out
+               + fc_in_gemm + gemm_s(c, tok, h, f / tpd);              // FFN out
     // fp8 (Transformer Engine): each linear layer's input is cast to fp8 (read 2 bytes, write 1)
     // before its GEMM (column-parallel inputs are whole, row-parallel ones split over tp); outputs
     // stay bf16; the weights' fp8 copies are cached across micro-batches (TE is_first_microbatch).
@@ -399,11 +405,10 @@ class LayerTerms {
     // GEMM and the reduce-scatter beside the weight-gradient GEMM. Each such collective can hide
     // behind that GEMM (same FLOPs as the linear's forward GEMM); capplan-train's collectives
     // block (a device profile or a CPU rank: none hidden).
-    if (fw.tp_async_bwd && tp > 1 && !c.profile && !sc.cluster.gpu.cpu_rank) {
-      t.tp_async_cover_s[0] = gemm_s(c, tok, (h + 2 * kv) / tpd, h);
-      t.tp_async_cover_s[1] = gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h);
-      // The LM head's logits GEMM goes through the same autograd function (parallel_lm_logits).
-      t.tp_async_head_cover_s = gemm_s(c, tok, v / tpd, h);
+    async_tp = fw.tp_async_bwd && tp > 1 && !c.profile && !sc.cluster.gpu.cpu_rank;
+    if (async_tp) {
+      t.tp_async_cover_s[0] = qkv_gemm;
+      t.tp_async_cover_s[1] = fc_in_gemm;
     }
     t.head_tp_collectives_fwd = tp > 1 && seqpar ? 0.5 : 0.0;
     t.head_tp_collectives_bwd = tp > 1 ? (seqpar ? 0.5 : 1.0) : 0.0;
@@ -420,7 +425,11 @@ class LayerTerms {
     // LM head: GEMM [b*s, h] x [h, V/t] forward, two in backward; cross-entropy over fp32 logits
     // (read e, write 4 for the upcast, softmax read + write 8; backward ~ the same).
     const double logits = tok * v / tpd;
-    t.head_fwd_s = gemm_s(c, tok, v / tpd, h) + mem_s(c, logits * (e + 12) + 4 * tok * h * e);
+    const double head_gemm = gemm_s(c, tok, v / tpd, h);
+    t.head_fwd_s = head_gemm + mem_s(c, logits * (e + 12) + 4 * tok * h * e);
+    // The logits go through the same autograd function as the column-parallel linears
+    // (parallel_lm_logits): the head's backward collective can hide behind its weight gradient.
+    if (async_tp) t.tp_async_head_cover_s = head_gemm;
     const double head_bwd_gemm = c.profile ? gemm_s(c, tok, h, v / tpd) + gemm_s(c, h, v / tpd, tok)
                                            : 2 * gemm_s(c, tok, v / tpd, h);
     t.head_bwd_s = head_bwd_gemm + mem_s(c, logits * (4 + 4 + e));
@@ -460,10 +469,12 @@ class LayerTerms {
   Constants c16;
   MicroTerms t;
   double fwd_gemm = 0;  // the four linear layers' forward GEMMs
+  double qkv_gemm = 0, fc_in_gemm = 0;  // of which the column-parallel ones
   double bwd_in_gemm = 0, bwd_w_gemm = 0;  // and their input- and weight-gradient GEMMs
   double core_fwd_s = 0, core_bwd_s = 0, core_mem = 0, core_mem_bwd = 0;  // attention core
   double core_recompute_s = -1;  // a profile's measured recompute of the core (-1: the forward's)
   bool partition = false;  // checkpoints partitioned over tp (DeepSpeed partition_activations)
+  bool async_tp = false;   // the backward's column-parallel collectives beside GEMMs (tp_async_bwd)
 };
 
 }  // namespace
@@ -531,17 +542,16 @@ double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout
   return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
 }
 
-// What the backward's asynchronous tensor-parallel collectives save per layer and micro-batch
-// (MicroTerms::tp_async_cover_s; the LM head's likewise, in StepEvaluation): each column-parallel
-// linear's collective (one all-reduce's volume, `ar`) hides behind its GEMM as far as the GEMM
-// lasts, and a hidden collective still costs kHiddenCollectiveCost of its time. Under sp the
-// volume is two halves, the all-gather beside the input-gradient GEMM and the reduce-scatter
-// beside the weight-gradient GEMM, each as long as `cover`.
-double async_tp_hidden(const MicroTerms& mt, double ar, bool sp) {
+// How much of a layer's backward collectives hides per micro-batch where they run beside GEMMs
+// (MicroTerms::tp_async_cover_s): each column-parallel linear's collective (one all-reduce's
+// volume, `ar`) as far as its GEMM lasts. Under sp the volume is two halves, the all-gather beside
+// the input-gradient GEMM and the reduce-scatter beside the weight-gradient GEMM, each as long as
+// `cover`.
+double async_tp_hidden_s(const MicroTerms& mt, double ar, bool sp) {
   double hidden = 0;
   for (const double cover : mt.tp_async_cover_s)
     if (cover > 0) hidden += sp ? 2 * std::min(0.5 * ar, cover) : std::min(ar, cover);
-  return (1.0 - kHiddenCollectiveCost) * hidden;
+  return hidden;
 }
 
 // One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
@@ -553,11 +563,10 @@ class StepEvaluation {
                  const Placement& pl, const TpCollectiveTimes& tpt)
       : sc(sc), c(c), ly(ly), m(m), mt(mt), pl(pl), fw(sc.training.framework), tr(sc.training),
         pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(tpt.layer),
-        layer_tp_bwd(mt.tp_collectives_bwd * tp_ar - async_tp_hidden(mt, tp_ar, ly.sp && ly.tp > 1)),
+        layer_tp_bwd(with_hidden_cost(mt.tp_collectives_bwd * tp_ar, async_tp_hidden_s(mt, tp_ar, ly.sp && ly.tp > 1))),
         head_tp_fwd(mt.head_tp_collectives_fwd * tp_ar + mt.xent_collectives * tpt.xent),
-        head_tp_bwd(mt.head_tp_collectives_bwd * tp_ar -
-                    (1.0 - kHiddenCollectiveCost) *
-                        std::min(mt.head_tp_collectives_bwd * tp_ar, mt.tp_async_head_cover_s)),
+        head_tp_bwd(with_hidden_cost(mt.head_tp_collectives_bwd * tp_ar,
+                                     std::min(mt.head_tp_collectives_bwd * tp_ar, mt.tp_async_head_cover_s))),
         p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
         w_elem(c.elem_bytes), g_elem(c.grad_bytes), nl_first(stage_layers(L, pp, vp, 0)),
@@ -872,7 +881,7 @@ class StepEvaluation {
     }
     const double per_mb_all = nl * (ag + ag_bwd);
     dp_s = md * (per_mb_all + 3 * outer);
-    z3_exposed = md * (per_mb + kHiddenCollectiveCost * std::max(0.0, per_mb_all - per_mb) + 3 * outer);
+    z3_exposed = md * (with_hidden_cost(std::max(per_mb, per_mb_all), std::max(0.0, per_mb_all - per_mb)) + 3 * outer);
   }
 
   // The collectives DeepSpeed's ZeRO-3 issues per micro-batch over the critical stage: an
@@ -1051,7 +1060,7 @@ class StepEvaluation {
       // Prefetched layer by layer on a side stream; the part compute covers is charged
       // kHiddenCollectiveCost of its time (contention for SMs and HBM, above).
       const double busy = tb.compute + tb.recompute + tb.tp_comm;
-      dp_exposed = dp_s - (1.0 - kHiddenCollectiveCost) * std::min(dp_s, busy);
+      dp_exposed = with_hidden_cost(dp_s, std::min(dp_s, busy));
     } else if (!fw.dp_overlap) {
       // One reduction after the last backward (Megatron-LM's local DDP, DeepSpeed's pipeline
       // engine): all of it exposed, except the weight all-gather the framework overlaps with the
@@ -1084,10 +1093,11 @@ class StepEvaluation {
           t = std::max(t, ready) + bucket_s;
         }
       }
-      dp_exposed = std::max(0.0, t - (fw.param_gather_overlap ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0));
       // What the buckets hide still costs kHiddenCollectiveCost of its time (NCCL's kernels beside
       // the backward's GEMMs, as for ZeRO-3's and the tensor-parallel collectives).
-      dp_exposed += kHiddenCollectiveCost * std::max(0.0, dp_s - dp_exposed);
+      const double exposed =
+          std::max(0.0, t - (fw.param_gather_overlap ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0));
+      dp_exposed = with_hidden_cost(std::max(dp_s, exposed), std::max(0.0, dp_s - exposed));
     }
     tb.dp_comm = dp_exposed;
   }
@@ -1614,7 +1624,8 @@ LayoutEvaluation evaluate_layout(const Scenario& sc, const Layout& ly, StepCosts
 }  // namespace
 
 // Spreads of the inputs (BandSpreads): GEMM efficiency 5 % where the GPU's file gives a measured
-// figure (the first file's calibration runs' residuals: MAPE 2.3 %, max 7.5 %), 15 % where it gives none;
+// figure (the first file's calibration runs' residuals: MAPE 2.3 %, max 7.5 %), 15 % where it
+// gives none;
 // memory-bound kernels 10 % (fused-kernel bandwidth ranges over 80-90 % of STREAM); collectives
 // 10 % (nccl-tests bus bandwidth spread across systems of one kind); the framework's own.
 BandSpreads band_spreads(const Scenario& sc) {
