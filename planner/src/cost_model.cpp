@@ -1014,7 +1014,9 @@ class StepEvaluation {
         // Reduce-scatter of gradients + all-gather of updated 16-bit weights: one all-reduce's
         // volume when both have the same width (Rajbhandari et al. 2020 Sec 7.2.1).
         param_gather_s = allgather_s(pl.dp, params_crit * w_elem);
-        const double rs = reducescatter_s(pl.dp, grad_bytes);
+        // DeepSpeed's stage 1 all-reduces the gradients instead (zero1_grad_allreduce).
+        const double rs = ly.zero == 1 && fw.zero1_grad_allreduce ? allreduce_s(pl.dp, grad_bytes)
+                                                                  : reducescatter_s(pl.dp, grad_bytes);
         dp_s = rs + param_gather_s;
         if (ly.zero == 2 && m > 1) {
           // ZeRO-2 keeps only its shard of the gradients, so each micro-batch's gradients are

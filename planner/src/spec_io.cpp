@@ -708,6 +708,7 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.boolean("p2p_scatter_gather", f.p2p_scatter_gather, false);
   r.boolean("p2p_blocking_recv", f.p2p_blocking_recv, false);
   r.boolean("tp_async_bwd", f.tp_async_bwd, false);  // default: megatron-lm's (true)
+  r.boolean("zero1_grad_allreduce", f.zero1_grad_allreduce, false);
   r.enumeration("zero3_comm", f.zero3_comm, parse_zero3_comm, "ring, rank-share");
   r.integer("zero3_prefetch_layers", f.zero3_prefetch_layers, false, {0, false, 64});
   r.enumeration("zero3_unit", f.zero3_unit, parse_zero3_unit, "layer, linear");

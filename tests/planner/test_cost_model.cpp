@@ -824,6 +824,42 @@ TEST(CostModelStack, DeepSpeedsPipelineSendsATensorParallelRanksShareOfTheActiva
   EXPECT_GT(whole.p2p_s, 4 * ds.p2p_s);
 }
 
+TEST(CostModelStack, DeepSpeedsZeroOneAllReducesTheGradientsBeforeGatheringTheWeights) {
+  // DeepSpeed's stage 1 forces contiguous_gradients off, so each gradient bucket goes through
+  // buffered_reduce_fallback's dist.all_reduce (deepspeed/runtime/zero/stage2.py, v0.4-v0.9), and
+  // step() all-gathers the updated fp16 partitions: an all-reduce plus an all-gather, where a
+  // reduce-scatter plus an all-gather is one all-reduce's volume. GPT-3 175B on 8 p4d nodes,
+  // tp 8 x pp 4 x dp 2 (one rank per node in each dp group), fp16: grads and weights 2 bytes, so
+  // the all-reduce is twice the reduce-scatter and the exchange costs 1.5 times as much.
+  Scenario sc = preset_scenario("gpt3-175b", "p4d.24xlarge", 8, 64);
+  sc.training.precision = Precision::Fp16;
+  sc.training.framework = *load_framework("deepspeed").value;
+  ASSERT_TRUE(sc.training.framework.zero1_grad_allreduce);
+  Layout l;
+  l.dp = 2;
+  l.tp = 8;
+  l.pp = 4;
+  l.mbs = 1;
+  l.zero = 1;
+  l.recompute = Recompute::Full;
+  ASSERT_FALSE(check_layout(sc, l).has_value());
+  Scenario scatter = sc;
+  scatter.training.framework.zero1_grad_allreduce = false;
+  const double ar = step_costs(sc, l).dp_comm_s, rs = step_costs(scatter, l).dp_comm_s;
+  ASSERT_GT(rs, 0);
+  report("ZeRO-1 exchange, all-reduce + all-gather over reduce-scatter + all-gather", 1.5, ar / rs);
+  EXPECT_NEAR(ar / rs, 1.5, 1e-9);
+  EXPECT_GT(estimate(sc, l).breakdown_s.dp_comm, estimate(scatter, l).breakdown_s.dp_comm);
+  // Only stage 1: ZeRO-0 all-reduces either way, ZeRO-2 keeps its reduce-scatter.
+  for (const int zero : {0, 2}) {
+    l.zero = zero;
+    l.pp = zero == 2 ? 1 : 4;  // the pipeline engine refuses ZeRO-2
+    l.dp = zero == 2 ? 8 : 2;
+    ASSERT_FALSE(check_layout(sc, l).has_value()) << zero;
+    EXPECT_EQ(step_costs(sc, l).dp_comm_s, step_costs(scatter, l).dp_comm_s) << zero;
+  }
+}
+
 TEST(CostModelStack, AsyncTensorParallelCollectivesHideBehindTheColumnLinearsGemms) {
   // Expectation: Megatron-LM from September 2021 runs the input-gradient all-reduce of the two
   // column-parallel linears (Q, K, V and the FFN's input) beside their weight-gradient GEMMs. On
