@@ -226,10 +226,11 @@ struct FrameworkSpec {
   // tp > 1); false: every tensor-parallel collective blocks the compute stream.
   bool tp_async_bwd = true;
   // ZeRO-1 all-reduces the whole gradients before each rank steps its shard, then all-gathers the
-  // updated 16-bit weights: one and a half all-reduces' volume (DeepSpeed's stage 1, which forces
-  // contiguous_gradients off, so reduce_ipg_grads takes buffered_reduce_fallback's dist.all_reduce;
-  // deepspeed/runtime/zero/stage2.py and engine.py, v0.4-v0.9). false: a reduce-scatter of the
-  // gradients (Rajbhandari et al. 2020 Sec 7.2.1; Megatron's distributed optimizer).
+  // updated 16-bit weights: one and a half all-reduces' volume (DeepSpeed's stage 1 runs with
+  // contiguous_gradients off, the default up to v0.4.4 and forced from v0.4.5, so reduce_ipg_grads
+  // takes buffered_reduce_fallback's dist.all_reduce; deepspeed/runtime/zero/stage2.py and
+  // engine.py, v0.4-v0.9). false: a reduce-scatter of the gradients (Rajbhandari et al. 2020
+  // Sec 7.2.1; Megatron's distributed optimizer).
   bool zero1_grad_allreduce = false;
   Zero3Comm zero3_comm = Zero3Comm::Ring;
   int zero3_prefetch_layers = 1;   // units gathered ahead of the one computing (ZeRO-3 / FSDP)
