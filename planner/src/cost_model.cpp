@@ -962,7 +962,11 @@ class StepEvaluation {
     // (tests/bench/bench_unit_collectives, two runs): the gather 1.18-1.31 ms, priced as the even
     // in-place gather 0.95-1.04 + the copy 0.33-0.40; the reduction 1.42-1.52, priced as the even
     // reduce-scatter 1.73-1.89 (one direction of the pair moves, not both).
-    auto ag = [&](double part) { return allgather_s(pl.dp, dp * part * w_elem) + mem_s(c, 2 * part * w_elem); };
+    // Where the profile timed the runtime's own gather (all-gather-v), that time has the copy in it.
+    auto ag = [&](double part) {
+      const double t = runtime_gather_s(pl.dp, dp * part * w_elem);
+      return t > 0 ? t : allgather_s(pl.dp, dp * part * w_elem) + mem_s(c, 2 * part * w_elem);
+    };
     // Most layers lie inside one shard, and each of those costs the same: priced once.
     const double rs_layer = rs(mt.layer_params), ag_layer = ly.zero >= 3 ? ag(mt.layer_params) : 0.0;
     const double embed = largest(0, mt.embed_params);

@@ -118,6 +118,10 @@ double allreduce_s(const Links& l, double bytes);
 // pass of latency (ring_latency_s).
 double allgather_s(const Links& l, double bytes);
 double reducescatter_s(const Links& l, double bytes);
+// capplan-train's ZeRO-3 gather of `bytes` (each rank's part from its shard, out of place into a
+// layer buffer, MPI_Allgatherv) at the device profile's cold "all-gather-v" time; -1 where the
+// profile has none (profiles written before it was measured).
+double runtime_gather_s(const Links& l, double bytes);
 // One pass of a flat ring over the group: n - 1 steps, of which nodes - 1 cross a node boundary
 // at the inter-node latency and the rest stay inside a node at the intra-node latency (NCCL's
 // own cost model of ring all-gather and reduce-scatter: src/graph/tuning.cc, latency

@@ -1,7 +1,8 @@
 // The collectives of capplan-train's ZeRO-2 and ZeRO-3 on one unit of the flat parameter buffer
 // (a layer) that lies inside one rank's shard, beside the even collectives the cost model prices
 // them with under a device profile (cost_model.cpp, runtime_sharded_dp): an even collective of
-// dp times the unit's largest part, and, for the gather, a copy of that part across. Through the
+// dp times the unit's largest part, and, for the gather, a copy of that part across, or, where the
+// profile timed the runtime's own gather (all-gather-v), that even gather out of place. Through the
 // runtime's own CPU communicator, on buffers from memory (a sweep of the last-level cache before
 // each call), the modes alternating; prints the median of each. Asserts nothing.
 // Usage: mpirun -np 2 bench_unit_collectives [ELEMENTS] [ROUNDS]
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
     std::vector<int64_t> counts(size_t(p), 0);
     counts[0] = n;
     std::vector<float> shard(size_t(n), 1.0f), layer(size_t(n), 0.0f), bucket(size_t(n), 1.0f);
-    std::vector<float> even(size_t(p * n), 1.0f), copy_to(size_t(n), 0.0f);
+    std::vector<float> even(size_t(p * n), 1.0f), copy_to(size_t(n), 0.0f), even_src(size_t(n), 1.0f);
+    const std::vector<int64_t> even_counts(size_t(p), n);  // the profile's all-gather-v, out of place
     std::vector<float> sweep(size_t(16) << 20, 1.0f);  // 64 MiB: past the last-level cache
     volatile float sink = 0;
     auto cold = [&] {
@@ -73,6 +75,8 @@ int main(int argc, char** argv) {
            if (r == 0) std::memcpy(copy_to.data(), shard.data(), size_t(n) * sizeof(float));
          },
          {}},
+        {"  or, where the profile timed it: even all_gather_v of dp x unit",
+         [&] { dp.all_gather_v(even_src.data(), even.data(), even_counts); }, {}},
         {"ZeRO-2/3 reduction of the unit (reduce_scatter_sum_v, in place)",
          [&] { dp.reduce_scatter_sum_v(bucket.data(), bucket.data(), counts); }, {}},
         {"  priced as: even reduce-scatter of dp x unit",

@@ -28,7 +28,9 @@ struct KernelTiming {
 };
 
 struct CollectiveTiming {
-  std::string op;  // all-reduce, reduce-scatter, all-gather, send-recv
+  // all-reduce, reduce-scatter, all-gather, send-recv; all-gather-v (cold only): capplan-train's
+  // ZeRO-3 gather, each rank's part from its shard out of place into one layer buffer
+  std::string op;
   int ranks = 0;
   double bytes = 0;  // per rank (the buffer each rank passes)
   double seconds = 0;
