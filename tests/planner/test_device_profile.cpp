@@ -656,6 +656,7 @@ struct RuntimeTraffic {
   double zero2 = 0, zero3 = 0;
   double layer_reductions = 0, even_layer_reductions = 0;  // one micro-batch's, and as even splits
   double gathers = 0;                                     // ZeRO-3's gathers
+  std::vector<std::pair<int, double>> gather_calls;       // per unit: ZeRO-3's gathers of it, bytes each
   int units_in_one_shard = 0, units = 0;
 };
 RuntimeTraffic runtime_traffic(const Scenario& sc, const DeviceProfile& p, int dp, int m) {
@@ -683,7 +684,9 @@ RuntimeTraffic runtime_traffic(const Scenario& sc, const DeviceProfile& p, int d
     t.even_layer_reductions += layer ? p.collective_seconds("reduce-scatter", dp, units[u] * 4) : 0;
     // Gathers: forward 1 + (m - 1) unless the first layer, backward m unless the last; the ends once.
     const int i = int(u) - 1;
-    t.gathers += (layer ? (1 + (i > 0 ? m - 1 : 0)) + (i < nl - 1 ? m : 0) : 1) * t_ag;
+    const int calls = layer ? (1 + (i > 0 ? m - 1 : 0)) + (i < nl - 1 ? m : 0) : 1;
+    t.gathers += calls * t_ag;
+    t.gather_calls.emplace_back(calls, bytes);
     begin += units[u];
   }
   t.units = int(units.size());
@@ -768,25 +771,9 @@ TEST(DeviceProfile, ZeroThreeGathersTakeTheRuntimesOwnGatherWhereTheProfileTimed
   };
   const RuntimeTraffic t = runtime_traffic(sc, halves, 4, 2);
   // The gathers of runtime_traffic, each at the all-gather-v line instead of all-gather + copy.
-  const ModelProfile prof = profile_model(sc.model, 1, sc.seq_len(), 1, Precision::Fp32);
-  const int nl = sc.model.layers;
-  std::vector<double> units{prof.layers.front().params};
-  for (int i = 1; i <= nl; ++i) units.push_back(prof.layers[size_t(i)].params);
-  units.push_back(prof.layers[size_t(nl) + 1].params);
-  double total = 0;
-  for (double u : units) total += u;
-  const double shard = std::ceil(total / 4);
-  double begin = 0, gathers = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    double largest = 0;
-    for (int r = 0; r < 4; ++r)
-      largest = std::max(largest, std::min(begin + units[u], (r + 1) * shard) - std::max(begin, r * shard));
-    const int i = int(u) - 1;
-    const bool layer = u >= 1 && u <= size_t(nl);
-    gathers += (layer ? (1 + (i > 0 ? 1 : 0)) + (i < nl - 1 ? 2 : 0) : 1) *
-               p.collective_seconds("all-gather-v", 4, 4 * largest * 4, true);
-    begin += units[u];
-  }
+  double gathers = 0;
+  for (const auto& [calls, bytes] : t.gather_calls)
+    gathers += calls * p.collective_seconds("all-gather-v", 4, bytes, true);
   const double want = t.zero3 - t.gathers + gathers;
   std::printf("Expectation: ZeRO-3 dp_comm with the runtime's gather timed %.6f s  Actual result: %.6f s\n", want,
               dp_comm(p, 3));
