@@ -187,7 +187,14 @@ void training_flags(const Args& args, Diagnostics& diags, bool gbs_required, Sce
     if (f.value) {
       t.framework = *f.value;
     } else {
-      for (const Diagnostic& d : f.diagnostics.items()) flag_error(diags, "framework", d.message, d.hint);
+      // A framework file's own mistakes keep its file, line and key; a name that is neither a
+      // preset nor a file is the flag's.
+      for (const Diagnostic& d : f.diagnostics.items()) {
+        if (!d.file.empty() && d.file.front() != '<')
+          diags.add(d);
+        else
+          flag_error(diags, "framework", d.message, d.hint);
+      }
     }
   }
   if (args.has("attention")) {

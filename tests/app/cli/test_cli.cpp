@@ -198,6 +198,10 @@ TEST(Cli, StackKnobsRefuseWhatCannotRun) {
   const std::string base = "estimate --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --dp 8 --tp 1 --pp 1 "
                            "--mbs 1 --gbs 64 ";
   EXPECT_TRUE(refused(run_cli(base + "--framework megatron-lmm"), "--framework: no framework preset or file named 'megatron-lmm'"));
+  // A framework file's mistake names the file, the line and the key.
+  EXPECT_TRUE(refused(run_cli(base + "--framework tests/data/bad/framework_not_boolean.yaml"),
+                      "tests/data/bad/framework_not_boolean.yaml:5:23: error: framework.zero1_grad_allreduce: "
+                      "expected true or false, found 'maybe'"));
   EXPECT_TRUE(refused(run_cli(base + "--attention sdpa"), "--attention: expected eager, fused or flash, found 'sdpa'"));
   EXPECT_TRUE(refused(run_cli(base + "--precision fp8"), "--precision: fp8 is not supported by A100-SXM4-40GB"));
   EXPECT_TRUE(refused(run_cli("estimate --model gpt3-1.3b --cluster p3.16xlarge --nodes 1 --dp 8 --tp 1 --pp 1 "
