@@ -190,7 +190,7 @@ void training_flags(const Args& args, Diagnostics& diags, bool gbs_required, Sce
       // A framework file's own mistakes keep its file, line and key; a name that is neither a
       // preset nor a file is the flag's.
       for (const Diagnostic& d : f.diagnostics.items()) {
-        if (!d.file.empty() && d.file.front() != '<')
+        if (d.file != "<command line>")
           diags.add(d);
         else
           flag_error(diags, "framework", d.message, d.hint);

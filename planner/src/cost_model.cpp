@@ -21,13 +21,15 @@ namespace detail {
 // file gives no measured figure (the A100 value). cuBLAS reaches 250-270 of 312 TFLOP/s on large
 // A100 GEMMs (NVIDIA Deep Learning Performance Guide, "Matrix Multiplication Background", 2023);
 // the memory term below brings smaller GEMMs down from there. The one figure set on the
-// calibration runs of both validation files (their MAPE: 0.770 4.49 %, 0.775 4.47 %, 0.780
-// 4.55 %, 0.785 4.67 %; README "Validation").
+// calibration runs of both validation files (their MAPE, `capplan validate` of both: 0.770
+// 4.34 %, 0.775 4.32 %, 0.780 4.39 %; README "Validation").
 constexpr double kGemmEfficiency = 0.775;
+// The A100's measured large-GEMM fraction of peak (gemm_peak_fraction in its GPU file).
+constexpr double kA100GemmPeakFraction = 0.85;
 // A GPU's measured large-GEMM fraction of peak (gemm_peak_fraction in its file) times this share
 // gives the arithmetic efficiency of gemm_s(): the measured fraction already contains the operand
-// traffic that gemm_s() adds separately. 0.775 / 0.85 (A100), one figure for every GPU.
-constexpr double kGemmArithmeticShare = 0.775 / 0.85;
+// traffic that gemm_s() adds separately. One figure for every GPU, the A100's.
+constexpr double kGemmArithmeticShare = kGemmEfficiency / kA100GemmPeakFraction;
 // GEMM tile of cuBLAS's large-matrix kernels (128 x 128 output tiles on Ampere and Hopper; NVIDIA
 // Deep Learning Performance Guide, "Tile and wave quantization"): M and N are padded to whole
 // tiles (applied on GPUs whose file gives their SM count).
@@ -1019,8 +1021,7 @@ class StepEvaluation {
         // volume when both have the same width (Rajbhandari et al. 2020 Sec 7.2.1).
         param_gather_s = allgather_s(pl.dp, params_crit * w_elem);
         // DeepSpeed's stage 1 all-reduces the gradients instead (zero1_grad_allreduce).
-        const double rs = ly.zero == 1 && fw.zero1_grad_allreduce ? allreduce_s(pl.dp, grad_bytes)
-                                                                  : reducescatter_s(pl.dp, grad_bytes);
+        const double rs = zero12_grad_reduction_s(pl.dp, grad_bytes, ly.zero, fw);
         dp_s = rs + param_gather_s;
         if (ly.zero == 2 && m > 1) {
           // ZeRO-2 keeps only its shard of the gradients, so each micro-batch's gradients are

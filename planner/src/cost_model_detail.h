@@ -118,9 +118,14 @@ double allreduce_s(const Links& l, double bytes);
 // pass of latency (ring_latency_s).
 double allgather_s(const Links& l, double bytes);
 double reducescatter_s(const Links& l, double bytes);
+// The gradient reduction of ZeRO-1/2 before the optimizer, `bytes` of gradients: a
+// reduce-scatter, or where the framework all-reduces them under ZeRO-1 (zero1_grad_allreduce,
+// DeepSpeed's stage 1) an all-reduce. The updated weights' all-gather is the caller's.
+double zero12_grad_reduction_s(const Links& l, double bytes, int zero, const FrameworkSpec& fw);
 // capplan-train's ZeRO-3 gather of `bytes` (each rank's part from its shard, out of place into a
-// layer buffer, MPI_Allgatherv) at the device profile's cold "all-gather-v" time; -1 where the
-// profile has none (profiles written before it was measured).
+// layer buffer, MPI_Allgatherv) at the device profile's cold "all-gather-v" time for the group's
+// size; -1 where the profile did not time it (profiles written before it was measured, or another
+// group size).
 double runtime_gather_s(const Links& l, double bytes);
 // One pass of a flat ring over the group: n - 1 steps, of which nodes - 1 cross a node boundary
 // at the inter-node latency and the rest stay inside a node at the intra-node latency (NCCL's

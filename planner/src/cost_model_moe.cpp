@@ -440,11 +440,10 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   const double expert_grad_bytes = crit_expert_params * c.grad_bytes;
   double expert_dp_s = 0;
   if (edp_links.n > 1) {
-    // ZeRO-1/2 as the dense gradients: reduce-scatter (DeepSpeed's stage 1: all-reduce,
-    // zero1_grad_allreduce) and the updated weights' all-gather.
-    const bool allreduce_grads = ly.zero == 0 || (ly.zero == 1 && sc.training.framework.zero1_grad_allreduce);
-    expert_dp_s = allreduce_grads ? allreduce_s(edp_links, expert_grad_bytes) : reducescatter_s(edp_links, expert_grad_bytes);
-    if (ly.zero >= 1) expert_dp_s += allgather_s(edp_links, crit_expert_params * c.elem_bytes);
+    // ZeRO-1/2 as the dense gradients: their reduction and the updated weights' all-gather.
+    expert_dp_s = ly.zero == 0 ? allreduce_s(edp_links, expert_grad_bytes)
+                               : zero12_grad_reduction_s(edp_links, expert_grad_bytes, ly.zero, sc.training.framework) +
+                                     allgather_s(edp_links, crit_expert_params * c.elem_bytes);
   }
   const double step_traffic =
       sc.training.optimizer == Optimizer::Sgd ? 3 * c.elem_bytes : 30.0;  // as the dense step

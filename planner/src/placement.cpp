@@ -134,19 +134,16 @@ double half_allreduce_s(const Links& l, const char* op, double bytes) {
 }  // namespace
 
 double allgather_s(const Links& l, double bytes) { return half_allreduce_s(l, "all-gather", bytes); }
-
-double runtime_gather_s(const Links& l, double bytes) {
-  if (!l.profile || l.n <= 1 || bytes <= 0) return -1;
-  if (const double t = l.profile->collective_seconds("all-gather-v", l.n, bytes, true); t > 0) return t;
-  // Measured for another group size only: a ring's (n-1)/n of the bytes, as measured_s scales.
-  for (const CollectiveTiming& c : l.profile->collectives) {
-    if (c.op != "all-gather-v" || !c.cold || c.ranks < 2 || c.ranks == l.n) continue;
-    const double at = l.profile->collective_seconds("all-gather-v", c.ranks, bytes, true);
-    const double n = l.n, n0 = c.ranks;
-    return at > 0 ? at * ((n - 1) / n) / ((n0 - 1) / n0) : -1;
-  }
-  return -1;
-}
 double reducescatter_s(const Links& l, double bytes) { return half_allreduce_s(l, "reduce-scatter", bytes); }
 
+double zero12_grad_reduction_s(const Links& l, double bytes, int zero, const FrameworkSpec& fw) {
+  return zero == 1 && fw.zero1_grad_allreduce ? allreduce_s(l, bytes) : reducescatter_s(l, bytes);
+}
+
+// Only where timed for the group's size: another size falls back to the all-gather's pricing,
+// whose nearest measured size is scaled by the ring's (n-1)/n (measured_s).
+double runtime_gather_s(const Links& l, double bytes) {
+  if (!l.profile || l.n <= 1 || bytes <= 0) return -1;
+  return l.profile->collective_seconds("all-gather-v", l.n, bytes, true);
+}
 }  // namespace capplan::detail

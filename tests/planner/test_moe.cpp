@@ -383,6 +383,30 @@ TEST(MoeCostGolden, ExpertWeightsShardOverEp) {
   EXPECT_NEAR(e1.memory_per_gpu_bytes.weights - e8.memory_per_gpu_bytes.weights, 917504.0, 1e-6);
 }
 
+TEST(MoeCostGolden, ExpertGradientsFollowTheFrameworksZeroOneReduction) {
+  // Expectation: under ZeRO-1 a framework that all-reduces its gradients (zero1_grad_allreduce,
+  // DeepSpeed's stage 1) does so for the experts' too, over the expert data-parallel group. dp 8:
+  // at ep 8 each expert has one rank (no expert exchange) and only the dense gradients' reduction
+  // changes with the knob; at ep 2 the experts' group of 4 adds its own change.
+  Scenario sc = golden_scenario(tiny_moe(8, 2), 8, 8, 16);
+  sc.training.framework = *load_framework("deepspeed").value;
+  ASSERT_TRUE(sc.training.framework.zero1_grad_allreduce);
+  Scenario scatter = sc;
+  scatter.training.framework.zero1_grad_allreduce = false;
+  auto change = [&](int ep) {
+    Layout l = layout(8, 1, 1, 1, ep);
+    l.zero = 1;
+    const Estimate a = estimate(sc, l), b = estimate(scatter, l);
+    EXPECT_TRUE(a.step_time_s > 0 && b.step_time_s > 0) << a.reason << b.reason;
+    return a.breakdown_s.dp_comm - b.breakdown_s.dp_comm;
+  };
+  const double dense_only = change(8), with_experts = change(2);
+  std::printf("Expectation: the knob's change of dp_comm grows with an expert exchange  Actual: ep 8 %.3g s, "
+              "ep 2 %.3g s\n", dense_only, with_experts);
+  EXPECT_GT(dense_only, 0);
+  EXPECT_GT(with_experts - dense_only, 0.1 * dense_only);  // the experts' own change, not rounding
+}
+
 TEST(MoeCostGolden, OffloadedExpertStateIsInHostMemoryOnly) {
   // Expectation: with parameter offload under ZeRO-3 (dp 8, ep 8: one expert of 2 x 64 x 128 per
   // layer and GPU, 65536 expert parameters, not sharded further) no weights and no optimizer state
