@@ -4,7 +4,8 @@
 // dp times the unit's largest part, and, for the gather, a copy of that part across, or, where the
 // profile timed the runtime's own gather (all-gather-v), that even gather out of place. Through the
 // runtime's own CPU communicator, on buffers from memory (a sweep of the last-level cache before
-// each call), the modes alternating; prints the median of each. Asserts nothing.
+// each call), the modes alternating; prints the median of each. Then an in-place 4 MiB all-gather
+// on fresh buffers, on each one's first and second use. Asserts nothing.
 // Usage: mpirun -np 2 bench_unit_collectives [ELEMENTS] [ROUNDS]
 //   ELEMENTS: the unit's size (default 787456, a layer of the 4-layer, 256-wide model of
 //   tests/bench/bench_local_fidelity.sh); ROUNDS: default 15.
@@ -97,6 +98,24 @@ int main(int argc, char** argv) {
                   (long long)n, double(n) * 4 / 1e6, p, rounds);
       for (const Mode& m : modes) std::printf("  %-66s %8.3f ms\n", m.name, median(m.ms));
     }
+    // Why the device profile puts each copy of a collective's buffer through the call once before
+    // timing it: the in-place all-gather of one 4 MiB buffer on each of 8 fresh copies, each
+    // timed on its first and on its second use (capplan-train reuses its buffers every step).
+    const int64_t per = (int64_t(1) << 20) / p * p;  // 4 MiB of floats, divisible by the ranks
+    std::vector<std::vector<float>> copies(8, std::vector<float>(size_t(per), 1.0f));
+    std::vector<double> first, second;
+    for (int use = 0; use < 2; ++use)
+      for (std::vector<float>& c : copies) {
+        dp.barrier();
+        const double t0 = MPI_Wtime();
+        dp.all_gather(c.data() + int64_t(r) * (per / p), c.data(), per / p);
+        double dt = MPI_Wtime() - t0;
+        MPI_Allreduce(MPI_IN_PLACE, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        (use == 0 ? first : second).push_back(dt * 1e3);
+      }
+    if (r == 0)
+      std::printf("in-place all-gather of %.1f MB, 8 fresh buffers, medians: first use %.3f ms, second use %.3f ms\n",
+                  double(per) * 4 / 1e6, median(first), median(second));
   }
   MPI_Finalize();
   return 0;

@@ -562,8 +562,8 @@ class Measurer {
       auto next = [&] { return i = (i + 1) % size_t(copies); };
       // Every copy through the call once before it is timed: Open MPI's first call on a buffer
       // costs more than every later one (an in-place 4 MiB all-gather of 2 ranks on a 2-core AMD
-      // EPYC host: 3.3 ms on a copy's first use, 0.56 ms on its second), and capplan-train calls its
-      // collectives on the same buffers every step.
+      // EPYC host, tests/bench/bench_unit_collectives: 4.0-4.3 ms on a buffer's first use, 0.64 ms
+      // on its second), and capplan-train calls its collectives on the same buffers every step.
       auto cold = [&](const char* op, const std::function<void()>& call) {
         for (int k = 0; k < copies; ++k) call();
         collective(p, op, n, per, true, call);
