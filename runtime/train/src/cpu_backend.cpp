@@ -448,6 +448,134 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // The blocks of ring attention (train/ring_attention.h) as attention_forward and
+  // attention_backward run the whole sequence: one task per (sequence, head) forward and per
+  // (sequence, KV group) backward, query rows in blocks of kCausalBlock, the scores and their
+  // products by GEMM. A cp rank's positions are sorted (its two chunks in order), so the keys a
+  // query may see are a prefix of the block's: a query block multiplies against the prefix its
+  // last query sees and masks the rest row by row. The forward folds each block into the running
+  // softmax (Milakov and Gimelshein 2018, "Online normalizer calculation for softmax"; Dao et al.
+  // 2022, FlashAttention, Alg. 1). Unsorted positions take the host loops of the base class.
+  void attention_block_forward(float* acc, float* row_max, float* row_sum, const float* qkv,
+                               const float* kv, const int32_t* q_pos, const int32_t* k_pos,
+                               const AttentionShape& s) override {
+    if (!std::is_sorted(q_pos, q_pos + s.T) || !std::is_sorted(k_pos, k_pos + s.T)) {
+      Backend::attention_block_forward(acc, row_max, row_sum, qkv, kv, q_pos, k_pos, s);
+      return;
+    }
+    const int S = s.qkv_stride(), T = s.T, D = s.D, KVS = 2 * s.KVl * D, O = s.Hl * D;
+    const int group = s.Hl / s.KVl;
+    const float sc = 1.0f / std::sqrt(float(D));
+    const std::vector<int> visible = visible_prefixes(q_pos, k_pos, T);
+    float* scratch = block_scratch(size_t(kCausalBlock) * T);
+    pool_.parallel_for(int64_t(s.B) * s.Hl, [&](int64_t ib, int64_t ie, int thread) {
+      float* sb = scratch + size_t(thread) * kCausalBlock * T;
+      for (int64_t i = ib; i < ie; ++i) {
+        const int64_t b = i / s.Hl;
+        const int hd = int(i % s.Hl), g = hd / group;
+        const float* q = qkv + b * T * S + hd * D;
+        const float* k = kv + b * T * KVS + g * D;
+        const float* v = kv + b * T * KVS + (s.KVl + g) * D;
+        float* a = acc + b * T * O + hd * D;
+        float* m = row_max + (b * s.Hl + hd) * T;
+        float* l = row_sum + (b * s.Hl + hd) * T;
+        for (int t0 = 0; t0 < T; t0 += kCausalBlock) {
+          const int t1 = std::min(T, t0 + kCausalBlock), rows = t1 - t0, n = visible[size_t(t1 - 1)];
+          if (n == 0) continue;  // the whole block is in these queries' future
+          gemm_serial(false, true, rows, n, D, sc, q + int64_t(t0) * S, S, k, KVS, 0.0f, sb, n);
+          for (int t = t0; t < t1; ++t) {
+            float* row = sb + int64_t(t - t0) * n;
+            const int nt = visible[size_t(t)];
+            if (nt == 0) {
+              std::fill(row, row + n, 0.0f);
+              continue;
+            }
+            const float m_new = std::max(m[t], max_of(row, nt));
+            const float keep = std::exp(m[t] - m_new);  // 0 while m is still -inf
+            const float sum = exp_shift_sum(row, m_new, nt);
+            std::fill(row + nt, row + n, 0.0f);
+            scale_range(a + int64_t(t) * O, keep, D);
+            l[t] = l[t] * keep + sum;
+            m[t] = m_new;
+          }
+          gemm_serial(false, false, rows, D, n, 1.0f, sb, n, v, KVS, 1.0f, a + int64_t(t0) * O, O);
+        }
+      }
+    });
+  }
+
+  // out = acc / row_sum, lse = row_max + log(row_sum), in place of the base class's host copies.
+  void attention_block_finish(float* out, float* lse, const float* acc, const float* row_max,
+                              const float* row_sum, const AttentionShape& s) override {
+    const int T = s.T, D = s.D, O = s.Hl * D;
+    pool_.parallel_for(int64_t(s.B) * s.Hl, [&](int64_t ib, int64_t ie, int) {
+      for (int64_t i = ib; i < ie; ++i) {
+        const int64_t b = i / s.Hl;
+        const int hd = int(i % s.Hl);
+        for (int t = 0; t < T; ++t) {
+          const int64_t st = i * T + t, row = (b * T + t) * O + hd * D;
+          const float inv = 1.0f / row_sum[st];  // every query sees at least itself: row_sum > 0
+          for (int d = 0; d < D; ++d) out[row + d] = acc[row + d] * inv;
+          lse[st] = row_max[st] + std::log(row_sum[st]);
+        }
+      }
+    });
+  }
+
+  void attention_block_backward(float* dqkv, float* dkv, const float* dout, const float* out,
+                                const float* lse, const float* qkv, const float* kv,
+                                const int32_t* q_pos, const int32_t* k_pos,
+                                const AttentionShape& s) override {
+    if (!std::is_sorted(q_pos, q_pos + s.T) || !std::is_sorted(k_pos, k_pos + s.T)) {
+      Backend::attention_block_backward(dqkv, dkv, dout, out, lse, qkv, kv, q_pos, k_pos, s);
+      return;
+    }
+    const int S = s.qkv_stride(), T = s.T, D = s.D, KVS = 2 * s.KVl * D, O = s.Hl * D;
+    const int group = s.Hl / s.KVl;
+    const float sc = 1.0f / std::sqrt(float(D));
+    const std::vector<int> visible = visible_prefixes(q_pos, k_pos, T);
+    float* scratch = block_scratch(2 * size_t(kCausalBlock) * T);
+    // One task per (sequence, KV group): the heads of a group add into the same dK and dV rows.
+    pool_.parallel_for(int64_t(s.B) * s.KVl, [&](int64_t ib, int64_t ie, int thread) {
+      float* pb = scratch + 2 * size_t(thread) * kCausalBlock * T;  // P
+      float* db = pb + size_t(kCausalBlock) * T;                     // dP, then dS
+      for (int64_t i = ib; i < ie; ++i) {
+        const int64_t b = i / s.KVl;
+        const int g = int(i % s.KVl);
+        const float* k = kv + b * T * KVS + g * D;
+        const float* v = kv + b * T * KVS + (s.KVl + g) * D;
+        float* dk = dkv + b * T * KVS + g * D;
+        float* dv = dkv + b * T * KVS + (s.KVl + g) * D;
+        for (int hd = g * group; hd < (g + 1) * group; ++hd) {
+          const float* q = qkv + b * T * S + hd * D;
+          float* dq = dqkv + b * T * S + hd * D;
+          const float* dO = dout + b * T * O + hd * D;
+          const float* o = out + b * T * O + hd * D;
+          const float* e = lse + (b * s.Hl + hd) * T;
+          for (int t0 = 0; t0 < T; t0 += kCausalBlock) {
+            const int t1 = std::min(T, t0 + kCausalBlock), rows = t1 - t0, n = visible[size_t(t1 - 1)];
+            if (n == 0) continue;
+            gemm_serial(false, true, rows, n, D, sc, q + int64_t(t0) * S, S, k, KVS, 0.0f, pb, n);  // scores
+            gemm_serial(false, true, rows, n, D, 1.0f, dO + int64_t(t0) * O, O, v, KVS, 0.0f, db, n);  // dP = dO V^T
+            for (int t = t0; t < t1; ++t) {  // P = exp(score - lse), dS = P (dP - delta) / sqrt(D)
+              float* pr = pb + int64_t(t - t0) * n;
+              float* dr = db + int64_t(t - t0) * n;
+              const int nt = visible[size_t(t)];
+              const float delta = dot_of(dO + int64_t(t) * O, o + int64_t(t) * O, D);
+              exp_shift_sum(pr, e[t], nt);
+              for (int u = 0; u < nt; ++u) dr[u] = pr[u] * (dr[u] - delta) * sc;
+              std::fill(pr + nt, pr + n, 0.0f);
+              std::fill(dr + nt, dr + n, 0.0f);
+            }
+            gemm_serial(false, false, rows, D, n, 1.0f, db, n, k, KVS, 1.0f, dq + int64_t(t0) * S, S);  // dQ += dS K
+            gemm_serial(true, false, n, D, rows, 1.0f, db, n, q + int64_t(t0) * S, S, 1.0f, dk, KVS);  // dK += dS^T Q
+            gemm_serial(true, false, n, D, rows, 1.0f, pb, n, dO + int64_t(t0) * O, O, 1.0f, dv, KVS);  // dV += P^T dO
+          }
+        }
+      }
+    });
+  }
+
   void rope(float* qkv, const AttentionShape& s, bool inverse) override {
     const int T = s.T, D = s.D, half = D / 2, S = s.qkv_stride();
     if (rope_T_ != T || rope_D_ != D) {
@@ -596,6 +724,20 @@ class CpuBackend final : public Backend {
   double gemm_seconds() const override { return gemm_s_; }
 
  private:
+  // For each query row of a block, how many of the block's keys it may see (k_pos <= q_pos): with
+  // the keys sorted by position, a prefix.
+  static std::vector<int> visible_prefixes(const int32_t* q_pos, const int32_t* k_pos, int T) {
+    std::vector<int> n(size_t(std::max(T, 0)));
+    for (int t = 0; t < T; ++t) n[size_t(t)] = int(std::upper_bound(k_pos, k_pos + T, q_pos[t]) - k_pos);
+    return n;
+  }
+  // `per_thread` floats of scratch for each thread of the pool.
+  float* block_scratch(size_t per_thread) {
+    std::lock_guard<std::mutex> lock(scratch_mutex_);
+    if (scratch_.size() < size_t(pool_.size()) * per_thread) scratch_.resize(size_t(pool_.size()) * per_thread);
+    return scratch_.data();
+  }
+
   ThreadPool pool_;
   double gemm_s_ = 0;
   std::mutex scratch_mutex_;
