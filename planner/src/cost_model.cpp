@@ -385,11 +385,13 @@ class LayerTerms {
     // and two in backward per layer (Shoeybi et al. 2019 Fig. 4; Korthikanti Sec 4.2.2); a full
     // recompute repeats the forward's two. Under sp the backward all-gathers the layer-norm outputs
     // again for the weight gradients (Korthikanti Sec 4.2.2: the all-gather is recomputed rather
-    // than stored): two more all-gathers = one all-reduce's volume.
+    // than stored): two more all-gathers = one all-reduce's volume. capplan-train, which a device
+    // profile prices, keeps the gathered norm outputs for the weight gradients instead (Gpt's
+    // activations hold every rank's rows of them), so it gathers nothing more.
     t.tp_bytes = tok * h * e;
     t.tp_collectives_fwd = tp > 1 ? 2 : 0;
     t.tp_collectives_bwd =
-        tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar ? 1 : 0) +
+        tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar && !c.profile ? 1 : 0) +
                   (partition && recompute == Recompute::Full ? 0.5 : 0.0))
                : 0;
     // The LM head on the last stage (Megatron-LM parallel_lm_logits): its input is copied to the
@@ -501,6 +503,15 @@ int stage_layers(int layers, int pp, int vp, int stage) {
   return vp * base + extra;
 }
 
+double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& ly, int group, double own,
+                          bool after_compute) {
+  const DeviceProfile* dev = c.profile;
+  if (!dev || dev->backend != "cpu" || dev->cores <= 0 || group < 2) return own;
+  const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
+  if (on_host > dev->cores) return std::max(own, dev->shared_allreduce_s(on_host, group));
+  return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
+}
+
 namespace {
 
 // Chunk-micro-batches whose activations stage `s` holds at its peak. GPipe: all m (Huang et al.
@@ -537,11 +548,7 @@ struct StageCost {
 // its own time; taking turns on the cores it still waits for its partner's turn.
 double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout& ly, double own,
                             bool after_compute = true) {
-  const DeviceProfile* dev = c.profile;
-  if (!dev || dev->backend != "cpu" || dev->cores <= 0 || ly.tp < 2) return own;
-  const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
-  if (on_host > dev->cores) return std::max(own, dev->shared_allreduce_s(on_host, ly.tp));
-  return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
+  return lockstep_meeting_s(sc, c, ly, ly.tp, own, after_compute);
 }
 
 // How much of a layer's backward collectives hides per micro-batch where they run beside GEMMs

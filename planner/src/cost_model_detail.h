@@ -154,6 +154,14 @@ struct Evaluation {
 // of one of the cross-entropy's (xent_bytes), each at the measured lockstep time where a CPU
 // profile has one. They depend on the layout only through tp, the GPU count and the placement:
 // the search works them out once per micro-batch shape and placement.
+// A meeting of `group` CPU ranks that compute between their meetings (a tensor-parallel
+// all-reduce, a context ring's exchange): at least the device profile's measured time ranks in
+// lockstep spend in one (the activation's all-reduce: its own time and the wait for the last rank;
+// taking turns on the host's cores where its ranks outnumber them, cost_model_cores.cpp), else the
+// operation's own time `own`. `after_compute` false: ranks that arrive together (with a core
+// each: `own`). Unchanged without a profile of CPU ranks that knows its cores.
+double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& ly, int group, double own,
+                          bool after_compute = true);
 struct TpCollectiveTimes {
   double layer = 0, xent = 0;
 };

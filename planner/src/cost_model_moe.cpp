@@ -190,6 +190,32 @@ class MoeCpTerms {
     mt.layer_cp_comm_bwd_s = ring_exposed_s(cp, t_b, mt.layer_attn_bwd_full_s) +
                              (ly.recompute == Recompute::Full ? mt.layer_cp_comm_fwd_s : 0.0);
     cp_block_bytes = block_bytes;
+    // capplan-train's ring on CPU ranks, timed by a device profile of the cpu backend: Open MPI
+    // moves a message this large only while both ranks are inside an MPI call (the rendezvous
+    // protocol; a rank computing is not in one), so the block posted before a step's attention
+    // moves after it, when the ranks meet to receive it (RingAttention::forward / backward:
+    // send_async, the block's attention, recv, wait_sends). Every exchange is exposed: the ranks
+    // meet in it after computing, as tensor-parallel ranks meet in their all-reduce, so it takes
+    // the profile's measured exchange between two ranks (send-recv: each sends and receives the
+    // block) or, where longer, the measured time ranks in lockstep spend in a meeting
+    // (lockstep_meeting_s). Measured on 2 cores, the 4-layer, 256-wide model at cp 2 (262 KB
+    // blocks): 8.7-12.2 ms in the ring per step, 68-95 us per exchange; the profile's
+    // exchange back to back 23 us, its lockstep meeting 94 us.
+    // Forward: cp - 1 exchanges of K and V; backward: cp - 1 of K and V and of their gradients,
+    // then one more hop of the gradients to their owner; full recompute runs the forward's again.
+    const DeviceProfile* dev = cp_links.profile;
+    const double own = dev && dev->backend == "cpu" && cp_links.nodes == 1
+                           ? dev->collective_seconds("send-recv", 2, block_bytes)
+                           : -1.0;
+    const double x = own > 0 ? lockstep_meeting_s(sc, c, ly, cp, own) : -1.0;
+    if (x > 0) {
+      mt.layer_cp_comm_fwd_s = (cp - 1) * x;
+      mt.layer_cp_comm_bwd_s = (cp - 1) * 2 * x + x + (ly.recompute == Recompute::Full ? mt.layer_cp_comm_fwd_s : 0.0);
+      // The simulator's ring: cp - 1 transfers after the pass's compute, none beside it (the
+      // gradients' hop home spread over the backward's steps).
+      cp_transfer_s = x, cp_attention_step_s = 0.0;
+      cp_transfer_backward_s = (2.0 * (cp - 1) + 1.0) * x / (cp - 1), cp_attention_step_backward_s = 0.0;
+    }
   }
 
   // The MLP of an MoE layer instead of the dense one, averaged over the layers (frac of them have

@@ -888,5 +888,80 @@ TEST(DeviceProfile, OptimizerTakesTheMeasuredStepRate) {
   EXPECT_NEAR(measured.step_time_s - fitted.step_time_s, fitted.breakdown_s.optimizer, 1e-9);
 }
 
+// capplan-train's context ring on CPU ranks moves each block while the ranks wait for it (Open
+// MPI's rendezvous protocol progresses only inside MPI calls), so with a profile of the cpu
+// backend every exchange is exposed: per layer and micro-batch cp - 1 in the forward and 2 (cp - 1)
+// + 1 in the backward (K, V and their gradients, then the gradients' hop home), each at the
+// profile's measured send-recv of the block or, where the ranks' measured lockstep meeting is
+// longer, at that. Expectation: cp_comm = m x layers x 4 x the exchange at cp 2; the exchange
+// follows the send-recv rate, then the lockstep time; without the profile the ring hides behind
+// the attention (cp_comm 0 on an A100 at these shapes).
+TEST(DeviceProfile, ContextRingOnCpuRanksIsExposedAtTheMeetingTime) {
+  Layout l;
+  l.cp = 2;
+  l.mbs = 1;
+  l.recompute = Recompute::None;
+  auto run = [&](double p2p_Bps, double lockstep_s, StepCosts* costs) {
+    DeviceProfile p = cpu_profile(2, 2);
+    for (double bytes : {1e6, 1e9}) p.collectives.push_back({"send-recv", 2, bytes, bytes / p2p_Bps});
+    p.lockstep.allreduce_s = lockstep_s;
+    fit_device_profile(p);
+    const Scenario sc = host_scenario(2, p);
+    *costs = step_costs(sc, l);
+    return estimate(sc, l);
+  };
+  StepCosts fast_costs, slow_costs, lock_costs;
+  const Estimate fast = run(10e9, 0, &fast_costs), slow = run(1e9, 0, &slow_costs);
+  const double bytes = fast_costs.cp_block_bytes;
+  ASSERT_GT(bytes, 0);
+  const double x = bytes / 10e9;
+  const int layers = host_scenario(2, cpu_profile(2, 2)).model.layers;
+  const double expected = double(fast.num_microbatches) * layers * 4 * x;
+  std::printf("Expectation: cp_comm %.6f s (%d layers x %lld micro-batches x 4 exchanges of %.0f bytes)  "
+              "Actual result: %.6f s; at a tenth of the rate %.6f s\n",
+              expected, layers, static_cast<long long>(fast.num_microbatches), bytes, fast.breakdown_s.cp_comm,
+              slow.breakdown_s.cp_comm);
+  EXPECT_NEAR(fast.breakdown_s.cp_comm, expected, 1e-6 * expected);
+  EXPECT_NEAR(slow.breakdown_s.cp_comm, 10 * expected, 1e-5 * expected);
+  EXPECT_NEAR(fast_costs.cp_transfer_s, x, 1e-9 * x);
+  EXPECT_DOUBLE_EQ(fast_costs.cp_attention_step_s, 0.0);
+  // A lockstep meeting longer than the exchange sets its time.
+  const Estimate lock = run(10e9, 5 * x, &lock_costs);
+  EXPECT_NEAR(lock.breakdown_s.cp_comm, 5 * expected, 1e-5 * expected);
+  // The datasheet's A100 hides the ring behind the blocks' attention.
+  Scenario gpu = host_scenario(2, cpu_profile(2, 2));
+  gpu.cluster.device_profile = nullptr;
+  EXPECT_DOUBLE_EQ(estimate(gpu, l).breakdown_s.cp_comm, 0.0);
+}
+
+// Sequence parallelism in capplan-train keeps the gathered layer-norm outputs for the weight
+// gradients (Megatron-LM all-gathers them again in the backward, Korthikanti et al. 2022 Sec
+// 4.2.2), so a profile prices the same tensor-parallel collectives with and without sp: each
+// all-reduce's volume becomes an all-gather and a reduce-scatter. Without a profile sp adds one
+// all-reduce's volume per layer's backward.
+TEST(DeviceProfile, SequenceParallelCollectivesAreTheRuntimesOwn) {
+  Layout l;
+  l.tp = 2;
+  l.mbs = 1;
+  l.recompute = Recompute::None;
+  Layout s = l;
+  s.sp = true;
+  // A micro-batch's collectives, forward and backward (the LM head's input gradient moves from
+  // the backward's all-reduce to a forward all-gather and a backward reduce-scatter under sp).
+  auto tp_s = [](const StepCosts& c) {
+    return c.chunks.front().tp_comm_forward_s + c.chunks.front().tp_comm_backward_s;
+  };
+  const Scenario sc = host_scenario(2, cpu_profile(2, 2));
+  const double plain = tp_s(step_costs(sc, l)), seqpar = tp_s(step_costs(sc, s));
+  Scenario datasheet = sc;
+  datasheet.cluster.device_profile = nullptr;
+  const double ds_plain = tp_s(step_costs(datasheet, l)), ds_seqpar = tp_s(step_costs(datasheet, s));
+  std::printf("Expectation: a micro-batch's collectives equal with the profile, more under sp without it  "
+              "Actual result: %.6f vs %.6f s; datasheet %.6f vs %.6f s\n", plain, seqpar, ds_plain, ds_seqpar);
+  ASSERT_GT(plain, 0);
+  EXPECT_NEAR(seqpar, plain, 1e-12 * plain);
+  EXPECT_GT(ds_seqpar, ds_plain);
+}
+
 }  // namespace
 }  // namespace capplan
