@@ -576,6 +576,42 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // RoPE at a cp rank's positions: the base class's arithmetic (angle in double, cos and sin in
+  // float) in place, the table kept while the positions and head size stay the same.
+  void rope_at(float* qkv, const AttentionShape& s, const int32_t* positions, bool inverse) override {
+    const int T = s.T, D = s.D, half = D / 2, S = s.qkv_stride();
+    if (rope_at_D_ != D || !std::equal(rope_at_pos_.begin(), rope_at_pos_.end(), positions, positions + T)) {
+      rope_at_pos_.assign(positions, positions + T);
+      rope_at_cos_.resize(size_t(T) * half);
+      rope_at_sin_.resize(size_t(T) * half);
+      for (int t = 0; t < T; ++t)
+        for (int i = 0; i < half; ++i) {
+          const double angle = positions[t] * std::pow(10000.0, -2.0 * i / D);
+          rope_at_cos_[size_t(t) * half + i] = float(std::cos(angle));
+          rope_at_sin_[size_t(t) * half + i] = float(std::sin(angle));
+        }
+      rope_at_D_ = D;
+    }
+    const int heads = s.Hl + s.KVl;
+    const float sign = inverse ? -1.0f : 1.0f;
+    pool_.parallel_for(int64_t(s.B) * T, [&](int64_t rb, int64_t re, int) {
+      for (int64_t r = rb; r < re; ++r) {
+        const int t = int(r % T);
+        const float* cs = rope_at_cos_.data() + size_t(t) * half;
+        const float* sn = rope_at_sin_.data() + size_t(t) * half;
+        for (int h = 0; h < heads; ++h) {
+          float* x = qkv + r * S + h * D;
+          for (int i = 0; i < half; ++i) {
+            const float c = cs[i], si = sign * sn[i];
+            const float x1 = x[i], x2 = x[i + half];
+            x[i] = x1 * c - x2 * si;
+            x[i + half] = x1 * si + x2 * c;
+          }
+        }
+      }
+    });
+  }
+
   void rope(float* qkv, const AttentionShape& s, bool inverse) override {
     const int T = s.T, D = s.D, half = D / 2, S = s.qkv_stride();
     if (rope_T_ != T || rope_D_ != D) {
@@ -744,6 +780,9 @@ class CpuBackend final : public Backend {
   std::vector<float> scratch_;
   std::vector<float> rope_cos_, rope_sin_;
   int rope_T_ = -1, rope_D_ = -1;
+  std::vector<int32_t> rope_at_pos_;
+  std::vector<float> rope_at_cos_, rope_at_sin_;
+  int rope_at_D_ = -1;
 };
 
 }  // namespace

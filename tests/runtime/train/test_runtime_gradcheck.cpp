@@ -674,10 +674,16 @@ TEST(RuntimeGradCheck, RopeAtPositionsEqualsWholeSequence) {
   std::vector<float> part(pos.size() * size_t(S));
   for (size_t j = 0; j < pos.size(); ++j)
     std::copy_n(x.begin() + int64_t(pos[j]) * S, S, part.begin() + int64_t(j) * S);
+  // The CPU backend's kernel, then the base class's host loop (what the CUDA backend runs): both
+  // equal the whole sequence's rows, and each other bit for bit.
+  std::vector<float> host = part;
   be->rope_at(part.data(), AttentionShape{B, int(pos.size()), Hl, KVl, D}, pos.data(), false);
+  be->Backend::rope_at(host.data(), AttentionShape{B, int(pos.size()), Hl, KVl, D}, pos.data(), false);
   for (size_t j = 0; j < pos.size(); ++j)
-    for (int c = 0; c < S; ++c)
+    for (int c = 0; c < S; ++c) {
       ASSERT_NEAR(part[j * size_t(S) + size_t(c)], whole[size_t(pos[j]) * S + size_t(c)], 1e-6);
+      ASSERT_EQ(part[j * size_t(S) + size_t(c)], host[j * size_t(S) + size_t(c)]);
+    }
 }
 
 // Initialisation is a function of (seed, tensor, element): the rank of TP 2 holding the second
