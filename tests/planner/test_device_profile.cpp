@@ -893,9 +893,10 @@ TEST(DeviceProfile, OptimizerTakesTheMeasuredStepRate) {
 // backend every exchange is exposed: per layer and micro-batch cp - 1 in the forward and 2 (cp - 1)
 // + 1 in the backward (K, V and their gradients, then the gradients' hop home), each at the
 // profile's measured send-recv of the block or, where the ranks' measured lockstep meeting is
-// longer, at that. Expectation: cp_comm = m x layers x 4 x the exchange at cp 2; the exchange
-// follows the send-recv rate, then the lockstep time; without the profile the ring hides behind
-// the attention (cp_comm 0 on an A100 at these shapes).
+// longer, at that; where the host's ranks outnumber its cores, at least the measured hand-off
+// among them. Expectation: cp_comm = m x layers x 4 x the exchange at cp 2; the exchange follows
+// the send-recv rate, then the lockstep time, then the hand-off; without the profile the ring
+// hides behind the attention (cp_comm 0 on an A100 at these shapes).
 TEST(DeviceProfile, ContextRingOnCpuRanksIsExposedAtTheMeetingTime) {
   Layout l;
   l.cp = 2;
@@ -928,6 +929,18 @@ TEST(DeviceProfile, ContextRingOnCpuRanksIsExposedAtTheMeetingTime) {
   // A lockstep meeting longer than the exchange sets its time.
   const Estimate lock = run(10e9, 5 * x, &lock_costs);
   EXPECT_NEAR(lock.breakdown_s.cp_comm, 5 * expected, 1e-5 * expected);
+  // Ranks outnumbering the cores: each exchange takes at least the measured hand-off among them.
+  Layout l4 = l;
+  l4.dp = 2;
+  DeviceProfile shared = cpu_profile(2, 2);
+  for (double b : {1e6, 1e9}) shared.collectives.push_back({"send-recv", 2, b, b / 10e9});
+  shared.shared = {{4, 1, 40 * x, {}, ""}};
+  fit_device_profile(shared);
+  const Estimate four = estimate(host_scenario(4, shared), l4);
+  const double expected4 = double(four.num_microbatches) * layers * 4 * 40 * x;
+  std::printf("Expectation: dp 2 x cp 2 on 2 cores, cp_comm %.6f s at the hand-off  Actual result: %.6f s\n",
+              expected4, four.breakdown_s.cp_comm);
+  EXPECT_NEAR(four.breakdown_s.cp_comm, expected4, 1e-6 * expected4);
   // The datasheet's A100 hides the ring behind the blocks' attention.
   Scenario gpu = host_scenario(2, cpu_profile(2, 2));
   gpu.cluster.device_profile = nullptr;
