@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # How well the planner predicts `capplan run` on this machine: one `capplan profile --measure` of
 # the 4-layer, 256-wide model (vocab 4096, seq 128, mbs 2, gbs 16), timed, then every layout of
-# at most 8 ranks in the list below run for STEPS steps with the profile. That protocol is one
+# at most 8 ranks in the list below run for STEPS steps with the profile (every kind of layout
+# `capplan run` takes for this dense model: dp, tp, pp and their products, ZeRO 1-3, both
+# recomputes, 1F1B, GPipe and interleaved stages, sp, cp and activation offload; expert
+# parallelism needs an MoE model). That protocol is one
 # round; the benchmark repeats it ROUNDS times (a new profile each round), because on a shared
 # host the same run's step moves by 10-20 % from one launch to the next while the steps within a
 # launch agree to a few percent. Prints, per layout, the median over the rounds of the measured
@@ -45,11 +48,17 @@ LAYOUTS=(
   "dp2-zero3|--dp 2 --tp 1 --pp 1 --zero 3"
   "dp2-selective|--dp 2 --tp 1 --pp 1 --recompute selective"
   "tp2-full|--dp 1 --tp 2 --pp 1 --recompute full"
+  "tp2-sp|--dp 1 --tp 2 --pp 1 --sp"
+  "pp2-vp2|--dp 1 --tp 1 --pp 2 --vp 2 --schedule interleaved"
+  "cp2|--dp 1 --tp 1 --pp 1 --cp 2"
+  "dp2-cp2|--dp 2 --tp 1 --pp 1 --cp 2"
+  "dp2-offload|--dp 2 --tp 1 --pp 1 --offload"
 )
 layout_args() {  # layout flags -> the common run arguments
   local -a f
   read -r -a f <<<"$1"
-  local n=$(( ${f[1]} * ${f[3]} * ${f[5]} ))
+  local n=$(( ${f[1]} * ${f[3]} * ${f[5]} )) i
+  for ((i = 6; i + 1 < ${#f[@]}; i++)); do [ "${f[$i]}" = --cp ] && n=$(( n * ${f[$((i + 1))]} )); done
   echo --model "$MODEL" --cluster p4d.24xlarge --nodes 1 --gpus "$n" "${f[@]}" --mbs 2 --gbs 16 --seq 128
 }
 for entry in "${LAYOUTS[@]}"; do
@@ -94,7 +103,8 @@ def load(p):
 def median(xs):
     xs = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
     return statistics.median(xs) if xs else None
-terms = ["compute", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm", "optimizer", "offload", "remainder"]
+terms = ["compute", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "cp_comm", "optimizer",
+         "offload", "remainder"]
 print(f"\n{'layout':<15}{'ranks':>6}  {'measured':>9}{'profile':>9}{'ratio':>7}{'spread':>11}{'sim':>9}{'ratio':>7}"
       f"{'plain':>9}{'ratio':>7}  step<=10%  terms<=20%|2ms")
 step_met = terms_met = ran = 0
