@@ -709,11 +709,15 @@ class StepEvaluation {
       stages += md * work[size_t(s)];
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
-    const bool lockstep = ly.tp > 1 || ly.cp > 1 || ly.ep > 1;
+    // Tensor-parallel ranks meet every half layer. The ranks of a context ring or an expert group
+    // reach this evaluation through the dense slice (cp = ep = 1, cost_model_moe.cpp): they compute
+    // whole attention blocks and layers between their exchanges and share the cores as
+    // data-parallel ranks do (dp 2 x cp 2 on 2 cores computed 315 ms a step, 321 so priced), their
+    // exchanges priced there.
+    const bool lockstep = ly.tp > 1;
     // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
     const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
-    const int group = ly.tp > 1 ? ly.tp : ly.cp > 1 ? ly.cp : ly.ep;
-    const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, group) : 1.0;
+    const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, ly.tp) : 1.0;
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
                           std::max(1.0, stretch), pipeline_slots(work, on_host, dev->cores));
   }

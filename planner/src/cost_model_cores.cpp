@@ -31,11 +31,11 @@ namespace capplan::detail {
 // Where the stretch shows depends on how long a rank computes between two waits, against the
 // scheduler's time slice (CFS: sched_latency 6 ms x (1 + log2 cores), shared by the runnable
 // tasks, Documentation/scheduler/sched-design-CFS.rst):
-//  - ranks in lockstep (a tensor-, context- or expert-parallel group meets in a collective every
-//    layer, a few ms apart): a rank's compute between two collectives fits in its slice, so it
-//    runs at a core's speed while the others wait in the collective, and they take turns. The
-//    busy terms keep their dedicated time and the stretch is the group's collective wait (its
-//    tp_comm, else cp_comm, else ep_comm). Where more ranks are runnable between two
+//  - ranks in lockstep (a tensor-parallel group meets in a collective every half layer, a few ms
+//    apart): a rank's compute between two collectives fits in its slice, so it runs at a core's
+//    speed while the others wait in the collective, and they take turns. The busy terms keep
+//    their dedicated time and the stretch is the group's collective wait (its tp_comm). Where more
+//    ranks are runnable between two
 //    collectives than there are cores (several groups on the host), the compute itself
 //    stretches too: the profile measures the ranks' time in their GEMMs in lockstep over a
 //    core's (compute_stretch, by ranks and group size), and the compute takes it within the
@@ -45,7 +45,8 @@ namespace capplan::detail {
 //    and dp 2 x tp 2 x pp 2 computed 169 ms against 161 predicted (116 before), dp 2 x tp 2
 //    215 against 202;
 //  - otherwise (data- and pipeline-parallel ranks compute whole passes between messages, tens of
-//    ms) the ranks run side by side at c/n of a core, and the forward and backward stretch;
+//    ms; a context ring's and an expert group's ranks whole blocks and layers) the ranks run side
+//    by side at c/n of a core, and the forward and backward stretch;
 //  - the optimizer step keeps its dedicated time in both cases: the ranks enter it as they leave
 //    the data-parallel ring collective before it (the gradients' all-gather, or the gradient
 //    norm's), one ring step apart, and its few ms run while the others still wait there. The
@@ -111,8 +112,7 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
     t.recompute *= d * f;
     t.optimizer *= d;
     t.bubble = d * t.bubble + handoff;
-    double& wait = t.tp_comm > 0 ? t.tp_comm : t.cp_comm > 0 ? t.cp_comm : t.ep_comm;
-    wait += std::max(0.0, step - t.sum());
+    t.tp_comm += std::max(0.0, step - t.sum());
     return t;
   }
   const double passes = t.compute + t.recompute;
