@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <vector>
 
@@ -576,8 +577,9 @@ class CpuBackend final : public Backend {
     });
   }
 
-  // RoPE at a cp rank's positions: the base class's arithmetic (angle in double, cos and sin in
-  // float) in place, the table kept while the positions and head size stay the same.
+  // RoPE at the given positions (a cp rank's, or 0 .. T - 1 for rope()): the base class's
+  // arithmetic (angle in double, cos and sin in float) in place, the table kept while the
+  // positions and head size stay the same.
   void rope_at(float* qkv, const AttentionShape& s, const int32_t* positions, bool inverse) override {
     const int T = s.T, D = s.D, half = D / 2, S = s.qkv_stride();
     if (rope_at_D_ != D || !std::equal(rope_at_pos_.begin(), rope_at_pos_.end(), positions, positions + T)) {
@@ -612,37 +614,13 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // RoPE over positions 0 .. T - 1: rope_at's kernel and table.
   void rope(float* qkv, const AttentionShape& s, bool inverse) override {
-    const int T = s.T, D = s.D, half = D / 2, S = s.qkv_stride();
-    if (rope_T_ != T || rope_D_ != D) {
-      rope_cos_.resize(size_t(T) * half);
-      rope_sin_.resize(size_t(T) * half);
-      for (int t = 0; t < T; ++t)
-        for (int i = 0; i < half; ++i) {
-          const double angle = t * std::pow(10000.0, -2.0 * i / D);
-          rope_cos_[size_t(t) * half + i] = float(std::cos(angle));
-          rope_sin_[size_t(t) * half + i] = float(std::sin(angle));
-        }
-      rope_T_ = T;
-      rope_D_ = D;
+    if (int(rope_positions_.size()) != s.T) {
+      rope_positions_.resize(size_t(std::max(s.T, 0)));
+      std::iota(rope_positions_.begin(), rope_positions_.end(), 0);
     }
-    const int heads = s.Hl + s.KVl;  // q heads then k heads, contiguous in the row
-    const float sign = inverse ? -1.0f : 1.0f;
-    pool_.parallel_for(int64_t(s.B) * T, [&](int64_t rb, int64_t re, int) {
-      for (int64_t r = rb; r < re; ++r) {
-        const int t = int(r % T);
-        const float* cs = rope_cos_.data() + size_t(t) * half;
-        const float* sn = rope_sin_.data() + size_t(t) * half;
-        for (int h = 0; h < heads; ++h) {
-          float* x = qkv + r * S + h * D;
-          for (int i = 0; i < half; ++i) {
-            const float x1 = x[i], x2 = x[i + half], sni = sign * sn[i];
-            x[i] = x1 * cs[i] - x2 * sni;
-            x[i + half] = x1 * sni + x2 * cs[i];
-          }
-        }
-      }
-    });
+    rope_at(qkv, s, rope_positions_.data(), inverse);
   }
 
   void gelu_forward(float* out, float* x, int64_t n) override {
@@ -778,8 +756,7 @@ class CpuBackend final : public Backend {
   double gemm_s_ = 0;
   std::mutex scratch_mutex_;
   std::vector<float> scratch_;
-  std::vector<float> rope_cos_, rope_sin_;
-  int rope_T_ = -1, rope_D_ = -1;
+  std::vector<int32_t> rope_positions_;  // 0 .. T - 1 for rope()
   std::vector<int32_t> rope_at_pos_;
   std::vector<float> rope_at_cos_, rope_at_sin_;
   int rope_at_D_ = -1;
