@@ -504,11 +504,13 @@ int stage_layers(int layers, int pp, int vp, int stage) {
 }
 
 double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& ly, int group, double own,
-                          bool after_compute) {
+                          Meeting kind, bool after_compute) {
   const DeviceProfile* dev = c.profile;
   if (!dev || dev->backend != "cpu" || dev->cores <= 0 || group < 2) return own;
   const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
-  if (on_host > dev->cores) return std::max(own, dev->shared_allreduce_s(on_host, group));
+  if (on_host > dev->cores)
+    return std::max(own, kind == Meeting::Exchange ? dev->shared_handoff_s(on_host)
+                                                   : dev->shared_allreduce_s(on_host, group));
   return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
 }
 
@@ -548,7 +550,7 @@ struct StageCost {
 // its own time; taking turns on the cores it still waits for its partner's turn.
 double lockstep_allreduce_s(const Scenario& sc, const Constants& c, const Layout& ly, double own,
                             bool after_compute = true) {
-  return lockstep_meeting_s(sc, c, ly, ly.tp, own, after_compute);
+  return lockstep_meeting_s(sc, c, ly, ly.tp, own, Meeting::AllReduce, after_compute);
 }
 
 // How much of a layer's backward collectives hides per micro-batch where they run beside GEMMs
@@ -712,8 +714,8 @@ class StepEvaluation {
     // Tensor-parallel ranks meet every half layer. The ranks of a context ring or an expert group
     // reach this evaluation through the dense slice (cp = ep = 1, cost_model_moe.cpp): they compute
     // whole attention blocks and layers between their exchanges and share the cores as
-    // data-parallel ranks do (dp 2 x cp 2 on 2 cores computed 315 ms a step, 321 so priced), their
-    // exchanges priced there.
+    // data-parallel ranks do (dp 2 x cp 2 on 2 cores computed 241-315 ms a step in two
+    // benchmark runs, 296-344 so priced), their exchanges priced there.
     const bool lockstep = ly.tp > 1;
     // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
     const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);

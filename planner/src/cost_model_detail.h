@@ -150,18 +150,23 @@ struct Evaluation {
   double host_bytes_per_node = 0;  // offloaded activations and state
   double host_capacity_bytes = 0;  // usable host memory per node; 0 = unknown (not checked)
 };
+// A meeting of `group` CPU ranks that compute between their meetings: a tensor-parallel
+// all-reduce (Meeting::AllReduce) or a context ring's exchange between two neighbours
+// (Meeting::Exchange). It takes at least the device profile's measured time ranks in lockstep
+// spend in one (the activation's all-reduce: its own time and the wait for the last rank), else
+// the operation's own time `own`. Where the host's ranks outnumber its cores (they take turns,
+// cost_model_cores.cpp): an all-reduce the profile's shared-core lockstep all-reduce in groups of
+// `group`, an exchange its hand-off among that many ranks (two ranks passing a message back and
+// forth while the others compute: the partner is as often waiting for a core as computing).
+// `after_compute` false: ranks that arrive together (with a core each: `own`). Unchanged without
+// a profile of CPU ranks that knows its cores.
+enum class Meeting { AllReduce, Exchange };
+double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& ly, int group, double own,
+                          Meeting kind = Meeting::AllReduce, bool after_compute = true);
 // The time of one tensor-parallel all-reduce of a layer's activation (MicroTerms::tp_bytes) and
 // of one of the cross-entropy's (xent_bytes), each at the measured lockstep time where a CPU
 // profile has one. They depend on the layout only through tp, the GPU count and the placement:
 // the search works them out once per micro-batch shape and placement.
-// A meeting of `group` CPU ranks that compute between their meetings (a tensor-parallel
-// all-reduce, a context ring's exchange): at least the device profile's measured time ranks in
-// lockstep spend in one (the activation's all-reduce: its own time and the wait for the last rank;
-// taking turns on the host's cores where its ranks outnumber them, cost_model_cores.cpp), else the
-// operation's own time `own`. `after_compute` false: ranks that arrive together (with a core
-// each: `own`). Unchanged without a profile of CPU ranks that knows its cores.
-double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& ly, int group, double own,
-                          bool after_compute = true);
 struct TpCollectiveTimes {
   double layer = 0, xent = 0;
 };

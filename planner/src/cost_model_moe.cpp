@@ -197,12 +197,9 @@ class MoeCpTerms {
     // send_async, the block's attention, recv, wait_sends). Every exchange is exposed: the ranks
     // meet in it after computing, as tensor-parallel ranks meet in their all-reduce, so it takes
     // the profile's measured exchange between two ranks (send-recv: each sends and receives the
-    // block) or, where longer, the measured time ranks in lockstep spend in a meeting
-    // (lockstep_meeting_s). Where the host's ranks outnumber its cores, the partner of an
-    // exchange is as often waiting for a core as computing: each exchange takes at least the
-    // profile's measured hand-off among that many ranks (two ranks passing a message back and
-    // forth while the others compute, DeviceProfile::shared_handoff_s), as a pipeline's transfer
-    // does. Measured on 2 cores, the 4-layer, 256-wide model at cp 2 (262 KB blocks): 8.7-15.8
+    // block) or, where longer, the measured time ranks in lockstep spend in a meeting, and where
+    // the host's ranks outnumber its cores the measured hand-off among them, as a pipeline's
+    // transfer does (lockstep_meeting_s, Meeting::Exchange). Measured on 2 cores, the 4-layer, 256-wide model at cp 2 (262 KB blocks): 8.7-15.8
     // ms in the ring per step, 68-123 us per exchange, against the profile's exchange back to
     // back 23 us and its lockstep meeting 94 us; dp 2 x cp 2 (4 ranks): 111 ms, 0.87 ms per
     // exchange, against the hand-off among 4 ranks 1.06 ms.
@@ -212,10 +209,7 @@ class MoeCpTerms {
     const double own = dev && dev->backend == "cpu" && cp_links.nodes == 1
                            ? dev->collective_seconds("send-recv", 2, block_bytes)
                            : -1.0;
-    const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
-    const double x = own <= 0 ? -1.0
-                     : dev->cores > 0 && on_host > dev->cores ? std::max(own, dev->shared_handoff_s(on_host))
-                                                              : lockstep_meeting_s(sc, c, ly, cp, own);
+    const double x = own > 0 ? lockstep_meeting_s(sc, c, ly, cp, own, Meeting::Exchange) : -1.0;
     if (x > 0) {
       mt.layer_cp_comm_fwd_s = (cp - 1) * x;
       mt.layer_cp_comm_bwd_s = (cp - 1) * 2 * x + x + (ly.recompute == Recompute::Full ? mt.layer_cp_comm_fwd_s : 0.0);
