@@ -12,6 +12,7 @@
 #include "planner/device_profile.h"
 #include "planner/profile.h"
 #include "planner/spec_io.h"
+#include "simulator/step_simulation.h"
 
 namespace capplan {
 namespace {
@@ -923,6 +924,16 @@ TEST(DeviceProfile, ContextRingOnCpuRanksIsExposedAtTheMeetingTime) {
               expected, layers, static_cast<long long>(fast.num_microbatches), bytes, fast.breakdown_s.cp_comm,
               slow.breakdown_s.cp_comm);
   EXPECT_NEAR(fast.breakdown_s.cp_comm, expected, 1e-6 * expected);
+  // The simulator replays the same exposed ring (its transfers after each pass's compute, the
+  // gradients' hop home spread over the backward's): its step and cp_comm agree with the estimate.
+  DeviceProfile fast_profile = cpu_profile(2, 2);
+  for (double b : {1e6, 1e9}) fast_profile.collectives.push_back({"send-recv", 2, b, b / 10e9});
+  fit_device_profile(fast_profile);
+  const StepSimulation sim = simulate_step(host_scenario(2, fast_profile), l);
+  std::printf("Expectation: simulated step %.6f s, cp_comm %.6f s  Actual result: %.6f s, %.6f s\n",
+              fast.step_time_s, fast.breakdown_s.cp_comm, sim.step_time_s, sim.breakdown_s.cp_comm);
+  EXPECT_NEAR(sim.step_time_s, fast.step_time_s, 0.01 * fast.step_time_s);
+  EXPECT_NEAR(sim.breakdown_s.cp_comm, expected, 0.01 * expected);
   EXPECT_NEAR(slow.breakdown_s.cp_comm, 10 * expected, 1e-5 * expected);
   EXPECT_NEAR(fast_costs.cp_transfer_s, x, 1e-9 * x);
   EXPECT_DOUBLE_EQ(fast_costs.cp_attention_step_s, 0.0);

@@ -524,6 +524,10 @@ void check_ring_attention(bool host_loops, int T) {
     if (host_loops) base.Backend::attention_block_forward(a...);
     else base.attention_block_forward(a...);
   };
+  auto block_finish = [&](auto&&... a) {
+    if (host_loops) base.Backend::attention_block_finish(a...);
+    else base.attention_block_finish(a...);
+  };
   auto block_backward = [&](auto&&... a) {
     if (host_loops) base.Backend::attention_block_backward(a...);
     else base.attention_block_backward(a...);
@@ -576,8 +580,8 @@ void check_ring_attention(bool host_loops, int T) {
       }
       out[size_t(r)].resize(acc.size());
       lse[size_t(r)].resize(mx.size());
-      be->attention_block_finish(out[size_t(r)].data(), lse[size_t(r)].data(), acc.data(),
-                                 mx.data(), sm.data(), local);
+      block_finish(out[size_t(r)].data(), lse[size_t(r)].data(), acc.data(),
+                   mx.data(), sm.data(), local);
       const std::vector<float> wr = take(w, O, r);
       for (size_t i = 0; i < wr.size(); ++i) loss += double(out[size_t(r)][i]) * wr[i];
       if (out_full)
