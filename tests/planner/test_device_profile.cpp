@@ -542,6 +542,43 @@ TEST(DeviceProfile, AttentionKernelsScaleWithHeadsPerRankAndBatch) {
   EXPECT_NEAR(d3, layers * 0.040, 1e-9);
 }
 
+// A profile that timed a rank of the runtime's context ring (capplan-train measure: cp 2 over the
+// profile's sequence) sets a cp layout's attention: the measured ring scaled by the rank's share
+// of the causal scores (b (a / tp) s^2 / cp), in place of the dense kernel cut to the slice's
+// scores. Expectation, per chunk of 40 layers: without the ring's kernels cp 2 takes cp x A(s /
+// cp) = 2 x 0.010 / 4 of the dense forward; with them 0.008 at cp 2 and 0.004 at cp 4, and the
+// backward likewise.
+TEST(DeviceProfile, RingAttentionKernelsSetAContextLayoutsAttention) {
+  DeviceProfile p = cpu_profile(4, 4);
+  p.kernels.push_back({"attention forward", 1e8, 0.010});
+  p.kernels.push_back({"attention backward", 1.5e8, 0.020});
+  DeviceProfile ring = p;
+  ring.kernels.push_back({"ring attention forward", 5e7, 0.008});
+  ring.kernels.push_back({"ring attention backward", 7.5e7, 0.018});
+  auto chunk = [&](const DeviceProfile& dev, int cp) {
+    Scenario sc = host_scenario(4, dev);
+    Layout l;
+    l.cp = cp;
+    l.dp = 4 / cp;
+    l.mbs = 1;
+    l.recompute = Recompute::None;
+    return step_costs(sc, l).chunks.at(0);
+  };
+  const double layers = 40;
+  const ChunkCosts dense2 = chunk(p, 2), ring2 = chunk(ring, 2);
+  const double fwd2 = ring2.forward_s - dense2.forward_s;
+  const double bwd2 = ring2.backward_input_s - dense2.backward_input_s;
+  // cp 4: the ring measured at cp 2 scaled to half (each rank holds a quarter of the queries,
+  // over the whole sequence), against 4 x A(s / 4) = 0.010 / 4 without it.
+  const double fwd4 = chunk(ring, 4).forward_s - chunk(p, 4).forward_s;
+  std::printf("Expectation: forward per chunk +%.3f s at cp 2, backward +%.3f s, forward +%.3f s at cp 4  "
+              "Actual result: +%.3f, +%.3f, +%.3f\n",
+              layers * (0.008 - 0.005), layers * (0.018 - 0.010), layers * (0.004 - 0.0025), fwd2, bwd2, fwd4);
+  EXPECT_NEAR(fwd2, layers * (0.008 - 0.005), 1e-9);
+  EXPECT_NEAR(bwd2, layers * (0.018 - 0.010), 1e-9);
+  EXPECT_NEAR(fwd4, layers * (0.004 - 0.0025), 1e-9);
+}
+
 // Selective recompute reruns the attention forward on operands written a pass earlier: a profile's
 // "attention recompute" (measured on operands from memory) prices it, scaled like the forward;
 // without that entry the forward's time does. Expectation: 40 layers x 0.013 s per chunk, then

@@ -21,6 +21,11 @@ struct GemmTiming {
   double seconds = 0;  // median of the repeats
 };
 
+// The context-parallel ring whose attention a profile times ("ring attention forward" and
+// "... backward": one rank of a ring of this many over the profile's sequence); a cp layout's
+// attention is scaled from it.
+constexpr int kProfileRingCp = 2;
+
 struct KernelTiming {
   std::string name;  // layernorm forward, gelu backward, attention forward, ...
   double bytes = 0;  // bytes read and written by the kernel as the cost model counts them

@@ -32,6 +32,7 @@
 #include "planner/stats.h"
 #include "train/backend.h"
 #include "train/communicator.h"
+#include "train/ring_attention.h"
 
 namespace capplan::rt {
 namespace {
@@ -40,13 +41,16 @@ constexpr const char* kCmd = "capplan-train measure";
 // A tensor-parallel layer's GEMMs between two of its collectives: two segments forward, two
 // backward (Measurer::lockstep).
 constexpr int kSegments = 4;
+// The context-parallel ring whose attention kernels are timed (Measurer::ring_kernels).
+constexpr int kRingCp = kProfileRingCp;
 constexpr const char* kUsage =
     "usage: capplan-train measure --model M --out FILE [--tp T] [--mbs B] [--seq S] [--threads N] [--repeats R]\n"
     "       [--rounds N] [--shared-cores]\n"
     "Times every GEMM of a layer (forward, input-gradient, weight-gradient) and of the LM head, the\n"
-    "attention, norm, activation, loss and optimizer kernels at the model's shapes for one tensor-\n"
-    "parallel rank of --tp, and all-reduce, reduce-scatter, all-gather and send/recv among the ranks\n"
-    "(run it under mpirun -np N), then writes the device profile FILE (atomically, rank 0).\n"
+    "attention (dense, and as a rank of a context-parallel ring of 2), norm, activation, loss and\n"
+    "optimizer kernels at the model's shapes for one tensor-parallel rank of --tp, and all-reduce,\n"
+    "reduce-scatter, all-gather and send/recv among the ranks (run it under mpirun -np N), then\n"
+    "writes the device profile FILE (atomically, rank 0).\n"
     "With --shared-cores, run with twice as many ranks as cores, it measures how the cores run\n"
     "more ranks than they number and adds that to the profile FILE already written (atomically).\n\n";
 
@@ -267,6 +271,7 @@ class Measurer {
       });
       bufs_.clear();
     }
+    ring_kernels(p);
     {
       const int Vl = (m_.vocab + tp - 1) / tp;
       float* logits = buffer(int64_t(rows) * Vl);
@@ -303,6 +308,36 @@ class Measurer {
       });
       bufs_.clear();
     }
+  }
+
+  // A rank of a context-parallel ring of kRingCp over the same sequence (RingAttention without a
+  // communicator: the rank's K and V packed, a block kernel per rank of the ring over its keys at
+  // their owner's positions, the finish; the backward's blocks and the gradients' copy back),
+  // each measuring rank taking the ring rank of its parity. The blocks are many smaller calls
+  // than the dense kernel's: a cp layout's attention is priced from these, not from the dense
+  // kernel's time cut by the scores. Not where the sequence does not split into 2 kRingCp chunks.
+  void ring_kernels(DeviceProfile& p) {
+    const int tp = o_.tp, T = seq(), B = o_.mbs;
+    const double e = 4;  // fp32
+    if (T % (2 * kRingCp) != 0) return;
+    AttentionShape s;
+    s.B = B;
+    s.T = T / kRingCp;
+    s.Hl = m_.heads / tp;
+    s.KVl = std::max(1, m_.kv_heads_or_default() / tp);
+    s.D = m_.head_dim();
+    const int64_t ring_rows = int64_t(B) * s.T;
+    RingAttention ring(be_, kRingCp, world_.rank() % kRingCp, T);
+    float* qkv = buffer(ring_rows * s.qkv_stride());
+    float* out = buffer(ring_rows * s.Hl * s.D);
+    float* lse = buffer(int64_t(B) * s.Hl * s.T);
+    float* dout = buffer(ring_rows * s.Hl * s.D);
+    float* dqkv = buffer(ring_rows * s.qkv_stride());
+    const double score_bytes = e * double(B) * s.Hl * T * T / kRingCp;  // the rank's share of the scores
+    kernel(p, "ring attention forward", 2 * score_bytes, [&] { ring.forward(out, lse, qkv, s); });
+    kernel(p, "ring attention backward", 3 * score_bytes,
+           [&] { ring.backward(dqkv, dout, out, lse, qkv, s); });
+    bufs_.clear();
   }
 
   // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the GEMMs of a

@@ -27,11 +27,19 @@ std::vector<int32_t> cp_positions(int seq_len, int cp, int cp_rank) {
 }
 
 RingAttention::RingAttention(Backend& backend, Communicator& cp, std::vector<int32_t> positions)
-    : be_(backend), cp_(cp), pos_(std::move(positions)) {
-  const int T = int(pos_.size()) * cp_.size();
-  for (int r = 0; r < cp_.size(); ++r) pos_of_.push_back(cp_positions(T, cp_.size(), r));
-  if (pos_of_[size_t(cp_.rank())] != pos_)
+    : be_(backend), cp_(&cp), n_(cp.size()), rank_(cp.rank()), pos_(std::move(positions)) {
+  const int T = int(pos_.size()) * n_;
+  for (int r = 0; r < n_; ++r) pos_of_.push_back(cp_positions(T, n_, r));
+  if (pos_of_[size_t(rank_)] != pos_)
     throw std::invalid_argument("ring attention: positions are not this rank's chunks");
+}
+
+RingAttention::RingAttention(Backend& backend, int cp_size, int cp_rank, int seq_len)
+    : be_(backend), cp_(nullptr), n_(cp_size), rank_(cp_rank) {
+  if (cp_size < 1 || cp_rank < 0 || cp_rank >= cp_size)
+    throw std::invalid_argument("ring attention: cp rank outside the ring");
+  for (int r = 0; r < n_; ++r) pos_of_.push_back(cp_positions(seq_len, n_, r));
+  pos_ = pos_of_[size_t(rank_)];
 }
 
 RingAttention::~RingAttention() {
@@ -65,7 +73,7 @@ void RingAttention::pack_kv(float* kv, const float* qkv, const AttentionShape& s
 
 void RingAttention::forward(float* out, float* lse, const float* qkv, const AttentionShape& s) {
   reserve(s);
-  const int n = cp_.size(), rank = cp_.rank(), next = (rank + 1) % n, prev = (rank - 1 + n) % n;
+  const int n = n_, rank = rank_, next = (rank + 1) % n, prev = (rank - 1 + n) % n;
   pack_kv(kv_[0], qkv, s);
   be_.fill(acc_, 0.0f, out_numel_);
   be_.fill(max_, -std::numeric_limits<float>::infinity(), stats_numel_);
@@ -74,12 +82,12 @@ void RingAttention::forward(float* out, float* lse, const float* qkv, const Atte
   for (int step = 0; step < n; ++step) {
     const int src = (rank - step + n) % n;  // the owner of the block at hand
     // The block goes on to the next rank while this one computes with it.
-    if (step + 1 < n) cp_.send_async(kv_[cur], kv_numel_, next, kTagKv);
+    if (cp_ && step + 1 < n) cp_->send_async(kv_[cur], kv_numel_, next, kTagKv);
     be_.attention_block_forward(acc_, max_, sum_, qkv, kv_[cur], pos_.data(),
                                 pos_of_[size_t(src)].data(), s);
-    if (step + 1 < n) {
-      cp_.recv(kv_[1 - cur], kv_numel_, prev, kTagKv);
-      cp_.wait_sends();
+    if (cp_ && step + 1 < n) {
+      cp_->recv(kv_[1 - cur], kv_numel_, prev, kTagKv);
+      cp_->wait_sends();
       cur = 1 - cur;
     }
   }
@@ -89,30 +97,30 @@ void RingAttention::forward(float* out, float* lse, const float* qkv, const Atte
 void RingAttention::backward(float* dqkv, const float* dout, const float* out, const float* lse,
                              const float* qkv, const AttentionShape& s) {
   reserve(s);
-  const int n = cp_.size(), rank = cp_.rank(), next = (rank + 1) % n, prev = (rank - 1 + n) % n;
+  const int n = n_, rank = rank_, next = (rank + 1) % n, prev = (rank - 1 + n) % n;
   be_.fill(dqkv, 0.0f, int64_t(s.B) * s.T * s.qkv_stride());
   pack_kv(kv_[0], qkv, s);
   be_.fill(dkv_[0], 0.0f, kv_numel_);
   int cur = 0;
   for (int step = 0; step < n; ++step) {
     const int src = (rank - step + n) % n;
-    if (step + 1 < n) cp_.send_async(kv_[cur], kv_numel_, next, kTagKv);
+    if (cp_ && step + 1 < n) cp_->send_async(kv_[cur], kv_numel_, next, kTagKv);
     be_.attention_block_backward(dqkv, dkv_[cur], dout, out, lse, qkv, kv_[cur], pos_.data(),
                                  pos_of_[size_t(src)].data(), s);
-    if (step + 1 < n) {  // the block's gradient so far travels with it
-      cp_.send_async(dkv_[cur], kv_numel_, next, kTagDkv);
-      cp_.recv(kv_[1 - cur], kv_numel_, prev, kTagKv);
-      cp_.recv(dkv_[1 - cur], kv_numel_, prev, kTagDkv);
-      cp_.wait_sends();
+    if (cp_ && step + 1 < n) {  // the block's gradient so far travels with it
+      cp_->send_async(dkv_[cur], kv_numel_, next, kTagDkv);
+      cp_->recv(kv_[1 - cur], kv_numel_, prev, kTagKv);
+      cp_->recv(dkv_[1 - cur], kv_numel_, prev, kTagDkv);
+      cp_->wait_sends();
       cur = 1 - cur;
     }
   }
   // The block at hand is rank + 1's (it left its owner n - 1 steps ago): one more hop home.
   float* mine = dkv_[cur];
-  if (n > 1) {
-    cp_.send_async(dkv_[cur], kv_numel_, next, kTagDkv);
-    cp_.recv(dkv_[1 - cur], kv_numel_, prev, kTagDkv);
-    cp_.wait_sends();
+  if (cp_ && n > 1) {
+    cp_->send_async(dkv_[cur], kv_numel_, next, kTagDkv);
+    cp_->recv(dkv_[1 - cur], kv_numel_, prev, kTagDkv);
+    cp_->wait_sends();
     mine = dkv_[1 - cur];
   }
   const int S = s.qkv_stride(), KVS = 2 * s.KVl * s.D, q = s.Hl * s.D;

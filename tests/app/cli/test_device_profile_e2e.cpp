@@ -28,8 +28,8 @@ std::string tiny_model(const std::string& dir) {
   return path;
 }
 
-// Expectation: exit 0; the profile has the 15 GEMMs of a layer and the LM head, the kernels, the
-// collectives of 2 ranks with positive fits; `run --device-profile` says it predicted with it.
+// Expectation: exit 0; the profile has the 15 GEMMs of a layer and the LM head, the kernels (the
+// context ring's among them), the collectives of 2 ranks with positive fits; `run --device-profile` says it predicted with it.
 TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   const std::string dir = capplan::test::scratch_dir("measure").string();
   const std::string model = tiny_model(dir);
@@ -45,6 +45,9 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_EQ(p.value->hidden, 128);
   EXPECT_EQ(p.value->gemms.size(), 15u);
   EXPECT_GE(p.value->kernels.size(), 9u);
+  // A rank of a context ring of 2 over the 64 tokens (32 rows a rank), forward and backward.
+  EXPECT_GT(p.value->kernel_seconds("ring attention forward"), 0);
+  EXPECT_GT(p.value->kernel_seconds("ring attention backward"), 0);
   EXPECT_GT(p.value->gemm_peak_gflops, 0);
   EXPECT_GT(p.value->memory_gbyte_per_s, 0);
   // A rank's largest resident set: more than its buffers' few MB, less than the host.

@@ -661,6 +661,69 @@ TEST(RuntimeGradCheck, RingAttentionBlocksOnHostLoops) { check_ring_attention(tr
 // visible keys end inside the key block.
 TEST(RuntimeGradCheck, RingAttentionBlocksOverSeveralQueryBlocks) { check_ring_attention(false, 160); }
 
+// The ring without a communicator (what capplan-train measure times): rank r of cp 2 runs every
+// block with its own K and V at each owner's positions. Reference: the dense causal attention of
+// a whole sequence whose rows at every rank's positions carry this rank's K and V, and whose
+// rows at rank r's positions carry its queries. Expectation (each rank): the output equals the
+// dense one at rank r's rows (within 2e-6); dQ equals the dense dQ there and dK, dV the sum of
+// the dense dK, dV over every owner's rows (the block's gradient accumulated, within 1e-5), with
+// the output gradient zero at the other rows.
+TEST(RuntimeGradCheck, RingAttentionWithoutCommunicatorRunsEveryBlock) {
+  auto be = make_cpu_backend(2);
+  const int B = 2, Hl = 4, KVl = 2, D = 8, cp = 2, T = 16, Tl = T / cp;
+  const AttentionShape full{B, T, Hl, KVl, D}, local{B, Tl, Hl, KVl, D};
+  const int S = full.qkv_stride(), KVS = 2 * KVl * D, O = Hl * D;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  for (int r = 0; r < cp; ++r) {
+    std::vector<float> q(size_t(B) * Tl * S), dout(size_t(B) * Tl * O);
+    for (float& x : q) x = normal(rng);
+    for (float& x : dout) x = normal(rng);
+    const std::vector<int32_t> mine = cp_positions(T, cp, r);
+    std::vector<float> qkv_full(size_t(B) * T * S), dout_full(size_t(B) * T * O, 0.0f);
+    for (float& x : qkv_full) x = normal(rng);  // queries at the other rows: not looked at
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < Tl; ++j) {
+        const int64_t li = int64_t(b) * Tl + j;
+        for (int owner = 0; owner < cp; ++owner) {  // K and V at every owner's positions
+          const int64_t fi = int64_t(b) * T + cp_positions(T, cp, owner)[size_t(j)];
+          std::copy_n(q.begin() + li * S + O, KVS, qkv_full.begin() + fi * S + O);
+        }
+        const int64_t fi = int64_t(b) * T + mine[size_t(j)];
+        std::copy_n(q.begin() + li * S, O, qkv_full.begin() + fi * S);
+        std::copy_n(dout.begin() + li * O, O, dout_full.begin() + fi * O);
+      }
+    RingAttention ring(*be, cp, r, T);
+    EXPECT_EQ(ring.positions(), mine);
+    std::vector<float> out(size_t(B) * Tl * O), lse(size_t(B) * Hl * Tl), dqkv(q.size());
+    ring.forward(out.data(), lse.data(), q.data(), local);
+    ring.backward(dqkv.data(), dout.data(), out.data(), lse.data(), q.data(), local);
+    std::vector<float> out_full(size_t(B) * T * O), probs(size_t(B) * Hl * T * T), dfull(qkv_full.size());
+    be->attention_forward(out_full.data(), probs.data(), qkv_full.data(), full);
+    be->attention_backward(dfull.data(), dout_full.data(), qkv_full.data(), probs.data(), full);
+    double worst_out = 0, worst_grad = 0;
+    for (int b = 0; b < B; ++b)
+      for (int j = 0; j < Tl; ++j) {
+        const int64_t li = int64_t(b) * Tl + j, fi = int64_t(b) * T + mine[size_t(j)];
+        for (int i = 0; i < O; ++i) {
+          worst_out = std::max(worst_out, double(std::abs(out[size_t(li * O + i)] - out_full[size_t(fi * O + i)])));
+          worst_grad = std::max(worst_grad, double(std::abs(dqkv[size_t(li * S + i)] - dfull[size_t(fi * S + i)])));
+        }
+        for (int i = 0; i < KVS; ++i) {
+          double sum = 0;
+          for (int owner = 0; owner < cp; ++owner)
+            sum += dfull[size_t((int64_t(b) * T + cp_positions(T, cp, owner)[size_t(j)]) * S + O + i)];
+          worst_grad = std::max(worst_grad, std::abs(double(dqkv[size_t(li * S + O + i)]) - sum));
+        }
+      }
+    std::printf("ring without a communicator, rank %d Expectation: output within 2e-6, gradient within 1e-5 of "
+                "the dense attention  Actual result: %.2e, %.2e\n",
+                r, worst_out, worst_grad);
+    EXPECT_LT(worst_out, 2e-6);
+    EXPECT_LT(worst_grad, 1e-5);
+  }
+}
+
 // RoPE at explicit positions (the chunks a cp rank holds) equals rope() of the whole sequence at
 // those rows: Expectation: equal within 1e-6.
 TEST(RuntimeGradCheck, RopeAtPositionsEqualsWholeSequence) {

@@ -26,6 +26,10 @@ class RingAttention {
   // `cp`: the context-parallel group; s.T below is the rows per sequence on this rank and
   // `positions` (host, s.T entries) their global positions, the same on every call.
   RingAttention(Backend& backend, Communicator& cp, std::vector<int32_t> positions);
+  // Without a communicator, as rank `cp_rank` of a ring of `cp_size` over `seq_len` tokens: the
+  // same kernels on the same shapes and positions, every block being this rank's own K and V
+  // (nothing moves). What a rank of the ring computes, for timing it (capplan-train measure).
+  RingAttention(Backend& backend, int cp_size, int cp_rank, int seq_len);
   ~RingAttention();
   RingAttention(const RingAttention&) = delete;
   RingAttention& operator=(const RingAttention&) = delete;
@@ -41,7 +45,8 @@ class RingAttention {
   void reserve(const AttentionShape& s);
   void pack_kv(float* kv, const float* qkv, const AttentionShape& s);
   Backend& be_;
-  Communicator& cp_;
+  Communicator* cp_;  // null: the ring without a communicator
+  int n_ = 1, rank_ = 0;
   std::vector<int32_t> pos_;
   std::vector<std::vector<int32_t>> pos_of_;  // positions held by each cp rank
   int64_t kv_numel_ = 0, out_numel_ = 0, stats_numel_ = 0;
