@@ -714,8 +714,9 @@ class StepEvaluation {
     // Tensor-parallel ranks meet every half layer. The ranks of a context ring or an expert group
     // reach this evaluation through the dense slice (cp = ep = 1, cost_model_moe.cpp): they compute
     // whole attention blocks and layers between their exchanges and share the cores as
-    // data-parallel ranks do (dp 2 x cp 2 on 2 cores computed 241-315 ms a step in two
-    // benchmark runs, 296-344 so priced), their exchanges priced there.
+    // data-parallel ranks do (dp 2 x cp 2 on 2 cores computed 241-315 ms a step in four
+    // benchmark runs, 296-344 so priced; 303-314 with the ring's measured attention), their
+    // exchanges priced there.
     const bool lockstep = ly.tp > 1;
     // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
     const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
