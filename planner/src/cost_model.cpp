@@ -507,7 +507,7 @@ double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& 
                           Meeting kind, bool after_compute) {
   const DeviceProfile* dev = c.profile;
   if (!dev || dev->backend != "cpu" || dev->cores <= 0 || group < 2) return own;
-  const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ly.gpus()));
+  const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
   if (on_host > dev->cores)
     return std::max(own, kind == Meeting::Exchange ? dev->shared_handoff_s(on_host)
                                                    : dev->shared_allreduce_s(on_host, group));
@@ -596,9 +596,9 @@ class StepEvaluation {
     out.time = tb;
     out.step_s = tb.sum();
     out.fits = best.total <= best.capacity;
-    out.host_bytes_per_node = host_bytes * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
+    out.host_bytes_per_node = host_bytes * gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
     out.host_capacity_bytes = sc.cluster.host_memory_gib * 1024.0 * 1024.0 * 1024.0 * kHostMemoryUsable;
-    out.host_bytes_per_node += host_state_bytes * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
+    out.host_bytes_per_node += host_state_bytes * gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
     if ((ly.offload || tr.offload_params || tr.offload_optimizer) && out.host_capacity_bytes > 0 &&
         out.host_bytes_per_node > out.host_capacity_bytes)
       out.fits = false;
@@ -695,7 +695,7 @@ class StepEvaluation {
     optimizer_own = tb.optimizer;
     if (!dev || dev->cores <= 0 || dev->backend != "cpu") return;
     const int ranks = ly.gpus();
-    const int on_host = std::max(1, std::min(sc.cluster.gpus_per_node, ranks));
+    const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ranks);
     if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
     // A pipeline's transfer is a copy by the ranks, at the shared cores' speed; where the ranks
     // outnumber the cores it takes the profile's measured hand-off if that is longer, the rest
@@ -1061,8 +1061,7 @@ class StepEvaluation {
         // not the hierarchical ring of an all-reduce.
         Links z3 = pl.dp;
         if (z3.nodes > 1) {
-          const int gpus_in_node =
-              std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+          const int gpus_in_node = gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
           z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
         }
         // Each collective pays a ring's latency (ring_latency_s), and DeepSpeed issues many: per
@@ -1128,7 +1127,7 @@ class StepEvaluation {
     // Optimizer step: Adam streams 30 bytes per parameter (above), SGD reads the gradient and the
     // weight and writes the weight (3 x 2 bytes in 16 bits).
     const double step_traffic = tr.optimizer == Optimizer::Sgd ? 3 * w_elem : kAdamTrafficBytesPerParam;
-    const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+    const int gpus_in_node = gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
     // FSDP's ring mode streams the offloaded shards up inside its gathers (data_parallel above)
     // and copies each gradient shard down on the reduction stream after its reduce-scatter
     // (FSDP _post_backward_hook: _cpu_grad.copy_(grad, non_blocking=True)), hidden by the rest

@@ -388,7 +388,7 @@ MoeCpEvaluation evaluate_moe_cp(const Scenario& sc, const Constants& c, const La
 
 MoeCpLayerTerms moe_cp_layer_terms(const Scenario& sc, const Constants& c, const Layout& ly,
                                    const MoeCpPlacement& place, const MicroTerms& base) {
-  const int gpus_in_node = std::max(1, std::min(sc.cluster.gpus_per_node, sc.total_gpus()));
+  const int gpus_in_node = gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
   const Links& cp_links = place.cp;
   Placement pl_cp = place.pl;
   pl_cp.p2p_Bps = cp_links.nodes > 1 ? c.inter_node_Bps / gpus_in_node : c.intra_Bps;
@@ -472,7 +472,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   mem.total += w + g + o + margin;
   ev.fits = ev.fits && mem.total <= mem.capacity;
   if (host > 0) {  // the experts' offloaded state beside the dense state in host memory
-    ev.host_bytes_per_node += host * std::min(sc.cluster.gpus_per_node, sc.total_gpus());
+    ev.host_bytes_per_node += host * gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
     if (ev.host_capacity_bytes > 0 && ev.host_bytes_per_node > ev.host_capacity_bytes) ev.fits = false;
   }
 

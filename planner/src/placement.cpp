@@ -69,7 +69,7 @@ Placement placement(const Constants& c, int gpus_per_node, int total_gpus, int d
   pl.dp.cold = true;  // gradients and weights, written or read a whole pass before
   // Point-to-point between consecutive stages: every GPU sends at once in the steady state, so a
   // crossing pair gets the NIC share of one GPU (Narayanan et al. 2021 Sec 4.1 for the pattern).
-  const int gpus_in_node = std::max(1, std::min(gpus_per_node, total_gpus));
+  const int gpus_in_node = gpus_on_a_node(gpus_per_node, total_gpus);
   if (pl.pp.nodes > 1) {
     pl.p2p_Bps = c.inter_node_Bps / gpus_in_node;
     pl.p2p_lat_s = c.inter_lat_s;
