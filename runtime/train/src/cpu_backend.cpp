@@ -401,12 +401,9 @@ class CpuBackend final : public Backend {
                           const AttentionShape& s) override {
     const int S = s.qkv_stride(), T = s.T, D = s.D, group = s.Hl / s.KVl;
     const float sc = 1.0f / std::sqrt(float(D));
-    {
-      std::lock_guard<std::mutex> lock(scratch_mutex_);
-      if (scratch_.size() < size_t(pool_.size()) * T * T) scratch_.resize(size_t(pool_.size()) * T * T);
-    }
+    float* scratch = block_scratch(size_t(T) * T);
     pool_.parallel_for(int64_t(s.B) * s.KVl, [&](int64_t ib, int64_t ie, int thread) {
-      float* dp = scratch_.data() + size_t(thread) * T * T;
+      float* dp = scratch + size_t(thread) * T * T;
       for (int64_t i = ib; i < ie; ++i) {
         const int64_t b = i / s.KVl;
         const int g = int(i % s.KVl);
@@ -745,7 +742,8 @@ class CpuBackend final : public Backend {
     for (int t = 0; t < T; ++t) n[size_t(t)] = int(std::upper_bound(k_pos, k_pos + T, q_pos[t]) - k_pos);
     return n;
   }
-  // `per_thread` floats of scratch for each thread of the pool.
+  // `per_thread` floats of scratch for each thread of the pool (the attention kernels' score
+  // blocks), grown as needed and kept.
   float* block_scratch(size_t per_thread) {
     std::lock_guard<std::mutex> lock(scratch_mutex_);
     if (scratch_.size() < size_t(pool_.size()) * per_thread) scratch_.resize(size_t(pool_.size()) * per_thread);
