@@ -294,14 +294,10 @@ class LayerTerms {
       }
     }
     // The runtime's own attention kernels, measured for this model's heads: their times, traffic
-    // included. The kernel works head by head over whole sequences (scores s x s per head, each
-    // over the head width), so its time scales with the heads of a rank times mbs times s^2: a
-    // profile measured at another tp, mbs or seq is scaled by that ratio rather than dropped for
-    // the roofline of per-head GEMMs (whose fitted per-GEMM overhead belongs to large GEMMs).
+    // included, scaled to this layout (profile_attention_scale) rather than dropped for the
+    // roofline of per-head GEMMs (whose fitted per-GEMM overhead belongs to large GEMMs).
     const DeviceProfile* dev = c.profile;
-    if (dev && dev->heads == a && dev->seq > 0 && dev->mbs > 0 && dev->tp > 0) {
-      const double at_profile = double(dev->mbs) * (double(a) / dev->tp) * double(dev->seq) * dev->seq;
-      const double scale = b * (a / tpd) * s * s / at_profile;
+    if (const double scale = profile_attention_scale(dev, a, b, tpd, s); scale > 0) {
       const double fwd = dev->kernel_seconds("attention forward");
       const double bwd = dev->kernel_seconds("attention backward");
       // Selective recompute's forward on operands from memory (measured as such; a profile
@@ -486,6 +482,12 @@ class LayerTerms {
 MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, bool sp,
                        Recompute recompute) {
   return LayerTerms(sc, c, tp, mbs, sp).run(recompute);
+}
+
+double profile_attention_scale(const DeviceProfile* dev, int heads, double mbs, double tp, double seq) {
+  if (!dev || dev->heads != heads || dev->seq <= 0 || dev->mbs <= 0 || dev->tp <= 0) return -1;
+  const double at_profile = double(dev->mbs) * (double(heads) / dev->tp) * double(dev->seq) * dev->seq;
+  return mbs * (heads / tp) * seq * seq / at_profile;
 }
 
 int chunk_layers(int layers, int chunks, int c) {

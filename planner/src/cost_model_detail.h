@@ -205,6 +205,12 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
                                int profile_ranks, bool lockstep, double handoff_s = 0.0,
                                double lockstep_stretch = 1.0, double pipeline_s = 0.0);
 
+// How a device profile's attention kernels scale to a layout: they work head by head over whole
+// sequences, so their time goes with mbs x the heads of a rank x s^2, and a profile measured at
+// another tp, mbs or seq is scaled by the ratio of this layout's b (heads / tp) s^2 to its own.
+// -1 where the profile has no shape or was measured for another number of heads.
+double profile_attention_scale(const DeviceProfile* dev, int heads, double mbs, double tp, double seq);
+
 // One GEMM and one memory-bound pass as the cost model times them (cost_model.cpp's gemm_s and
 // mem_s), for the terms kept in other files.
 double gemm_seconds(const Constants& c, double m, double n, double k, double count = 1);

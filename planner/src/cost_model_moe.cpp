@@ -159,8 +159,8 @@ class MoeCpTerms {
   // such blocks are added, forward and backward (and to a recompute that repeats the core).
   // A device profile that timed the runtime's ring (capplan-train measure: a rank of a ring of
   // kProfileRingCp over the profile's sequence, its block kernels, packing and finish) sets the
-  // whole attention of a rank instead: scaled by the rank's share of the causal scores, b (a /
-  // tp) s^2 / cp, to this layout's. Measured on 2 cores for the 4-layer, 256-wide model (seq 128,
+  // whole attention of a rank instead: scaled as the dense kernels are (profile_attention_scale)
+  // and by the rank's share of the causal scores, kProfileRingCp / cp. Measured on 2 cores for the 4-layer, 256-wide model (seq 128,
   // mbs 2): the ring's forward and backward 0.35 and 0.75 ms against 0.27 and 0.40 for half the
   // dense kernels' (their many smaller calls); cp 2's compute 322-357 ms a step in three runs, 329
   // so priced (346 against 316 from the dense kernels).
@@ -169,10 +169,8 @@ class MoeCpTerms {
     double extra_f = (cp - 1) * mt.layer_attn_fwd_full_s;
     double extra_b = (cp - 1) * mt.layer_attn_bwd_full_s;
     const DeviceProfile* dev = c.profile;
-    if (dev && dev->heads == md.heads && dev->seq > 0 && dev->mbs > 0 && dev->tp > 0) {
-      const double s = sc.seq_len(), a = md.heads;
-      const double at_profile = double(dev->mbs) * (a / dev->tp) * double(dev->seq) * dev->seq / kProfileRingCp;
-      const double scale = double(ly.mbs) * (a / tp) * s * s / cp / at_profile;
+    if (const double dense = profile_attention_scale(dev, md.heads, ly.mbs, tp, sc.seq_len()); dense > 0) {
+      const double scale = dense * kProfileRingCp / cp;
       const double ring_f = dev->kernel_seconds("ring attention forward");
       const double ring_b = dev->kernel_seconds("ring attention backward");
       if (ring_f > 0) extra_f = ring_f * scale - mt.layer_attn_fwd_full_s;
