@@ -217,7 +217,10 @@ class MoeCpTerms {
     // transfer does (lockstep_meeting_s, Meeting::Exchange). Measured on 2 cores, the 4-layer, 256-wide model at cp 2 (262 KB blocks): 8.7-15.8
     // ms in the ring per step, 68-123 us per exchange, against the profile's exchange back to
     // back 23 us and its lockstep meeting 94 us; dp 2 x cp 2 (4 ranks): 111 ms, 0.87 ms per
-    // exchange, against the hand-off among 4 ranks 1.06 ms.
+    // exchange, against the hand-off among 4 ranks 1.06 ms. Longer rings there are over-priced:
+    // their exchanges took 0.6-1.1 ms each whatever the ranks (cp 4 on 2 cores 186-233 ms in the
+    // ring against 344 at the hand-off among 4, cp 8 497 against 2,289 among 8), every rank of the
+    // ring meeting its neighbours in bursts rather than two ranks among computing ones.
     // Forward: cp - 1 exchanges of K and V; backward: cp - 1 of K and V and of their gradients,
     // then one more hop of the gradients to their owner; full recompute runs the forward's again.
     const DeviceProfile* dev = cp_links.profile;
