@@ -1026,8 +1026,11 @@ class StepEvaluation {
         // reduce-scatter and an in-place all-gather of them (runtime/train/src/optimizer.cpp), the
         // two halves of a ring all-reduce (Patarasuk and Yuan 2009), not as one MPI_Allreduce:
         // each half at its measured time. dp 2 on 2 cores, 16.9 MB of gradients: 4.5 + 2.9 ms
-        // against 6.7 for the all-reduce, 7.5-8.6 ms measured.
-        dp_s = reducescatter_s(pl.dp, grad_bytes) + allgather_s(pl.dp, grad_bytes);
+        // against 6.7 for the all-reduce, 7.5-8.6 ms measured. Where the profile timed the
+        // exchange as the optimizer calls it (runtime_exchange_s), that time: the calls one after
+        // another, the norm's gather between them waiting for the slower rank's reduce-scatter.
+        const double exchange = runtime_exchange_s(pl.dp, grad_bytes);
+        dp_s = exchange > 0 ? exchange : reducescatter_s(pl.dp, grad_bytes) + allgather_s(pl.dp, grad_bytes);
       } else if (ly.zero == 0) {
         dp_s = allreduce_s(pl.dp, grad_bytes);
       } else if (sharded_by_runtime()) {
@@ -1039,6 +1042,14 @@ class StepEvaluation {
         // DeepSpeed's stage 1 all-reduces the gradients instead (zero1_grad_allreduce).
         const double rs = zero12_grad_reduction_s(pl.dp, grad_bytes, ly.zero, fw);
         dp_s = rs + param_gather_s;
+        // capplan-train's ZeRO-1 makes the same three calls as its ZeRO-0 (the weights gathered
+        // in place of the gradients, as wide): the profile's exchange where it timed it, the
+        // gather's part in the proportion of the two calls.
+        const double exchange = ly.zero == 1 && w_elem == g_elem ? runtime_exchange_s(pl.dp, grad_bytes) : -1;
+        if (exchange > 0 && dp_s > 0) {
+          param_gather_s *= exchange / dp_s;
+          dp_s = exchange;
+        }
         if (ly.zero == 2 && m > 1) {
           // ZeRO-2 keeps only its shard of the gradients, so each micro-batch's gradients are
           // reduce-scattered after its own backward, not once per step ("gradient reduction is

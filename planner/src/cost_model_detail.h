@@ -131,6 +131,11 @@ double zero12_grad_reduction_s(const Links& l, double bytes, int zero, const Fra
 // size; -1 where the profile did not time it (profiles written before it was measured, or another
 // group size).
 double runtime_gather_s(const Links& l, double bytes);
+// capplan-train's data-parallel exchange of ZeRO-0 and ZeRO-1 over `bytes` of gradients (the
+// reduce-scatter in place, the gradient norm's partial sums gathered, the all-gather in place,
+// Optimizer::step) at the device profile's cold "gradient-exchange" time for the group's size,
+// the three calls timed as one; -1 where the profile did not time it.
+double runtime_exchange_s(const Links& l, double bytes);
 // One pass of a flat ring over the group: n - 1 steps, of which nodes - 1 cross a node boundary
 // at the inter-node latency and the rest stay inside a node at the intra-node latency (NCCL's
 // own cost model of ring all-gather and reduce-scatter: src/graph/tuning.cc, latency

@@ -146,4 +146,9 @@ double runtime_gather_s(const Links& l, double bytes) {
   if (!l.profile || l.n <= 1 || bytes <= 0) return -1;
   return l.profile->collective_seconds("all-gather-v", l.n, bytes, true);
 }
+
+double runtime_exchange_s(const Links& l, double bytes) {
+  if (!l.profile || l.n <= 1 || bytes <= 0) return -1;
+  return l.profile->collective_seconds("gradient-exchange", l.n, bytes, true);
+}
 }  // namespace capplan::detail

@@ -678,6 +678,47 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
   EXPECT_NEAR(plain_dp(8) / plain_dp(4), 7.0 / 6.0, 1e-9);
 }
 
+// A profile that timed capplan-train's exchange as its optimizer calls it ("gradient-exchange":
+// the reduce-scatter, the gather of the norm's partial sums, the all-gather, one after another)
+// prices ZeRO-0's and ZeRO-1's data-parallel traffic of that group size at that time; a group of
+// another size keeps the two collectives timed apart. Here the exchange takes 1.5 times the sum of
+// with_halves()'s two collectives at every size (its interpolation exact, all three lines in the
+// bytes), GPT-3 13B on dp 4 in fp32 (weights and gradients as wide, as the CPU runtime keeps them).
+TEST(DeviceProfile, GradientExchangeTimedAsOneSetsZeroZeroAndOne) {
+  const DeviceProfile halves = with_halves(1e10);
+  DeviceProfile timed = halves;
+  for (double bytes : {1e6, 1e10})
+    timed.collectives.push_back({"gradient-exchange", 4, bytes,
+                                 1.5 * (halves.collective_seconds("reduce-scatter", 4, bytes) +
+                                        halves.collective_seconds("all-gather", 4, bytes)),
+                                 true});
+  fit_device_profile(timed);
+  Scenario sc = gpt3_13b_on_four_gpus();
+  sc.training.precision = Precision::Fp32;
+  auto dp_comm = [&](const DeviceProfile& dev, int dp, int zero) {
+    Scenario s = sc;
+    s.cluster.gpus_per_node = 8;
+    s.gpus = dp;
+    s.cluster.device_profile = std::make_shared<const DeviceProfile>(dev);
+    Layout l;
+    l.dp = dp;
+    l.mbs = 1;
+    l.zero = zero;
+    return estimate(s, l).breakdown_s.dp_comm;
+  };
+  for (int zero : {0, 1}) {
+    const double apart = dp_comm(halves, 4, zero), as_one = dp_comm(timed, 4, zero);
+    std::printf("Expectation: ZeRO-%d dp 4's exchange 1.5x with the exchange timed as one  Actual result: "
+                "%.4f -> %.4f s (x%.4f)\n", zero, apart, as_one, as_one / apart);
+    EXPECT_GT(apart, 0);
+    EXPECT_NEAR(as_one / apart, 1.5, 1e-9);
+  }
+  // dp 8: not timed for 8 ranks, the halves scaled as before.
+  EXPECT_NEAR(dp_comm(timed, 8, 0), dp_comm(halves, 8, 0), 1e-15);
+  // ZeRO-2 reduces layer by layer (another pattern): unchanged.
+  EXPECT_NEAR(dp_comm(timed, 4, 2), dp_comm(halves, 4, 2), 1e-15);
+}
+
 // ZeRO-2 and ZeRO-3 with a device profile are priced as capplan-train runs them: one collective
 // per unit of the flat parameter buffer (the embedding, each layer, the final norm), each moving
 // the largest part of the unit that falls in one rank's shard, timed as an even collective of

@@ -54,12 +54,19 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_GT(p.value->peak_rank_bytes, 4e6);
   EXPECT_LT(p.value->peak_rank_bytes, 4e9);
   // Each collective over 7 sizes on one warm buffer; all-reduce, reduce-scatter and all-gather
-  // again on buffers from memory, and the runtime's ZeRO-3 gather (all-gather-v) from memory.
+  // again on buffers from memory, the optimizer's exchange (gradient-exchange) and the runtime's
+  // ZeRO-3 gather (all-gather-v) from memory.
   const auto cold = std::count_if(p.value->collectives.begin(), p.value->collectives.end(),
                                   [](const CollectiveTiming& c) { return c.cold; });
-  EXPECT_EQ(cold, 28);
-  EXPECT_EQ(p.value->collectives.size(), 28u + 28u);
+  EXPECT_EQ(cold, 35);
+  EXPECT_EQ(p.value->collectives.size(), 28u + 35u);
   EXPECT_GT(p.value->collective_seconds("all-gather-v", 2, 4e6, true), 0);
+  // The exchange holds a reduce-scatter of the same bytes: on a shared host, not less than half its
+  // time apart.
+  for (double bytes : {4096.0 * 4, 4194304.0 * 4}) {
+    const double exchange = p.value->collective_seconds("gradient-exchange", 2, bytes, true);
+    EXPECT_GT(exchange, 0.5 * p.value->collective_seconds("reduce-scatter", 2, bytes, true)) << bytes;
+  }
   ASSERT_NE(p.value->fit("all-reduce", 2), nullptr);
   EXPECT_EQ(p.value->fit("all-reduce", 2)->ranks, 2);
   EXPECT_GT(p.value->fit("all-reduce", 2)->bandwidth_gbyte_per_s, 0);
