@@ -626,6 +626,18 @@ Scenario gpt3_13b_on_four_gpus() {
   return sc;
 }
 
+// dp_comm of `sc` priced with `dev` for `dp` ranks of one node of 8 (mbs 1, ZeRO `zero`).
+double dp_comm_on_a_node_of_8(Scenario s, const DeviceProfile& dev, int dp, int zero) {
+  s.cluster.gpus_per_node = 8;
+  s.gpus = dp;
+  s.cluster.device_profile = std::make_shared<const DeviceProfile>(dev);
+  Layout l;
+  l.dp = dp;
+  l.mbs = 1;
+  l.zero = zero;
+  return estimate(s, l).breakdown_s.dp_comm;
+}
+
 // A profile's measured collectives time the groups of the size it measured, interpolated by
 // size; other sizes keep the fitted curves. ZeRO-1's reduce-scatter of the gradients takes the
 // measured reduce-scatter, so three times slower reduce-scatters lengthen its dp_comm, and plain
@@ -664,16 +676,7 @@ TEST(DeviceProfile, MeasuredCollectivesTimeTheirGroupSize) {
   // A group of 8 on a node of 8, with the collectives measured among 4: the measured times scaled
   // by the ring's (n-1)/n, so plain DP's exchange (the same gradient bytes) takes 7/8 / 3/4 = 7/6
   // of dp 4's.
-  auto plain_dp = [&](int dp) {
-    Scenario s = sc;
-    s.cluster.gpus_per_node = 8;
-    s.gpus = dp;
-    s.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
-    Layout l;
-    l.dp = dp;
-    l.mbs = 1;
-    return estimate(s, l).breakdown_s.dp_comm;
-  };
+  auto plain_dp = [&](int dp) { return dp_comm_on_a_node_of_8(sc, p, dp, 0); };
   std::printf("Expectation: dp 8 / dp 4 exchange 7/6  Actual result: %.6f\n", plain_dp(8) / plain_dp(4));
   EXPECT_NEAR(plain_dp(8) / plain_dp(4), 7.0 / 6.0, 1e-9);
 }
@@ -695,17 +698,7 @@ TEST(DeviceProfile, GradientExchangeTimedAsOneSetsZeroZeroAndOne) {
   fit_device_profile(timed);
   Scenario sc = gpt3_13b_on_four_gpus();
   sc.training.precision = Precision::Fp32;
-  auto dp_comm = [&](const DeviceProfile& dev, int dp, int zero) {
-    Scenario s = sc;
-    s.cluster.gpus_per_node = 8;
-    s.gpus = dp;
-    s.cluster.device_profile = std::make_shared<const DeviceProfile>(dev);
-    Layout l;
-    l.dp = dp;
-    l.mbs = 1;
-    l.zero = zero;
-    return estimate(s, l).breakdown_s.dp_comm;
-  };
+  auto dp_comm = [&](const DeviceProfile& dev, int dp, int zero) { return dp_comm_on_a_node_of_8(sc, dev, dp, zero); };
   for (int zero : {0, 1}) {
     const double apart = dp_comm(halves, 4, zero), as_one = dp_comm(timed, 4, zero);
     std::printf("Expectation: ZeRO-%d dp 4's exchange 1.5x with the exchange timed as one  Actual result: "
