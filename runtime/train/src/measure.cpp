@@ -362,7 +362,7 @@ class Measurer {
   // Times are medians over the rounds (the lockstep's extra time: the median of each round's
   // difference). Fills `p.lockstep` (a core each: the last group's) or `p.shared` (one entry).
   void lockstep(DeviceProfile& p, int cores, bool shared, const std::vector<std::pair<int, Communicator*>>& groups) {
-    const int n = world_.size(), r = world_.rank();
+    const int n = world_.size();
     const int h = m_.hidden, tok = o_.mbs * seq();
     struct Operands {
       float *x, *w, *y, *dx, *dw;  // input, weight, output; the input's and the weight's gradients
@@ -399,7 +399,6 @@ class Measurer {
         }
       }
     };
-    float one = 1;
     const int64_t arn = int64_t(tok) * h;  // a layer's activation, what a tensor-parallel all-reduce sums
     float* act = buffer(arn);
     // A layer alone (group nullptr), or in lockstep with `group`; gemm_s adds this rank's time in
@@ -444,17 +443,11 @@ class Measurer {
         rounds = round;
         break;
       }
-      // Alone: the first `alone` ranks compute, a core each; every other rank naps in a receive
-      // until one of them is done (in the all-reduce that ends the timing they would poll on the
-      // cores: 8 ranks on 2 cores, 6 of them there, took the two's time from 28-33 ms to 51).
       if (shared)
         a.push_back(timed([&] {
-          if (r < alone) {
+          run_alone(alone, [&] {
             for (int k = 0; k < K; ++k) layer(nullptr);
-            for (int q = r + alone; q < n; q += alone) world_.send(&one, 1, q, 7);
-          } else {
-            world_.recv(&one, 1, r % alone, 7);
-          }
+          });
         }));
       // Free and each lockstep in turn, starting one further each round, so that none always
       // follows another.
@@ -483,6 +476,20 @@ class Measurer {
     LockstepRounds t{std::move(a), std::move(fr), std::move(ho), std::move(lk), std::move(busy), K, rounds};
     store_lockstep(p, cores, shared, groups, t, tok);
     bufs_.clear();
+  }
+
+  // The first `alone` ranks run `work`, a core each; every other rank naps in a receive until one
+  // of them is done (in the all-reduce that ends a timing they would poll on the cores: 8 ranks
+  // on 2 cores, 6 of them there, took the two's time from 28-33 ms to 51).
+  void run_alone(int alone, const std::function<void()>& work) {
+    const int n = world_.size(), r = world_.rank();
+    float one = 1;
+    if (r < alone) {
+      work();
+      for (int q = r + alone; q < n; q += alone) world_.send(&one, 1, q, 7);
+    } else {
+      world_.recv(&one, 1, r % alone, 7);
+    }
   }
 
   // The timings of lockstep(), one per round: the first `cores` ranks alone, all free, the
