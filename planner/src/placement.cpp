@@ -140,15 +140,16 @@ double zero12_grad_reduction_s(const Links& l, double bytes, int zero, const Fra
   return zero == 1 && fw.zero1_grad_allreduce ? allreduce_s(l, bytes) : reducescatter_s(l, bytes);
 }
 
-// Only where timed for the group's size: another size falls back to the all-gather's pricing,
-// whose nearest measured size is scaled by the ring's (n-1)/n (measured_s).
-double runtime_gather_s(const Links& l, double bytes) {
+namespace {
+// The profile's cold time of capplan-train's own call pattern `op`, only where timed for the
+// group's size (-1 otherwise: the caller prices the collectives it is made of, whose nearest
+// measured size is scaled by the ring's (n-1)/n, measured_s).
+double runtime_timed_s(const Links& l, const char* op, double bytes) {
   if (!l.profile || l.n <= 1 || bytes <= 0) return -1;
-  return l.profile->collective_seconds("all-gather-v", l.n, bytes, true);
+  return l.profile->collective_seconds(op, l.n, bytes, true);
 }
+}  // namespace
 
-double runtime_exchange_s(const Links& l, double bytes) {
-  if (!l.profile || l.n <= 1 || bytes <= 0) return -1;
-  return l.profile->collective_seconds("gradient-exchange", l.n, bytes, true);
-}
+double runtime_gather_s(const Links& l, double bytes) { return runtime_timed_s(l, "all-gather-v", bytes); }
+double runtime_exchange_s(const Links& l, double bytes) { return runtime_timed_s(l, "gradient-exchange", bytes); }
 }  // namespace capplan::detail

@@ -41,8 +41,6 @@ constexpr const char* kCmd = "capplan-train measure";
 // A tensor-parallel layer's GEMMs between two of its collectives: two segments forward, two
 // backward (Measurer::lockstep).
 constexpr int kSegments = 4;
-// The context-parallel ring whose attention kernels are timed (Measurer::ring_kernels).
-constexpr int kRingCp = kProfileRingCp;
 constexpr const char* kUsage =
     "usage: capplan-train measure --model M --out FILE [--tp T] [--mbs B] [--seq S] [--threads N] [--repeats R]\n"
     "       [--rounds N] [--shared-cores]\n"
@@ -310,30 +308,31 @@ class Measurer {
     }
   }
 
-  // A rank of a context-parallel ring of kRingCp over the same sequence (RingAttention without a
-  // communicator: the rank's K and V packed, a block kernel per rank of the ring over its keys at
-  // their owner's positions, the finish; the backward's blocks and the gradients' copy back),
-  // each measuring rank taking the ring rank of its parity. The blocks are many smaller calls
-  // than the dense kernel's: a cp layout's attention is priced from these, not from the dense
-  // kernel's time cut by the scores. Not where the sequence does not split into 2 kRingCp chunks.
+  // A rank of a context-parallel ring of kProfileRingCp over the same sequence (RingAttention
+  // without a communicator: the rank's K and V packed, a block kernel per rank of the ring over
+  // its keys at their owner's positions, the finish; the backward's blocks and the gradients' copy
+  // back), each measuring rank taking the ring rank of its parity. The blocks are many smaller
+  // calls than the dense kernel's: a cp layout's attention is priced from these, not from the
+  // dense kernel's time cut by the scores. Not where the sequence does not split into
+  // 2 kProfileRingCp chunks.
   void ring_kernels(DeviceProfile& p) {
     const int tp = o_.tp, T = seq(), B = o_.mbs;
     const double e = 4;  // fp32
-    if (T % (2 * kRingCp) != 0) return;
+    if (T % (2 * kProfileRingCp) != 0) return;
     AttentionShape s;
     s.B = B;
-    s.T = T / kRingCp;
+    s.T = T / kProfileRingCp;
     s.Hl = m_.heads / tp;
     s.KVl = std::max(1, m_.kv_heads_or_default() / tp);
     s.D = m_.head_dim();
     const int64_t ring_rows = int64_t(B) * s.T;
-    RingAttention ring(be_, kRingCp, world_.rank() % kRingCp, T);
+    RingAttention ring(be_, kProfileRingCp, world_.rank() % kProfileRingCp, T);
     float* qkv = buffer(ring_rows * s.qkv_stride());
     float* out = buffer(ring_rows * s.Hl * s.D);
     float* lse = buffer(int64_t(B) * s.Hl * s.T);
     float* dout = buffer(ring_rows * s.Hl * s.D);
     float* dqkv = buffer(ring_rows * s.qkv_stride());
-    const double score_bytes = e * double(B) * s.Hl * T * T / kRingCp;  // the rank's share of the scores
+    const double score_bytes = e * double(B) * s.Hl * T * T / kProfileRingCp;  // the rank's share of the scores
     kernel(p, "ring attention forward", 2 * score_bytes, [&] { ring.forward(out, lse, qkv, s); });
     kernel(p, "ring attention backward", 3 * score_bytes,
            [&] { ring.backward(dqkv, dout, out, lse, qkv, s); });
@@ -479,8 +478,9 @@ class Measurer {
   }
 
   // The first `alone` ranks run `work`, a core each; every other rank naps in a receive until one
-  // of them is done (in the all-reduce that ends a timing they would poll on the cores: 8 ranks
-  // on 2 cores, 6 of them there, took the two's time from 28-33 ms to 51).
+  // of them is done (in the all-reduce that ends a timing they would poll on the cores: with 8
+  // ranks on 2 cores, 2 computing, 2 napping and 4 polling there, the two's time went from
+  // 28-33 ms to 51).
   void run_alone(int alone, const std::function<void()>& work) {
     const int n = world_.size(), r = world_.rank();
     float one = 1;
