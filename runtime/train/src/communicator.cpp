@@ -22,11 +22,23 @@ constexpr int64_t kChunk = int64_t(1) << 30;
 // A rank of a host with more ranks than cores waits for a point-to-point message by polling
 // `done` with a nap between polls: 50 us (with the kernel's timer slack, 50-100 us; a poll costs
 // ~10 us, so the waiting rank takes ~20 % of a core instead of all of what the scheduler gives
-// it, even yielding), leaving its core to the ranks that compute.
+// it, even yielding), leaving its core to the ranks that compute. A receive whose message is
+// already there (a pipeline stage's, after its probe) first polls for up to `spin`: Open MPI
+// completes it within a few polls (the shared-memory transport reads the message from the
+// sender's memory), and a rank that naps in the middle of it waits for a core the others hold,
+// up to a scheduler slice (6 ms among 4 ranks on 2 cores, measured: single receives of a 256 KB
+// activation took up to 7.6 ms with the nap, at most 0.21 ms with the polls first).
 template <class Poll>
-void nap_until(Poll done) {
+void nap_until(Poll done, std::chrono::microseconds spin = std::chrono::microseconds(0)) {
+  const auto spin_end = std::chrono::steady_clock::now() + spin;
+  do {
+    if (done()) return;
+  } while (std::chrono::steady_clock::now() < spin_end);
   while (!done()) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
+
+// How long a receive polls before it naps (nap_until).
+constexpr std::chrono::microseconds kReceiveSpin(200);
 
 // Adds the seconds from its construction to its destruction to `total`.
 class CallTimer {
@@ -180,7 +192,7 @@ class MpiCommunicator final : public Communicator {
     for (int64_t off = 0; off < n; off += kChunk) {
       MPI_Request req;
       MPI_Irecv(data + off, int(std::min(kChunk, n - off)), MPI_FLOAT, peer, tag, comm_, &req);
-      wait(&req);
+      wait(&req, kReceiveSpin);
     }
   }
   void probe(int peer, int tag) override {
@@ -217,16 +229,18 @@ class MpiCommunicator final : public Communicator {
 
  private:
   // A point-to-point request: MPI_Wait on a core of its own, else nap_until.
-  void wait(MPI_Request* req) {
+  void wait(MPI_Request* req, std::chrono::microseconds spin = std::chrono::microseconds(0)) {
     if (!nap_waits_) {
       MPI_Wait(req, MPI_STATUS_IGNORE);
       return;
     }
-    nap_until([&] {
-      int done = 0;
-      MPI_Test(req, &done, MPI_STATUS_IGNORE);
-      return done != 0;
-    });
+    nap_until(
+        [&] {
+          int done = 0;
+          MPI_Test(req, &done, MPI_STATUS_IGNORE);
+          return done != 0;
+        },
+        spin);
   }
 
   // Ring reduce-scatter (Patarasuk & Yuan 2009, the reduce-scatter half of the ring all-reduce):

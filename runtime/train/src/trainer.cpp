@@ -169,8 +169,11 @@ class Run {
   double run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s);
   double run_split_microbatches(int64_t step, StepRecord& rec);
   void load_microbatch(int64_t step, int64_t mb);
+  const ParamInfo* tied_param(Gpt** model, int* peer);
+  void post_tied_gradient();
   void sync_tied_embedding();
   void take_terms_of_busiest_rank(StepRecord& rec);
+  void sum_expert_stats();
   void dump_gradients();
 
   TrainOptions o_;
@@ -229,6 +232,7 @@ class Run {
   std::vector<float*> buffers_;
   double bubble_ = 0;  // last step's measured pipeline bubble (mean over ranks)
   double tied_wait_s_ = 0;  // seconds waited in sync_tied_embedding for the other end's gradient
+  std::vector<float> tied_mine_, tied_other_;  // this end's tied gradient (in flight), the other's
   double aux_loss_ = 0;  // last step's load-balancing loss (MoE): sum over MoE layers
   int64_t dropped_ = 0;  // last step's token choices over the experts' capacity (MoE)
 
@@ -716,25 +720,44 @@ void Run::load_microbatch(int64_t step, int64_t mb) {
 
 // The LM head on the last stage is tied to the first stage's embedding: both copies get the sum
 // of the two gradients (a + b on one side, b + a on the other: the same float), so the two
-// identical AdamW updates keep them bitwise equal.
-void Run::sync_tied_embedding() {
+// identical AdamW updates keep them bitwise equal. nullptr on a stage without either end.
+const ParamInfo* Run::tied_param(Gpt** model, int* peer) {
   const bool first = models_.front()->first_stage(), last = models_.back()->last_stage();
-  if (o_.layout.pp == 1 || !(first || last)) return;
-  Gpt& g = first ? *models_.front() : *models_.back();
-  const ParamInfo* p = g.find_param(first ? "wte" : "wte.tied");
-  std::vector<float> mine(size_t(p->numel)), other(size_t(p->numel));
-  be_->to_host(mine.data(), g.grad_at(p->offset), p->numel);
-  const int peer = first ? o_.layout.pp - 1 : 0;
-  groups_.pp->send_async(mine.data(), p->numel, peer, 1 << 30);
+  if (o_.layout.pp == 1 || !(first || last)) return nullptr;
+  *model = first ? models_.front().get() : models_.back().get();
+  *peer = first ? o_.layout.pp - 1 : 0;
+  return (*model)->find_param(first ? "wte" : "wte.tied");
+}
+
+// This end's gradient goes out as soon as its micro-batches are done: the last stage's long before
+// the first stage's drain ends. Each end then takes the other's message itself (Open MPI's
+// shared-memory transport reads it from the sender's memory), so neither waits for the other to
+// get a core back after the drain, when the ranks that are through go on to their optimizer step
+// on the shared cores. The send is waited for after the step's update (the buffer stays).
+void Run::post_tied_gradient() {
+  Gpt* g = nullptr;
+  int peer = 0;
+  const ParamInfo* p = tied_param(&g, &peer);
+  if (!p) return;
+  tied_mine_.resize(size_t(p->numel));
+  be_->to_host(tied_mine_.data(), g->grad_at(p->offset), p->numel);
+  groups_.pp->send_async(tied_mine_.data(), p->numel, peer, 1 << 30);
+}
+
+void Run::sync_tied_embedding() {
+  Gpt* g = nullptr;
+  int peer = 0;
+  const ParamInfo* p = tied_param(&g, &peer);
+  if (!p) return;
+  tied_other_.resize(size_t(p->numel));
   // The peer's gradient comes when it has finished its own last backward: the wait for it is
   // the pipeline's drain on this stage (bubble), the receive that then moves it pp_comm.
   const double w = groups_.pp->comm_seconds();
   groups_.pp->probe(peer, 1 << 30);
   tied_wait_s_ += groups_.pp->comm_seconds() - w;
-  groups_.pp->recv(other.data(), p->numel, peer, 1 << 30);
-  groups_.pp->wait_sends();
-  for (size_t i = 0; i < mine.size(); ++i) mine[i] += other[i];
-  be_->from_host(g.grad_at(p->offset), mine.data(), p->numel);
+  groups_.pp->recv(tied_other_.data(), p->numel, peer, 1 << 30);
+  for (size_t i = 0; i < tied_other_.size(); ++i) tied_other_[i] += tied_mine_[i];
+  be_->from_host(g->grad_at(p->offset), tied_other_.data(), p->numel);
 }
 
 // --dump-grads: the step-1 gradients, summed over DP, un-sharded to the single-rank layout of
@@ -1045,6 +1068,9 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   const double pipe_s = seconds_since(t_pipe);
   double bubble = pipe_s > 0 ? pp_wait_s / pipe_s : 0.0;
   double bubble_s = pp_wait_s + sends_wait_s;  // waits inside the pp group's calls
+  const auto t_post = Clock::now();
+  post_tied_gradient();
+  const double post_s = seconds_since(t_post);  // the gradient's copy out, in the backward
   double drain_s = 0;  // the wait in the world's sum below
   if (L.pp > 1) {
     // Every rank waits here for the last stage to end its micro-batches (stage 0's last
@@ -1061,9 +1087,9 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   sync_tied_embedding();
   for (auto& m : models_) m->flush_gradients();
   if (step == 0 && !o_.dump_grads.empty()) dump_gradients();
-  rec.backward_s += seconds_since(t) + sends_wait_s;  // (the pipeline's last sends, waited for)
+  rec.backward_s += seconds_since(t) + sends_wait_s + post_s;  // (the pipeline's last sends, waited for)
   // Forward and backward, as walls, and the communication inside them.
-  const double fwd_bwd_s = pipe_s + seconds_since(t);
+  const double fwd_bwd_s = pipe_s + post_s + seconds_since(t);
   const double comm_fwd_bwd_s = comm_s() - comm_pipe0;
   t = Clock::now();
   const double comm_opt0 = comm_s();
@@ -1088,22 +1114,14 @@ void Run::run_step(int64_t step, StepRecord& rec) {
   os.lr = learning_rate(o_.optimizer, step);
   apply_updates(step, total, os);
   rec.optimizer_s = seconds_since(t) - (comm_s() - comm_opt0);
+  groups_.pp->wait_sends();  // the tied gradient's send, long taken by now (pp_comm)
   const bool last = models_.back()->last_stage();
   // Global mean loss: the last stage's TP rank 0 of every DP rank contributes its sum.
   double contrib = (last && groups_.coords.tp == 0) ? loss_sum : 0.0;
   groups_.world->all_reduce_sum(&contrib, 1);
   rec.step = step + 1;
   rec.loss = contrib / (double(o_.gbs) * T_);
-  if (moe_) {  // every tp and cp rank of a stage computes the same load-balancing loss
-    double v[2] = {0, 0};  // aux loss; dropped choices (each rank drops its own tokens')
-    for (auto& m : models_) {
-      if (groups_.coords.tp == 0 && groups_.coords.cp == 0) v[0] += m->aux_loss();
-      if (groups_.coords.tp == 0) v[1] += double(m->dropped());
-    }
-    groups_.world->all_reduce_sum(v, 2);
-    aux_loss_ = v[0];
-    dropped_ = int64_t(v[1]);
-  }
+  if (moe_) sum_expert_stats();
   rec.lr = os.lr;
   rec.grad_norm = os.grad_norm;
   rec.step_time_s = seconds_since(t_step);
@@ -1130,6 +1148,19 @@ void Run::run_step(int64_t step, StepRecord& rec) {
                                   : std::numeric_limits<double>::quiet_NaN();
   rec.peak_flops_source = peak_.source;
   take_terms_of_busiest_rank(rec);
+}
+
+// MoE: the step's load-balancing loss and dropped token choices over the world. Every tp and cp
+// rank of a stage computes the same loss; each rank drops its own tokens' choices.
+void Run::sum_expert_stats() {
+  double v[2] = {0, 0};  // aux loss; dropped choices
+  for (auto& m : models_) {
+    if (groups_.coords.tp == 0 && groups_.coords.cp == 0) v[0] += m->aux_loss();
+    if (groups_.coords.tp == 0) v[1] += double(m->dropped());
+  }
+  groups_.world->all_reduce_sum(v, 2);
+  aux_loss_ = v[0];
+  dropped_ = int64_t(v[1]);
 }
 
 // The record's terms are those of the rank with the most compute (compute + recompute + offload;
