@@ -12,6 +12,7 @@
 #include "launch/measure_profile.h"
 #include "planner/cost_model.h"
 #include "planner/device_profile.h"
+#include "planner/format.h"
 #include "planner/profile.h"
 #include "planner/spec_io.h"
 
@@ -64,7 +65,7 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       for (const SharedCoresTiming& sc : p.shared) {
         w.begin_object();
         w.field("ranks", sc.ranks).field("cores", p.cores).field("free_efficiency", sc.free_efficiency);
-        w.field("handoff_s", sc.handoff_s);
+        w.field("handoff_s", sc.handoff_s).field("handoff_lockstep_s", sc.handoff_lockstep_s);
         w.key("lockstep").begin_array();
         for (const LockstepTiming& l : sc.lockstep) {
           w.begin_object();
@@ -90,9 +91,11 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
                   "%.3f ms\n",
                   p.ranks, p.lockstep.allreduce_bytes / 1024, p.lockstep.allreduce_s * 1e3);
     for (const SharedCoresTiming& sc : p.shared) {
+      const std::string beside =
+          sc.handoff_lockstep_s > 0 ? " (" + fmt_fixed(sc.handoff_lockstep_s * 1e3, 3) + " beside pairs in lockstep)" : "";
       std::printf("shared cores: %d ranks on %d cores compute at %.2f of the processor-sharing ideal; a pipeline "
-                  "hand-off takes %.3f ms; in lockstep an all-reduce of %.0f KB holds them",
-                  sc.ranks, p.cores, sc.free_efficiency, sc.handoff_s * 1e3,
+                  "hand-off takes %.3f ms%s; in lockstep an all-reduce of %.0f KB holds them",
+                  sc.ranks, p.cores, sc.free_efficiency, sc.handoff_s * 1e3, beside.c_str(),
                   sc.lockstep.empty() ? 0.0 : sc.lockstep[0].allreduce_bytes / 1024);
       for (size_t i = 0; i < sc.lockstep.size(); ++i)
         std::printf("%s %.3f ms in groups of %d (GEMMs meanwhile x%.2f)", i ? "," : "",

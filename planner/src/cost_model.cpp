@@ -703,7 +703,18 @@ class StepEvaluation {
     // outnumber the cores it takes the profile's measured hand-off if that is longer, the rest
     // being the receiving stage's wait (cost_model_cores.cpp). The simulator's transfers take it.
     const double copy_stretch = shared_copy_stretch(on_host, dev->cores, dev->ranks);
-    const double handoff_s = pp > 1 && on_host > dev->cores ? dev->shared_handoff_s(on_host) : -1.0;
+    // Tensor-parallel ranks meet every half layer. The ranks of a context ring or an expert group
+    // reach this evaluation through the dense slice (cp = ep = 1, cost_model_moe.cpp): they compute
+    // whole attention blocks and layers between their exchanges and share the cores as
+    // data-parallel ranks do (dp 2 x cp 2 on 2 cores computed 241-315 ms a step in four
+    // benchmark runs, 296-344 so priced; 303-314 with the ring's measured attention), their
+    // exchanges priced there.
+    const bool lockstep = ly.tp > 1;
+    // Stages in lockstep poll in their all-reduces yielding the core, so a stage whose message
+    // has come gets a core sooner than beside stages that compute whole passes: the profile's
+    // hand-off beside pairs in lockstep (1.1 against 1.6 ms among 4 ranks on 2 cores, 2.8 against
+    // 6.1 among 8, in one profile).
+    const double handoff_s = pp > 1 && on_host > dev->cores ? dev->shared_handoff_s(on_host, lockstep) : -1.0;
     pp_handoff_factor = p2p > 0 && handoff_s > 0 ? std::max(copy_stretch, handoff_s / p2p) : copy_stretch;
     double stages = 0;
     std::vector<double> work(size_t(pp), 0.0);  // each stage's compute-stream work per micro-batch
@@ -713,18 +724,12 @@ class StepEvaluation {
       stages += md * work[size_t(s)];
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
-    // Tensor-parallel ranks meet every half layer. The ranks of a context ring or an expert group
-    // reach this evaluation through the dense slice (cp = ep = 1, cost_model_moe.cpp): they compute
-    // whole attention blocks and layers between their exchanges and share the cores as
-    // data-parallel ranks do (dp 2 x cp 2 on 2 cores computed 241-315 ms a step in four
-    // benchmark runs, 296-344 so priced; 303-314 with the ring's measured attention), their
-    // exchanges priced there.
-    const bool lockstep = ly.tp > 1;
     // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
     const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, ly.tp) : 1.0;
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
-                          std::max(1.0, stretch), pipeline_slots(work, on_host, dev->cores));
+                          std::max(1.0, stretch), pipeline_slots(work, on_host, dev->cores),
+                          fill_drain_stretch(work, on_host, dev->cores));
   }
 
   // The pipeline walked through the 1F1B schedule's slots, the slot's active ranks sharing the
@@ -737,8 +742,16 @@ class StepEvaluation {
   // 0 without a pipeline.
   double pipeline_slots(const std::vector<double>& work, int on_host, int cores) const {
     if (pp < 2) return 0.0;
+    const std::vector<double> slot = slot_times(work, on_host, cores);
+    const int64_t n = m * int64_t(vpd) + pp - 1;
+    double t = 0;
+    for (int64_t k = 0; k < n; ++k) t += slot[size_t(active_stages(k, n))];
+    return t;
+  }
+  // A slot's duration by a, its active stages.
+  std::vector<double> slot_times(const std::vector<double>& work, int on_host, int cores) const {
     const double r = double(on_host) / pp;  // ranks of a stage on the host
-    std::vector<double> slot(size_t(pp) + 1, 0.0);  // by a, the active stages
+    std::vector<double> slot(size_t(pp) + 1, 0.0);
     for (int a = 1; a <= pp; ++a) {
       std::vector<double> v(work.begin(), work.begin() + a);
       std::sort(v.begin(), v.end());
@@ -749,10 +762,20 @@ class StepEvaluation {
       }
       slot[size_t(a)] = t;
     }
+    return slot;
+  }
+  int active_stages(int64_t k, int64_t n) const { return int(std::min({k + 1, int64_t(pp), n - k})); }
+  // How much longer the pipeline's fill and drain (the slots with fewer stages than pp active)
+  // take with their ranks sharing the cores than with a core each: dp 2 x tp 2 x pp 2 on 2 cores
+  // runs one stage's 4 ranks in them, at half a core each (1 with tp 2 x pp 2's 2).
+  double fill_drain_stretch(const std::vector<double>& work, int on_host, int cores) const {
+    if (pp < 2) return 1.0;
+    const std::vector<double> shared = slot_times(work, on_host, cores), own = slot_times(work, on_host, on_host);
     const int64_t n = m * int64_t(vpd) + pp - 1;
-    double t = 0;
-    for (int64_t k = 0; k < n; ++k) t += slot[size_t(std::min({k + 1, int64_t(pp), n - k}))];
-    return t;
+    double s = 0, o = 0;
+    for (int64_t k = 0; k < n; ++k)
+      if (const int a = active_stages(k, n); a < pp) s += shared[size_t(a)], o += own[size_t(a)];
+    return o > 0 ? std::max(1.0, s / o) : 1.0;
   }
 
   // Parameters of `nl` layers and of the embedding and the LM head where a stage or chunk holds

@@ -83,7 +83,7 @@ double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks) {
 
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double handoff_s, double lockstep_stretch,
-                               double pipeline_s) {
+                               double pipeline_s, double fill_drain_stretch) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   const double s = std::max(1.0, double(ranks_on_host) / cores);       // the most a busy rank stretches
@@ -106,12 +106,15 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   if (lockstep) {
     // The measured stretch of the compute between collectives, as far as the step leaves room.
     const double passes = d * (t.compute + t.recompute);
-    const double room = step - other - handoff - d * (t.bubble + t.optimizer);
+    const double fill_drain = d * t.bubble * std::max(1.0, fill_drain_stretch);
+    const double room = step - other - handoff - fill_drain - d * t.optimizer;
     const double f = passes > 0 ? std::clamp(room / passes, 1.0, std::max(1.0, lockstep_stretch)) : 1.0;
     t.compute *= d * f;
     t.recompute *= d * f;
     t.optimizer *= d;
-    t.bubble = d * t.bubble + handoff;
+    // The fill and drain run fewer ranks than the host has; where those still outnumber the
+    // cores they share them (processor sharing, as the passes do).
+    t.bubble = fill_drain + handoff;
     t.tp_comm += std::max(0.0, step - t.sum());
     return t;
   }

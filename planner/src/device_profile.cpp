@@ -146,9 +146,11 @@ double DeviceProfile::shared_compute_stretch(int ranks, int group) const {
   });
 }
 
-double DeviceProfile::shared_handoff_s(int ranks) const {
-  return interpolate_in_ranks(shared, ranks,
-                              [](const SharedCoresTiming& s) { return s.handoff_s > 0 ? s.handoff_s : -1.0; });
+double DeviceProfile::shared_handoff_s(int ranks, bool lockstep) const {
+  return interpolate_in_ranks(shared, ranks, [lockstep](const SharedCoresTiming& s) {
+    if (lockstep && s.handoff_lockstep_s > 0) return s.handoff_lockstep_s;
+    return s.handoff_s > 0 ? s.handoff_s : -1.0;
+  });
 }
 
 const CollectiveFit* DeviceProfile::fit(const std::string& op, int n) const {
@@ -229,7 +231,8 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   if (!p.shared.empty()) o << "  shared_cores:\n";
   for (const SharedCoresTiming& sc : p.shared) {
     o << "    - {ranks: " << sc.ranks << ", free_efficiency: " << num(sc.free_efficiency)
-      << ", handoff_seconds: " << num(sc.handoff_s) << ", lockstep: [";
+      << ", handoff_seconds: " << num(sc.handoff_s)
+      << (sc.handoff_lockstep_s > 0 ? ", handoff_lockstep_seconds: " + num(sc.handoff_lockstep_s) : "") << ", lockstep: [";
     for (size_t i = 0; i < sc.lockstep.size(); ++i)
       o << (i ? ", " : "") << "{group: " << sc.lockstep[i].group
         << ", allreduce_bytes: " << num(sc.lockstep[i].allreduce_bytes)
@@ -334,6 +337,7 @@ void read_shared_cores(detail::MapReader& r, const std::string& file, Diagnostic
     s.integer("ranks", sc.ranks, true, count);
     s.number("free_efficiency", sc.free_efficiency, true, {0, true, 1});
     s.number("handoff_seconds", sc.handoff_s, false, {0, false, 1e6});
+    s.number("handoff_lockstep_seconds", sc.handoff_lockstep_s, false, {0, false, 1e6});
     s.text("how", sc.how, false);
     if (one) {
       LockstepTiming l;

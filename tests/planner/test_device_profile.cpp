@@ -429,6 +429,74 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   EXPECT_DOUBLE_EQ(q.value->shared[0].handoff_s, p.shared[0].handoff_s);
 }
 
+// A tensor-parallel pipeline's stages meet in an all-reduce every half layer, polling there with the
+// core yielded, so a stage whose message has come gets a core sooner than beside stages computing
+// whole passes: its transfers take the profile's hand-off beside pairs in lockstep where the profile
+// has one (handoff_lockstep_seconds), and a pipeline without tensor parallelism the plain one.
+TEST(DeviceProfile, TensorParallelPipelineTakesTheHandOffBesideLockstep) {
+  Layout tp_pp;
+  tp_pp.tp = 2;
+  tp_pp.pp = 2;
+  tp_pp.mbs = 1;
+  Layout pp_only;
+  pp_only.pp = 4;
+  pp_only.mbs = 1;
+  DeviceProfile p = cpu_profile(2, 2);
+  p.shared = {{4, 1, 0, {{2, 262144, 0, 0, ""}, {4, 262144, 0, 0, ""}}, ""}};
+  const double p2p = step_costs(host_scenario(4, cpu_profile(2, 4)), tp_pp).p2p_s;
+  ASSERT_GT(p2p, 0);
+  p.shared[0].handoff_s = 6 * p2p;
+  const Scenario plain_sc = host_scenario(4, p);
+  const Estimate plain = estimate(plain_sc, tp_pp), plain_pp = estimate(plain_sc, pp_only);
+  // The same hand-off beside lockstep changes nothing; a shorter one shortens tp x pp's transfers.
+  p.shared[0].handoff_lockstep_s = 6 * p2p;
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(4, p), tp_pp).step_time_s, plain.step_time_s);
+  p.shared[0].handoff_lockstep_s = 3 * p2p;
+  const Scenario lock_sc = host_scenario(4, p);
+  const Estimate lock = estimate(lock_sc, tp_pp);
+  std::printf("Expectation: tp 2 x pp 2's transfer %.3g s (beside lockstep), pp 4's %.3g s  Actual result: %.3g s, "
+              "%.3g s; bubble %.6f against %.6f\n",
+              3 * p2p, step_costs(plain_sc, pp_only).p2p_s, step_costs(lock_sc, tp_pp).p2p_s,
+              step_costs(lock_sc, pp_only).p2p_s, lock.breakdown_s.bubble, plain.breakdown_s.bubble);
+  EXPECT_NEAR(step_costs(lock_sc, tp_pp).p2p_s, 3 * p2p, 1e-12);
+  EXPECT_NEAR(step_costs(plain_sc, tp_pp).p2p_s, 6 * p2p, 1e-12);
+  EXPECT_LT(lock.breakdown_s.bubble, plain.breakdown_s.bubble);
+  EXPECT_DOUBLE_EQ(estimate(lock_sc, pp_only).step_time_s, plain_pp.step_time_s);
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(q.value->shared[0].handoff_lockstep_s, 3 * p2p);
+  EXPECT_DOUBLE_EQ(q.value->shared[0].handoff_s, 6 * p2p);
+  std::string text = device_profile_yaml(p);
+  const size_t at = text.find("handoff_lockstep_seconds: ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find(',', at) - at, "handoff_lockstep_seconds: -1");
+  const Loaded<DeviceProfile> bad = parse_device_profile_yaml(text, "bad.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.diagnostics.to_string().find("handoff_lockstep_seconds"), std::string::npos)
+      << bad.diagnostics.to_string();
+}
+
+// Ranks in lockstep on shared cores: the pipeline's fill and drain run one stage of dp 2 x tp 2 x
+// pp 2, 4 ranks on 2 cores, at half a core each (processor sharing), so that bubble is twice what
+// it is with a core each; tp 2 x pp 2's fill runs 2 ranks on the 2 cores, unstretched.
+TEST(DeviceProfile, PipelineFillAndDrainShareTheCoresInLockstep) {
+  for (const int dp : {1, 2}) {
+    Layout l;
+    l.dp = dp;
+    l.tp = 2;
+    l.pp = 2;
+    l.mbs = 1;
+    const int ranks = 4 * dp;
+    const Estimate own = estimate(host_scenario(ranks, cpu_profile(2, ranks)), l);
+    const Estimate shared = estimate(host_scenario(ranks, cpu_profile(2, 2)), l);
+    const double expected = (dp == 2 ? 2.0 : 1.0) * own.breakdown_s.bubble;
+    std::printf("Expectation: dp %d x tp 2 x pp 2 on 2 cores: bubble %.6f s  Actual result: %.6f s\n", dp, expected,
+                shared.breakdown_s.bubble);
+    ASSERT_GT(own.breakdown_s.bubble, 0);
+    EXPECT_NEAR(shared.breakdown_s.bubble, expected, 1e-9 * expected);
+  }
+}
+
 // Shared measurements at several rank counts and lockstep group sizes (capplan profile --measure
 // takes twice and four times the cores, groups of 2, 4, ... up to all the ranks): a layout's
 // ranks on the host take the figures interpolated linearly between the two rank counts around

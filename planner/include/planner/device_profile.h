@@ -82,6 +82,7 @@ struct SharedCoresTiming {
   double handoff_s = 0;                  // 0: not measured
   std::vector<LockstepTiming> lockstep;  // by group size, ascending
   std::string how;
+  double handoff_lockstep_s = 0;         // the hand-off beside pairs in lockstep; 0: not measured
 };
 
 struct DeviceProfile {
@@ -124,10 +125,11 @@ struct DeviceProfile {
   // Ranks sharing the host's cores (the shared measurements, interpolated linearly in the ranks
   // between the two measured counts around `ranks`, the nearest beyond them), or -1 when not
   // measured: how long an all-reduce of ranks in lockstep in groups of `group` holds them (the
-  // measured group size nearest to it), and a pipeline's hand-off.
+  // measured group size nearest to it), and a pipeline's hand-off (with `lockstep`, the one
+  // measured beside ranks in lockstep where the profile has it: a tensor-parallel pipeline's).
   double shared_allreduce_s(int ranks, int group) const;
   double shared_compute_stretch(int ranks, int group) const;
-  double shared_handoff_s(int ranks) const;
+  double shared_handoff_s(int ranks, bool lockstep = false) const;
   // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.
   const CollectiveFit* fit(const std::string& op, int ranks) const;
   // The measured time of `op` among `ranks` ranks for a buffer of `bytes`, interpolated linearly

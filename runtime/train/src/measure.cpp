@@ -357,7 +357,9 @@ class Measurer {
   //    `cores` ranks compute, one per core, while the others sleep in a point-to-point wait (the
   //    runtime's nap on a shared core): t_alone. n ranks on c cores ideally take n / c of a
   //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free; and a
-  //    pipeline's hand-off of the activation between two ranks while the others compute (handoff).
+  //    pipeline's hand-off of the activation between two ranks while the others compute (handoff),
+  //    and again while the others compute in lockstep in pairs (a tensor-parallel pipeline's
+  //    stages: a rank polling in its all-reduce yields the core, which a free GEMM does not).
   // Times are medians over the rounds (the lockstep's extra time: the median of each round's
   // difference). Fills `p.lockstep` (a core each: the last group's) or `p.shared` (one entry).
   void lockstep(DeviceProfile& p, int cores, bool shared, const std::vector<std::pair<int, Communicator*>>& groups) {
@@ -422,15 +424,7 @@ class Measurer {
     world_.all_reduce_max(&once, 1);
     const int K = std::clamp(int(std::ceil(0.1 / std::max(1e-6, double(once)))), 2, 1000);
     const int alone = std::min(cores, n / 2);  // ranks computing alone; the rest nap
-    auto timed = [&](const std::function<void()>& fn) {
-      world_.barrier();
-      const double t = now_s();
-      fn();
-      float dt = float(now_s() - t);
-      world_.all_reduce_max(&dt, 1);
-      return double(dt);
-    };
-    std::vector<double> a, fr, ho;
+    std::vector<double> a, fr, ho, hl;
     std::vector<std::vector<double>> lk(groups.size()), busy(groups.size());
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
@@ -470,11 +464,29 @@ class Measurer {
         // The other ranks compute twice the free timing's layers: they outlast the hand-offs.
         ho.push_back(handoff([&] { for (int k = 0; k < 2 * K; ++k) layer(nullptr); }, act, arn, 0.4 * fr.back()));
         spent += 0.4 * fr.back();
+        // And while they compute in lockstep in pairs (ranks 2 and 3, 4 and 5, ...: groups[0]),
+        // as a tensor-parallel pipeline's other stages do, meeting in an all-reduce every half
+        // layer, where they poll yielding the core.
+        if (groups.front().first == 2 && n >= 4) {
+          Communicator* pairs = groups.front().second;
+          hl.push_back(handoff([&] { for (int k = 0; k < 2 * K; ++k) layer(pairs); }, act, arn, 0.4 * fr.back()));
+          spent += 0.4 * fr.back();
+        }
       }
     }
-    LockstepRounds t{std::move(a), std::move(fr), std::move(ho), std::move(lk), std::move(busy), K, rounds};
+    LockstepRounds t{std::move(a), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), K, rounds};
     store_lockstep(p, cores, shared, groups, t, tok);
     bufs_.clear();
+  }
+
+  // `fn` on every rank from a barrier: the slowest rank's time (the same on every rank).
+  double timed(const std::function<void()>& fn) {
+    world_.barrier();
+    const double t = now_s();
+    fn();
+    float dt = float(now_s() - t);
+    world_.all_reduce_max(&dt, 1);
+    return double(dt);
   }
 
   // The first `alone` ranks run `work`, a core each; every other rank naps in a receive until one
@@ -495,7 +507,7 @@ class Measurer {
   // The timings of lockstep(), one per round: the first `cores` ranks alone, all free, the
   // hand-off; per lockstep group, the timing and the ranks' mean time in their GEMMs. K layers each.
   struct LockstepRounds {
-    std::vector<double> alone, free, handoff;
+    std::vector<double> alone, free, handoff, handoff_lockstep;
     std::vector<std::vector<double>> lockstep, busy;
     int K, rounds;
   };
@@ -529,8 +541,10 @@ class Measurer {
       sc.ranks = n;
       sc.free_efficiency = std::clamp(double(n) / cores * median(t.alone) / median(t.free), 0.01, 1.0);
       sc.handoff_s = median(t.handoff);
+      sc.handoff_lockstep_s = t.handoff_lockstep.empty() ? 0.0 : median(t.handoff_lockstep);
       sc.lockstep = timings;
-      sc.how = how + ", a hand-off " + ms(median(t.handoff));
+      sc.how = how + ", a hand-off " + ms(median(t.handoff)) +
+               (t.handoff_lockstep.empty() ? "" : " (beside pairs in lockstep " + ms(sc.handoff_lockstep_s) + ")");
       p.shared = {sc};
     } else {
       p.lockstep = timings.back();
