@@ -169,7 +169,13 @@ class Run {
   double run_schedule(int64_t step, StepRecord& rec, double* pp_wait_s);
   double run_split_microbatches(int64_t step, StepRecord& rec);
   void load_microbatch(int64_t step, int64_t mb);
-  const ParamInfo* tied_param(Gpt** model, int* peer);
+  // This stage's end of the tied embedding: its model chunk, the parameter, the other end's stage.
+  struct TiedEnd {
+    Gpt* model = nullptr;
+    const ParamInfo* param = nullptr;  // nullptr: a stage without either end
+    int peer = 0;
+  };
+  TiedEnd tied_end();
   void post_tied_gradient();
   void sync_tied_embedding();
   void take_terms_of_busiest_rank(StepRecord& rec);
@@ -720,13 +726,12 @@ void Run::load_microbatch(int64_t step, int64_t mb) {
 
 // The LM head on the last stage is tied to the first stage's embedding: both copies get the sum
 // of the two gradients (a + b on one side, b + a on the other: the same float), so the two
-// identical AdamW updates keep them bitwise equal. nullptr on a stage without either end.
-const ParamInfo* Run::tied_param(Gpt** model, int* peer) {
+// identical AdamW updates keep them bitwise equal.
+Run::TiedEnd Run::tied_end() {
   const bool first = models_.front()->first_stage(), last = models_.back()->last_stage();
-  if (o_.layout.pp == 1 || !(first || last)) return nullptr;
-  *model = first ? models_.front().get() : models_.back().get();
-  *peer = first ? o_.layout.pp - 1 : 0;
-  return (*model)->find_param(first ? "wte" : "wte.tied");
+  if (o_.layout.pp == 1 || !(first || last)) return {};
+  Gpt* g = first ? models_.front().get() : models_.back().get();
+  return {g, g->find_param(first ? "wte" : "wte.tied"), first ? o_.layout.pp - 1 : 0};
 }
 
 // This end's gradient goes out as soon as its micro-batches are done: the last stage's long before
@@ -735,29 +740,25 @@ const ParamInfo* Run::tied_param(Gpt** model, int* peer) {
 // get a core back after the drain, when the ranks that are through go on to their optimizer step
 // on the shared cores. The send is waited for after the step's update (the buffer stays).
 void Run::post_tied_gradient() {
-  Gpt* g = nullptr;
-  int peer = 0;
-  const ParamInfo* p = tied_param(&g, &peer);
-  if (!p) return;
-  tied_mine_.resize(size_t(p->numel));
-  be_->to_host(tied_mine_.data(), g->grad_at(p->offset), p->numel);
-  groups_.pp->send_async(tied_mine_.data(), p->numel, peer, 1 << 30);
+  const TiedEnd e = tied_end();
+  if (!e.param) return;
+  tied_mine_.resize(size_t(e.param->numel));
+  be_->to_host(tied_mine_.data(), e.model->grad_at(e.param->offset), e.param->numel);
+  groups_.pp->send_async(tied_mine_.data(), e.param->numel, e.peer, 1 << 30);
 }
 
 void Run::sync_tied_embedding() {
-  Gpt* g = nullptr;
-  int peer = 0;
-  const ParamInfo* p = tied_param(&g, &peer);
-  if (!p) return;
-  tied_other_.resize(size_t(p->numel));
+  const TiedEnd e = tied_end();
+  if (!e.param) return;
+  tied_other_.resize(size_t(e.param->numel));
   // The peer's gradient comes when it has finished its own last backward: the wait for it is
   // the pipeline's drain on this stage (bubble), the receive that then moves it pp_comm.
   const double w = groups_.pp->comm_seconds();
-  groups_.pp->probe(peer, 1 << 30);
+  groups_.pp->probe(e.peer, 1 << 30);
   tied_wait_s_ += groups_.pp->comm_seconds() - w;
-  groups_.pp->recv(tied_other_.data(), p->numel, peer, 1 << 30);
+  groups_.pp->recv(tied_other_.data(), e.param->numel, e.peer, 1 << 30);
   for (size_t i = 0; i < tied_other_.size(); ++i) tied_other_[i] += tied_mine_[i];
-  be_->from_host(g->grad_at(p->offset), tied_other_.data(), p->numel);
+  be_->from_host(e.model->grad_at(e.param->offset), tied_other_.data(), e.param->numel);
 }
 
 // --dump-grads: the step-1 gradients, summed over DP, un-sharded to the single-rank layout of
