@@ -727,9 +727,9 @@ class StepEvaluation {
     // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
     const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, ly.tp) : 1.0;
+    const PipelineWalk walk = pipeline_walk(work, on_host, dev->cores);
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
-                          std::max(1.0, stretch), pipeline_slots(work, on_host, dev->cores),
-                          fill_drain_stretch(work, on_host, dev->cores));
+                          std::max(1.0, stretch), walk.total_s, walk.fill_drain_stretch);
   }
 
   // The pipeline walked through the 1F1B schedule's slots, the slot's active ranks sharing the
@@ -739,43 +739,37 @@ class StepEvaluation {
   // (Kleinrock 1967) runs k unfinished tasks each at min(1, c / k) of a core, so the slot ends
   // when its longest task does: with the tasks' works sorted, v_1 <= ... <= v_N,
   //   slot = sum_i (v_i - v_{i-1}) max(1, (N - i + 1) / c).
-  // 0 without a pipeline.
-  double pipeline_slots(const std::vector<double>& work, int on_host, int cores) const {
-    if (pp < 2) return 0.0;
-    const std::vector<double> slot = slot_times(work, on_host, cores);
-    const int64_t n = m * int64_t(vpd) + pp - 1;
-    double t = 0;
-    for (int64_t k = 0; k < n; ++k) t += slot[size_t(active_stages(k, n))];
-    return t;
-  }
-  // A slot's duration by a, its active stages.
-  std::vector<double> slot_times(const std::vector<double>& work, int on_host, int cores) const {
+  // `total_s`: the walk's time (0 without a pipeline). `fill_drain_stretch`: how much longer the
+  // fill and drain (the slots with fewer than pp stages active) take so than with a core for each
+  // rank: dp 2 x tp 2 x pp 2 on 2 cores runs one stage's 4 ranks in them, at half a core each (2;
+  // 1 for tp 2 x pp 2's 2 ranks).
+  struct PipelineWalk {
+    double total_s = 0, fill_drain_stretch = 1;
+  };
+  PipelineWalk pipeline_walk(const std::vector<double>& work, int on_host, int cores) const {
+    if (pp < 2) return {};
     const double r = double(on_host) / pp;  // ranks of a stage on the host
-    std::vector<double> slot(size_t(pp) + 1, 0.0);
+    std::vector<double> shared(size_t(pp) + 1, 0.0), own(size_t(pp) + 1, 0.0);  // by a, the active stages
     for (int a = 1; a <= pp; ++a) {
       std::vector<double> v(work.begin(), work.begin() + a);
       std::sort(v.begin(), v.end());
-      double t = 0, prev = 0;
+      double prev = 0;
       for (int i = 0; i < a; ++i) {
-        t += (v[size_t(i)] - prev) / vpd * std::max(1.0, double(a - i) * r / cores);
+        shared[size_t(a)] += (v[size_t(i)] - prev) / vpd * std::max(1.0, double(a - i) * r / cores);
         prev = v[size_t(i)];
       }
-      slot[size_t(a)] = t;
+      own[size_t(a)] = v.back() / vpd;
     }
-    return slot;
-  }
-  int active_stages(int64_t k, int64_t n) const { return int(std::min({k + 1, int64_t(pp), n - k})); }
-  // How much longer the pipeline's fill and drain (the slots with fewer stages than pp active)
-  // take with their ranks sharing the cores than with a core each: dp 2 x tp 2 x pp 2 on 2 cores
-  // runs one stage's 4 ranks in them, at half a core each (1 with tp 2 x pp 2's 2).
-  double fill_drain_stretch(const std::vector<double>& work, int on_host, int cores) const {
-    if (pp < 2) return 1.0;
-    const std::vector<double> shared = slot_times(work, on_host, cores), own = slot_times(work, on_host, on_host);
     const int64_t n = m * int64_t(vpd) + pp - 1;
-    double s = 0, o = 0;
-    for (int64_t k = 0; k < n; ++k)
-      if (const int a = active_stages(k, n); a < pp) s += shared[size_t(a)], o += own[size_t(a)];
-    return o > 0 ? std::max(1.0, s / o) : 1.0;
+    PipelineWalk w;
+    double fill_drain = 0, fill_drain_own = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const size_t a = size_t(std::min({k + 1, int64_t(pp), n - k}));
+      w.total_s += shared[a];
+      if (a < size_t(pp)) fill_drain += shared[a], fill_drain_own += own[a];
+    }
+    if (fill_drain_own > 0) w.fill_drain_stretch = std::max(1.0, fill_drain / fill_drain_own);
+    return w;
   }
 
   // Parameters of `nl` layers and of the embedding and the LM head where a stage or chunk holds

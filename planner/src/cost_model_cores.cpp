@@ -25,7 +25,7 @@ namespace capplan::detail {
 // A pipeline's fill and drain run fewer stages than there are ranks, and its stages' work differs
 // (the embedding, the LM head), so the cores are not all busy and W / c under-counts: the step is
 // also at least the pipeline walked slot by slot through its schedule under processor sharing
-// (`pipeline_s`, StepEvaluation::pipeline_slots in cost_model.cpp, which has the formula). pp 4
+// (`pipeline_s`, StepEvaluation::pipeline_walk in cost_model.cpp, which has the formula). pp 4
 // of the 4-layer, 256-wide model on 2 cores: 381 ms with it, 347 without, 385 simulated (the
 // simulator shares the cores task by task), 370 measured.
 // Where the stretch shows depends on how long a rank computes between two waits, against the
