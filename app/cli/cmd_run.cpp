@@ -202,9 +202,8 @@ int run_on_slurm(const Args& args, const rt::LaunchRequest& req, Diagnostics& di
   const bool json = args.has("json");
   std::FILE* progress = json ? stderr : stdout;
   const rt::RunRecord& pre = prepared.value->run.record;
-  std::fprintf(progress, "capplan run --slurm: %d ranks (dp %d x tp %d x pp %d) on %d node(s), %d steps, in %s\n",
-               pre.layout.gpus(), pre.layout.dp, pre.layout.tp, pre.layout.pp, prepared.value->options.nodes,
-               req.steps, pre.run_dir.c_str());
+  std::fprintf(progress, "capplan run --slurm: %d ranks (%s) on %d node(s), %d steps, in %s\n", pre.layout.gpus(),
+               pre.layout.grid().c_str(), prepared.value->options.nodes, req.steps, pre.run_dir.c_str());
   for (const auto& c : pre.changes) std::fprintf(progress, "  - %s\n", c.c_str());
   std::fprintf(progress, "job script: %s/job.sbatch\ncommand: %s\n", pre.run_dir.c_str(),
                rt::shell_quote(prepared.value->sbatch_argv).c_str());
@@ -227,8 +226,8 @@ int run_on_slurm(const Args& args, const rt::LaunchRequest& req, Diagnostics& di
 
 // What will run and what it is predicted to take, before it starts.
 void print_prepared(std::FILE* progress, const rt::LaunchRequest& req, const rt::RunRecord& pre) {
-  std::fprintf(progress, "capplan run: %d ranks (dp %d x tp %d x pp %d), %d steps, in %s\n", pre.layout.gpus(),
-               pre.layout.dp, pre.layout.tp, pre.layout.pp, req.steps, req.run_dir.c_str());
+  std::fprintf(progress, "capplan run: %d ranks (%s), %d steps, in %s\n", pre.layout.gpus(),
+               pre.layout.grid().c_str(), req.steps, req.run_dir.c_str());
   if (!pre.changes.empty()) {
     std::fprintf(progress, "%s\n", req.scale_down ? "scaled down:" : "on this machine:");
     for (const auto& c : pre.changes) std::fprintf(progress, "  - %s\n", c.c_str());

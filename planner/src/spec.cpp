@@ -17,6 +17,13 @@ std::string lower(std::string s) {
 }
 }  // namespace
 
+std::string Layout::grid() const {
+  std::string g = "dp " + std::to_string(dp) + " x tp " + std::to_string(tp) + " x pp " + std::to_string(pp);
+  if (cp > 1) g += " x cp " + std::to_string(cp);
+  if (ep > 1) g += " (ep " + std::to_string(ep) + ")";
+  return g;
+}
+
 const char* to_string(Ffn v) {
   switch (v) {
     case Ffn::Gelu: return "gelu";

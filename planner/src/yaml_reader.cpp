@@ -322,7 +322,7 @@ std::string yaml_quote(const std::string& s) {
   bool plain = !s.empty();
   for (unsigned char c : s) {
     if (!(std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '/' || c == ' ' || c == '(' ||
-          c == ')' || c == '+' || c == ',' || c == '=' || c == ';')) {
+          c == ')' || c == '+' || c == '=' || c == ';')) {
       plain = false;
       break;
     }

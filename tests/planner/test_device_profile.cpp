@@ -84,6 +84,19 @@ TEST(DeviceProfile, YamlReadsBackExactly) {
   EXPECT_EQ(q.value->fits.at(0).latency_us, p.fits.at(0).latency_us);
 }
 
+// Timings sit in flow mappings ({name: ..., seconds: ...}), where a plain comma would end the
+// name: a name with one ("qkv forward, half the tokens") is quoted and reads back whole.
+TEST(DeviceProfile, NamesWithCommasReadBack) {
+  DeviceProfile p = synthetic_profile();
+  p.gemms.at(0).name = "qkv forward, half the tokens";
+  p.kernels.at(0).name = "norm forward, {a: b}, [c]";
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_EQ(q.value->gemms.at(0).name, "qkv forward, half the tokens");
+  EXPECT_EQ(q.value->kernels.at(0).name, "norm forward, {a: b}, [c]");
+  EXPECT_EQ(q.value->gemms.at(0).seconds, p.gemms.at(0).seconds);
+}
+
 TEST(DeviceProfile, TruncatedCorruptAndForeignProfilesAreRefused) {
   const std::string text = device_profile_yaml(synthetic_profile());
   // Cut short (no closing `end: true`).

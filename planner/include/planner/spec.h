@@ -331,6 +331,9 @@ struct Layout {
   Schedule schedule = Schedule::OneFOneB;
 
   int gpus() const { return dp * tp * pp * cp; }
+  // The rank grid as messages state it: "dp 2 x tp 4 x pp 8", with " x cp C" where cp > 1 and
+  // " (ep E)" where the experts are spread (ep lives inside dp x cp).
+  std::string grid() const;
   // gbs / (dp * mbs); 0 when it does not divide.
   int64_t num_microbatches(int64_t gbs) const {
     const int64_t per = int64_t(dp) * mbs;

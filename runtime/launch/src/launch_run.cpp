@@ -103,8 +103,7 @@ Layout local_layout(const LaunchRequest& req, const LocalMachine& machine, std::
   const int ranks = layout.gpus();
   if (ranks > max_ranks) {
     d.error(kFile, 0, 0, "layout",
-            "the layout needs " + std::to_string(ranks) + " ranks (dp " + std::to_string(layout.dp) + " x tp " +
-                std::to_string(layout.tp) + " x pp " + std::to_string(layout.pp) + "), more than the " +
+            "the layout needs " + std::to_string(ranks) + " ranks (" + layout.grid() + "), more than the " +
                 std::to_string(max_ranks) + " this machine allows (" + std::to_string(machine.cores) +
                 " cores; --max-ranks)",
             "--scale-down keeps the layout; run a plan for fewer GPUs, e.g. `capplan plan ... --gpus " +

@@ -28,8 +28,9 @@ std::string tiny_model(const std::string& dir) {
   return path;
 }
 
-// Expectation: exit 0; the profile has the 15 GEMMs of a layer and the LM head, the kernels (the
-// context ring's among them), the collectives of 2 ranks with positive fits; `run --device-profile` says it predicted with it.
+// Expectation: exit 0; the profile has the 15 GEMMs of a layer and the LM head at the micro-batch's
+// tokens and at half of them, the kernels (the context ring's among them), the collectives of 2
+// ranks with positive fits; `run --device-profile` says it predicted with it.
 TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   const std::string dir = capplan::test::scratch_dir("measure").string();
   const std::string model = tiny_model(dir);
@@ -43,7 +44,12 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_EQ(p.value->gpu, "cpu-rank");
   EXPECT_EQ(p.value->ranks, 2);
   EXPECT_EQ(p.value->hidden, 128);
-  EXPECT_EQ(p.value->gemms.size(), 15u);
+  // The 15 at the micro-batch's 128 tokens, and again at 64, the rows of a rank of cp 2.
+  ASSERT_EQ(p.value->gemms.size(), 30u);
+  EXPECT_EQ(p.value->gemms[0].m, 128);
+  EXPECT_EQ(p.value->gemms[15].name, "qkv forward, half the tokens");
+  EXPECT_EQ(p.value->gemms[15].m, 64);
+  EXPECT_GT(p.value->gemm_seconds(64, p.value->gemms[15].n, p.value->gemms[15].k), 0);
   EXPECT_GE(p.value->kernels.size(), 9u);
   // A rank of a context ring of 2 over the 64 tokens (32 rows a rank), forward and backward.
   EXPECT_GT(p.value->kernel_seconds("ring attention forward"), 0);

@@ -59,6 +59,18 @@ TEST(LaunchCli, TooManyRanksExitsTwoNamingTheCount) {
   fs::remove_all(dir);
 }
 
+// Expectation: a context-parallel layout's message states its cp as well (the ranks are
+// dp x tp x pp x cp): 16 x 1 x 1 x 2 = 32 ranks, over this machine's limit, exit 2.
+TEST(LaunchCli, TooManyRanksStatesTheContextParallelDegree) {
+  const std::string dir = temp_dir("ranks-cp");
+  const CliResult r = run_capplan(with({"--model", "gpt2-124m", "--cluster", "p4d.24xlarge", "--nodes", "4",
+                                        "--dp", "16", "--tp", "1", "--pp", "1", "--cp", "2", "--mbs", "1",
+                                        "--gbs", "64", "--scale-down", "--dir", dir}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("the layout needs 32 ranks (dp 16 x tp 1 x pp 1 x cp 2)"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 // Expectation: --max-ranks 8 shrinks the same 960-rank layout with shrink_layout (tp 8 -> 2,
 // pp 8 -> 2, dp 15 -> 8 / 4 = 2) instead of refusing it: the dry run's command starts 8 ranks
 // with --dp 2 --tp 2 --pp 2, and the output says what changed.
@@ -115,6 +127,7 @@ TEST(LaunchCli, DryRunWritesTheCommandAndStartsNothing) {
                                         "--mpirun", fake, "--train-bin", "/bin/true", "--dir",
                                         dir + "/run"}));
   EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("capplan run: 2 ranks (dp 1 x tp 2 x pp 1), "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("command: " + fake + " "), std::string::npos) << r.out;
   EXPECT_TRUE(fs::exists(dir + "/run/model.yaml"));
   EXPECT_TRUE(fs::exists(dir + "/run/plan.yaml"));
