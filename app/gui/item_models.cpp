@@ -148,6 +148,10 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
     return int(Qt::AlignRight | Qt::AlignVCenter);
   }
   if (role == Qt::ForegroundRole && !e.fits) return QBrush(QColor(160, 40, 40));
+  // Rows whose band overlaps the best one's are shaded: as good as the best within the model's
+  // error (the CLI's `~best`).
+  if (role == Qt::BackgroundRole && e.fits && e.as_good_as_best && index.row() > 0)
+    return QBrush(QColor(226, 242, 230));
   if (role == Qt::ToolTipRole) {
     const int c = index.column();
     if (c == LayoutText) return layoutKnobs(l, int(e.num_microbatches));

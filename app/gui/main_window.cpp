@@ -2,6 +2,8 @@
 // of edits to debounced searches. Each page is its own class (model_page.h ... run_page.h).
 #include "main_window.h"
 
+#include <algorithm>
+
 #include <QDateTime>
 #include <QFile>
 
@@ -524,11 +526,17 @@ void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, 
   planPage_->setStale(false);
   if (!shown) showCandidates(result);
   if (finished) preferred_.reset();
-  planPage_->setStatus(tr("%1 layouts evaluated in %2%3; %4 shown")
+  const auto asGood = std::count_if(result.candidates.begin() + (result.candidates.empty() ? 0 : 1),
+                                    result.candidates.end(),
+                                    [](const Estimate& e) { return e.fits && e.as_good_as_best; });
+  planPage_->setStatus(tr("%1 layouts evaluated in %2%3; %4 shown%5")
                              .arg(formatCount(double(result.evaluated)))
                              .arg(formatSeconds(result.search_time_s))
                              .arg(result.cancelled ? tr(" - cancelled, best so far") : QString())
-                             .arg(result.candidates.size()));
+                             .arg(result.candidates.size())
+                             .arg(asGood > 0 ? tr("; %1 shaded as good as the best within the model's error")
+                                                   .arg(qlonglong(asGood))
+                                             : QString()));
   if (finished && !result.limit.empty())
     planPage_->setMessage(tr("Search stopped at a limit: %1").arg(QString::fromStdString(result.limit)));
   else if (finished && result.candidates.empty()) planPage_->explainEmptyResult();

@@ -564,6 +564,19 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
   host_.fieldErrors().value(QStringLiteral("training.gbs"))->hide();
 }
 
+namespace {
+// The model's error band (p10-p90) of the step, the days and the dollars, where the estimate has
+// one (the table shades the rows whose band overlaps the best one's).
+QString bandText(const Estimate& e) {
+  if (!(e.step_time_s_p90 > e.step_time_s_p10)) return {};
+  return PlanPage::tr("<b>Band</b> p10-p90 (the model's error): step %1 to %2,<br>%3 to %4 days, %5 to %6<br>")
+      .arg(formatSeconds(e.step_time_s_p10), formatSeconds(e.step_time_s_p90))
+      .arg(e.days_to_train_p10, 0, 'f', 1)
+      .arg(e.days_to_train_p90, 0, 'f', 1)
+      .arg(formatDollars(e.cost_usd_p10), formatDollars(e.cost_usd_p90));
+}
+}  // namespace
+
 void PlanPage::showSelection() {
   simulatedBreakdown_.reset();
   const std::optional<Estimate>& selected = host_.selectedEstimate();
@@ -580,7 +593,7 @@ void PlanPage::showSelection() {
       tr("<b>%1 nodes, %2 GPUs</b><br>dp %3 &middot; tp %4 &middot; pp %5 &middot; vp %6 &middot; mbs %7<br>"
          "zero %8 &middot; recompute %9 &middot; %10 &middot; %11<br>%12 micro-batches, offload %13, sp %14<br><br>"
          "<b>Step</b> %15 &middot; <b>%16</b> samples/s<br><b>Tokens/s</b> %17<br>"
-         "<b>MFU</b> %18% &middot; bubble %19%<br><b>Days</b> %20%21<br><b>Cost</b> %22<br>"
+         "<b>MFU</b> %18% &middot; bubble %19%<br><b>Days</b> %20%21<br><b>Cost</b> %22<br>%27"
          "<b>Memory</b> %23 of %24 GiB per GPU, %25%26")
           .arg(e.nodes).arg(e.gpus).arg(l.dp).arg(l.tp).arg(l.pp).arg(l.vp).arg(l.mbs).arg(l.zero)
           .arg(QString::fromUtf8(to_string(l.recompute)), QString::fromStdString(l.order),
@@ -600,7 +613,8 @@ void PlanPage::showSelection() {
           .arg(l.cp > 1 || l.ep > 1
                    ? tr("<br><b>Context / expert parallelism</b> cp %1 &middot; ep %2 &middot; all-to-alls %3 &middot; ring %4")
                          .arg(l.cp).arg(l.ep).arg(formatSeconds(e.breakdown_s.ep_comm), formatSeconds(e.breakdown_s.cp_comm))
-                   : QString());
+                   : QString())
+          .arg(bandText(e));
   if (e.host_memory_per_node_bytes > 0)
     text += tr("<br><b>Host memory</b> %1 of %2 GiB usable per node, offloaded")
                 .arg(e.host_memory_per_node_bytes / kGiB, 0, 'f', 1)

@@ -351,6 +351,36 @@ TEST_F(GuiWindow, EditingAFieldReplansAndUndoRestores) {
     EXPECT_EQ(e.num_microbatches * e.layout.dp * e.layout.mbs, 1536);
 }
 
+TEST_F(GuiWindow, TheModelsErrorBandIsShownBesideTheFigures) {
+  // Expectation: the selected layout's panel gives the band (p10-p90) of its step, days and
+  // dollars as the estimate has them; the table shades every other fitting row whose band
+  // overlaps the best one's, and only those, and the status line counts them.
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  const Estimate& e = *window_->selectedEstimate();
+  ASSERT_LT(e.step_time_s_p10, e.step_time_s_p90);
+  const QString details = child<QLabel>("details")->text();
+  EXPECT_TRUE(details.contains(QStringLiteral("step %1 to %2").arg(formatSeconds(e.step_time_s_p10),
+                                                                   formatSeconds(e.step_time_s_p90))))
+      << details.toStdString();
+  EXPECT_TRUE(details.contains(QStringLiteral("%1 to %2 days").arg(e.days_to_train_p10, 0, 'f', 1)
+                                   .arg(e.days_to_train_p90, 0, 'f', 1)))
+      << details.toStdString();
+  const CandidateTableModel* model = window_->candidateModel();
+  const std::vector<Estimate>& all = window_->lastResult().candidates;
+  ASSERT_EQ(size_t(model->rowCount()), all.size());
+  long shaded = 0;
+  for (int row = 0; row < model->rowCount(); ++row) {
+    const bool expect = row > 0 && all[size_t(row)].fits && all[size_t(row)].as_good_as_best;
+    EXPECT_EQ(model->data(model->index(row, CandidateTableModel::StepTime), Qt::BackgroundRole).isValid(), expect)
+        << "row " << row;
+    shaded += expect;
+  }
+  ASSERT_GT(shaded, 0);  // GPT-3 175B on 120 p4d: layouts within the band of the best exist
+  EXPECT_TRUE(child<QLabel>("searchStatus")->text().contains(
+      QStringLiteral("%1 shaded as good as the best").arg(shaded)))
+      << child<QLabel>("searchStatus")->text().toStdString();
+}
+
 TEST_F(GuiWindow, FrameworkChoiceReplansWithThatStack) {
   // Expectation: choosing smp-v1 re-plans the default GPT-3 175B scenario with that preset: no
   // candidate uses sequence parallelism or selective recompute (SMP v1 has neither), each names
