@@ -7,6 +7,7 @@
 #include <QLegend>
 #include <QHBoxLayout>
 #include <QPainter>
+#include <QResizeEvent>
 #include <QValueAxis>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -127,15 +128,27 @@ QWidget* withError(QWidget* field, QLabel* error) {
   return w;
 }
 
+namespace {
+// The whole title of a chart titled by setChartTitle(), kept to fit it again as widths change.
+constexpr const char* kFullTitle = "capplanFullTitle";
+
+// The title, elided to what `width` pixels of chart leave room for.
+void fitChartTitle(QChart* chart, const QString& title, int width) {
+  chart->setTitle(QFontMetrics(chart->titleFont()).elidedText(title, Qt::ElideRight, std::max(40, width - 24)));
+}
+}  // namespace
+
 void setChartTitle(QChart* chart, QChartView* view, const QString& title) {
   QFont f = chart->titleFont();
   f.setPointSizeF(f.pointSizeF() * 0.9);
   f.setBold(true);
   chart->setTitleFont(f);
-  const int room = std::max(40, view->width() - 24);
-  chart->setTitle(QFontMetrics(f).elidedText(title, Qt::ElideRight, room));
+  chart->setProperty(kFullTitle, title);
+  fitChartTitle(chart, title, view->width());
   view->setToolTip(title);
 }
+
+QString chartFullTitle(const QChart* chart) { return chart->property(kFullTitle).toString(); }
 
 ChartArea::ChartArea(QWidget* parent, const char* name) : QStackedWidget(parent) {
   view_ = makeChartView(this, name);
@@ -152,6 +165,17 @@ ChartArea::ChartArea(QWidget* parent, const char* name) : QStackedWidget(parent)
 void ChartArea::setChart(QChart* chart, Qt::Alignment legend) {
   replaceChart(view_, chart, legend);
   setCurrentIndex(0);
+  refitTitle(width());
+}
+
+// A title set while the view was hidden behind the message, or before the first layout, was
+// fitted to a view still at its default width: it is fitted again, from the whole title kept in
+// the chart, to the area's own width, and whenever the area resizes.
+void ChartArea::refitTitle(int width) {
+  QChart* chart = view_->chart();
+  if (chart == nullptr) return;
+  const QString full = chartFullTitle(chart);
+  if (!full.isEmpty()) fitChartTitle(chart, full, width);
 }
 
 void ChartArea::showMessage(const QString& text) {
@@ -160,6 +184,11 @@ void ChartArea::showMessage(const QString& text) {
 }
 
 void ChartArea::showChart() { setCurrentIndex(0); }
+
+void ChartArea::resizeEvent(QResizeEvent* event) {
+  QStackedWidget::resizeEvent(event);
+  refitTitle(event->size().width());
+}
 
 QChartView* makeChartView(QWidget* parent, const char* name) {
   auto* v = new QChartView(new QChart, parent);

@@ -118,6 +118,8 @@ QChartView* makeChartView(QWidget* parent, const char* name);
 void replaceChart(QChartView* view, QChart* chart, Qt::Alignment legend = Qt::AlignBottom);
 // Sets `title`, shortened with "..." to the width of `view` (the whole title in its tooltip).
 void setChartTitle(QChart* chart, QChartView* view, const QString& title);
+// The whole title setChartTitle() gave the chart (its shown title may be elided); empty if none.
+QString chartFullTitle(const QChart* chart);
 
 // A chart, or a message in its place while there is nothing to chart ("No layout selected"):
 // never an empty white box. The view keeps the name given; the message label is name + "Empty".
@@ -131,7 +133,12 @@ class ChartArea : public QStackedWidget {
   void showChart();
   bool showsMessage() const { return currentIndex() == 1; }
 
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+
  private:
+  void refitTitle(int width);
+
   QChartView* view_;
   QLabel* message_;
 };

@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <QAbstractItemModelTester>
+#include <QChart>
+#include <QChartView>
+#include <QVBoxLayout>
 #include <QSignalSpy>
 #include <QTest>
 
 #include "gui_test_support.h"
 #include "item_models.h"
+#include "page_common.h"
 #include "planner/profile.h"
 #include "search_job.h"
 
@@ -219,6 +223,32 @@ TEST_F(GuiModels, SupersededJobResultsAreDropped) {
   for (const auto& args : finished) EXPECT_EQ(args.at(0).toULongLong(), second);
   const SearchResult r = results.last().at(1).value<SearchResult>();
   for (const Estimate& e : r.candidates) EXPECT_EQ(e.nodes, 2);
+}
+
+TEST_F(GuiModels, AChartTitledBehindItsMessageGetsItsWholeTitleWhenShown) {
+  // Expectation: a chart area that showed its message since it was made (its view never laid
+  // out) and then gets a chart titled for it shows the whole title when there is room for it, and
+  // elides it again when the area narrows.
+  QWidget page;
+  auto* layout = new QVBoxLayout(&page);
+  auto* area = new ChartArea(&page, "titleChart");
+  layout->addWidget(area);
+  area->showMessage(QStringLiteral("No layout selected: nothing to chart."));
+  page.resize(600, 300);
+  page.show();
+  ASSERT_TRUE(QTest::qWaitForWindowExposed(&page));
+  const QString title = QStringLiteral("Memory per GPU: 37.1 of 40 GiB");
+  auto* chart = new QChart;
+  setChartTitle(chart, area->view(), title);
+  area->setChart(chart);
+  EXPECT_EQ(chartFullTitle(chart).toStdString(), title.toStdString());
+  EXPECT_EQ(area->view()->chart()->title().toStdString(), title.toStdString());
+  page.resize(90, 300);
+  QTest::qWait(50);
+  EXPECT_NE(area->view()->chart()->title(), title);
+  page.resize(600, 300);
+  QTest::qWait(50);
+  EXPECT_EQ(area->view()->chart()->title().toStdString(), title.toStdString());
 }
 
 }  // namespace

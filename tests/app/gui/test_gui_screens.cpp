@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <QAbstractButton>
+#include <QChart>
+#include <QChartView>
 #include <QCheckBox>
 #include <QDir>
 #include <QLabel>
@@ -21,6 +23,7 @@
 #include "gui_test_support.h"
 #include "item_models.h"
 #include "main_window.h"
+#include "page_common.h"
 
 namespace capplan::gui {
 namespace {
@@ -114,6 +117,15 @@ TEST(GuiScreens, NoTextIsCutAndDaysAndCostAreInView) {
       const QString why = buttonCut(b);
       EXPECT_TRUE(why.isEmpty()) << "button " << b->objectName().toStdString() << " '" << b->text().toStdString()
                                  << "': " << why.toStdString();
+    }
+    // A chart's title is whole wherever the chart is wide enough for it.
+    for (const QChartView* v : w.findChildren<QChartView*>()) {
+      if (!v->isVisible() || v->chart() == nullptr) continue;
+      const QString full = chartFullTitle(v->chart());
+      const int need = QFontMetrics(v->chart()->titleFont()).horizontalAdvance(full);
+      if (!full.isEmpty() && need <= v->width() - 24) {
+        EXPECT_EQ(v->chart()->title(), full) << "chart " << v->objectName().toStdString() << " is " << v->width() << " px wide";
+      }
     }
     EXPECT_TRUE(w.grab().save(QStringLiteral("%1/%2-%3.png").arg(shots).arg(p + 1, 2, 10, QLatin1Char('0')).arg(pages[p])));
   }
