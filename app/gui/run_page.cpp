@@ -203,6 +203,7 @@ QLayout* RunPage::buildResults() {
   compare_->setObjectName(QStringLiteral("runCompare"));
   compare_->setHorizontalHeaderLabels({tr("term"), tr("predicted"), tr("simulated"), tr("measured")});
   compare_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  compare_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);  // whole term names
   compare_->verticalHeader()->hide();
   compare_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);  // more rows in view at 1280x800
   compare_->setToolTip(tr("Seconds per step by term: planner, simulator and the run itself"));
@@ -210,6 +211,7 @@ QLayout* RunPage::buildResults() {
   memory_->setObjectName(QStringLiteral("runMemory"));
   memory_->setHorizontalHeaderLabels({tr("memory per rank"), tr("predicted"), tr("measured")});
   memory_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  memory_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::ResizeToContents);
   memory_->verticalHeader()->hide();
   memory_->verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
   memory_->setToolTip(tr("MiB per rank by kind: the planner's prediction beside what capplan-train allocated "

@@ -4,6 +4,8 @@
 // columns are in view without scrolling. Each page is saved as a PNG beside the test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <QAbstractButton>
 #include <QChart>
 #include <QChartView>
@@ -16,6 +18,7 @@
 #include <QSignalSpy>
 #include <QStyleOptionButton>
 #include <QTableView>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTest>
 #include <QTextDocument>
@@ -117,6 +120,22 @@ TEST(GuiScreens, NoTextIsCutAndDaysAndCostAreInView) {
       const QString why = buttonCut(b);
       EXPECT_TRUE(why.isEmpty()) << "button " << b->objectName().toStdString() << " '" << b->text().toStdString()
                                  << "': " << why.toStdString();
+    }
+    // Every cell of a table in view shows its whole text (the candidate table's layout column
+    // aside: its tooltip lists every knob).
+    for (const QTableWidget* t : w.findChildren<QTableWidget*>()) {
+      if (!t->isVisible()) continue;
+      const QFontMetrics fm(t->font());
+      for (int r = 0; r < t->rowCount(); ++r)
+        for (int c = 0; c < t->columnCount(); ++c) {
+          const QTableWidgetItem* item = t->item(r, c);
+          if (item == nullptr || t->isColumnHidden(c)) continue;
+          int need = 0;
+          for (const QString& line : item->text().split(QLatin1Char('\n')))
+            need = std::max(need, fm.horizontalAdvance(line) + 8);  // the cell's margins
+          EXPECT_LE(need, t->columnWidth(c) + 1)
+              << "table " << t->objectName().toStdString() << " cell '" << item->text().toStdString() << "'";
+        }
     }
     // A chart's title is whole wherever the chart is wide enough for it.
     for (const QChartView* v : w.findChildren<QChartView*>()) {

@@ -959,6 +959,11 @@ TEST_F(GuiWindow, EarlierRunsAreListedAfterARestartAndResumeFromTheirCheckpoints
   // The chosen run's figures from its record: every term, and the memory by kind.
   EXPECT_GE(terms->rowCount(), 10);
   ASSERT_GE(memory->rowCount(), 7);
+  // Every term's and kind's name is whole in its column ("gemm (within compute)" included).
+  for (const QTableWidget* t : {terms, memory})
+    for (int r = 0; r < t->rowCount(); ++r)
+      EXPECT_LE(QFontMetrics(t->font()).horizontalAdvance(t->item(r, 0)->text()) + 8, t->columnWidth(0) + 1)
+          << t->objectName().toStdString() << " '" << t->item(r, 0)->text().toStdString() << "'";
   EXPECT_EQ(memory->item(0, 0)->text(), QStringLiteral("weights"));
   EXPECT_TRUE(memory->item(0, 2)->text().endsWith(QStringLiteral("MiB"))) << memory->item(0, 2)->text().toStdString();
   run->setSteps(10);
