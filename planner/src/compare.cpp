@@ -29,6 +29,9 @@ const Figure kFigures[] = {
     {"memory.activations_gib", "activations", "GiB", [](const Estimate& e) { return e.memory_per_gpu_bytes.activations / kGiB; }},
     {"memory.buffers_gib", "buffers", "GiB", [](const Estimate& e) { return e.memory_per_gpu_bytes.buffers / kGiB; }},
     {"time.step_s", "step time", "s", [](const Estimate& e) { return e.step_time_s; }},
+    // The band from the model's error (p10 the faster end), as estimate() gives it.
+    {"time.step_s_p10", "step time p10", "s", [](const Estimate& e) { return e.step_time_s_p10; }},
+    {"time.step_s_p90", "step time p90", "s", [](const Estimate& e) { return e.step_time_s_p90; }},
     {"time.compute_s", "compute", "s", [](const Estimate& e) { return e.breakdown_s.compute; }},
     {"time.recompute_s", "recompute", "s", [](const Estimate& e) { return e.breakdown_s.recompute; }},
     {"time.bubble_s", "pipeline bubble", "s", [](const Estimate& e) { return e.breakdown_s.bubble; }},
@@ -40,7 +43,11 @@ const Figure kFigures[] = {
     {"mfu_percent", "MFU", "%", [](const Estimate& e) { return e.mfu * 100.0; }},
     {"gpus", "GPUs", "GPUs", [](const Estimate& e) { return double(e.gpus); }},
     {"days", "days to train", "days", [](const Estimate& e) { return e.days_to_train; }},
+    {"days_p10", "days p10", "days", [](const Estimate& e) { return e.days_to_train_p10; }},
+    {"days_p90", "days p90", "days", [](const Estimate& e) { return e.days_to_train_p90; }},
     {"cost_usd", "cost", "USD", [](const Estimate& e) { return e.cost_usd; }},
+    {"cost_usd_p10", "cost p10", "USD", [](const Estimate& e) { return e.cost_usd_p10; }},
+    {"cost_usd_p90", "cost p90", "USD", [](const Estimate& e) { return e.cost_usd_p90; }},
 };
 
 std::string indented(const std::string& text, const std::string& pad) {

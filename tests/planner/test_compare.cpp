@@ -3,6 +3,7 @@
 // file, line and key path, and gives no value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -86,6 +87,24 @@ TEST(Compare, DeltasAreTheDifferencesOfEachPlansEstimate) {
   // Twice the weights per GPU with half the stages: the delta is not 0 and has that sign.
   EXPECT_GT(figure(p, "memory.weights_gib").delta, 0.0);
   EXPECT_NEAR(figure(p, "days").relative, (b.days_to_train - a.days_to_train) / a.days_to_train, 1e-12);
+  // Each plan's band (the model's error) is its own estimate's, beside the figure it bounds.
+  EXPECT_DOUBLE_EQ(figure(p, "time.step_s_p10").value, b.step_time_s_p10);
+  EXPECT_DOUBLE_EQ(figure(p, "time.step_s_p90").value, b.step_time_s_p90);
+  EXPECT_DOUBLE_EQ(figure(p, "days_p10").delta, b.days_to_train_p10 - a.days_to_train_p10);
+  EXPECT_DOUBLE_EQ(figure(p, "days_p90").value, b.days_to_train_p90);
+  EXPECT_DOUBLE_EQ(figure(p, "cost_usd_p10").value, b.cost_usd_p10);
+  EXPECT_DOUBLE_EQ(figure(p, "cost_usd_p90").delta, b.cost_usd_p90 - a.cost_usd_p90);
+  for (const char* key : {"time.step_s", "days", "cost_usd"}) {
+    const std::string k = key;
+    EXPECT_LT(figure(p, k + "_p10").value, figure(p, k).value) << key;
+    EXPECT_GT(figure(p, k + "_p90").value, figure(p, k).value) << key;
+  }
+  // The band follows its figure in the order.
+  const std::vector<std::string>& keys = compared_figure_keys();
+  const auto at = [&](const char* k) { return std::find(keys.begin(), keys.end(), k) - keys.begin(); };
+  EXPECT_EQ(at("time.step_s_p10"), at("time.step_s") + 1);
+  EXPECT_EQ(at("days_p90"), at("days") + 2);
+  EXPECT_EQ(at("cost_usd_p90"), at("cost_usd") + 2);
 }
 
 TEST(Compare, AnotherClusterWithoutAPriceHasAnUnknownCostDelta) {

@@ -213,6 +213,19 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"cluster_unknown_gpu.yaml", true, 3, "cluster.gpu", "did you mean 'A100-SXM4-40GB'?"},
         BadCase{"hf_config_bad.json", false, 3, "num_hidden_layers", "found 'thirty-two'"}));
 
+TEST(FrameworkYaml, TheDefaultStackIsTheMegatronLmPreset) {
+  // Expectation: a scenario that names no framework is costed with the megatron-lm preset itself,
+  // every field (the band's spread included), so that a plan costs the same before and after it
+  // is saved (the plan file names the framework, and reading it loads the preset).
+  Loaded<FrameworkSpec> preset = load_framework("megatron-lm");
+  ASSERT_TRUE(preset.ok()) << preset.diagnostics.to_string();
+  FrameworkSpec def;
+  EXPECT_EQ(def.residual_spread, preset.value->residual_spread);
+  EXPECT_EQ(def.allocator_margin, preset.value->allocator_margin);
+  def.source = preset.value->source;
+  EXPECT_TRUE(def == *preset.value) << "FrameworkSpec's defaults differ from configs/frameworks/megatron-lm.yaml";
+}
+
 TEST(BadFile, FrameworkEnumNamesLineAndChoices) {
   // Expectation: an unknown value of a framework preset's enumeration (here DeepSpeed's ZeRO-3
   // collectives) is an error at its line that lists the values there are.

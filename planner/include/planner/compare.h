@@ -45,8 +45,9 @@ struct ComparisonResult {
 };
 
 // The figures compared, in order: memory per GPU (total, weights, gradients, optimizer,
-// activations, buffers, in GiB), the step time and its terms (compute, recompute, bubble,
-// tp_comm, pp_comm, dp_comm, optimizer, offload, in seconds), MFU (%), GPUs, days, cost (USD).
+// activations, buffers, in GiB), the step time with its band (p10, p90) and its terms (compute,
+// recompute, bubble, tp_comm, pp_comm, dp_comm, optimizer, offload, in seconds), MFU (%), GPUs,
+// days and cost (USD), each with its band.
 const std::vector<std::string>& compared_figure_keys();
 
 // Costs every plan and its deltas against plans[0]. An empty comparison gives an empty result.

@@ -288,10 +288,13 @@ struct FrameworkSpec {
   double allocator_margin = 0.05;  // caching-allocator fragmentation, fraction of the rest
   // Relative spread (one standard deviation) of the model's step time for this implementation:
   // the root mean square of its calibration runs' step-time errors, as `capplan validate` prints
-  // it per framework (a prior where it has none).
-  double residual_spread = 0.05;
+  // it per framework (a prior where it has none). The defaults here are the megatron-lm preset's
+  // (configs/frameworks/megatron-lm.yaml), field for field: a plan that names no framework is
+  // costed as one that names it.
+  double residual_spread = 0.04;
   double reserved_gib = 1.0;       // CUDA context, cuBLAS workspace, NCCL channels
   std::string source;
+  bool operator==(const FrameworkSpec&) const = default;
 };
 
 struct TrainingSpec {
