@@ -44,6 +44,23 @@ QColor deltaColor(const FigureDelta& f) {
   return better ? QColor(27, 127, 59) : QColor(179, 38, 30);
 }
 
+// A plan's label in its column's header, broken into lines of about `width` characters at its
+// " · " separators (model, cluster, layout knobs, framework), so that plans fit side by side.
+QString headerLines(const QString& label, int width = 36) {
+  const QString sep = QStringLiteral(" \u00b7 ");
+  QStringList lines;
+  QString line;
+  for (const QString& part : label.split(sep)) {
+    if (!line.isEmpty() && line.size() + sep.size() + part.size() > width) {
+      lines << line;
+      line.clear();
+    }
+    line += (line.isEmpty() ? QString() : sep) + part;
+  }
+  if (!line.isEmpty()) lines << line;
+  return lines.join(QLatin1Char('\n'));
+}
+
 }  // namespace
 
 QString ComparePage::labelOf(const Plan& plan) {
@@ -183,7 +200,7 @@ void ComparePage::refresh() {
   table_->setVerticalHeaderLabels(rows);
   for (int c = 0; c < plans; ++c) {
     const ComparedPlan& p = result_.plans[size_t(c)];
-    auto* head = new QTableWidgetItem((c == 0 ? tr("baseline: ") : QString()) + QString::fromStdString(p.label));
+    auto* head = new QTableWidgetItem(headerLines((c == 0 ? tr("baseline: ") : QString()) + QString::fromStdString(p.label)));
     head->setToolTip(QString::fromStdString(p.label) +
                      (p.estimate.fits ? QString() : tr("\ndoes not fit: %1").arg(QString::fromStdString(p.estimate.reason))));
     table_->setHorizontalHeaderItem(c, head);

@@ -797,10 +797,16 @@ TEST_F(GuiWindow, ComparePinnedBaselineWithAnotherCandidateAndCluster) {
   EXPECT_EQ(t->columnCount(), 3);
   EXPECT_EQ(t->rowCount(), int(compared_figure_keys().size()));
   EXPECT_TRUE(t->horizontalHeaderItem(2)->text().contains(QStringLiteral("p5.48xlarge")));
-  // Each column names the framework it was costed for.
-  EXPECT_TRUE(t->horizontalHeaderItem(2)->text().endsWith(
-      QString::fromStdString(" \u00b7 " + window_->inputs().training.framework.name)))
-      << t->horizontalHeaderItem(2)->text().toStdString();
+  // Each column names the framework it was costed for, last. Its header is the plan's label in
+  // lines broken at the label's separators, none much wider than the figures below it.
+  const QString label = QString::fromStdString(page->comparison().plans[2].label);
+  EXPECT_TRUE(label.endsWith(QString::fromStdString(" \u00b7 " + window_->inputs().training.framework.name)))
+      << label.toStdString();
+  QString head = t->horizontalHeaderItem(2)->text();
+  EXPECT_GE(head.count(QLatin1Char('\n')), 1) << head.toStdString();
+  for (const QString& line : head.split(QLatin1Char('\n'))) EXPECT_LE(line.size(), 48) << line.toStdString();
+  EXPECT_EQ(head.replace(QLatin1Char('\n'), QStringLiteral(" \u00b7 ")), label);
+  EXPECT_EQ(t->horizontalHeaderItem(2)->toolTip(), label);
   Comparison same;
   same.plans = {{"a", baseline}, {"b", candidate}, {"c", window_->currentPlan()}};
   const ComparisonResult expected = compare_plans(same);
