@@ -1,7 +1,8 @@
 // The real window on a real X server (Xvfb, started by ctest through xvfb-run at 1280x800 and at
-// 1920x1080), filling the screen: on every page no label or button text is cut (its text fits
-// its rectangle, measured with its font's metrics), and on the Plan page the days and cost
-// columns are in view without scrolling. Each page is saved as a PNG beside the test.
+// 1920x1080), filling the screen: on every page no label, button or table cell text is cut (its
+// text fits its rectangle, measured with its font's metrics), chart titles are whole where they
+// fit, and on the Plan page the days and cost columns are in view without scrolling. Each page is
+// saved as a PNG beside the test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
