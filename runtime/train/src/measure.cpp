@@ -184,16 +184,22 @@ class Measurer {
     if (tok % 2 == 0 && tok >= 2) gemms_at(p, tok / 2, ", half the tokens");
   }
   void gemms_at(DeviceProfile& p, int tok, const std::string& suffix) {
-    for (const Linear& l : linears()) {
+    const std::vector<Linear> shapes = linears();  // the layer's four, then the LM head
+    auto operand_bytes = [tok](const Linear& l) {
+      return 4.0 * (double(tok) * l.in + double(l.in) * l.out + double(tok) * l.out);
+    };
+    double step_bytes = 0;  // the GEMM operands of every layer: one pass over the model
+    for (size_t i = 0; i < 4; ++i) step_bytes += double(m_.layers) * operand_bytes(shapes[i]);
+    for (const Linear& l : shapes) {
       // forward Y[tok, out] = X[tok, in] W[in, out]; input gradient dX[tok, in] = dY W^T; weight
       // gradient dW[in, out] = X^T dY (the shapes the cost model asks for). In training a GEMM's
-      // operands were last touched one pass over the other layers ago: each call takes the next
-      // of one copy of its operands per layer of the model, so that between two uses of a copy
-      // about the same bytes pass through the caches as in a step (what of them the last-level
-      // cache still holds, it holds here too). Copies beyond twice the last-level cache change
-      // nothing (the operands come from memory either way) and are not made.
-      const int copies = std::min(m_.layers, cold_copies(4.0 * (double(tok) * l.in + double(l.in) * l.out +
-                                                                  double(tok) * l.out)));
+      // operands were last touched one pass over the model ago, every layer's GEMMs in between:
+      // each call takes the next of as many copies of its operands as make up the bytes of that
+      // pass, so that between two uses of a copy about the same bytes pass through the caches as
+      // in a step (what of them the last-level cache still holds, it holds here too). Copies
+      // beyond twice the last-level cache change nothing (the operands come from memory either
+      // way) and are not made.
+      const int copies = cold_operand_copies(step_bytes, operand_bytes(l), double(llc_bytes_));
       std::vector<float*> x, w, y;
       for (int c = 0; c < copies; ++c) {
         x.push_back(buffer(int64_t(tok) * l.in));
@@ -383,8 +389,10 @@ class Measurer {
     for (size_t i = 0; i < 4; ++i)
       layer_bytes += 4.0 * (2.0 * double(tok) * shapes[i].in + 2.0 * double(shapes[i].in) * shapes[i].out +
                             double(tok) * shapes[i].out);
-    // As gemms(): one copy per layer of the model, no more than fill the last-level cache twice.
-    std::vector<std::vector<Operands>> copies(size_t(std::max(1, std::min(m_.layers, cold_copies(layer_bytes)))));
+    // As gemms(): one pass over the model between two uses of a copy (a copy of the layer's
+    // operands per layer), no more than fill the last-level cache twice.
+    std::vector<std::vector<Operands>> copies(
+        size_t(cold_operand_copies(double(m_.layers) * layer_bytes, layer_bytes, double(llc_bytes_))));
     for (std::vector<Operands>& ops : copies)
       for (size_t i = 0; i < 4; ++i)
         ops.push_back({buffer(int64_t(tok) * shapes[i].in), buffer(int64_t(shapes[i].in) * shapes[i].out),
@@ -791,6 +799,12 @@ double peak_resident_bytes(Communicator& world) {
 
 }  // namespace
 
+int cold_operand_copies(double pass_bytes, double operand_bytes, double llc_bytes) {
+  const double bytes = std::max(1.0, operand_bytes);
+  const double copies = std::min(std::ceil(pass_bytes / bytes), std::ceil(2.0 * llc_bytes / bytes));
+  return std::clamp(std::isfinite(copies) ? int(std::min(copies, 64.0)) : 1, 1, 64);
+}
+
 int measure_main(int argc, char** argv) {
   MeasureOptions o;
   const int parsed = parse_options(argc, argv, o);
@@ -827,7 +841,7 @@ int measure_main(int argc, char** argv) {
     p.how = "capplan-train measure: " + std::to_string(size) + " ranks measuring at once, " +
             std::to_string(threads) + " backend threads each; median over " + std::to_string(o.rounds) +
             " rounds of the median of " + std::to_string(o.repeats) +
-            " repeats of the slowest rank, after one warm-up; GEMM operands one copy per layer; fp32";
+            " repeats of the slowest rank, after one warm-up; GEMM operands cold after a pass over the model; fp32";
     p.model = model.name;
     p.hidden = model.hidden;
     p.heads = model.heads;
