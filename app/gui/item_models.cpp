@@ -150,7 +150,7 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
   if (role == Qt::ForegroundRole && !e.fits) return QBrush(QColor(160, 40, 40));
   // Rows whose band overlaps the best one's are shaded: as good as the best within the model's
   // error (the CLI's `~best`).
-  if (role == Qt::BackgroundRole && e.fits && e.as_good_as_best && index.row() > 0)
+  if (role == Qt::BackgroundRole && e.as_good_as_best && index.row() > 0)
     return QBrush(QColor(226, 242, 230));
   if (role == Qt::ToolTipRole) {
     const int c = index.column();

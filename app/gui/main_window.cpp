@@ -528,7 +528,7 @@ void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, 
   if (finished) preferred_.reset();
   const auto asGood = std::count_if(result.candidates.begin() + (result.candidates.empty() ? 0 : 1),
                                     result.candidates.end(),
-                                    [](const Estimate& e) { return e.fits && e.as_good_as_best; });
+                                    [](const Estimate& e) { return e.as_good_as_best; });
   planPage_->setStatus(tr("%1 layouts evaluated in %2%3; %4 shown%5")
                              .arg(formatCount(double(result.evaluated)))
                              .arg(formatSeconds(result.search_time_s))

@@ -15,6 +15,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
@@ -697,7 +698,7 @@ class Measurer {
   // Copies of a kernel's operands (`set_bytes` each) that fill the last-level cache twice, so that
   // a call taking the next copy finds its operands in memory; 1 to 64.
   int cold_copies(double set_bytes) const {
-    return std::clamp(int(std::ceil(2.0 * double(llc_bytes_) / std::max(1.0, set_bytes))), 1, 64);
+    return cold_operand_copies(std::numeric_limits<double>::infinity(), set_bytes, double(llc_bytes_));
   }
 
   void add(DeviceProfile& p, const std::string& name, int64_t M, int64_t N, int64_t K, const std::function<void()>& fn) {

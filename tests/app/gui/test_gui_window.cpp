@@ -370,7 +370,7 @@ TEST_F(GuiWindow, TheModelsErrorBandIsShownBesideTheFigures) {
   ASSERT_EQ(size_t(model->rowCount()), all.size());
   long shaded = 0;
   for (int row = 0; row < model->rowCount(); ++row) {
-    const bool expect = row > 0 && all[size_t(row)].fits && all[size_t(row)].as_good_as_best;
+    const bool expect = row > 0 && all[size_t(row)].as_good_as_best;
     EXPECT_EQ(model->data(model->index(row, CandidateTableModel::StepTime), Qt::BackgroundRole).isValid(), expect)
         << "row " << row;
     shaded += expect;
