@@ -423,6 +423,7 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   w.field("optimizer", b.optimizer).field("offload", b.offload);
   w.field("ep_comm", b.ep_comm).field("cp_comm", b.cp_comm);
   w.end_object();
+  w.field("gemm_s", e.gemm_s);  // within compute and recompute, not a term of its own
   w.field("bubble_fraction", e.bubble_fraction);
   w.field("samples_per_s", e.samples_per_s);
   w.field("tokens_per_s", e.tokens_per_s);

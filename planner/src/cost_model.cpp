@@ -340,6 +340,7 @@ class LayerTerms {
     // class and FLOPs; the attention core as above.
     t.layer_bwd_in_s = bwd_in_gemm + core_bwd_s + mem_s(c, bwd_mem);
     t.layer_bwd_w_s = bwd_w_gemm;
+    t.layer_gemm_s = fwd_gemm + bwd_in_gemm + bwd_w_gemm;
     t.layer_gemm_flops = 2 * tok * ((h + 2 * kv) * h + h * h + (gated ? 3 : 2) * f * h) / tpd +
                          4 * b * s * s * h / tpd;
     t.layer_attn_core_flops = 4 * b * s * s * h / tpd;
@@ -372,6 +373,7 @@ class LayerTerms {
       case Recompute::Full:  // keep only the layer input, 2sbh (/t under sp) (Korthikanti Sec 4.3)
         t.layer_act_kept_bytes = tok * e * h * repl / (partition ? tpd : 1.0);
         t.layer_recompute_s = t.layer_fwd_s;
+        t.layer_recompute_gemm_s = fwd_gemm;
         break;
     }
   }
@@ -433,6 +435,7 @@ class LayerTerms {
     const double head_bwd_gemm = c.profile ? gemm_s(c, tok, h, v / tpd) + gemm_s(c, h, v / tpd, tok)
                                            : 2 * gemm_s(c, tok, v / tpd, h);
     t.head_bwd_s = head_bwd_gemm + mem_s(c, logits * (4 + 4 + e));
+    t.head_gemm_s = head_gemm + head_bwd_gemm;
     t.head_act_bytes = logits * 4;
   }
 
@@ -534,6 +537,7 @@ int64_t inflight_chunks(Schedule sch, int pp, int vp, int64_t m, int s) {
 
 struct StageCost {
   double compute = 0, recompute = 0, tp = 0, tp_bwd = 0, p2p = 0, bwd = 0, fwd = 0;
+  double gemm = 0;  // the linear layers' and the head's GEMMs within compute and recompute
   int sends = 0;
   double offload = 0;  // exposed activation copies per micro-batch
   double offload_bwd_chunk = 0;  // exposed copy back to the GPU per chunk backward
@@ -596,6 +600,7 @@ class StepEvaluation {
 
     out.mem = best;
     out.time = tb;
+    out.gemm_s = gemm;
     out.step_s = tb.sum();
     out.fits = best.total <= best.capacity;
     out.host_bytes_per_node = host_bytes * gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
@@ -618,6 +623,7 @@ class StepEvaluation {
     st.bwd = nl * (mt.layer_bwd_in_s + mt.layer_bwd_w_s);
     st.compute = st.fwd + st.bwd;
     st.recompute = nl * mt.layer_recompute_s;
+    st.gemm = nl * (mt.layer_gemm_s + mt.layer_recompute_gemm_s);
     st.tp = nl * (mt.tp_collectives_fwd * tp_ar + layer_tp_bwd);
     st.tp_bwd = nl * layer_tp_bwd;
     st.ep = nl * (mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s);
@@ -629,6 +635,7 @@ class StepEvaluation {
     }
     if (s == pp - 1) {
       st.compute += mt.head_fwd_s + mt.head_bwd_s;
+      st.gemm += mt.head_gemm_s;
       st.fwd += mt.head_fwd_s;
       st.bwd += mt.head_bwd_s;
       st.tp += head_tp_fwd + head_tp_bwd;
@@ -728,8 +735,10 @@ class StepEvaluation {
     const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, ly.tp) : 1.0;
     const PipelineWalk walk = pipeline_walk(work, on_host, dev->cores);
+    const double passes = tb.compute + tb.recompute;
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
                           std::max(1.0, stretch), walk.total_s, walk.fill_drain_stretch);
+    if (passes > 0) gemm *= (tb.compute + tb.recompute) / passes;  // the GEMMs stretch with the passes
   }
 
   // The pipeline walked through the 1F1B schedule's slots, the slot's active ranks sharing the
@@ -828,6 +837,7 @@ class StepEvaluation {
     }
     tb.compute = md * crit.compute;
     tb.recompute = md * crit.recompute;
+    gemm = md * crit.gemm;
     tb.tp_comm = md * crit.tp;
     tb.ep_comm = md * crit.ep;
     tb.cp_comm = md * crit.cp;
@@ -1379,6 +1389,7 @@ class StepEvaluation {
   int crit_s = 0;
   double best_fill = 0;
   TimeBreakdown tb;
+  double gemm = 0;  // the GEMMs within tb.compute and tb.recompute (Estimate::gemm_s)
   // Data-parallel traffic on the stage with most parameters.
   double params_crit = 0, grad_bytes = 0;
   bool ring_z3 = false;
@@ -1598,6 +1609,8 @@ void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, i
   est.host_memory_per_node_bytes = ev.host_bytes_per_node;
   est.host_memory_capacity_bytes = ev.host_capacity_bytes;
   est.breakdown_s = ev.time;
+  // An MoE layer's expert GEMMs are priced in its forward and backward, not apart.
+  est.gemm_s = sc.model.moe.enabled() ? std::numeric_limits<double>::quiet_NaN() : ev.gemm_s;
   est.step_time_s = ev.step_s;
   est.bubble_fraction = ev.step_s > 0 ? ev.time.bubble / ev.step_s : 0;
   const double gbs = double(sc.training.gbs), s = sc.seq_len();

@@ -47,6 +47,10 @@ struct MicroTerms {
   double layer_bwd_w_s = 0;
   double layer_recompute_s = 0;
   double layer_attn_core_fwd_s = 0;   // the part selective recompute repeats
+  // The GEMMs of the linear layers within layer_fwd_s + layer_bwd_in_s + layer_bwd_w_s, within
+  // layer_recompute_s, and of the LM head within head_fwd_s + head_bwd_s: what a backend's
+  // matrix multiply runs (capplan-train's `gemm` phase), the attention core not included.
+  double layer_gemm_s = 0, layer_recompute_gemm_s = 0, head_gemm_s = 0;
   double layer_gemm_flops = 0;        // forward FLOPs per TP rank (GEMMs + attention core)
   double layer_attn_core_flops = 0;   // forward FLOPs of Q K^T and softmax V per TP rank
   double layer_act_kept_bytes = 0;    // kept from forward to backward under the recompute mode
@@ -152,6 +156,7 @@ int stage_layers(int layers, int pp, int vp, int stage);
 struct Evaluation {
   MemoryBytes mem;
   TimeBreakdown time;
+  double gemm_s = 0;  // Estimate::gemm_s
   double step_s = 0;
   bool fits = false;
   int critical_stage = 0;  // stage that sets the pipeline pace

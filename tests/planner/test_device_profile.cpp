@@ -186,6 +186,50 @@ Scenario host_scenario(int ranks_on_host, const DeviceProfile& p) {
   return sc;
 }
 
+// The GEMMs within a step's compute and recompute (Estimate::gemm_s, set beside a run's measured
+// `gemm` phase) are the linear layers' and the LM head's GEMMs at the profile's times, by hand:
+// per layer and micro-batch the four forward GEMMs [tok, out] x [in], their input gradients
+// [tok, in] over out and weight gradients [in, out] over tok; the head's [tok, V] over h, [tok, h]
+// over V and [h, V] over tok. A full recompute runs the layer's forward GEMMs again; the attention
+// core is no GEMM of the backend's. 40 layers of gpt3-13b, one micro-batch of 2048 tokens.
+TEST(DeviceProfile, TheStepsGemmsAreTheLinearLayersAndTheHeadsAtTheProfilesTimes) {
+  Scenario sc;
+  sc.model = *load_model("gpt3-13b").value;
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  sc.nodes = 1;
+  sc.training.gbs = 8;
+  sc.cluster.device_profile = std::make_shared<const DeviceProfile>(synthetic_profile());
+  const double tok = 2048, h = 5120, f = 20480, V = 50257;
+  auto g = [&](double m, double n, double k) { return gemm_time_s(sc, m, n, k); };
+  const double fwd = g(tok, 3 * h, h) + g(tok, h, h) + g(tok, f, h) + g(tok, h, f);
+  const double bwd = g(tok, h, 3 * h) + g(tok, h, h) + g(tok, h, f) + g(tok, f, h) +  //
+                     g(h, 3 * h, tok) + g(h, h, tok) + g(h, f, tok) + g(f, h, tok);
+  const double head = g(tok, V, h) + g(tok, h, V) + g(h, V, tok);
+  Layout l;
+  l.dp = 8;
+  l.mbs = 1;
+  const Estimate plain = estimate(sc, l);
+  const double expected = 40 * (fwd + bwd) + head;
+  std::printf("Expectation: GEMMs %.6f s of compute %.6f s  Actual: %.6f s\n", expected, plain.breakdown_s.compute,
+              plain.gemm_s);
+  EXPECT_NEAR(plain.gemm_s, expected, 1e-9 * expected);
+  EXPECT_LT(plain.gemm_s, plain.breakdown_s.compute);
+  l.recompute = Recompute::Full;
+  EXPECT_NEAR(estimate(sc, l).gemm_s, expected + 40 * fwd, 1e-9 * expected);
+  l.recompute = Recompute::Selective;
+  EXPECT_NEAR(estimate(sc, l).gemm_s, expected, 1e-9 * expected);
+  // Four ranks on two cores: the GEMMs stretch as the passes they are part of.
+  Layout four;
+  four.dp = 4;
+  four.mbs = 1;
+  const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), four);
+  const Estimate shared = estimate(host_scenario(4, cpu_profile(2, 2)), four);
+  const double stretch = (shared.breakdown_s.compute + shared.breakdown_s.recompute) /
+                         (own.breakdown_s.compute + own.breakdown_s.recompute);
+  ASSERT_GT(stretch, 1.5);
+  EXPECT_NEAR(shared.gemm_s, own.gemm_s * stretch, 1e-12 * shared.gemm_s);
+}
+
 TEST(DeviceProfile, CoresReadBackAndOldProfilesHaveNone) {
   const DeviceProfile p = cpu_profile(2, 2);
   const std::string text = device_profile_yaml(p);

@@ -63,6 +63,10 @@ struct Estimate {
   double host_memory_capacity_bytes = 0;
   double step_time_s = 0;
   TimeBreakdown breakdown_s;
+  // Of compute and recompute, the time in the linear layers' and the LM head's GEMMs (the matrix
+  // multiplies a backend runs, the attention core not included), on the same stage: to set beside
+  // a run's measured `gemm` phase. NaN for an MoE model.
+  double gemm_s = 0;
   double bubble_fraction = 0;  // bubble / step time
   double samples_per_s = 0;
   double tokens_per_s = 0;

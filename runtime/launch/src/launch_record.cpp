@@ -1,6 +1,7 @@
 // The run record: what ran (exact command, the scaled spec, this machine) and predicted,
 // simulated and measured step time per term and memory per rank, side by side, as RUNDIR/run.json
 // (machine-readable; unknown figures are null) and RUNDIR/run.txt (for people).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -209,13 +210,17 @@ std::vector<TermRow> compare_terms(const RunRecord& r) {
     parts += t.measured;
     rows.push_back(row);
   }
-  // Times within compute, shown under it, not terms of their own: the backend's GEMMs and the
-  // batch split's waiting.
+  // Times within compute, shown under it, not terms of their own: the backend's GEMMs (a
+  // recompute's among them, where it reran the forward) beside the model's, and the batch
+  // split's waiting.
   int under = 1;
-  for (const auto& [name, label] : {std::pair{"gemm", "gemm (within compute)"},
-                                    std::pair{"split_wait", "split wait (within compute)"}})
-    if (const auto it = m.phase_s.find(name); it != m.phase_s.end())
-      rows.insert(rows.begin() + under++, {label, kUnknown, kUnknown, it->second});
+  const bool recomputed = phase(m, "recompute") > 0;
+  if (const auto it = m.phase_s.find("gemm"); it != m.phase_s.end())
+    rows.insert(rows.begin() + under++,
+                {recomputed ? "gemm (within compute and recompute)" : "gemm (within compute)",
+                 r.predicted ? r.predicted->gemm_s : kUnknown, kUnknown, it->second});
+  if (const auto it = m.phase_s.find("split_wait"); it != m.phase_s.end())
+    rows.insert(rows.begin() + under++, {"split wait (within compute)", kUnknown, kUnknown, it->second});
   // Phases the runtime times that the cost model has no term for (e.g. data loading): parts of
   // the step too.
   for (const auto& [name, value] : m.phase_s) {
@@ -338,6 +343,7 @@ void write_predicted(JsonWriter& j, const RunRecord& r) {
     const Estimate& e = *r.predicted;
     j.begin_object("predicted").num("step_time_s", e.step_time_s);
     write_breakdown(j, "breakdown_s", e.breakdown_s);
+    j.num("gemm_s", e.gemm_s);
     j.num("bubble_fraction", e.bubble_fraction)
         .num("tokens_per_s", e.tokens_per_s)
         .boolean("fits", e.fits)
@@ -458,10 +464,15 @@ std::string run_record_text(const RunRecord& r) {
   } else {
     t << "unknown\n";
   }
-  t << "\nstep time per term      predicted     simulated     measured\n";
-  for (const TermRow& row : compare_terms(r)) {
-    char line[160];
-    std::snprintf(line, sizeof line, "  %-21s %-13s %-13s %s\n", row.term.c_str(),
+  const std::vector<TermRow> terms = compare_terms(r);
+  int width = 21;  // the term column: as wide as its longest name
+  for (const TermRow& row : terms) width = std::max(width, int(row.term.size()));
+  char head[200];
+  std::snprintf(head, sizeof head, "\n%-*s predicted     simulated     measured\n", width + 2, "step time per term");
+  t << head;
+  for (const TermRow& row : terms) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-*s %-13s %-13s %s\n", width, row.term.c_str(),
                   fmt_duration(row.predicted_s).c_str(), fmt_duration(row.simulated_s).c_str(),
                   fmt_duration(row.measured_s).c_str());
     t << line;

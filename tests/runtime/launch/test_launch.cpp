@@ -640,6 +640,7 @@ TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
   e.step_time_s = 2.5;
   e.breakdown_s.compute = 2;
   e.breakdown_s.dp_comm = 0.5;
+  e.gemm_s = 1.5;
   rec.predicted = e;
   const auto rows = compare_terms(rec);
   auto row = [&](const std::string& t) {
@@ -658,6 +659,12 @@ TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
   ASSERT_GE(rows.size(), 2u);
   EXPECT_EQ(rows[1].term, "gemm (within compute)");
   EXPECT_DOUBLE_EQ(rows[1].measured_s, 1.25);
+  EXPECT_DOUBLE_EQ(rows[1].predicted_s, 1.5);  // the model's GEMMs beside the measured ones
+  EXPECT_TRUE(std::isnan(rows[1].simulated_s));
+  // A run that recomputed: its GEMMs are those of compute and recompute, and the row says so.
+  RunRecord recomputed = rec;
+  recomputed.measured.phase_s["recompute"] = 0.25;
+  EXPECT_EQ(compare_terms(recomputed)[1].term, "gemm (within compute and recompute)");
   EXPECT_DOUBLE_EQ(row("step").measured_s, 3);
   EXPECT_DOUBLE_EQ(row("step").predicted_s, 2.5);
   EXPECT_TRUE(std::isnan(row("step").simulated_s));
