@@ -98,7 +98,7 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
                   sc.ranks, p.cores, sc.free_efficiency, sc.handoff_s * 1e3, beside.c_str(),
                   sc.lockstep.empty() ? 0.0 : sc.lockstep[0].allreduce_bytes / 1024);
       for (size_t i = 0; i < sc.lockstep.size(); ++i)
-        std::printf("%s %.3f ms in groups of %d (GEMMs meanwhile x%.2f)", i ? "," : "",
+        std::printf("%s %.3f ms in groups of %d (compute meanwhile x%.2f)", i ? "," : "",
                     sc.lockstep[i].allreduce_s * 1e3, sc.lockstep[i].group, sc.lockstep[i].compute_stretch);
       std::printf("\n");
     }

@@ -62,7 +62,8 @@ struct LockstepTiming {
   int group = 0;  // ranks meeting in each all-reduce (0: all the ranks measured)
   double allreduce_bytes = 0;
   double allreduce_s = 0;
-  // The ranks' time in their GEMMs meanwhile over the same GEMMs' time on a core of their own
+  // The ranks' time in their compute meanwhile (a layer's GEMMs and kernels between its
+  // collectives) over the same compute's time on a core of their own
   // (>= 1; 0: not measured): where more ranks are runnable than there are cores between two
   // collectives, a rank's compute itself stretches.
   double compute_stretch = 0;

@@ -39,7 +39,7 @@ namespace capplan::rt {
 namespace {
 
 constexpr const char* kCmd = "capplan-train measure";
-// A tensor-parallel layer's GEMMs between two of its collectives: two segments forward, two
+// What a tensor-parallel layer computes between two of its collectives: two segments forward, two
 // backward (Measurer::lockstep).
 constexpr int kSegments = 4;
 constexpr const char* kUsage =
@@ -356,9 +356,9 @@ class Measurer {
     bufs_.clear();
   }
 
-  // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the GEMMs of a
-  // layer's forward and backward in the four segments a tensor-parallel layer runs between its
-  // collectives (segment() below; one copy of the operands per layer of the model, taken in
+  // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the GEMMs and
+  // kernels of a layer's forward and backward in the four segments a tensor-parallel layer runs
+  // between its collectives (segment() below; one copy of the GEMMs' operands per layer of the model, taken in
   // turn, at most what fills the last-level cache twice), K layers (about 0.1 s), in these ways
   // one after another in each of 3 x --rounds rounds (fewer, at least 3, past 10 s):
   //  - free: every rank computes at once: t_free;
@@ -379,56 +379,145 @@ class Measurer {
   //    stages: a rank polling in its all-reduce yields the core, which a free GEMM does not).
   // Times are medians over the rounds (the lockstep's extra time: the median of each round's
   // difference). Fills `p.lockstep` (a core each: the last group's) or `p.shared` (one entry).
-  void lockstep(DeviceProfile& p, int cores, bool shared, const std::vector<std::pair<int, Communicator*>>& groups) {
-    const int n = world_.size();
-    const int h = m_.hidden, tok = o_.mbs * seq();
+  // A linear layer's shape (linears()): Y[tokens, out] = X[tokens, in] W[in, out].
+  struct Linear {
+    const char* name;
+    int in, out;
+  };
+
+  // The memory-bound kernels of a layer between its GEMMs, at the profile's shapes, on one copy of
+  // their activations (in a step a kernel reads what the GEMM before it wrote): the norm before
+  // each half, attention between Q, K, V and the output projection, GeLU or SwiGLU between the
+  // FFN's two GEMMs, and each half's residual add; in the backward their gradients. The ranks in
+  // lockstep run them between their collectives as a tensor-parallel layer does: their time
+  // varies from rank to rank more than a GEMM's (they share the memory bus), and the last rank's
+  // lateness is what a collective waits for.
+  struct LayerKernels {
+    Backend* be = nullptr;
+    NormKind kind = NormKind::LayerNorm;
+    AttentionShape s;
+    bool swiglu = false;
+    int rows = 0, h = 0, f = 0;
+    float *x = nullptr, *y = nullptr, *w = nullptr, *b = nullptr, *mean = nullptr, *rstd = nullptr;
+    float *dx = nullptr, *dw = nullptr, *db = nullptr, *qkv = nullptr, *probs = nullptr, *out = nullptr, *dqkv = nullptr;
+    float *fc = nullptr, *act = nullptr, *dfc = nullptr;
+
+    void norm(bool backward) const {
+      if (!backward) be->norm_forward(kind, y, mean, rstd, x, w, b, rows, h);
+      else be->norm_backward(kind, dx, dw, db, y, x, w, mean, rstd, rows, h);
+    }
+    void middle(bool attention, bool backward) const {
+      if (attention && !backward) be->attention_forward(out, probs, qkv, s);
+      else if (attention) be->attention_backward(dqkv, out, qkv, probs, s);
+      else if (swiglu && !backward) be->swiglu_forward(act, fc, rows, f);
+      else if (swiglu) be->swiglu_backward(dfc, fc, act, rows, f);
+      else if (!backward) be->gelu_forward(act, fc, int64_t(rows) * f);
+      else be->gelu_backward(dfc, fc, act, int64_t(rows) * f);
+    }
+    void residual() const { be->add(x, y, int64_t(rows) * h); }
+  };
+  LayerKernels layer_kernels() {
+    LayerKernels k;
+    k.be = &be_;
+    k.kind = m_.norm == Norm::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm;
+    k.s.B = o_.mbs;
+    k.s.T = seq();
+    k.s.Hl = m_.heads / o_.tp;
+    k.s.KVl = std::max(1, m_.kv_heads_or_default() / o_.tp);
+    k.s.D = m_.head_dim();
+    k.swiglu = m_.ffn == Ffn::Swiglu;
+    k.rows = o_.mbs * seq();
+    k.h = m_.hidden;
+    k.f = m_.ffn_hidden_or_default() / o_.tp;
+    const int64_t rows = k.rows, fc = rows * (k.swiglu ? 2 : 1) * k.f;
+    k.x = buffer(rows * k.h), k.y = buffer(rows * k.h), k.w = buffer(k.h), k.b = buffer(k.h);
+    k.mean = buffer(rows), k.rstd = buffer(rows), k.dx = buffer(rows * k.h), k.dw = buffer(k.h), k.db = buffer(k.h);
+    k.qkv = buffer(rows * k.s.qkv_stride()), k.dqkv = buffer(rows * k.s.qkv_stride());
+    k.probs = buffer(be_.attention_state_numel(k.s)), k.out = buffer(rows * k.s.Hl * k.s.D);
+    k.fc = buffer(fc), k.dfc = buffer(fc), k.act = buffer(rows * k.f);
+    return k;
+  }
+
+  // What a layer runs between two tensor-parallel collectives (Measurer::lockstep): k = 0, 1 the
+  // forward of its first and second half (the norm, Q, K, V, attention and the output projection;
+  // the norm, the FFN's two GEMMs and the activation between them; each with its residual add),
+  // k = 2, 3 the backward of the second and then the first half (each GEMM's input and weight
+  // gradients, twice the forward's work, and the kernels' gradients in reverse order). The GEMMs'
+  // operands come in as many copies as make one pass over the model, a copy per layer taken in
+  // turn (as gemms(): no more than fill the last-level cache twice).
+  struct LayerSegments {
     struct Operands {
       float *x, *w, *y, *dx, *dw;  // input, weight, output; the input's and the weight's gradients
     };
-    const std::vector<Linear> shapes = linears();  // the layer's four, then the LM head
-    double layer_bytes = 0;  // one copy of a layer's operands and gradients
-    for (size_t i = 0; i < 4; ++i)
-      layer_bytes += 4.0 * (2.0 * double(tok) * shapes[i].in + 2.0 * double(shapes[i].in) * shapes[i].out +
-                            double(tok) * shapes[i].out);
-    // As gemms(): one pass over the model between two uses of a copy (a copy of the layer's
-    // operands per layer), no more than fill the last-level cache twice.
-    std::vector<std::vector<Operands>> copies(
-        size_t(cold_operand_copies(double(m_.layers) * layer_bytes, layer_bytes, double(llc_bytes_))));
-    for (std::vector<Operands>& ops : copies)
-      for (size_t i = 0; i < 4; ++i)
-        ops.push_back({buffer(int64_t(tok) * shapes[i].in), buffer(int64_t(shapes[i].in) * shapes[i].out),
-                       buffer(int64_t(tok) * shapes[i].out), buffer(int64_t(tok) * shapes[i].in),
-                       buffer(int64_t(shapes[i].in) * shapes[i].out)});
+    Backend* be = nullptr;
+    std::vector<Linear> shapes;  // the layer's four, then the LM head
+    std::vector<std::vector<Operands>> copies;
+    LayerKernels between;
+    int tok = 0;
     size_t next = 0;
-    // The GEMMs between two tensor-parallel collectives, as a layer runs them: k = 0, 1 the
-    // forward of its first and second half (Q, K, V and the output projection; the two FFN
-    // GEMMs), k = 2, 3 the backward of the second and then the first half (each GEMM's input and
-    // weight gradients: twice the forward's work).
-    auto segment = [&](int k) {
+
+    void gemms(const Operands& o, size_t i, bool backward) const {
+      const int in = shapes[i].in, out = shapes[i].out;
+      if (!backward) {
+        be->matmul(o.y, o.x, o.w, tok, out, in, false, false, false);
+      } else {
+        be->matmul(o.dx, o.y, o.w, tok, in, out, false, true, false);
+        be->matmul(o.dw, o.x, o.y, in, out, tok, true, false, false);
+      }
+    }
+    void run(int k) {
       const std::vector<Operands>& ops = copies[next];
       if (k == 3) next = (next + 1) % copies.size();
-      const size_t half = size_t(k < 2 ? k : 3 - k);
-      for (size_t i = 2 * half; i < 2 * half + 2; ++i) {
-        const Operands& o = ops[i];
-        const int in = shapes[i].in, out = shapes[i].out;
-        if (k < 2) {
-          be_.matmul(o.y, o.x, o.w, tok, out, in, false, false, false);
-        } else {
-          be_.matmul(o.dx, o.y, o.w, tok, in, out, false, true, false);
-          be_.matmul(o.dw, o.x, o.y, in, out, tok, true, false, false);
-        }
+      const size_t half = size_t(k < 2 ? k : 3 - k), first = 2 * half, second = first + 1;
+      const bool attention = half == 0, backward = k >= 2;
+      if (!backward) {
+        between.norm(false);
+        gemms(ops[first], first, false);
+        between.middle(attention, false);
+        gemms(ops[second], second, false);
+      } else {
+        gemms(ops[second], second, true);
+        between.middle(attention, true);
+        gemms(ops[first], first, true);
+        between.norm(true);
       }
-    };
+      between.residual();
+    }
+  };
+  LayerSegments layer_segments() {
+    LayerSegments seg;
+    seg.be = &be_;
+    seg.tok = o_.mbs * seq();
+    seg.shapes = linears();
+    const int64_t tok = seg.tok;
+    double layer_bytes = 0;  // one copy of a layer's operands and gradients
+    for (size_t i = 0; i < 4; ++i)
+      layer_bytes += 4.0 * (2.0 * double(tok) * seg.shapes[i].in + 2.0 * double(seg.shapes[i].in) * seg.shapes[i].out +
+                            double(tok) * seg.shapes[i].out);
+    seg.copies.resize(size_t(cold_operand_copies(double(m_.layers) * layer_bytes, layer_bytes, double(llc_bytes_))));
+    for (std::vector<LayerSegments::Operands>& ops : seg.copies)
+      for (size_t i = 0; i < 4; ++i) {
+        const int64_t in = seg.shapes[i].in, out = seg.shapes[i].out;
+        ops.push_back({buffer(tok * in), buffer(in * out), buffer(tok * out), buffer(tok * in), buffer(in * out)});
+      }
+    seg.between = layer_kernels();
+    return seg;
+  }
+
+  void lockstep(DeviceProfile& p, int cores, bool shared, const std::vector<std::pair<int, Communicator*>>& groups) {
+    const int n = world_.size();
+    const int h = m_.hidden, tok = o_.mbs * seq();
+    LayerSegments segments = layer_segments();
     const int64_t arn = int64_t(tok) * h;  // a layer's activation, what a tensor-parallel all-reduce sums
     float* act = buffer(arn);
-    // A layer alone (group nullptr), or in lockstep with `group`; gemm_s adds this rank's time in
-    // its GEMMs.
-    double gemm_s = 0;
+    // A layer alone (group nullptr), or in lockstep with `group`; busy_s adds this rank's time in
+    // its segments (GEMMs and kernels), the collectives' not included.
+    double busy_s = 0;
     auto layer = [&](Communicator* group) {
       for (int k = 0; k < kSegments; ++k) {
         const double t = now_s();
-        segment(k);
-        gemm_s += now_s() - t;
+        segments.run(k);
+        busy_s += now_s() - t;
         if (group) group->all_reduce_sum(act, arn);
       }
     };
@@ -468,14 +557,14 @@ class Measurer {
         const size_t way = (w + size_t(round)) % ways;  // 0: free, else groups[way - 1]
         std::vector<double>& into = way == 0 ? fr : lk[way - 1];
         Communicator* group = way == 0 ? nullptr : groups[way - 1].second;
-        gemm_s = 0;
+        busy_s = 0;
         into.push_back(timed([&] {
           for (int k = 0; k < K; ++k) layer(group);
         }));
         spent += into.back();
         if (way > 0) {  // the ranks' mean time in their GEMMs
-          world_.all_reduce_sum(&gemm_s, 1);
-          busy[way - 1].push_back(gemm_s / n);
+          world_.all_reduce_sum(&busy_s, 1);
+          busy[way - 1].push_back(busy_s / n);
         }
       }
       if (shared) {
@@ -537,8 +626,8 @@ class Measurer {
     const int n = world_.size();
     const double bytes = 4.0 * double(tok) * m_.hidden;  // a layer's activation, fp32
     // Each lockstep's difference to the free timing taken round by round (measured back to back),
-    // then its median: a shared host's slow spells move both of a pair together. Its GEMMs' time
-    // over the same GEMMs' on a core of their own (alone where the ranks share the cores, else free).
+    // then its median: a shared host's slow spells move both of a pair together. Its segments' time
+    // over the same segments' on a core of their own (alone where the ranks share the cores, else free).
     const double own_core = median(shared ? t.alone : t.free);
     std::vector<LockstepTiming> timings;
     std::string each;
@@ -548,10 +637,10 @@ class Measurer {
       const double stretch = own_core > 0 ? std::max(1.0, median(t.busy[g]) / own_core) : 1.0;
       timings.push_back({groups[g].first, bytes, std::max(0.0, median(diff) / (double(kSegments) * t.K)), stretch, {}});
       each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
-              ms(median(t.lockstep[g])) + " (GEMMs x" + fmt_fixed(stretch, 2) + ")";
+              ms(median(t.lockstep[g])) + " (compute x" + fmt_fixed(stretch, 2) + ")";
     }
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
-                            std::to_string(t.K) + " layers' forward and backward GEMMs each (" + std::to_string(tok) +
+                            std::to_string(t.K) + " layers' forward and backward GEMMs and kernels each (" + std::to_string(tok) +
                             " tokens), median over " + std::to_string(t.rounds) + " rounds: " +
                             (shared ? "alone (a core each) " + ms(median(t.alone)) + ", " : std::string()) + "free " +
                             ms(median(t.free)) + ", lockstep with an all-reduce after each half layer's forward and backward " + each;
@@ -683,10 +772,6 @@ class Measurer {
 
   // The linear layers of a layer on one of tp ranks (Q, K, V; attention output; the first and
   // second FFN GEMMs), then the LM head's: Y[tokens, out] = X[tokens, in] W[in, out].
-  struct Linear {
-    const char* name;
-    int in, out;
-  };
   std::vector<Linear> linears() const {
     const int h = m_.hidden, tp = o_.tp;
     const int kv = m_.kv_heads_or_default() * m_.head_dim();

@@ -97,7 +97,7 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
     EXPECT_NE(sc.how.find("in groups of 2"), std::string::npos) << sc.how;
   }
   EXPECT_NE(m.out.find("shared cores:"), std::string::npos) << m.out;
-  EXPECT_NE(m.out.find("(GEMMs meanwhile x"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("(compute meanwhile x"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("lockstep: 2 ranks with a core each"), std::string::npos) << m.out;
   // And the lockstep all-reduce of the two ranks with a core each.
   EXPECT_DOUBLE_EQ(p.value->lockstep.allreduce_bytes, 4.0 * 2 * 64 * 128);
