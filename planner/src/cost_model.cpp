@@ -537,7 +537,6 @@ int64_t inflight_chunks(Schedule sch, int pp, int vp, int64_t m, int s) {
 
 struct StageCost {
   double compute = 0, recompute = 0, tp = 0, tp_bwd = 0, p2p = 0, bwd = 0, fwd = 0;
-  double gemm = 0;  // the linear layers' and the head's GEMMs within compute and recompute
   int sends = 0;
   double offload = 0;  // exposed activation copies per micro-batch
   double offload_bwd_chunk = 0;  // exposed copy back to the GPU per chunk backward
@@ -623,7 +622,6 @@ class StepEvaluation {
     st.bwd = nl * (mt.layer_bwd_in_s + mt.layer_bwd_w_s);
     st.compute = st.fwd + st.bwd;
     st.recompute = nl * mt.layer_recompute_s;
-    st.gemm = nl * (mt.layer_gemm_s + mt.layer_recompute_gemm_s);
     st.tp = nl * (mt.tp_collectives_fwd * tp_ar + layer_tp_bwd);
     st.tp_bwd = nl * layer_tp_bwd;
     st.ep = nl * (mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s);
@@ -635,7 +633,6 @@ class StepEvaluation {
     }
     if (s == pp - 1) {
       st.compute += mt.head_fwd_s + mt.head_bwd_s;
-      st.gemm += mt.head_gemm_s;
       st.fwd += mt.head_fwd_s;
       st.bwd += mt.head_bwd_s;
       st.tp += head_tp_fwd + head_tp_bwd;
@@ -837,7 +834,10 @@ class StepEvaluation {
     }
     tb.compute = md * crit.compute;
     tb.recompute = md * crit.recompute;
-    gemm = md * crit.gemm;
+    // The GEMMs within the pacing stage's compute and recompute (the linear layers' and the LM
+    // head's), worked out once here rather than in every stage_cost.
+    gemm = md * (layers_on(crit_s) * (mt.layer_gemm_s + mt.layer_recompute_gemm_s) +
+                 (crit_s == pp - 1 ? mt.head_gemm_s : 0.0));
     tb.tp_comm = md * crit.tp;
     tb.ep_comm = md * crit.ep;
     tb.cp_comm = md * crit.cp;
