@@ -356,29 +356,6 @@ class Measurer {
     bufs_.clear();
   }
 
-  // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the GEMMs and
-  // kernels of a layer's forward and backward in the four segments a tensor-parallel layer runs
-  // between its collectives (segment() below; one copy of the GEMMs' operands per layer of the model, taken in
-  // turn, at most what fills the last-level cache twice), K layers (about 0.1 s), in these ways
-  // one after another in each of 3 x --rounds rounds (fewer, at least 3, past 10 s):
-  //  - free: every rank computes at once: t_free;
-  //  - lockstep, for each of `groups` (its size, and the communicator of this rank's group): the
-  //    same, and after each segment the ranks of each group sum the layer's activation (mbs x
-  //    seq x hidden) in an all-reduce, as tensor-parallel ranks do (Shoeybi et al. 2019 Sec 3:
-  //    two all-reduces in a layer's forward, two in its backward): t_lock. A collective in
-  //    lockstep holds its ranks (t_lock - t_free) / 4K: its own time, and the wait for the last
-  //    rank of the group to arrive. The segments are as long as the training's, so a rank is
-  //    descheduled inside them as often as in training where ranks outnumber the cores (a
-  //    backward segment, twice a forward's, outlasts more of the scheduler's slices);
-  //  - with `shared` (the world has more ranks than the host's `cores`), also alone: the first
-  //    `cores` ranks compute, one per core, while the others sleep in a point-to-point wait (the
-  //    runtime's nap on a shared core): t_alone. n ranks on c cores ideally take n / c of a
-  //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free; and a
-  //    pipeline's hand-off of the activation between two ranks while the others compute (handoff),
-  //    and again while the others compute in lockstep in pairs (a tensor-parallel pipeline's
-  //    stages: a rank polling in its all-reduce yields the core, which a free GEMM does not).
-  // Times are medians over the rounds (the lockstep's extra time: the median of each round's
-  // difference). Fills `p.lockstep` (a core each: the last group's) or `p.shared` (one entry).
   // A linear layer's shape (linears()): Y[tokens, out] = X[tokens, in] W[in, out].
   struct Linear {
     const char* name;
@@ -504,6 +481,29 @@ class Measurer {
     return seg;
   }
 
+  // Ranks in lockstep, as tensor-parallel ranks are: every rank of the world runs the GEMMs and
+  // kernels of a layer's forward and backward in the four segments a tensor-parallel layer runs
+  // between its collectives (LayerSegments above: one copy of the GEMMs' operands per layer of the
+  // model, taken in turn, at most what fills the last-level cache twice), K layers (about 0.1 s), in these ways
+  // one after another in each of 3 x --rounds rounds (fewer, at least 3, past 10 s):
+  //  - free: every rank computes at once: t_free;
+  //  - lockstep, for each of `groups` (its size, and the communicator of this rank's group): the
+  //    same, and after each segment the ranks of each group sum the layer's activation (mbs x
+  //    seq x hidden) in an all-reduce, as tensor-parallel ranks do (Shoeybi et al. 2019 Sec 3:
+  //    two all-reduces in a layer's forward, two in its backward): t_lock. A collective in
+  //    lockstep holds its ranks (t_lock - t_free) / 4K: its own time, and the wait for the last
+  //    rank of the group to arrive. The segments are as long as the training's, so a rank is
+  //    descheduled inside them as often as in training where ranks outnumber the cores (a
+  //    backward segment, twice a forward's, outlasts more of the scheduler's slices);
+  //  - with `shared` (the world has more ranks than the host's `cores`), also alone: the first
+  //    `cores` ranks compute, one per core, while the others sleep in a point-to-point wait (the
+  //    runtime's nap on a shared core): t_alone. n ranks on c cores ideally take n / c of a
+  //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free; and a
+  //    pipeline's hand-off of the activation between two ranks while the others compute (handoff),
+  //    and again while the others compute in lockstep in pairs (a tensor-parallel pipeline's
+  //    stages: a rank polling in its all-reduce yields the core, which a free GEMM does not).
+  // Times are medians over the rounds (the lockstep's extra time: the median of each round's
+  // difference). Fills `p.lockstep` (a core each: the last group's) or `p.shared` (one entry).
   void lockstep(DeviceProfile& p, int cores, bool shared, const std::vector<std::pair<int, Communicator*>>& groups) {
     const int n = world_.size();
     const int h = m_.hidden, tok = o_.mbs * seq();
