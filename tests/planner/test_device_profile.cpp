@@ -125,12 +125,18 @@ TEST(DeviceProfile, TruncatedCorruptAndForeignProfilesAreRefused) {
   EXPECT_EQ(device_profile_mismatch(p, *load_model("gpt3-13b").value, p4d, "dev.yaml"), "");
 }
 
-TEST(DeviceProfile, CostModelUsesMeasuredShapesAndTheFittedLine) {
+// GPT-3 13B on one p4d.24xlarge node, gbs 8: the scenario the synthetic profile stands for.
+Scenario gpt3_13b_on_a_node() {
   Scenario sc;
   sc.model = *load_model("gpt3-13b").value;
   sc.cluster = *load_cluster("p4d.24xlarge").value;
   sc.nodes = 1;
   sc.training.gbs = 8;
+  return sc;
+}
+
+TEST(DeviceProfile, CostModelUsesMeasuredShapesAndTheFittedLine) {
+  const Scenario sc = gpt3_13b_on_a_node();
   DeviceProfile p = synthetic_profile();
   p.gemms[0].seconds *= 3;  // one measured shape far off the line
   Scenario with = sc;
@@ -176,12 +182,8 @@ DeviceProfile cpu_profile(int ranks, int cores) {
 }
 
 Scenario host_scenario(int ranks_on_host, const DeviceProfile& p) {
-  Scenario sc;
-  sc.model = *load_model("gpt3-13b").value;
-  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  Scenario sc = gpt3_13b_on_a_node();
   sc.cluster.gpus_per_node = ranks_on_host;
-  sc.nodes = 1;
-  sc.training.gbs = 8;
   sc.cluster.device_profile = std::make_shared<const DeviceProfile>(p);
   return sc;
 }
@@ -193,11 +195,7 @@ Scenario host_scenario(int ranks_on_host, const DeviceProfile& p) {
 // over V and [h, V] over tok. A full recompute runs the layer's forward GEMMs again; the attention
 // core is no GEMM of the backend's. 40 layers of gpt3-13b, one micro-batch of 2048 tokens.
 TEST(DeviceProfile, TheStepsGemmsAreTheLinearLayersAndTheHeadsAtTheProfilesTimes) {
-  Scenario sc;
-  sc.model = *load_model("gpt3-13b").value;
-  sc.cluster = *load_cluster("p4d.24xlarge").value;
-  sc.nodes = 1;
-  sc.training.gbs = 8;
+  Scenario sc = gpt3_13b_on_a_node();
   sc.cluster.device_profile = std::make_shared<const DeviceProfile>(synthetic_profile());
   const double tok = 2048, h = 5120, f = 20480, V = 50257;
   auto g = [&](double m, double n, double k) { return gemm_time_s(sc, m, n, k); };

@@ -64,8 +64,9 @@ struct Estimate {
   double step_time_s = 0;
   TimeBreakdown breakdown_s;
   // Of compute and recompute, the time in the linear layers' and the LM head's GEMMs (the matrix
-  // multiplies a backend runs, the attention core not included), on the same stage: to set beside
-  // a run's measured `gemm` phase. NaN for an MoE model.
+  // multiplies a backend runs, the attention core not included; under fp8 with their inputs'
+  // casts, which the model prices with them), on the same stage: to set beside a run's measured
+  // `gemm` phase. NaN for an MoE model.
   double gemm_s = 0;
   double bubble_fraction = 0;  // bubble / step time
   double samples_per_s = 0;

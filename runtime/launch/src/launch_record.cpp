@@ -210,14 +210,14 @@ std::vector<TermRow> compare_terms(const RunRecord& r) {
     parts += t.measured;
     rows.push_back(row);
   }
-  // Times within compute, shown under it, not terms of their own: the backend's GEMMs (a
-  // recompute's among them, where it reran the forward) beside the model's, and the batch
-  // split's waiting.
+  // Times within compute, shown under it, not terms of their own: the backend's GEMMs beside the
+  // model's, and the batch split's waiting. A full recompute reruns the layers' forward GEMMs
+  // (selective recompute only the attention, which is no GEMM of the backend's).
   int under = 1;
-  const bool recomputed = phase(m, "recompute") > 0;
+  const bool recomputed_gemms = r.layout.recompute == Recompute::Full;
   if (const auto it = m.phase_s.find("gemm"); it != m.phase_s.end())
     rows.insert(rows.begin() + under++,
-                {recomputed ? "gemm (within compute and recompute)" : "gemm (within compute)",
+                {recomputed_gemms ? "gemm (within compute and recompute)" : "gemm (within compute)",
                  r.predicted ? r.predicted->gemm_s : kUnknown, kUnknown, it->second});
   if (const auto it = m.phase_s.find("split_wait"); it != m.phase_s.end())
     rows.insert(rows.begin() + under++, {"split wait (within compute)", kUnknown, kUnknown, it->second});

@@ -229,7 +229,7 @@ class Measurer {
     const int h = m_.hidden, tp = o_.tp, T = seq(), B = o_.mbs, rows = B * T;
     const int64_t fl = int64_t(rows) * (m_.ffn_hidden_or_default() / tp);
     const double e = 4;  // fp32
-    const NormKind norm = m_.norm == Norm::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm;
+    const NormKind norm = norm_kind();
     {
       float* x = buffer(int64_t(rows) * h);
       float* out = buffer(int64_t(rows) * h);
@@ -253,12 +253,7 @@ class Measurer {
       bufs_.clear();
     }
     {
-      AttentionShape s;
-      s.B = B;
-      s.T = T;
-      s.Hl = m_.heads / tp;
-      s.KVl = std::max(1, m_.kv_heads_or_default() / tp);
-      s.D = m_.head_dim();
+      const AttentionShape s = attention_shape(T);
       const int64_t width = s.qkv_stride();
       float* qkv = buffer(int64_t(rows) * width);
       float* probs = buffer(int64_t(B) * s.Hl * T * T);
@@ -333,15 +328,10 @@ class Measurer {
   // dense kernel's time cut by the scores. Not where the sequence does not split into
   // 2 kProfileRingCp chunks.
   void ring_kernels(DeviceProfile& p) {
-    const int tp = o_.tp, T = seq(), B = o_.mbs;
+    const int T = seq(), B = o_.mbs;
     const double e = 4;  // fp32
     if (T % (2 * kProfileRingCp) != 0) return;
-    AttentionShape s;
-    s.B = B;
-    s.T = T / kProfileRingCp;
-    s.Hl = m_.heads / tp;
-    s.KVl = std::max(1, m_.kv_heads_or_default() / tp);
-    s.D = m_.head_dim();
+    const AttentionShape s = attention_shape(T / kProfileRingCp);
     const int64_t ring_rows = int64_t(B) * s.T;
     RingAttention ring(be_, kProfileRingCp, world_.rank() % kProfileRingCp, T);
     float* qkv = buffer(ring_rows * s.qkv_stride());
@@ -366,9 +356,8 @@ class Measurer {
   // their activations (in a step a kernel reads what the GEMM before it wrote): the norm before
   // each half, attention between Q, K, V and the output projection, GeLU or SwiGLU between the
   // FFN's two GEMMs, and each half's residual add; in the backward their gradients. The ranks in
-  // lockstep run them between their collectives as a tensor-parallel layer does: their time
-  // varies from rank to rank more than a GEMM's (they share the memory bus), and the last rank's
-  // lateness is what a collective waits for.
+  // lockstep run them between their collectives as a tensor-parallel layer does, so that a
+  // collective waits for the last rank's lateness over all that the layer computes before it.
   struct LayerKernels {
     Backend* be = nullptr;
     NormKind kind = NormKind::LayerNorm;
@@ -396,12 +385,8 @@ class Measurer {
   LayerKernels layer_kernels() {
     LayerKernels k;
     k.be = &be_;
-    k.kind = m_.norm == Norm::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm;
-    k.s.B = o_.mbs;
-    k.s.T = seq();
-    k.s.Hl = m_.heads / o_.tp;
-    k.s.KVl = std::max(1, m_.kv_heads_or_default() / o_.tp);
-    k.s.D = m_.head_dim();
+    k.kind = norm_kind();
+    k.s = attention_shape(seq());
     k.swiglu = m_.ffn == Ffn::Swiglu;
     k.rows = o_.mbs * seq();
     k.h = m_.hidden;
@@ -769,6 +754,19 @@ class Measurer {
 
  private:
   int seq() const { return o_.seq > 0 ? o_.seq : m_.seq_len; }
+
+  NormKind norm_kind() const { return m_.norm == Norm::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm; }
+  // The attention of one tensor-parallel rank of --tp over a micro-batch of --mbs sequences of T
+  // tokens.
+  AttentionShape attention_shape(int T) const {
+    AttentionShape s;
+    s.B = o_.mbs;
+    s.T = T;
+    s.Hl = m_.heads / o_.tp;
+    s.KVl = std::max(1, m_.kv_heads_or_default() / o_.tp);
+    s.D = m_.head_dim();
+    return s;
+  }
 
   // The linear layers of a layer on one of tp ranks (Q, K, V; attention output; the first and
   // second FFN GEMMs), then the LM head's: Y[tokens, out] = X[tokens, in] W[in, out].

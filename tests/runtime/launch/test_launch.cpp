@@ -661,10 +661,13 @@ TEST(LaunchMetrics, MeasuredMediansAfterWarmup) {
   EXPECT_DOUBLE_EQ(rows[1].measured_s, 1.25);
   EXPECT_DOUBLE_EQ(rows[1].predicted_s, 1.5);  // the model's GEMMs beside the measured ones
   EXPECT_TRUE(std::isnan(rows[1].simulated_s));
-  // A run that recomputed: its GEMMs are those of compute and recompute, and the row says so.
+  // A full recompute reruns the forward's GEMMs: the row says they are in it. Selective recompute
+  // reruns only the attention, no GEMM of the backend's.
   RunRecord recomputed = rec;
-  recomputed.measured.phase_s["recompute"] = 0.25;
+  recomputed.layout.recompute = Recompute::Full;
   EXPECT_EQ(compare_terms(recomputed)[1].term, "gemm (within compute and recompute)");
+  recomputed.layout.recompute = Recompute::Selective;
+  EXPECT_EQ(compare_terms(recomputed)[1].term, "gemm (within compute)");
   EXPECT_DOUBLE_EQ(row("step").measured_s, 3);
   EXPECT_DOUBLE_EQ(row("step").predicted_s, 2.5);
   EXPECT_TRUE(std::isnan(row("step").simulated_s));
