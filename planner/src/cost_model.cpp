@@ -731,10 +731,14 @@ class StepEvaluation {
     // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
     const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, ly.tp) : 1.0;
-    const PipelineWalk walk = pipeline_walk(work, on_host, dev->cores);
+    // The ranks side by side reach a measured fraction of the processor-sharing ideal (the
+    // scheduler's switches and the caches they share): the cores do that much less work.
+    const double measured_efficiency = on_host > dev->cores ? dev->shared_free_efficiency(on_host) : -1.0;
+    efficiency = measured_efficiency > 0 ? std::min(1.0, measured_efficiency) : 1.0;
+    const PipelineWalk walk = pipeline_walk(work, on_host, dev->cores * efficiency);
     const double passes = tb.compute + tb.recompute;
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
-                          std::max(1.0, stretch), walk.total_s, walk.fill_drain_stretch);
+                          std::max(1.0, stretch), walk.total_s, walk.fill_drain_stretch, efficiency);
     if (passes > 0) gemm *= (tb.compute + tb.recompute) / passes;  // the GEMMs stretch with the passes
   }
 
@@ -752,7 +756,7 @@ class StepEvaluation {
   struct PipelineWalk {
     double total_s = 0, fill_drain_stretch = 1;
   };
-  PipelineWalk pipeline_walk(const std::vector<double>& work, int on_host, int cores) const {
+  PipelineWalk pipeline_walk(const std::vector<double>& work, int on_host, double cores) const {
     if (pp < 2) return {};
     const double r = double(on_host) / pp;  // ranks of a stage on the host
     std::vector<double> shared(size_t(pp) + 1, 0.0), own(size_t(pp) + 1, 0.0);  // by a, the active stages
@@ -1356,6 +1360,7 @@ class StepEvaluation {
     if (const DeviceProfile* dev = c.profile; dev && dev->cores > 0 && dev->backend == "cpu") {
       steps->host_cores = dev->cores;
       steps->core_seconds_per_s = 1.0 / std::max(1.0, double(dev->ranks) / dev->cores);
+      steps->host_efficiency = efficiency;
     }
   }
 
@@ -1398,6 +1403,7 @@ class StepEvaluation {
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
   double pp_handoff_factor = 1;   // share_cores: a pipeline transfer's time on the host over its own
+  double efficiency = 1;          // share_cores: the ranks' measured fraction of processor sharing
   double embedding_sync = 0;      // pace: the tied embedding's gradient between the end stages
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;

@@ -207,6 +207,8 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
 // `pipeline_s`: the critical rank's compute stream walked slot by slot through the pipeline's
 // schedule with the slot's active ranks sharing the cores (0: no pipeline); `fill_drain_stretch`
 // (>= 1): how much longer its fill and drain take so than with a core for each rank.
+// `free_efficiency` (<= 1): the fraction of the processor-sharing ideal the ranks reach side by
+// side where they outnumber the cores (the profile's measurement; 1: the ideal).
 // How much longer the ranks' copies (a collective's, a pipeline transfer's) take where
 // `ranks_on_host` CPU ranks time-share `cores` cores than in a profile measured with
 // `profile_ranks` ranks on them: max(1, n / c) / max(1, p / c) (processor sharing,
@@ -215,7 +217,7 @@ double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks);
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double handoff_s = 0.0,
                                double lockstep_stretch = 1.0, double pipeline_s = 0.0,
-                               double fill_drain_stretch = 1.0);
+                               double fill_drain_stretch = 1.0, double free_efficiency = 1.0);
 
 // How a device profile's attention kernels scale to a layout: they work head by head over whole
 // sequences, so their time goes with mbs x the heads of a rank x s^2, and a profile measured at

@@ -146,6 +146,12 @@ double DeviceProfile::shared_compute_stretch(int ranks, int group) const {
   });
 }
 
+double DeviceProfile::shared_free_efficiency(int ranks) const {
+  return interpolate_in_ranks(shared, ranks, [](const SharedCoresTiming& s) {
+    return s.free_efficiency > 0 ? s.free_efficiency : -1.0;
+  });
+}
+
 double DeviceProfile::shared_handoff_s(int ranks, bool lockstep) const {
   return interpolate_in_ranks(shared, ranks, [lockstep](const SharedCoresTiming& s) {
     if (lockstep && s.handoff_lockstep_s > 0) return s.handoff_lockstep_s;

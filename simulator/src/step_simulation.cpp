@@ -942,8 +942,9 @@ void record_timeline(const std::vector<Task>& tasks, StepSimulation& out) {
 // cost_model_cores.cpp has the model and its source, processor sharing): each node's cores are
 // one more shared resource. A compute-stream task of stage s (forward, backward, recompute,
 // optimizer) stands for the stage's ranks on its node, each wanting a core, so it carries a
-// demand of (those ranks) / cores on its node's cores; while the demands of the running tasks
-// sum to D > 1 each runs at 1/D of its speed, and a stage that waits (a bubble) takes no core.
+// demand of (those ranks) / cores on its node's cores (the cores doing costs.host_efficiency of
+// the ideal's work); while the demands of the running tasks sum to D > 1 each runs at 1/D of its
+// speed, and a stage that waits (a bubble) takes no core.
 // Data-parallel collectives stretch by the node's ranks / cores. Returns the number of links, the
 // cores' included.
 int share_host_cores(std::vector<Task>& tasks, const StepCosts& costs, const Layout& layout, int gpus_per_node,
@@ -958,7 +959,7 @@ int share_host_cores(std::vector<Task>& tasks, const StepCosts& costs, const Lay
     int n = 0;
     for (int r = node * gpus_per_node; r < std::min(gpus, (node + 1) * gpus_per_node); ++r)
       n += rank_to_coords(r, layout).pp == s;
-    demand[size_t(s)] = double(std::max(n, 1)) / costs.host_cores;
+    demand[size_t(s)] = double(std::max(n, 1)) / (costs.host_cores * costs.host_efficiency);
   }
   // The data-parallel collectives run on all ranks at once; their copies and sums are the CPU
   // ranks' own work, so they stretch by (ranks on a node) / cores (cost_model_cores.cpp), and so

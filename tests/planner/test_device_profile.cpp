@@ -279,6 +279,48 @@ TEST(DeviceProfile, FourRanksOnTwoCoresDoubleTheBusyTerms) {
   EXPECT_NEAR(again.step_time_s, own.step_time_s, 1e-12 * own.step_time_s);
 }
 
+// Ranks side by side reach the measured fraction of the processor-sharing ideal (the profile's
+// free_efficiency, against its ranks with a core each): dp 4 on 2 cores at 0.8 of it does the
+// host's work 1 / 0.8 slower, T = W / (2 x 0.8) + X, and the simulator's shared cores do the
+// same; ranks that do not outnumber the cores keep the dedicated step; measurements at 4 and 8
+// ranks are interpolated between.
+TEST(DeviceProfile, RanksSideBySideDoTheMeasuredFractionOfTheIdeal) {
+  Layout l;
+  l.dp = 4;
+  l.mbs = 1;
+  const DeviceProfile ideal = cpu_profile(2, 2);
+  DeviceProfile measured = ideal;
+  measured.shared = {{4, 0.8, 0, {}, "four"}, {8, 0.6, 0, {}, "eight"}};
+  const Loaded<DeviceProfile> back = parse_device_profile_yaml(device_profile_yaml(measured), "dev.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(back.value->shared_free_efficiency(4), 0.8);
+  EXPECT_DOUBLE_EQ(back.value->shared_free_efficiency(6), 0.7);
+  EXPECT_DOUBLE_EQ(back.value->shared_free_efficiency(16), 0.6);
+  EXPECT_LT(ideal.shared_free_efficiency(4), 0);  // not measured
+  const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);  // a core each
+  const Estimate full = estimate(host_scenario(4, ideal), l);
+  const Estimate part = estimate(host_scenario(4, *back.value), l);
+  const TimeBreakdown& a = own.breakdown_s;
+  const double work = 2 * (a.compute + a.optimizer);  // the host's work over its 2 cores
+  const double expected = full.step_time_s + work * (1 / 0.8 - 1);
+  std::printf("Expectation: step %.6f s at 0.8 of the ideal (%.6f at the ideal) Actual result: %.6f s\n", expected,
+              full.step_time_s, part.step_time_s);
+  EXPECT_NEAR(part.step_time_s, expected, 1e-9 * expected);
+  EXPECT_NEAR(part.breakdown_s.compute, work / 0.8 - a.optimizer, 1e-9 * expected);
+  EXPECT_NEAR(part.breakdown_s.optimizer, a.optimizer, 1e-12 * a.optimizer);
+  // The simulator's cores: the same step, within its own rounding of the collectives.
+  const double sim_full = simulate_step(host_scenario(4, ideal), l).step_time_s;
+  const double sim_part = simulate_step(host_scenario(4, *back.value), l).step_time_s;
+  std::printf("Expectation: simulated %.6f s Actual result: %.6f s (%.6f at the ideal)\n", part.step_time_s, sim_part,
+              sim_full);
+  EXPECT_NEAR(sim_part - sim_full, part.step_time_s - full.step_time_s, 0.01 * part.step_time_s);
+  // Two ranks on the two cores share nothing.
+  Layout two = l;
+  two.dp = 2;
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(2, *back.value), two).step_time_s,
+                   estimate(host_scenario(2, ideal), two).step_time_s);
+}
+
 // A pipeline's waiting stage gives its core away: 4 stages on 2 cores take the host's work over 2
 // cores, T = max(T_d, W / 2 + X), W = m x every chunk's forward, backward and recompute + 4
 // optimizer steps, X = the dedicated step's communication; less than stretching the whole

@@ -208,9 +208,11 @@ struct StepCosts {
   // ranks' compute-stream tasks time-share (processor sharing, cost_model_cores.cpp); 0 = a
   // device each (GPUs, the datasheet path). core_seconds_per_s: a core-second of work per
   // second of the profile's times (cores / ranks when the profile was itself measured with more
-  // ranks than cores, else 1).
+  // ranks than cores, else 1). host_efficiency: the fraction of the processor-sharing ideal the
+  // node's ranks reach side by side where they outnumber its cores (measured; 1: the ideal).
   int host_cores = 0;
   double core_seconds_per_s = 1;
+  double host_efficiency = 1;
 };
 
 StepCosts step_costs(const Scenario& scenario, const Layout& layout);

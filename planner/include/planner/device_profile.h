@@ -72,7 +72,8 @@ struct LockstepTiming {
 
 // How the host's cores run `ranks` CPU ranks, more than they number, each running a layer's
 // forward and backward GEMMs: the fraction of the processor-sharing ideal (n ranks on c cores each at c/n of a
-// core) they reach computing side by side; the lockstep all-reduce in groups of each measured
+// core) they reach computing side by side (against `cores` of them computing alone while the
+// others sleep); the lockstep all-reduce in groups of each measured
 // size (the ranks split into groups of consecutive ranks, every group meeting at once, as a
 // layout's tensor-parallel groups do); and how long a pipeline's hand-off of the same activation
 // takes there (one rank sends it to another that waits in the runtime's nap while the others
@@ -127,8 +128,10 @@ struct DeviceProfile {
   // between the two measured counts around `ranks`, the nearest beyond them), or -1 when not
   // measured: how long an all-reduce of ranks in lockstep in groups of `group` holds them (the
   // measured group size nearest to it), and a pipeline's hand-off (with `lockstep`, the one
-  // measured beside ranks in lockstep where the profile has it: a tensor-parallel pipeline's).
+  // measured beside ranks in lockstep where the profile has it: a tensor-parallel pipeline's);
+  // and the fraction of the processor-sharing ideal the ranks reach computing side by side.
   double shared_allreduce_s(int ranks, int group) const;
+  double shared_free_efficiency(int ranks) const;
   double shared_compute_stretch(int ranks, int group) const;
   double shared_handoff_s(int ranks, bool lockstep = false) const;
   // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.

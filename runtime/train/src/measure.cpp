@@ -23,6 +23,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "planner/atomic_file.h"
@@ -482,8 +483,12 @@ class Measurer {
   //    backward segment, twice a forward's, outlasts more of the scheduler's slices);
   //  - with `shared` (the world has more ranks than the host's `cores`), also alone: the first
   //    `cores` ranks compute, one per core, while the others sleep in a point-to-point wait (the
-  //    runtime's nap on a shared core): t_alone. n ranks on c cores ideally take n / c of a
-  //    core's time (processor sharing): the efficiency is (n / c) t_alone / t_free; and a
+  //    runtime's nap on a shared core): t_alone; and again with the others asleep through it
+  //    (run_alone_quiet): t_quiet. The nap wakes every 50-100 us on the cores the two need, so
+  //    t_alone is not a core's time: on this 2-core host 2 ranks took 17.1 ms a layer beside 2
+  //    napping ranks and 19.5 beside 6, against 15.5 with a core each and none beside them (one
+  //    profile). n ranks on c cores ideally take n / c of a core's time (processor sharing): the
+  //    efficiency is (n / c) t_quiet / t_free, the median of each round's; and a
   //    pipeline's hand-off of the activation between two ranks while the others compute (handoff),
   //    and again while the others compute in lockstep in pairs (a tensor-parallel pipeline's
   //    stages: a rank polling in its all-reduce yields the core, which a free GEMM does not).
@@ -517,7 +522,7 @@ class Measurer {
     world_.all_reduce_max(&once, 1);
     const int K = std::clamp(int(std::ceil(0.1 / std::max(1e-6, double(once)))), 2, 1000);
     const int alone = std::min(cores, n / 2);  // ranks computing alone; the rest nap
-    std::vector<double> a, fr, ho, hl;
+    std::vector<double> a, aq, fr, ho, hl;
     std::vector<std::vector<double>> lk(groups.size()), busy(groups.size());
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
@@ -529,12 +534,14 @@ class Measurer {
         rounds = round;
         break;
       }
-      if (shared)
-        a.push_back(timed([&] {
-          run_alone(alone, [&] {
-            for (int k = 0; k < K; ++k) layer(nullptr);
-          });
-        }));
+      if (shared) {
+        auto layers = [&] {
+          for (int k = 0; k < K; ++k) layer(nullptr);
+        };
+        a.push_back(timed([&] { run_alone(alone, layers); }));
+        aq.push_back(run_alone_quiet(alone, 1.25 * a.back(), layers));  // the sleep outlasts the work
+        spent += aq.back();
+      }
       // Free and each lockstep in turn, starting one further each round, so that none always
       // follows another.
       const size_t ways = groups.size() + 1;
@@ -567,7 +574,7 @@ class Measurer {
         }
       }
     }
-    LockstepRounds t{std::move(a), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), K, rounds};
+    LockstepRounds t{std::move(a), std::move(aq), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), K, rounds};
     store_lockstep(p, cores, shared, groups, t, tok);
     bufs_.clear();
   }
@@ -597,10 +604,31 @@ class Measurer {
     }
   }
 
-  // The timings of lockstep(), one per round: the first `cores` ranks alone, all free, the
-  // hand-off; per lockstep group, the timing and the ranks' mean time in their GEMMs. K layers each.
+  // The first `alone` ranks run `work`, a core each, while every other rank sleeps through it
+  // (one sleep of `sleep_s`, then a receive of its done message): the slowest working rank's own
+  // time from its start, so the sleepers' wake-up is not in it.
+  double run_alone_quiet(int alone, double sleep_s, const std::function<void()>& work) {
+    const int n = world_.size(), r = world_.rank();
+    float one = 1, dt = 0;
+    world_.barrier();
+    if (r < alone) {
+      const double t = now_s();
+      work();
+      dt = float(now_s() - t);
+      for (int q = r + alone; q < n; q += alone) world_.send(&one, 1, q, 8);
+    } else {
+      std::this_thread::sleep_for(std::chrono::duration<double>(sleep_s));
+      world_.recv(&one, 1, r % alone, 8);
+    }
+    world_.all_reduce_max(&dt, 1);
+    return double(dt);
+  }
+
+  // The timings of lockstep(), one per round: the first `cores` ranks alone (beside napping and
+  // beside sleeping ranks), all free, the hand-off; per lockstep group, the timing and the ranks'
+  // mean time in their GEMMs. K layers each.
   struct LockstepRounds {
-    std::vector<double> alone, free, handoff, handoff_lockstep;
+    std::vector<double> alone, alone_quiet, free, handoff, handoff_lockstep;
     std::vector<std::vector<double>> lockstep, busy;
     int K, rounds;
   };
@@ -627,12 +655,17 @@ class Measurer {
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
                             std::to_string(t.K) + " layers' forward and backward GEMMs and kernels each (" + std::to_string(tok) +
                             " tokens), median over " + std::to_string(t.rounds) + " rounds: " +
-                            (shared ? "alone (a core each) " + ms(median(t.alone)) + ", " : std::string()) + "free " +
+                            (shared ? "alone (a core each) " + ms(median(t.alone)) + ", with the others asleep " +
+                                          ms(median(t.alone_quiet)) + ", "
+                                    : std::string()) +
+                            "free " +
                             ms(median(t.free)) + ", lockstep with an all-reduce after each half layer's forward and backward " + each;
     if (shared) {
       SharedCoresTiming sc;
       sc.ranks = n;
-      sc.free_efficiency = std::clamp(double(n) / cores * median(t.alone) / median(t.free), 0.01, 1.0);
+      std::vector<double> ratio;  // each round's quiet alone over its free timing
+      for (size_t i = 0; i < t.alone_quiet.size() && i < t.free.size(); ++i) ratio.push_back(t.alone_quiet[i] / t.free[i]);
+      sc.free_efficiency = std::clamp(double(n) / cores * median(ratio), 0.01, 1.0);
       sc.handoff_s = median(t.handoff);
       sc.handoff_lockstep_s = t.handoff_lockstep.empty() ? 0.0 : median(t.handoff_lockstep);
       sc.lockstep = timings;
