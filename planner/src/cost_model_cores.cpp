@@ -51,9 +51,10 @@ namespace capplan::detail {
 //    operands): the profile measures the fraction e (free_efficiency: the ranks' layers all at
 //    once against the same layers with a core each), and the host's cores do c e cores' work,
 //    T = max(T_d, W_host / (c e) + X), the pipeline's slots likewise. On this 2-core host e
-//    measured 0.955-1.00 for 4 ranks and 0.955-0.97 for 8; over seven benchmark runs data-parallel
-//    runs of 4 and 8 ranks computed 1.04 and 1.09 times dp 2's time (medians), where the ideal
-//    gives 1.01 and 1.03;
+//    measured 0.99-1.00 for 4 ranks and 0.97-0.99 for 8 (one profile, and what two benchmark
+//    runs' profiles priced); over the seven benchmark runs before it data-parallel runs of 4 and
+//    8 ranks computed 1.04 and 1.09 times dp 2's time (medians), where the ideal gives 1.01 and
+//    1.03: the measured e closes part of that;
 //  - the optimizer step keeps its dedicated time in both cases: the ranks enter it as they leave
 //    the data-parallel ring collective before it (the gradients' all-gather, or the gradient
 //    norm's), one ring step apart, and its few ms run while the others still wait there. The
