@@ -731,15 +731,22 @@ class StepEvaluation {
     // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
     const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, ly.tp) : 1.0;
-    // The ranks side by side reach a measured fraction of the processor-sharing ideal (the
-    // scheduler's switches and the caches they share): the cores do that much less work.
-    const double measured_efficiency = on_host > dev->cores ? dev->shared_free_efficiency(on_host) : -1.0;
-    efficiency = measured_efficiency > 0 ? std::min(1.0, measured_efficiency) : 1.0;
+    // The ranks side by side reach a measured fraction of the processor-sharing ideal: the cores
+    // do that much less work.
+    const double efficiency = host_efficiency(*dev, on_host);
     const PipelineWalk walk = pipeline_walk(work, on_host, dev->cores * efficiency);
     const double passes = tb.compute + tb.recompute;
     tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
                           std::max(1.0, stretch), walk.total_s, walk.fill_drain_stretch, efficiency);
     if (passes > 0) gemm *= (tb.compute + tb.recompute) / passes;  // the GEMMs stretch with the passes
+  }
+
+  // The fraction of processor sharing's ideal that `on_host` CPU ranks reach side by side where
+  // they outnumber the host's cores: the profile's measurement (its reader holds it in (0, 1]),
+  // interpolated in the ranks; 1 where they do not outnumber them or it was not measured.
+  static double host_efficiency(const DeviceProfile& dev, int on_host) {
+    const double e = on_host > dev.cores ? dev.shared_free_efficiency(on_host) : -1.0;
+    return e > 0 ? e : 1.0;
   }
 
   // The pipeline walked through the 1F1B schedule's slots, the slot's active ranks sharing the
@@ -1360,7 +1367,7 @@ class StepEvaluation {
     if (const DeviceProfile* dev = c.profile; dev && dev->cores > 0 && dev->backend == "cpu") {
       steps->host_cores = dev->cores;
       steps->core_seconds_per_s = 1.0 / std::max(1.0, double(dev->ranks) / dev->cores);
-      steps->host_efficiency = efficiency;
+      steps->host_efficiency = host_efficiency(*dev, gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus()));
     }
   }
 
@@ -1403,7 +1410,6 @@ class StepEvaluation {
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
   double pp_handoff_factor = 1;   // share_cores: a pipeline transfer's time on the host over its own
-  double efficiency = 1;          // share_cores: the ranks' measured fraction of processor sharing
   double embedding_sync = 0;      // pace: the tied embedding's gradient between the end stages
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;

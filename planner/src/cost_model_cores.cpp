@@ -47,9 +47,10 @@ namespace capplan::detail {
 //  - otherwise (data- and pipeline-parallel ranks compute whole passes between messages, tens of
 //    ms; a context ring's and an expert group's ranks whole blocks and layers) the ranks run side
 //    by side at c/n of a core, and the forward and backward stretch. Side by side the cores do
-//    less than the ideal (each switch between ranks refills a core's caches with another rank's
-//    operands): the profile measures the fraction e (free_efficiency: the ranks' layers all at
-//    once against the same layers with a core each), and the host's cores do c e cores' work,
+//    less than the ideal (the scheduler's switches between ranks and the caches they share; the
+//    two are not measured apart): the profile measures the fraction e as a whole
+//    (free_efficiency: the ranks' layers all at once against the same layers computed by `c` of
+//    them while the others sleep), and the host's cores do c e cores' work,
 //    T = max(T_d, W_host / (c e) + X), the pipeline's slots likewise. On this 2-core host e
 //    measured 0.99-1.00 for 4 ranks and 0.97-0.99 for 8 (one profile, and what two benchmark
 //    runs' profiles priced); over the seven benchmark runs before it data-parallel runs of 4 and
@@ -93,9 +94,9 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
                                double pipeline_s, double fill_drain_stretch, double free_efficiency) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
-  // The cores' work where the ranks outnumber them: free_efficiency (<= 1, measured) of the
+  // The cores' work where the ranks outnumber them: free_efficiency (in (0, 1], measured) of the
   // processor-sharing ideal.
-  const double e = ranks_on_host > cores ? std::clamp(free_efficiency, 0.01, 1.0) : 1.0;
+  const double e = ranks_on_host > cores ? free_efficiency : 1.0;
   const double s = std::max(1.0, double(ranks_on_host) / cores) / e;  // the most a busy rank stretches
   TimeBreakdown t = dedicated;
   // The data-parallel collectives run on every rank at once, and between CPU ranks their copies

@@ -207,7 +207,7 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
 // `pipeline_s`: the critical rank's compute stream walked slot by slot through the pipeline's
 // schedule with the slot's active ranks sharing the cores (0: no pipeline); `fill_drain_stretch`
 // (>= 1): how much longer its fill and drain take so than with a core for each rank.
-// `free_efficiency` (<= 1): the fraction of the processor-sharing ideal the ranks reach side by
+// `free_efficiency` (in (0, 1]): the fraction of the processor-sharing ideal the ranks reach side by
 // side where they outnumber the cores (the profile's measurement; 1: the ideal).
 // How much longer the ranks' copies (a collective's, a pipeline transfer's) take where
 // `ranks_on_host` CPU ranks time-share `cores` cores than in a profile measured with

@@ -539,8 +539,8 @@ class Measurer {
           for (int k = 0; k < K; ++k) layer(nullptr);
         };
         a.push_back(timed([&] { run_alone(alone, layers); }));
-        aq.push_back(run_alone_quiet(alone, 1.25 * a.back(), layers));  // the sleep outlasts the work
-        spent += aq.back();
+        aq.push_back(run_alone_quiet(alone, 1.25 * a.back(), layers));
+        spent += 1.25 * a.back();  // the sleep, which outlasts the work
       }
       // Free and each lockstep in turn, starting one further each round, so that none always
       // follows another.
@@ -554,7 +554,7 @@ class Measurer {
           for (int k = 0; k < K; ++k) layer(group);
         }));
         spent += into.back();
-        if (way > 0) {  // the ranks' mean time in their GEMMs
+        if (way > 0) {  // the ranks' mean time in their segments
           world_.all_reduce_sum(&busy_s, 1);
           busy[way - 1].push_back(busy_s / n);
         }
@@ -626,7 +626,7 @@ class Measurer {
 
   // The timings of lockstep(), one per round: the first `cores` ranks alone (beside napping and
   // beside sleeping ranks), all free, the hand-off; per lockstep group, the timing and the ranks'
-  // mean time in their GEMMs. K layers each.
+  // mean time in their segments (GEMMs and kernels). K layers each.
   struct LockstepRounds {
     std::vector<double> alone, alone_quiet, free, handoff, handoff_lockstep;
     std::vector<std::vector<double>> lockstep, busy;

@@ -97,8 +97,6 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
     EXPECT_NE(sc.how.find("in groups of 2"), std::string::npos) << sc.how;
     // Side by side, against `cores` ranks alone with the others asleep.
     EXPECT_NE(sc.how.find("with the others asleep"), std::string::npos) << sc.how;
-    EXPECT_GT(sc.free_efficiency, 0);
-    EXPECT_LE(sc.free_efficiency, 1);
   }
   EXPECT_NE(m.out.find("shared cores:"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("(compute meanwhile x"), std::string::npos) << m.out;
