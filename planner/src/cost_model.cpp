@@ -514,7 +514,7 @@ double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& 
   if (!dev || dev->backend != "cpu" || dev->cores <= 0 || group < 2) return own;
   const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
   if (on_host > dev->cores)
-    return std::max(own, kind == Meeting::Exchange ? dev->shared_handoff_s(on_host)
+    return std::max(own, kind == Meeting::Exchange ? dev->shared_handoff_s(on_host, /*lockstep=*/true)
                                                    : dev->shared_allreduce_s(on_host, group));
   return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
 }
@@ -609,6 +609,7 @@ class StepEvaluation {
         out.host_bytes_per_node > out.host_capacity_bytes)
       out.fits = false;
     out.critical_stage = crit_s;
+    out.cp_hidden_share = cp_hidden_share;
     out.memory_stage = mem_s_idx;
     if (steps) chunk_costs(*steps);
   }
@@ -736,8 +737,16 @@ class StepEvaluation {
     const double efficiency = host_efficiency(*dev, on_host);
     const PipelineWalk walk = pipeline_walk(work, on_host, dev->cores * efficiency);
     const double passes = tb.compute + tb.recompute;
-    tb = share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
-                          std::max(1.0, stretch), walk.total_s, walk.fill_drain_stretch, efficiency);
+    // A context ring's waits for a neighbour still computing are not the cores' work.
+    const double hidden_wait = tb.cp_comm * mt.cp_wait_share;
+    const auto share = [&](double hidden) {
+      return share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
+                              std::max(1.0, stretch), walk.total_s, walk.fill_drain_stretch, efficiency, hidden);
+    };
+    const TimeBreakdown shared = share(hidden_wait);
+    if (hidden_wait > 0 && tb.cp_comm > 0)  // what hiding took off the step
+      cp_hidden_share = std::clamp((share(0.0).sum() - shared.sum()) / tb.cp_comm, 0.0, 1.0);
+    tb = shared;
     if (passes > 0) gemm *= (tb.compute + tb.recompute) / passes;  // the GEMMs stretch with the passes
   }
 
@@ -1410,6 +1419,7 @@ class StepEvaluation {
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
   double pp_handoff_factor = 1;   // share_cores: a pipeline transfer's time on the host over its own
+  double cp_hidden_share = 0;     // share_cores: Evaluation::cp_hidden_share
   double embedding_sync = 0;      // pace: the tied embedding's gradient between the end stages
   // Memory of the stage that peaks; what goes to host memory per GPU.
   MemoryBytes best;

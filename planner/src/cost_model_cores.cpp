@@ -15,7 +15,9 @@ namespace capplan::detail {
 // others. The host then cannot finish its ranks' work faster than its cores do it:
 //   T >= W_host / c + X,      W_host = the compute-stream work of all the host's ranks,
 // where X, what does not overlap with that work, is the critical rank's communication (tp, pp,
-// dp, ep, cp, offload). Nor faster than with a core for each rank (the dedicated step T_d). So
+// dp, ep, cp, offload), less its waits for a neighbour that the cores spend on the others (a
+// context ring's: the rank's time, not the host's). Nor faster than with a core for each rank
+// (the dedicated step T_d). So
 //   T = max(T_d, W_host / c + X).
 // With every rank busy all the time (pp = 1) this stretches the busy terms by n / c (4 ranks on
 // 2 cores double a compute-bound step); with a pipeline the bubbles' cores go to the other
@@ -91,7 +93,8 @@ double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks) {
 
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double handoff_s, double lockstep_stretch,
-                               double pipeline_s, double fill_drain_stretch, double free_efficiency) {
+                               double pipeline_s, double fill_drain_stretch, double free_efficiency,
+                               double hidden_wait_s) {
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   // The cores' work where the ranks outnumber them: free_efficiency (in (0, 1], measured) of the
@@ -110,9 +113,12 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   const double handoff = std::max(0.0, handoff_s);
   const double busy = t.compute + t.recompute + t.optimizer;
   const double other = t.sum() - busy - t.bubble;  // X: the communication of the critical rank
-  const double t_dedicated = d * (busy + t.bubble) + other + handoff;
-  const double t_shared = d * host_busy_s / (cores * e) + other + handoff;
-  const double t_slots = pipeline_s > 0 ? d * (pipeline_s + t.optimizer) + other + handoff : 0.0;
+  // Of which the waits the other ranks' work fills (a context ring's, cost_model_moe.cpp): the
+  // rank's time, not the cores'.
+  const double exposed = other - std::clamp(hidden_wait_s, 0.0, other);
+  const double t_dedicated = d * (busy + t.bubble) + exposed + handoff;
+  const double t_shared = d * host_busy_s / (cores * e) + exposed + handoff;
+  const double t_slots = pipeline_s > 0 ? d * (pipeline_s + t.optimizer) + exposed + handoff : 0.0;
   const double step = std::max({t_dedicated, t_shared, t_slots});
   if (lockstep) {
     // The measured stretch of the compute between collectives, as far as the step leaves room.

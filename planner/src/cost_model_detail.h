@@ -83,6 +83,10 @@ struct MicroTerms {
   // (cost_model_moe.cpp); 0 for a dense layout without cp.
   double layer_ep_comm_fwd_s = 0, layer_ep_comm_bwd_s = 0;
   double layer_cp_comm_fwd_s = 0, layer_cp_comm_bwd_s = 0;
+  // The part of the ring's exchange time that is a rank's wait for its neighbour to get a core,
+  // where the host's ranks outnumber its cores: the cores serve other ranks meanwhile
+  // (cost_model_moe.cpp context_ring, share_host_cores). 0 elsewhere.
+  double cp_wait_share = 0;
 };
 MicroTerms micro_terms(const Scenario& scenario, const Constants& c, int tp, int mbs, bool sp,
                        Recompute recompute);
@@ -163,6 +167,10 @@ struct Evaluation {
   int memory_stage = 0;    // stage with the highest memory
   double host_bytes_per_node = 0;  // offloaded activations and state
   double host_capacity_bytes = 0;  // usable host memory per node; 0 = unknown (not checked)
+  // Of a context ring's exchange time, the share the other ranks' work hid on shared cores
+  // (StepEvaluation::share_cores): the simulator's ring transfers, which stand for all the
+  // stage's ranks, are the rest.
+  double cp_hidden_share = 0;
 };
 // A meeting of `group` CPU ranks that compute between their meetings: a tensor-parallel
 // all-reduce (Meeting::AllReduce) or a context ring's exchange between two neighbours
@@ -170,8 +178,9 @@ struct Evaluation {
 // spend in one (the activation's all-reduce: its own time and the wait for the last rank), else
 // the operation's own time `own`. Where the host's ranks outnumber its cores (they take turns,
 // cost_model_cores.cpp): an all-reduce the profile's shared-core lockstep all-reduce in groups of
-// `group`, an exchange its hand-off among that many ranks (two ranks passing a message back and
-// forth while the others compute: the partner is as often waiting for a core as computing).
+// `group`, an exchange its hand-off among that many ranks beside pairs in lockstep (two ranks
+// passing a message back and forth while the others compute between meetings: the partner is as
+// often waiting for a core as computing).
 // `after_compute` false: ranks that arrive together (with a core each: `own`). Unchanged without
 // a profile of CPU ranks that knows its cores.
 enum class Meeting { AllReduce, Exchange };
@@ -217,7 +226,8 @@ double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks);
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
                                int profile_ranks, bool lockstep, double handoff_s = 0.0,
                                double lockstep_stretch = 1.0, double pipeline_s = 0.0,
-                               double fill_drain_stretch = 1.0, double free_efficiency = 1.0);
+                               double fill_drain_stretch = 1.0, double free_efficiency = 1.0,
+                               double hidden_wait_s = 0.0);
 
 // How a device profile's attention kernels scale to a layout: they work head by head over whole
 // sequences, so their time goes with mbs x the heads of a rank x s^2, and a profile measured at

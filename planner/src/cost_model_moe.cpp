@@ -212,27 +212,57 @@ class MoeCpTerms {
     // send_async, the block's attention, recv, wait_sends). Every exchange is exposed: the ranks
     // meet in it after computing, as tensor-parallel ranks meet in their all-reduce, so it takes
     // the profile's measured exchange between two ranks (send-recv: each sends and receives the
-    // block) or, where longer, the measured time ranks in lockstep spend in a meeting, and where
-    // the host's ranks outnumber its cores the measured hand-off among them, as a pipeline's
-    // transfer does (lockstep_meeting_s, Meeting::Exchange). Measured on 2 cores, the 4-layer, 256-wide model at cp 2 (262 KB blocks): 8.7-15.8
-    // ms in the ring per step, 68-123 us per exchange, against the profile's exchange back to
-    // back 23 us and its lockstep meeting 94 us; dp 2 x cp 2 (4 ranks): 111 ms, 0.87 ms per
-    // exchange, against the hand-off among 4 ranks 1.06 ms. Longer rings there are over-priced:
-    // their exchanges took 0.6-1.1 ms each whatever the ranks (cp 4 on 2 cores 186-233 ms in the
-    // ring against 344 at the hand-off among 4, cp 8 497 against 2,289 among 8), every rank of the
-    // ring meeting its neighbours in bursts rather than two ranks among computing ones.
+    // block) or, where longer, the measured time ranks in lockstep spend in a meeting
+    // (lockstep_meeting_s, Meeting::Exchange). Measured on 2 cores, the 4-layer, 256-wide model
+    // at cp 2 (262 KB blocks): 8.7-15.8 ms in the ring per step, 68-123 us per exchange, against
+    // the profile's exchange back to back 23 us and its lockstep meeting 94 us.
+    // Where the host's ranks outnumber its cores, a rank that reaches an exchange first naps until
+    // its neighbour, descheduled meanwhile, has had a core to reach it: the profile's hand-off
+    // among that many ranks. The ring's ranks meet at every block, so it is the hand-off beside
+    // pairs meeting in lockstep (handoff_lockstep_seconds), not beside ranks that compute whole
+    // passes. That wait is the rank's time in the ring (cp_comm), but not all of it is the
+    // host's: the cores run the other ranks meanwhile, as they do through a pipeline's bubble
+    // (processor sharing, cost_model_cores.cpp). What a meeting adds to the host's step is what
+    // the profile measures for ranks that compute between meetings in groups on the shared cores
+    // (its lockstep all-reduce there: the timing's excess over the same ranks computing free, per
+    // meeting), at least the copy; the rest of the wait is hidden (cp_wait_share, share_host_cores'
+    // hidden_wait_s). dp 2 x cp 2 on 2 cores (4 ranks, 64 exchanges a step): 77-85 ms in the ring
+    // over ten benchmark runs, 1.2-1.3 ms an exchange, against the hand-off beside pairs in
+    // lockstep 1.1-1.2 ms and alone 1.6; the lockstep meeting of pairs among 4 ranks 0.46 ms;
+    // its step 355-409 ms against cp 2's 339-408 in the same runs (the same work on the same
+    // cores), where the whole wait as the cores' work priced 415-476. Rings whose ranks are in
+    // lockstep already (tp > 1) meet as the tensor-parallel all-reduces do, at the profile's
+    // lockstep meeting, and that is the host's time: tp 2 x cp 2 on 2 cores spent 39-45 ms in its
+    // rings (0.30-0.35 ms an exchange) against the meeting of pairs among 4 ranks 0.46 ms.
+    // Longer rings are over-priced still: cp 4 on 2 cores spent 149-165 ms in its ring (0.46-0.52
+    // ms an exchange) and stepped in 420-439 ms, priced 548; dp 2 x cp 4 (8 ranks) 241-254 ms
+    // in the rings and 480-489 a step, priced 541 and 804.
     // Forward: cp - 1 exchanges of K and V; backward: cp - 1 of K and V and of their gradients,
     // then one more hop of the gradients to their owner; full recompute runs the forward's again.
     const DeviceProfile* dev = cp_links.profile;
     const double own = dev && dev->backend == "cpu" && cp_links.nodes == 1
                            ? dev->collective_seconds("send-recv", 2, block_bytes)
                            : -1.0;
-    const double x = own > 0 ? lockstep_meeting_s(sc, c, ly, cp, own, Meeting::Exchange) : -1.0;
+    // Ranks already in lockstep (tp > 1: every half layer they meet in their all-reduces) reach
+    // their exchanges together, a meeting as those are.
+    const bool lockstep = ly.tp > 1;
+    const double x =
+        own > 0 ? lockstep_meeting_s(sc, c, ly, cp, own, lockstep ? Meeting::AllReduce : Meeting::Exchange) : -1.0;
     if (x > 0) {
       mt.layer_cp_comm_fwd_s = (cp - 1) * x;
       mt.layer_cp_comm_bwd_s = (cp - 1) * 2 * x + x + (ly.recompute == Recompute::Full ? mt.layer_cp_comm_fwd_s : 0.0);
+      // On shared cores: the exchange's cost to the host, the measured meeting of groups of cp
+      // there or the copy at the shared cores' speed (as the data-parallel copies run), whichever
+      // is longer; the rest of it the wait the other ranks' work fills.
+      const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
+      if (!lockstep && on_host > dev->cores && dev->cores > 0) {
+        const double copy = own * shared_copy_stretch(on_host, dev->cores, dev->ranks);
+        const double host = std::min(x, std::max(copy, dev->shared_allreduce_s(on_host, cp)));
+        mt.cp_wait_share = 1.0 - host / x;
+      }
       // The simulator's ring: cp - 1 transfers after the pass's compute, none beside it (the
-      // gradients' hop home spread over the backward's steps).
+      // gradients' hop home spread over the backward's steps), less what the others' work hid
+      // (evaluate_moe_cp).
       cp_transfer_s = x, cp_attention_step_s = 0.0;
       cp_transfer_backward_s = (2.0 * (cp - 1) + 1.0) * x / (cp - 1), cp_attention_step_backward_s = 0.0;
     }
@@ -506,9 +536,12 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
     steps->ep_alltoall_bytes = terms.a2a_bytes;
     steps->ep_alltoall_s = terms.a2a_s;
     steps->cp_block_bytes = terms.cp_block_bytes;
-    steps->cp_transfer_s = terms.cp_transfer_s;
+    // The simulator's stage stream stands for all the stage's ranks, so one rank's wait that the
+    // others' work fills is not in it: its transfers are what the estimate left exposed.
+    const double exposed = 1.0 - ev.cp_hidden_share;
+    steps->cp_transfer_s = terms.cp_transfer_s * exposed;
     steps->cp_attention_step_s = terms.cp_attention_step_s;
-    steps->cp_transfer_backward_s = terms.cp_transfer_backward_s;
+    steps->cp_transfer_backward_s = terms.cp_transfer_backward_s * exposed;
     steps->cp_attention_step_backward_s = terms.cp_attention_step_backward_s;
     steps->cp_ring_in_recompute = ly.cp > 1 && ly.recompute == Recompute::Full;
     steps->cp = ly.cp;

@@ -1194,6 +1194,62 @@ TEST(DeviceProfile, ContextRingOnCpuRanksIsExposedAtTheMeetingTime) {
   EXPECT_DOUBLE_EQ(estimate(gpu, l).breakdown_s.cp_comm, 0.0);
 }
 
+// Ranks outnumbering the cores (dp 2 x cp 2 on 2 cores): a ring's rank waits for its neighbour
+// to get a core, the profile's hand-off beside pairs in lockstep, and that wait is its cp_comm;
+// but the cores run the other ranks meanwhile, so the host's step takes only what a meeting of
+// groups of cp costs it there (the profile's lockstep all-reduce on the shared cores). Expectation:
+// cp_comm = N exchanges x the hand-off; a longer hand-off lengthens cp_comm, shortens the rank's
+// compute by as much, and leaves the step; a dearer meeting adds N x its difference to the step;
+// the simulator steps as the estimate. Ranks in lockstep already (tp 2 x cp 2) meet in the ring as
+// in their all-reduces: N x the meeting, whatever the hand-off.
+TEST(DeviceProfile, ContextRingWaitsOnSharedCoresAreTheRanksAndTheMeetingsTheHosts) {
+  Layout l;
+  l.dp = 2;
+  l.cp = 2;
+  l.mbs = 1;
+  l.recompute = Recompute::None;
+  const Estimate own = estimate(host_scenario(4, cpu_profile(2, 4)), l);  // a core each
+  const double layers = host_scenario(4, cpu_profile(2, 2)).model.layers;
+  const double n = double(own.num_microbatches) * layers * 4;  // exchanges a step
+  const double unit = own.breakdown_s.compute / n;             // a rank's compute per exchange
+  auto profile = [&](double handoff, double meeting) {
+    DeviceProfile p = cpu_profile(2, 2);
+    for (double b : {1e6, 1e9}) p.collectives.push_back({"send-recv", 2, b, b / 1e12});  // the copy: short
+    SharedCoresTiming t{4, 1, 2 * handoff * unit, {{2, 262144, meeting * unit, 1.2, ""}}, ""};
+    t.handoff_lockstep_s = handoff * unit;
+    p.shared = {t};
+    fit_device_profile(p);
+    return host_scenario(4, p);
+  };
+  const Estimate a = estimate(profile(0.25, 0.05), l), b = estimate(profile(0.4, 0.05), l);
+  const Estimate dear = estimate(profile(0.25, 0.1), l);
+  std::printf("Expectation: cp_comm %.6f and %.6f s, steps equal; a dearer meeting +%.6f s  Actual result: "
+              "%.6f and %.6f s, steps %.6f and %.6f s, +%.6f s\n",
+              n * 0.25 * unit, n * 0.4 * unit, n * 0.05 * unit, a.breakdown_s.cp_comm, b.breakdown_s.cp_comm,
+              a.step_time_s, b.step_time_s, dear.step_time_s - a.step_time_s);
+  EXPECT_NEAR(a.breakdown_s.cp_comm, n * 0.25 * unit, 1e-9 * a.step_time_s);
+  EXPECT_NEAR(b.breakdown_s.cp_comm, n * 0.4 * unit, 1e-9 * a.step_time_s);
+  EXPECT_NEAR(b.step_time_s, a.step_time_s, 1e-9 * a.step_time_s);
+  EXPECT_NEAR(a.breakdown_s.compute - b.breakdown_s.compute, n * 0.15 * unit, 1e-9 * a.step_time_s);
+  EXPECT_NEAR(dear.step_time_s - a.step_time_s, n * 0.05 * unit, 1e-9 * a.step_time_s);
+  // The rank's compute still takes at least its own time on a core.
+  EXPECT_GT(a.breakdown_s.compute, own.breakdown_s.compute);
+  // The simulator's stage stands for all four ranks: its ring is what the estimate left exposed.
+  const StepSimulation sim = simulate_step(profile(0.25, 0.05), l);
+  std::printf("Expectation: simulated step %.6f s  Actual result: %.6f s\n", a.step_time_s, sim.step_time_s);
+  EXPECT_NEAR(sim.step_time_s, a.step_time_s, 0.01 * a.step_time_s);
+  // Tensor-parallel ranks in lockstep: the ring's exchange is a meeting of theirs.
+  Layout t = l;
+  t.dp = 1;
+  t.tp = 2;
+  const Estimate lock = estimate(profile(0.25, 0.05), t), lock_b = estimate(profile(0.4, 0.05), t);
+  const double nt = double(lock.num_microbatches) * layers * 4;
+  std::printf("Expectation: tp 2 x cp 2 cp_comm %.6f s  Actual result: %.6f s (%.6f with the longer hand-off)\n",
+              nt * 0.05 * unit, lock.breakdown_s.cp_comm, lock_b.breakdown_s.cp_comm);
+  EXPECT_NEAR(lock.breakdown_s.cp_comm, nt * 0.05 * unit, 1e-9 * lock.step_time_s);
+  EXPECT_DOUBLE_EQ(lock_b.breakdown_s.cp_comm, lock.breakdown_s.cp_comm);
+}
+
 // Sequence parallelism in capplan-train keeps the gathered layer-norm outputs for the weight
 // gradients (Megatron-LM all-gathers them again in the backward, Korthikanti et al. 2022 Sec
 // 4.2.2), so a profile prices the same tensor-parallel collectives with and without sp: each
