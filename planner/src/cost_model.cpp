@@ -508,15 +508,19 @@ int stage_layers(int layers, int pp, int vp, int stage) {
   return vp * base + extra;
 }
 
+double meeting_among_s(const DeviceProfile* dev, int ranks, int group, double own, Meeting kind,
+                       bool after_compute) {
+  if (!dev || dev->backend != "cpu" || dev->cores <= 0 || group < 2) return own;
+  if (ranks > dev->cores)
+    return std::max(own, kind == Meeting::Exchange ? dev->shared_handoff_s(ranks, /*lockstep=*/true)
+                                                   : dev->shared_allreduce_s(ranks, group));
+  return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
+}
+
 double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& ly, int group, double own,
                           Meeting kind, bool after_compute) {
-  const DeviceProfile* dev = c.profile;
-  if (!dev || dev->backend != "cpu" || dev->cores <= 0 || group < 2) return own;
-  const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
-  if (on_host > dev->cores)
-    return std::max(own, kind == Meeting::Exchange ? dev->shared_handoff_s(on_host, /*lockstep=*/true)
-                                                   : dev->shared_allreduce_s(on_host, group));
-  return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
+  return meeting_among_s(c.profile, gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus()), group, own, kind,
+                         after_compute);
 }
 
 namespace {
@@ -737,17 +741,50 @@ class StepEvaluation {
     const double efficiency = host_efficiency(*dev, on_host);
     const PipelineWalk walk = pipeline_walk(work, on_host, dev->cores * efficiency);
     const double passes = tb.compute + tb.recompute;
+    HostSharing host;
+    host.host_busy_s = all * on_host / ranks;
+    host.ranks_on_host = on_host;
+    host.cores = dev->cores;
+    host.profile_ranks = dev->ranks;
+    host.lockstep = lockstep;
+    host.handoff_s = handoff;
+    host.lockstep_stretch = std::max(1.0, stretch);
+    host.pipeline_s = walk.total_s;
+    host.fill_drain_stretch = walk.fill_drain_stretch;
+    host.free_efficiency = efficiency;
+    fill_collectives(host, *dev, on_host);
     // A context ring's waits for a neighbour still computing are not the cores' work.
-    const double hidden_wait = tb.cp_comm * mt.cp_wait_share;
-    const auto share = [&](double hidden) {
-      return share_host_cores(tb, all * on_host / ranks, on_host, dev->cores, dev->ranks, lockstep, handoff,
-                              std::max(1.0, stretch), walk.total_s, walk.fill_drain_stretch, efficiency, hidden);
-    };
-    const TimeBreakdown shared = share(hidden_wait);
-    if (hidden_wait > 0 && tb.cp_comm > 0)  // what hiding took off the step
-      cp_hidden_share = std::clamp((share(0.0).sum() - shared.sum()) / tb.cp_comm, 0.0, 1.0);
+    host.hidden_wait_s = tb.cp_comm * mt.cp_wait_share;
+    const TimeBreakdown shared = share_host_cores(tb, host);
+    if (host.hidden_wait_s > 0 && tb.cp_comm > 0) {  // what hiding took off the step
+      HostSharing plain = host;
+      plain.hidden_wait_s = 0;
+      cp_hidden_share = std::clamp((share_host_cores(tb, plain).sum() - shared.sum()) / tb.cp_comm, 0.0, 1.0);
+    }
     tb = shared;
     if (passes > 0) gemm *= (tb.compute + tb.recompute) / passes;  // the GEMMs stretch with the passes
+  }
+
+  // The fill and drain of a tensor-parallel pipeline on shared cores run fewer stages than the
+  // steady state: slot k of the fill has k + 1 stages active (the drain the same in reverse), so
+  // its all-reduces meet among those stages' ranks, at the profile's measured meeting for that
+  // many (with a core each where they do not outnumber the cores) rather than the whole host's.
+  // The bubble's collectives are the critical stage's share of its work per micro-batch (pace()
+  // builds the fill from the stages' work), and they take the mean meeting over the fill's slots.
+  // tp 2 x pp 2 on 2 cores (4 ranks): the fill and drain run one stage's 2 ranks, a core each.
+  void fill_collectives(HostSharing& host, const DeviceProfile& dev, int on_host) const {
+    if (!host.lockstep || pp < 2 || tp_ar <= 0 || tb.bubble <= 0) return;
+    const StageCost st = stage_cost(crit_s);
+    const double work = st.compute + st.recompute + st.tp + st.ep + st.cp;
+    if (work <= 0 || st.tp <= 0) return;
+    const double own = allreduce_s(pl.tp, mt.tp_bytes);
+    if (tp_ar <= own) return;  // no measured meeting on the shared cores: the fill stretches whole
+    double fill = 0;
+    for (int a = 1; a < pp; ++a)
+      fill += meeting_among_s(&dev, int(std::lround(double(a) * on_host / pp)), ly.tp, own, Meeting::AllReduce);
+    fill /= pp - 1;
+    host.bubble_tp_s = tb.bubble * st.tp / work;
+    host.fill_tp_factor = std::min(1.0, fill / tp_ar);
   }
 
   // The fraction of processor sharing's ideal that `on_host` CPU ranks reach side by side where

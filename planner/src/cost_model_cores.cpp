@@ -91,15 +91,13 @@ double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks) {
   return std::max(1.0, double(ranks_on_host) / cores) / std::max(1.0, double(profile_ranks) / cores);
 }
 
-TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks, bool lockstep, double handoff_s, double lockstep_stretch,
-                               double pipeline_s, double fill_drain_stretch, double free_efficiency,
-                               double hidden_wait_s) {
+TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing& host) {
+  const int ranks_on_host = host.ranks_on_host, cores = host.cores, profile_ranks = host.profile_ranks;
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
   const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
   // The cores' work where the ranks outnumber them: free_efficiency (in (0, 1], measured) of the
   // processor-sharing ideal.
-  const double e = ranks_on_host > cores ? free_efficiency : 1.0;
+  const double e = ranks_on_host > cores ? host.free_efficiency : 1.0;
   const double s = std::max(1.0, double(ranks_on_host) / cores) / e;  // the most a busy rank stretches
   TimeBreakdown t = dedicated;
   // The data-parallel collectives run on every rank at once, and between CPU ranks their copies
@@ -110,22 +108,26 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_
   t.dp_comm *= copy;
   t.pp_comm *= copy;
   // The hand-offs' extra time is spent waiting for the message in the receiving stage: bubble.
-  const double handoff = std::max(0.0, handoff_s);
+  const double handoff = std::max(0.0, host.handoff_s);
   const double busy = t.compute + t.recompute + t.optimizer;
   const double other = t.sum() - busy - t.bubble;  // X: the communication of the critical rank
   // Of which the waits the other ranks' work fills (a context ring's, cost_model_moe.cpp): the
   // rank's time, not the cores'.
-  const double exposed = other - std::clamp(hidden_wait_s, 0.0, other);
+  const double exposed = other - std::clamp(host.hidden_wait_s, 0.0, other);
   const double t_dedicated = d * (busy + t.bubble) + exposed + handoff;
-  const double t_shared = d * host_busy_s / (cores * e) + exposed + handoff;
-  const double t_slots = pipeline_s > 0 ? d * (pipeline_s + t.optimizer) + exposed + handoff : 0.0;
+  const double t_shared = d * host.host_busy_s / (cores * e) + exposed + handoff;
+  const double t_slots = host.pipeline_s > 0 ? d * (host.pipeline_s + t.optimizer) + exposed + handoff : 0.0;
   const double step = std::max({t_dedicated, t_shared, t_slots});
-  if (lockstep) {
+  if (host.lockstep) {
     // The measured stretch of the compute between collectives, as far as the step leaves room.
     const double passes = d * (t.compute + t.recompute);
-    const double fill_drain = d * t.bubble * std::max(1.0, fill_drain_stretch);
+    // The fill and drain: their compute shares the cores as the slots' ranks do, their
+    // collectives meet among those ranks (HostSharing::fill_tp_factor).
+    const double bubble_tp = std::clamp(host.bubble_tp_s, 0.0, t.bubble);
+    const double fill_drain = d * ((t.bubble - bubble_tp) * std::max(1.0, host.fill_drain_stretch) +
+                                   bubble_tp * std::clamp(host.fill_tp_factor, 0.0, 1.0));
     const double room = step - other - handoff - fill_drain - d * t.optimizer;
-    const double f = passes > 0 ? std::clamp(room / passes, 1.0, std::max(1.0, lockstep_stretch)) : 1.0;
+    const double f = passes > 0 ? std::clamp(room / passes, 1.0, std::max(1.0, host.lockstep_stretch)) : 1.0;
     t.compute *= d * f;
     t.recompute *= d * f;
     t.optimizer *= d;

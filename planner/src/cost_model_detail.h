@@ -201,33 +201,56 @@ void evaluate(const Scenario& scenario, const Constants& c, const Layout& layout
               const MicroTerms& mt, const Placement& pl, Evaluation& out, StepCosts* steps,
               const TpCollectiveTimes* tp = nullptr);
 
-// Ranks time-sharing the cores of one CPU host (processor sharing): `dedicated` is the step as if
-// every rank had a core of its own at the profile's per-rank rates, `host_busy_s` the
-// compute-stream work (compute, recompute, optimizer; core-seconds at those rates) of all the
-// ranks on the host in one step, `ranks_on_host` of them on `cores` cores, the profile measured
-// with `profile_ranks` ranks on the same cores. Returns the step's breakdown when they share the
-// cores (cost_model_cores.cpp has the formula and its source); `dedicated` itself when the ranks
-// do not outnumber the cores and neither did the profile's. `lockstep`: the ranks meet in a
-// collective every layer (tp, cp or ep > 1), which takes the stretch as its wait.
-// `handoff_s` (>= 0): how much longer the critical rank's pipeline hand-offs take between ranks
-// taking turns on the cores than their copies at the cores' shared speed (from the profile's
-// measurement): the receiving stage's wait, bubble. `lockstep_stretch` (>= 1): how much longer ranks in lockstep
-// take in their compute than with a core each (the profile's measurement), within the step.
-// `pipeline_s`: the critical rank's compute stream walked slot by slot through the pipeline's
-// schedule with the slot's active ranks sharing the cores (0: no pipeline); `fill_drain_stretch`
-// (>= 1): how much longer its fill and drain take so than with a core for each rank.
-// `free_efficiency` (in (0, 1]): the fraction of the processor-sharing ideal the ranks reach side by
-// side where they outnumber the cores (the profile's measurement; 1: the ideal).
+// How long a meeting of `group` CPU ranks takes among `ranks` of them on the host
+// (lockstep_meeting_s for a given rank count): where they outnumber the profile's cores the
+// profile's shared-core measurement (an all-reduce: its lockstep all-reduce in groups of `group`;
+// an exchange: its hand-off beside pairs in lockstep), else, after compute, its lockstep
+// all-reduce with a core each; at least `own`. `own` without a profile of CPU ranks that knows
+// its cores.
+double meeting_among_s(const DeviceProfile* dev, int ranks, int group, double own, Meeting kind,
+                       bool after_compute = true);
+
 // How much longer the ranks' copies (a collective's, a pipeline transfer's) take where
 // `ranks_on_host` CPU ranks time-share `cores` cores than in a profile measured with
 // `profile_ranks` ranks on them: max(1, n / c) / max(1, p / c) (processor sharing,
 // cost_model_cores.cpp); 1 without cores.
 double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks);
-TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, double host_busy_s, int ranks_on_host, int cores,
-                               int profile_ranks, bool lockstep, double handoff_s = 0.0,
-                               double lockstep_stretch = 1.0, double pipeline_s = 0.0,
-                               double fill_drain_stretch = 1.0, double free_efficiency = 1.0,
-                               double hidden_wait_s = 0.0);
+
+// Ranks time-sharing the cores of one CPU host (processor sharing), for share_host_cores.
+struct HostSharing {
+  // The compute-stream work (compute, recompute, optimizer; core-seconds at the profile's
+  // per-rank rates) of all the ranks on the host in one step.
+  double host_busy_s = 0;
+  int ranks_on_host = 0, cores = 0;
+  int profile_ranks = 0;  // the ranks the profile was measured with on the same cores
+  // The ranks meet in a collective every half layer (tp > 1), which takes the stretch as its wait.
+  bool lockstep = false;
+  // (>= 0) How much longer the critical rank's pipeline hand-offs take between ranks taking turns
+  // on the cores than their copies at the cores' shared speed (from the profile's measurement):
+  // the receiving stage's wait, bubble.
+  double handoff_s = 0;
+  // (>= 1) How much longer ranks in lockstep take in their compute than with a core each (the
+  // profile's measurement), within the step.
+  double lockstep_stretch = 1;
+  // The critical rank's compute stream walked slot by slot through the pipeline's schedule with
+  // the slot's active ranks sharing the cores (0: no pipeline); `fill_drain_stretch` (>= 1): how
+  // much longer its fill and drain take so than with a core for each rank.
+  double pipeline_s = 0, fill_drain_stretch = 1;
+  // (in (0, 1]) The fraction of the processor-sharing ideal the ranks reach side by side where
+  // they outnumber the cores (the profile's measurement; 1: the ideal).
+  double free_efficiency = 1;
+  // Of the critical rank's communication, the waits for a neighbour that the cores spend on the
+  // other ranks (a context ring's): the rank's time, not the host's.
+  double hidden_wait_s = 0;
+  // Of the dedicated bubble, the tensor-parallel collectives' part, and the factor their time
+  // takes in the fill and drain, where fewer ranks than the host's meet (<= 1; lockstep only).
+  double bubble_tp_s = 0, fill_tp_factor = 1;
+};
+// `dedicated` is the step as if every rank had a core of its own at the profile's per-rank rates.
+// Returns the step's breakdown when the ranks share the cores (cost_model_cores.cpp has the
+// formula and its source); `dedicated` itself when they do not outnumber the cores and neither
+// did the profile's.
+TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing& host);
 
 // How a device profile's attention kernels scale to a layout: they work head by head over whole
 // sequences, so their time goes with mbs x the heads of a rank x s^2, and a profile measured at

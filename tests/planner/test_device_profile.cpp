@@ -594,6 +594,37 @@ TEST(DeviceProfile, PipelineFillAndDrainShareTheCoresInLockstep) {
   }
 }
 
+// Where the profile measured the meetings on the shared cores, the fill and drain's all-reduces
+// meet among the ranks active then: tp 2 x pp 2 on 2 cores runs one stage's 2 ranks in them, a
+// core each, so they take the dedicated lockstep meeting, not the 4 ranks' one. Expectation: the
+// bubble is the one with a core each (its collectives at the dedicated meeting), within 5 % (the
+// bubble's collectives are taken as the critical stage's share of its work); the steady state
+// keeps the 4 ranks' meeting, and the step is the same.
+TEST(DeviceProfile, PipelineFillMeetsAmongTheRanksActiveInIt) {
+  Layout l;
+  l.tp = 2;
+  l.pp = 2;
+  l.mbs = 1;
+  auto profile = [](int cores, double dedicated, double shared) {
+    DeviceProfile p = cpu_profile(2, cores);
+    p.lockstep.allreduce_s = dedicated;
+    p.shared = {{4, 1, 0, {{2, 262144, shared, 1.0, ""}}, ""}};
+    fit_device_profile(p);
+    return p;
+  };
+  const double h1 = 0.02, h4 = 0.2;  // s, long against the all-reduce's own time
+  const Estimate own = estimate(host_scenario(4, profile(4, h1, h4)), l);  // a core each
+  const Estimate meet = estimate(host_scenario(4, profile(2, h1, h4)), l);
+  const Estimate whole = estimate(host_scenario(4, profile(2, h4, h4)), l);  // the fill at the 4 ranks' meeting
+  std::printf("Expectation: bubble %.6f s (a core each)  Actual result: %.6f s (%.6f where the fill meets as the "
+              "4 ranks do)\n",
+              own.breakdown_s.bubble, meet.breakdown_s.bubble, whole.breakdown_s.bubble);
+  ASSERT_GT(own.breakdown_s.bubble, 0);
+  EXPECT_NEAR(meet.breakdown_s.bubble, own.breakdown_s.bubble, 0.05 * own.breakdown_s.bubble);
+  EXPECT_GT(whole.breakdown_s.bubble, 1.5 * meet.breakdown_s.bubble);
+  EXPECT_NEAR(meet.step_time_s, whole.step_time_s, 1e-9 * whole.step_time_s);
+}
+
 // Shared measurements at several rank counts and lockstep group sizes (capplan profile --measure
 // takes twice and four times the cores, groups of 2, 4, ... up to all the ranks): a layout's
 // ranks on the host take the figures interpolated linearly between the two rank counts around
