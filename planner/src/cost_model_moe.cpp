@@ -235,8 +235,8 @@ class MoeCpTerms {
     // lockstep meeting, and that is the host's time: tp 2 x cp 2 on 2 cores spent 39-45 ms in its
     // rings (0.30-0.35 ms an exchange) against the meeting of pairs among 4 ranks 0.46 ms.
     // Longer rings are over-priced still: cp 4 on 2 cores spent 149-165 ms in its ring (0.46-0.52
-    // ms an exchange) and stepped in 420-439 ms, priced 548; dp 2 x cp 4 (8 ranks) 241-254 ms
-    // in the rings and 480-489 a step, priced 541 and 804.
+    // ms an exchange) and stepped in 420-439 ms, priced 366 and 548; dp 2 x cp 4 (8 ranks) 241-254
+    // ms in the rings and 480-489 a step, priced 541 and 804.
     // Forward: cp - 1 exchanges of K and V; backward: cp - 1 of K and V and of their gradients,
     // then one more hop of the gradients to their owner; full recompute runs the forward's again.
     const DeviceProfile* dev = cp_links.profile;
