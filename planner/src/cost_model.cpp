@@ -582,7 +582,7 @@ class StepEvaluation {
   StepEvaluation(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m, const MicroTerms& mt,
                  const Placement& pl, const TpCollectiveTimes& tpt)
       : sc(sc), c(c), ly(ly), m(m), mt(mt), pl(pl), fw(sc.training.framework), tr(sc.training),
-        pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(tpt.layer),
+        pp(ly.pp), vp(ly.vp), L(sc.model.layers), tp_ar(tpt.layer), tp_ar_own(tpt.layer_own),
         layer_tp_bwd(with_hidden_cost(mt.tp_collectives_bwd * tp_ar, async_tp_hidden_s(mt, tp_ar, ly.sp && ly.tp > 1))),
         head_tp_fwd(mt.head_tp_collectives_fwd * tp_ar + mt.xent_collectives * tpt.xent),
         head_tp_bwd(with_hidden_cost(mt.head_tp_collectives_bwd * tp_ar,
@@ -741,20 +741,19 @@ class StepEvaluation {
     const double efficiency = host_efficiency(*dev, on_host);
     const PipelineWalk walk = pipeline_walk(work, on_host, dev->cores * efficiency);
     const double passes = tb.compute + tb.recompute;
-    HostSharing host;
-    host.host_busy_s = all * on_host / ranks;
-    host.ranks_on_host = on_host;
-    host.cores = dev->cores;
-    host.profile_ranks = dev->ranks;
-    host.lockstep = lockstep;
-    host.handoff_s = handoff;
-    host.lockstep_stretch = std::max(1.0, stretch);
-    host.pipeline_s = walk.total_s;
-    host.fill_drain_stretch = walk.fill_drain_stretch;
-    host.free_efficiency = efficiency;
+    HostSharing host{.host_busy_s = all * on_host / ranks,
+                     .ranks_on_host = on_host,
+                     .cores = dev->cores,
+                     .profile_ranks = dev->ranks,
+                     .lockstep = lockstep,
+                     .handoff_s = handoff,
+                     .lockstep_stretch = std::max(1.0, stretch),
+                     .pipeline_s = walk.total_s,
+                     .fill_drain_stretch = walk.fill_drain_stretch,
+                     .free_efficiency = efficiency,
+                     // A context ring's waits for a neighbour still computing are not the cores' work.
+                     .hidden_wait_s = tb.cp_comm * mt.cp_wait_share};
     fill_collectives(host, *dev, on_host);
-    // A context ring's waits for a neighbour still computing are not the cores' work.
-    host.hidden_wait_s = tb.cp_comm * mt.cp_wait_share;
     const TimeBreakdown shared = share_host_cores(tb, host);
     if (host.hidden_wait_s > 0 && tb.cp_comm > 0) {  // what hiding took off the step
       HostSharing plain = host;
@@ -777,11 +776,10 @@ class StepEvaluation {
     const StageCost st = stage_cost(crit_s);
     const double work = st.compute + st.recompute + st.tp + st.ep + st.cp;
     if (work <= 0 || st.tp <= 0) return;
-    const double own = allreduce_s(pl.tp, mt.tp_bytes);
-    if (tp_ar <= own) return;  // no measured meeting on the shared cores: the fill stretches whole
+    if (tp_ar <= tp_ar_own) return;  // no measured meeting on the shared cores: the fill stretches whole
     double fill = 0;
     for (int a = 1; a < pp; ++a)
-      fill += meeting_among_s(&dev, int(std::lround(double(a) * on_host / pp)), ly.tp, own, Meeting::AllReduce);
+      fill += meeting_among_s(&dev, int(std::lround(double(a) * on_host / pp)), ly.tp, tp_ar_own, Meeting::AllReduce);
     fill /= pp - 1;
     host.bubble_tp_s = tb.bubble * st.tp / work;
     host.fill_tp_factor = std::min(1.0, fill / tp_ar);
@@ -1427,6 +1425,7 @@ class StepEvaluation {
   const TrainingSpec& tr;
   const int pp, vp, L;
   const double tp_ar;  // one TP all-reduce of a layer's activation
+  const double tp_ar_own;  // the same on its own, before the lockstep meeting's rule
   const double layer_tp_bwd;  // a layer's backward collectives per micro-batch, less what hides
   // The LM head's collectives per micro-batch, forward and backward (MicroTerms::head_tp_*): the
   // cross-entropy's small all-reduces are in the forward.
@@ -1471,7 +1470,8 @@ TpCollectiveTimes tp_collective_times(const Scenario& sc, const Constants& c, co
                                       const Placement& pl) {
   TpCollectiveTimes t;
   if (ly.tp < 2) return t;
-  t.layer = lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.tp_bytes));
+  t.layer_own = allreduce_s(pl.tp, mt.tp_bytes);
+  t.layer = lockstep_allreduce_s(sc, c, ly, t.layer_own);
   t.xent = lockstep_allreduce_s(sc, c, ly, allreduce_s(pl.tp, mt.xent_bytes), false);
   return t;
 }

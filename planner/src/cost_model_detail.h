@@ -192,6 +192,7 @@ double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& 
 // the search works them out once per micro-batch shape and placement.
 struct TpCollectiveTimes {
   double layer = 0, xent = 0;
+  double layer_own = 0;  // the layer's all-reduce on its own, before the lockstep meeting's rule
 };
 TpCollectiveTimes tp_collective_times(const Scenario& scenario, const Constants& c, const Layout& layout,
                                       const MicroTerms& mt, const Placement& pl);

@@ -213,7 +213,7 @@ class MoeCpTerms {
     // meet in it after computing, as tensor-parallel ranks meet in their all-reduce, so it takes
     // the profile's measured exchange between two ranks (send-recv: each sends and receives the
     // block) or, where longer, the measured time ranks in lockstep spend in a meeting
-    // (lockstep_meeting_s, Meeting::Exchange). Measured on 2 cores, the 4-layer, 256-wide model
+    // (meeting_among_s, Meeting::Exchange). Measured on 2 cores, the 4-layer, 256-wide model
     // at cp 2 (262 KB blocks): 8.7-15.8 ms in the ring per step, 68-123 us per exchange, against
     // the profile's exchange back to back 23 us and its lockstep meeting 94 us.
     // Where the host's ranks outnumber its cores, a rank that reaches an exchange first naps until
@@ -246,15 +246,15 @@ class MoeCpTerms {
     // Ranks already in lockstep (tp > 1: every half layer they meet in their all-reduces) reach
     // their exchanges together, a meeting as those are.
     const bool lockstep = ly.tp > 1;
+    const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
     const double x =
-        own > 0 ? lockstep_meeting_s(sc, c, ly, cp, own, lockstep ? Meeting::AllReduce : Meeting::Exchange) : -1.0;
+        own > 0 ? meeting_among_s(dev, on_host, cp, own, lockstep ? Meeting::AllReduce : Meeting::Exchange) : -1.0;
     if (x > 0) {
       mt.layer_cp_comm_fwd_s = (cp - 1) * x;
       mt.layer_cp_comm_bwd_s = (cp - 1) * 2 * x + x + (ly.recompute == Recompute::Full ? mt.layer_cp_comm_fwd_s : 0.0);
       // On shared cores: the exchange's cost to the host, the measured meeting of groups of cp
       // there or the copy at the shared cores' speed (as the data-parallel copies run), whichever
       // is longer; the rest of it the wait the other ranks' work fills.
-      const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
       if (!lockstep && on_host > dev->cores && dev->cores > 0) {
         const double copy = own * shared_copy_stretch(on_host, dev->cores, dev->ranks);
         const double host = std::min(x, std::max(copy, dev->shared_allreduce_s(on_host, cp)));
