@@ -489,8 +489,9 @@ std::string run_record_text(const RunRecord& r) {
                   r.layout.vp > 1 ? " (interleaving divides it by vp)" : "");
     t << buf;
   }
-  t << "  (each measured term is the median over the steps of rank 0's time in it; the remainder is\n"
-       "   the median step less the measured parts, which none of them covers; the first "
+  t << "  (each measured term is the median over the steps of the busiest rank's time in it, the rank\n"
+       "   with the most compute, recompute and offload in that step; the remainder is the median step\n"
+       "   less the measured parts, which none of them covers; the first "
     << r.measured.warmup_steps << " of " << r.measured.steps
     << " steps are left out of the medians as warm-up)\n";
   t << "\nmemory per rank         predicted     measured\n";

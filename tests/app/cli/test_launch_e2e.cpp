@@ -106,6 +106,10 @@ TEST(LaunchEndToEnd, TwoRanksScaledDownThreeSteps) {
     EXPECT_TRUE(fs::exists(dir + "/run/metrics.jsonl"));
     EXPECT_TRUE(fs::exists(dir + "/run/command.txt"));
     EXPECT_TRUE(fs::exists(dir + "/run/run.txt"));
+    // Its table says whose time the measured terms are: the busiest rank's, as the step records
+    // take them (terms_rank), not rank 0's.
+    EXPECT_NE(read_text(dir + "/run/run.txt").find("of the busiest rank's time in it"), std::string::npos)
+        << read_text(dir + "/run/run.txt");
     EXPECT_FALSE(fs::is_empty(dir + "/run/checkpoints"));
     const auto stdout_record = parse_metrics_line(out);
     ASSERT_TRUE(stdout_record.has_value()) << out;
