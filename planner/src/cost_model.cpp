@@ -718,7 +718,7 @@ class StepEvaluation {
     // data-parallel ranks do (dp 2 x cp 2 on 2 cores computed 241-315 ms a step in four
     // benchmark runs, 296-344 so priced; 303-314 with the ring's measured attention), their
     // exchanges priced there.
-    const bool lockstep = ly.tp > 1;
+    const bool lockstep = ranks_in_lockstep(ly);
     // Stages in lockstep poll in their all-reduces yielding the core, so a stage whose message
     // has come gets a core sooner than beside stages that compute whole passes: the profile's
     // hand-off beside pairs in lockstep (1.1 against 1.6 ms among 4 ranks on 2 cores, 2.8 against
@@ -773,15 +773,17 @@ class StepEvaluation {
   // tp 2 x pp 2 on 2 cores (4 ranks): the fill and drain run one stage's 2 ranks, a core each.
   void fill_collectives(HostSharing& host, const DeviceProfile& dev, int on_host) const {
     if (!host.lockstep || pp < 2 || tp_ar <= 0 || tb.bubble <= 0) return;
-    const StageCost st = stage_cost(crit_s);
-    const double work = st.compute + st.recompute + st.tp + st.ep + st.cp;
-    if (work <= 0 || st.tp <= 0) return;
-    if (tp_ar <= tp_ar_own) return;  // no measured meeting on the shared cores: the fill stretches whole
+    // pace()'s pacing stage: its compute-stream work per micro-batch, the collectives' share of it.
+    const double work = crit.work();
+    if (work <= 0 || crit.tp <= 0) return;
+    // Without a measured meeting on the shared cores the steady state's all-reduces are their own
+    // time, not the host's meeting: the fill stretches whole, collectives and all.
+    if (dev.shared_allreduce_s(on_host, ly.tp) <= 0) return;
     double fill = 0;
     for (int a = 1; a < pp; ++a)
       fill += meeting_among_s(&dev, int(std::lround(double(a) * on_host / pp)), ly.tp, tp_ar_own, Meeting::AllReduce);
     fill /= pp - 1;
-    host.bubble_tp_s = tb.bubble * st.tp / work;
+    host.bubble_tp_s = tb.bubble * crit.tp / work;
     host.fill_tp_factor = std::min(1.0, fill / tp_ar);
   }
 

@@ -217,6 +217,12 @@ double meeting_among_s(const DeviceProfile* dev, int ranks, int group, double ow
 // cost_model_cores.cpp); 1 without cores.
 double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks);
 
+// Whether a layout's ranks meet every half layer (tensor parallelism's all-reduces), so that on
+// shared cores they take turns between meetings rather than compute whole passes side by side
+// (cost_model_cores.cpp): the share of the cores, the pipeline's hand-offs and a context ring's
+// exchanges are priced by it.
+inline bool ranks_in_lockstep(const Layout& ly) { return ly.tp > 1; }
+
 // Ranks time-sharing the cores of one CPU host (processor sharing), for share_host_cores.
 struct HostSharing {
   // The compute-stream work (compute, recompute, optimizer; core-seconds at the profile's

@@ -243,9 +243,9 @@ class MoeCpTerms {
     const double own = dev && dev->backend == "cpu" && cp_links.nodes == 1
                            ? dev->collective_seconds("send-recv", 2, block_bytes)
                            : -1.0;
-    // Ranks already in lockstep (tp > 1: every half layer they meet in their all-reduces) reach
-    // their exchanges together, a meeting as those are.
-    const bool lockstep = ly.tp > 1;
+    // Ranks already in lockstep (their all-reduces every half layer) reach their exchanges
+    // together, a meeting as those are.
+    const bool lockstep = ranks_in_lockstep(ly);
     const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
     const double x =
         own > 0 ? meeting_among_s(dev, on_host, cp, own, lockstep ? Meeting::AllReduce : Meeting::Exchange) : -1.0;
