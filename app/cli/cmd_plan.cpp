@@ -1,8 +1,11 @@
 // `capplan plan`: searches every valid layout for a node count or a range of node counts, ranks
 // them by an objective and prints the best ones, the days-vs-dollars Pareto front and the
 // breakdown of the best. `--save FILE` writes the best candidate as a plan.yaml.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <sstream>
 
 #include "cli_common.h"
 #include "planner/json_writer.h"
@@ -53,6 +56,74 @@ int save_best(const Args& args, const ScenarioArgs& scenario, const SearchResult
   return kExitOk;
 }
 
+// "dp 12 tp 4 pp 20 mbs 1 z1 sp": the knobs that differ from the defaults.
+std::string compact_layout(const Layout& l) {
+  std::ostringstream os;
+  os << "dp " << l.dp << " tp " << l.tp << " pp " << l.pp;
+  if (l.cp > 1) os << " cp " << l.cp;
+  if (l.ep > 1) os << " ep " << l.ep;
+  if (l.vp > 1) os << " vp " << l.vp;
+  os << " mbs " << l.mbs;
+  if (l.zero > 0) os << " z" << l.zero;
+  if (l.recompute != Recompute::None) os << " " << to_string(l.recompute);
+  if (l.offload) os << " offload";
+  if (l.sp) os << " sp";
+  if (l.schedule == Schedule::GPipe) os << " gpipe";
+  return os.str();
+}
+
+// plan --framework any: each preset's best, with its objective against the best of all.
+std::string framework_bests_table(const std::vector<FrameworkBest>& bests, Objective objective) {
+  std::ostringstream os;
+  const char* measure = objective == Objective::Cost         ? "dollars"
+                        : objective == Objective::Throughput ? "GPU-seconds per step"
+                                                             : "days";
+  os << "best of each framework (its own attention); x best: its " << measure << " over the best's\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %9s %10s %8s %14s %7s  %s\n", "framework", "attention",
+                "fits", "step s", "samples/s", "days", "cost", "x best", "layout");
+  os << line;
+  double best = INFINITY;
+  for (const FrameworkBest& f : bests)
+    if (f.best && f.best->fits) best = std::min(best, objective_score(*f.best, objective));
+  for (const FrameworkBest& f : bests) {
+    if (!f.best) {
+      std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %9s %10s %8s %14s %7s  ", f.framework.c_str(), "-", "-",
+                    "-", "-", "-", "-", "-");
+      os << line << "no layout: " << f.reason << "\n";
+      continue;
+    }
+    const Estimate& e = *f.best;
+    const double v = objective_score(e, objective);
+    const std::string ratio = e.fits && std::isfinite(best) && best > 0 ? fmt_fixed(v / best, 2) : "-";
+    std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %9s %10s %8s %14s %7s  %s", f.framework.c_str(),
+                  to_string(e.attention), e.fits ? "yes" : "no", fmt_fixed(e.step_time_s, 3).c_str(),
+                  fmt_fixed(e.samples_per_s, 2).c_str(), fmt_fixed(e.days_to_train, 1).c_str(),
+                  fmt_money(e.cost_usd).c_str(), ratio.c_str(), compact_layout(e.layout).c_str());
+    os << line;
+    if (!e.fits) os << " (closest; " << e.reason << ")";
+    os << "\n";
+  }
+  return os.str();
+}
+
+void write_framework_bests_json(JsonWriter& w, const std::vector<FrameworkBest>& bests) {
+  w.key("best_per_framework").begin_array();
+  for (const FrameworkBest& f : bests) {
+    w.begin_object();
+    w.field("framework", f.framework);
+    if (f.best) {
+      w.key("best");
+      write_estimate_json(w, *f.best);
+    } else {
+      w.null("best");
+      w.field("reason", f.reason);
+    }
+    w.end_object();
+  }
+  w.end_array();
+}
+
 std::string result_json(const SearchResult& result, const SearchOptions& options) {
   JsonWriter w;
   w.begin_object();
@@ -62,6 +133,7 @@ std::string result_json(const SearchResult& result, const SearchOptions& options
   w.key("pareto").begin_array();
   for (const Estimate& e : result.pareto) write_estimate_json(w, e);
   w.end_array();
+  if (!result.per_framework.empty()) write_framework_bests_json(w, result.per_framework);
   w.field("evaluated", result.evaluated);
   w.field("search_time_s", result.search_time_s);
   w.field("cancelled", result.cancelled);
@@ -114,6 +186,8 @@ void print_result(const Args& args, const ScenarioArgs& sc, const SearchResult& 
     return;
   }
   std::printf("\n%s", candidates_table(result.candidates).c_str());
+  if (!result.per_framework.empty())
+    std::printf("\n%s", framework_bests_table(result.per_framework, options.objective).c_str());
   if (result.pareto.size() > 1) {
     std::printf("\nPareto front, days vs dollars (one layout per node count):\n%s",
                 candidates_table(result.pareto).c_str());

@@ -525,6 +525,7 @@ void MainWindow::onSearchResult(quint64 generation, const SearchResult& result, 
   lastResult_ = result;
   planPage_->setStale(false);
   if (!shown) showCandidates(result);
+  planPage_->setFrameworkBests(result.per_framework, inputs_.objective);
   if (finished) preferred_.reset();
   const auto asGood = std::count_if(result.candidates.begin() + (result.candidates.empty() ? 0 : 1),
                                     result.candidates.end(),

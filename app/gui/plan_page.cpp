@@ -66,6 +66,11 @@ PlanPage::PlanPage(PageHost& host, SearchJob* search, CandidateFilterModel* filt
   diagnostics_->hide();
   v->addWidget(diagnostics_);
   v->addLayout(buildSearchBar());
+  frameworkBests_ = new QLabel(this);
+  frameworkBests_->setObjectName(QStringLiteral("frameworkBests"));
+  frameworkBests_->setWordWrap(true);
+  frameworkBests_->hide();
+  v->addWidget(frameworkBests_);
   v->addWidget(buildResults(), 1);
   connectTraining();
   connectPins();
@@ -498,6 +503,41 @@ void PlanPage::setSearching(bool on) {
 }
 
 void PlanPage::setStatus(const QString& text) { searchStatus_->setText(text); }
+
+void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Objective objective) {
+  frameworkBests_->setVisible(!bests.empty());
+  if (bests.empty()) return;
+  const QString measure = objective == Objective::Cost         ? tr("dollars")
+                          : objective == Objective::Throughput ? tr("GPU-seconds per step")
+                                                               : tr("days");
+  double best = INFINITY;
+  for (const FrameworkBest& f : bests)
+    if (f.best && f.best->fits) best = std::min(best, objective_score(*f.best, objective));
+  QStringList parts, tips;
+  for (const FrameworkBest& f : bests) {
+    const QString name = QString::fromStdString(f.framework);
+    if (!f.best) {
+      parts << tr("%1 no layout").arg(name);
+      tips << tr("%1: no layout: %2").arg(name, QString::fromStdString(f.reason));
+      continue;
+    }
+    const Estimate& e = *f.best;
+    const QString days = QString::number(e.days_to_train, 'f', 1);
+    if (!e.fits) {
+      parts << tr("%1 none fits").arg(name);
+      tips << tr("%1: the closest, %2, does not fit: %3")
+                  .arg(name, compactLayout(e.layout), QString::fromStdString(e.reason));
+      continue;
+    }
+    const double ratio = std::isfinite(best) && best > 0 ? objective_score(e, objective) / best : 1.0;
+    parts << tr("%1 x%2").arg(name, QString::number(ratio, 'f', 2));
+    tips << tr("%1 (%2 attention): %3, step %4 s, %5 days, %6")
+                .arg(name, QString::fromUtf8(to_string(e.attention)), compactLayout(e.layout),
+                     QString::number(e.step_time_s, 'f', 3), days, formatDollars(e.cost_usd));
+  }
+  frameworkBests_->setText(tr("Best of each framework, its %1 over the best's: %2").arg(measure, parts.join(QStringLiteral(", "))));
+  frameworkBests_->setToolTip(tips.join(QLatin1Char('\n')));
+}
 
 void PlanPage::setStale(bool stale) {
   if (stale == stale_) return;

@@ -49,6 +49,8 @@ class PlanPage : public QWidget {
   void setStale(bool stale);
   bool isStale() const { return stale_; }
   void setStatus(const QString& text);
+  // `any` framework: each preset's best against the best of all (hidden when `bests` is empty).
+  void setFrameworkBests(const std::vector<FrameworkBest>& bests, Objective objective);
   void setMessage(const QString& text);
   QListWidget* diagnosticsList() const { return diagnostics_; }
   // The key columns (rank, step, days, cost, memory, MFU, fits, layout), frozen while the other
@@ -120,6 +122,7 @@ class PlanPage : public QWidget {
   QProgressBar* progress_ = nullptr;
   QPushButton* cancelButton_ = nullptr;
   QLabel* searchStatus_ = nullptr;
+  QLabel* frameworkBests_ = nullptr;
   QLineEdit* filterEdit_ = nullptr;
   QTableView* table_ = nullptr;
   QTableView* moreTable_ = nullptr;

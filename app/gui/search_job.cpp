@@ -16,15 +16,6 @@
 namespace capplan::gui {
 namespace {
 
-// Smaller is better for every objective; layouts that fit always rank before those that do not.
-double objectiveKey(const Estimate& e, Objective objective) {
-  switch (objective) {
-    case Objective::Time: return e.days_to_train > 0 ? e.days_to_train : e.step_time_s;
-    case Objective::Cost: return std::isfinite(e.cost_usd) ? e.cost_usd : 1e300;
-    case Objective::Throughput: return -e.samples_per_s;
-  }
-  return 0;
-}
 
 bool dominates(const Estimate& a, const Estimate& b) {
   const double ca = std::isfinite(a.cost_usd) ? a.cost_usd : 0;
@@ -44,10 +35,11 @@ void mergeSearchResult(SearchResult& total, const SearchResult& part, const Sear
   std::stable_sort(total.candidates.begin(), total.candidates.end(),
                    [&](const Estimate& a, const Estimate& b) {
                      if (a.fits != b.fits) return a.fits;
-                     return objectiveKey(a, options.objective) < objectiveKey(b, options.objective);
+                     return objective_score(a, options.objective) < objective_score(b, options.objective);
                    });
   if (options.top > 0 && total.candidates.size() > size_t(options.top))
     total.candidates.resize(size_t(options.top));
+  merge_framework_bests(total.per_framework, part.per_framework, options.objective);
 
   std::vector<Estimate> points = total.pareto;
   for (const Estimate& e : part.pareto)

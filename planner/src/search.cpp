@@ -748,17 +748,38 @@ TrainingSpec training_of(const TrainingSpec& asked, const Estimate& candidate) {
   return t;
 }
 
+double objective_score(const Estimate& e, Objective objective) {
+  switch (objective) {
+    case Objective::Cost: return std::isfinite(e.cost_usd) ? e.cost_usd : e.gpus * e.days_to_train;
+    case Objective::Throughput: return e.step_time_s * e.gpus;
+    case Objective::Time: break;
+  }
+  return e.days_to_train;
+}
+
+void merge_framework_bests(std::vector<FrameworkBest>& into, const std::vector<FrameworkBest>& part,
+                           Objective objective) {
+  // Fitting ones by the objective, then those whose closest layout does not fit, then those with
+  // none.
+  const auto rank = [](const FrameworkBest& f) { return !f.best ? 2 : f.best->fits ? 0 : 1; };
+  const auto better = [&](const FrameworkBest& a, const FrameworkBest& b) {
+    if (rank(a) != rank(b)) return rank(a) < rank(b);
+    return rank(a) < 2 && objective_score(*a.best, objective) < objective_score(*b.best, objective);
+  };
+  for (const FrameworkBest& f : part) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const FrameworkBest& g) { return g.framework == f.framework; });
+    if (it == into.end())
+      into.push_back(f);
+    else if (better(f, *it))
+      *it = f;
+  }
+  std::stable_sort(into.begin(), into.end(), better);
+}
+
 SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,
                                const SearchProgress& progress) {
   SearchResult all;
-  const auto score = [&](const Estimate& e) {
-    switch (options.objective) {
-      case Objective::Cost: return std::isfinite(e.cost_usd) ? e.cost_usd : e.days_to_train * e.gpus;
-      case Objective::Throughput: return -e.samples_per_s;
-      case Objective::Time: break;
-    }
-    return e.step_time_s;
-  };
+  const auto score = [&](const Estimate& e) { return objective_score(e, options.objective); };
   for (const CatalogEntry& entry : catalog_frameworks()) {
     Loaded<FrameworkSpec> fw = load_framework(entry.name);
     if (!fw.value) continue;
@@ -769,6 +790,21 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
     if (sc.training.framework.attention == Attention::Flash && sc.cluster.gpu.flash_peak_fraction <= 0)
       sc.training.attention = Attention::Fused;
     SearchResult r = search(sc, options, progress);
+    FrameworkBest fb{entry.name, std::nullopt, {}};
+    if (!r.candidates.empty()) {
+      fb.best = r.candidates.front();
+    } else if (!r.cancelled && r.limit.empty()) {
+      // Nothing fits: the closest layout and its reason, or why the preset has none at all.
+      SearchOptions closest = options;
+      closest.include_infeasible = true;
+      closest.top = 1;
+      SearchResult c = search(sc, closest);
+      if (!c.candidates.empty())
+        fb.best = c.candidates.front();
+      else
+        fb.reason = pins_unsatisfiable(sc, options).value_or("no layout on these GPUs");
+    }
+    all.per_framework.push_back(std::move(fb));
     all.evaluated += r.evaluated;
     all.search_time_s += r.search_time_s;
     all.cancelled = all.cancelled || r.cancelled;
@@ -783,6 +819,7 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
   });
   if (all.candidates.size() > size_t(std::max(options.top, 0))) all.candidates.resize(size_t(std::max(options.top, 0)));
   mark_as_good_as_best(all.candidates, options.objective);
+  merge_framework_bests(all.per_framework, {}, options.objective);
   // Pareto over every framework: keep the points no other point beats on both days and dollars.
   std::vector<Estimate> front;
   for (const Estimate& a : all.pareto) {

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <vector>
 
 #include "model_fixtures.h"
+#include "planner/catalog.h"
 #include "planner/plan_io.h"
 #include "planner/search.h"
 #include "planner/spec_io.h"
@@ -415,6 +417,94 @@ TEST(SearchLimits, DeadlineAndBudgetPickTheBestWithinThem) {
   bool named = false;
   for (const Estimate& e : search(sc, b).candidates) named |= e.reason.find("over the budget: $") == 0;
   EXPECT_TRUE(named);
+}
+
+// ---- plan --framework any: each preset's best ----
+
+// Expectation: search_frameworks answers for every framework preset, even those the top
+// candidates crowd out: each preset's entry is the best of that preset's own search (same layout
+// and step time), the fitting ones ranked by the objective with the overall best first, and a
+// preset with no layout on these GPUs (FSDP has only dp, and 960 does not divide a batch of
+// 1536) says why instead of a layout.
+TEST(SearchFrameworks, EachPresetsBestIsItsOwnSearchsBest) {
+  const Scenario sc = gpt3_on_p4d();
+  SearchOptions o;
+  o.top = 5;
+  const SearchResult all = search_frameworks(sc, o);
+  ASSERT_FALSE(all.candidates.empty());
+  ASSERT_EQ(all.per_framework.size(), catalog_frameworks().size());
+  std::set<std::string> in_top, named;
+  for (const Estimate& e : all.candidates) in_top.insert(e.framework);
+  bool crowded_out = false, seen_none = false;
+  double last = -1;
+  for (const FrameworkBest& f : all.per_framework) {
+    EXPECT_TRUE(named.insert(f.framework).second) << f.framework << " twice";
+    ASSERT_NE(find_catalog_framework(f.framework), nullptr) << f.framework;
+    if (f.framework == "fsdp") {
+      EXPECT_FALSE(f.best.has_value());
+      EXPECT_NE(f.reason.find("dp dividing the global batch"), std::string::npos) << f.reason;
+      seen_none = true;
+      continue;
+    }
+    ASSERT_TRUE(f.best.has_value()) << f.framework << ": " << f.reason;
+    ASSERT_TRUE(f.best->fits) << f.framework;
+    ASSERT_FALSE(seen_none) << f.framework << " ranked after a preset with no layout";
+    EXPECT_EQ(f.best->framework, f.framework);
+    // Ranked by the objective (days), the first being the overall best.
+    const double score = objective_score(*f.best, o.objective);
+    EXPECT_GE(score, last) << f.framework;
+    if (last < 0) {
+      EXPECT_DOUBLE_EQ(score, objective_score(all.candidates.front(), o.objective));
+    }
+    last = score;
+    crowded_out = crowded_out || in_top.count(f.framework) == 0;
+    // The preset's own search finds the same best.
+    Scenario own = sc;
+    own.training.framework = *load_framework(f.framework).value;
+    own.training.attention.reset();
+    const SearchResult alone = search(own, o);
+    ASSERT_FALSE(alone.candidates.empty()) << f.framework;
+    EXPECT_EQ(describe(alone.candidates.front()), describe(*f.best)) << f.framework;
+  }
+  EXPECT_TRUE(crowded_out) << "every preset is among the top " << o.top;
+}
+
+// Expectation: merging the presets' bests of two node counts (the GUI searches a range one count
+// at a time) keeps, per preset, the better of the two by the objective, and ranks them again; a
+// preset with a layout at one count keeps it though the other count has none.
+TEST(SearchFrameworks, MergingNodeCountsKeepsEachPresetsBetterBest) {
+  Scenario sc = gpt3_on_p4d();
+  SearchOptions o;
+  o.top = 3;
+  std::vector<std::vector<FrameworkBest>> parts;
+  for (int nodes : {64, 120}) {
+    sc.nodes = nodes;
+    parts.push_back(search_frameworks(sc, o).per_framework);
+  }
+  std::vector<FrameworkBest> merged;
+  for (const auto& part : parts) merge_framework_bests(merged, part, o.objective);
+  ASSERT_EQ(merged.size(), catalog_frameworks().size());
+  double last = -1;
+  for (const FrameworkBest& f : merged) {
+    const FrameworkBest* in[2] = {nullptr, nullptr};
+    for (int i = 0; i < 2; ++i)
+      for (const FrameworkBest& g : parts[size_t(i)])
+        if (g.framework == f.framework) in[i] = &g;
+    ASSERT_TRUE(in[0] && in[1]) << f.framework;
+    double want = INFINITY;
+    for (const FrameworkBest* g : in)
+      if (g->best && g->best->fits) want = std::min(want, objective_score(*g->best, o.objective));
+    if (!std::isfinite(want)) continue;
+    ASSERT_TRUE(f.best && f.best->fits) << f.framework;
+    EXPECT_DOUBLE_EQ(objective_score(*f.best, o.objective), want) << f.framework;
+    EXPECT_GE(want, last) << f.framework;
+    last = want;
+  }
+  // FSDP: 64 nodes give 512 GPUs, which divide the batch of 1536; 120 nodes do not.
+  const auto fsdp = std::find_if(merged.begin(), merged.end(), [](const FrameworkBest& f) { return f.framework == "fsdp"; });
+  ASSERT_NE(fsdp, merged.end());
+  ASSERT_TRUE(fsdp->best.has_value()) << fsdp->reason;
+  EXPECT_EQ(fsdp->best->gpus, 512);
 }
 
 }  // namespace

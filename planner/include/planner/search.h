@@ -22,6 +22,11 @@ enum class Objective { Time, Cost, Throughput };
 const char* to_string(Objective v);
 std::optional<Objective> parse_objective(const std::string& s);
 
+// What the objective minimises, for an estimate, as the search ranks: days to train (time),
+// dollars, or GPU-days where the cluster has no price (cost), GPU-seconds per step (throughput:
+// at the scenario's global batch, the inverse of samples per GPU-second).
+double objective_score(const Estimate& e, Objective objective);
+
 // Knobs the user pinned (e.g. --fix tp=8,pp=16); unset ones are searched.
 struct LayoutPins {
   std::optional<int> dp, tp, pp, vp, mbs, zero;
@@ -55,6 +60,16 @@ struct SearchOptions {
 // keeps them. `priced`: the cluster has a price (the budget applies only then).
 std::string limits_broken(const Estimate& e, const SearchOptions& options, bool priced);
 
+// The best layout one framework preset found (plan --framework any): `best` is its first
+// candidate, which does not fit when none does (its `reason` says why); absent when the preset
+// has no layout at all on these GPUs, with `reason` saying why (FSDP's dp alone cannot split a
+// batch the GPU count does not divide, for one).
+struct FrameworkBest {
+  std::string framework;
+  std::optional<Estimate> best;
+  std::string reason;
+};
+
 struct SearchResult {
   std::vector<Estimate> candidates;  // best first, by objective, ties broken by a stable key
   std::vector<Estimate> pareto;      // best layout per node count on the days-vs-dollars front
@@ -65,6 +80,8 @@ struct SearchResult {
   // Non-empty: the search went over one of ResourceLimits (limits.h) and stopped (or did not
   // start); says which limit and by how much. Candidates hold the best found before it stopped.
   std::string limit;
+  // search_frameworks only: each preset's own best layout, ranked by the objective (see there).
+  std::vector<FrameworkBest> per_framework;
 };
 
 // progress(done, total) is called from worker threads (one call at a time) after each work unit,
@@ -81,9 +98,18 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options,
 
 // `plan --framework any`: the search once per framework preset (configs/frameworks/, each with
 // its own default attention), the candidates ranked together by the objective and the Pareto
-// front taken over all of them. Each candidate's `framework` names its preset.
+// front taken over all of them. Each candidate's `framework` names its preset. `per_framework`
+// holds every preset's own best, fitting ones first by the objective, then the closest that does
+// not fit, then the presets with no layout; so a preset the top candidates crowd out is still
+// answered for ("how much slower is FSDP here?").
 SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,
                                const SearchProgress& progress = {});
+
+// Adds `part`'s presets to `into`, keeping each preset's better best (one that fits, then the
+// objective), and ranks them as search_frameworks does: the GUI searches a node range one count
+// at a time and merges.
+void merge_framework_bests(std::vector<FrameworkBest>& into, const std::vector<FrameworkBest>& part,
+                           Objective objective);
 
 // The training a candidate was costed with: `asked`, or, for a candidate of another framework
 // (search_frameworks), that framework's preset and the attention the candidate took. What a

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "planner/catalog.h"
 #include "planner/compare.h"
 #include "planner/json.h"
 #include "planner/plan_io.h"
@@ -293,6 +294,50 @@ TEST(Cli, PlanAnyFrameworkSavesTheBestCandidatesFramework) {
   EXPECT_NEAR(e["step_time_s"].get<double>(), best["step_time_s"].get<double>(),
               1e-9 * best["step_time_s"].get<double>());
   std::filesystem::remove(save);
+}
+
+// Expectation: `plan --framework any` answers for every preset, not only those in the top rows:
+// the text gives a "best of each framework" line per preset, with its days over the best's
+// (1.00 for the winner) and FSDP's reason where it has no layout (960 GPUs do not divide a batch
+// of 1536, and it has only dp); the JSON's best_per_framework holds the same, best first, the
+// first being the top candidate.
+TEST(Cli, PlanAnyFrameworkGivesEachPresetsBest) {
+  const std::string args = "plan --model gpt3-175b --cluster p4d.24xlarge --nodes 120 --gbs 1536 --tokens 300e9 "
+                           "--framework any --top 3";
+  const CliRun text = run_cli(args);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "best of each framework (its own attention); x best: its days over the best's")) << text.out;
+  for (const capplan::CatalogEntry& f : capplan::catalog_frameworks())
+    EXPECT_TRUE(has(text.out, "\n  " + f.name + " ")) << f.name << "\n" << text.out;
+  EXPECT_TRUE(has(text.out, "no layout: no split of 960 GPUs")) << text.out;
+  EXPECT_TRUE(has(text.out, "   1.00  dp ")) << text.out;
+
+  const CliRun json = run_cli(args + " --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  const auto j = capplan::Json::parse(json.out);
+  const auto& bests = j["best_per_framework"];
+  ASSERT_EQ(bests.size(), capplan::catalog_frameworks().size());
+  EXPECT_EQ(bests[0]["framework"].get<std::string>(), j["candidates"][0]["framework"].get<std::string>());
+  EXPECT_DOUBLE_EQ(bests[0]["best"]["step_time_s"].get<double>(), j["candidates"][0]["step_time_s"].get<double>());
+  bool fsdp = false;
+  double last = 0;
+  for (const auto& b : bests) {
+    if (b["framework"].get<std::string>() == "fsdp") {
+      fsdp = true;
+      EXPECT_TRUE(b["best"].is_null());
+      EXPECT_NE(b["reason"].get<std::string>().find("dp dividing the global batch"), std::string::npos);
+      continue;
+    }
+    const double days = b["best"]["days_to_train"].get<double>();
+    EXPECT_GE(days, last) << b["framework"].get<std::string>();
+    EXPECT_EQ(b["best"]["framework"].get<std::string>(), b["framework"].get<std::string>());
+    last = days;
+  }
+  EXPECT_TRUE(fsdp);
+  // Without `any` there is one framework, and no such section.
+  const CliRun one = run_cli("plan --model gpt3-175b --cluster p4d.24xlarge --nodes 120 --gbs 1536 --tokens 300e9 --top 3 --json");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_FALSE(capplan::Json::parse(one.out).contains("best_per_framework"));
 }
 
 // Expectation: `capplan compare` puts plan files side by side with the deltas compare_plans gives

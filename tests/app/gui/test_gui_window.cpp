@@ -50,6 +50,7 @@
 #include "plan_page.h"
 #include "run_page.h"
 #include "timeline_page.h"
+#include "planner/catalog.h"
 #include "planner/compare.h"
 #include "planner/plan_io.h"
 #include "planner/search.h"
@@ -1122,8 +1123,24 @@ TEST_F(GuiWindow, AnyFrameworkRanksThePresetsTogether) {
     EXPECT_TRUE(text.endsWith(QString::fromStdString(" \u00b7 " + e->framework))) << text.toStdString();
   }
   EXPECT_TRUE(found) << "no candidate of another framework than " << own;
+  // Every preset's best, in a line above the table, the winner at x1.00; the details (layout,
+  // step, days, cost, or why a preset has none) in its tooltip.
+  QLabel* bests = child<QLabel>("frameworkBests");
+  EXPECT_TRUE(bests->isVisible());
+  const std::vector<FrameworkBest>& per = window_->lastResult().per_framework;
+  ASSERT_EQ(per.size(), catalog_frameworks().size());
+  ASSERT_TRUE(per.front().best.has_value());
+  EXPECT_TRUE(bests->text().contains(QString::fromStdString(per.front().framework) + QStringLiteral(" x1.00")))
+      << bests->text().toStdString();
+  for (const FrameworkBest& f : per) {
+    EXPECT_TRUE(bests->text().contains(QString::fromStdString(f.framework))) << f.framework;
+    EXPECT_TRUE(bests->toolTip().contains(QString::fromStdString(f.framework) + QStringLiteral(" ")) ||
+                bests->toolTip().contains(QString::fromStdString(f.framework) + QStringLiteral(":")))
+        << f.framework << "\n" << bests->toolTip().toStdString();
+  }
   framework->setCurrentText(QStringLiteral("megatron-core"));
   ASSERT_TRUE(waitPlan());
+  EXPECT_FALSE(bests->isVisible());
   EXPECT_FALSE(window_->inputs().anyFramework);
   EXPECT_EQ(window_->inputs().training.framework.name, "megatron-core");
   for (const Estimate& e : window_->lastResult().candidates) EXPECT_EQ(e.framework, "megatron-core");
