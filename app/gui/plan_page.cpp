@@ -69,7 +69,12 @@ PlanPage::PlanPage(PageHost& host, SearchJob* search, CandidateFilterModel* filt
   frameworkBests_ = new QLabel(this);
   frameworkBests_->setObjectName(QStringLiteral("frameworkBests"));
   frameworkBests_->setWordWrap(true);
+  frameworkBests_->setTextFormat(Qt::RichText);
   frameworkBests_->hide();
+  // A preset's name opens its own ranking (the framework set to it), where its best is the top row.
+  connect(frameworkBests_, &QLabel::linkActivated, this, [this](const QString& link) {
+    if (link.startsWith(QStringLiteral("framework:"))) framework_->setCurrentText(link.mid(10));
+  });
   v->addWidget(frameworkBests_);
   v->addWidget(buildResults(), 1);
   connectTraining();
@@ -516,26 +521,28 @@ void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Object
   QStringList parts, tips;
   for (const FrameworkBest& f : bests) {
     const QString name = QString::fromStdString(f.framework);
+    const QString link = QStringLiteral("<a href=\"framework:%1\">%1</a>").arg(name.toHtmlEscaped());
     if (!f.best) {
-      parts << tr("%1 no layout").arg(name);
+      parts << tr("%1 no layout").arg(link);
       tips << tr("%1: no layout: %2").arg(name, QString::fromStdString(f.reason));
       continue;
     }
     const Estimate& e = *f.best;
     const QString days = QString::number(e.days_to_train, 'f', 1);
     if (!e.fits) {
-      parts << tr("%1 none fits").arg(name);
+      parts << tr("%1 none fits").arg(link);
       tips << tr("%1: the closest, %2, does not fit: %3")
                   .arg(name, compactLayout(e.layout), QString::fromStdString(e.reason));
       continue;
     }
     const double ratio = std::isfinite(best) && best > 0 ? objective_score(e, objective) / best : 1.0;
-    parts << tr("%1 x%2").arg(name, QString::number(ratio, 'f', 2));
+    parts << tr("%1 x%2").arg(link, QString::number(ratio, 'f', 2));
     tips << tr("%1 (%2 attention): %3, step %4 s, %5 days, %6")
                 .arg(name, QString::fromUtf8(to_string(e.attention)), compactLayout(e.layout),
                      QString::number(e.step_time_s, 'f', 3), days, formatDollars(e.cost_usd));
   }
-  frameworkBests_->setText(tr("Best of each framework, its %1 over the best's: %2").arg(measure, parts.join(QStringLiteral(", "))));
+  frameworkBests_->setText(tr("Best of each framework, its %1 over the best's (a name opens its own ranking): %2")
+                               .arg(measure, parts.join(QStringLiteral(", "))));
   frameworkBests_->setToolTip(tips.join(QLatin1Char('\n')));
 }
 

@@ -1130,14 +1130,27 @@ TEST_F(GuiWindow, AnyFrameworkRanksThePresetsTogether) {
   const std::vector<FrameworkBest>& per = window_->lastResult().per_framework;
   ASSERT_EQ(per.size(), catalog_frameworks().size());
   ASSERT_TRUE(per.front().best.has_value());
-  EXPECT_TRUE(bests->text().contains(QString::fromStdString(per.front().framework) + QStringLiteral(" x1.00")))
+  EXPECT_TRUE(bests->text().contains(QString::fromStdString(per.front().framework) + QStringLiteral("</a> x1.00")))
       << bests->text().toStdString();
   for (const FrameworkBest& f : per) {
-    EXPECT_TRUE(bests->text().contains(QString::fromStdString(f.framework))) << f.framework;
+    EXPECT_TRUE(bests->text().contains(QString::fromStdString("href=\"framework:" + f.framework + "\""))) << f.framework;
     EXPECT_TRUE(bests->toolTip().contains(QString::fromStdString(f.framework) + QStringLiteral(" ")) ||
                 bests->toolTip().contains(QString::fromStdString(f.framework) + QStringLiteral(":")))
         << f.framework << "\n" << bests->toolTip().toStdString();
   }
+  // A preset's name opens its own ranking: the preset the top candidates crowd out is ranked alone.
+  std::string crowded;
+  for (const FrameworkBest& f : per)
+    if (f.best && f.best->fits && f.framework != window_->lastResult().candidates.front().framework) crowded = f.framework;
+  ASSERT_FALSE(crowded.empty());
+  const FrameworkBest crowdedBest = *std::find_if(per.begin(), per.end(), [&](const FrameworkBest& f) { return f.framework == crowded; });
+  emit bests->linkActivated(QString::fromStdString("framework:" + crowded));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_FALSE(window_->inputs().anyFramework);
+  EXPECT_EQ(window_->inputs().training.framework.name, crowded);
+  EXPECT_FALSE(bests->isVisible());
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  EXPECT_DOUBLE_EQ(window_->lastResult().candidates.front().step_time_s, crowdedBest.best->step_time_s) << crowded;
   framework->setCurrentText(QStringLiteral("megatron-core"));
   ASSERT_TRUE(waitPlan());
   EXPECT_FALSE(bests->isVisible());
