@@ -102,6 +102,8 @@ std::string framework_bests_table(const std::vector<FrameworkBest>& bests, Objec
                   fmt_money(e.cost_usd).c_str(), ratio.c_str(), compact_layout(e.layout).c_str());
     os << line;
     if (!e.fits) os << " (closest; " << e.reason << ")";
+    // As in the candidates' table: its band overlaps the best one's.
+    if (e.fits && e.as_good_as_best && &f != &bests.front()) os << "  ~best";
     os << "\n";
   }
   return os.str();

@@ -536,7 +536,9 @@ void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Object
       continue;
     }
     const double ratio = std::isfinite(best) && best > 0 ? objective_score(e, objective) / best : 1.0;
-    parts << tr("%1 x%2").arg(link, QString::number(ratio, 'f', 2));
+    // "~": its band overlaps the best one's, as good as the best within the model's error.
+    parts << tr("%1 x%2%3").arg(link, QString::number(ratio, 'f', 2),
+                                e.as_good_as_best && &f != &bests.front() ? QStringLiteral(" ~") : QString());
     tips << tr("%1 (%2 attention): %3, step %4 s, %5 days, %6")
                 .arg(name, QString::fromUtf8(to_string(e.attention)), compactLayout(e.layout),
                      QString::number(e.step_time_s, 'f', 3), days, formatDollars(e.cost_usd));

@@ -378,14 +378,16 @@ struct Worker {
 // As good as the best within the model's error: a candidate's band overlaps the best one's (step
 // time for the time and throughput objectives, dollars for cost), and it fits where the best does
 // (a layout that does not fit is no alternative to one that does). `ranked` is best first.
+bool as_good_as(const Estimate& e, const Estimate& best, Objective objective) {
+  return (e.fits || !best.fits) && (objective == Objective::Cost && std::isfinite(best.cost_usd_p90)
+                                        ? e.cost_usd_p10 <= best.cost_usd_p90
+                                        : e.step_time_s_p10 <= best.step_time_s_p90);
+}
+
 void mark_as_good_as_best(std::vector<Estimate>& ranked, Objective objective) {
   if (ranked.empty()) return;
   const Estimate best = ranked.front();
-  for (Estimate& e : ranked)
-    e.as_good_as_best = (e.fits || !best.fits) &&
-                        (objective == Objective::Cost && std::isfinite(best.cost_usd_p90)
-                             ? e.cost_usd_p10 <= best.cost_usd_p90
-                             : e.step_time_s_p10 <= best.step_time_s_p90);
+  for (Estimate& e : ranked) e.as_good_as_best = as_good_as(e, best, objective);
 }
 
 Estimate materialize(const Scenario& base, const Cand& cd, const std::optional<std::string>& pinned_order) {
@@ -774,6 +776,11 @@ void merge_framework_bests(std::vector<FrameworkBest>& into, const std::vector<F
       *it = f;
   }
   std::stable_sort(into.begin(), into.end(), better);
+  // Each preset's best against the best of all, as mark_as_good_as_best marks the candidates.
+  if (into.empty() || !into.front().best) return;
+  const Estimate top = *into.front().best;
+  for (FrameworkBest& f : into)
+    if (f.best) f.best->as_good_as_best = as_good_as(*f.best, top, objective);
 }
 
 SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,

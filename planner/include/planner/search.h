@@ -106,8 +106,9 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
                                const SearchProgress& progress = {});
 
 // Adds `part`'s presets to `into`, keeping each preset's better best (one that fits, then the
-// objective), and ranks them as search_frameworks does: the GUI searches a node range one count
-// at a time and merges.
+// objective), ranks them as search_frameworks does, and marks each best's as_good_as_best against
+// the first (its band overlapping the best one's): the GUI searches a node range one count at a
+// time and merges.
 void merge_framework_bests(std::vector<FrameworkBest>& into, const std::vector<FrameworkBest>& part,
                            Objective objective);
 
