@@ -75,29 +75,31 @@ std::string compact_layout(const Layout& l) {
 // plan --framework any: each preset's best, with its objective against the best of all.
 std::string framework_bests_table(const std::vector<FrameworkBest>& bests, Objective objective) {
   std::ostringstream os;
-  const char* measure = objective == Objective::Cost         ? "dollars"
+  const bool priced = std::any_of(bests.begin(), bests.end(),
+                                  [](const FrameworkBest& f) { return f.best && std::isfinite(f.best->cost_usd); });
+  const char* measure = objective == Objective::Cost         ? (priced ? "dollars" : "GPU-days")
                         : objective == Objective::Throughput ? "GPU-seconds per step"
                                                              : "days";
   os << "best of each framework (its own attention); x best: its " << measure << " over the best's\n";
   char line[256];
-  std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %9s %10s %8s %14s %7s  %s\n", "framework", "attention",
-                "fits", "step s", "samples/s", "days", "cost", "x best", "layout");
+  std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %5s %9s %10s %8s %14s %7s  %s\n", "framework", "attention",
+                "fits", "nodes", "step s", "samples/s", "days", "cost", "x best", "layout");
   os << line;
   double best = INFINITY;
   for (const FrameworkBest& f : bests)
     if (f.best && f.best->fits) best = std::min(best, objective_score(*f.best, objective));
   for (const FrameworkBest& f : bests) {
     if (!f.best) {
-      std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %9s %10s %8s %14s %7s  ", f.framework.c_str(), "-", "-",
-                    "-", "-", "-", "-", "-");
+      std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %5s %9s %10s %8s %14s %7s  ", f.framework.c_str(), "-", "-",
+                    "-", "-", "-", "-", "-", "-");
       os << line << "no layout: " << f.reason << "\n";
       continue;
     }
     const Estimate& e = *f.best;
     const double v = objective_score(e, objective);
     const std::string ratio = e.fits && std::isfinite(best) && best > 0 ? fmt_fixed(v / best, 2) : "-";
-    std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %9s %10s %8s %14s %7s  %s", f.framework.c_str(),
-                  to_string(e.attention), e.fits ? "yes" : "no", fmt_fixed(e.step_time_s, 3).c_str(),
+    std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %5d %9s %10s %8s %14s %7s  %s", f.framework.c_str(),
+                  to_string(e.attention), e.fits ? "yes" : "no", e.nodes, fmt_fixed(e.step_time_s, 3).c_str(),
                   fmt_fixed(e.samples_per_s, 2).c_str(), fmt_fixed(e.days_to_train, 1).c_str(),
                   fmt_money(e.cost_usd).c_str(), ratio.c_str(), compact_layout(e.layout).c_str());
     os << line;

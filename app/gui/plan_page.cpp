@@ -512,7 +512,9 @@ void PlanPage::setStatus(const QString& text) { searchStatus_->setText(text); }
 void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Objective objective) {
   frameworkBests_->setVisible(!bests.empty());
   if (bests.empty()) return;
-  const QString measure = objective == Objective::Cost         ? tr("dollars")
+  const bool priced = std::any_of(bests.begin(), bests.end(),
+                                  [](const FrameworkBest& f) { return f.best && std::isfinite(f.best->cost_usd); });
+  const QString measure = objective == Objective::Cost         ? (priced ? tr("dollars") : tr("GPU-days"))
                           : objective == Objective::Throughput ? tr("GPU-seconds per step")
                                                                : tr("days");
   double best = INFINITY;
@@ -539,8 +541,8 @@ void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Object
     // "~": its band overlaps the best one's, as good as the best within the model's error.
     parts << tr("%1 x%2%3").arg(link, QString::number(ratio, 'f', 2),
                                 e.as_good_as_best && &f != &bests.front() ? QStringLiteral(" ~") : QString());
-    tips << tr("%1 (%2 attention): %3, step %4 s, %5 days, %6")
-                .arg(name, QString::fromUtf8(to_string(e.attention)), compactLayout(e.layout),
+    tips << tr("%1 (%2 attention): %3 on %4 nodes, step %5 s, %6 days, %7")
+                .arg(name, QString::fromUtf8(to_string(e.attention)), compactLayout(e.layout), QString::number(e.nodes),
                      QString::number(e.step_time_s, 'f', 3), days, formatDollars(e.cost_usd));
   }
   frameworkBests_->setText(tr("Best of each framework, its %1 over the best's (a name opens its own ranking): %2")

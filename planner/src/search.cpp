@@ -800,7 +800,11 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
     FrameworkBest fb{entry.name, std::nullopt, {}};
     if (!r.candidates.empty()) {
       fb.best = r.candidates.front();
-    } else if (!r.cancelled && r.limit.empty()) {
+    } else if (r.cancelled) {
+      fb.reason = "the search was cancelled before it found one";
+    } else if (!r.limit.empty()) {
+      fb.reason = r.limit;
+    } else {
       // Nothing fits: the closest layout and its reason, or why the preset has none at all.
       SearchOptions closest = options;
       closest.include_infeasible = true;

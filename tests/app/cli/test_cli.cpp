@@ -311,6 +311,7 @@ TEST(Cli, PlanAnyFrameworkGivesEachPresetsBest) {
     EXPECT_TRUE(has(text.out, "\n  " + f.name + " ")) << f.name << "\n" << text.out;
   EXPECT_TRUE(has(text.out, "no layout: no split of 960 GPUs")) << text.out;
   EXPECT_TRUE(has(text.out, "   1.00  dp ")) << text.out;
+  EXPECT_TRUE(has(text.out, "  megatron-core     flash     yes    120 ")) << text.out;  // its node count
   // megatron-lm's band overlaps the best one's: marked as in the candidates' table.
   EXPECT_TRUE(has(text.out, "selective sp  ~best\n")) << text.out;
 
