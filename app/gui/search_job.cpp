@@ -16,7 +16,6 @@
 namespace capplan::gui {
 namespace {
 
-
 bool dominates(const Estimate& a, const Estimate& b) {
   const double ca = std::isfinite(a.cost_usd) ? a.cost_usd : 0;
   const double cb = std::isfinite(b.cost_usd) ? b.cost_usd : 0;

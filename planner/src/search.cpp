@@ -377,13 +377,14 @@ struct Worker {
 
 // As good as the best within the model's error: a candidate's band overlaps the best one's (step
 // time for the time and throughput objectives, dollars for cost), and it fits where the best does
-// (a layout that does not fit is no alternative to one that does). `ranked` is best first.
+// (a layout that does not fit is no alternative to one that does).
 bool as_good_as(const Estimate& e, const Estimate& best, Objective objective) {
   return (e.fits || !best.fits) && (objective == Objective::Cost && std::isfinite(best.cost_usd_p90)
                                         ? e.cost_usd_p10 <= best.cost_usd_p90
                                         : e.step_time_s_p10 <= best.step_time_s_p90);
 }
 
+// Marks each of `ranked` (best first) as_good_as its first.
 void mark_as_good_as_best(std::vector<Estimate>& ranked, Objective objective) {
   if (ranked.empty()) return;
   const Estimate best = ranked.front();
