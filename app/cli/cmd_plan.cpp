@@ -103,7 +103,7 @@ std::string framework_bests_table(const std::vector<FrameworkBest>& bests, Objec
                   fmt_fixed(e.samples_per_s, 2).c_str(), fmt_fixed(e.days_to_train, 1).c_str(),
                   fmt_money(e.cost_usd).c_str(), ratio.c_str(), compact_layout(e.layout).c_str());
     os << line;
-    if (!e.fits) os << " (closest; " << e.reason << ")";
+    if (!e.fits) os << " (does not fit: " << e.reason << ")";
     // As in the candidates' table: its band overlaps the best one's.
     if (e.fits && e.as_good_as_best && &f != &bests.front()) os << "  ~best";
     os << "\n";
@@ -187,6 +187,9 @@ void print_result(const Args& args, const ScenarioArgs& sc, const SearchResult& 
     else
       std::printf("\nno layout fits in memory; try more nodes, --fix recompute=full, or --all to "
                   "see the closest ones\n");
+    // --framework any: each preset's best layout, memory aside, and why it does not fit.
+    if (!result.per_framework.empty())
+      std::printf("\n%s", framework_bests_table(result.per_framework, options.objective).c_str());
     return;
   }
   std::printf("\n%s", candidates_table(result.candidates).c_str());

@@ -533,7 +533,7 @@ void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Object
     const QString days = QString::number(e.days_to_train, 'f', 1);
     if (!e.fits) {
       parts << tr("%1 none fits").arg(link);
-      tips << tr("%1: the closest, %2, does not fit: %3")
+      tips << tr("%1: none fits; its best, %2, does not fit: %3")
                   .arg(name, compactLayout(e.layout), QString::fromStdString(e.reason));
       continue;
     }

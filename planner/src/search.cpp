@@ -806,7 +806,8 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
     } else if (!r.limit.empty()) {
       fb.reason = r.limit;
     } else {
-      // Nothing fits: the closest layout and its reason, or why the preset has none at all.
+      // Nothing fits: its best layout by the objective, memory aside, and why it does not fit;
+      // or why the preset has no layout at all.
       SearchOptions closest = options;
       closest.include_infeasible = true;
       closest.top = 1;

@@ -99,8 +99,8 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options,
 // `plan --framework any`: the search once per framework preset (configs/frameworks/, each with
 // its own default attention), the candidates ranked together by the objective and the Pareto
 // front taken over all of them. Each candidate's `framework` names its preset. `per_framework`
-// holds every preset's own best, fitting ones first by the objective, then the closest that does
-// not fit, then the presets with no layout; so a preset the top candidates crowd out is still
+// holds every preset's own best, fitting ones first by the objective, then those where none fits
+// (their best by the objective, memory aside, with the reason), then the presets with no layout; so a preset the top candidates crowd out is still
 // answered for ("how much slower is FSDP here?").
 SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,
                                const SearchProgress& progress = {});

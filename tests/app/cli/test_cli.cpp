@@ -339,6 +339,17 @@ TEST(Cli, PlanAnyFrameworkGivesEachPresetsBest) {
     last = days;
   }
   EXPECT_TRUE(fsdp);
+  // Where no layout of any preset fits (GPT-3 175B on one node), each preset's best says why it
+  // does not fit, under the "no layout fits" line.
+  const CliRun none = run_cli("plan --model gpt3-175b --cluster p4d.24xlarge --nodes 1 --gbs 512 --framework any");
+  ASSERT_EQ(none.status, 0) << none.err;
+  EXPECT_TRUE(has(none.out, "no layout fits in memory")) << none.out;
+  for (const capplan::CatalogEntry& f : capplan::catalog_frameworks()) {
+    const size_t at = none.out.find("\n  " + f.name + " ");
+    ASSERT_NE(at, std::string::npos) << f.name << "\n" << none.out;
+    const std::string row = none.out.substr(at + 1, none.out.find('\n', at + 1) - at - 1);
+    EXPECT_TRUE(has(row, " no ") && has(row, "(does not fit: needs ") && has(row, "GiB per GPU")) << row;
+  }
   // Without `any` there is one framework, and no such section.
   const CliRun one = run_cli("plan --model gpt3-175b --cluster p4d.24xlarge --nodes 120 --gbs 1536 --tokens 300e9 --top 3 --json");
   ASSERT_EQ(one.status, 0) << one.err;
