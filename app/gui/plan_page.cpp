@@ -525,7 +525,7 @@ void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Object
     const QString name = QString::fromStdString(f.framework);
     const QString link = QStringLiteral("<a href=\"framework:%1\">%1</a>").arg(name.toHtmlEscaped());
     if (!f.best) {
-      parts << tr("%1 no layout").arg(link);
+      parts << tr("%1 none").arg(link);
       tips << tr("%1: no layout: %2").arg(name, QString::fromStdString(f.reason));
       continue;
     }
@@ -545,9 +545,9 @@ void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Object
                 .arg(name, QString::fromUtf8(to_string(e.attention)), compactLayout(e.layout), QString::number(e.nodes),
                      QString::number(e.step_time_s, 'f', 3), days, formatDollars(e.cost_usd));
   }
-  frameworkBests_->setText(tr("Best of each framework, its %1 over the best's (a name opens its own ranking): %2")
-                               .arg(measure, parts.join(QStringLiteral(", "))));
-  frameworkBests_->setToolTip(tips.join(QLatin1Char('\n')));
+  frameworkBests_->setText(tr("Best per framework (%1 over the best's): %2").arg(measure, parts.join(QStringLiteral(", "))));
+  frameworkBests_->setToolTip(tr("A name ranks that framework alone; '~': as good as the best within the model's error.\n") +
+                              tips.join(QLatin1Char('\n')));
 }
 
 void PlanPage::setStale(bool stale) {
