@@ -167,10 +167,19 @@ class Measurer {
     return median(t);
   }
 
+  // A buffer of n floats in [-0.5, 0.5): element i is ((i x 2654435761) mod 1000) / 1000 - 0.5,
+  // a pattern of period 1000 copied in, so that the operand copies the cold timings cycle through
+  // (up to twice the last-level cache per shape) cost a memory copy to fill, not a division each.
   float* buffer(int64_t n) {
+    static const std::vector<float> pattern = [] {
+      std::vector<float> v(1000);
+      for (size_t i = 0; i < v.size(); ++i) v[i] = float((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+      return v;
+    }();
     bufs_.push_back(std::vector<float>(size_t(std::max<int64_t>(n, 1))));
     std::vector<float>& b = bufs_.back();
-    for (size_t i = 0; i < b.size(); ++i) b[i] = float((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
+    for (size_t i = 0; i < b.size(); i += pattern.size())
+      std::copy_n(pattern.begin(), std::min(pattern.size(), b.size() - i), b.begin() + ptrdiff_t(i));
     return b.data();
   }
 
@@ -231,54 +240,83 @@ class Measurer {
     const int64_t fl = int64_t(rows) * (m_.ffn_hidden_or_default() / tp);
     const double e = 4;  // fp32
     const NormKind norm = norm_kind();
+    // In a step these kernels' operands are a layer's own activations, written into that layer's
+    // buffers in the forward and read back in the backward a pass later, every other layer's work
+    // in between: each call takes the next of copies of its operands that fill the last-level
+    // cache twice, so that they come from memory as the GEMMs' operands do (gemms_at). Timed on
+    // one set of operands, hot in the caches, the 4-layer, 256-wide model's step ran these kernels
+    // 1.2-1.6 times longer than their profile times added up (2 EPYC cores, 12-step runs of six
+    // layouts, the runtime's GEMMs matching their profile times within 1 % in one of them).
     {
-      float* x = buffer(int64_t(rows) * h);
-      float* out = buffer(int64_t(rows) * h);
-      float* w = buffer(h);
-      float* b = buffer(h);
-      float* mean = buffer(rows);
-      float* rstd = buffer(rows);
-      float* dw = buffer(h);
-      float* db = buffer(h);
-      kernel(p, "norm forward", e * 2 * rows * double(h), [&] { be_.norm_forward(norm, out, mean, rstd, x, w, b, rows, h); });
-      kernel(p, "norm backward", e * 3 * rows * double(h),
-             [&] { be_.norm_backward(norm, x, dw, db, out, x, w, mean, rstd, rows, h); });
-      kernel(p, "residual add", e * 3 * rows * double(h), [&] { be_.add(out, x, int64_t(rows) * h); });
+      const int64_t nx = int64_t(rows) * h;
+      struct NormOperands {
+        float *x, *out, *w, *b, *mean, *rstd, *dw, *db;
+      };
+      std::vector<NormOperands> ops;
+      const int copies = cold_copies(e * (2.0 * double(nx) + 2.0 * rows + 4.0 * h));
+      for (int c = 0; c < copies; ++c)
+        ops.push_back({buffer(nx), buffer(nx), buffer(h), buffer(h), buffer(rows), buffer(rows), buffer(h), buffer(h)});
+      size_t i = 0;
+      auto next = [&]() -> NormOperands& { return ops[i = (i + 1) % ops.size()]; };
+      kernel(p, "norm forward", e * 2 * rows * double(h), [&] {
+        NormOperands& o = next();
+        be_.norm_forward(norm, o.out, o.mean, o.rstd, o.x, o.w, o.b, rows, h);
+      });
+      kernel(p, "norm backward", e * 3 * rows * double(h), [&] {
+        NormOperands& o = next();
+        be_.norm_backward(norm, o.x, o.dw, o.db, o.out, o.x, o.w, o.mean, o.rstd, rows, h);
+      });
+      kernel(p, "residual add", e * 3 * rows * double(h), [&] {
+        NormOperands& o = next();
+        be_.add(o.out, o.x, nx);
+      });
       bufs_.clear();
     }
     {
-      float* x = buffer(fl);
-      float* out = buffer(fl);
-      kernel(p, "gelu forward", e * 2 * double(fl), [&] { be_.gelu_forward(out, x, fl); });
-      kernel(p, "gelu backward", e * 3 * double(fl), [&] { be_.gelu_backward(x, out, out, fl); });
+      std::vector<std::array<float*, 2>> ops;
+      const int copies = cold_copies(e * 2.0 * double(fl));
+      for (int c = 0; c < copies; ++c) ops.push_back({buffer(fl), buffer(fl)});
+      size_t i = 0;
+      auto next = [&]() -> std::array<float*, 2>& { return ops[i = (i + 1) % ops.size()]; };
+      kernel(p, "gelu forward", e * 2 * double(fl), [&] {
+        std::array<float*, 2>& o = next();
+        be_.gelu_forward(o[1], o[0], fl);
+      });
+      kernel(p, "gelu backward", e * 3 * double(fl), [&] {
+        std::array<float*, 2>& o = next();
+        be_.gelu_backward(o[0], o[1], o[1], fl);
+      });
       bufs_.clear();
     }
     {
       const AttentionShape s = attention_shape(T);
       const int64_t width = s.qkv_stride();
-      float* qkv = buffer(int64_t(rows) * width);
-      float* probs = buffer(int64_t(B) * s.Hl * T * T);
-      float* out = buffer(int64_t(rows) * s.Hl * s.D);
-      float* dqkv = buffer(int64_t(rows) * width);
       const double score_bytes = e * double(B) * s.Hl * T * T;
-      kernel(p, "attention forward", 2 * score_bytes, [&] { be_.attention_forward(out, probs, qkv, s); });
-      kernel(p, "attention backward", 3 * score_bytes, [&] { be_.attention_backward(dqkv, out, qkv, probs, s); });
       // Selective recompute runs the attention forward in the backward, on Q, K, V written in
-      // the forward a whole pass earlier: each call takes the next of copies of its operands that
-      // fill twice the last-level cache, so it reads them from memory (measured on 2 cores: the
-      // recompute took 0.75 ms a call in training against 0.43-0.58 ms with warm operands).
-      const int copies =
-          cold_copies(e * (double(rows) * width + double(B) * s.Hl * T * T + double(rows) * s.Hl * s.D));
-      std::vector<float*> cq, cp, co;
-      for (int c = 0; c < copies; ++c) {
-        cq.push_back(buffer(int64_t(rows) * width));
-        cp.push_back(buffer(int64_t(B) * s.Hl * T * T));
-        co.push_back(buffer(int64_t(rows) * s.Hl * s.D));
-      }
+      // the forward a whole pass earlier (measured on 2 cores: the recompute took 0.75 ms a call
+      // in training against 0.43-0.58 ms with warm operands): the same cold operands.
+      struct AttentionOperands {
+        float *qkv, *probs, *out, *dqkv;
+      };
+      std::vector<AttentionOperands> ops;
+      const int copies = cold_copies(
+          e * (2.0 * double(rows) * width + double(B) * s.Hl * T * T + double(rows) * s.Hl * s.D));
+      for (int c = 0; c < copies; ++c)
+        ops.push_back({buffer(int64_t(rows) * width), buffer(int64_t(B) * s.Hl * T * T),
+                       buffer(int64_t(rows) * s.Hl * s.D), buffer(int64_t(rows) * width)});
       size_t i = 0;
+      auto next = [&]() -> AttentionOperands& { return ops[i = (i + 1) % ops.size()]; };
+      kernel(p, "attention forward", 2 * score_bytes, [&] {
+        AttentionOperands& o = next();
+        be_.attention_forward(o.out, o.probs, o.qkv, s);
+      });
+      kernel(p, "attention backward", 3 * score_bytes, [&] {
+        AttentionOperands& o = next();
+        be_.attention_backward(o.dqkv, o.out, o.qkv, o.probs, s);
+      });
       kernel(p, "attention recompute", 2 * score_bytes, [&] {
-        i = (i + 1) % size_t(copies);
-        be_.attention_forward(co[i], cp[i], cq[i], s);
+        AttentionOperands& o = next();
+        be_.attention_forward(o.out, o.probs, o.qkv, s);
       });
       bufs_.clear();
     }
@@ -958,7 +996,7 @@ int measure_main(int argc, char** argv) {
     p.how = "capplan-train measure: " + std::to_string(size) + " ranks measuring at once, " +
             std::to_string(threads) + " backend threads each; median over " + std::to_string(o.rounds) +
             " rounds of the median of " + std::to_string(o.repeats) +
-            " repeats of the slowest rank, after one warm-up; GEMM operands cold after a pass over the model; fp32";
+            " repeats of the slowest rank, after one warm-up; GEMM operands cold after a pass over the model, the layer kernels' cold; fp32";
     p.model = model.name;
     p.hidden = model.hidden;
     p.heads = model.heads;
