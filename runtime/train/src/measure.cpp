@@ -235,128 +235,147 @@ class Measurer {
     }
   }
 
+  // The memory-bound kernels of a layer, its loss and its optimizer step, at the profile's shapes.
   void kernels(DeviceProfile& p) {
-    const int h = m_.hidden, tp = o_.tp, T = seq(), B = o_.mbs, rows = B * T;
-    const int64_t fl = int64_t(rows) * (m_.ffn_hidden_or_default() / tp);
+    norm_kernels(p);
+    gelu_kernels(p);
+    attention_kernels(p);
+    ring_kernels(p);
+    loss_kernels(p);
+    optimizer_kernel(p);
+  }
+
+  // In a step the operands of the layer's kernels (norm_kernels, gelu_kernels, attention_kernels)
+  // are a layer's own activations, written into that layer's buffers in the forward and read back
+  // in the backward a pass later, every other layer's work in between: each call takes the next
+  // of copies of its operands that fill the last-level cache twice, so that they come from memory
+  // as the GEMMs' operands do (gemms_at). Timed on one set of operands, hot in the caches, the
+  // 4-layer, 256-wide model's step ran these kernels 1.2-1.6 times longer than their profile times
+  // added up (2 EPYC cores, 12-step runs of six layouts, the runtime's GEMMs matching their
+  // profile times within 1 % in one of them).
+  void norm_kernels(DeviceProfile& p) {
+    const int h = m_.hidden, rows = o_.mbs * seq();
     const double e = 4;  // fp32
     const NormKind norm = norm_kind();
-    // In a step these kernels' operands are a layer's own activations, written into that layer's
-    // buffers in the forward and read back in the backward a pass later, every other layer's work
-    // in between: each call takes the next of copies of its operands that fill the last-level
-    // cache twice, so that they come from memory as the GEMMs' operands do (gemms_at). Timed on
-    // one set of operands, hot in the caches, the 4-layer, 256-wide model's step ran these kernels
-    // 1.2-1.6 times longer than their profile times added up (2 EPYC cores, 12-step runs of six
-    // layouts, the runtime's GEMMs matching their profile times within 1 % in one of them).
-    {
-      const int64_t nx = int64_t(rows) * h;
-      struct NormOperands {
-        float *x, *out, *w, *b, *mean, *rstd, *dw, *db;
-      };
-      std::vector<NormOperands> ops;
-      const int copies = cold_copies(e * (2.0 * double(nx) + 2.0 * rows + 4.0 * h));
-      for (int c = 0; c < copies; ++c)
-        ops.push_back({buffer(nx), buffer(nx), buffer(h), buffer(h), buffer(rows), buffer(rows), buffer(h), buffer(h)});
-      size_t i = 0;
-      auto next = [&]() -> NormOperands& { return ops[i = (i + 1) % ops.size()]; };
-      kernel(p, "norm forward", e * 2 * rows * double(h), [&] {
-        NormOperands& o = next();
-        be_.norm_forward(norm, o.out, o.mean, o.rstd, o.x, o.w, o.b, rows, h);
-      });
-      kernel(p, "norm backward", e * 3 * rows * double(h), [&] {
-        NormOperands& o = next();
-        be_.norm_backward(norm, o.x, o.dw, o.db, o.out, o.x, o.w, o.mean, o.rstd, rows, h);
-      });
-      kernel(p, "residual add", e * 3 * rows * double(h), [&] {
-        NormOperands& o = next();
-        be_.add(o.out, o.x, nx);
-      });
-      bufs_.clear();
+    const int64_t nx = int64_t(rows) * h;
+    struct NormOperands {
+      float *x, *out, *w, *b, *mean, *rstd, *dw, *db;
+    };
+    std::vector<NormOperands> ops;
+    const int copies = cold_copies(e * (2.0 * double(nx) + 2.0 * rows + 4.0 * h));
+    for (int c = 0; c < copies; ++c)
+      ops.push_back({buffer(nx), buffer(nx), buffer(h), buffer(h), buffer(rows), buffer(rows), buffer(h), buffer(h)});
+    size_t i = 0;
+    auto next = [&]() -> NormOperands& { return ops[i = (i + 1) % ops.size()]; };
+    kernel(p, "norm forward", e * 2 * rows * double(h), [&] {
+      NormOperands& o = next();
+      be_.norm_forward(norm, o.out, o.mean, o.rstd, o.x, o.w, o.b, rows, h);
+    });
+    kernel(p, "norm backward", e * 3 * rows * double(h), [&] {
+      NormOperands& o = next();
+      be_.norm_backward(norm, o.x, o.dw, o.db, o.out, o.x, o.w, o.mean, o.rstd, rows, h);
+    });
+    kernel(p, "residual add", e * 3 * rows * double(h), [&] {
+      NormOperands& o = next();
+      be_.add(o.out, o.x, nx);
+    });
+    bufs_.clear();
+  }
+
+  void gelu_kernels(DeviceProfile& p) {
+    const int64_t fl = int64_t(o_.mbs) * seq() * (m_.ffn_hidden_or_default() / o_.tp);
+    const double e = 4;  // fp32
+    std::vector<std::array<float*, 2>> ops;
+    const int copies = cold_copies(e * 2.0 * double(fl));
+    for (int c = 0; c < copies; ++c) ops.push_back({buffer(fl), buffer(fl)});
+    size_t i = 0;
+    auto next = [&]() -> std::array<float*, 2>& { return ops[i = (i + 1) % ops.size()]; };
+    kernel(p, "gelu forward", e * 2 * double(fl), [&] {
+      std::array<float*, 2>& o = next();
+      be_.gelu_forward(o[1], o[0], fl);
+    });
+    kernel(p, "gelu backward", e * 3 * double(fl), [&] {
+      std::array<float*, 2>& o = next();
+      be_.gelu_backward(o[0], o[1], o[1], fl);
+    });
+    bufs_.clear();
+  }
+
+  void attention_kernels(DeviceProfile& p) {
+    const int T = seq(), B = o_.mbs, rows = B * T;
+    const double e = 4;  // fp32
+    const AttentionShape s = attention_shape(T);
+    const int64_t width = s.qkv_stride();
+    const double score_bytes = e * double(B) * s.Hl * T * T;
+    // Selective recompute runs the attention forward in the backward, on Q, K, V written in
+    // the forward a whole pass earlier (measured on 2 cores: the recompute took 0.75 ms a call
+    // in training against 0.43-0.58 ms with warm operands): the same cold operands.
+    struct AttentionOperands {
+      float *qkv, *probs, *out, *dqkv;
+    };
+    std::vector<AttentionOperands> ops;
+    const int copies = cold_copies(
+        e * (2.0 * double(rows) * width + double(B) * s.Hl * T * T + double(rows) * s.Hl * s.D));
+    for (int c = 0; c < copies; ++c)
+      ops.push_back({buffer(int64_t(rows) * width), buffer(int64_t(B) * s.Hl * T * T),
+                     buffer(int64_t(rows) * s.Hl * s.D), buffer(int64_t(rows) * width)});
+    size_t i = 0;
+    auto next = [&]() -> AttentionOperands& { return ops[i = (i + 1) % ops.size()]; };
+    kernel(p, "attention forward", 2 * score_bytes, [&] {
+      AttentionOperands& o = next();
+      be_.attention_forward(o.out, o.probs, o.qkv, s);
+    });
+    kernel(p, "attention backward", 3 * score_bytes, [&] {
+      AttentionOperands& o = next();
+      be_.attention_backward(o.dqkv, o.out, o.qkv, o.probs, s);
+    });
+    kernel(p, "attention recompute", 2 * score_bytes, [&] {
+      AttentionOperands& o = next();
+      be_.attention_forward(o.out, o.probs, o.qkv, s);
+    });
+    bufs_.clear();
+  }
+
+  void loss_kernels(DeviceProfile& p) {
+    const int tp = o_.tp, rows = o_.mbs * seq();
+    const double e = 4;  // fp32
+    const int Vl = (m_.vocab + tp - 1) / tp;
+    float* logits = buffer(int64_t(rows) * Vl);
+    float* mx = buffer(rows);
+    float* se = buffer(rows);
+    float* tl = buffer(rows);
+    std::vector<int32_t> targets(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r) targets[size_t(r)] = int32_t((r * 7919) % m_.vocab);
+    const double lb = e * double(rows) * Vl;
+    kernel(p, "loss forward", 3 * lb, [&] {
+      be_.xent_row_max(mx, logits, rows, Vl, 0, m_.vocab);
+      be_.xent_sum_exp(se, tl, logits, mx, targets.data(), rows, Vl, 0, m_.vocab);
+    });
+    kernel(p, "loss backward", 2 * lb,
+           [&] { be_.xent_backward(logits, se, targets.data(), 1.0f, rows, Vl, 0, m_.vocab); });
+    bufs_.clear();
+  }
+
+  void optimizer_kernel(DeviceProfile& p) {
+    const int h = m_.hidden, tp = o_.tp;
+    const double e = 4;  // fp32
+    // The optimizer step sweeps every weight, gradient and moment of the rank once a step, so
+    // they come from memory: each call takes the next of copies (a layer's weights on one rank
+    // each) that fill the last-level cache twice.
+    const int64_t n = int64_t(12) * h * h / tp;
+    const int copies = cold_copies(4.0 * e * double(n));
+    std::vector<std::array<float*, 4>> ops;
+    for (int c = 0; c < copies; ++c) {
+      ops.push_back({buffer(n), buffer(n), buffer(n), buffer(n)});
+      for (int64_t i = 0; i < n; ++i) ops.back()[3][i] = std::abs(ops.back()[3][i]);
     }
-    {
-      std::vector<std::array<float*, 2>> ops;
-      const int copies = cold_copies(e * 2.0 * double(fl));
-      for (int c = 0; c < copies; ++c) ops.push_back({buffer(fl), buffer(fl)});
-      size_t i = 0;
-      auto next = [&]() -> std::array<float*, 2>& { return ops[i = (i + 1) % ops.size()]; };
-      kernel(p, "gelu forward", e * 2 * double(fl), [&] {
-        std::array<float*, 2>& o = next();
-        be_.gelu_forward(o[1], o[0], fl);
-      });
-      kernel(p, "gelu backward", e * 3 * double(fl), [&] {
-        std::array<float*, 2>& o = next();
-        be_.gelu_backward(o[0], o[1], o[1], fl);
-      });
-      bufs_.clear();
-    }
-    {
-      const AttentionShape s = attention_shape(T);
-      const int64_t width = s.qkv_stride();
-      const double score_bytes = e * double(B) * s.Hl * T * T;
-      // Selective recompute runs the attention forward in the backward, on Q, K, V written in
-      // the forward a whole pass earlier (measured on 2 cores: the recompute took 0.75 ms a call
-      // in training against 0.43-0.58 ms with warm operands): the same cold operands.
-      struct AttentionOperands {
-        float *qkv, *probs, *out, *dqkv;
-      };
-      std::vector<AttentionOperands> ops;
-      const int copies = cold_copies(
-          e * (2.0 * double(rows) * width + double(B) * s.Hl * T * T + double(rows) * s.Hl * s.D));
-      for (int c = 0; c < copies; ++c)
-        ops.push_back({buffer(int64_t(rows) * width), buffer(int64_t(B) * s.Hl * T * T),
-                       buffer(int64_t(rows) * s.Hl * s.D), buffer(int64_t(rows) * width)});
-      size_t i = 0;
-      auto next = [&]() -> AttentionOperands& { return ops[i = (i + 1) % ops.size()]; };
-      kernel(p, "attention forward", 2 * score_bytes, [&] {
-        AttentionOperands& o = next();
-        be_.attention_forward(o.out, o.probs, o.qkv, s);
-      });
-      kernel(p, "attention backward", 3 * score_bytes, [&] {
-        AttentionOperands& o = next();
-        be_.attention_backward(o.dqkv, o.out, o.qkv, o.probs, s);
-      });
-      kernel(p, "attention recompute", 2 * score_bytes, [&] {
-        AttentionOperands& o = next();
-        be_.attention_forward(o.out, o.probs, o.qkv, s);
-      });
-      bufs_.clear();
-    }
-    ring_kernels(p);
-    {
-      const int Vl = (m_.vocab + tp - 1) / tp;
-      float* logits = buffer(int64_t(rows) * Vl);
-      float* mx = buffer(rows);
-      float* se = buffer(rows);
-      float* tl = buffer(rows);
-      std::vector<int32_t> targets(static_cast<size_t>(rows));
-      for (int r = 0; r < rows; ++r) targets[size_t(r)] = int32_t((r * 7919) % m_.vocab);
-      const double lb = e * double(rows) * Vl;
-      kernel(p, "loss forward", 3 * lb, [&] {
-        be_.xent_row_max(mx, logits, rows, Vl, 0, m_.vocab);
-        be_.xent_sum_exp(se, tl, logits, mx, targets.data(), rows, Vl, 0, m_.vocab);
-      });
-      kernel(p, "loss backward", 2 * lb,
-             [&] { be_.xent_backward(logits, se, targets.data(), 1.0f, rows, Vl, 0, m_.vocab); });
-      bufs_.clear();
-    }
-    {
-      // The optimizer step sweeps every weight, gradient and moment of the rank once a step, so
-      // they come from memory: each call takes the next of copies (a layer's weights on one rank
-      // each) that fill the last-level cache twice.
-      const int64_t n = int64_t(12) * h * h / tp;
-      const int copies = cold_copies(4.0 * e * double(n));
-      std::vector<std::array<float*, 4>> ops;
-      for (int c = 0; c < copies; ++c) {
-        ops.push_back({buffer(n), buffer(n), buffer(n), buffer(n)});
-        for (int64_t i = 0; i < n; ++i) ops.back()[3][i] = std::abs(ops.back()[3][i]);
-      }
-      AdamWStep st;
-      size_t i = 0;
-      kernel(p, "adamw", e * 7 * double(n), [&] {
-        i = (i + 1) % ops.size();
-        be_.adamw(ops[i][0], ops[i][1], ops[i][2], ops[i][3], n, st);
-      });
-      bufs_.clear();
-    }
+    AdamWStep st;
+    size_t i = 0;
+    kernel(p, "adamw", e * 7 * double(n), [&] {
+      i = (i + 1) % ops.size();
+      be_.adamw(ops[i][0], ops[i][1], ops[i][2], ops[i][3], n, st);
+    });
+    bufs_.clear();
   }
 
   // A rank of a context-parallel ring of kProfileRingCp over the same sequence (RingAttention
