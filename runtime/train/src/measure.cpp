@@ -183,6 +183,22 @@ class Measurer {
     return b.data();
   }
 
+  // Copies of a kernel's operands, each call taking the next in turn, so that a copy's bytes
+  // have left the caches by its next use (cold_copies, cold_operand_copies say how many).
+  template <class Operands>
+  struct OperandCopies {
+    std::vector<Operands> sets;
+    size_t i = 0;
+    Operands& next() { return sets[i = (i + 1) % sets.size()]; }
+  };
+  // `copies` sets, make() allocating each (with buffer()).
+  template <class Make>
+  auto operand_copies(int copies, Make make) {
+    OperandCopies<decltype(make())> c;
+    for (int k = 0; k < copies; ++k) c.sets.push_back(make());
+    return c;
+  }
+
   // Every GEMM of a layer and of the LM head at the profile's tokens per micro-batch (mbs x
   // seq), and again at half of them: the rows of a rank of a context-parallel pair (seq / 2, the
   // dense slice the cost model prices for cp 2) or of half the micro-batch, so that those shapes
@@ -210,26 +226,23 @@ class Measurer {
       // in a step (what of them the last-level cache still holds, it holds here too). Copies
       // beyond twice the last-level cache change nothing (the operands come from memory either
       // way) and are not made.
-      const int copies = cold_operand_copies(step_bytes, operand_bytes(l), double(llc_bytes_));
-      std::vector<float*> x, w, y;
-      for (int c = 0; c < copies; ++c) {
-        x.push_back(buffer(int64_t(tok) * l.in));
-        w.push_back(buffer(int64_t(l.in) * l.out));
-        y.push_back(buffer(int64_t(tok) * l.out));
-      }
-      size_t i = 0;
-      auto next = [&] { return i = (i + 1) % size_t(copies); };
+      struct Operands {
+        float *x, *w, *y;
+      };
+      auto ops = operand_copies(cold_operand_copies(step_bytes, operand_bytes(l), double(llc_bytes_)), [&] {
+        return Operands{buffer(int64_t(tok) * l.in), buffer(int64_t(l.in) * l.out), buffer(int64_t(tok) * l.out)};
+      });
       add(p, std::string(l.name) + " forward" + suffix, tok, l.out, l.in, [&] {
-        const size_t c = next();
-        be_.matmul(y[c], x[c], w[c], tok, l.out, l.in, false, false, false);
+        Operands& o = ops.next();
+        be_.matmul(o.y, o.x, o.w, tok, l.out, l.in, false, false, false);
       });
       add(p, std::string(l.name) + " input-gradient" + suffix, tok, l.in, l.out, [&] {
-        const size_t c = next();
-        be_.matmul(x[c], y[c], w[c], tok, l.in, l.out, false, true, false);
+        Operands& o = ops.next();
+        be_.matmul(o.x, o.y, o.w, tok, l.in, l.out, false, true, false);
       });
       add(p, std::string(l.name) + " weight-gradient" + suffix, l.in, l.out, tok, [&] {
-        const size_t c = next();
-        be_.matmul(w[c], x[c], y[c], l.in, l.out, tok, true, false, false);
+        Operands& o = ops.next();
+        be_.matmul(o.w, o.x, o.y, l.in, l.out, tok, true, false, false);
       });
       bufs_.clear();
     }
@@ -261,22 +274,19 @@ class Measurer {
     struct NormOperands {
       float *x, *out, *w, *b, *mean, *rstd, *dw, *db;
     };
-    std::vector<NormOperands> ops;
-    const int copies = cold_copies(e * (2.0 * double(nx) + 2.0 * rows + 4.0 * h));
-    for (int c = 0; c < copies; ++c)
-      ops.push_back({buffer(nx), buffer(nx), buffer(h), buffer(h), buffer(rows), buffer(rows), buffer(h), buffer(h)});
-    size_t i = 0;
-    auto next = [&]() -> NormOperands& { return ops[i = (i + 1) % ops.size()]; };
+    auto ops = operand_copies(cold_copies(e * (2.0 * double(nx) + 2.0 * rows + 4.0 * h)), [&] {
+      return NormOperands{buffer(nx), buffer(nx), buffer(h), buffer(h), buffer(rows), buffer(rows), buffer(h), buffer(h)};
+    });
     kernel(p, "norm forward", e * 2 * rows * double(h), [&] {
-      NormOperands& o = next();
+      NormOperands& o = ops.next();
       be_.norm_forward(norm, o.out, o.mean, o.rstd, o.x, o.w, o.b, rows, h);
     });
     kernel(p, "norm backward", e * 3 * rows * double(h), [&] {
-      NormOperands& o = next();
+      NormOperands& o = ops.next();
       be_.norm_backward(norm, o.x, o.dw, o.db, o.out, o.x, o.w, o.mean, o.rstd, rows, h);
     });
     kernel(p, "residual add", e * 3 * rows * double(h), [&] {
-      NormOperands& o = next();
+      NormOperands& o = ops.next();
       be_.add(o.out, o.x, nx);
     });
     bufs_.clear();
@@ -285,17 +295,13 @@ class Measurer {
   void gelu_kernels(DeviceProfile& p) {
     const int64_t fl = int64_t(o_.mbs) * seq() * (m_.ffn_hidden_or_default() / o_.tp);
     const double e = 4;  // fp32
-    std::vector<std::array<float*, 2>> ops;
-    const int copies = cold_copies(e * 2.0 * double(fl));
-    for (int c = 0; c < copies; ++c) ops.push_back({buffer(fl), buffer(fl)});
-    size_t i = 0;
-    auto next = [&]() -> std::array<float*, 2>& { return ops[i = (i + 1) % ops.size()]; };
+    auto ops = operand_copies(cold_copies(e * 2.0 * double(fl)), [&] { return std::array<float*, 2>{buffer(fl), buffer(fl)}; });
     kernel(p, "gelu forward", e * 2 * double(fl), [&] {
-      std::array<float*, 2>& o = next();
+      std::array<float*, 2>& o = ops.next();
       be_.gelu_forward(o[1], o[0], fl);
     });
     kernel(p, "gelu backward", e * 3 * double(fl), [&] {
-      std::array<float*, 2>& o = next();
+      std::array<float*, 2>& o = ops.next();
       be_.gelu_backward(o[0], o[1], o[1], fl);
     });
     bufs_.clear();
@@ -307,31 +313,25 @@ class Measurer {
     const AttentionShape s = attention_shape(T);
     const int64_t width = s.qkv_stride();
     const double score_bytes = e * double(B) * s.Hl * T * T;
-    // Selective recompute runs the attention forward in the backward, on Q, K, V written in
-    // the forward a whole pass earlier (measured on 2 cores: the recompute took 0.75 ms a call
-    // in training against 0.43-0.58 ms with warm operands): the same cold operands.
+    // Selective recompute reruns the forward in the backward on Q, K, V written a whole pass
+    // earlier: cold operands too, so the cost model prices it with this forward's time (profiles
+    // that timed the forward warm also wrote an "attention recompute" on cold copies; measured on
+    // 2 cores, the recompute took 0.75 ms a call in training against 0.43-0.58 ms warm).
     struct AttentionOperands {
       float *qkv, *probs, *out, *dqkv;
     };
-    std::vector<AttentionOperands> ops;
-    const int copies = cold_copies(
-        e * (2.0 * double(rows) * width + double(B) * s.Hl * T * T + double(rows) * s.Hl * s.D));
-    for (int c = 0; c < copies; ++c)
-      ops.push_back({buffer(int64_t(rows) * width), buffer(int64_t(B) * s.Hl * T * T),
-                     buffer(int64_t(rows) * s.Hl * s.D), buffer(int64_t(rows) * width)});
-    size_t i = 0;
-    auto next = [&]() -> AttentionOperands& { return ops[i = (i + 1) % ops.size()]; };
+    auto ops = operand_copies(
+        cold_copies(e * (2.0 * double(rows) * width + double(B) * s.Hl * T * T + double(rows) * s.Hl * s.D)), [&] {
+          return AttentionOperands{buffer(int64_t(rows) * width), buffer(int64_t(B) * s.Hl * T * T),
+                                   buffer(int64_t(rows) * s.Hl * s.D), buffer(int64_t(rows) * width)};
+        });
     kernel(p, "attention forward", 2 * score_bytes, [&] {
-      AttentionOperands& o = next();
+      AttentionOperands& o = ops.next();
       be_.attention_forward(o.out, o.probs, o.qkv, s);
     });
     kernel(p, "attention backward", 3 * score_bytes, [&] {
-      AttentionOperands& o = next();
+      AttentionOperands& o = ops.next();
       be_.attention_backward(o.dqkv, o.out, o.qkv, o.probs, s);
-    });
-    kernel(p, "attention recompute", 2 * score_bytes, [&] {
-      AttentionOperands& o = next();
-      be_.attention_forward(o.out, o.probs, o.qkv, s);
     });
     bufs_.clear();
   }
@@ -363,17 +363,15 @@ class Measurer {
     // they come from memory: each call takes the next of copies (a layer's weights on one rank
     // each) that fill the last-level cache twice.
     const int64_t n = int64_t(12) * h * h / tp;
-    const int copies = cold_copies(4.0 * e * double(n));
-    std::vector<std::array<float*, 4>> ops;
-    for (int c = 0; c < copies; ++c) {
-      ops.push_back({buffer(n), buffer(n), buffer(n), buffer(n)});
-      for (int64_t i = 0; i < n; ++i) ops.back()[3][i] = std::abs(ops.back()[3][i]);
-    }
+    auto ops = operand_copies(cold_copies(4.0 * e * double(n)), [&] {
+      std::array<float*, 4> o{buffer(n), buffer(n), buffer(n), buffer(n)};
+      for (int64_t i = 0; i < n; ++i) o[3][i] = std::abs(o[3][i]);  // the second moment
+      return o;
+    });
     AdamWStep st;
-    size_t i = 0;
     kernel(p, "adamw", e * 7 * double(n), [&] {
-      i = (i + 1) % ops.size();
-      be_.adamw(ops[i][0], ops[i][1], ops[i][2], ops[i][3], n, st);
+      std::array<float*, 4>& o = ops.next();
+      be_.adamw(o[0], o[1], o[2], o[3], n, st);
     });
     bufs_.clear();
   }
