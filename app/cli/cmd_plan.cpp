@@ -56,38 +56,17 @@ int save_best(const Args& args, const ScenarioArgs& scenario, const SearchResult
   return kExitOk;
 }
 
-// "dp 12 tp 4 pp 20 mbs 1 z1 sp": the knobs that differ from the defaults.
-std::string compact_layout(const Layout& l) {
-  std::ostringstream os;
-  os << "dp " << l.dp << " tp " << l.tp << " pp " << l.pp;
-  if (l.cp > 1) os << " cp " << l.cp;
-  if (l.ep > 1) os << " ep " << l.ep;
-  if (l.vp > 1) os << " vp " << l.vp;
-  os << " mbs " << l.mbs;
-  if (l.zero > 0) os << " z" << l.zero;
-  if (l.recompute != Recompute::None) os << " " << to_string(l.recompute);
-  if (l.offload) os << " offload";
-  if (l.sp) os << " sp";
-  if (l.schedule == Schedule::GPipe) os << " gpipe";
-  return os.str();
-}
-
 // plan --framework any: each preset's best, with its objective against the best of all.
 std::string framework_bests_table(const std::vector<FrameworkBest>& bests, Objective objective) {
   std::ostringstream os;
   const bool priced = std::any_of(bests.begin(), bests.end(),
                                   [](const FrameworkBest& f) { return f.best && std::isfinite(f.best->cost_usd); });
-  const char* measure = objective == Objective::Cost         ? (priced ? "dollars" : "GPU-days")
-                        : objective == Objective::Throughput ? "GPU-seconds per step"
-                                                             : "days";
-  os << "best of each framework (its own attention); x best: its " << measure << " over the best's\n";
+  os << "best of each framework (its own attention); x best: its " << objective_measure(objective, priced)
+     << " over the best's\n";
   char line[256];
   std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %5s %9s %10s %8s %14s %7s  %s\n", "framework", "attention",
                 "fits", "nodes", "step s", "samples/s", "days", "cost", "x best", "layout");
   os << line;
-  double best = INFINITY;
-  for (const FrameworkBest& f : bests)
-    if (f.best && f.best->fits) best = std::min(best, objective_score(*f.best, objective));
   for (const FrameworkBest& f : bests) {
     if (!f.best) {
       std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %5s %9s %10s %8s %14s %7s  ", f.framework.c_str(), "-", "-",
@@ -96,12 +75,11 @@ std::string framework_bests_table(const std::vector<FrameworkBest>& bests, Objec
       continue;
     }
     const Estimate& e = *f.best;
-    const double v = objective_score(e, objective);
-    const std::string ratio = e.fits && std::isfinite(best) && best > 0 ? fmt_fixed(v / best, 2) : "-";
+    const std::string ratio = std::isfinite(f.vs_best) ? fmt_fixed(f.vs_best, 2) : "-";
     std::snprintf(line, sizeof line, "  %-17s %-9s %-4s %5d %9s %10s %8s %14s %7s  %s", f.framework.c_str(),
                   to_string(e.attention), e.fits ? "yes" : "no", e.nodes, fmt_fixed(e.step_time_s, 3).c_str(),
                   fmt_fixed(e.samples_per_s, 2).c_str(), fmt_fixed(e.days_to_train, 1).c_str(),
-                  fmt_money(e.cost_usd).c_str(), ratio.c_str(), compact_layout(e.layout).c_str());
+                  fmt_money(e.cost_usd).c_str(), ratio.c_str(), layout_summary(e.layout).c_str());
     os << line;
     if (!e.fits) os << " (does not fit: " << e.reason << ")";
     // As in the candidates' table: its band overlaps the best one's.
@@ -116,6 +94,7 @@ void write_framework_bests_json(JsonWriter& w, const std::vector<FrameworkBest>&
   for (const FrameworkBest& f : bests) {
     w.begin_object();
     w.field("framework", f.framework);
+    w.field("vs_best", f.vs_best);
     if (f.best) {
       w.key("best");
       write_estimate_json(w, *f.best);

@@ -13,21 +13,7 @@ bool sameLayout(const Layout& a, const Layout& b) {
          a.order == b.order && a.schedule == b.schedule;
 }
 
-QString compactLayout(const Layout& l) {
-  const QString dot = QStringLiteral(" \u00b7 ");
-  QStringList parts{QStringLiteral("dp %1").arg(l.dp), QStringLiteral("tp %1").arg(l.tp),
-                    QStringLiteral("pp %1").arg(l.pp)};
-  if (l.vp > 1) parts << QStringLiteral("vp %1").arg(l.vp);
-  parts << QStringLiteral("mbs %1").arg(l.mbs);
-  if (l.zero > 0) parts << QStringLiteral("z%1").arg(l.zero);
-  if (l.recompute == Recompute::Selective) parts << QStringLiteral("sel");
-  if (l.recompute == Recompute::Full) parts << QStringLiteral("full");
-  if (l.offload) parts << QStringLiteral("offload");
-  if (l.sp) parts << QStringLiteral("sp");
-  // vp > 1 is the interleaved schedule; 1F1B is the default: only GPipe needs saying.
-  if (l.schedule == Schedule::GPipe) parts << QStringLiteral("gpipe");
-  return parts.join(dot);
-}
+QString compactLayout(const Layout& l) { return QString::fromStdString(layout_summary(l, " \u00b7 ")); }
 
 QString layoutKnobs(const Layout& l, int microbatches) {
   return QStringLiteral("dp %1 (data-parallel replicas)\ntp %2 (tensor-parallel)\npp %3 (pipeline stages)\n"

@@ -514,12 +514,7 @@ void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Object
   if (bests.empty()) return;
   const bool priced = std::any_of(bests.begin(), bests.end(),
                                   [](const FrameworkBest& f) { return f.best && std::isfinite(f.best->cost_usd); });
-  const QString measure = objective == Objective::Cost         ? (priced ? tr("dollars") : tr("GPU-days"))
-                          : objective == Objective::Throughput ? tr("GPU-seconds per step")
-                                                               : tr("days");
-  double best = INFINITY;
-  for (const FrameworkBest& f : bests)
-    if (f.best && f.best->fits) best = std::min(best, objective_score(*f.best, objective));
+  const QString measure = QString::fromUtf8(objective_measure(objective, priced));
   QStringList parts, tips;
   for (const FrameworkBest& f : bests) {
     const QString name = QString::fromStdString(f.framework);
@@ -537,9 +532,8 @@ void PlanPage::setFrameworkBests(const std::vector<FrameworkBest>& bests, Object
                   .arg(name, compactLayout(e.layout), QString::fromStdString(e.reason));
       continue;
     }
-    const double ratio = std::isfinite(best) && best > 0 ? objective_score(e, objective) / best : 1.0;
     // "~": its band overlaps the best one's, as good as the best within the model's error.
-    parts << tr("%1 x%2%3").arg(link, QString::number(ratio, 'f', 2),
+    parts << tr("%1 x%2%3").arg(link, QString::number(f.vs_best, 'f', 2),
                                 e.as_good_as_best && &f != &bests.front() ? QStringLiteral(" ~") : QString());
     tips << tr("%1 (%2 attention): %3 on %4 nodes, step %5 s, %6 days, %7")
                 .arg(name, QString::fromUtf8(to_string(e.attention)), compactLayout(e.layout), QString::number(e.nodes),

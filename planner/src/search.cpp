@@ -645,13 +645,17 @@ std::string why_no_split(const Scenario& scenario, const std::vector<int64_t>& g
 
 std::optional<std::string> pins_unsatisfiable(const Scenario& scenario,
                                               const SearchOptions& options) {
-  const LayoutPins& p = options.pins;
-  const bool pinned = p.dp || p.tp || p.pp || p.vp || p.mbs || p.zero || p.recompute || p.offload || p.sp ||
-                      p.order || p.schedule || p.ep || p.cp;
   SearchOptions any = options;
   any.include_infeasible = true;
   any.top = 1;
   if (!search(scenario, any).candidates.empty()) return std::nullopt;
+  return no_layout_reason(scenario, options);
+}
+
+std::string no_layout_reason(const Scenario& scenario, const SearchOptions& options) {
+  const LayoutPins& p = options.pins;
+  const bool pinned = p.dp || p.tp || p.pp || p.vp || p.mbs || p.zero || p.recompute || p.offload || p.sp ||
+                      p.order || p.schedule || p.ep || p.cp;
   // Nothing at all: name the first pin that no GPU count of the search allows.
   const ModelSpec& m = scenario.model;
   const int gpn = scenario.cluster.gpus_per_node;
@@ -760,6 +764,15 @@ double objective_score(const Estimate& e, Objective objective) {
   return e.days_to_train;
 }
 
+const char* objective_measure(Objective objective, bool priced) {
+  switch (objective) {
+    case Objective::Cost: return priced ? "dollars" : "GPU-days";
+    case Objective::Throughput: return "GPU-seconds per step";
+    case Objective::Time: break;
+  }
+  return "days";
+}
+
 void merge_framework_bests(std::vector<FrameworkBest>& into, const std::vector<FrameworkBest>& part,
                            Objective objective) {
   // Fitting ones by the objective, then those whose closest layout does not fit, then those with
@@ -780,8 +793,13 @@ void merge_framework_bests(std::vector<FrameworkBest>& into, const std::vector<F
   // Each preset's best against the best of all, as mark_as_good_as_best marks the candidates.
   if (into.empty() || !into.front().best) return;
   const Estimate top = *into.front().best;
-  for (FrameworkBest& f : into)
-    if (f.best) f.best->as_good_as_best = as_good_as(*f.best, top, objective);
+  const double top_score = objective_score(top, objective);
+  for (FrameworkBest& f : into) {
+    if (!f.best) continue;
+    f.best->as_good_as_best = as_good_as(*f.best, top, objective);
+    f.vs_best = f.best->fits && top.fits && top_score > 0 ? objective_score(*f.best, objective) / top_score
+                                                           : std::numeric_limits<double>::quiet_NaN();
+  }
 }
 
 SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& options,
@@ -815,7 +833,7 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
       if (!c.candidates.empty())
         fb.best = c.candidates.front();
       else
-        fb.reason = pins_unsatisfiable(sc, options).value_or("no layout on these GPUs");
+        fb.reason = no_layout_reason(sc, options);
     }
     all.per_framework.push_back(std::move(fb));
     all.evaluated += r.evaluated;

@@ -118,6 +118,33 @@ const char* to_string(Recompute v) {
   return "?";
 }
 
+std::string layout_summary(const Layout& l, const std::string& sep) {
+  std::string out;
+  auto add = [&](const char* name, int v) {
+    if (!out.empty()) out += sep;
+    out += name;
+    out += std::to_string(v);
+  };
+  auto word = [&](const char* w) {
+    out += sep;
+    out += w;
+  };
+  add("dp ", l.dp);
+  add("tp ", l.tp);
+  add("pp ", l.pp);
+  if (l.cp > 1) add("cp ", l.cp);
+  if (l.ep > 1) add("ep ", l.ep);
+  if (l.vp > 1) add("vp ", l.vp);
+  add("mbs ", l.mbs);
+  if (l.zero > 0) add("z", l.zero);
+  if (l.recompute == Recompute::Selective) word("sel");
+  if (l.recompute == Recompute::Full) word("full");
+  if (l.offload) word("offload");
+  if (l.sp) word("sp");
+  if (l.schedule == Schedule::GPipe) word("gpipe");
+  return out;
+}
+
 const char* to_string(Schedule v) {
   switch (v) {
     case Schedule::GPipe: return "gpipe";

@@ -443,6 +443,7 @@ TEST(SearchFrameworks, EachPresetsBestIsItsOwnSearchsBest) {
     if (f.framework == "fsdp") {
       EXPECT_FALSE(f.best.has_value());
       EXPECT_NE(f.reason.find("dp dividing the global batch"), std::string::npos) << f.reason;
+      EXPECT_TRUE(std::isnan(f.vs_best));
       seen_none = true;
       continue;
     }
@@ -456,6 +457,7 @@ TEST(SearchFrameworks, EachPresetsBestIsItsOwnSearchsBest) {
     if (last < 0) {
       EXPECT_DOUBLE_EQ(score, objective_score(all.candidates.front(), o.objective));
     }
+    EXPECT_NEAR(f.vs_best, score / objective_score(*all.per_framework.front().best, o.objective), 1e-12);
     last = score;
     crowded_out = crowded_out || in_top.count(f.framework) == 0;
     // As good as the best within the model's error: its band overlaps the first preset's.

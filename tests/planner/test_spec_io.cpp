@@ -51,6 +51,30 @@ TEST(SpecEnums, RoundTripThroughTheirNames) {
   EXPECT_FALSE(parse_schedule("zigzag").has_value());
 }
 
+// Expectation: a layout's one-line summary names dp, tp, pp and mbs always, and the other knobs
+// only where they leave their defaults (cp, ep, vp above 1, zero above 0, sel or full recompute,
+// offload, sp, gpipe), with the separator the caller gives (the CLI a space, the GUI a dot).
+TEST(LayoutSummary, NamesTheKnobsOffTheirDefaults) {
+  Layout l;
+  l.dp = 12;
+  l.tp = 4;
+  l.pp = 20;
+  l.mbs = 1;
+  EXPECT_EQ(layout_summary(l), "dp 12 tp 4 pp 20 mbs 1");
+  l.cp = 2;
+  l.ep = 4;
+  l.vp = 2;
+  l.zero = 1;
+  l.recompute = Recompute::Selective;
+  l.offload = true;
+  l.sp = true;
+  EXPECT_EQ(layout_summary(l), "dp 12 tp 4 pp 20 cp 2 ep 4 vp 2 mbs 1 z1 sel offload sp");
+  l = Layout{};
+  l.recompute = Recompute::Full;
+  l.schedule = Schedule::GPipe;
+  EXPECT_EQ(layout_summary(l, " | "), "dp 1 | tp 1 | pp 1 | mbs 1 | full | gpipe");
+}
+
 TEST(SpecEnums, OrderIsAPermutationOfDPTOrASageMakerName) {
   EXPECT_EQ(parse_order("DPT"), "DPT");
   EXPECT_EQ(parse_order("tpd"), "TPD");

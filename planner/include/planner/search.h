@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,9 @@ std::optional<Objective> parse_objective(const std::string& s);
 // dollars, or GPU-days where the cluster has no price (cost), GPU-seconds per step (throughput:
 // at the scenario's global batch, the inverse of samples per GPU-second).
 double objective_score(const Estimate& e, Objective objective);
+// What that score counts, in words: "days", "dollars" ("GPU-days" where the cluster has no
+// price), "GPU-seconds per step".
+const char* objective_measure(Objective objective, bool priced);
 
 // Knobs the user pinned (e.g. --fix tp=8,pp=16); unset ones are searched.
 struct LayoutPins {
@@ -68,6 +72,9 @@ struct FrameworkBest {
   std::string framework;
   std::optional<Estimate> best;
   std::string reason;
+  // Its objective_score over the best fitting preset's (1 for that one); NaN where it has no
+  // fitting layout. Set by merge_framework_bests.
+  double vs_best = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct SearchResult {
@@ -106,9 +113,9 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
                                const SearchProgress& progress = {});
 
 // Adds `part`'s presets to `into`, keeping each preset's better best (one that fits, then the
-// objective), ranks them as search_frameworks does, and marks each best's as_good_as_best against
-// the first (its band overlapping the best one's): the GUI searches a node range one count at a
-// time and merges.
+// objective), ranks them as search_frameworks does, and sets each one's vs_best and its best's
+// as_good_as_best against the first (its band overlapping the best one's): the GUI searches a
+// node range one count at a time and merges.
 void merge_framework_bests(std::vector<FrameworkBest>& into, const std::vector<FrameworkBest>& part,
                            Objective objective);
 
@@ -123,5 +130,8 @@ TrainingSpec training_of(const TrainingSpec& asked, const Estimate& candidate);
 // heads and layers can use, or no product of allowed degrees equal to the GPU count). Runs a
 // search of the pinned layouts, so call it when a search found nothing.
 std::optional<std::string> pins_unsatisfiable(const Scenario& scenario, const SearchOptions& options);
+// Its reason, for a search already known to have no layout at all, fitting or not (without
+// running that search again).
+std::string no_layout_reason(const Scenario& scenario, const SearchOptions& options);
 
 }  // namespace capplan

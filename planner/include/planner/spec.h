@@ -344,6 +344,12 @@ struct Layout {
   }
 };
 
+// A layout in one short line, the knobs that differ from the defaults, `sep` between them:
+// "dp 12 tp 4 pp 20 mbs 1 z1 sel sp" (cp, ep, vp above 1; zero above 0; sel or full recompute;
+// offload; sp; gpipe, as 1F1B is the default and vp > 1 is the interleaved schedule). The CLI's
+// and the GUI's tables both show it.
+std::string layout_summary(const Layout& l, const std::string& sep = " ");
+
 // Names used on the command line, in YAML and in JSON ("bf16", "selective", "1f1b", ...).
 const char* to_string(Ffn v);
 const char* to_string(Norm v);

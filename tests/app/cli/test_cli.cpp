@@ -313,7 +313,7 @@ TEST(Cli, PlanAnyFrameworkGivesEachPresetsBest) {
   EXPECT_TRUE(has(text.out, "   1.00  dp ")) << text.out;
   EXPECT_TRUE(has(text.out, "  megatron-core     flash     yes    120 ")) << text.out;  // its node count
   // megatron-lm's band overlaps the best one's: marked as in the candidates' table.
-  EXPECT_TRUE(has(text.out, "selective sp  ~best\n")) << text.out;
+  EXPECT_TRUE(has(text.out, "z1 sel sp  ~best\n")) << text.out;
 
   const CliRun json = run_cli(args + " --json");
   ASSERT_EQ(json.status, 0) << json.err;
@@ -328,6 +328,7 @@ TEST(Cli, PlanAnyFrameworkGivesEachPresetsBest) {
     if (b["framework"].get<std::string>() == "fsdp") {
       fsdp = true;
       EXPECT_TRUE(b["best"].is_null());
+      EXPECT_TRUE(b["vs_best"].is_null());
       EXPECT_NE(b["reason"].get<std::string>().find("dp dividing the global batch"), std::string::npos);
       continue;
     }
@@ -335,6 +336,7 @@ TEST(Cli, PlanAnyFrameworkGivesEachPresetsBest) {
     EXPECT_EQ(b["best"]["as_good_as_best"].get<bool>(),
               b["best"]["step_time_s_p10"].get<double>() <= bests[0]["best"]["step_time_s_p90"].get<double>());
     EXPECT_GE(days, last) << b["framework"].get<std::string>();
+    EXPECT_NEAR(b["vs_best"].get<double>(), days / bests[0]["best"]["days_to_train"].get<double>(), 1e-9);
     EXPECT_EQ(b["best"]["framework"].get<std::string>(), b["framework"].get<std::string>());
     last = days;
   }
