@@ -233,7 +233,11 @@ void print_prepared(std::FILE* progress, const rt::LaunchRequest& req, const rt:
     for (const auto& c : pre.changes) std::fprintf(progress, "  - %s\n", c.c_str());
   }
   if (pre.predicted) {
-    std::fprintf(progress, "predicted step time %s", fmt_opt(pre.predicted->step_time_s, " s").c_str());
+    const Estimate& e = *pre.predicted;
+    std::fprintf(progress, "predicted step time %s", fmt_opt(e.step_time_s, " s").c_str());
+    if (e.step_time_s_p90 > e.step_time_s_p10)
+      std::fprintf(progress, " (p10-p90 %s-%s)", fmt_opt(e.step_time_s_p10, "").c_str(),
+                   fmt_opt(e.step_time_s_p90, " s").c_str());
     if (pre.simulated) std::fprintf(progress, ", simulated %s", fmt_opt(pre.simulated->step_time_s, " s").c_str());
     std::fprintf(progress, "\n");
   }

@@ -637,7 +637,18 @@ void RunPage::showComparison(const std::vector<rt::TermRow>& rows, const std::ve
   auto cell = [](double v) { return new QTableWidgetItem(std::isfinite(v) ? formatSeconds(v) : RunPage::tr("unknown")); };
   for (int i = 0; i < int(rows.size()); ++i) {
     compare_->setItem(i, 0, new QTableWidgetItem(QString::fromStdString(rows[size_t(i)].term)));
-    compare_->setItem(i, 1, cell(rows[size_t(i)].predicted_s));
+    QTableWidgetItem* predicted = cell(rows[size_t(i)].predicted_s);
+    if (const rt::TermRow& r = rows[size_t(i)]; std::isfinite(r.predicted_p10_s) && std::isfinite(r.predicted_p90_s)) {
+      // The step's band beside it, p10-p90 of the model's error, as a share of the step (the band
+      // is symmetric but where p10 would fall below zero); the figures in the tooltip.
+      const double half = 0.5 * (r.predicted_p90_s - r.predicted_p10_s);
+      if (r.predicted_s > 0)
+        predicted->setText(predicted->text() + QStringLiteral(" \u00b1%1 %").arg(100.0 * half / r.predicted_s, 0, 'f', 1));
+      predicted->setToolTip(tr("The predicted step's band, the model's error: p10 %1 to p90 %2 (with a device profile, "
+                               "its measurements' spread over its rounds and the local model's residual)")
+                                .arg(formatSeconds(r.predicted_p10_s), formatSeconds(r.predicted_p90_s)));
+    }
+    compare_->setItem(i, 1, predicted);
     compare_->setItem(i, 2, cell(rows[size_t(i)].simulated_s));
     compare_->setItem(i, 3, cell(rows[size_t(i)].measured_s));
   }

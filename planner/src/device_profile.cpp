@@ -231,6 +231,10 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   o << "  ranks: " << p.ranks << "\n";
   if (p.cores > 0) o << "  cores: " << p.cores << "   # of the host the ranks shared\n";
   if (p.peak_rank_bytes > 0) o << "  peak_rank_bytes: " << num(p.peak_rank_bytes) << "   # one rank's largest resident set\n";
+  if (p.spread.rounds > 0)
+    o << "  round_spread: {rounds: " << p.spread.rounds << ", gemms: " << num(p.spread.gemms)
+      << ", kernels: " << num(p.spread.kernels) << ", collectives: " << num(p.spread.collectives)
+      << "}   # relative standard deviation of each round's summed times\n";
   if (p.lockstep.allreduce_bytes > 0)
     o << "  lockstep: {allreduce_bytes: " << num(p.lockstep.allreduce_bytes) << ", allreduce_seconds: "
       << num(p.lockstep.allreduce_s) << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
@@ -417,6 +421,14 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.integer("cores", p.cores, false, count);
   r.number("peak_rank_bytes", p.peak_rank_bytes, false, nonneg);
   read_shared_cores(r, file, out.diagnostics, p);
+  if (const YAML::Node rs = r.child("round_spread"); rs && !rs.IsNull()) {
+    MapReader s(rs, file, "device_profile.round_spread.", out.diagnostics);
+    s.integer("rounds", p.spread.rounds, true, count);
+    s.number("gemms", p.spread.gemms, true, {0, false, 10});
+    s.number("kernels", p.spread.kernels, true, {0, false, 10});
+    s.number("collectives", p.spread.collectives, true, {0, false, 10});
+    s.finish();
+  }
   if (const YAML::Node ls = r.child("lockstep"); ls && !ls.IsNull()) {
     MapReader s(ls, file, "device_profile.lockstep.", out.diagnostics);
     s.number("allreduce_bytes", p.lockstep.allreduce_bytes, true, {0, true, 1e15});

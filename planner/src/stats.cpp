@@ -21,4 +21,16 @@ double median(std::vector<double> v) {
   return percentile(v, 0.5);
 }
 
+double relative_sd(const std::vector<double>& v) {
+  double n = 0, sum = 0;
+  for (double x : v)
+    if (std::isfinite(x)) n += 1, sum += x;
+  if (n < 2 || !(sum > 0)) return 0;
+  const double mean = sum / n;
+  double sq = 0;
+  for (double x : v)
+    if (std::isfinite(x)) sq += (x - mean) * (x - mean);
+  return std::sqrt(sq / (n - 1)) / mean;
+}
+
 }  // namespace capplan

@@ -108,8 +108,9 @@ def median(xs):
 terms = ["compute", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "cp_comm", "optimizer",
          "offload", "remainder"]
 print(f"\n{'layout':<15}{'ranks':>6}  {'measured':>9}{'profile':>9}{'ratio':>7}{'spread':>11}{'gemm':>6}{'sim':>9}"
-      f"{'ratio':>7}{'plain':>9}{'ratio':>7}  step<=10%  terms<=20%|2ms")
+      f"{'ratio':>7}{'plain':>9}{'ratio':>7}{'band':>6}  step<=10%  terms<=20%|2ms")
 step_met = terms_met = ran = 0
+in_band = banded = 0  # layout runs whose measured step fell inside their prediction's p10-p90
 details = []
 for name in names:
     runs, failed = [], []
@@ -139,6 +140,15 @@ for name in names:
         c = next((c for c in r["comparison"] if c["term"].startswith("gemm (within")), None)
         return c["measured_s"] / c["predicted_s"] if c and c.get("measured_s") and c.get("predicted_s") else None
     gemm = median([gemm_ratio(r) for r in runs])
+    # The rounds whose measured step fell inside that round's predicted band (p10-p90).
+    def inside(r):
+        p = r.get("predicted") or {}
+        lo, hi = p.get("step_time_s_p10"), p.get("step_time_s_p90")
+        return None if lo is None or hi is None or not hi > lo else lo <= r["measured"]["step_time_s"] <= hi
+    bands = [b for b in (inside(r) for r in runs) if b is not None]
+    in_band += sum(bands)
+    banded += len(bands)
+    band_cell = f"{sum(bands)}/{len(bands)}" if bands else "-"
     rows = {}
     for t in terms:
         cells = [next((c for c in r["comparison"] if c["term"] == t), None) for r in runs]
@@ -158,12 +168,15 @@ for name in names:
     note = f" ({len(failed)} of {rounds} rounds failed: {failed[0]})" if failed else ""
     gemm_cell = f"{gemm:.2f}" if gemm else "-"
     print(f"{name:<15}{ranks:>6}  {ms(meas):>9}{ms(pred):>9}{ratio(pred):>7}{spread:>11}{gemm_cell:>6}{ms(sim):>9}{ratio(sim):>7}"
-          f"{ms(pp):>9}{ratio(pp):>7}  {'met' if ok_step else 'not met':<10} "
+          f"{ms(pp):>9}{ratio(pp):>7}{band_cell:>6}  {'met' if ok_step else 'not met':<10} "
           f"{'met' if not bad else 'not met: ' + ', '.join(bad)}{note}")
     details.append((name, rows, plain))
 print(f"\nstep within 10 %: {step_met} of {ran} layouts; every term within 20 % or 2 ms: {terms_met} of {ran}"
       f" (medians over {rounds} rounds; ratio = measured / predicted, spread = its range over the rounds; gemm ="
       f" the step's GEMMs measured / predicted, how fast the kernels ran against the profile; ms)")
+if banded:
+    print(f"the measured step inside its prediction's p10-p90 band (band = rounds inside / rounds): {in_band} of"
+          f" {banded} layout runs, {100.0 * in_band / banded:.0f} % (the band claims 80 %)")
 print("\nper term, ms (medians over the rounds): measured / predicted with the profile / predicted without")
 print(f"{'layout':<15}" + "".join(f"{t:>22}" for t in terms))
 for name, rows, plain in details:

@@ -1310,5 +1310,84 @@ TEST(DeviceProfile, SequenceParallelCollectivesAreTheRuntimesOwn) {
   EXPECT_GT(ds_seqpar, ds_plain);
 }
 
+// The profile's round spread (RoundSpread) reads back; a profile written before it has none, and
+// a spread that is no relative standard deviation (negative, not a number) is refused naming the
+// field.
+TEST(DeviceProfile, RoundSpreadReadsBackAndOldProfilesHaveNone) {
+  DeviceProfile p = synthetic_profile();
+  p.spread = {5, 0.012, 0.025, 0.08};
+  const std::string text = device_profile_yaml(p);
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(text, "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_EQ(q.value->spread.rounds, 5);
+  EXPECT_EQ(q.value->spread.gemms, 0.012);
+  EXPECT_EQ(q.value->spread.kernels, 0.025);
+  EXPECT_EQ(q.value->spread.collectives, 0.08);
+  std::string old = text;
+  const size_t at = old.find("  round_spread:");
+  ASSERT_NE(at, std::string::npos);
+  old.erase(at, old.find('\n', at) - at + 1);
+  const Loaded<DeviceProfile> r = parse_device_profile_yaml(old, "old.yaml");
+  ASSERT_TRUE(r.ok()) << r.diagnostics.to_string();
+  EXPECT_EQ(r.value->spread.rounds, 0);
+  EXPECT_EQ(r.value->spread.gemms, 0);
+  for (const char* value : {"-0.1", ".nan", "abc"}) {
+    std::string bad = text;
+    const size_t g = bad.find("gemms: ", at) + 7;
+    bad.replace(g, bad.find(',', g) - g, value);
+    const Loaded<DeviceProfile> b = parse_device_profile_yaml(bad, "dev.yaml");
+    EXPECT_FALSE(b.ok()) << value;
+    EXPECT_NE(b.diagnostics.to_string().find("device_profile.round_spread.gemms"), std::string::npos)
+        << b.diagnostics.to_string();
+  }
+}
+
+// With a device profile the band is the profile's own: its round spread on the terms each kind
+// of timing prices (the GEMMs and the rest of the passes together, the host's; the collectives
+// apart) and the residual in quadrature: the framework's for a GPU's profile, the local model's
+// measured 5.8 % for CPU ranks. By hand from the estimate's own terms.
+TEST(DeviceProfile, TheBandOfAProfiledEstimateIsTheProfilesSpreadAndResidual) {
+  Layout l;
+  l.dp = 2;
+  l.tp = 2;
+  l.pp = 2;
+  l.mbs = 1;
+  auto by_hand = [](const Estimate& e, const RoundSpread& s, double residual) {
+    const TimeBreakdown& b = e.breakdown_s;
+    const double passes = b.compute + b.recompute, gemm = std::min(e.gemm_s, passes), g = gemm / passes;
+    const double host = (gemm + b.bubble * g) * s.gemms +
+                        (passes - gemm + b.bubble * (1 - g) + b.optimizer + b.offload) * s.kernels;
+    const double net = (b.tp_comm + b.pp_comm + b.dp_comm + b.ep_comm + b.cp_comm) * s.collectives;
+    return 1.2816 * std::sqrt(host * host + net * net + std::pow(e.step_time_s * residual, 2));
+  };
+  Scenario sc = gpt3_13b_on_a_node();
+  DeviceProfile gpu = synthetic_profile();
+  sc.cluster.device_profile = std::make_shared<const DeviceProfile>(gpu);
+  const Estimate none = estimate(sc, l);
+  const double residual = sc.training.framework.residual_spread;
+  ASSERT_GT(residual, 0);
+  EXPECT_NEAR(none.step_time_s_p90 - none.step_time_s, 1.2816 * residual * none.step_time_s,
+              1e-9 * none.step_time_s);  // no spread recorded: the residual alone
+  gpu.spread = {5, 0.05, 0.08, 0.20};
+  sc.cluster.device_profile = std::make_shared<const DeviceProfile>(gpu);
+  const Estimate noisy = estimate(sc, l);
+  const double half = by_hand(noisy, gpu.spread, residual);
+  std::printf("Expectation: the band widens with the profile's spread, as by hand  Actual: %.4f-%.4f s around %.4f "
+              "(by hand +-%.4f; %.4f-%.4f without the spread)\n",
+              noisy.step_time_s_p10, noisy.step_time_s_p90, noisy.step_time_s, half, none.step_time_s_p10,
+              none.step_time_s_p90);
+  EXPECT_NEAR(noisy.step_time_s_p90 - noisy.step_time_s, half, 1e-9 * noisy.step_time_s);
+  EXPECT_NEAR(noisy.step_time_s - noisy.step_time_s_p10, half, 1e-9 * noisy.step_time_s);
+  EXPECT_GT(noisy.step_time_s_p90 - noisy.step_time_s_p10, none.step_time_s_p90 - none.step_time_s_p10);
+  EXPECT_NEAR(noisy.days_to_train_p90 / noisy.days_to_train, noisy.step_time_s_p90 / noisy.step_time_s, 1e-12);
+  // CPU ranks: the local model's residual in place of the framework's.
+  DeviceProfile cpu = cpu_profile(2, 2);
+  cpu.spread = gpu.spread;
+  const Estimate local = estimate(host_scenario(8, cpu), l);
+  EXPECT_NEAR(local.step_time_s_p90 - local.step_time_s, by_hand(local, cpu.spread, 0.058),
+              1e-9 * local.step_time_s);
+  EXPECT_EQ(band_spreads(host_scenario(8, cpu)).framework, 0.058);
+}
+
 }  // namespace
 }  // namespace capplan

@@ -97,6 +97,9 @@ struct Estimate {
 // Relative spread (one standard deviation) of each uncertain input of an estimate, and where it
 // comes from. The band propagates them one at a time (step time at +sigma and -sigma, half the
 // difference as that input's share) and adds them and the framework's residual in quadrature.
+// With a device profile the inputs are its measured times: their spreads are the profile's round
+// spread (DeviceProfile::spread), propagated to first order over the terms they price, and a
+// profile of CPU ranks has the local model's measured residual in place of the framework's.
 struct BandSpreads {
   double gemm = 0;        // GEMM efficiency
   double memory = 0;      // HBM efficiency of the memory-bound kernels

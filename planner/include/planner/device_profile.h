@@ -87,6 +87,16 @@ struct SharedCoresTiming {
   double handoff_lockstep_s = 0;         // the hand-off beside pairs in lockstep; 0: not measured
 };
 
+// How far the measurements moved between the profile's rounds (capplan-train measure repeats its
+// whole list of GEMMs, kernels and collectives `rounds` times and keeps each timing's median): the
+// relative standard deviation over the rounds of each round's summed GEMM, kernel and collective
+// times. The host's own noise while it was measured; an estimate's band carries it
+// (band_spreads). 0 rounds: not recorded (profiles written before it).
+struct RoundSpread {
+  int rounds = 0;
+  double gemms = 0, kernels = 0, collectives = 0;
+};
+
 struct DeviceProfile {
   std::string device;       // what it was measured on ("cpu: <model name>, 2 cores" or the GPU's name)
   std::string gpu;          // the GpuSpec name this device stands for ("cpu-rank" for CPU ranks)
@@ -107,6 +117,7 @@ struct DeviceProfile {
   // --shared-cores; capplan profile --measure takes twice and four times the cores), by ranks,
   // ascending.
   std::vector<SharedCoresTiming> shared;
+  RoundSpread spread;
   // The shape the per-kernel times were taken at.
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;

@@ -14,4 +14,8 @@ double percentile(const std::vector<double>& sorted, double q);
 // there are none.
 double median(std::vector<double> v);
 
+// The sample standard deviation of the finite values of `v` over their mean (the coefficient of
+// variation); 0 with fewer than two of them or a mean that is not positive.
+double relative_sd(const std::vector<double>& v);
+
 }  // namespace capplan

@@ -77,7 +77,8 @@ RunComparison read_run_comparison(const std::string& run_dir) {
   for (const Json& r : rows("comparison")) {
     if (!r.is_object()) continue;
     out.terms.push_back({json_string(r, "term"), json_double(r, "predicted_s", kUnknown),
-                         json_double(r, "simulated_s", kUnknown), json_double(r, "measured_s", kUnknown)});
+                         json_double(r, "simulated_s", kUnknown), json_double(r, "measured_s", kUnknown),
+                         json_double(r, "predicted_p10_s", kUnknown), json_double(r, "predicted_p90_s", kUnknown)});
   }
   for (const Json& r : rows("memory_comparison")) {
     if (!r.is_object()) continue;

@@ -239,7 +239,13 @@ std::vector<TermRow> compare_terms(const RunRecord& r) {
                   terms_timed && std::isfinite(parts) ? m.step_time_s - parts : kUnknown});
   TermRow step;
   step.term = "step";
-  if (r.predicted) step.predicted_s = r.predicted->step_time_s;
+  if (r.predicted) {
+    step.predicted_s = r.predicted->step_time_s;
+    if (r.predicted->step_time_s_p90 > r.predicted->step_time_s_p10) {
+      step.predicted_p10_s = r.predicted->step_time_s_p10;
+      step.predicted_p90_s = r.predicted->step_time_s_p90;
+    }
+  }
   if (r.simulated) step.simulated_s = r.simulated->step_time_s;
   step.measured_s = m.step_time_s;
   rows.push_back(step);
@@ -342,6 +348,7 @@ void write_predicted(JsonWriter& j, const RunRecord& r) {
   if (r.predicted) {
     const Estimate& e = *r.predicted;
     j.begin_object("predicted").num("step_time_s", e.step_time_s);
+    j.num("step_time_s_p10", e.step_time_s_p10).num("step_time_s_p90", e.step_time_s_p90);
     write_breakdown(j, "breakdown_s", e.breakdown_s);
     j.num("gemm_s", e.gemm_s);
     j.num("bubble_fraction", e.bubble_fraction)
@@ -408,8 +415,10 @@ void write_comparison(JsonWriter& j, const RunRecord& r) {
         .str("term", row.term)
         .num("predicted_s", row.predicted_s)
         .num("simulated_s", row.simulated_s)
-        .num("measured_s", row.measured_s)
-        .end_object();
+        .num("measured_s", row.measured_s);
+    if (std::isfinite(row.predicted_p10_s))
+      j.num("predicted_p10_s", row.predicted_p10_s).num("predicted_p90_s", row.predicted_p90_s);
+    j.end_object();
   }
   j.end_array();
   j.begin_array("memory_comparison");
@@ -444,6 +453,55 @@ std::string run_record_json(const RunRecord& r) {
   return j.str() + "\n";
 }
 
+namespace {
+
+// The step time per term, predicted, simulated and measured, with the step's band and, for a
+// pipeline, the bubble's share.
+void write_term_table(std::ostream& t, const RunRecord& r) {
+  const std::vector<TermRow> terms = compare_terms(r);
+  int width = 21;  // the term column: as wide as its longest name
+  for (const TermRow& row : terms) width = std::max(width, int(row.term.size()));
+  char head[200];
+  std::snprintf(head, sizeof head, "\n%-*s predicted     simulated     measured\n", width + 2, "step time per term");
+  t << head;
+  for (const TermRow& row : terms) {
+    char line[200];
+    std::snprintf(line, sizeof line, "  %-*s %-13s %-13s %s\n", width, row.term.c_str(),
+                  fmt_duration(row.predicted_s).c_str(), fmt_duration(row.simulated_s).c_str(),
+                  fmt_duration(row.measured_s).c_str());
+    t << line;
+  }
+  if (!terms.empty() && std::isfinite(terms.back().predicted_p10_s)) {
+    // Where the measured step falls against the prediction's band.
+    const TermRow& s = terms.back();
+    const char* where = !std::isfinite(s.measured_s)          ? "not measured"
+                        : s.measured_s < s.predicted_p10_s   ? "below it"
+                        : s.measured_s > s.predicted_p90_s   ? "above it"
+                                                             : "inside it";
+    t << "  predicted step's band (p10-p90, the model's error): " << fmt_duration(s.predicted_p10_s) << " to "
+      << fmt_duration(s.predicted_p90_s) << "; the measured step is " << where << "\n";
+  }
+  if (r.layout.pp > 1) {
+    const int64_t m = r.layout.num_microbatches(r.scenario.training.gbs);
+    const int p = r.layout.pp;
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "  bubble share: predicted %.3f, simulated %.3f, measured %.3f; (p-1)/(m+p-1) = %d/%lld = %.3f%s\n",
+                  r.predicted ? r.predicted->bubble_fraction : kUnknown,
+                  r.simulated ? r.simulated->bubble_fraction : kUnknown, r.measured.bubble_fraction, p - 1,
+                  (long long)(m + p - 1), double(p - 1) / double(m + p - 1),
+                  r.layout.vp > 1 ? " (interleaving divides it by vp)" : "");
+    t << buf;
+  }
+  t << "  (each measured term is the median over the steps of the busiest rank's time in it, the rank\n"
+       "   with the most compute, recompute and offload in that step; the remainder is the median step\n"
+       "   less the measured parts, which none of them covers; the first "
+    << r.measured.warmup_steps << " of " << r.measured.steps
+    << " steps are left out of the medians as warm-up)\n";
+}
+
+}  // namespace
+
 std::string run_record_text(const RunRecord& r) {
   std::ostringstream t;
   t << "capplan run: " << to_string(r.status);
@@ -464,36 +522,7 @@ std::string run_record_text(const RunRecord& r) {
   } else {
     t << "unknown\n";
   }
-  const std::vector<TermRow> terms = compare_terms(r);
-  int width = 21;  // the term column: as wide as its longest name
-  for (const TermRow& row : terms) width = std::max(width, int(row.term.size()));
-  char head[200];
-  std::snprintf(head, sizeof head, "\n%-*s predicted     simulated     measured\n", width + 2, "step time per term");
-  t << head;
-  for (const TermRow& row : terms) {
-    char line[200];
-    std::snprintf(line, sizeof line, "  %-*s %-13s %-13s %s\n", width, row.term.c_str(),
-                  fmt_duration(row.predicted_s).c_str(), fmt_duration(row.simulated_s).c_str(),
-                  fmt_duration(row.measured_s).c_str());
-    t << line;
-  }
-  if (r.layout.pp > 1) {
-    const int64_t m = r.layout.num_microbatches(r.scenario.training.gbs);
-    const int p = r.layout.pp;
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "  bubble share: predicted %.3f, simulated %.3f, measured %.3f; (p-1)/(m+p-1) = %d/%lld = %.3f%s\n",
-                  r.predicted ? r.predicted->bubble_fraction : kUnknown,
-                  r.simulated ? r.simulated->bubble_fraction : kUnknown, r.measured.bubble_fraction, p - 1,
-                  (long long)(m + p - 1), double(p - 1) / double(m + p - 1),
-                  r.layout.vp > 1 ? " (interleaving divides it by vp)" : "");
-    t << buf;
-  }
-  t << "  (each measured term is the median over the steps of the busiest rank's time in it, the rank\n"
-       "   with the most compute, recompute and offload in that step; the remainder is the median step\n"
-       "   less the measured parts, which none of them covers; the first "
-    << r.measured.warmup_steps << " of " << r.measured.steps
-    << " steps are left out of the medians as warm-up)\n";
+  write_term_table(t, r);
   t << "\nmemory per rank         predicted     measured\n";
   for (const MemoryRow& row : compare_memory(r)) {
     char line[160];

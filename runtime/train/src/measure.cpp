@@ -924,6 +924,22 @@ void take_round_medians(const std::vector<DeviceProfile>& rounds, DeviceProfile&
     p.kernels[i].seconds = over_rounds([&](const DeviceProfile& r) { return r.kernels[i].seconds; });
   for (size_t i = 0; i < p.collectives.size(); ++i)
     p.collectives[i].seconds = over_rounds([&](const DeviceProfile& r) { return r.collectives[i].seconds; });
+  // How far the rounds moved: the relative standard deviation of each round's summed times.
+  if (rounds.size() < 2) return;
+  auto spread = [&](auto total) {
+    std::vector<double> v;
+    for (const DeviceProfile& r : rounds) v.push_back(total(r));
+    return relative_sd(v);
+  };
+  auto sum = [](const auto& timings) {
+    double t = 0;
+    for (const auto& x : timings) t += x.seconds;
+    return t;
+  };
+  p.spread.rounds = int(rounds.size());
+  p.spread.gemms = spread([&](const DeviceProfile& r) { return sum(r.gemms); });
+  p.spread.kernels = spread([&](const DeviceProfile& r) { return sum(r.kernels); });
+  p.spread.collectives = spread([&](const DeviceProfile& r) { return sum(r.collectives); });
 }
 
 // --shared-cores: adds the shared-core efficiencies to the profile o.out, measured on this

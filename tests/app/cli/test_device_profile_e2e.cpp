@@ -56,6 +56,14 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_GT(p.value->kernel_seconds("ring attention backward"), 0);
   EXPECT_GT(p.value->gemm_peak_gflops, 0);
   EXPECT_GT(p.value->memory_gbyte_per_s, 0);
+  // How far its rounds moved (the host's noise, which the estimates' band carries): recorded over
+  // the rounds measured, a relative standard deviation.
+  EXPECT_GE(p.value->spread.rounds, 2);
+  for (double s : {p.value->spread.gemms, p.value->spread.kernels, p.value->spread.collectives}) {
+    EXPECT_GE(s, 0);
+    EXPECT_LT(s, 1);
+  }
+  EXPECT_GT(p.value->spread.gemms + p.value->spread.kernels + p.value->spread.collectives, 0);
   // A rank's largest resident set: more than its buffers' few MB, less than the host.
   EXPECT_GT(p.value->peak_rank_bytes, 4e6);
   EXPECT_LT(p.value->peak_rank_bytes, 4e9);
@@ -113,6 +121,9 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
                      "--threads", "1", "--timeout", "120", "--dir", dir + "/run", "--device-profile", out});
   ASSERT_EQ(r.status, 0) << r.err << r.out;
   EXPECT_NE((r.out + r.err).find("predicted with the device profile"), std::string::npos) << r.out;
+  // Its prediction's band: the profile's spread and the local model's residual.
+  EXPECT_NE((r.out + r.err).find("predicted step time"), std::string::npos) << r.out;
+  EXPECT_NE((r.out + r.err).find("(p10-p90 "), std::string::npos) << r.out + r.err;
 
   // Measuring never leaves a half-written profile: a failed measure keeps the old file.
   const std::string before = capplan::test::read_text(out);

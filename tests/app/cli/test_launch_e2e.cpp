@@ -99,6 +99,10 @@ TEST(LaunchEndToEnd, TwoRanksScaledDownThreeSteps) {
     EXPECT_GT(rec->number("measured.step_time_s", 0), 0);
     EXPECT_TRUE(std::isfinite(rec->number("measured.last_loss")));
     EXPECT_GT(rec->number("predicted.step_time_s", 0), 0);
+    // The prediction's band (the model's error) around it, in the record and in its table.
+    EXPECT_LT(rec->number("predicted.step_time_s_p10", 1e9), rec->number("predicted.step_time_s", 0));
+    EXPECT_GT(rec->number("predicted.step_time_s_p90", 0), rec->number("predicted.step_time_s", 1e9));
+    EXPECT_NE(read_text(dir + "/run/run.txt").find("predicted step's band (p10-p90"), std::string::npos);
     EXPECT_GT(rec->number("simulated.step_time_s", 0), 0);
     EXPECT_GT(rec->number("measured.max_process_rss_bytes", 0), 0);
     EXPECT_DOUBLE_EQ(rec->number("run.layout.dp"), dp);

@@ -973,6 +973,11 @@ TEST_F(GuiWindow, EarlierRunsAreListedAfterARestartAndResumeFromTheirCheckpoints
           << t->objectName().toStdString() << " '" << t->item(r, 0)->text().toStdString() << "'";
   EXPECT_EQ(memory->item(0, 0)->text(), QStringLiteral("weights"));
   EXPECT_TRUE(memory->item(0, 2)->text().endsWith(QStringLiteral("MiB"))) << memory->item(0, 2)->text().toStdString();
+  // The predicted step carries its band (the model's error), its p10 and p90 in the tooltip.
+  const int last = terms->rowCount() - 1;
+  EXPECT_EQ(terms->item(last, 0)->text(), QStringLiteral("step"));
+  EXPECT_TRUE(terms->item(last, 1)->text().contains(QStringLiteral(" %"))) << terms->item(last, 1)->text().toStdString();
+  EXPECT_TRUE(terms->item(last, 1)->toolTip().contains(QStringLiteral("p10"))) << terms->item(last, 1)->toolTip().toStdString();
   run->setSteps(10);
   QSignalSpy done(run, &RunPage::runFinished);
   QTest::mouseClick(resume, Qt::LeftButton);

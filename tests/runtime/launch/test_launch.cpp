@@ -1073,6 +1073,8 @@ TEST(RunHistory, ComparisonOfAnEarlierRunReadsBackFromItsRecord) {
   Estimate e;
   e.breakdown_s.compute = 0.25;
   e.step_time_s = 0.3;
+  e.step_time_s_p10 = 0.27;
+  e.step_time_s_p90 = 0.33;
   e.memory_per_gpu_bytes.weights = 1000;
   e.memory_per_gpu_bytes.total = 4000;
   rec.predicted = e;
@@ -1095,6 +1097,11 @@ TEST(RunHistory, ComparisonOfAnEarlierRunReadsBackFromItsRecord) {
     EXPECT_TRUE(same(back.memory[i].predicted_bytes, memory[i].predicted_bytes)) << memory[i].kind;
     EXPECT_TRUE(same(back.memory[i].measured_bytes, memory[i].measured_bytes)) << memory[i].kind;
   }
+  // The step's row carries the predicted band; the terms' rows have none.
+  EXPECT_EQ(back.terms.back().term, "step");
+  EXPECT_DOUBLE_EQ(back.terms.back().predicted_p10_s, 0.27);
+  EXPECT_DOUBLE_EQ(back.terms.back().predicted_p90_s, 0.33);
+  EXPECT_TRUE(std::isnan(back.terms.front().predicted_p10_s));
   EXPECT_DOUBLE_EQ(back.memory[0].measured_bytes, 990);
   EXPECT_TRUE(std::isnan(back.memory[1].measured_bytes));  // gradients not reported
   std::ofstream(dir / "run.json", std::ios::trunc) << "{ not json";

@@ -299,6 +299,9 @@ struct RunRecord {
 struct TermRow {
   std::string term;
   double predicted_s = kUnknown, simulated_s = kUnknown, measured_s = kUnknown;
+  // The step's row: the predicted step's band (p10, p90: the model's error, Estimate); unknown on
+  // the terms' rows.
+  double predicted_p10_s = kUnknown, predicted_p90_s = kUnknown;
 };
 std::vector<TermRow> compare_terms(const RunRecord& record);
 
