@@ -111,6 +111,7 @@ print(f"\n{'layout':<15}{'ranks':>6}  {'measured':>9}{'profile':>9}{'ratio':>7}{
       f"{'ratio':>7}{'plain':>9}{'ratio':>7}{'band':>6}  step<=10%  terms<=20%|2ms")
 step_met = terms_met = ran = 0
 in_band = banded = 0  # layout runs whose measured step fell inside their prediction's p10-p90
+single = []  # every layout run's log(measured / predicted) step
 details = []
 for name in names:
     runs, failed = [], []
@@ -135,6 +136,7 @@ for name in names:
     ratios = [r["measured"]["step_time_s"] / r["predicted"]["step_time_s"] for r in runs
               if (r.get("predicted") or {}).get("step_time_s")]
     spread = f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
+    single += [math.log(x) for x in ratios if x > 0]
     # The step's GEMMs, measured over the profile's: how fast the kernels ran against the profile.
     def gemm_ratio(r):
         c = next((c for c in r["comparison"] if c["term"].startswith("gemm (within")), None)
@@ -177,6 +179,10 @@ print(f"\nstep within 10 %: {step_met} of {ran} layouts; every term within 20 % 
 if banded:
     print(f"the measured step inside its prediction's p10-p90 band (band = rounds inside / rounds): {in_band} of"
           f" {banded} layout runs, {100.0 * in_band / banded:.0f} % (the band claims 80 %)")
+if single:
+    rms = math.sqrt(sum(x * x for x in single) / len(single))
+    print(f"single runs: root mean square of log(measured / predicted) step {100.0 * rms:.1f} % over {len(single)}"
+          f" layout runs (the local model's residual the band takes is 8.3 %)")
 print("\nper term, ms (medians over the rounds): measured / predicted with the profile / predicted without")
 print(f"{'layout':<15}" + "".join(f"{t:>22}" for t in terms))
 for name, rows, plain in details:

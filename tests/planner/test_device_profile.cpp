@@ -1345,7 +1345,7 @@ TEST(DeviceProfile, RoundSpreadReadsBackAndOldProfilesHaveNone) {
 // With a device profile the band is the profile's own: its round spread on the terms each kind
 // of timing prices (the GEMMs and the rest of the passes together, the host's; the collectives
 // apart) and the residual in quadrature: the framework's for a GPU's profile, the local model's
-// measured 5.8 % for CPU ranks. By hand from the estimate's own terms.
+// measured 8.3 % for CPU ranks. By hand from the estimate's own terms.
 TEST(DeviceProfile, TheBandOfAProfiledEstimateIsTheProfilesSpreadAndResidual) {
   Layout l;
   l.dp = 2;
@@ -1384,9 +1384,9 @@ TEST(DeviceProfile, TheBandOfAProfiledEstimateIsTheProfilesSpreadAndResidual) {
   DeviceProfile cpu = cpu_profile(2, 2);
   cpu.spread = gpu.spread;
   const Estimate local = estimate(host_scenario(8, cpu), l);
-  EXPECT_NEAR(local.step_time_s_p90 - local.step_time_s, by_hand(local, cpu.spread, 0.058),
+  EXPECT_NEAR(local.step_time_s_p90 - local.step_time_s, by_hand(local, cpu.spread, 0.083),
               1e-9 * local.step_time_s);
-  EXPECT_EQ(band_spreads(host_scenario(8, cpu)).framework, 0.058);
+  EXPECT_EQ(band_spreads(host_scenario(8, cpu)).framework, 0.083);
 }
 
 }  // namespace
