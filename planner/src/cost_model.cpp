@@ -1774,8 +1774,11 @@ BandSpreads band_spreads(const Scenario& sc) {
     // host, not the framework's implementation: its residual is the local model's over the
     // layouts capplan-train runs, measured by tests/bench/bench_local_fidelity.sh on a 2-core
     // host: 8.3 % root mean square of log(measured / predicted) step time over 528 single runs
-    // (22 layouts, 8 benchmark runs of 3 rounds, each round with its own profile), most of it
-    // the host's speed moving between the profile and the run (the benchmark's gemm column).
+    // (22 layouts, 8 benchmark runs of 3 rounds, each round with its own profile; each layout's
+    // lowest and highest round as the benchmark printed them, its middle round taken as the ratio
+    // of its medians), most of it the host's speed moving between the profile and the run (the
+    // benchmark's gemm column). The benchmark now prints the figure over its own single runs:
+    // 6.3 % over 66 in the next run.
     b.gemm = dev->spread.gemms;
     b.memory = dev->spread.kernels;
     b.network = dev->spread.collectives;

@@ -67,6 +67,18 @@ struct Cand {
   double days = 0, cost = 0;
 };
 
+// What `objective` minimises, from a layout's days to train, its cost (dollars, or GPU-days where
+// the cluster has no price), step time and GPUs: the one definition the search's inner loop (on
+// its lightweight candidates) and objective_score (on estimates) both use.
+inline double score_of(Objective objective, double days, double cost, double step_s, int gpus) {
+  switch (objective) {
+    case Objective::Cost: return cost;
+    case Objective::Throughput: return step_s * gpus;
+    case Objective::Time: break;
+  }
+  return days;
+}
+
 bool better(const Cand& a, const Cand& b) {
   if (a.fits != b.fits) return a.fits;
   if (a.score != b.score) return a.score < b.score;
@@ -251,11 +263,7 @@ struct Worker {
     cd.fits = mem_ok && (o.deadline_days <= 0 || cd.days <= o.deadline_days) &&
               (o.budget_usd <= 0 || price <= 0 || cd.cost <= o.budget_usd);
     if (!cd.fits && !o.include_infeasible) return;
-    switch (o.objective) {
-      case Objective::Time: cd.score = cd.days; break;
-      case Objective::Cost: cd.score = cd.cost; break;
-      case Objective::Throughput: cd.score = step_s * u.gpus; break;
-    }
+    cd.score = score_of(o.objective, cd.days, cd.cost, step_s, u.gpus);
     cd.key = pack_key(cd);
     top.add(cd);
     if (cd.fits) {
@@ -756,12 +764,8 @@ TrainingSpec training_of(const TrainingSpec& asked, const Estimate& candidate) {
 }
 
 double objective_score(const Estimate& e, Objective objective) {
-  switch (objective) {
-    case Objective::Cost: return std::isfinite(e.cost_usd) ? e.cost_usd : e.gpus * e.days_to_train;
-    case Objective::Throughput: return e.step_time_s * e.gpus;
-    case Objective::Time: break;
-  }
-  return e.days_to_train;
+  return score_of(objective, e.days_to_train, std::isfinite(e.cost_usd) ? e.cost_usd : e.gpus * e.days_to_train,
+                  e.step_time_s, e.gpus);
 }
 
 const char* objective_measure(Objective objective, bool priced) {

@@ -1380,6 +1380,29 @@ TEST(DeviceProfile, TheBandOfAProfiledEstimateIsTheProfilesSpreadAndResidual) {
   EXPECT_NEAR(noisy.step_time_s - noisy.step_time_s_p10, half, 1e-9 * noisy.step_time_s);
   EXPECT_GT(noisy.step_time_s_p90 - noisy.step_time_s_p10, none.step_time_s_p90 - none.step_time_s_p10);
   EXPECT_NEAR(noisy.days_to_train_p90 / noisy.days_to_train, noisy.step_time_s_p90 / noisy.step_time_s, 1e-12);
+  // Independently of the formula: a host whose GEMMs and kernels all run s slower (every timing,
+  // the fitted line and the bandwidth with them) lengthens the step by what the band, with
+  // those two spreads at s and no residual, puts at one standard deviation (first order).
+  const double sd = 0.05;
+  Scenario quiet = sc;
+  quiet.training.framework.residual_spread = 0;
+  DeviceProfile host_noise = synthetic_profile();
+  host_noise.spread = {5, sd, sd, 0};
+  quiet.cluster.device_profile = std::make_shared<const DeviceProfile>(host_noise);
+  const Estimate banded = estimate(quiet, l);
+  DeviceProfile slower = host_noise;
+  for (GemmTiming& g : slower.gemms) g.seconds *= 1 + sd;
+  for (KernelTiming& k : slower.kernels) k.seconds *= 1 + sd;
+  slower.gemm_peak_gflops /= 1 + sd;
+  slower.gemm_overhead_us *= 1 + sd;
+  slower.memory_gbyte_per_s /= 1 + sd;
+  Scenario slow_sc = quiet;
+  slow_sc.cluster.device_profile = std::make_shared<const DeviceProfile>(slower);
+  const double grown = estimate(slow_sc, l).step_time_s - banded.step_time_s;
+  const double one_sd = (banded.step_time_s_p90 - banded.step_time_s) / 1.2816;
+  std::printf("Expectation: the host %.0f %% slower lengthens the step by the band's standard deviation  Actual: "
+              "%.4f s against %.4f s\n", 100 * sd, grown, one_sd);
+  EXPECT_NEAR(grown, one_sd, 0.05 * one_sd);
   // CPU ranks: the local model's residual in place of the framework's.
   DeviceProfile cpu = cpu_profile(2, 2);
   cpu.spread = gpu.spread;
