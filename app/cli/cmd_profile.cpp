@@ -74,6 +74,13 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
           w.end_object();
         }
         w.end_array();
+        w.key("exchange").begin_array();
+        for (const SharedExchangeTiming& e : sc.exchange) {
+          w.begin_object();
+          w.field("group", e.group).field("bytes", e.bytes).field("seconds", e.seconds);
+          w.end_object();
+        }
+        w.end_array();
         w.end_object();
       }
       w.end_array();
@@ -100,7 +107,19 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       for (size_t i = 0; i < sc.lockstep.size(); ++i)
         std::printf("%s %.3f ms in groups of %d (compute meanwhile x%.2f)", i ? "," : "",
                     sc.lockstep[i].allreduce_s * 1e3, sc.lockstep[i].group, sc.lockstep[i].compute_stretch);
-      std::printf("\n");
+      // The gradient exchange at its largest measured size, per group size.
+      std::string exchange;
+      for (const LockstepTiming& l : sc.lockstep) {
+        const SharedExchangeTiming* largest = nullptr;
+        for (const SharedExchangeTiming& e : sc.exchange)
+          if (e.group == l.group && (!largest || e.bytes > largest->bytes)) largest = &e;
+        if (largest)
+          exchange += (exchange.empty() ? "; the gradient exchange of " + fmt_fixed(largest->bytes / 1048576.0, 0) +
+                                              " MiB a rank takes "
+                                        : std::string(", ")) +
+                      fmt_fixed(largest->seconds * 1e3, 2) + " ms in groups of " + std::to_string(l.group);
+      }
+      std::printf("%s\n", exchange.c_str());
     }
   }
   return kExitOk;

@@ -754,7 +754,8 @@ class StepEvaluation {
                      .fill_drain_stretch = walk.fill_drain_stretch,
                      .free_efficiency = efficiency,
                      // A context ring's waits for a neighbour still computing are not the cores' work.
-                     .hidden_wait_s = tb.cp_comm * mt.cp_wait_share};
+                     .hidden_wait_s = tb.cp_comm * mt.cp_wait_share,
+                     .dp_comm_on_shared_cores = dp_on_shared_cores};
     fill_collectives(host, *dev, on_host);
     const TimeBreakdown shared = share_host_cores(tb, host);
     if (host.hidden_wait_s > 0 && tb.cp_comm > 0) {  // what hiding took off the step
@@ -1097,6 +1098,28 @@ class StepEvaluation {
   }
 
 
+  // capplan-train's gradient exchange of `bytes` per rank as its optimizer calls it, timed by the
+  // device profile (-1: not timed for this group). Where CPU ranks outnumber the host's cores, the
+  // exchange the profile timed among as many ranks on those cores, in groups of the dp group's
+  // size, all at once (SharedExchangeTiming): the host's time already, which share_host_cores does
+  // not stretch again (dp_on_shared_cores). Measured on 2 cores with the 4-layer, 256-wide model
+  // (one profile against the medians of one benchmark run): 16.9 MB among 4 ranks 13.7 ms (dp 4
+  // exchanged in 14.2, 15.6 priced from 2 ranks' time by the core share and the ring's bytes), among
+  // 8 22.5 (dp 8 25.3, 36.5 so priced); pairs among 8 (dp 2 x tp 2 x pp 2) 4.1 ms for 4.2 MB (4.0
+  // measured, 8.0 so priced).
+  double exchange_s(double bytes) {
+    const DeviceProfile* dev = c.profile;
+    if (dev && dev->backend == "cpu" && dev->cores > 0 && pl.dp.nodes == 1) {
+      const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
+      const double t = on_host > dev->cores ? dev->shared_exchange_s(on_host, pl.dp.n, bytes) : -1.0;
+      if (t > 0) {
+        dp_on_shared_cores = true;
+        return t;
+      }
+    }
+    return runtime_exchange_s(pl.dp, bytes);
+  }
+
   // ZeRO-2/3 priced as capplan-train runs them (runtime_sharded_dp); check_layout keeps them to
   // pp = 1.
   bool sharded_by_runtime() const { return ly.zero >= 2 && ly.dp > 1 && pl.dp.profile; }
@@ -1115,7 +1138,7 @@ class StepEvaluation {
         // against 6.7 for the all-reduce, 7.5-8.6 ms measured. Where the profile timed the
         // exchange as the optimizer calls it (runtime_exchange_s), that time: the calls one after
         // another, the norm's gather between them waiting for the slower rank's reduce-scatter.
-        const double exchange = runtime_exchange_s(pl.dp, grad_bytes);
+        const double exchange = exchange_s(grad_bytes);
         dp_s = exchange > 0 ? exchange : reducescatter_s(pl.dp, grad_bytes) + allgather_s(pl.dp, grad_bytes);
       } else if (ly.zero == 0) {
         dp_s = allreduce_s(pl.dp, grad_bytes);
@@ -1131,7 +1154,7 @@ class StepEvaluation {
         // capplan-train's ZeRO-1 makes the same three calls as its ZeRO-0 (the weights gathered
         // in place of the gradients, as wide): the profile's exchange where it timed it, the
         // gather's part in the proportion of the two calls.
-        const double exchange = ly.zero == 1 && w_elem == g_elem ? runtime_exchange_s(pl.dp, grad_bytes) : -1;
+        const double exchange = ly.zero == 1 && w_elem == g_elem ? exchange_s(grad_bytes) : -1;
         if (exchange > 0 && dp_s > 0) {
           param_gather_s *= exchange / dp_s;
           dp_s = exchange;
@@ -1416,6 +1439,7 @@ class StepEvaluation {
       steps->host_cores = dev->cores;
       steps->core_seconds_per_s = 1.0 / std::max(1.0, double(dev->ranks) / dev->cores);
       steps->host_efficiency = host_efficiency(*dev, gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus()));
+      steps->dp_comm_on_shared_cores = dp_on_shared_cores;
     }
   }
 
@@ -1456,6 +1480,7 @@ class StepEvaluation {
   bool ring_z3 = false;
   double dp_s = 0;
   double param_gather_s = 0;  // ZeRO-1/2: the all-gather of updated weights
+  bool dp_on_shared_cores = false;  // exchange_s: dp_comm timed on the host's shared cores
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
   double pp_handoff_factor = 1;   // share_cores: a pipeline transfer's time on the host over its own

@@ -65,7 +65,8 @@ namespace capplan::detail {
 //    Measured: 4.8 and 6.4 ms for dp 4 and dp 8 on 2 cores against 5.0 for dp 2; 2.9 ms for
 //    dp 2 x tp 2 against 2.4 for tp 2.
 // The data-parallel collectives, which all ranks run at once and whose copies and sums are CPU
-// work, stretch by n / c too. Measured on 2 cores (tests/bench/bench_local_fidelity.sh): tp 4
+// work, stretch by n / c too, unless the profile timed the exchange among as many ranks on the
+// shared cores (SharedExchangeTiming, exchange_s in cost_model.cpp), which is the host's time. Measured on 2 cores (tests/bench/bench_local_fidelity.sh): tp 4
 // computes in 310-340 ms with 320-380 ms in tp_comm, dp 4 and dp 8 compute in the stretched time
 // of dp 2, and dp 4's gradient all-reduce took 33 ms where dp 2's took 13.
 // A collective of ranks in lockstep is not over when its bytes have moved: it waits for the last
@@ -105,7 +106,7 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing
   // pipeline's transfers (the receiving rank copies the message out of the sender's memory) and
   // the tied embedding's exchange: pp_comm.
   const double copy = shared_copy_stretch(ranks_on_host, cores, profile_ranks);  // d x s
-  t.dp_comm *= copy;
+  if (!host.dp_comm_on_shared_cores) t.dp_comm *= copy;
   t.pp_comm *= copy;
   // The hand-offs' extra time is spent waiting for the message in the receiving stage: bubble.
   const double handoff = std::max(0.0, host.handoff_s);

@@ -252,6 +252,9 @@ struct HostSharing {
   // Of the dedicated bubble, the tensor-parallel collectives' part, and the factor their time
   // takes in the fill and drain, where fewer ranks than the host's meet (<= 1; lockstep only).
   double bubble_tp_s = 0, fill_tp_factor = 1;
+  // The dedicated dp_comm is the profile's exchange timed among as many ranks on the shared cores
+  // (SharedExchangeTiming): the host's time already, not stretched.
+  bool dp_comm_on_shared_cores = false;
 };
 // `dedicated` is the step as if every rank had a core of its own at the profile's per-rank rates.
 // Returns the step's breakdown when the ranks share the cores (cost_model_cores.cpp has the

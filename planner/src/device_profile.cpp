@@ -78,13 +78,17 @@ double DeviceProfile::kernel_seconds(const std::string& name) const {
   return -1;
 }
 
-double DeviceProfile::collective_seconds(const std::string& op, int ranks, double bytes, bool cold) const {
-  // One pass (the cost model asks for every collective of every layout it prices): the measured
-  // sizes just below and just above `bytes`, and the largest two for beyond the last; a second,
-  // over the warm times, only where cold ones were asked for and the profile has none.
-  const CollectiveTiming *below = nullptr, *above = nullptr, *smallest = nullptr, *last = nullptr, *second = nullptr;
-  for (const CollectiveTiming& c : collectives) {
-    if (c.op != op || c.ranks != ranks || c.cold != cold || c.bytes <= 0 || c.seconds <= 0) continue;
+namespace {
+// The seconds of the entries of `timings` that `keep` accepts, linear in their bytes between the
+// measured sizes just below and just above `bytes` (beyond the largest: the largest two's line, at
+// least the size below's time; below the smallest: the smallest's time; one size: in proportion
+// to its bytes); -1 where `keep` accepts none. One pass (the cost model asks for every collective
+// of every layout it prices).
+template <typename Timing, typename Keep>
+double linear_in_bytes(const std::vector<Timing>& timings, Keep keep, double bytes) {
+  const Timing *below = nullptr, *above = nullptr, *smallest = nullptr, *last = nullptr, *second = nullptr;
+  for (const Timing& c : timings) {
+    if (!keep(c) || c.bytes <= 0 || c.seconds <= 0) continue;
     if (c.bytes <= bytes && (!below || c.bytes > below->bytes)) below = &c;
     if (c.bytes > bytes && (!above || c.bytes < above->bytes)) above = &c;
     if (!smallest || c.bytes < smallest->bytes) smallest = &c;
@@ -95,13 +99,28 @@ double DeviceProfile::collective_seconds(const std::string& op, int ranks, doubl
       second = &c;
     }
   }
-  if (!smallest) return cold ? collective_seconds(op, ranks, bytes, false) : -1;
+  if (!smallest) return -1;
   if (!below) return smallest->seconds;
-  const CollectiveTiming* lo = above ? below : second;
-  const CollectiveTiming* hi = above ? above : last;
+  const Timing* lo = above ? below : second;
+  const Timing* hi = above ? above : last;
   if (!lo || lo == hi) return hi->seconds * bytes / hi->bytes;  // one measured size
   const double t = lo->seconds + (hi->seconds - lo->seconds) * (bytes - lo->bytes) / (hi->bytes - lo->bytes);
   return std::max(below->seconds, t);
+}
+}  // namespace
+
+double DeviceProfile::collective_seconds(const std::string& op, int ranks, double bytes, bool cold) const {
+  // The warm times where cold ones were asked for and the profile has none.
+  const double t = linear_in_bytes(
+      collectives, [&](const CollectiveTiming& c) { return c.op == op && c.ranks == ranks && c.cold == cold; }, bytes);
+  return t < 0 && cold ? collective_seconds(op, ranks, bytes, false) : t;
+}
+
+double DeviceProfile::shared_exchange_s(int ranks, int group, double bytes) const {
+  for (const SharedCoresTiming& s : shared)
+    if (s.ranks == ranks)
+      return linear_in_bytes(s.exchange, [group](const SharedExchangeTiming& e) { return e.group == group; }, bytes);
+  return -1;
 }
 
 namespace {
@@ -249,7 +268,15 @@ std::string device_profile_yaml(const DeviceProfile& p) {
         << ", allreduce_seconds: " << num(sc.lockstep[i].allreduce_s)
         << (sc.lockstep[i].compute_stretch > 0 ? ", compute_stretch: " + num(sc.lockstep[i].compute_stretch) : "")
         << "}";
-    o << "], how: " << yaml_quote(sc.how) << "}\n";
+    o << "]";
+    if (!sc.exchange.empty()) {
+      o << ", exchange: [";
+      for (size_t i = 0; i < sc.exchange.size(); ++i)
+        o << (i ? ", " : "") << "{group: " << sc.exchange[i].group << ", bytes: " << num(sc.exchange[i].bytes)
+          << ", seconds: " << num(sc.exchange[i].seconds) << "}";
+      o << "]";
+    }
+    o << ", how: " << yaml_quote(sc.how) << "}\n";
   }
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
     << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
@@ -368,6 +395,18 @@ void read_shared_cores(detail::MapReader& r, const std::string& file, Diagnostic
         g.number("compute_stretch", l.compute_stretch, false, {1, false, 1e6});
         g.finish();
         sc.lockstep.push_back(l);
+      }
+    }
+    if (const YAML::Node ex = one ? YAML::Node() : s.child("exchange"); ex && !ex.IsNull()) {
+      if (!ex.IsSequence()) s.error_at(ex, "exchange", "expected a list");
+      for (size_t j = 0; ex.IsSequence() && j < ex.size(); ++j) {
+        detail::MapReader g(ex[j], file, at + "exchange[" + std::to_string(j) + "].", diags);
+        SharedExchangeTiming e;
+        g.integer("group", e.group, true, {2, false, 1 << 20});
+        g.number("bytes", e.bytes, true, {0, true, 1e15});
+        g.number("seconds", e.seconds, true, {0, true, 1e6});
+        g.finish();
+        sc.exchange.push_back(e);
       }
     }
     s.finish();

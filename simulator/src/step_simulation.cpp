@@ -945,8 +945,9 @@ void record_timeline(const std::vector<Task>& tasks, StepSimulation& out) {
 // demand of (those ranks) / cores on its node's cores (the cores doing costs.host_efficiency of
 // the ideal's work); while the demands of the running tasks sum to D > 1 each runs at 1/D of its
 // speed, and a stage that waits (a bubble) takes no core.
-// Data-parallel collectives stretch by the node's ranks / cores. Returns the number of links, the
-// cores' included.
+// Data-parallel collectives stretch by the node's ranks / cores, unless the profile timed them on
+// the shared cores (costs.dp_comm_on_shared_cores). Returns the number of links, the cores'
+// included.
 int share_host_cores(std::vector<Task>& tasks, const StepCosts& costs, const Layout& layout, int gpus_per_node,
                      const StageLinks& links) {
   if (costs.host_cores <= 0) return links.num_links;
@@ -968,7 +969,8 @@ int share_host_cores(std::vector<Task>& tasks, const StepCosts& costs, const Lay
       std::max(1.0, double(std::min(gpus, gpus_per_node)) / costs.host_cores) * costs.core_seconds_per_s;
   for (Task& t : tasks) {
     if (t.kind == SimTaskKind::DpComm || t.kind == SimTaskKind::ZeroAllGather || t.kind == SimTaskKind::EmbeddingSync) {
-      t.work_s *= dp_stretch;
+      // (An exchange the profile timed on the shared cores is their time already.)
+      if (t.kind == SimTaskKind::EmbeddingSync || !costs.dp_comm_on_shared_cores) t.work_s *= dp_stretch;
       continue;
     }
     const bool busy = t.stream == SimStream::Compute &&

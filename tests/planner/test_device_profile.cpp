@@ -279,6 +279,83 @@ TEST(DeviceProfile, FourRanksOnTwoCoresDoubleTheBusyTerms) {
   EXPECT_NEAR(again.step_time_s, own.step_time_s, 1e-12 * own.step_time_s);
 }
 
+// Where the profile timed the gradient exchange among as many ranks on the shared cores, in
+// groups of the dp group's size (shared_cores[].exchange), dp_comm is that time, the host's
+// already, not the 2-rank exchange stretched by the core share: dp 4 on 4 ranks of 2 cores takes
+// the groups of 4's time, dp 2 x tp 2 the pairs', and the step moves by the difference. A host of
+// another number of ranks, or a group size not timed, keeps the stretched exchange. The form reads
+// back, and a bad timing is refused naming its field.
+TEST(DeviceProfile, ExchangeTimedOnTheSharedCoresIsTheHostsTime) {
+  DeviceProfile p = cpu_profile(2, 2);
+  SharedCoresTiming four{4, 1, 0.001, {{2, 262144, 0.0002, 0, ""}, {4, 262144, 0.0003, 0, ""}}, "four", 0, {}};
+  // Pairs: 1 ms + 1 ms per GB; groups of 4: a flat 1.23 s over the whole range.
+  four.exchange = {{2, 1e3, 0.001 + 1e3 * 1e-12}, {2, 1e12, 0.001 + 1e12 * 1e-12}, {4, 1e3, 1.23}, {4, 1e12, 1.23}};
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(device_profile_yaml(cpu_profile(2, 2)), "dev.yaml");
+  ASSERT_TRUE(q.ok());
+  DeviceProfile timed = *q.value;
+  timed.shared = {four};
+  const Loaded<DeviceProfile> back = parse_device_profile_yaml(device_profile_yaml(timed), "dev.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  const DeviceProfile& d = *back.value;
+  ASSERT_EQ(d.shared.size(), 1u);
+  ASSERT_EQ(d.shared[0].exchange.size(), 4u);
+  EXPECT_NEAR(d.shared_exchange_s(4, 2, 5e8), 0.001 + 5e8 * 1e-12, 1e-12);
+  EXPECT_NEAR(d.shared_exchange_s(4, 4, 5e8), 1.23, 1e-12);
+  EXPECT_LT(d.shared_exchange_s(8, 4, 5e8), 0);  // not measured with 8 ranks
+  EXPECT_LT(d.shared_exchange_s(4, 8, 5e8), 0);  // nor for groups of 8
+  EXPECT_LT(cpu_profile(2, 2).shared_exchange_s(4, 4, 5e8), 0);
+
+  Layout dp4;
+  dp4.dp = 4;
+  dp4.mbs = 1;
+  p.shared = {four};
+  p.shared[0].exchange.clear();
+  const Estimate stretched = estimate(host_scenario(4, p), dp4);
+  const Estimate own = estimate(host_scenario(4, d), dp4);
+  std::printf("Expectation: dp 4's dp_comm 1.23 s as timed (stretched from 2 ranks' %.4f s). Actual result: "
+              "%.4f s; step %.4f -> %.4f s\n", stretched.breakdown_s.dp_comm, own.breakdown_s.dp_comm,
+              stretched.step_time_s, own.step_time_s);
+  EXPECT_NEAR(own.breakdown_s.dp_comm, 1.23, 1e-12);
+  EXPECT_NEAR(own.step_time_s - stretched.step_time_s, 1.23 - stretched.breakdown_s.dp_comm,
+              1e-9 * own.step_time_s);
+  // The simulator replays the timed exchange as it is, without the core share's stretch.
+  const double sim_own = simulate_step(host_scenario(4, d), dp4).step_time_s;
+  const double sim_stretched = simulate_step(host_scenario(4, p), dp4).step_time_s;
+  std::printf("Expectation: simulated steps %.4f and %.4f s. Actual result: %.4f and %.4f s\n", own.step_time_s,
+              stretched.step_time_s, sim_own, sim_stretched);
+  EXPECT_NEAR(sim_stretched - sim_own, stretched.step_time_s - own.step_time_s, 0.01 * own.step_time_s);
+  // dp 2 x tp 2: the pairs' time for the rank's half of the gradients.
+  Layout dp2tp2 = dp4;
+  dp2tp2.dp = 2;
+  dp2tp2.tp = 2;
+  const Estimate pairs = estimate(host_scenario(4, d), dp2tp2);
+  const double half_grads = (pairs.breakdown_s.dp_comm - 0.001) / 1e-12;
+  std::printf("Expectation: dp 2 x tp 2 at the pairs' line, about half of the model's gradients. Actual result: "
+              "%.4f s, %.3g bytes\n", pairs.breakdown_s.dp_comm, half_grads);
+  EXPECT_GT(half_grads, 0.45 * 4 * 13e9);  // fp32 gradients of GPT-3 13B's half
+  EXPECT_LT(half_grads, 0.55 * 4 * 13e9);
+  // Eight ranks on the host: not measured, the stretched 2-rank exchange.
+  Layout dp8 = dp4;
+  dp8.dp = 8;
+  DeviceProfile none = d;
+  none.shared[0].exchange.clear();
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(8, d), dp8).breakdown_s.dp_comm,
+                   estimate(host_scenario(8, none), dp8).breakdown_s.dp_comm);
+
+  std::string text = device_profile_yaml(d);
+  text.replace(text.find("seconds: 1.23"), 13, "seconds: -1");
+  const Loaded<DeviceProfile> bad = parse_device_profile_yaml(text, "bad.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.diagnostics.to_string().find("shared_cores[0].exchange[2].seconds"), std::string::npos)
+      << bad.diagnostics.to_string();
+  text = device_profile_yaml(d);
+  text.replace(text.find("{group: 2, bytes"), 9, "{group: 1");
+  const Loaded<DeviceProfile> one = parse_device_profile_yaml(text, "bad.yaml");
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(one.diagnostics.to_string().find("shared_cores[0].exchange[0].group"), std::string::npos)
+      << one.diagnostics.to_string();
+}
+
 // Ranks side by side reach the measured fraction of the processor-sharing ideal (the profile's
 // free_efficiency, against its ranks with a core each): dp 4 on 2 cores at 0.8 of it does the
 // host's work 1 / 0.8 slower, T = W / (2 x 0.8) + X, and the simulator's shared cores do the

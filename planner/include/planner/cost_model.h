@@ -216,6 +216,9 @@ struct StepCosts {
   int host_cores = 0;
   double core_seconds_per_s = 1;
   double host_efficiency = 1;
+  // dp_comm_s is the exchange the device profile timed among as many ranks on the host's shared
+  // cores: the host's time already, which the simulator does not stretch again.
+  bool dp_comm_on_shared_cores = false;
 };
 
 StepCosts step_costs(const Scenario& scenario, const Layout& layout);

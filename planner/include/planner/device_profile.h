@@ -70,6 +70,16 @@ struct LockstepTiming {
   std::string how;
 };
 
+// The data-parallel gradient exchange as capplan-train's optimizer calls it (an in-place
+// reduce-scatter, the gradient norm's gather, an in-place all-gather) of `bytes` per rank, in
+// groups of `group` consecutive ranks, every group of the host's ranks at once, on buffers from
+// memory: measured where the ranks outnumber the cores, so the time is already the shared cores'.
+struct SharedExchangeTiming {
+  int group = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+
 // How the host's cores run `ranks` CPU ranks, more than they number, each running a layer's
 // forward and backward GEMMs: the fraction of the processor-sharing ideal (n ranks on c cores each at c/n of a
 // core) they reach computing side by side (against `cores` of them computing alone while the
@@ -85,6 +95,7 @@ struct SharedCoresTiming {
   std::vector<LockstepTiming> lockstep;  // by group size, ascending
   std::string how;
   double handoff_lockstep_s = 0;         // the hand-off beside pairs in lockstep; 0: not measured
+  std::vector<SharedExchangeTiming> exchange;  // by group size, then bytes; empty: not measured
 };
 
 // How far the measurements moved between the profile's rounds (capplan-train measure repeats its
@@ -145,6 +156,10 @@ struct DeviceProfile {
   double shared_free_efficiency(int ranks) const;
   double shared_compute_stretch(int ranks, int group) const;
   double shared_handoff_s(int ranks, bool lockstep = false) const;
+  // The gradient exchange of `bytes` per rank in groups of `group` among exactly `ranks` ranks on
+  // the shared cores (SharedExchangeTiming), linear in the bytes between the measured sizes and
+  // beyond the largest two; -1 where that many ranks or that group size was not measured.
+  double shared_exchange_s(int ranks, int group, double bytes) const;
   // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.
   const CollectiveFit* fit(const std::string& op, int ranks) const;
   // The measured time of `op` among `ranks` ranks for a buffer of `bytes`, interpolated linearly

@@ -106,8 +106,18 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
     EXPECT_NE(sc.how.find("in groups of 2"), std::string::npos) << sc.how;
     // Side by side, against `cores` ranks alone with the others asleep.
     EXPECT_NE(sc.how.find("with the others asleep"), std::string::npos) << sc.how;
+    // The gradient exchange in each lockstep group size, all groups at once, of 1, 4 and 16 MiB a
+    // rank; 16 MiB takes longer than 1 MiB (the bytes are the work).
+    ASSERT_EQ(sc.exchange.size(), 3 * sc.lockstep.size());
+    for (const LockstepTiming& l : sc.lockstep) {
+      const double small = p.value->shared_exchange_s(sc.ranks, l.group, 1048576.0);
+      const double large = p.value->shared_exchange_s(sc.ranks, l.group, 16777216.0);
+      EXPECT_GT(small, 0) << l.group;
+      EXPECT_GT(large, small) << l.group;
+    }
   }
   EXPECT_NE(m.out.find("shared cores:"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("the gradient exchange of 16 MiB a rank takes"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("(compute meanwhile x"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find("lockstep: 2 ranks with a core each"), std::string::npos) << m.out;
   // And the lockstep all-reduce of the two ranks with a core each.
