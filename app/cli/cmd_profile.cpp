@@ -58,6 +58,7 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       w.key("lockstep").begin_object();
       w.field("ranks", p.ranks).field("allreduce_bytes", p.lockstep.allreduce_bytes);
       w.field("allreduce_s", p.lockstep.allreduce_s);
+      w.field("exchange_bytes", p.lockstep.exchange_bytes).field("exchange_s", p.lockstep.exchange_s);
       w.end_object();
     }
     if (!p.shared.empty()) {
@@ -93,10 +94,15 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
     for (const CollectiveFit& f : p.fits)
       std::printf("        %-15s %d ranks: %.3f GB/s bus bandwidth, %.1f us latency\n", f.op.c_str(), f.ranks,
                   f.bandwidth_gbyte_per_s, f.latency_us);
-    if (p.lockstep.allreduce_bytes > 0)
+    if (p.lockstep.allreduce_bytes > 0) {
       std::printf("lockstep: %d ranks with a core each; an all-reduce of %.0f KB after every half layer holds them "
-                  "%.3f ms\n",
+                  "%.3f ms",
                   p.ranks, p.lockstep.allreduce_bytes / 1024, p.lockstep.allreduce_s * 1e3);
+      if (p.lockstep.exchange_bytes > 0)
+        std::printf("; a context ring's exchange of %.0f KB around each %.3f ms", p.lockstep.exchange_bytes / 1024,
+                    p.lockstep.exchange_s * 1e3);
+      std::printf("\n");
+    }
     for (const SharedCoresTiming& sc : p.shared) {
       const std::string beside =
           sc.handoff_lockstep_s > 0 ? " (" + fmt_fixed(sc.handoff_lockstep_s * 1e3, 3) + " beside pairs in lockstep)" : "";

@@ -516,6 +516,13 @@ double meeting_among_s(const DeviceProfile* dev, int ranks, int group, double ow
   if (ranks > dev->cores)
     return std::max(own, kind == Meeting::Exchange ? dev->shared_handoff_s(ranks, /*lockstep=*/true)
                                                    : dev->shared_allreduce_s(ranks, group));
+  if (kind == Meeting::Exchange && after_compute && dev->lockstep.exchange_bytes > 0) {
+    // The profile timed a context ring's own exchange in lockstep: the swap's time and the wait for
+    // the neighbour. This exchange takes its own time and that wait (the measured meeting less the
+    // measured swap's own time at its bytes).
+    const double swap = dev->collective_seconds("send-recv", 2, dev->lockstep.exchange_bytes);
+    return own + std::max(0.0, dev->lockstep.exchange_s - std::max(0.0, swap));
+  }
   return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
 }
 

@@ -256,7 +256,11 @@ std::string device_profile_yaml(const DeviceProfile& p) {
       << "}   # relative standard deviation of each round's summed times\n";
   if (p.lockstep.allreduce_bytes > 0)
     o << "  lockstep: {allreduce_bytes: " << num(p.lockstep.allreduce_bytes) << ", allreduce_seconds: "
-      << num(p.lockstep.allreduce_s) << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
+      << num(p.lockstep.allreduce_s)
+      << (p.lockstep.exchange_bytes > 0 ? ", exchange_bytes: " + num(p.lockstep.exchange_bytes) +
+                                              ", exchange_seconds: " + num(p.lockstep.exchange_s)
+                                        : std::string())
+      << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
   if (!p.shared.empty()) o << "  shared_cores:\n";
   for (const SharedCoresTiming& sc : p.shared) {
     o << "    - {ranks: " << sc.ranks << ", free_efficiency: " << num(sc.free_efficiency)
@@ -472,6 +476,8 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
     MapReader s(ls, file, "device_profile.lockstep.", out.diagnostics);
     s.number("allreduce_bytes", p.lockstep.allreduce_bytes, true, {0, true, 1e15});
     s.number("allreduce_seconds", p.lockstep.allreduce_s, true, {0, false, 1e6});
+    s.number("exchange_bytes", p.lockstep.exchange_bytes, false, {0, false, 1e15});
+    s.number("exchange_seconds", p.lockstep.exchange_s, false, {0, false, 1e6});
     s.text("how", p.lockstep.how, false);
     s.finish();
   }

@@ -1284,6 +1284,28 @@ TEST(DeviceProfile, ContextRingOnCpuRanksIsExposedAtTheMeetingTime) {
   // A lockstep meeting longer than the exchange sets its time.
   const Estimate lock = run(10e9, 5 * x, &lock_costs);
   EXPECT_NEAR(lock.breakdown_s.cp_comm, 5 * expected, 1e-5 * expected);
+  // Where the profile timed the ring's own exchange in lockstep (lockstep.exchange_seconds), that
+  // sets it instead of the all-reduce's meeting: at the block's bytes its time, 3x the swap's own;
+  // at half the block's bytes the swap's own time of the block and the measured wait beyond it
+  // (3x less 0.5x the block's swap: 2.5 swaps of the block on top of its own).
+  auto ring = [&](double measured_bytes) {
+    DeviceProfile p = cpu_profile(2, 2);
+    for (double b : {1e3, 1e9}) p.collectives.push_back({"send-recv", 2, b, b / 10e9});
+    p.lockstep.allreduce_bytes = 262144;
+    p.lockstep.allreduce_s = 5 * x;
+    p.lockstep.exchange_bytes = measured_bytes;
+    p.lockstep.exchange_s = 3 * x;
+    fit_device_profile(p);
+    const Loaded<DeviceProfile> back = parse_device_profile_yaml(device_profile_yaml(p), "dev.yaml");
+    EXPECT_TRUE(back.ok()) << back.diagnostics.to_string();
+    EXPECT_DOUBLE_EQ(back.value->lockstep.exchange_s, 3 * x);
+    return estimate(host_scenario(2, *back.value), l).breakdown_s.cp_comm;
+  };
+  const double at_block = ring(bytes), at_half = ring(bytes / 2);
+  std::printf("Expectation: cp_comm %.6f s at the ring's meeting, %.6f s from half the block  Actual result: %.6f s, "
+              "%.6f s\n", 3 * expected, 3.5 * expected, at_block, at_half);
+  EXPECT_NEAR(at_block, 3 * expected, 1e-5 * expected);
+  EXPECT_NEAR(at_half, 3.5 * expected, 1e-5 * expected);
   // Ranks outnumbering the cores: each exchange takes at least the measured hand-off among them.
   Layout l4 = l;
   l4.dp = 2;

@@ -68,6 +68,11 @@ struct LockstepTiming {
   // collectives, a rank's compute itself stretches.
   double compute_stretch = 0;
   std::string how;
+  // With a core each and 2 ranks: the same for a context ring's exchange of `exchange_bytes` (a
+  // point-to-point swap of the K and V block, posted before the segment and received after it,
+  // as capplan-train's RingAttention makes it) in place of the all-reduce. 0 bytes: not measured.
+  double exchange_bytes = 0;
+  double exchange_s = 0;
 };
 
 // The data-parallel gradient exchange as capplan-train's optimizer calls it (an in-place

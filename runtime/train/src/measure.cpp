@@ -577,7 +577,23 @@ class Measurer {
     world_.all_reduce_max(&once, 1);
     const int K = std::clamp(int(std::ceil(0.1 / std::max(1e-6, double(once)))), 2, 1000);
     const int alone = std::min(cores, n / 2);  // ranks computing alone; the rest nap
-    std::vector<double> a, aq, fr, ho, hl;
+    // With a core each and 2 ranks (a context ring of 2): the same segments, each with the ring's
+    // exchange around it as RingAttention makes it (the rank's K and V block posted to its
+    // neighbour before the block's compute, the neighbour's received after it), instead of the
+    // all-reduce.
+    const bool ring = !shared && n == 2;
+    const int64_t block = int64_t(o_.mbs) * seq() * (m_.kv_heads_or_default() * m_.head_dim() / o_.tp);
+    float* block_out = ring ? buffer(block) : nullptr;
+    float* block_in = ring ? buffer(block) : nullptr;
+    auto ring_layer = [&] {
+      for (int k = 0; k < kSegments; ++k) {
+        world_.send_async(block_out, block, 1 - world_.rank(), 13);
+        segments.run(k);
+        world_.recv(block_in, block, 1 - world_.rank(), 13);
+        world_.wait_sends();
+      }
+    };
+    std::vector<double> a, aq, fr, ho, hl, rg;
     std::vector<std::vector<double>> lk(groups.size()), busy(groups.size());
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
@@ -614,6 +630,12 @@ class Measurer {
           busy[way - 1].push_back(busy_s / n);
         }
       }
+      if (ring) {
+        rg.push_back(timed([&] {
+          for (int k = 0; k < K; ++k) ring_layer();
+        }));
+        spent += rg.back();
+      }
       if (shared) {
         spent += a.back();
         // The other ranks compute twice the free timing's layers: they outlast the hand-offs.
@@ -629,7 +651,7 @@ class Measurer {
         }
       }
     }
-    LockstepRounds t{std::move(a), std::move(aq), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), K, rounds};
+    LockstepRounds t{std::move(a), std::move(aq), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), std::move(rg), 4.0 * double(block), K, rounds};
     store_lockstep(p, cores, shared, groups, t, tok);
     bufs_.clear();
   }
@@ -685,6 +707,8 @@ class Measurer {
   struct LockstepRounds {
     std::vector<double> alone, alone_quiet, free, handoff, handoff_lockstep;
     std::vector<std::vector<double>> lockstep, busy;
+    std::vector<double> ring;  // the ring's exchange around each segment (2 ranks, a core each)
+    double ring_bytes;         // the exchanged block
     int K, rounds;
   };
 
@@ -731,6 +755,14 @@ class Measurer {
       p.lockstep = timings.back();
       p.lockstep.group = 0;
       p.lockstep.how = how;
+      if (!t.ring.empty()) {  // the ring's exchange in lockstep, as the all-reduce's: over free
+        std::vector<double> diff;
+        for (size_t i = 0; i < t.ring.size() && i < t.free.size(); ++i) diff.push_back(t.ring[i] - t.free[i]);
+        p.lockstep.exchange_bytes = t.ring_bytes;
+        p.lockstep.exchange_s = std::max(0.0, median(diff) / (double(kSegments) * t.K));
+        p.lockstep.how += ", with the context ring's exchange of " + fmt_fixed(t.ring_bytes / 1024, 0) +
+                          " KB around each instead " + ms(median(t.ring));
+      }
     }
   }
 
