@@ -7,6 +7,7 @@
 // of one kernel spread over the whole measurement rather than bunched in one instant.
 #include "train/measure.h"
 
+#include <malloc.h>
 #include <mpi.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -1063,6 +1064,12 @@ int cold_operand_copies(double pass_bytes, double operand_bytes, double llc_byte
 }
 
 int measure_main(int argc, char** argv) {
+  // The rounds allocate the same operand buffers again and again (up to twice the last-level
+  // cache per shape, hundreds of MB a round): glibc keeps freed memory for the next allocation
+  // instead of returning each large block to the kernel (mallopt, M_MMAP_THRESHOLD and
+  // M_TRIM_THRESHOLD), so that only the first round pays for the pages' first touch.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   MeasureOptions o;
   const int parsed = parse_options(argc, argv, o);
   if (parsed != 0) return parsed < 0 ? 0 : parsed;
