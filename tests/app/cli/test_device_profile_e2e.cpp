@@ -129,7 +129,6 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   // And a context ring's exchange in its place: the K and V block of a rank of a ring of 2 (mbs x
   // seq / 2 tokens x 2 x the K/V width, fp32).
   EXPECT_DOUBLE_EQ(p.value->lockstep.exchange_bytes, 4.0 * 2 * 64 / 2 * 2 * 128);
-  EXPECT_GE(p.value->lockstep.exchange_s, 0);
   EXPECT_NE(m.out.find("a context ring's exchange of"), std::string::npos) << m.out;
   EXPECT_NE(p.value->lockstep.how.find("2 ranks"), std::string::npos) << p.value->lockstep.how;
   EXPECT_EQ(p.value->lockstep.how.find("alone"), std::string::npos) << p.value->lockstep.how;
