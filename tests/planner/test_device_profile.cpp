@@ -188,6 +188,13 @@ Scenario host_scenario(int ranks_on_host, const DeviceProfile& p) {
   return sc;
 }
 
+// `yaml`, a profile with one value made bad, is refused with a message naming `field`.
+void expect_refused_naming(const std::string& yaml, const std::string& field) {
+  const Loaded<DeviceProfile> r = parse_device_profile_yaml(yaml, "bad.yaml");
+  EXPECT_FALSE(r.ok()) << field;
+  EXPECT_NE(r.diagnostics.to_string().find(field), std::string::npos) << r.diagnostics.to_string();
+}
+
 // The GEMMs within a step's compute and recompute (Estimate::gemm_s, set beside a run's measured
 // `gemm` phase) are the linear layers' and the LM head's GEMMs at the profile's times, by hand:
 // per layer and micro-batch the four forward GEMMs [tok, out] x [in], their input gradients
@@ -344,16 +351,10 @@ TEST(DeviceProfile, ExchangeTimedOnTheSharedCoresIsTheHostsTime) {
 
   std::string text = device_profile_yaml(d);
   text.replace(text.find("seconds: 1.23"), 13, "seconds: -1");
-  const Loaded<DeviceProfile> bad = parse_device_profile_yaml(text, "bad.yaml");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.diagnostics.to_string().find("shared_cores[0].exchange[2].seconds"), std::string::npos)
-      << bad.diagnostics.to_string();
+  expect_refused_naming(text, "shared_cores[0].exchange[2].seconds");
   text = device_profile_yaml(d);
   text.replace(text.find("{group: 2, bytes"), 9, "{group: 1");
-  const Loaded<DeviceProfile> one = parse_device_profile_yaml(text, "bad.yaml");
-  ASSERT_FALSE(one.ok());
-  EXPECT_NE(one.diagnostics.to_string().find("shared_cores[0].exchange[0].group"), std::string::npos)
-      << one.diagnostics.to_string();
+  expect_refused_naming(text, "shared_cores[0].exchange[0].group");
 }
 
 // Ranks side by side reach the measured fraction of the processor-sharing ideal (the profile's
@@ -546,10 +547,7 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
   const size_t at = bad.find("allreduce_seconds: ");
   ASSERT_NE(at, std::string::npos);
   bad.insert(at + std::string("allreduce_seconds: ").size(), "-");
-  const Loaded<DeviceProfile> r = parse_device_profile_yaml(bad, "dev.yaml");
-  EXPECT_FALSE(r.ok());
-  EXPECT_NE(r.diagnostics.to_string().find("shared_cores[0].lockstep[0].allreduce_seconds"), std::string::npos)
-      << r.diagnostics.to_string();
+  expect_refused_naming(bad, "shared_cores[0].lockstep[0].allreduce_seconds");
 }
 
 // A pipeline's hand-off between ranks taking turns on the cores takes the profile's measured time
@@ -644,10 +642,7 @@ TEST(DeviceProfile, TensorParallelPipelineTakesTheHandOffBesideLockstep) {
   const size_t at = text.find("handoff_lockstep_seconds: ");
   ASSERT_NE(at, std::string::npos);
   text.replace(at, text.find(',', at) - at, "handoff_lockstep_seconds: -1");
-  const Loaded<DeviceProfile> bad = parse_device_profile_yaml(text, "bad.yaml");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.diagnostics.to_string().find("handoff_lockstep_seconds"), std::string::npos)
-      << bad.diagnostics.to_string();
+  expect_refused_naming(text, "handoff_lockstep_seconds");
 }
 
 // Ranks in lockstep on shared cores: the pipeline's fill and drain run one stage of dp 2 x tp 2 x
@@ -1434,10 +1429,7 @@ TEST(DeviceProfile, RoundSpreadReadsBackAndOldProfilesHaveNone) {
     std::string bad = text;
     const size_t g = bad.find("gemms: ", at) + 7;
     bad.replace(g, bad.find(',', g) - g, value);
-    const Loaded<DeviceProfile> b = parse_device_profile_yaml(bad, "dev.yaml");
-    EXPECT_FALSE(b.ok()) << value;
-    EXPECT_NE(b.diagnostics.to_string().find("device_profile.round_spread.gemms"), std::string::npos)
-        << b.diagnostics.to_string();
+    expect_refused_naming(bad, "device_profile.round_spread.gemms");
   }
 }
 

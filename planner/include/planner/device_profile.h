@@ -100,7 +100,7 @@ struct SharedCoresTiming {
   std::vector<LockstepTiming> lockstep;  // by group size, ascending
   std::string how;
   double handoff_lockstep_s = 0;         // the hand-off beside pairs in lockstep; 0: not measured
-  std::vector<SharedExchangeTiming> exchange;  // by group size, then bytes; empty: not measured
+  std::vector<SharedExchangeTiming> exchange{};  // by group size, then bytes; empty: not measured
 };
 
 // How far the measurements moved between the profile's rounds (capplan-train measure repeats its
