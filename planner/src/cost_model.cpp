@@ -520,8 +520,9 @@ double meeting_among_s(const DeviceProfile* dev, int ranks, int group, double ow
     // The profile timed a context ring's own exchange in lockstep: the swap's time and the wait for
     // the neighbour. This exchange takes its own time and that wait (the measured meeting less the
     // measured swap's own time at its bytes).
+    // (Without a timed send/recv, the measured meeting as it is.)
     const double swap = dev->collective_seconds("send-recv", 2, dev->lockstep.exchange_bytes);
-    return own + std::max(0.0, dev->lockstep.exchange_s - std::max(0.0, swap));
+    return swap > 0 ? own + std::max(0.0, dev->lockstep.exchange_s - swap) : std::max(own, dev->lockstep.exchange_s);
   }
   return after_compute ? std::max(own, dev->lockstep.allreduce_s) : own;
 }
