@@ -857,13 +857,7 @@ class Measurer {
       // Timed as one: 2 ranks on a 2-core AMD EPYC host, 16 MiB, 4.7 and 5.8 ms in two profiles
       // against 4.2 and 4.9-5.6 for the two collectives timed apart in the same profile, and
       // 6.6-8.6 ms in the runs that followed.
-      cold("gradient-exchange", [&] {
-        float* g = cb[next()];
-        world_.reduce_scatter_sum(g, g, per / n);
-        const double partial = 0;
-        world_.all_gather(&partial, norm_parts.data(), 1);
-        world_.all_gather(g + own, g, per / n);
-      });
+      cold("gradient-exchange", [&] { optimizer_exchange(world_, cb[next()], per, norm_parts); });
       // ZeRO-3's gather as Gpt::acquire_layer calls it: each rank's part read from its shard in
       // memory, out of place into the one layer buffer, through MPI_Allgatherv.
       float* layer = buffer(per);
@@ -888,20 +882,13 @@ class Measurer {
     for (const auto& [g_size, group] : groups) {
       const int size = g_size;
       std::vector<double> norm_parts(static_cast<size_t>(size));
-      const int64_t own_rank = group->rank();
       for (int64_t count = int64_t(1) << 18; count <= (int64_t(1) << 22); count *= 4) {
         const int64_t per = count / size * size;  // divisible by the group
         const int copies = cold_copies(4.0 * double(per) * n);  // the host's ranks share the cache
         std::vector<float*> bufs;
         for (int c = 0; c < copies; ++c) bufs.push_back(buffer(per));
         size_t i = 0;
-        auto exchange = [&] {
-          float* g = bufs[i = (i + 1) % bufs.size()];
-          group->reduce_scatter_sum(g, g, per / size);
-          const double partial = 0;
-          group->all_gather(&partial, norm_parts.data(), 1);
-          group->all_gather(g + own_rank * (per / size), g, per / size);
-        };
+        auto exchange = [&] { optimizer_exchange(*group, bufs[i = (i + 1) % bufs.size()], per, norm_parts); };
         for (int c = 0; c < copies; ++c) exchange();  // each copy's first call costs more
         sc.exchange.push_back({size, 4.0 * double(per), time(exchange)});
         bufs_.clear();
@@ -910,6 +897,18 @@ class Measurer {
   }
 
  private:
+  // The data-parallel exchange of ZeRO-0 and ZeRO-1 as Optimizer::step makes it, on `count`
+  // floats at `g` among `group`'s ranks: the gradients reduce-scattered in place, the partial sums
+  // of the gradient norm gathered (`norm_parts`, one per rank; it waits for the slowest rank's
+  // reduce-scatter), then the all-gather in place.
+  static void optimizer_exchange(Communicator& group, float* g, int64_t count, std::vector<double>& norm_parts) {
+    const int64_t block = count / group.size();
+    group.reduce_scatter_sum(g, g, block);
+    const double partial = 0;
+    group.all_gather(&partial, norm_parts.data(), 1);
+    group.all_gather(g + group.rank() * block, g, block);
+  }
+
   int seq() const { return o_.seq > 0 ? o_.seq : m_.seq_len; }
 
   NormKind norm_kind() const { return m_.norm == Norm::RmsNorm ? NormKind::RmsNorm : NormKind::LayerNorm; }
