@@ -59,6 +59,9 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       w.field("ranks", p.ranks).field("allreduce_bytes", p.lockstep.allreduce_bytes);
       w.field("allreduce_s", p.lockstep.allreduce_s);
       w.field("exchange_bytes", p.lockstep.exchange_bytes).field("exchange_s", p.lockstep.exchange_s);
+      w.field("gradient_exchange_bytes", p.lockstep.gradient_exchange_bytes);
+      w.field("gradient_exchange_s", p.lockstep.gradient_exchange_s);
+      w.field("gradient_exchange_after_compute", p.exchange_after_compute(p.ranks, p.ranks));
       w.end_object();
     }
     if (!p.shared.empty()) {
@@ -72,6 +75,8 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
           w.begin_object();
           w.field("group", l.group).field("allreduce_bytes", l.allreduce_bytes).field("allreduce_s", l.allreduce_s);
           w.field("compute_stretch", l.compute_stretch);
+          w.field("gradient_exchange_bytes", l.gradient_exchange_bytes).field("gradient_exchange_s", l.gradient_exchange_s);
+          w.field("gradient_exchange_after_compute", p.exchange_after_compute(sc.ranks, l.group));
           w.end_object();
         }
         w.end_array();
@@ -101,6 +106,10 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       if (p.lockstep.exchange_bytes > 0)
         std::printf("; a context ring's exchange of %.0f KB around each %.3f ms", p.lockstep.exchange_bytes / 1024,
                     p.lockstep.exchange_s * 1e3);
+      if (p.lockstep.gradient_exchange_bytes > 0)
+        std::printf("; the gradient exchange of %.0f MiB a rank right after compute %.2f ms (x%.2f its time alone)",
+                    p.lockstep.gradient_exchange_bytes / 1048576.0, p.lockstep.gradient_exchange_s * 1e3,
+                    p.exchange_after_compute(p.ranks, p.ranks));
       std::printf("\n");
     }
     for (const SharedCoresTiming& sc : p.shared) {
@@ -123,7 +132,10 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
           exchange += (exchange.empty() ? "; the gradient exchange of " + fmt_fixed(largest->bytes / 1048576.0, 0) +
                                               " MiB a rank takes "
                                         : std::string(", ")) +
-                      fmt_fixed(largest->seconds * 1e3, 2) + " ms in groups of " + std::to_string(l.group);
+                      fmt_fixed(largest->seconds * 1e3, 2) + " ms in groups of " + std::to_string(l.group) +
+                      (l.gradient_exchange_bytes > 0
+                           ? " (x" + fmt_fixed(p.exchange_after_compute(sc.ranks, l.group), 2) + " right after compute)"
+                           : std::string());
       }
       std::printf("%s\n", exchange.c_str());
     }

@@ -1115,15 +1115,25 @@ class StepEvaluation {
   // exchanged in 14.2, 15.6 priced from 2 ranks' time by the core share and the ring's bytes), among
   // 8 22.5 (dp 8 25.3, 36.5 so priced); pairs among 8 (dp 2 x tp 2 x pp 2) 4.1 ms for 4.2 MB (4.0
   // measured, 8.0 so priced).
+  //
+  // Either time is the exchange timed on its own; capplan-train makes it right after a step's
+  // backward, with the caches full of the compute's data, and there it takes longer: by the
+  // profile's measured ratio (DeviceProfile::exchange_after_compute, the same 16 MiB exchange made
+  // right after the lockstep segments' compute over it timed alone). On this 2-core AMD EPYC host
+  // the benchmark's exchanges ran 1.06-1.46x their time alone in training (dp 2 6.1 ms against 4.9,
+  // dp 8 21.8 against 15.9), and the exchange right after a layer's compute 1.06-1.34x.
   double exchange_s(double bytes) {
     const DeviceProfile* dev = c.profile;
     if (dev && dev->backend == "cpu" && dev->cores > 0 && pl.dp.nodes == 1) {
       const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
+      const double after = dev->exchange_after_compute(on_host, pl.dp.n);
       const double t = on_host > dev->cores ? dev->shared_exchange_s(on_host, pl.dp.n, bytes) : -1.0;
       if (t > 0) {
         dp_on_shared_cores = true;
-        return t;
+        return t * after;
       }
+      const double alone = runtime_exchange_s(pl.dp, bytes);
+      return alone > 0 ? alone * after : alone;
     }
     return runtime_exchange_s(pl.dp, bytes);
   }

@@ -57,6 +57,13 @@ std::string num(double v) {
   return std::string(buf, r.ptr);
 }
 
+// A lockstep timing's gradient exchange right after compute, as flow-map keys ("" if not measured).
+std::string gradient_exchange_yaml(const LockstepTiming& l) {
+  if (l.gradient_exchange_bytes <= 0) return "";
+  return ", gradient_exchange_bytes: " + num(l.gradient_exchange_bytes) +
+         ", gradient_exchange_seconds: " + num(l.gradient_exchange_s);
+}
+
 }  // namespace
 
 double DeviceProfile::gemm_seconds(double m, double n, double k) const {
@@ -121,6 +128,22 @@ double DeviceProfile::shared_exchange_s(int ranks, int group, double bytes) cons
     if (s.ranks == ranks)
       return linear_in_bytes(s.exchange, [group](const SharedExchangeTiming& e) { return e.group == group; }, bytes);
   return -1;
+}
+
+double DeviceProfile::exchange_after_compute(int ranks, int group) const {
+  const LockstepTiming* l = nullptr;
+  double own = -1;
+  if (cores > 0 && ranks > cores) {
+    for (const SharedCoresTiming& s : shared)
+      for (const LockstepTiming& g : s.lockstep)
+        if (s.ranks == ranks && g.group == group) l = &g;
+    if (l) own = shared_exchange_s(ranks, group, l->gradient_exchange_bytes);
+  } else if (group == 2 && this->ranks == 2) {
+    l = &lockstep;
+    own = collective_seconds("gradient-exchange", 2, l->gradient_exchange_bytes, true);
+  }
+  if (!l || l->gradient_exchange_bytes <= 0 || own <= 0) return 1.0;
+  return std::max(1.0, l->gradient_exchange_s / own);
 }
 
 namespace {
@@ -260,7 +283,7 @@ std::string device_profile_yaml(const DeviceProfile& p) {
       << (p.lockstep.exchange_bytes > 0 ? ", exchange_bytes: " + num(p.lockstep.exchange_bytes) +
                                               ", exchange_seconds: " + num(p.lockstep.exchange_s)
                                         : std::string())
-      << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
+      << gradient_exchange_yaml(p.lockstep) << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
   if (!p.shared.empty()) o << "  shared_cores:\n";
   for (const SharedCoresTiming& sc : p.shared) {
     o << "    - {ranks: " << sc.ranks << ", free_efficiency: " << num(sc.free_efficiency)
@@ -271,7 +294,7 @@ std::string device_profile_yaml(const DeviceProfile& p) {
         << ", allreduce_bytes: " << num(sc.lockstep[i].allreduce_bytes)
         << ", allreduce_seconds: " << num(sc.lockstep[i].allreduce_s)
         << (sc.lockstep[i].compute_stretch > 0 ? ", compute_stretch: " + num(sc.lockstep[i].compute_stretch) : "")
-        << "}";
+        << gradient_exchange_yaml(sc.lockstep[i]) << "}";
     o << "]";
     if (!sc.exchange.empty()) {
       o << ", exchange: [";
@@ -310,6 +333,14 @@ std::string device_profile_yaml(const DeviceProfile& p) {
 }
 
 namespace {
+
+// A lockstep timing's optional gradient_exchange_bytes and gradient_exchange_seconds: both
+// positive, or neither.
+void read_gradient_exchange(detail::MapReader& r, LockstepTiming& l) {
+  const bool bytes = r.has("gradient_exchange_bytes"), seconds = r.has("gradient_exchange_seconds");
+  r.number("gradient_exchange_bytes", l.gradient_exchange_bytes, bytes || seconds, {0, true, 1e15});
+  r.number("gradient_exchange_seconds", l.gradient_exchange_s, bytes || seconds, {0, true, 1e6});
+}
 
 // device_profile.shape: the model shape the kernels were measured at.
 void read_shape(detail::MapReader& r, const std::string& file, Diagnostics& diags, DeviceProfile& p) {
@@ -397,6 +428,7 @@ void read_shared_cores(detail::MapReader& r, const std::string& file, Diagnostic
         g.number("allreduce_bytes", l.allreduce_bytes, true, {0, true, 1e15});
         g.number("allreduce_seconds", l.allreduce_s, true, {0, false, 1e6});
         g.number("compute_stretch", l.compute_stretch, false, {1, false, 1e6});
+        read_gradient_exchange(g, l);
         g.finish();
         sc.lockstep.push_back(l);
       }
@@ -478,6 +510,7 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
     s.number("allreduce_seconds", p.lockstep.allreduce_s, true, {0, false, 1e6});
     s.number("exchange_bytes", p.lockstep.exchange_bytes, false, {0, false, 1e15});
     s.number("exchange_seconds", p.lockstep.exchange_s, false, {0, false, 1e6});
+    read_gradient_exchange(s, p.lockstep);
     s.text("how", p.lockstep.how, false);
     s.finish();
   }

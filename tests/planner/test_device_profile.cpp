@@ -357,6 +357,85 @@ TEST(DeviceProfile, ExchangeTimedOnTheSharedCoresIsTheHostsTime) {
   expect_refused_naming(text, "shared_cores[0].exchange[0].group");
 }
 
+// The gradient exchange made right after compute, as capplan-train makes it after a step's
+// backward, takes the profile's measured ratio of that exchange (lockstep gradient_exchange) to
+// the same exchange timed on its own: with a core each the 2-rank cold "gradient-exchange"
+// collective, on shared cores the shared-cores exchange of that group. A ratio below 1 is taken as
+// 1; a profile without it keeps the exchange as timed.
+TEST(DeviceProfile, ExchangeRightAfterComputeTakesTheMeasuredRatio) {
+  // A core each: the exchange of 2 ranks, 1 ms + 1 ms per GB, 1.3x that right after compute at 16 MiB.
+  DeviceProfile two = cpu_profile(2, 2);
+  for (double bytes : {1e3, 1e12}) two.collectives.push_back({"gradient-exchange", 2, bytes, 0.001 + bytes * 1e-12, true});
+  two.lockstep.allreduce_bytes = 262144;  // the lockstep's own measurement, which the exchange's goes with
+  two.lockstep.allreduce_s = 0.0002;
+  const double gx = 16 * 1048576.0;
+  const double own = two.collective_seconds("gradient-exchange", 2, gx, true);
+  ASSERT_NEAR(own, 0.001 + gx * 1e-12, 1e-15);
+  DeviceProfile after = two;
+  after.lockstep.gradient_exchange_bytes = gx;
+  after.lockstep.gradient_exchange_s = 1.3 * own;
+  const Loaded<DeviceProfile> back = parse_device_profile_yaml(device_profile_yaml(after), "dev.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(back.value->lockstep.gradient_exchange_bytes, gx);
+  EXPECT_NEAR(back.value->exchange_after_compute(2, 2), 1.3, 1e-12);
+  EXPECT_DOUBLE_EQ(two.exchange_after_compute(2, 2), 1.0);  // not measured
+  DeviceProfile faster = after;
+  faster.lockstep.gradient_exchange_s = 0.7 * own;
+  EXPECT_DOUBLE_EQ(faster.exchange_after_compute(2, 2), 1.0);
+  Layout dp2;
+  dp2.dp = 2;
+  dp2.mbs = 1;
+  const double alone = estimate(host_scenario(2, two), dp2).breakdown_s.dp_comm;
+  const double right_after = estimate(host_scenario(2, *back.value), dp2).breakdown_s.dp_comm;
+  std::printf("Expectation: dp 2's exchange 1.3x its time alone. Actual result: %.5f -> %.5f s (x%.4f)\n", alone,
+              right_after, right_after / alone);
+  EXPECT_GT(alone, 0);
+  EXPECT_NEAR(right_after / alone, 1.3, 1e-9);
+  // ZeRO-1 makes the same three calls: the same ratio.
+  Layout zero1 = dp2;
+  zero1.zero = 1;
+  Scenario fp32 = host_scenario(2, two);
+  fp32.training.precision = Precision::Fp32;
+  Scenario fp32_after = host_scenario(2, *back.value);
+  fp32_after.training.precision = Precision::Fp32;
+  EXPECT_NEAR(estimate(fp32_after, zero1).breakdown_s.dp_comm / estimate(fp32, zero1).breakdown_s.dp_comm, 1.3, 1e-9);
+
+  // Shared cores: 4 ranks on 2, groups of 4 exchange in a flat 1.23 s alone and 1.5 s right after
+  // compute; pairs faster right after compute (taken as 1).
+  DeviceProfile shared = cpu_profile(2, 2);
+  SharedCoresTiming four{4, 1, 0.001, {{2, 262144, 0.0002, 0, ""}, {4, 262144, 0.0003, 0, ""}}, "four", 0, {}};
+  four.exchange = {{2, 1e3, 0.001 + 1e3 * 1e-12}, {2, 1e12, 0.001 + 1e12 * 1e-12}, {4, 1e3, 1.23}, {4, 1e12, 1.23}};
+  four.lockstep[0].gradient_exchange_bytes = gx;
+  four.lockstep[0].gradient_exchange_s = 0.9 * (0.001 + gx * 1e-12);
+  four.lockstep[1].gradient_exchange_bytes = gx;
+  four.lockstep[1].gradient_exchange_s = 1.5;
+  shared.shared = {four};
+  const Loaded<DeviceProfile> sb = parse_device_profile_yaml(device_profile_yaml(shared), "dev.yaml");
+  ASSERT_TRUE(sb.ok()) << sb.diagnostics.to_string();
+  const DeviceProfile& d = *sb.value;
+  EXPECT_NEAR(d.exchange_after_compute(4, 4), 1.5 / 1.23, 1e-12);
+  EXPECT_DOUBLE_EQ(d.exchange_after_compute(4, 2), 1.0);
+  EXPECT_DOUBLE_EQ(d.exchange_after_compute(8, 4), 1.0);  // 8 ranks not measured
+  Layout dp4 = dp2;
+  dp4.dp = 4;
+  const Estimate e = estimate(host_scenario(4, d), dp4);
+  std::printf("Expectation: dp 4's exchange on the shared cores 1.5 s, as timed right after compute. Actual "
+              "result: %.4f s\n", e.breakdown_s.dp_comm);
+  EXPECT_NEAR(e.breakdown_s.dp_comm, 1.5, 1e-9);
+
+  // Bad input: one of the pair without the other, or a time that is not positive.
+  std::string text = device_profile_yaml(after);
+  const std::string key = ", gradient_exchange_seconds: ";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos);
+  expect_refused_naming(text.substr(0, at) + text.substr(text.find(",", at + 1)), "lockstep.gradient_exchange_seconds");
+  expect_refused_naming(text.substr(0, at) + key + "-1" + text.substr(text.find(",", at + 1)),
+                        "lockstep.gradient_exchange_seconds");
+  text = device_profile_yaml(shared);
+  text.replace(text.find("gradient_exchange_bytes: "), 25, "gradient_exchange_bytes: -");
+  expect_refused_naming(text, "shared_cores[0].lockstep[0].gradient_exchange_bytes");
+}
+
 // Ranks side by side reach the measured fraction of the processor-sharing ideal (the profile's
 // free_efficiency, against its ranks with a core each): dp 4 on 2 cores at 0.8 of it does the
 // host's work 1 / 0.8 slower, T = W / (2 x 0.8) + X, and the simulator's shared cores do the

@@ -73,6 +73,12 @@ struct LockstepTiming {
   // as capplan-train's RingAttention makes it) in place of the all-reduce. 0 bytes: not measured.
   double exchange_bytes = 0;
   double exchange_s = 0;
+  // The optimizer's gradient exchange (as SharedExchangeTiming's, in the group's ranks) of
+  // `gradient_exchange_bytes` per rank, made right after the segments' compute as capplan-train
+  // makes it after a step's backward, every group at once: the slowest rank's time, the median of
+  // the rounds. 0 bytes: not measured.
+  double gradient_exchange_bytes = 0;
+  double gradient_exchange_s = 0;
 };
 
 // The data-parallel gradient exchange as capplan-train's optimizer calls it (an in-place
@@ -165,6 +171,11 @@ struct DeviceProfile {
   // the shared cores (SharedExchangeTiming), linear in the bytes between the measured sizes and
   // beyond the largest two; -1 where that many ranks or that group size was not measured.
   double shared_exchange_s(int ranks, int group, double bytes) const;
+  // How much longer the gradient exchange in groups of `group` among `ranks` ranks on the host
+  // takes right after compute than the same exchange timed on its own (the lockstep's
+  // gradient_exchange over shared_exchange_s where the ranks outnumber the cores, else the 2-rank
+  // lockstep's over the cold "gradient-exchange" collective): >= 1; 1 where either is not measured.
+  double exchange_after_compute(int ranks, int group) const;
   // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.
   const CollectiveFit* fit(const std::string& op, int ranks) const;
   // The measured time of `op` among `ranks` ranks for a buffer of `bytes`, interpolated linearly

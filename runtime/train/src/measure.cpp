@@ -596,6 +596,7 @@ class Measurer {
     };
     std::vector<double> a, aq, fr, ho, hl, rg;
     std::vector<std::vector<double>> lk(groups.size()), busy(groups.size());
+    AfterCompute gx = after_compute(groups);
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
     // timings (all_reduce_max), so all stop at the same round.
@@ -626,6 +627,7 @@ class Measurer {
           for (int k = 0; k < K; ++k) layer(group);
         }));
         spent += into.back();
+        spent += exchange_after_compute(gx, groups, (w + size_t(round)) % groups.size());
         if (way > 0) {  // the ranks' mean time in their segments
           world_.all_reduce_sum(&busy_s, 1);
           busy[way - 1].push_back(busy_s / n);
@@ -652,7 +654,7 @@ class Measurer {
         }
       }
     }
-    LockstepRounds t{std::move(a), std::move(aq), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), std::move(rg), 4.0 * double(block), K, rounds};
+    LockstepRounds t{std::move(a), std::move(aq), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), std::move(rg), 4.0 * double(block), std::move(gx), K, rounds};
     store_lockstep(p, cores, shared, groups, t, tok);
     bufs_.clear();
   }
@@ -702,6 +704,17 @@ class Measurer {
     return double(dt);
   }
 
+  // The optimizer's gradient exchange of 16 MiB a rank made right after compute (lockstep()), in
+  // each lockstep group: its buffers (copies that fill the last-level cache twice between them,
+  // each through the call once per group beforehand: a buffer's first call costs more), the
+  // group's count and the times, one per call.
+  struct AfterCompute {
+    std::vector<float*> bufs;
+    size_t next = 0;
+    std::vector<int64_t> count;
+    std::vector<std::vector<double>> norm_parts, seconds;
+  };
+
   // The timings of lockstep(), one per round: the first `cores` ranks alone (beside napping and
   // beside sleeping ranks), all free, the hand-off; per lockstep group, the timing and the ranks'
   // mean time in their segments (GEMMs and kernels). K layers each.
@@ -710,8 +723,37 @@ class Measurer {
     std::vector<std::vector<double>> lockstep, busy;
     std::vector<double> ring;  // the ring's exchange around each segment (2 ranks, a core each)
     double ring_bytes;         // the exchanged block
+    AfterCompute gradient_exchange;
     int K, rounds;
   };
+
+  AfterCompute after_compute(const std::vector<std::pair<int, Communicator*>>& groups) {
+    AfterCompute x;
+    const int64_t most = int64_t(1) << 22;
+    const int copies = cold_copies(4.0 * double(most) * world_.size());  // the host's ranks share the cache
+    for (int c = 0; c < copies; ++c) x.bufs.push_back(buffer(most));
+    for (const auto& [size, group] : groups) {
+      x.count.push_back(most / size * size);
+      x.norm_parts.emplace_back(size_t(size));
+      x.seconds.emplace_back();
+      for (float* b : x.bufs) optimizer_exchange(*group, b, x.count.back(), x.norm_parts.back());
+    }
+    return x;
+  }
+
+  // Group g's exchange on the next buffer, from where this rank's compute ended (the timing before
+  // it ends in a collective of every rank, so they start it together, as a step's ranks end their
+  // backward, with their caches holding the compute's data): the slowest rank's time, into
+  // x.seconds[g], and returned.
+  double exchange_after_compute(AfterCompute& x, const std::vector<std::pair<int, Communicator*>>& groups, size_t g) {
+    float* b = x.bufs[x.next = (x.next + 1) % x.bufs.size()];
+    const double t = now_s();
+    optimizer_exchange(*groups[g].second, b, x.count[g], x.norm_parts[g]);
+    float dt = float(now_s() - t);
+    world_.all_reduce_max(&dt, 1);
+    x.seconds[g].push_back(double(dt));
+    return double(dt);
+  }
 
   // What lockstep() found, into `p`: p.lockstep (a core each, the last group's) or p.shared.
   void store_lockstep(DeviceProfile& p, int cores, bool shared,
@@ -729,8 +771,17 @@ class Measurer {
       for (size_t i = 0; i < t.lockstep[g].size(); ++i) diff.push_back(t.lockstep[g][i] - t.free[i]);
       const double stretch = own_core > 0 ? std::max(1.0, median(t.busy[g]) / own_core) : 1.0;
       timings.push_back({groups[g].first, bytes, std::max(0.0, median(diff) / (double(kSegments) * t.K)), stretch, {}});
+      const AfterCompute& x = t.gradient_exchange;
+      if (!x.seconds[g].empty()) {
+        timings.back().gradient_exchange_bytes = 4.0 * double(x.count[g]);
+        timings.back().gradient_exchange_s = median(x.seconds[g]);
+      }
       each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
-              ms(median(t.lockstep[g])) + " (compute x" + fmt_fixed(stretch, 2) + ")";
+              ms(median(t.lockstep[g])) + " (compute x" + fmt_fixed(stretch, 2) + ")" +
+              (timings.back().gradient_exchange_bytes > 0
+                   ? " and the gradient exchange of " + fmt_fixed(timings.back().gradient_exchange_bytes / 1048576.0, 0) +
+                         " MiB right after compute " + ms(timings.back().gradient_exchange_s)
+                   : std::string());
     }
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +
                             std::to_string(t.K) + " layers' forward and backward GEMMs and kernels each (" + std::to_string(tok) +

@@ -100,6 +100,11 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
     for (const LockstepTiming& l : sc.lockstep) {
       EXPECT_DOUBLE_EQ(l.allreduce_bytes, 4.0 * 2 * 64 * 128);  // mbs x seq x hidden floats
       EXPECT_GE(l.compute_stretch, 1.0);                        // measured, and at least a core's time
+      // The 16 MiB gradient exchange right after the segments' compute, timed in every group.
+      EXPECT_DOUBLE_EQ(l.gradient_exchange_bytes, 16 * 1048576.0) << l.group;
+      EXPECT_GT(l.gradient_exchange_s, 0) << l.group;
+      EXPECT_TRUE(std::isfinite(l.gradient_exchange_s)) << l.group;
+      EXPECT_GE(p.value->exchange_after_compute(sc.ranks, l.group), 1.0) << l.group;
     }
     const std::string shared_ranks = std::to_string(sc.ranks) + " ranks on " + std::to_string(p.value->cores) + " cores";
     EXPECT_NE(sc.how.find(shared_ranks), std::string::npos) << sc.how;
@@ -130,6 +135,10 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   // seq / 2 tokens x 2 x the K/V width, fp32).
   EXPECT_DOUBLE_EQ(p.value->lockstep.exchange_bytes, 4.0 * 2 * 64 / 2 * 2 * 128);
   EXPECT_NE(m.out.find("a context ring's exchange of"), std::string::npos) << m.out;
+  EXPECT_DOUBLE_EQ(p.value->lockstep.gradient_exchange_bytes, 16 * 1048576.0);
+  EXPECT_GT(p.value->lockstep.gradient_exchange_s, 0);
+  EXPECT_NE(m.out.find("the gradient exchange of 16 MiB a rank right after compute"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find(" right after compute)"), std::string::npos) << m.out;
   EXPECT_NE(p.value->lockstep.how.find("2 ranks"), std::string::npos) << p.value->lockstep.how;
   EXPECT_EQ(p.value->lockstep.how.find("alone"), std::string::npos) << p.value->lockstep.how;
   EXPECT_FALSE(std::filesystem::exists(out + ".measuring"));
