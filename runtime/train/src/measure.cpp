@@ -534,7 +534,11 @@ class Measurer {
   //    seq x hidden) in an all-reduce, as tensor-parallel ranks do (Shoeybi et al. 2019 Sec 3:
   //    two all-reduces in a layer's forward, two in its backward): t_lock. A collective in
   //    lockstep holds its ranks (t_lock - t_free) / 4K: its own time, and the wait for the last
-  //    rank of the group to arrive. The segments are as long as the training's, so a rank is
+  //    rank of the group to arrive. With a core each that is taken as the rank computing longest
+  //    sees it, its time in its all-reduces over 4K (the rank whose terms capplan-train's step
+  //    record takes; over six 2-rank profiles on this 2-core AMD EPYC host 0.113-0.182 ms a call,
+  //    against 0.149-0.239 from the difference of the two timings, which moves with the host
+  //    between them). The segments are as long as the training's, so a rank is
   //    descheduled inside them as often as in training where ranks outnumber the cores (a
   //    backward segment, twice a forward's, outlasts more of the scheduler's slices);
   //  - with `shared` (the world has more ranks than the host's `cores`), also alone: the first
@@ -558,13 +562,17 @@ class Measurer {
     float* act = buffer(arn);
     // A layer alone (group nullptr), or in lockstep with `group`; busy_s adds this rank's time in
     // its segments (GEMMs and kernels), the collectives' not included.
-    double busy_s = 0;
+    double busy_s = 0, held_s = 0;
     auto layer = [&](Communicator* group) {
       for (int k = 0; k < kSegments; ++k) {
         const double t = now_s();
         segments.run(k);
-        busy_s += now_s() - t;
-        if (group) group->all_reduce_sum(act, arn);
+        const double t1 = now_s();
+        busy_s += t1 - t;
+        if (group) {
+          group->all_reduce_sum(act, arn);
+          held_s += now_s() - t1;
+        }
       }
     };
     // K layers per timing: about 0.1 s of a lockstep timing (the collectives may outlast the GEMMs
@@ -589,13 +597,17 @@ class Measurer {
     auto ring_layer = [&] {
       for (int k = 0; k < kSegments; ++k) {
         world_.send_async(block_out, block, 1 - world_.rank(), 13);
+        const double t = now_s();
         segments.run(k);
+        const double t1 = now_s();
+        busy_s += t1 - t;
         world_.recv(block_in, block, 1 - world_.rank(), 13);
         world_.wait_sends();
+        held_s += now_s() - t1;
       }
     };
-    std::vector<double> a, aq, fr, ho, hl, rg;
-    std::vector<std::vector<double>> lk(groups.size()), busy(groups.size());
+    std::vector<double> a, aq, fr, ho, hl, rg, rh;
+    std::vector<std::vector<double>> lk(groups.size()), busy(groups.size()), held(groups.size());
     AfterCompute gx = after_compute(groups);
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
@@ -623,21 +635,26 @@ class Measurer {
         std::vector<double>& into = way == 0 ? fr : lk[way - 1];
         Communicator* group = way == 0 ? nullptr : groups[way - 1].second;
         busy_s = 0;
+        held_s = 0;
         into.push_back(timed([&] {
           for (int k = 0; k < K; ++k) layer(group);
         }));
         spent += into.back();
         spent += exchange_after_compute(gx, groups, (w + size_t(round)) % groups.size());
-        if (way > 0) {  // the ranks' mean time in their segments
-          world_.all_reduce_sum(&busy_s, 1);
-          busy[way - 1].push_back(busy_s / n);
+        if (way > 0) {  // the ranks' mean time in their segments; the busiest rank's in its all-reduces
+          const BusiestRank b = busiest_rank(busy_s, held_s);
+          busy[way - 1].push_back(b.mean_busy_s);
+          held[way - 1].push_back(b.held_s);
         }
       }
       if (ring) {
+        busy_s = 0;
+        held_s = 0;
         rg.push_back(timed([&] {
           for (int k = 0; k < K; ++k) ring_layer();
         }));
         spent += rg.back();
+        rh.push_back(busiest_rank(busy_s, held_s).held_s);
       }
       if (shared) {
         spent += a.back();
@@ -654,9 +671,30 @@ class Measurer {
         }
       }
     }
-    LockstepRounds t{std::move(a), std::move(aq), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), std::move(rg), 4.0 * double(block), std::move(gx), K, rounds};
+    LockstepRounds t{std::move(a), std::move(aq), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), std::move(held), std::move(rg), std::move(rh), 4.0 * double(block), std::move(gx), K, rounds};
     store_lockstep(p, cores, shared, groups, t, tok);
     bufs_.clear();
+  }
+
+  // The ranks' mean time computing, and the time the one computing longest spent in its
+  // collectives, from each rank's `busy_s` and `held_s` (the same on every rank). capplan-train's
+  // step record takes that rank's terms (Run::take_terms_of_busiest_rank).
+  struct BusiestRank {
+    double mean_busy_s = 0, held_s = 0;
+  };
+  BusiestRank busiest_rank(double busy_s, double held_s) {
+    const int n = world_.size();
+    std::vector<double> rows(size_t(2 * n), 0.0);
+    rows[size_t(2 * world_.rank())] = busy_s;
+    rows[size_t(2 * world_.rank() + 1)] = held_s;
+    world_.all_reduce_sum(rows.data(), int64_t(rows.size()));
+    size_t busiest = 0;
+    double sum = 0;
+    for (size_t r = 0; r < size_t(n); ++r) {
+      sum += rows[2 * r];
+      if (rows[2 * r] > rows[2 * busiest]) busiest = r;
+    }
+    return {sum / n, rows[2 * busiest + 1]};
   }
 
   // `fn` on every rank from a barrier: the slowest rank's time (the same on every rank).
@@ -721,7 +759,9 @@ class Measurer {
   struct LockstepRounds {
     std::vector<double> alone, alone_quiet, free, handoff, handoff_lockstep;
     std::vector<std::vector<double>> lockstep, busy;
+    std::vector<std::vector<double>> held;  // the busiest rank's time in its all-reduces, per lockstep group
     std::vector<double> ring;  // the ring's exchange around each segment (2 ranks, a core each)
+    std::vector<double> ring_held;  // the busiest rank's time in the ring's receives and send waits
     double ring_bytes;         // the exchanged block
     AfterCompute gradient_exchange;
     int K, rounds;
@@ -764,13 +804,19 @@ class Measurer {
     // then its median: a shared host's slow spells move both of a pair together. Its segments' time
     // over the same segments' on a core of their own (alone where the ranks share the cores, else free).
     const double own_core = median(shared ? t.alone : t.free);
+    const double per_call = double(kSegments) * t.K;  // collectives per timing
     std::vector<LockstepTiming> timings;
     std::string each;
     for (size_t g = 0; g < groups.size(); ++g) {
       std::vector<double> diff;
       for (size_t i = 0; i < t.lockstep[g].size(); ++i) diff.push_back(t.lockstep[g][i] - t.free[i]);
       const double stretch = own_core > 0 ? std::max(1.0, median(t.busy[g]) / own_core) : 1.0;
-      timings.push_back({groups[g].first, bytes, std::max(0.0, median(diff) / (double(kSegments) * t.K)), stretch, {}});
+      // With a core each, the time the rank computing longest spent in each all-reduce (the rank
+      // whose terms capplan-train's step record takes); on shared cores, where a rank's time in a
+      // collective is mostly the other ranks' turns on the cores, the lockstep's time over free.
+      const double over_free = std::max(0.0, median(diff) / per_call);
+      const double meeting = shared ? over_free : median(t.held[g]) / per_call;
+      timings.push_back({groups[g].first, bytes, meeting, stretch, {}});
       const AfterCompute& x = t.gradient_exchange;
       if (!x.seconds[g].empty()) {
         timings.back().gradient_exchange_bytes = 4.0 * double(x.count[g]);
@@ -778,6 +824,9 @@ class Measurer {
       }
       each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
               ms(median(t.lockstep[g])) + " (compute x" + fmt_fixed(stretch, 2) + ")" +
+              (shared ? std::string()
+                      : ", the rank computing longest " + fmt_fixed(meeting * 1e3, 3) + " ms in each all-reduce (" +
+                            fmt_fixed(over_free * 1e3, 3) + " ms a call over the free timing)") +
               (timings.back().gradient_exchange_bytes > 0
                    ? " and the gradient exchange of " + fmt_fixed(timings.back().gradient_exchange_bytes / 1048576.0, 0) +
                          " MiB right after compute " + ms(timings.back().gradient_exchange_s)
@@ -807,13 +856,12 @@ class Measurer {
       p.lockstep = timings.back();
       p.lockstep.group = 0;
       p.lockstep.how = how;
-      if (!t.ring.empty()) {  // the ring's exchange in lockstep, as the all-reduce's: over free
-        std::vector<double> diff;
-        for (size_t i = 0; i < t.ring.size() && i < t.free.size(); ++i) diff.push_back(t.ring[i] - t.free[i]);
+      if (!t.ring.empty()) {  // the ring's exchange in lockstep, as the all-reduce's
         p.lockstep.exchange_bytes = t.ring_bytes;
-        p.lockstep.exchange_s = std::max(0.0, median(diff) / (double(kSegments) * t.K));
+        p.lockstep.exchange_s = median(t.ring_held) / per_call;
         p.lockstep.how += ", with the context ring's exchange of " + fmt_fixed(t.ring_bytes / 1024, 0) +
-                          " KB around each instead " + ms(median(t.ring));
+                          " KB around each instead " + ms(median(t.ring)) + ", the rank computing longest " +
+                          fmt_fixed(p.lockstep.exchange_s * 1e3, 3) + " ms in each exchange";
       }
     }
   }

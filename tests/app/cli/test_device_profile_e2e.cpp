@@ -140,6 +140,11 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_NE(m.out.find("the gradient exchange of 16 MiB a rank right after compute"), std::string::npos) << m.out;
   EXPECT_NE(m.out.find(" right after compute)"), std::string::npos) << m.out;
   EXPECT_NE(p.value->lockstep.how.find("2 ranks"), std::string::npos) << p.value->lockstep.how;
+  // With a core each the meetings are the rank computing longest's time in its collectives.
+  EXPECT_NE(p.value->lockstep.how.find("the rank computing longest"), std::string::npos) << p.value->lockstep.how;
+  EXPECT_NE(p.value->lockstep.how.find("ms in each exchange"), std::string::npos) << p.value->lockstep.how;
+  EXPECT_GT(p.value->lockstep.allreduce_s, 0);
+  EXPECT_GT(p.value->lockstep.exchange_s, 0);
   EXPECT_EQ(p.value->lockstep.how.find("alone"), std::string::npos) << p.value->lockstep.how;
   EXPECT_FALSE(std::filesystem::exists(out + ".measuring"));
 
