@@ -19,6 +19,36 @@
 namespace capplan::cli {
 namespace {
 
+// The printed line of one shared-cores measurement: the ranks' efficiency side by side, the
+// pipeline's hand-off, the lockstep all-reduce per group size and the gradient exchange.
+void print_shared_cores(const DeviceProfile& p, const SharedCoresTiming& sc) {
+  const std::string beside =
+      sc.handoff_lockstep_s > 0 ? " (" + fmt_fixed(sc.handoff_lockstep_s * 1e3, 3) + " beside pairs in lockstep)" : "";
+  std::printf("shared cores: %d ranks on %d cores compute at %.2f of the processor-sharing ideal; a pipeline "
+              "hand-off takes %.3f ms%s; in lockstep an all-reduce of %.0f KB holds them",
+              sc.ranks, p.cores, sc.free_efficiency, sc.handoff_s * 1e3, beside.c_str(),
+              sc.lockstep.empty() ? 0.0 : sc.lockstep[0].allreduce_bytes / 1024);
+  for (size_t i = 0; i < sc.lockstep.size(); ++i)
+    std::printf("%s %.3f ms in groups of %d (compute meanwhile x%.2f)", i ? "," : "",
+                sc.lockstep[i].allreduce_s * 1e3, sc.lockstep[i].group, sc.lockstep[i].compute_stretch);
+  // The gradient exchange at its largest measured size, per group size.
+  std::string exchange;
+  for (const LockstepTiming& l : sc.lockstep) {
+    const SharedExchangeTiming* largest = nullptr;
+    for (const SharedExchangeTiming& e : sc.exchange)
+      if (e.group == l.group && (!largest || e.bytes > largest->bytes)) largest = &e;
+    if (largest)
+      exchange += (exchange.empty() ? "; the gradient exchange of " + fmt_fixed(largest->bytes / 1048576.0, 0) +
+                                          " MiB a rank takes "
+                                    : std::string(", ")) +
+                  fmt_fixed(largest->seconds * 1e3, 2) + " ms in groups of " + std::to_string(l.group) +
+                  (l.gradient_exchange_bytes > 0
+                       ? " (x" + fmt_fixed(p.exchange_after_compute(sc.ranks, l.group), 2) + " right after compute)"
+                       : std::string());
+  }
+  std::printf("%s\n", exchange.c_str());
+}
+
 // Each measured kernel beside the cost model's time for it on this machine, with the probed
 // datasheet-free figures (today's model) and with the profile's fits (compare_profile).
 int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bool json) {
@@ -112,33 +142,7 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
                     p.exchange_after_compute(p.ranks, p.ranks));
       std::printf("\n");
     }
-    for (const SharedCoresTiming& sc : p.shared) {
-      const std::string beside =
-          sc.handoff_lockstep_s > 0 ? " (" + fmt_fixed(sc.handoff_lockstep_s * 1e3, 3) + " beside pairs in lockstep)" : "";
-      std::printf("shared cores: %d ranks on %d cores compute at %.2f of the processor-sharing ideal; a pipeline "
-                  "hand-off takes %.3f ms%s; in lockstep an all-reduce of %.0f KB holds them",
-                  sc.ranks, p.cores, sc.free_efficiency, sc.handoff_s * 1e3, beside.c_str(),
-                  sc.lockstep.empty() ? 0.0 : sc.lockstep[0].allreduce_bytes / 1024);
-      for (size_t i = 0; i < sc.lockstep.size(); ++i)
-        std::printf("%s %.3f ms in groups of %d (compute meanwhile x%.2f)", i ? "," : "",
-                    sc.lockstep[i].allreduce_s * 1e3, sc.lockstep[i].group, sc.lockstep[i].compute_stretch);
-      // The gradient exchange at its largest measured size, per group size.
-      std::string exchange;
-      for (const LockstepTiming& l : sc.lockstep) {
-        const SharedExchangeTiming* largest = nullptr;
-        for (const SharedExchangeTiming& e : sc.exchange)
-          if (e.group == l.group && (!largest || e.bytes > largest->bytes)) largest = &e;
-        if (largest)
-          exchange += (exchange.empty() ? "; the gradient exchange of " + fmt_fixed(largest->bytes / 1048576.0, 0) +
-                                              " MiB a rank takes "
-                                        : std::string(", ")) +
-                      fmt_fixed(largest->seconds * 1e3, 2) + " ms in groups of " + std::to_string(l.group) +
-                      (l.gradient_exchange_bytes > 0
-                           ? " (x" + fmt_fixed(p.exchange_after_compute(sc.ranks, l.group), 2) + " right after compute)"
-                           : std::string());
-      }
-      std::printf("%s\n", exchange.c_str());
-    }
+    for (const SharedCoresTiming& sc : p.shared) print_shared_cores(p, sc);
   }
   return kExitOk;
 }

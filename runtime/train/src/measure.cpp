@@ -585,6 +585,13 @@ class Measurer {
     float once = float(now_s() - t0);
     world_.all_reduce_max(&once, 1);
     const int K = std::clamp(int(std::ceil(0.1 / std::max(1e-6, double(once)))), 2, 1000);
+    // K layers of `one` timed, this rank's time in their segments and collectives counted from zero.
+    auto timed_layers = [&](const std::function<void()>& one) {
+      busy_s = held_s = 0;
+      return timed([&] {
+        for (int k = 0; k < K; ++k) one();
+      });
+    };
     const int alone = std::min(cores, n / 2);  // ranks computing alone; the rest nap
     // With a core each and 2 ranks (a context ring of 2): the same segments, each with the ring's
     // exchange around it as RingAttention makes it (the rank's K and V block posted to its
@@ -634,11 +641,7 @@ class Measurer {
         const size_t way = (w + size_t(round)) % ways;  // 0: free, else groups[way - 1]
         std::vector<double>& into = way == 0 ? fr : lk[way - 1];
         Communicator* group = way == 0 ? nullptr : groups[way - 1].second;
-        busy_s = 0;
-        held_s = 0;
-        into.push_back(timed([&] {
-          for (int k = 0; k < K; ++k) layer(group);
-        }));
+        into.push_back(timed_layers([&] { layer(group); }));
         spent += into.back();
         spent += exchange_after_compute(gx, groups, (w + size_t(round)) % groups.size());
         if (way > 0) {  // the ranks' mean time in their segments; the busiest rank's in its all-reduces
@@ -648,11 +651,7 @@ class Measurer {
         }
       }
       if (ring) {
-        busy_s = 0;
-        held_s = 0;
-        rg.push_back(timed([&] {
-          for (int k = 0; k < K; ++k) ring_layer();
-        }));
+        rg.push_back(timed_layers(ring_layer));
         spent += rg.back();
         rh.push_back(busiest_rank(busy_s, held_s).held_s);
       }
