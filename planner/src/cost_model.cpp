@@ -1121,7 +1121,9 @@ class StepEvaluation {
   // profile's measured ratio (DeviceProfile::exchange_after_compute, the same 16 MiB exchange made
   // right after the lockstep segments' compute over it timed alone). On this 2-core AMD EPYC host
   // the benchmark's exchanges ran 1.06-1.46x their time alone in training (dp 2 6.1 ms against 4.9,
-  // dp 8 21.8 against 15.9), and the exchange right after a layer's compute 1.06-1.34x.
+  // dp 8 21.8 against 15.9), and the exchange right after a layer's compute 1.06-1.34x in three
+  // 2-rank profiles. Among 8 ranks the profiles measured it below 1 in every group (taken as 1), so
+  // dp 8's excess is not this: it keeps its shared-cores time.
   double exchange_s(double bytes) {
     const DeviceProfile* dev = c.profile;
     if (dev && dev->backend == "cpu" && dev->cores > 0 && pl.dp.nodes == 1) {

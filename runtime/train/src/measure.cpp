@@ -643,7 +643,7 @@ class Measurer {
         Communicator* group = way == 0 ? nullptr : groups[way - 1].second;
         into.push_back(timed_layers([&] { layer(group); }));
         spent += into.back();
-        spent += exchange_after_compute(gx, groups, (w + size_t(round)) % groups.size());
+        spent += time_exchange_after_compute(gx, groups, (w + size_t(round)) % groups.size());
         if (way > 0) {  // the ranks' mean time in their segments; the busiest rank's in its all-reduces
           const BusiestRank b = busiest_rank(busy_s, held_s);
           busy[way - 1].push_back(b.mean_busy_s);
@@ -746,8 +746,7 @@ class Measurer {
   // each through the call once per group beforehand: a buffer's first call costs more), the
   // group's count and the times, one per call.
   struct AfterCompute {
-    std::vector<float*> bufs;
-    size_t next = 0;
+    OperandCopies<float*> bufs;
     std::vector<int64_t> count;
     std::vector<std::vector<double>> norm_parts, seconds;
   };
@@ -769,13 +768,13 @@ class Measurer {
   AfterCompute after_compute(const std::vector<std::pair<int, Communicator*>>& groups) {
     AfterCompute x;
     const int64_t most = int64_t(1) << 22;
-    const int copies = cold_copies(4.0 * double(most) * world_.size());  // the host's ranks share the cache
-    for (int c = 0; c < copies; ++c) x.bufs.push_back(buffer(most));
+    // The host's ranks share the cache.
+    x.bufs = operand_copies(cold_copies(4.0 * double(most) * world_.size()), [&] { return buffer(most); });
     for (const auto& [size, group] : groups) {
       x.count.push_back(most / size * size);
       x.norm_parts.emplace_back(size_t(size));
       x.seconds.emplace_back();
-      for (float* b : x.bufs) optimizer_exchange(*group, b, x.count.back(), x.norm_parts.back());
+      for (float* b : x.bufs.sets) optimizer_exchange(*group, b, x.count.back(), x.norm_parts.back());
     }
     return x;
   }
@@ -784,8 +783,9 @@ class Measurer {
   // it ends in a collective of every rank, so they start it together, as a step's ranks end their
   // backward, with their caches holding the compute's data): the slowest rank's time, into
   // x.seconds[g], and returned.
-  double exchange_after_compute(AfterCompute& x, const std::vector<std::pair<int, Communicator*>>& groups, size_t g) {
-    float* b = x.bufs[x.next = (x.next + 1) % x.bufs.size()];
+  double time_exchange_after_compute(AfterCompute& x, const std::vector<std::pair<int, Communicator*>>& groups,
+                                     size_t g) {
+    float* b = x.bufs.next();
     const double t = now_s();
     optimizer_exchange(*groups[g].second, b, x.count[g], x.norm_parts[g]);
     float dt = float(now_s() - t);
@@ -982,12 +982,10 @@ class Measurer {
       std::vector<double> norm_parts(static_cast<size_t>(size));
       for (int64_t count = int64_t(1) << 18; count <= (int64_t(1) << 22); count *= 4) {
         const int64_t per = count / size * size;  // divisible by the group
-        const int copies = cold_copies(4.0 * double(per) * n);  // the host's ranks share the cache
-        std::vector<float*> bufs;
-        for (int c = 0; c < copies; ++c) bufs.push_back(buffer(per));
-        size_t i = 0;
-        auto exchange = [&] { optimizer_exchange(*group, bufs[i = (i + 1) % bufs.size()], per, norm_parts); };
-        for (int c = 0; c < copies; ++c) exchange();  // each copy's first call costs more
+        // The host's ranks share the cache.
+        auto bufs = operand_copies(cold_copies(4.0 * double(per) * n), [&] { return buffer(per); });
+        auto exchange = [&] { optimizer_exchange(*group, bufs.next(), per, norm_parts); };
+        for (size_t c = 0; c < bufs.sets.size(); ++c) exchange();  // each copy's first call costs more
         sc.exchange.push_back({size, 4.0 * double(per), time(exchange)});
         bufs_.clear();
       }
