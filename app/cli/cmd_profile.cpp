@@ -4,7 +4,9 @@
 // under mpirun) and written as a device profile, printed beside what the cost model predicts.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "cli_common.h"
 #include "launch/launch.h"
@@ -60,17 +62,23 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
     if (p.peak_rank_bytes > 0) w.field("peak_rank_bytes", p.peak_rank_bytes);
     w.key("kernels").begin_array();
   } else {
-    std::printf("%s; %d ranks\n", p.device.c_str(), p.ranks);
-    std::printf("%-30s %22s %12s %14s %14s\n", "kernel", "shape / bytes", "measured ms", "model ms", "fitted ms");
   }
-  for (const rt::KernelComparison& k : rt::compare_profile(p, model, ranks)) {
+  const std::vector<rt::KernelComparison> rows = rt::compare_profile(p, model, ranks);
+  int name_width = 30;  // the longest name's, so that the columns line up
+  for (const rt::KernelComparison& k : rows) name_width = std::max(name_width, int(k.name.size()));
+  if (!json) {
+    std::printf("%s; %d ranks\n", p.device.c_str(), p.ranks);
+    std::printf("%-*s %22s %12s %14s %14s\n", name_width, "kernel", "shape / bytes", "measured ms", "model ms",
+                "fitted ms");
+  }
+  for (const rt::KernelComparison& k : rows) {
     if (json) {
       w.begin_object();
       w.field("name", k.name).field("shape", k.shape).field("measured_s", k.measured_s);
       w.field("predicted_s", k.predicted_s).field("fitted_s", k.fitted_s);
       w.end_object();
     } else {
-      std::printf("%-30s %22s %12.3f %14.3f %14.3f\n", k.name.c_str(), k.shape.c_str(), k.measured_s * 1e3,
+      std::printf("%-*s %22s %12.3f %14.3f %14.3f\n", name_width, k.name.c_str(), k.shape.c_str(), k.measured_s * 1e3,
                   k.predicted_s * 1e3, k.fitted_s * 1e3);
     }
   }

@@ -718,9 +718,10 @@ class StepEvaluation {
     const int ranks = ly.gpus();
     const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ranks);
     if (on_host <= dev->cores && dev->ranks <= dev->cores) return;  // a core each: nothing shared
-    // A pipeline's transfer is a copy by the ranks, at the shared cores' speed; where the ranks
-    // outnumber the cores it takes the profile's measured hand-off if that is longer, the rest
-    // being the receiving stage's wait (cost_model_cores.cpp). The simulator's transfers take it.
+    // Where the ranks outnumber the cores a pipeline's transfer takes the longer of its copy at
+    // the shared cores' speed and the profile's measured hand-off; of that, the receiving rank's
+    // copy at a core's speed is pp_comm and the rest its wait for the message and a core, bubble
+    // (cost_model_cores.cpp). The simulator's transfers take all of it.
     const double copy_stretch = shared_copy_stretch(on_host, dev->cores, dev->ranks);
     // Tensor-parallel ranks meet every half layer. The ranks of a context ring or an expert group
     // reach this evaluation through the dense slice (cp = ep = 1, cost_model_moe.cpp): they compute
@@ -743,8 +744,10 @@ class StepEvaluation {
       stages += md * work[size_t(s)];
     }
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
-    // The transfers' part beyond their copies (pp_comm, stretched by share_host_cores).
-    const double handoff = (pp_handoff_factor - copy_stretch) * (tb.pp_comm - embedding_sync);
+    // The transfers' part beyond their copies at a core's speed (pp_comm; share_host_cores).
+    const double transfers = std::max(0.0, tb.pp_comm - embedding_sync);
+    const double own = 1.0 / std::max(1.0, double(dev->ranks) / dev->cores);  // profile time -> a core's
+    const double handoff = (pp_handoff_factor - own) * transfers;
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, ly.tp) : 1.0;
     // The ranks side by side reach a measured fraction of the processor-sharing ideal: the cores
     // do that much less work.
@@ -757,6 +760,7 @@ class StepEvaluation {
                      .profile_ranks = dev->ranks,
                      .lockstep = lockstep,
                      .handoff_s = handoff,
+                     .pp_transfers_s = transfers,
                      .lockstep_stretch = std::max(1.0, stretch),
                      .pipeline_s = walk.total_s,
                      .fill_drain_stretch = walk.fill_drain_stretch,

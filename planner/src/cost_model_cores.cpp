@@ -83,9 +83,9 @@ namespace capplan::detail {
 // the same kind of wait: the
 // receiving stage naps until the message is there and then needs a core the others hold; the
 // profile times it as half a ping-pong of the activation between two ranks while the others
-// compute, and each transfer of the critical rank takes that time (handoff_s: what it takes
-// beyond the transfer's copy at the shared cores' speed, which is pp_comm); that is the receiving
-// stage's wait for the message, so it shows as bubble (the
+// compute, and each transfer of the critical rank takes that time, or its copy at the shared
+// cores' speed where that is longer (handoff_s: what it takes beyond the copy at a core's speed,
+// which is pp_comm); that is the receiving stage's wait for the message, so it shows as bubble (the
 // tied embedding's exchange between the end stages, in pp_comm too, is not a hand-off).
 double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks) {
   if (cores <= 0) return 1.0;
@@ -102,12 +102,16 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing
   const double s = std::max(1.0, double(ranks_on_host) / cores) / e;  // the most a busy rank stretches
   TimeBreakdown t = dedicated;
   // The data-parallel collectives run on every rank at once, and between CPU ranks their copies
-  // and sums are the ranks' own work on the shared cores: they stretch by n / c as well. So do a
-  // pipeline's transfers (the receiving rank copies the message out of the sender's memory) and
-  // the tied embedding's exchange: pp_comm.
+  // and sums are the ranks' own work on the shared cores: they stretch by n / c as well. So does
+  // the tied embedding's exchange (pp_comm). A pipeline's transfer does not: the receiving rank
+  // copies the message out of the sender's memory right after its probe finds it, on the core it
+  // woke on (measured on 2 cores, pp_comm over 3 benchmark rounds: 1.3 ms for pp 4, 0.9 for
+  // dp 2 x pp 2, 0.9 for tp 2 x pp 2, 0.6 for dp 2 x tp 2 x pp 2, against 2.1, 1.1, 0.8 and 0.55
+  // so priced and twice to four times that stretched).
   const double copy = shared_copy_stretch(ranks_on_host, cores, profile_ranks);  // d x s
   if (!host.dp_comm_on_shared_cores) t.dp_comm *= copy;
-  t.pp_comm *= copy;
+  const double transfers = std::clamp(host.pp_transfers_s, 0.0, t.pp_comm);
+  t.pp_comm = d * transfers + (t.pp_comm - transfers) * copy;
   // The hand-offs' extra time is spent waiting for the message in the receiving stage: bubble.
   const double handoff = std::max(0.0, host.handoff_s);
   const double busy = t.compute + t.recompute + t.optimizer;

@@ -236,6 +236,11 @@ struct HostSharing {
   // on the cores than their copies at the cores' shared speed (from the profile's measurement):
   // the receiving stage's wait, bubble.
   double handoff_s = 0;
+  // Of the dedicated pp_comm, the pipeline's transfers (the rest is the tied embedding's exchange
+  // between the end stages). The receiving rank copies a message as soon as it wakes to it, on
+  // the core it woke on: a transfer takes a core's time, not the shared cores' (its wait for that
+  // core is in handoff_s).
+  double pp_transfers_s = 0;
   // (>= 1) How much longer ranks in lockstep take in their compute than with a core each (the
   // profile's measurement), within the step.
   double lockstep_stretch = 1;

@@ -496,9 +496,12 @@ TEST(DeviceProfile, PipelineBubbleGivesItsCoreAway) {
   for (const ChunkCosts& c : costs.chunks)
     work += m * (c.forward_s + c.backward_input_s + c.backward_weight_s + c.recompute_s);
   // The communication X: the pipeline's transfers and the embedding's exchange are copies by the
-  // ranks, at 2 / 4 of a core here (pp_comm stretched by 4 / 2).
+  // ranks, at 2 / 4 of a core here (their time doubled by 4 / 2). Of a transfer's, the receiving
+  // rank's copy at a core's speed is pp_comm, the rest its wait, bubble; the exchange's is pp_comm.
   const double comm = own.step_time_s - a.compute - a.recompute - a.optimizer - a.bubble + a.pp_comm;
-  EXPECT_NEAR(shared.breakdown_s.pp_comm, 2 * a.pp_comm, 1e-12);
+  const double sync = costs.embedding_sync_s;
+  ASSERT_GT(sync, 0);
+  EXPECT_NEAR(shared.breakdown_s.pp_comm, (a.pp_comm - sync) + 2 * sync, 1e-12);
   // The pipeline slot by slot: slot k runs stages 0 .. a_k - 1, a_k = min(k + 1, 4, m + 3 - k),
   // one rank each, under processor sharing on the 2 cores (the longest task of the slot ends it).
   std::vector<double> w;
@@ -631,10 +634,12 @@ TEST(DeviceProfile, SharedCoreAllReduceTimePricesLockstepCollectives) {
 
 // A pipeline's hand-off between ranks taking turns on the cores takes the profile's measured time
 // (shared_cores[].handoff_seconds). Four ranks on 2 cores copy their messages at half a core's
-// speed, so pp_comm is twice the transfers' and the exchange's own time; at 3x the transfer's own
-// time the step grows by the transfers' own time once more (it does not overlap the compute),
-// shown as the receiving stage's wait, bubble. The simulator's transfers take the measured time,
-// and without a measured hand-off the copy's twice their own.
+// speed, so a transfer takes twice its own time: its own time is pp_comm (the receiving rank's
+// copy on the core it woke on), the rest bubble (its wait for the message and a core); the
+// embedding's exchange is pp_comm at twice its own time. At 3x the transfer's own time the step
+// grows by the transfers' own time once more (it does not overlap the compute), shown as the
+// receiving stage's wait, bubble. The simulator's transfers take the measured time, and without
+// a measured hand-off the copy's twice their own.
 // With a core each the measurement does not apply.
 TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   Layout l;
@@ -658,8 +663,8 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   const double sync = step_costs(before_sc, l).embedding_sync_s;
   ASSERT_GT(sync, 0);
   const Estimate own = estimate(own_sc, l);
-  EXPECT_NEAR(before.breakdown_s.pp_comm, 2 * own.breakdown_s.pp_comm, 1e-12);
   const double transfers = own.breakdown_s.pp_comm - sync;
+  EXPECT_NEAR(before.breakdown_s.pp_comm, transfers + 2 * sync, 1e-12);
   const double expected = before.step_time_s + transfers;
   std::printf("Expectation: step %.6f s, bubble %.6f + the transfers %.6f  Actual result: step %.6f s, bubble "
               "%.6f\n",
@@ -726,7 +731,9 @@ TEST(DeviceProfile, TensorParallelPipelineTakesTheHandOffBesideLockstep) {
 
 // Ranks in lockstep on shared cores: the pipeline's fill and drain run one stage of dp 2 x tp 2 x
 // pp 2, 4 ranks on 2 cores, at half a core each (processor sharing), so that bubble is twice what
-// it is with a core each; tp 2 x pp 2's fill runs 2 ranks on the 2 cores, unstretched.
+// it is with a core each; tp 2 x pp 2's fill runs 2 ranks on the 2 cores, unstretched. The
+// transfers, which take (ranks / 2) times their own time on the shared cores, add their wait
+// beyond their own time (a core's copy, pp_comm) to the bubble.
 TEST(DeviceProfile, PipelineFillAndDrainShareTheCoresInLockstep) {
   for (const int dp : {1, 2}) {
     Layout l;
@@ -737,7 +744,10 @@ TEST(DeviceProfile, PipelineFillAndDrainShareTheCoresInLockstep) {
     const int ranks = 4 * dp;
     const Estimate own = estimate(host_scenario(ranks, cpu_profile(2, ranks)), l);
     const Estimate shared = estimate(host_scenario(ranks, cpu_profile(2, 2)), l);
-    const double expected = (dp == 2 ? 2.0 : 1.0) * own.breakdown_s.bubble;
+    const Scenario own_sc = host_scenario(ranks, cpu_profile(2, ranks));
+    const double transfers = own.breakdown_s.pp_comm - step_costs(own_sc, l).embedding_sync_s;
+    ASSERT_GT(transfers, 0);
+    const double expected = (dp == 2 ? 2.0 : 1.0) * own.breakdown_s.bubble + (ranks / 2 - 1) * transfers;
     std::printf("Expectation: dp %d x tp 2 x pp 2 on 2 cores: bubble %.6f s  Actual result: %.6f s\n", dp, expected,
                 shared.breakdown_s.bubble);
     ASSERT_GT(own.breakdown_s.bubble, 0);
