@@ -105,9 +105,10 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing
   // and sums are the ranks' own work on the shared cores: they stretch by n / c as well. So does
   // the tied embedding's exchange (pp_comm). A pipeline's transfer does not: the receiving rank
   // copies the message out of the sender's memory right after its probe finds it, on the core it
-  // woke on (measured on 2 cores, pp_comm over 3 benchmark rounds: 1.3 ms for pp 4, 0.9 for
-  // dp 2 x pp 2, 0.9 for tp 2 x pp 2, 0.6 for dp 2 x tp 2 x pp 2, against 2.1, 1.1, 0.8 and 0.55
-  // so priced and twice to four times that stretched).
+  // woke on (measured on 2 cores, pp_comm, medians of 3 benchmark rounds: 1.3 ms for pp 4, 0.9 for
+  // dp 2 x pp 2, 0.9 for tp 2 x pp 2 and 0.6 for dp 2 x tp 2 x pp 2 against 4.2, 2.2, 1.6 and 2.2
+  // with the copies stretched; in the run after, 1.4, 0.9, 0.8 and 0.6 measured, so priced 1.3,
+  // 1.0, 0.6 and 0.8).
   const double copy = shared_copy_stretch(ranks_on_host, cores, profile_ranks);  // d x s
   if (!host.dp_comm_on_shared_cores) t.dp_comm *= copy;
   const double transfers = std::clamp(host.pp_transfers_s, 0.0, t.pp_comm);
