@@ -724,10 +724,12 @@ class StepGraph {
 };
 
 // Breakdown of one simulated GPU: its compute-stream work by kind, and each idle gap charged to
-// what it waited for (the dependency that finished last): a transfer's own duration to its term,
-// the rest of the gap to the bubble; the idle tail after its last task is bubble too. So each
-// GPU's terms sum to the step time.
-std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int pp, double step) {
+// what it waited for (the dependency that finished last): a transfer's own duration to its term
+// (a pipeline send's: at most `send_copy_s`, StepCosts::p2p_copy_s, where >= 0), the rest of the
+// gap to the bubble; the idle tail after its last task is bubble too. So each GPU's terms sum to
+// the step time.
+std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int pp, double step,
+                                            double send_copy_s) {
   std::vector<TimeBreakdown> per_stage(static_cast<size_t>(pp));
   std::vector<double> prev_end(size_t(pp), 0.0);
   // A gap of stage `stage` before a task whose last dependency was `dep`.
@@ -742,7 +744,10 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
     switch (d.kind) {
       case SimTaskKind::SendForward:
       case SimTaskKind::SendBackward: {
-        const double x = std::min(gap, dur);
+        // The receiving rank's copy is pp_comm; the rest of the transfer (its wait for the
+        // message and a core, where CPU ranks take turns on the cores) is bubble, as the estimate
+        // and the runtime count it.
+        const double x = std::min({gap, dur, send_copy_s >= 0 ? send_copy_s : dur});
         b.pp_comm += x;
         b.bubble += gap - x;
         break;
@@ -821,7 +826,8 @@ std::vector<double> bucket_contention(const std::vector<Task>& tasks, int pp, do
 }
 
 // Step time, the critical GPU, busy fractions and the breakdown of the pacing GPU.
-void summarize_step(const std::vector<Task>& tasks, int pp, double dp_hidden_cost, StepSimulation& out) {
+void summarize_step(const std::vector<Task>& tasks, int pp, double dp_hidden_cost, double send_copy_s,
+                    StepSimulation& out) {
   std::vector<double> stage_end(size_t(pp), 0.0), compute_busy(size_t(pp), 0.0);
   for (const Task& t : tasks) {
     stage_end[size_t(t.stage)] = std::max(stage_end[size_t(t.stage)], t.end_s);
@@ -843,7 +849,7 @@ void summarize_step(const std::vector<Task>& tasks, int pp, double dp_hidden_cos
   out.busy_fraction_per_gpu.resize(size_t(pp));
   for (int s = 0; s < pp; ++s) out.busy_fraction_per_gpu[size_t(s)] = step > 0 ? compute_busy[size_t(s)] / step : 0;
 
-  std::vector<TimeBreakdown> per_stage = stage_breakdowns(tasks, pp, step);
+  std::vector<TimeBreakdown> per_stage = stage_breakdowns(tasks, pp, step, send_copy_s);
   for (int s = 0; s < pp; ++s) {
     // The contention delays the GPU's end: it is dp_comm, not tail bubble.
     TimeBreakdown& b = per_stage[size_t(s)];
@@ -1012,7 +1018,7 @@ StepSimulation simulate_step(const StepCosts& costs, const Layout& layout, int g
     return out;
   }
   out.num_events = engine.processed();
-  summarize_step(graph.tasks(), pp, costs.dp_hidden_cost, out);
+  summarize_step(graph.tasks(), pp, costs.dp_hidden_cost, costs.p2p_copy_s, out);
   record_activation_memory(graph, costs, pp, m, options.record_timeline, out);
   if (options.record_timeline) record_timeline(graph.tasks(), out);
   return out;

@@ -674,6 +674,19 @@ TEST(DeviceProfile, SharedCoreHandOffPricesPipelineTransfers) {
   EXPECT_NEAR(after.breakdown_s.bubble, before.breakdown_s.bubble + transfers, 1e-9 * expected);
   EXPECT_NEAR(after.breakdown_s.compute, before.breakdown_s.compute, 1e-9 * expected);
   EXPECT_NEAR(step_costs(after_sc, l).p2p_s, 3 * p2p, 1e-12);
+  // The simulator splits its transfers as the estimate does: a send waited for is pp_comm up to
+  // the copy's own time, the rest bubble. So the longer hand-off leaves its pp_comm as it was and
+  // adds to its bubble; its pp_comm is the estimate's within the exchange's stretch.
+  EXPECT_NEAR(step_costs(after_sc, l).p2p_copy_s, p2p, 1e-12);
+  const StepSimulation sim_before = simulate_step(before_sc, l), sim_after = simulate_step(after_sc, l);
+  std::printf("Expectation: simulated pp_comm %.6f s both, bubble up  Actual result: pp_comm %.6f -> %.6f s, bubble "
+              "%.6f -> %.6f s (estimate's pp_comm %.6f)\n",
+              sim_before.breakdown_s.pp_comm, sim_before.breakdown_s.pp_comm, sim_after.breakdown_s.pp_comm,
+              sim_before.breakdown_s.bubble, sim_after.breakdown_s.bubble, after.breakdown_s.pp_comm);
+  EXPECT_NEAR(sim_after.breakdown_s.pp_comm, sim_before.breakdown_s.pp_comm, 1e-9 * expected);
+  EXPECT_GT(sim_after.breakdown_s.bubble, sim_before.breakdown_s.bubble);
+  EXPECT_LE(sim_after.breakdown_s.pp_comm, after.breakdown_s.pp_comm + 1e-12);
+  EXPECT_GE(sim_after.breakdown_s.pp_comm, after.breakdown_s.pp_comm - sync - 1e-12);
   DeviceProfile roomy = p;
   roomy.cores = 4;
   DeviceProfile roomy_plain = cpu_profile(2, 4);

@@ -175,6 +175,9 @@ struct ChunkCosts {  // one model chunk (a stage, or one of its vp virtual stage
 struct StepCosts {
   std::vector<ChunkCosts> chunks;  // pp * vp entries; chunk c runs on stage c % pp
   double p2p_s = 0;                // one micro-batch's activation (or its gradient) to the next stage
+  // Of p2p_s, the receiving rank's copy (pp_comm); the rest is its wait for the message and a core
+  // where CPU ranks outnumber the cores (bubble). < 0: all of p2p_s.
+  double p2p_copy_s = -1;
   double p2p_bytes = 0;
   double dp_comm_s = 0;            // gradient all-reduce (or ZeRO collectives), whole step, unhidden
   double dp_bytes = 0;
