@@ -61,7 +61,6 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
     w.field("gemm_overhead_us", p.gemm_overhead_us).field("memory_gbyte_per_s", p.memory_gbyte_per_s);
     if (p.peak_rank_bytes > 0) w.field("peak_rank_bytes", p.peak_rank_bytes);
     w.key("kernels").begin_array();
-  } else {
   }
   const std::vector<rt::KernelComparison> rows = rt::compare_profile(p, model, ranks);
   int name_width = 30;  // the longest name's, so that the columns line up

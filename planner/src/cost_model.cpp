@@ -746,9 +746,7 @@ class StepEvaluation {
     const double all = double(ranks) / pp * stages + double(ranks) * tb.optimizer;
     // The transfers' part beyond their copies at a core's speed (pp_comm; share_host_cores).
     const double transfers = std::max(0.0, tb.pp_comm - embedding_sync);
-    const double own = 1.0 / std::max(1.0, double(dev->ranks) / dev->cores);  // profile time -> a core's
-    pp_copy_factor = own;
-    const double handoff = (pp_handoff_factor - own) * transfers;
+    const double handoff = (pp_handoff_factor - profile_core_share(dev->cores, dev->ranks)) * transfers;
     const double stretch = lockstep && on_host > dev->cores ? dev->shared_compute_stretch(on_host, ly.tp) : 1.0;
     // The ranks side by side reach a measured fraction of the processor-sharing ideal: the cores
     // do that much less work.
@@ -1444,7 +1442,6 @@ class StepEvaluation {
       steps->chunks.push_back(ch);
     }
     steps->p2p_s = p2p * pp_handoff_factor;
-    steps->p2p_copy_s = p2p * pp_copy_factor;
     steps->p2p_bytes = pp > 1 ? mt.p2p_bytes : 0;
     steps->dp_comm_s = dp_s - (fw.param_gather_overlap && ly.zero >= 1 && ly.zero <= 2 && !sharded_by_runtime()
                                    ? param_gather_s * (1.0 - 1.0 / kDpBuckets) : 0.0);
@@ -1463,10 +1460,12 @@ class StepEvaluation {
     steps->weights_bytes = best.weights;
     if (const DeviceProfile* dev = c.profile; dev && dev->cores > 0 && dev->backend == "cpu") {
       steps->host_cores = dev->cores;
-      steps->core_seconds_per_s = 1.0 / std::max(1.0, double(dev->ranks) / dev->cores);
+      steps->core_seconds_per_s = profile_core_share(dev->cores, dev->ranks);
       steps->host_efficiency = host_efficiency(*dev, gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus()));
       steps->dp_comm_on_shared_cores = dp_on_shared_cores;
     }
+    // A transfer's copy at a core's speed; the rest of p2p_s is the hand-off's wait (share_cores).
+    steps->p2p_copy_s = p2p * steps->core_seconds_per_s;
   }
 
   const Scenario& sc;
@@ -1510,7 +1509,6 @@ class StepEvaluation {
   double z3_exposed = 0;      // ZeRO-3 ring mode: collectives not hidden by the prefetch
   double optimizer_own = 0;   // the optimizer step at the profile's per-rank rate (before share_cores)
   double pp_handoff_factor = 1;   // share_cores: a pipeline transfer's time on the host over its own
-  double pp_copy_factor = 1;      // share_cores: of that, the receiving rank's copy (pp_comm) over its own
   double cp_hidden_share = 0;     // share_cores: Evaluation::cp_hidden_share
   double embedding_sync = 0;      // pace: the tied embedding's gradient between the end stages
   // Memory of the stage that peaks; what goes to host memory per GPU.

@@ -89,13 +89,17 @@ namespace capplan::detail {
 // tied embedding's exchange between the end stages, in pp_comm too, is not a hand-off).
 double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks) {
   if (cores <= 0) return 1.0;
-  return std::max(1.0, double(ranks_on_host) / cores) / std::max(1.0, double(profile_ranks) / cores);
+  return std::max(1.0, double(ranks_on_host) / cores) * profile_core_share(cores, profile_ranks);
+}
+
+double profile_core_share(int cores, int profile_ranks) {
+  return cores > 0 ? 1.0 / std::max(1.0, double(profile_ranks) / cores) : 1.0;
 }
 
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing& host) {
   const int ranks_on_host = host.ranks_on_host, cores = host.cores, profile_ranks = host.profile_ranks;
   if (cores <= 0 || (ranks_on_host <= cores && profile_ranks <= cores)) return dedicated;
-  const double d = 1.0 / std::max(1.0, double(profile_ranks) / cores);  // profile time -> core-seconds
+  const double d = profile_core_share(cores, profile_ranks);  // profile time -> core-seconds
   // The cores' work where the ranks outnumber them: free_efficiency (in (0, 1], measured) of the
   // processor-sharing ideal.
   const double e = ranks_on_host > cores ? host.free_efficiency : 1.0;

@@ -216,6 +216,10 @@ double meeting_among_s(const DeviceProfile* dev, int ranks, int group, double ow
 // `profile_ranks` ranks on them: max(1, n / c) / max(1, p / c) (processor sharing,
 // cost_model_cores.cpp); 1 without cores.
 double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks);
+// A core's share of a profile's time: a profile measured with `profile_ranks` ranks on `cores`
+// cores took max(1, p / c) seconds for each second of a core's work, so its times are scaled by
+// 1 / max(1, p / c) to a core's time (processor sharing); 1 without cores.
+double profile_core_share(int cores, int profile_ranks);
 
 // Whether a layout's ranks meet every half layer (tensor parallelism's all-reduces), so that on
 // shared cores they take turns between meetings rather than compute whole passes side by side

@@ -755,9 +755,9 @@ TEST(DeviceProfile, PipelineFillAndDrainShareTheCoresInLockstep) {
     l.pp = 2;
     l.mbs = 1;
     const int ranks = 4 * dp;
-    const Estimate own = estimate(host_scenario(ranks, cpu_profile(2, ranks)), l);
-    const Estimate shared = estimate(host_scenario(ranks, cpu_profile(2, 2)), l);
     const Scenario own_sc = host_scenario(ranks, cpu_profile(2, ranks));
+    const Estimate own = estimate(own_sc, l);
+    const Estimate shared = estimate(host_scenario(ranks, cpu_profile(2, 2)), l);
     const double transfers = own.breakdown_s.pp_comm - step_costs(own_sc, l).embedding_sync_s;
     ASSERT_GT(transfers, 0);
     const double expected = (dp == 2 ? 2.0 : 1.0) * own.breakdown_s.bubble + (ranks / 2 - 1) * transfers;
