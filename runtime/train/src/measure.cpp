@@ -613,64 +613,52 @@ class Measurer {
         held_s += now_s() - t1;
       }
     };
-    std::vector<double> a, aq, fr, ho, hl, rg, rh;
-    std::vector<std::vector<double>> lk(groups.size()), busy(groups.size()), held(groups.size());
-    AfterCompute gx = after_compute(groups);
+    LockstepRounds t;  // the rounds' timings, for store_lockstep
+    t.lockstep = t.busy = t.held = std::vector<std::vector<double>>(groups.size());
+    t.ring_bytes = 4.0 * double(block);
+    t.gradient_exchange = after_compute(groups);
+    t.K = K;
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
     // timings (all_reduce_max), so all stop at the same round.
-    int rounds = 3 * o_.rounds;
+    t.rounds = 3 * o_.rounds;
     double spent = 0;
-    for (int round = 0; round < rounds; ++round) {
+    for (int round = 0; round < t.rounds; ++round) {
       if (round >= 3 && spent > 10.0) {
-        rounds = round;
+        t.rounds = round;
         break;
       }
       if (shared) {
         auto layers = [&] {
           for (int k = 0; k < K; ++k) layer(nullptr);
         };
-        a.push_back(timed([&] { run_alone(alone, layers); }));
-        aq.push_back(run_alone_quiet(alone, 1.25 * a.back(), layers));
-        spent += 1.25 * a.back();  // the sleep, which outlasts the work
+        t.alone.push_back(timed([&] { run_alone(alone, layers); }));
+        t.alone_quiet.push_back(run_alone_quiet(alone, 1.25 * t.alone.back(), layers));
+        spent += 1.25 * t.alone.back();  // the sleep, which outlasts the work
       }
       // Free and each lockstep in turn, starting one further each round, so that none always
       // follows another.
       const size_t ways = groups.size() + 1;
       for (size_t w = 0; w < ways; ++w) {
         const size_t way = (w + size_t(round)) % ways;  // 0: free, else groups[way - 1]
-        std::vector<double>& into = way == 0 ? fr : lk[way - 1];
+        std::vector<double>& into = way == 0 ? t.free : t.lockstep[way - 1];
         Communicator* group = way == 0 ? nullptr : groups[way - 1].second;
         into.push_back(timed_layers([&] { layer(group); }));
         spent += into.back();
-        spent += time_exchange_after_compute(gx, groups, (w + size_t(round)) % groups.size());
+        spent += time_exchange_after_compute(t.gradient_exchange, groups, (w + size_t(round)) % groups.size());
         if (way > 0) {  // the ranks' mean time in their segments; the busiest rank's in its all-reduces
           const BusiestRank b = busiest_rank(busy_s, held_s);
-          busy[way - 1].push_back(b.mean_busy_s);
-          held[way - 1].push_back(b.held_s);
+          t.busy[way - 1].push_back(b.mean_busy_s);
+          t.held[way - 1].push_back(b.held_s);
         }
       }
       if (ring) {
-        rg.push_back(timed_layers(ring_layer));
-        spent += rg.back();
-        rh.push_back(busiest_rank(busy_s, held_s).held_s);
+        t.ring.push_back(timed_layers(ring_layer));
+        spent += t.ring.back();
+        t.ring_held.push_back(busiest_rank(busy_s, held_s).held_s);
       }
-      if (shared) {
-        spent += a.back();
-        // The other ranks compute twice the free timing's layers: they outlast the hand-offs.
-        ho.push_back(handoff([&] { for (int k = 0; k < 2 * K; ++k) layer(nullptr); }, act, arn, 0.4 * fr.back()));
-        spent += 0.4 * fr.back();
-        // And while they compute in lockstep in pairs (ranks 2 and 3, 4 and 5, ...: groups[0]),
-        // as a tensor-parallel pipeline's other stages do, meeting in an all-reduce every half
-        // layer, where they poll yielding the core.
-        if (groups.front().first == 2 && n >= 4) {
-          Communicator* pairs = groups.front().second;
-          hl.push_back(handoff([&] { for (int k = 0; k < 2 * K; ++k) layer(pairs); }, act, arn, 0.4 * fr.back()));
-          spent += 0.4 * fr.back();
-        }
-      }
+      if (shared) spent += t.alone.back() + time_handoffs(t, layer, groups, act, arn);
     }
-    LockstepRounds t{std::move(a), std::move(aq), std::move(fr), std::move(ho), std::move(hl), std::move(lk), std::move(busy), std::move(held), std::move(rg), std::move(rh), 4.0 * double(block), std::move(gx), K, rounds};
     store_lockstep(p, cores, shared, groups, t, tok);
     bufs_.clear();
   }
@@ -760,10 +748,29 @@ class Measurer {
     std::vector<std::vector<double>> held;  // the busiest rank's time in its all-reduces, per lockstep group
     std::vector<double> ring;  // the ring's exchange around each segment (2 ranks, a core each)
     std::vector<double> ring_held;  // the busiest rank's time in the ring's receives and send waits
-    double ring_bytes;         // the exchanged block
+    double ring_bytes = 0;     // the exchanged block
     AfterCompute gradient_exchange;
-    int K, rounds;
+    int K = 0, rounds = 0;
   };
+
+  // One round's hand-offs (handoff()) for lockstep(), into t.handoff and t.handoff_lockstep, each
+  // for 0.4 of the round's free timing: while the other ranks compute twice that timing's layers
+  // (they outlast the hand-off), and while they compute them in lockstep in pairs (ranks 2 and 3,
+  // 4 and 5, ...: groups[0]), as a tensor-parallel pipeline's other stages do, meeting in an
+  // all-reduce every half layer, where they poll yielding the core. Returns the time spent.
+  double time_handoffs(LockstepRounds& t, const std::function<void(Communicator*)>& layer,
+                       const std::vector<std::pair<int, Communicator*>>& groups, float* act, int64_t arn) {
+    const double span = 0.4 * t.free.back();
+    auto twice = [&](Communicator* group) {
+      return [&, group] {
+        for (int k = 0; k < 2 * t.K; ++k) layer(group);
+      };
+    };
+    t.handoff.push_back(handoff(twice(nullptr), act, arn, span));
+    if (groups.front().first != 2 || world_.size() < 4) return span;
+    t.handoff_lockstep.push_back(handoff(twice(groups.front().second), act, arn, span));
+    return 2 * span;
+  }
 
   AfterCompute after_compute(const std::vector<std::pair<int, Communicator*>>& groups) {
     AfterCompute x;
