@@ -664,7 +664,7 @@ void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
   be_.norm_forward(norm_, a.h1 + int64_t(row0_) * C_, a.ln1_mean, a.ln1_rstd, x, wt(L.ln1_w),
                    L.ln1_b >= 0 ? wt(L.ln1_b) : nob, Rl_, C_);
   gather_rows_in_place(a.h1);
-  be_.matmul(a.qkv, a.h1, wt(L.wqkv), R_, S_, C_, false, true, false);
+  LinearGemms{&be_, R_, C_, S_}.forward(a.qkv, a.h1, wt(L.wqkv));
   if (ring_) {
     if (rope_) be_.rope_at(a.qkv, sh, ring_->positions().data(), false);
     ring_->forward(a.attn, a.probs, a.qkv, sh);
@@ -673,7 +673,7 @@ void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
     be_.attention_forward(a.attn, a.probs, a.qkv, sh);
   }
   float* y = sp_ ? yfull_ : a.x2;
-  be_.matmul(y, a.attn, wt(L.wo), R_, C_, Hl_ * D_, false, true, false);
+  LinearGemms{&be_, R_, Hl_ * D_, C_}.forward(y, a.attn, wt(L.wo));
   reduce_rows(y, a.x2);  // g
   be_.add(a.x2, x, nl);
   be_.norm_forward(norm_, a.h2 + int64_t(row0_) * C_, a.ln2_mean, a.ln2_rstd, a.x2, wt(L.ln2_w),
@@ -693,13 +693,13 @@ void Gpt::layer_forward(int i, LayerActs& a, const float* x, float* out) {
     be_.add(out, a.x2, nl);
     return;
   }
-  be_.matmul(a.fc, a.h2, wt(L.wfc), R_, Fc_, C_, false, true, false);
+  LinearGemms{&be_, R_, C_, Fc_}.forward(a.fc, a.h2, wt(L.wfc));
   if (swiglu_)
     be_.swiglu_forward(a.act, a.fc, R_, Fl_);
   else
     be_.gelu_forward(a.act, a.fc, int64_t(R_) * Fl_);
   y = sp_ ? yfull_ : out;
-  be_.matmul(y, a.act, wt(L.wproj), R_, C_, Fl_, false, true, false);
+  LinearGemms{&be_, R_, Fl_, C_}.forward(y, a.act, wt(L.wproj));
   reduce_rows(y, out);  // g
   be_.add(out, a.x2, nl);
 }
@@ -716,7 +716,7 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   // again in this backward, and the output gradients, which are, are copied.
   const bool defer = cfg_.defer_weight_grads && i == 0;
   auto wgrad = [&](float* c, const float* dy, const float* act, int M, int N, float* keep) {
-    if (!defer) return be_.matmul(c, dy, act, M, N, R_, true, false, true);
+    if (!defer) return LinearGemms{&be_, R_, N, M}.weight_gradient(c, dy, act);
     if (keep) {
       be_.copy(keep, dy, int64_t(R_) * M);
       dy = keep;
@@ -728,14 +728,14 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
   if (moe_[size_t(i)]) {
     moe_[size_t(i)]->backward(cur_slot_, dy, dh_, moe_weights(i));
   } else {
-    be_.matmul(dact_, dy, wt(L.wproj), R_, Fl_, C_, false, false, false);
+    LinearGemms{&be_, R_, Fl_, C_}.input_gradient(dact_, dy, wt(L.wproj));
     wgrad(gd(L.wproj), dy, a.act, C_, Fl_, dy_mlp_);
     if (swiglu_)
       be_.swiglu_backward(dfc_, a.fc, dact_, R_, Fl_);
     else
       be_.gelu_backward(dfc_, a.fc, dact_, int64_t(R_) * Fl_);
     wgrad(gd(L.wfc), dfc_, a.h2, Fc_, C_, nullptr);
-    be_.matmul(dh_, dfc_, wt(L.wfc), R_, C_, Fc_, false, false, false);
+    LinearGemms{&be_, R_, C_, Fc_}.input_gradient(dh_, dfc_, wt(L.wfc));
   }
   reduce_rows(dh_, dhl);  // f
   be_.norm_backward(norm_, dres, gd(L.ln2_w), L.ln2_b >= 0 ? gd(L.ln2_b) : nullptr, dhl, a.x2,
@@ -747,7 +747,7 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
     recompute_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   dy = gather_rows(dres);
-  be_.matmul(dattn_, dy, wt(L.wo), R_, Hl_ * D_, C_, false, false, false);
+  LinearGemms{&be_, R_, Hl_ * D_, C_}.input_gradient(dattn_, dy, wt(L.wo));
   wgrad(gd(L.wo), dy, a.attn, C_, Hl_ * D_, dy_attn_);
   if (ring_) {
     ring_->backward(dqkv_, dattn_, a.attn, a.probs, a.qkv, sh);
@@ -757,7 +757,7 @@ void Gpt::layer_backward(int i, LayerActs& a, const float* x, float* dres) {
     if (rope_) be_.rope(dqkv_, sh, true);
   }
   wgrad(gd(L.wqkv), dqkv_, a.h1, S_, C_, nullptr);
-  be_.matmul(dh_, dqkv_, wt(L.wqkv), R_, C_, S_, false, false, false);
+  LinearGemms{&be_, R_, C_, S_}.input_gradient(dh_, dqkv_, wt(L.wqkv));
   reduce_rows(dh_, dhl);  // f
   be_.norm_backward(norm_, dres, gd(L.ln1_w), L.ln1_b >= 0 ? gd(L.ln1_b) : nullptr, dhl, x,
                     wt(L.ln1_w), a.ln1_mean, a.ln1_rstd, Rl_, C_);
@@ -826,8 +826,9 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
   for (int r0 = 0; r0 < R_; r0 += head_rows_) {
     const int rc = std::min(head_rows_, R_ - r0);
     const float* h = hf_ + int64_t(r0) * C_;
+    const LinearGemms head{&be_, rc, C_, Vl_};  // the tied embedding as the LM head
     float* sums = stats_ + R_ + 2 * int64_t(r0);
-    be_.matmul(logits_, h, wt(off_wte_), rc, Vl_, C_, false, true, false);
+    head.forward(logits_, h, wt(off_wte_));
     be_.xent_row_max(row_max + r0, logits_, rc, Vl_, vocab_begin_, V_);
     tp_.all_reduce_max(row_max + r0, rc);
     be_.xent_sum_exp(sums, sums + rc, logits_, row_max + r0, targets + r0, rc, Vl_, vocab_begin_,
@@ -837,8 +838,8 @@ double Gpt::forward(int slot, const int32_t* tokens, const float* input, float* 
     if (cfg_.defer_weight_grads && r0 + rc == R_)  // the logits of the last chunk stay put
       deferred_.push_back({gd(off_wte_), logits_, h, Vl_, C_, rc});
     else
-      be_.matmul(gd(off_wte_), logits_, h, Vl_, C_, rc, true, false, true);
-    be_.matmul(dh_ + int64_t(r0) * C_, logits_, wt(off_wte_), rc, C_, Vl_, false, false, false);
+      head.weight_gradient(gd(off_wte_), logits_, h);
+    head.input_gradient(dh_ + int64_t(r0) * C_, logits_, wt(off_wte_));
   }
   std::vector<float> host(3 * size_t(R_));
   be_.to_host(host.data(), stats_, 3 * int64_t(R_));

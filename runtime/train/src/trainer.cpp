@@ -905,8 +905,7 @@ double Run::run_split_microbatches(int64_t step, StepRecord& rec) {
       auto take_listed = [&](int q) {
         const std::vector<DeferredGemm>& list = part(q).deferred();
         for (size_t i; (i = next[size_t(q)].fetch_add(1)) < list.size();) {
-          const DeferredGemm& d = list[i];
-          part_be_[size_t(r)]->matmul(d.c, d.a, d.b, d.M, d.N, d.K, true, false, true);
+          list[i].run(*part_be_[size_t(r)]);
         }
       };
       for (;;) {

@@ -68,6 +68,24 @@ struct GptConfig {
   int expert_pad_multiple = 1;   // the expert buffer is padded to a multiple (its DP group)
 };
 
+// A Linear's three GEMMs as the model runs them, for `rows` rows: the weight W is kept [out, in]
+// (as PyTorch's nn.Linear keeps it) and its gradient accumulates over the micro-batches. forward
+// y = x W^T, input gradient dx = dy W, weight gradient dW += dy^T x. The device profile times
+// these same calls (capplan-train measure).
+struct LinearGemms {
+  Backend* be;
+  int rows, in, out;
+  void forward(float* y, const float* x, const float* w) const {
+    be->matmul(y, x, w, rows, out, in, false, true, false);
+  }
+  void input_gradient(float* dx, const float* dy, const float* w) const {
+    be->matmul(dx, dy, w, rows, in, out, false, false, false);
+  }
+  void weight_gradient(float* dw, const float* dy, const float* x) const {
+    be->matmul(dw, dy, x, out, in, rows, true, false, true);
+  }
+};
+
 // A weight-gradient GEMM put off by Gpt::backward: c[M, N] += a^T b, a [K, M], b [K, N].
 struct DeferredGemm {
   float* c;
@@ -75,6 +93,7 @@ struct DeferredGemm {
   const float* b;
   int M, N, K;
   double flops() const { return 2.0 * M * N * K; }
+  void run(Backend& be) const { LinearGemms{&be, K, N, M}.weight_gradient(c, a, b); }
 };
 
 // One parameter tensor of this rank inside the flat parameter buffer.
