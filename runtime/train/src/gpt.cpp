@@ -369,10 +369,7 @@ void Gpt::allocate_scratch() {
   dfc_ = alloc(int64_t(R_) * Fc_, false);
   dact_ = alloc(int64_t(R_) * Fl_, false);
   if (last_stage()) {
-    // Rows per head chunk: about 8 MiB of logits, at least 128 rows for the GEMMs' sake.
-    head_rows_ = cfg_.head_chunk_rows > 0
-                     ? std::min(R_, cfg_.head_chunk_rows)
-                     : std::min(R_, std::max(128, (2 << 20) / std::max(1, Vl_) / 64 * 64));
+    head_rows_ = lm_head_chunk_rows(R_, Vl_, cfg_.head_chunk_rows);
     logits_ = alloc(int64_t(head_rows_) * Vl_, false);
     hf_ = alloc(int64_t(R_) * C_, false);
     lnf_mean_ = alloc(Rl_, false);

@@ -1,5 +1,6 @@
 // A Linear's three GEMMs as the model runs them and the device profile times them (LinearGemms,
-// train/gpt.h): the weight kept [out, in], y = x W^T, dx = dy W, dW += dy^T x.
+// train/gpt.h): the weight kept [out, in], y = x W^T, dx = dy W, dW += dy^T x; the LM head a
+// chunk of rows at a time (lm_head_chunk_rows).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -28,6 +29,18 @@ TEST(LinearGemms, WeightKeptOutByInAndItsGradientAccumulates) {
   // A put-off weight gradient runs the same call: c[M=out, N=in] += a^T b over K = rows.
   DeferredGemm{dw.data(), dy.data(), x.data(), 2, 3, 2}.run(*be);
   EXPECT_EQ(dw, (std::vector<float>{27, 35, 43, 37, 49, 61}));
+}
+
+TEST(LinearGemms, TheLmHeadRunsInChunksOfAboutEightMiBOfLogits) {
+  // Expectation: (2 << 20) / vocab floats a chunk, rounded down to a multiple of 64 rows, at
+  // least 128, at most the rows. Vocab 4096: 512 rows, so 256 rows are one chunk and 2048 rows
+  // four. Vocab 50257: 41 rows, so the 128-row floor. A configured chunk wins, up to the rows.
+  EXPECT_EQ(lm_head_chunk_rows(256, 4096), 256);
+  EXPECT_EQ(lm_head_chunk_rows(2048, 4096), 512);
+  EXPECT_EQ(lm_head_chunk_rows(2048, 50257), 128);
+  EXPECT_EQ(lm_head_chunk_rows(100, 50257), 100);
+  EXPECT_EQ(lm_head_chunk_rows(2048, 50257, 300), 300);
+  EXPECT_EQ(lm_head_chunk_rows(256, 50257, 300), 256);
 }
 
 }  // namespace

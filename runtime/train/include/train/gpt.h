@@ -8,6 +8,7 @@
 // per-layer weight gathers and gradient reduce-scatters (GptConfig::zero).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -85,6 +86,15 @@ struct LinearGemms {
     be->matmul(dw, dy, x, out, in, rows, true, false, true);
   }
 };
+
+// Rows per chunk of the LM head (Gpt::forward runs the head, the loss and the head's gradients a
+// chunk at a time, so that a chunk's logits stay in cache): `configured` where it is set, else
+// about 8 MiB of fp32 logits (`vocab` per rank), at least 128 rows for the GEMMs' sake; at most
+// `rows`.
+inline int lm_head_chunk_rows(int rows, int vocab, int configured = 0) {
+  if (configured > 0) return std::min(rows, configured);
+  return std::min(rows, std::max(128, (2 << 20) / std::max(1, vocab) / 64 * 64));
+}
 
 // A weight-gradient GEMM put off by Gpt::backward: c[M, N] += a^T b, a [K, M], b [K, N].
 struct DeferredGemm {
