@@ -113,7 +113,7 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing
   // dp 2 x pp 2, 0.9 for tp 2 x pp 2 and 0.6 for dp 2 x tp 2 x pp 2 against 4.2, 2.2, 1.6 and 2.2
   // with the copies stretched; in the run after, 1.4, 0.9, 0.8 and 0.6 measured, so priced 1.3,
   // 1.0, 0.6 and 0.8).
-  const double copy = shared_copy_stretch(ranks_on_host, cores, profile_ranks);  // d x s
+  const double copy = shared_copy_stretch(ranks_on_host, cores, profile_ranks);  // d x max(1, n / c)
   if (!host.dp_comm_on_shared_cores) t.dp_comm *= copy;
   const double transfers = std::clamp(host.pp_transfers_s, 0.0, t.pp_comm);
   t.pp_comm = d * transfers + (t.pp_comm - transfers) * copy;

@@ -725,7 +725,7 @@ class StepGraph {
 
 // Breakdown of one simulated GPU: its compute-stream work by kind, and each idle gap charged to
 // what it waited for (the dependency that finished last): a transfer's own duration to its term
-// (a pipeline send's: at most `send_copy_s`, StepCosts::p2p_copy_s, where >= 0), the rest of the
+// (a pipeline send's: at most `send_copy_s`, StepCosts::p2p_copy_s), the rest of the
 // gap to the bubble; the idle tail after its last task is bubble too. So each GPU's terms sum to
 // the step time.
 std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int pp, double step,
@@ -747,7 +747,7 @@ std::vector<TimeBreakdown> stage_breakdowns(const std::vector<Task>& tasks, int 
         // The receiving rank's copy is pp_comm; the rest of the transfer (its wait for the
         // message and a core, where CPU ranks take turns on the cores) is bubble, as the estimate
         // and the runtime count it.
-        const double x = std::min({gap, dur, send_copy_s >= 0 ? send_copy_s : dur});
+        const double x = std::min({gap, dur, send_copy_s});
         b.pp_comm += x;
         b.bubble += gap - x;
         break;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -176,8 +177,8 @@ struct StepCosts {
   std::vector<ChunkCosts> chunks;  // pp * vp entries; chunk c runs on stage c % pp
   double p2p_s = 0;                // one micro-batch's activation (or its gradient) to the next stage
   // Of p2p_s, the receiving rank's copy (pp_comm); the rest is its wait for the message and a core
-  // where CPU ranks outnumber the cores (bubble). < 0: all of p2p_s.
-  double p2p_copy_s = -1;
+  // where CPU ranks outnumber the cores (bubble). Unset (infinite): all of p2p_s.
+  double p2p_copy_s = std::numeric_limits<double>::infinity();
   double p2p_bytes = 0;
   double dp_comm_s = 0;            // gradient all-reduce (or ZeRO collectives), whole step, unhidden
   double dp_bytes = 0;
