@@ -753,6 +753,10 @@ void RunPage::launchLocal(const rt::LaunchRequest& req) {
                              QString::fromStdString(f.evidence).toHtmlEscaped(), QString::fromStdString(f.advice).toHtmlEscaped());
       if (report.value->findings.empty()) findings = RunPage::tr("No bottleneck findings.");
     }
+    // Where the ranks' cores moved nearer or farther apart (a virtual machine's host), the
+    // collectives' terms follow: the run's and the profile's cache-line latency beside the table.
+    if (const std::string latency = rt::core_latency_text(rt::compare_core_latency(record)); !latency.empty())
+      findings += QStringLiteral("<pre>%1</pre>").arg(QString::fromStdString(latency).trimmed().toHtmlEscaped());
     post([rows = rt::compare_terms(record), memory = rt::compare_memory(record), findings,
           status = QString::fromUtf8(rt::to_string(record.status)),
           reason = QString::fromStdString(record.reason)](RunPage* p) { p->showOutcome(rows, memory, findings, status, reason); });

@@ -259,6 +259,21 @@ void fit_device_profile(DeviceProfile& p) {
   }
 }
 
+CoreLatency summarize_core_latency(const std::vector<double>& samples_ns) {
+  std::vector<double> v;
+  for (double x : samples_ns)
+    if (std::isfinite(x) && x > 0) v.push_back(x);
+  CoreLatency c;
+  if (v.empty()) return c;
+  std::sort(v.begin(), v.end());
+  c.samples = int(v.size());
+  c.median_ns = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  c.min_ns = v.front();
+  c.max_ns = v.back();
+  for (double x : v) c.apart += x > 2.0 * c.median_ns || 2.0 * x < c.median_ns;
+  return c;
+}
+
 std::string device_profile_yaml(const DeviceProfile& p) {
   using detail::yaml_quote;
   std::ostringstream o;
@@ -277,6 +292,14 @@ std::string device_profile_yaml(const DeviceProfile& p) {
     o << "  round_spread: {rounds: " << p.spread.rounds << ", gemms: " << num(p.spread.gemms)
       << ", kernels: " << num(p.spread.kernels) << ", collectives: " << num(p.spread.collectives)
       << "}   # relative standard deviation of each round's summed times\n";
+  if (p.core_latency.samples > 0)
+    o << "  core_latency: {samples: " << p.core_latency.samples << ", median_ns: " << num(p.core_latency.median_ns)
+      << ", min_ns: " << num(p.core_latency.min_ns) << ", max_ns: " << num(p.core_latency.max_ns)
+      << ", apart: " << p.core_latency.apart
+      << (p.core_latency.lockstep_before_ns > 0 ? ", lockstep_before_ns: " + num(p.core_latency.lockstep_before_ns) +
+                                                      ", lockstep_after_ns: " + num(p.core_latency.lockstep_after_ns)
+                                                : std::string())
+      << "}   # a cache line from one rank's core to the other's, one way\n";
   if (p.lockstep.allreduce_bytes > 0)
     o << "  lockstep: {allreduce_bytes: " << num(p.lockstep.allreduce_bytes) << ", allreduce_seconds: "
       << num(p.lockstep.allreduce_s)
@@ -502,6 +525,18 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
     s.number("gemms", p.spread.gemms, true, {0, false, 10});
     s.number("kernels", p.spread.kernels, true, {0, false, 10});
     s.number("collectives", p.spread.collectives, true, {0, false, 10});
+    s.finish();
+  }
+  if (const YAML::Node cl = r.child("core_latency"); cl && !cl.IsNull()) {
+    MapReader s(cl, file, "device_profile.core_latency.", out.diagnostics);
+    s.integer("samples", p.core_latency.samples, true, count);
+    for (auto [key, field] : {std::pair{"median_ns", &CoreLatency::median_ns},
+                              std::pair{"min_ns", &CoreLatency::min_ns}, std::pair{"max_ns", &CoreLatency::max_ns}})
+      s.number(key, p.core_latency.*field, true, {0, true, 1e9});
+    s.number("lockstep_before_ns", p.core_latency.lockstep_before_ns, false, {0, true, 1e9});
+    s.integer("apart", p.core_latency.apart, false, {0, false, 1 << 20});
+    const bool around_lockstep = p.core_latency.lockstep_before_ns > 0;
+    s.number("lockstep_after_ns", p.core_latency.lockstep_after_ns, around_lockstep, {0, true, 1e9});
     s.finish();
   }
   if (const YAML::Node ls = r.child("lockstep"); ls && !ls.IsNull()) {

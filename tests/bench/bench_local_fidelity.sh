@@ -107,11 +107,12 @@ def median(xs):
     return statistics.median(xs) if xs else None
 terms = ["compute", "recompute", "bubble", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "cp_comm", "optimizer",
          "offload", "remainder"]
-print(f"\n{'layout':<15}{'ranks':>6}  {'measured':>9}{'profile':>9}{'ratio':>7}{'spread':>11}{'gemm':>6}{'sim':>9}"
-      f"{'ratio':>7}{'plain':>9}{'ratio':>7}{'band':>6}  step<=10%  terms<=20%|2ms")
+print(f"\n{'layout':<15}{'ranks':>6}  {'measured':>9}{'profile':>9}{'ratio':>7}{'spread':>11}{'gemm':>6}{'cores':>9}"
+      f"{'sim':>9}{'ratio':>7}{'plain':>9}{'ratio':>7}{'band':>6}  step<=10%  terms<=20%|2ms")
 step_met = terms_met = ran = 0
 in_band = banded = 0  # layout runs whose measured step fell inside their prediction's p10-p90
 single = []  # every layout run's log(measured / predicted) step
+moved = latency_runs = 0  # layout runs whose cores' cache-line latency moved twofold (run.json core_latency_ns)
 details = []
 for name in names:
     runs, failed = [], []
@@ -142,6 +143,14 @@ for name in names:
         c = next((c for c in r["comparison"] if c["term"].startswith("gemm (within")), None)
         return c["measured_s"] / c["predicted_s"] if c and c.get("measured_s") and c.get("predicted_s") else None
     gemm = median([gemm_ratio(r) for r in runs])
+    # The cores' cache-line latency (ns, one way): the run's median over its steps and the
+    # profile's over its samples, medians over the rounds; the collectives between ranks follow it.
+    lat = [r.get("core_latency_ns") for r in runs if r.get("core_latency_ns")]
+    lat_run = median([(l.get("run") or {}).get("median") for l in lat])
+    lat_prof = median([(l.get("profile") or {}).get("median") for l in lat])
+    lat_cell = f"{lat_run:.0f}/{lat_prof:.0f}" if lat_run and lat_prof else (f"{lat_run:.0f}/-" if lat_run else "-")
+    latency_runs += len(lat)
+    moved += sum(1 for l in lat if l.get("moved_during_profile") or l.get("moved_since_profile") or l.get("moved_during_run"))
     # The rounds whose measured step fell inside that round's predicted band (p10-p90).
     def inside(r):
         p = r.get("predicted") or {}
@@ -169,13 +178,18 @@ for name in names:
     ratio = lambda p: f"{meas / p:.2f}" if p else "-"
     note = f" ({len(failed)} of {rounds} rounds failed: {failed[0]})" if failed else ""
     gemm_cell = f"{gemm:.2f}" if gemm else "-"
-    print(f"{name:<15}{ranks:>6}  {ms(meas):>9}{ms(pred):>9}{ratio(pred):>7}{spread:>11}{gemm_cell:>6}{ms(sim):>9}{ratio(sim):>7}"
+    print(f"{name:<15}{ranks:>6}  {ms(meas):>9}{ms(pred):>9}{ratio(pred):>7}{spread:>11}{gemm_cell:>6}{lat_cell:>9}"
+          f"{ms(sim):>9}{ratio(sim):>7}"
           f"{ms(pp):>9}{ratio(pp):>7}{band_cell:>6}  {'met' if ok_step else 'not met':<10} "
           f"{'met' if not bad else 'not met: ' + ', '.join(bad)}{note}")
     details.append((name, rows, plain))
 print(f"\nstep within 10 %: {step_met} of {ran} layouts; every term within 20 % or 2 ms: {terms_met} of {ran}"
       f" (medians over {rounds} rounds; ratio = measured / predicted, spread = its range over the rounds; gemm ="
       f" the step's GEMMs measured / predicted, how fast the kernels ran against the profile; ms)")
+if latency_runs:
+    print(f"cores = the cores' one-way cache-line latency between the first two ranks, ns: the run's median over its steps"
+          f" / the profile's over its samples (medians over the rounds; ranks with a core each). It moved twofold"
+          f" (while the profile measured, since it or during the run) in {moved} of {latency_runs} layout runs.")
 if banded:
     print(f"the measured step inside its prediction's p10-p90 band (band = rounds inside / rounds): {in_band} of"
           f" {banded} layout runs, {100.0 * in_band / banded:.0f} % (the band claims 80 %)")

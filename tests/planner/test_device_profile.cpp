@@ -1535,6 +1535,49 @@ TEST(DeviceProfile, RoundSpreadReadsBackAndOldProfilesHaveNone) {
   }
 }
 
+// The cores' cache-line latency: the samples' median, least and most, how many lie more than
+// twofold from the median, with the samples that are not finite or not positive left out (ranks
+// that did not measure); it reads back from the YAML, an old profile has none, and a bad value
+// is refused naming its field.
+TEST(DeviceProfile, CoreLatencyReadsBackAndOldProfilesHaveNone) {
+  const double nan = std::nan("");
+  const CoreLatency c = summarize_core_latency({40, nan, 160, 42, 0, 44, 38, -5, 170});
+  EXPECT_EQ(c.samples, 6);
+  EXPECT_EQ(c.median_ns, 43);  // of 38 40 42 44 160 170
+  EXPECT_EQ(c.min_ns, 38);
+  EXPECT_EQ(c.max_ns, 170);
+  EXPECT_EQ(c.apart, 2);  // 160 and 170 are above 2 x 43
+  EXPECT_EQ(summarize_core_latency({nan, 0}).samples, 0);
+  DeviceProfile p = synthetic_profile();
+  p.core_latency = c;
+  p.core_latency.lockstep_before_ns = 41.5;
+  p.core_latency.lockstep_after_ns = 165.25;
+  const std::string text = device_profile_yaml(p);
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(text, "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  const CoreLatency& r = q.value->core_latency;
+  EXPECT_EQ(r.samples, 6);
+  EXPECT_EQ(r.median_ns, 43);
+  EXPECT_EQ(r.min_ns, 38);
+  EXPECT_EQ(r.max_ns, 170);
+  EXPECT_EQ(r.apart, 2);
+  EXPECT_EQ(r.lockstep_before_ns, 41.5);
+  EXPECT_EQ(r.lockstep_after_ns, 165.25);
+  std::string old = text;
+  const size_t at = old.find("  core_latency:");
+  ASSERT_NE(at, std::string::npos);
+  old.erase(at, old.find('\n', at) - at + 1);
+  const Loaded<DeviceProfile> o = parse_device_profile_yaml(old, "old.yaml");
+  ASSERT_TRUE(o.ok()) << o.diagnostics.to_string();
+  EXPECT_EQ(o.value->core_latency.samples, 0);
+  for (const char* value : {"-1", "0", ".nan", "abc"}) {
+    std::string bad = text;
+    const size_t m = bad.find("median_ns: ", at) + 11;
+    bad.replace(m, bad.find(',', m) - m, value);
+    expect_refused_naming(bad, "device_profile.core_latency.median_ns");
+  }
+}
+
 // With a device profile the band is the profile's own: its round spread on the terms each kind
 // of timing prices (the GEMMs and the rest of the passes together, the host's; the collectives
 // apart) and the residual in quadrature: the framework's for a GPU's profile, the local model's

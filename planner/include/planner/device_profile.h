@@ -119,6 +119,24 @@ struct RoundSpread {
   double gemms = 0, kernels = 0, collectives = 0;
 };
 
+// CPU ranks: how long a cache line took from one core to the other between the first two ranks,
+// one way, in nanoseconds (capplan-train's CoreLatencyProbe, runtime/train communicator.h), over
+// the samples taken while the profile measured (before each round and around the lockstep timing)
+// or after each step of a run: the median, least and most. The ranks' collectives on one host move
+// through the caches at this latency, and on a virtual machine the hypervisor moves it (on a 2-core
+// KVM host between about 30 and 160 ns, seconds apart). samples 0: not measured (a GPU, one rank,
+// ranks taking turns on the cores, or a profile written before it).
+struct CoreLatency {
+  int samples = 0;
+  double median_ns = 0, min_ns = 0, max_ns = 0;
+  int apart = 0;  // samples more than twofold above or below the median
+  // A profile's: the samples right before and right after its lockstep timing (which prices the
+  // tensor-parallel all-reduce and the context ring); 0: not measured.
+  double lockstep_before_ns = 0, lockstep_after_ns = 0;
+};
+// The finite, positive samples' median, least and most, and how many lie apart from the median.
+CoreLatency summarize_core_latency(const std::vector<double>& samples_ns);
+
 struct DeviceProfile {
   std::string device;       // what it was measured on ("cpu: <model name>, 2 cores" or the GPU's name)
   std::string gpu;          // the GpuSpec name this device stands for ("cpu-rank" for CPU ranks)
@@ -140,6 +158,7 @@ struct DeviceProfile {
   // ascending.
   std::vector<SharedCoresTiming> shared;
   RoundSpread spread;
+  CoreLatency core_latency;
   // The shape the per-kernel times were taken at.
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;

@@ -105,6 +105,7 @@ void MetricsWriter::write_step(const StepRecord& r) {
   j[k::kTermsRank] = r.terms_rank;
   if (std::isfinite(r.split_wait_s)) j[k::kSplitWaitS] = json_number(r.split_wait_s);
   j[k::kBubbleFraction] = json_number(r.bubble_fraction);
+  if (std::isfinite(r.core_latency_ns)) j[k::kCoreLatencyNs] = json_number(r.core_latency_ns);
   write_record(j);
 }
 

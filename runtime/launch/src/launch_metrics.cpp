@@ -151,10 +151,11 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   // Warm-up: the first step pays for allocation, page faults and cold caches, so it is left out;
   // with five or more steps, the second too (thread pools and MPI connections settle).
   m.warmup_steps = steps.size() >= 5 ? 2 : (steps.size() >= 2 ? 1 : 0);
-  std::vector<double> step_time, tokens, bubble;
+  std::vector<double> step_time, tokens, bubble, latency;
   std::map<std::string, std::vector<double>> phases;
   for (size_t i = size_t(m.warmup_steps); i < steps.size(); ++i) {
     const MetricsRecord& r = *steps[i];
+    latency.push_back(r.number(k::kCoreLatencyNs));
     step_time.push_back(r.number(k::kStepTimeS));
     tokens.push_back(r.number(k::kTokensPerS));
     bubble.push_back(r.number(k::kBubbleFraction));
@@ -169,6 +170,7 @@ MeasuredRun summarize_metrics(const std::vector<MetricsRecord>& records) {
   m.step_time_s = median(step_time);
   m.tokens_per_s = median(tokens);
   m.bubble_fraction = median(bubble);
+  m.core_latency = summarize_core_latency(latency);
   for (auto& [name, values] : phases) m.phase_s[name] = median(values);
   return m;
 }

@@ -439,6 +439,52 @@ void write_comparison(JsonWriter& j, const RunRecord& r) {
 
 }  // namespace
 
+CoreLatencyComparison compare_core_latency(const RunRecord& r) {
+  CoreLatencyComparison c;
+  c.run = r.measured.core_latency;
+  if (const auto& p = r.scenario.cluster.device_profile) c.profile = p->core_latency;
+  if (c.run.samples == 0) return c;
+  // The host's two placements differ about fivefold, a placement's own samples by far less. One
+  // sample apart is a moment's interruption; a fifth of them (two at least) is a placement.
+  constexpr double kMoved = 2.0;
+  c.moved_during_run = c.run.apart >= std::max(2, c.run.samples / 5);
+  c.moved_since_profile = c.profile.samples > 0 && (c.run.median_ns > kMoved * c.profile.median_ns ||
+                                                    c.profile.median_ns > kMoved * c.run.median_ns);
+  const double before = c.profile.lockstep_before_ns, after = c.profile.lockstep_after_ns;
+  c.moved_during_profile = c.profile.apart > 0 || (before > 0 && (before > kMoved * after || after > kMoved * before));
+  return c;
+}
+
+std::string core_latency_text(const CoreLatencyComparison& c) {
+  if (c.run.samples == 0) return {};
+  auto figures = [](const CoreLatency& l, const char* what) {
+    char buf[200];
+    int n = std::snprintf(buf, sizeof buf, "%4.0f ns (median of %d %s, %.0f-%.0f", l.median_ns, l.samples, what,
+                          l.min_ns, l.max_ns);
+    if (l.lockstep_before_ns > 0 && n > 0)
+      std::snprintf(buf + n, sizeof buf - size_t(n),
+                    ";\n                  %.0f before and %.0f after its lockstep timing, which prices tp_comm "
+                    "and cp_comm",
+                    l.lockstep_before_ns, l.lockstep_after_ns);
+    return std::string(buf) + ")";
+  };
+  std::string t = "\ncores' cache-line latency, one way between the first two ranks' cores:\n  this run        " +
+                  figures(c.run, "steps") + "\n  device profile  " +
+                  (c.profile.samples > 0 ? figures(c.profile, "samples") : std::string("not measured")) + "\n";
+  std::vector<std::string> when;
+  if (c.moved_during_profile) when.push_back("while the profile measured");
+  if (c.moved_since_profile) when.push_back("between the profile and the run");
+  if (c.moved_during_run) when.push_back("during the run");
+  if (!when.empty()) {
+    t += "  It moved more than twofold " + when[0];
+    for (size_t i = 1; i < when.size(); ++i) t += (i + 1 == when.size() ? " and " : ", ") + when[i];
+    t += ".\n  The host placed the ranks' cores nearer or farther apart; collectives between ranks on this\n"
+         "  host (tp_comm, cp_comm, dp_comm, pp_comm) move through the caches at this latency and follow\n"
+         "  it, compute does not.\n";
+  }
+  return t;
+}
+
 std::string run_record_json(const RunRecord& r) {
   JsonWriter j;
   j.begin_object();
@@ -447,6 +493,22 @@ std::string run_record_json(const RunRecord& r) {
   write_predicted(j, r);
   write_measured(j, r.measured);
   write_comparison(j, r);
+  if (const CoreLatencyComparison c = compare_core_latency(r); c.run.samples > 0) {
+    auto latency = [&](const char* key, const CoreLatency& l) {
+      if (l.samples == 0) return void(j.null(key));
+      j.begin_object(key).integer("samples", l.samples).num("median", l.median_ns).num("min", l.min_ns);
+      j.num("max", l.max_ns).integer("apart", l.apart);
+      if (l.lockstep_before_ns > 0)
+        j.num("lockstep_before", l.lockstep_before_ns).num("lockstep_after", l.lockstep_after_ns);
+      j.end_object();
+    };
+    j.begin_object("core_latency_ns");
+    latency("run", c.run);
+    latency("profile", c.profile);
+    j.boolean("moved_during_profile", c.moved_during_profile).boolean("moved_since_profile", c.moved_since_profile);
+    j.boolean("moved_during_run", c.moved_during_run);
+    j.end_object();
+  }
   if (r.slurm) write_slurm(j, *r.slurm);
   if (r.goodput) write_goodput(j, *r.goodput);
   j.end_object();
@@ -523,6 +585,7 @@ std::string run_record_text(const RunRecord& r) {
     t << "unknown\n";
   }
   write_term_table(t, r);
+  t << core_latency_text(compare_core_latency(r));
   t << "\nmemory per rank         predicted     measured\n";
   for (const MemoryRow& row : compare_memory(r)) {
     char line[160];

@@ -8,8 +8,12 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -35,6 +39,20 @@ void nap_until(Poll done, std::chrono::microseconds spin = std::chrono::microsec
     if (done()) return;
   } while (std::chrono::steady_clock::now() < spin_end);
   while (!done()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
+
+// The cores the ranks of a node may run on together: the union of their affinity masks. A rank
+// that mpirun bound to a core sees only that core in cpus_available() (Open MPI binds each of up
+// to two ranks to a core of its own by default), so the node's ranks outnumber their cores only
+// when they outnumber this.
+int node_cpus(MPI_Comm node) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()) && c < CPU_SETSIZE; ++c)
+      CPU_SET(c, &set);
+  MPI_Allreduce(MPI_IN_PLACE, &set, int(sizeof(set)), MPI_BYTE, MPI_BOR, node);
+  return std::max(1, CPU_COUNT(&set));
 }
 
 // How long a receive polls before it naps (nap_until).
@@ -331,8 +349,8 @@ ProcessGroups make_process_groups(const Layout& layout) {
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   MPI_Comm_rank(local, &g.local_rank);
   MPI_Comm_size(local, &g.local_size);
+  const bool nap_waits = g.local_size > node_cpus(local);
   MPI_Comm_free(&local);
-  const bool nap_waits = g.local_size > cpus_available();
   g.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, nap_waits);
   const RankCoords& c = g.coords;
   auto split = [&](int color, int key) {
@@ -356,6 +374,72 @@ ProcessGroups make_process_groups(const Layout& layout) {
   g.edp = group(RankGroup::ExpertDp);
   g.ep_rank = c.ep;
   return g;
+}
+
+struct CoreLatencyProbe::State {
+  MPI_Comm node = MPI_COMM_NULL;
+  MPI_Win win = MPI_WIN_NULL;
+  std::atomic<int64_t>* line = nullptr;  // in the window of the node's first rank
+  int local_rank = 0;
+  bool active = false;  // the node has two ranks or more, each with a core
+  int64_t seq = 0;      // the line's last value; both ranks step it alike
+};
+
+CoreLatencyProbe::CoreLatencyProbe() : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank(), MPI_INFO_NULL, &s.node);
+  int size = 1;
+  MPI_Comm_rank(s.node, &s.local_rank);
+  MPI_Comm_size(s.node, &size);
+  s.active = size >= 2 && size <= node_cpus(s.node);
+  if (!s.active) return;
+  // One cache line of its own: the window is a page, the line its first 64 bytes.
+  void* base = nullptr;
+  MPI_Win_allocate_shared(s.local_rank == 0 ? 4096 : 0, 1, MPI_INFO_NULL, s.node, &base, &s.win);
+  MPI_Aint bytes = 0;
+  int unit = 1;
+  MPI_Win_shared_query(s.win, 0, &bytes, &unit, &base);
+  if (s.local_rank == 0) new (base) std::atomic<int64_t>(0);
+  MPI_Barrier(s.node);
+  s.line = static_cast<std::atomic<int64_t>*>(base);
+}
+
+CoreLatencyProbe::~CoreLatencyProbe() {
+  if (s_->win != MPI_WIN_NULL) MPI_Win_free(&s_->win);
+  if (s_->node != MPI_COMM_NULL) MPI_Comm_free(&s_->node);
+}
+
+bool CoreLatencyProbe::measures() const { return s_->active; }
+
+double CoreLatencyProbe::measure_ns() {
+  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  State& s = *s_;
+  MPI_Barrier(s.node);
+  if (!s.active || s.local_rank > 1) return kNaN;
+  std::atomic<int64_t>& line = *s.line;
+  // A wait that yields now and then, should the other rank have lost its core for a moment.
+  auto wait_for = [&](int64_t v) {
+    for (int polls = 1; line.load(std::memory_order_acquire) != v; ++polls)
+      if (polls % 4096 == 0) sched_yield();
+  };
+  constexpr int kBatches = 3, kRoundTrips = 100;
+  double one_way_ns[kBatches];
+  for (double& ns : one_way_ns) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRoundTrips; ++i, s.seq += 2) {
+      if (s.local_rank == 0) {
+        line.store(s.seq + 1, std::memory_order_release);
+        wait_for(s.seq + 2);
+      } else {
+        wait_for(s.seq + 1);
+        line.store(s.seq + 2, std::memory_order_release);
+      }
+    }
+    const std::chrono::duration<double, std::nano> t = std::chrono::steady_clock::now() - t0;
+    ns = t.count() / (2.0 * kRoundTrips);
+  }
+  std::sort(one_way_ns, one_way_ns + kBatches);
+  return one_way_ns[kBatches / 2];
 }
 
 int cpus_available() {

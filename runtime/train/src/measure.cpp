@@ -1268,15 +1268,28 @@ int measure_main(int argc, char** argv) {
       lockstep_groups.emplace_back(size, groups.world.get());
       status = amend_shared_cores(o, model, meas, groups.world->rank() == 0, cores, lockstep_groups);
     } else {
+      // The cores' cache-line latency before each round and around the lockstep timing.
+      CoreLatencyProbe probe;
+      std::vector<double> latency_ns;
       std::vector<DeviceProfile> rounds(size_t(o.rounds));
       for (DeviceProfile& r : rounds) {
+        latency_ns.push_back(probe.measure_ns());
         meas.gemms(r);
         meas.kernels(r);
         meas.collectives(r);
       }
       take_round_medians(rounds, p);
       fit_device_profile(p);
-      if (size > 1) meas.lockstep(p, cores, false, {{size, groups.world.get()}});
+      if (size > 1) {
+        latency_ns.push_back(probe.measure_ns());
+        meas.lockstep(p, cores, false, {{size, groups.world.get()}});
+      }
+      latency_ns.push_back(probe.measure_ns());
+      p.core_latency = summarize_core_latency(latency_ns);
+      if (size > 1 && p.core_latency.samples > 0) {
+        p.core_latency.lockstep_before_ns = latency_ns[latency_ns.size() - 2];
+        p.core_latency.lockstep_after_ns = latency_ns.back();
+      }
       p.peak_rank_bytes = peak_resident_bytes(*groups.world);
       if (groups.world->rank() == 0) {
         const std::string error = write_file_atomic(o.out, device_profile_yaml(p));
@@ -1288,6 +1301,11 @@ int measure_main(int argc, char** argv) {
                       "per rank + %.1f us, memory %.1f GB/s per rank; a rank's peak resident set %.0f MiB)\n",
                       o.out.c_str(), p.gemms.size(), p.kernels.size(), p.collectives.size(), p.gemm_peak_gflops,
                       p.gemm_overhead_us, p.memory_gbyte_per_s, p.peak_rank_bytes / (1024.0 * 1024.0));
+          if (p.core_latency.samples > 0)
+            std::printf("cores' cache-line latency, one way between the first two ranks: %.0f ns (median of %d samples, "
+                        "%.0f-%.0f; %.0f before and %.0f after the lockstep timing)\n",
+                        p.core_latency.median_ns, p.core_latency.samples, p.core_latency.min_ns, p.core_latency.max_ns,
+                        p.core_latency.lockstep_before_ns, p.core_latency.lockstep_after_ns);
         }
       }
     }

@@ -218,6 +218,8 @@ class Run {
   std::unique_ptr<DataSource> data_;
   MetricsWriter metrics_;
   std::unique_ptr<SystemSampler> sampler_;
+  // CPU ranks with --metrics: the cores' cache-line latency after every step ("core_latency_ns").
+  std::unique_ptr<CoreLatencyProbe> core_probe_;
   PeakFlops peak_;
   // fp16 on the GPU: the loss is multiplied by loss_scale_ before the backward, the gradients
   // divided by it in the update; halved on overflow, doubled after 1000 clean steps. Not saved
@@ -1300,6 +1302,7 @@ bool Run::open_metrics() {
   }
   sampler_ = std::make_unique<SystemSampler>(rank_, threads_);
   sampler_->start();
+  if (be_->name() != "cuda" && world_ > 1) core_probe_ = std::make_unique<CoreLatencyProbe>();
   return true;
 }
 
@@ -1426,6 +1429,7 @@ std::string Run::train_steps(SummaryRecord& summary) {
   for (int64_t step = start_step_; step < o_.steps; ++step) {
     StepRecord rec;
     run_step(step, rec);
+    if (core_probe_) rec.core_latency_ns = core_probe_->measure_ns();
     summary.steps += 1;
     summary.final_loss = rec.loss;
     tokens_per_s_sum += rec.tokens_per_s;

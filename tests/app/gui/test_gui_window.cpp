@@ -37,6 +37,7 @@
 #include <QScatterSeries>
 #include <QThread>
 #include <cmath>
+#include <thread>
 
 #include <QImage>
 #include <QSet>
@@ -1019,6 +1020,11 @@ TEST_F(GuiWindow, DefaultLocalRunOnTheTextCorpusLearns) {
   EXPECT_LT(loss.back().y(), std::log(256.0) - 0.3) << "first " << loss.front().y() << ", last " << loss.back().y();
   const QString findings = run->findChild<QLabel*>(QStringLiteral("runFindings"))->text();
   EXPECT_FALSE(findings.contains(QStringLiteral("LossNotDecreasing"))) << findings.toStdString();
+  // Two ranks with a core each: the cores' cache-line latency the run measured after its steps.
+  if (std::thread::hardware_concurrency() >= 2) {
+    EXPECT_TRUE(findings.contains(QStringLiteral("cache-line latency")) && findings.contains(QStringLiteral("this run")))
+        << findings.toStdString();
+  }
 #else
   GTEST_SKIP() << "runtime launcher or capplan-train not built";
 #endif

@@ -786,6 +786,68 @@ TEST(LaunchMetrics, BubbleFromTheStepRecords) {
   EXPECT_TRUE(std::isnan(none.bubble_fraction));
 }
 
+// The cores' cache-line latency after each step: its median, range and samples apart over the
+// steps after warm-up, beside the device profile's. Moved since the profile when the medians differ
+// more than twofold, during the run when a fifth of its samples (two at least) lie twofold from
+// their median, while the profile measured when one of its samples did or its two around the
+// lockstep timing differ twofold; run.txt says which, and nothing where the run did not measure it.
+TEST(LaunchMetrics, CoresLatencyOfTheRunBesideTheProfiles) {
+  auto run_of = [](std::vector<const char*> ns) {
+    std::vector<MetricsRecord> recs;
+    for (const char* x : ns)
+      recs.push_back(*parse_metrics_line(std::string(R"({"type":"step","step_time_s":1,"core_latency_ns":)") + x + "}"));
+    RunRecord r;
+    r.measured = summarize_metrics(recs);
+    return r;
+  };
+  // Two warm-up steps (seven records) left out: 160 160 40 45 50 42 41.
+  RunRecord r = run_of({"900", "900", "160", "160", "40", "45", "50", "42", "41"});
+  EXPECT_EQ(r.measured.core_latency.samples, 7);
+  EXPECT_EQ(r.measured.core_latency.median_ns, 45);
+  EXPECT_EQ(r.measured.core_latency.min_ns, 40);
+  EXPECT_EQ(r.measured.core_latency.max_ns, 160);
+  EXPECT_EQ(r.measured.core_latency.apart, 2);
+  CoreLatencyComparison c = compare_core_latency(r);
+  EXPECT_TRUE(c.moved_during_run);
+  EXPECT_FALSE(c.moved_since_profile);  // no profile
+  EXPECT_FALSE(c.moved_during_profile);
+  std::string text = core_latency_text(c);
+  EXPECT_NE(text.find("this run          45 ns (median of 7 steps, 40-160)"), std::string::npos) << text;
+  EXPECT_NE(text.find("device profile  not measured"), std::string::npos) << text;
+  EXPECT_NE(text.find("It moved more than twofold during the run."), std::string::npos) << text;
+
+  auto profile = std::make_shared<DeviceProfile>();
+  profile->core_latency = summarize_core_latency({150, 160, 170});
+  r = run_of({"40", "40", "40", "41", "39", "42", "40", "160"});  // one sample apart: a moment's interruption
+  r.scenario.cluster.device_profile = profile;
+  c = compare_core_latency(r);
+  EXPECT_FALSE(c.moved_during_run);
+  EXPECT_TRUE(c.moved_since_profile);  // 40 against 160
+  EXPECT_FALSE(c.moved_during_profile);
+  text = core_latency_text(c);
+  EXPECT_NE(text.find("It moved more than twofold between the profile and the run."), std::string::npos) << text;
+  EXPECT_NE(text.find("tp_comm"), std::string::npos) << text;
+
+  profile->core_latency = summarize_core_latency({40, 42, 41});
+  profile->core_latency.lockstep_before_ns = 41;
+  profile->core_latency.lockstep_after_ns = 170;
+  c = compare_core_latency(r);
+  EXPECT_TRUE(c.moved_during_profile);
+  EXPECT_FALSE(c.moved_since_profile);
+  text = core_latency_text(c);
+  EXPECT_NE(text.find("41 before and 170 after its lockstep timing"), std::string::npos) << text;
+  EXPECT_NE(text.find("It moved more than twofold while the profile measured."), std::string::npos) << text;
+
+  profile->core_latency.lockstep_after_ns = 44;
+  c = compare_core_latency(r);
+  EXPECT_FALSE(c.moved_during_profile || c.moved_since_profile || c.moved_during_run);
+  EXPECT_EQ(core_latency_text(c).find("It moved"), std::string::npos);
+  // A run without the samples (one rank, a GPU, ranks taking turns on the cores) says nothing.
+  const RunRecord none = run_of({});
+  EXPECT_EQ(none.measured.core_latency.samples, 0);
+  EXPECT_EQ(core_latency_text(compare_core_latency(none)), "");
+}
+
 // ---------------------------------------------------------------- the whole run, with a fake trainer
 
 PreparedRun fake_prepared(const std::string& dir, const std::string& script) {

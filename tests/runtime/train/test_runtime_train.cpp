@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -422,6 +423,18 @@ TEST(RuntimeTrain, StepRecordsTimeEveryTermApart) {
         EXPECT_EQ(capplan::json_double(*v, unused, -1), 0.0) << c.flags << ": " << unused << " in " << line;
     }
     EXPECT_EQ(records.size(), 4u) << c.flags;
+    // After each step, the cores' cache-line latency between the first two ranks, where the
+    // node's ranks have a core each (two or more of them, no more than the cores).
+    const bool latency = c.np >= 2 && c.np <= int(std::thread::hardware_concurrency());
+    for (const auto& [record, line] : records) {
+      const double ns = capplan::json_double(record, k::kCoreLatencyNs, -1);
+      if (latency) {
+        EXPECT_GT(ns, 0.0) << c.flags << ": " << line;
+        EXPECT_LT(ns, 1e8) << c.flags << ": " << line;  // 0.1 s: a round trip that waited for a core
+      } else {
+        EXPECT_EQ(ns, -1) << c.flags << ": not measured with " << c.np << " ranks: " << line;
+      }
+    }
   }
 }
 

@@ -65,6 +65,10 @@ struct StepRecord {  // "type":"step"
   // Pipeline bubble: the share of the micro-batch phase the ranks spent waiting for their
   // neighbours, mean over ranks; NaN (written as null) with pp = 1.
   double bubble_fraction = std::numeric_limits<double>::quiet_NaN();
+  // After the step, outside its time: the cores' one-way cache-line latency between the first
+  // two ranks of rank 0's node, in ns (train/communicator.h CoreLatencyProbe); NaN (not written)
+  // where it was not measured.
+  double core_latency_ns = std::numeric_limits<double>::quiet_NaN();
 };
 
 struct SummaryRecord {  // "type":"summary"

@@ -35,6 +35,10 @@ inline constexpr char kComputeS[] = "compute_s", kRecomputeS[] = "recompute_s", 
 inline constexpr char kPpCommS[] = "pp_comm_s", kBubbleS[] = "bubble_s", kOffloadS[] = "offload_s";
 inline constexpr char kRemainderS[] = "remainder_s", kEpCommS[] = "ep_comm_s", kCpCommS[] = "cp_comm_s";
 inline constexpr char kTermsRank[] = "terms_rank";
+// After the step, outside its time (only where it was measured): how long a cache line took from
+// one core to the other between the node's first two ranks, one way, in nanoseconds
+// (CoreLatencyProbe, train/communicator.h; rank 0's node).
+inline constexpr char kCoreLatencyNs[] = "core_latency_ns";
 // The terms that add up to step_time_s, in the order above.
 inline constexpr const char* kStepParts[] = {kComputeS, kRecomputeS, kTpCommS,   kPpCommS,    kBubbleS, kDpCommS,
                                              kEpCommS,  kCpCommS,    kOptimizerS, kOffloadS, kDataS,   kRemainderS};

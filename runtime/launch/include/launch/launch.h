@@ -173,6 +173,9 @@ struct MeasuredRun {
   // neighbours (mean over ranks, median over steps after warm-up), from the step records'
   // "bubble_fraction". Unknown with pp = 1.
   double bubble_fraction = kUnknown;
+  // The cores' cache-line latency sampled after each step after warm-up (the step records'
+  // "core_latency_ns"; CPU ranks with a core each): samples 0 where the run did not measure it.
+  CoreLatency core_latency;
   std::vector<double> peak_rss_bytes_per_rank;  // from system samples; empty when none
   double max_process_rss_bytes = kUnknown;      // largest process of the job (wait4), see ProcessResult
   // Bytes by kind ("weights", "gradients", "optimizer", "activations", "offloaded") as the
@@ -312,6 +315,22 @@ struct MemoryRow {
   double predicted_bytes = kUnknown, measured_bytes = kUnknown;
 };
 std::vector<MemoryRow> compare_memory(const RunRecord& record);
+
+// The cores' cache-line latency of a run (MeasuredRun::core_latency) beside its device profile's
+// (DeviceProfile::core_latency), where the run measured it. It moved since the profile when the
+// run's median is more than twice the profile's or less than half of it; during the run when a
+// fifth of the run's samples (two at least) lie more than twofold from their median; while the
+// profile measured when one of its samples does, or its two around the lockstep timing differ
+// more than twofold. Collectives between ranks on one host move
+// through the caches at this latency, so a profile measured at one and a run at the other disagree
+// on them.
+struct CoreLatencyComparison {
+  CoreLatency run, profile;  // samples 0: not measured
+  bool moved_during_profile = false, moved_since_profile = false, moved_during_run = false;
+};
+CoreLatencyComparison compare_core_latency(const RunRecord& record);
+// Its lines for run.txt and `capplan run`; empty when the run did not measure it.
+std::string core_latency_text(const CoreLatencyComparison& c);
 
 std::string run_record_json(const RunRecord& record);
 std::string run_record_text(const RunRecord& record);  // human-readable: command, changes, table

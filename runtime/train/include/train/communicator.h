@@ -52,8 +52,8 @@ class Communicator {
   virtual void recv(float* data, int64_t n, int peer, int tag) = 0;
   // Blocks until a message from `peer` with `tag` has arrived (its recv then only moves it): the
   // pipeline's wait for a neighbour, apart from the transfer. On a host with more ranks than cores
-  // (ProcessGroups::local_size against cpus_available()) probe, recv and wait_sends sleep 50 us
-  // between polls instead of polling in MPI, so a waiting stage gives its core to the stages that
+  // (ProcessGroups::local_size against the union of the node's ranks' affinity masks) probe, recv
+  // and wait_sends sleep 50 us between polls instead of polling in MPI, so a waiting stage gives its core to the stages that
   // compute: pp 4 of the 4-layer, 256-wide model on 2 cores stepped in 442 ms (median of 4)
   // against 474 ms polling with yields.
   virtual void probe(int peer, int tag) = 0;
@@ -86,6 +86,34 @@ struct ProcessGroups {
 
 // Requires MPI to be initialised and layout.gpus() == world size.
 ProcessGroups make_process_groups(const Layout& layout);
+
+// How long a cache line takes from one core to another on this node: the first two ranks of the
+// node write one shared cache line in turn (an MPI shared-memory window), 3 batches of 100 round
+// trips, and half the median batch's round trip is the one-way latency. The transfers of ranks on
+// one host (the tensor-parallel all-reduce, the context ring, the exchanges) move through the
+// cores' caches at this latency, and on a virtual machine it is the hypervisor's to set: on a
+// 2-core KVM guest (AMD EPYC) it moved between about 30 and 160 ns within one process, seconds
+// apart, as the host placed the two virtual CPUs on near or far physical cores, and a 256 KB
+// MPI_Allreduce between the two ranks took 0.05-0.07 ms and 0.16-0.20 ms with it. Runs and profiles
+// record it, so that a collective measured at one speed and run at the other says why.
+class CoreLatencyProbe {
+ public:
+  // Collective over MPI_COMM_WORLD (splits it by node). Measures only where the node's ranks have
+  // a core each (they do not outnumber the cores they may run on together, the union of their
+  // affinity masks): ranks taking turns on a core would time the scheduler instead.
+  CoreLatencyProbe();
+  ~CoreLatencyProbe();
+  CoreLatencyProbe(const CoreLatencyProbe&) = delete;
+  CoreLatencyProbe& operator=(const CoreLatencyProbe&) = delete;
+  // Collective over the node's ranks: the one-way latency in nanoseconds on the node's first two
+  // ranks, NaN on the others and where it does not measure.
+  double measure_ns();
+  bool measures() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 // Call before MPI_Init. A blocking MPI call whose peer is not there yet polls; Open MPI polls
 // without yielding the core when the ranks do not outnumber the cores it knows of, so a rank
