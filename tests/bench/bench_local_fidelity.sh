@@ -16,6 +16,8 @@
 # and the targets (step within 10 %, every term within 20 % or 2 ms) as met / not met on the
 # medians. The load average is printed before and after: the machine may be shared. Asserts nothing.
 # Usage: tests/bench/bench_local_fidelity.sh [BUILD_DIR] [STEPS] [ROUNDS]
+# With CAPPLAN_BENCH_KEEP=DIR the profiles and run folders are kept in DIR (emptied first) instead
+# of a temporary folder removed at the end.
 set -u
 BUILD=${1:-${CAPPLAN_BUILD_DIR:-build}}
 STEPS=${2:-12}
@@ -25,8 +27,13 @@ if [ ! -x "$CAPPLAN" ]; then
   echo "bench_local_fidelity: $CAPPLAN not found (build the capplan and capplan-train targets first)" >&2
   exit 2
 fi
-OUT=$(mktemp -d /tmp/capplan-bench-fidelity.XXXXXX)
-trap 'rm -rf "$OUT"' EXIT
+if [ -n "${CAPPLAN_BENCH_KEEP:-}" ]; then
+  OUT=$CAPPLAN_BENCH_KEEP
+  rm -rf "$OUT" && mkdir -p "$OUT" || exit 2
+else
+  OUT=$(mktemp -d /tmp/capplan-bench-fidelity.XXXXXX)
+  trap 'rm -rf "$OUT"' EXIT
+fi
 MODEL="$OUT/model.yaml"
 printf 'name: fidelity-4x256\nlayers: 4\nhidden: 256\nheads: 8\nvocab: 4096\nseq_len: 128\n' >"$MODEL"
 

@@ -65,6 +65,19 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
     EXPECT_LT(s, 1);
   }
   EXPECT_GT(p.value->spread.gemms + p.value->spread.kernels + p.value->spread.collectives, 0);
+  // The cores' cache-line latency between the two ranks, sampled before each round and around the
+  // lockstep timing (each retake of it adds one): where the two ranks have a core each.
+  if (std::thread::hardware_concurrency() >= 2) {
+    const CoreLatency& c = p.value->core_latency;
+    EXPECT_GE(c.samples, p.value->spread.rounds + 2);
+    EXPECT_LE(c.samples, p.value->spread.rounds + 4);
+    EXPECT_GT(c.min_ns, 0);
+    EXPECT_LE(c.min_ns, c.median_ns);
+    EXPECT_LE(c.median_ns, c.max_ns);
+    EXPECT_GT(c.lockstep_before_ns, 0);
+    EXPECT_GT(c.lockstep_after_ns, 0);
+    EXPECT_NE(m.out.find("cores' cache-line latency"), std::string::npos) << m.out;
+  }
   // A rank's largest resident set: more than its buffers' few MB, less than the host.
   EXPECT_GT(p.value->peak_rank_bytes, 4e6);
   EXPECT_LT(p.value->peak_rank_bytes, 4e9);
