@@ -183,7 +183,9 @@ struct Evaluation {
 // often waiting for a core as computing).
 // `after_compute` false: ranks that arrive together (with a core each: `own`). Unchanged without
 // a profile of CPU ranks that knows its cores.
-enum class Meeting { AllReduce, Exchange };
+// What the ranks of a group meet in: a tensor-parallel all-reduce, a context ring's exchange, or
+// sequence parallelism's all-gather and reduce-scatter pair (in place of one all-reduce).
+enum class Meeting { AllReduce, Exchange, SequenceParallel };
 double lockstep_meeting_s(const Scenario& sc, const Constants& c, const Layout& ly, int group, double own,
                           Meeting kind = Meeting::AllReduce, bool after_compute = true);
 // The time of one tensor-parallel all-reduce of a layer's activation (MicroTerms::tp_bytes) and

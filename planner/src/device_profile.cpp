@@ -306,7 +306,10 @@ std::string device_profile_yaml(const DeviceProfile& p) {
       << (p.lockstep.exchange_bytes > 0 ? ", exchange_bytes: " + num(p.lockstep.exchange_bytes) +
                                               ", exchange_seconds: " + num(p.lockstep.exchange_s)
                                         : std::string())
-      << gradient_exchange_yaml(p.lockstep) << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
+      << gradient_exchange_yaml(p.lockstep)
+      << (p.lockstep.sp_bytes > 0 ? ", sp_bytes: " + num(p.lockstep.sp_bytes) + ", sp_seconds: " + num(p.lockstep.sp_s)
+                                  : std::string())
+      << ", how: " << yaml_quote(p.lockstep.how) << "}\n";
   if (!p.shared.empty()) o << "  shared_cores:\n";
   for (const SharedCoresTiming& sc : p.shared) {
     o << "    - {ranks: " << sc.ranks << ", free_efficiency: " << num(sc.free_efficiency)
@@ -546,6 +549,8 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
     s.number("exchange_bytes", p.lockstep.exchange_bytes, false, {0, false, 1e15});
     s.number("exchange_seconds", p.lockstep.exchange_s, false, {0, false, 1e6});
     read_gradient_exchange(s, p.lockstep);
+    s.number("sp_bytes", p.lockstep.sp_bytes, false, {0, false, 1e15});
+    s.number("sp_seconds", p.lockstep.sp_s, p.lockstep.sp_bytes > 0, {0, false, 1e6});
     s.text("how", p.lockstep.how, false);
     s.finish();
   }

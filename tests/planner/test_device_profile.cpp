@@ -1506,6 +1506,63 @@ TEST(DeviceProfile, SequenceParallelCollectivesAreTheRuntimesOwn) {
   EXPECT_GT(ds_seqpar, ds_plain);
 }
 
+// Where the profile timed sequence parallelism's all-gather and reduce-scatter pair in lockstep
+// (LockstepTiming::sp_s, capplan-train measure), sp's collectives take that time in place of the
+// all-reduce's (LockstepTiming::allreduce_s), one pair for each all-reduce: a micro-batch's
+// collectives grow linearly with the pair's time, as fast as the plain layout's grow with the
+// all-reduce's, and equal them where the two times are equal. Both well above the collectives' own
+// times, so that the measured meetings set them.
+TEST(DeviceProfile, SequenceParallelPairTakesItsMeasuredLockstepTime) {
+  Layout l;
+  l.tp = 2;
+  l.mbs = 1;
+  l.recompute = Recompute::None;
+  Layout s = l;
+  s.sp = true;
+  auto tp_s = [](const StepCosts& c) {
+    return c.chunks.front().tp_comm_forward_s + c.chunks.front().tp_comm_backward_s;
+  };
+  auto with = [&](double allreduce_s, double sp_s, const Layout& ly) {
+    DeviceProfile p = cpu_profile(2, 2);
+    p.lockstep.allreduce_bytes = 4.0 * 2048 * 5120;
+    p.lockstep.allreduce_s = allreduce_s;
+    if (sp_s >= 0) {  // else not measured
+      p.lockstep.sp_bytes = p.lockstep.allreduce_bytes / 2;
+      p.lockstep.sp_s = sp_s;
+    }
+    return tp_s(step_costs(host_scenario(2, p), ly));
+  };
+  const double a = 0.05;  // s: far above a 40 MB all-reduce's own time on the profile's curves
+  const double plain = with(a, a, l), plain2 = with(2 * a, a, l);
+  const double sp1 = with(a, a, s), sp2 = with(a, 2 * a, s), sp3 = with(a, 3 * a, s);
+  std::printf("Expectation: sp's collectives follow the pair's time as the plain layout's follow the all-reduce's  "
+              "Actual result: plain %.4f -> %.4f s, sp %.4f -> %.4f -> %.4f s\n", plain, plain2, sp1, sp2, sp3);
+  EXPECT_NEAR(sp1, plain, 1e-12 * plain);
+  EXPECT_GT(sp2, sp1);
+  EXPECT_NEAR(sp3 - sp2, sp2 - sp1, 1e-9 * sp3);
+  EXPECT_NEAR(sp2 - sp1, plain2 - plain, 1e-9 * sp3);
+  // The plain layout ignores the pair's time, and a profile without it prices sp as the plain one.
+  EXPECT_NEAR(with(a, 3 * a, l), plain, 1e-12 * plain);
+  EXPECT_NEAR(with(a, -1, s), plain, 1e-12 * plain);
+  // The pair's timing reads back from the YAML; a bad one is refused naming its field.
+  DeviceProfile p = cpu_profile(2, 2);
+  p.lockstep.allreduce_bytes = 262144;
+  p.lockstep.allreduce_s = 7.5e-5;
+  p.lockstep.sp_bytes = 131072;
+  p.lockstep.sp_s = 8.25e-5;
+  const std::string text = device_profile_yaml(p);
+  const Loaded<DeviceProfile> q = parse_device_profile_yaml(text, "dev.yaml");
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_EQ(q.value->lockstep.sp_bytes, 131072);
+  EXPECT_EQ(q.value->lockstep.sp_s, 8.25e-5);
+  for (const char* value : {"-1", ".nan", "abc"}) {
+    std::string bad = text;
+    const size_t at = bad.find("sp_seconds: ") + 12;
+    bad.replace(at, bad.find(',', at) - at, value);
+    expect_refused_naming(bad, "device_profile.lockstep.sp_seconds");
+  }
+}
+
 // The profile's round spread (RoundSpread) reads back; a profile written before it has none, and
 // a spread that is no relative standard deviation (negative, not a number) is refused naming the
 // field.

@@ -79,6 +79,13 @@ struct LockstepTiming {
   // the rounds. 0 bytes: not measured.
   double gradient_exchange_bytes = 0;
   double gradient_exchange_s = 0;
+  // With a core each: the same for sequence parallelism's pair of collectives (Korthikanti et al.
+  // 2022 Sec 4.2.2: the sequence-split activation all-gathered before the segment and the
+  // segment's output reduce-scattered after it, each rank's part `sp_bytes`, as capplan-train runs
+  // them under --sp) in place of the all-reduce: the time the rank computing longest spends in one
+  // such pair. 0 bytes: not measured.
+  double sp_bytes = 0;
+  double sp_s = 0;
 };
 
 // The data-parallel gradient exchange as capplan-train's optimizer calls it (an in-place

@@ -627,28 +627,18 @@ class Measurer {
     };
     const int alone = std::min(cores, n / 2);  // ranks computing alone; the rest nap
     // With a core each and 2 ranks (a context ring of 2): the same segments, each with the ring's
-    // exchange around it as RingAttention makes it (the rank's K and V block posted to its
-    // neighbour before the block's compute, the neighbour's received after it), instead of the
-    // all-reduce.
+    // exchange around it instead of the all-reduce.
     const bool ring = !shared && n == 2;
     const int64_t block = int64_t(o_.mbs) * seq() * (m_.kv_heads_or_default() * m_.head_dim() / o_.tp);
-    float* block_out = ring ? buffer(block) : nullptr;
-    float* block_in = ring ? buffer(block) : nullptr;
-    auto ring_layer = [&] {
-      for (int k = 0; k < kSegments; ++k) {
-        world_.send_async(block_out, block, 1 - world_.rank(), 13);
-        const double t = now_s();
-        segments.run(k);
-        const double t1 = now_s();
-        busy_s += t1 - t;
-        world_.recv(block_in, block, 1 - world_.rank(), 13);
-        world_.wait_sends();
-        held_s += now_s() - t1;
-      }
-    };
+    const std::function<void()> ring_layer = ring ? ring_exchange_layer(segments, block, busy_s, held_s) : nullptr;
+    // With a core each: the same segments between sequence parallelism's collectives instead.
+    const bool seqpar = !shared && arn % n == 0;
+    const int64_t part = arn / n;
+    const std::function<void()> sp_layer = seqpar ? sequence_parallel_layer(segments, act, part, busy_s, held_s) : nullptr;
     LockstepRounds t;  // the rounds' timings, for store_lockstep
     t.lockstep = t.busy = t.held = std::vector<std::vector<double>>(groups.size());
     t.ring_bytes = 4.0 * double(block);
+    t.sp_bytes = 4.0 * double(part);
     t.gradient_exchange = after_compute(groups);
     t.K = K;
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
@@ -690,10 +680,58 @@ class Measurer {
         spent += t.ring.back();
         t.ring_held.push_back(busiest_rank(busy_s, held_s).held_s);
       }
+      if (seqpar) {
+        t.sp.push_back(timed_layers(sp_layer));
+        spent += t.sp.back();
+        t.sp_held.push_back(busiest_rank(busy_s, held_s).held_s);
+      }
       if (shared) spent += t.alone.back() + time_handoffs(t, layer, groups, act, arn);
     }
     store_lockstep(p, cores, shared, groups, t, tok);
     bufs_.clear();
+  }
+
+  // One layer's segments, each with a context ring of 2's exchange around it as RingAttention
+  // makes it (the rank's K and V block of `block` floats posted to its neighbour before the
+  // block's compute, the neighbour's received after it); adds to busy_s the time in the segments
+  // and to held_s the time in the receives and the send waits.
+  std::function<void()> ring_exchange_layer(LayerSegments& segments, int64_t block, double& busy_s, double& held_s) {
+    float* out = buffer(block);
+    float* in = buffer(block);
+    return [this, &segments, block, out, in, &busy_s, &held_s] {
+      for (int k = 0; k < kSegments; ++k) {
+        world_.send_async(out, block, 1 - world_.rank(), 13);
+        const double t = now_s();
+        segments.run(k);
+        const double t1 = now_s();
+        busy_s += t1 - t;
+        world_.recv(in, block, 1 - world_.rank(), 13);
+        world_.wait_sends();
+        held_s += now_s() - t1;
+      }
+    };
+  }
+
+  // One layer's segments, each between sequence parallelism's collectives as capplan-train's Gpt
+  // makes them under --sp (Korthikanti et al. 2022 Sec 4.2.2): the rank's `part` of the
+  // activation `act` all-gathered in place before the segment, the segment's output
+  // reduce-scattered back to the parts after it; adds to busy_s the time in the segments and to
+  // held_s the time in the collectives.
+  std::function<void()> sequence_parallel_layer(LayerSegments& segments, float* act, int64_t part, double& busy_s,
+                                                double& held_s) {
+    float* own = buffer(part);
+    return [this, &segments, act, part, own, &busy_s, &held_s] {
+      for (int k = 0; k < kSegments; ++k) {
+        const double t0 = now_s();
+        world_.all_gather(act + int64_t(world_.rank()) * part, act, part);
+        const double t = now_s();
+        segments.run(k);
+        const double t1 = now_s();
+        busy_s += t1 - t;
+        world_.reduce_scatter_sum(act, own, part);
+        held_s += (t - t0) + (now_s() - t1);
+      }
+    };
   }
 
   // The ranks' mean time computing, and the time the one computing longest spent in its
@@ -782,6 +820,8 @@ class Measurer {
     std::vector<double> ring;  // the ring's exchange around each segment (2 ranks, a core each)
     std::vector<double> ring_held;  // the busiest rank's time in the ring's receives and send waits
     double ring_bytes = 0;     // the exchanged block
+    std::vector<double> sp, sp_held;  // sequence parallelism's pair around each segment (a core each)
+    double sp_bytes = 0;              // a rank's part of the gathered activation
     AfterCompute gradient_exchange;
     int K = 0, rounds = 0;
   };
@@ -901,6 +941,13 @@ class Measurer {
         p.lockstep.how += ", with the context ring's exchange of " + fmt_fixed(t.ring_bytes / 1024, 0) +
                           " KB around each instead " + ms(median(t.ring)) + ", the rank computing longest " +
                           fmt_fixed(p.lockstep.exchange_s * 1e3, 3) + " ms in each exchange";
+      }
+      if (!t.sp.empty()) {  // sequence parallelism's pair in lockstep, as the all-reduce's
+        p.lockstep.sp_bytes = t.sp_bytes;
+        p.lockstep.sp_s = median(t.sp_held) / per_call;
+        p.lockstep.how += ", with sequence parallelism's all-gather and reduce-scatter of " +
+                          fmt_fixed(t.sp_bytes / 1024, 0) + " KB a rank around each instead " + ms(median(t.sp)) +
+                          ", the rank computing longest " + fmt_fixed(p.lockstep.sp_s * 1e3, 3) + " ms in each pair";
       }
     }
   }

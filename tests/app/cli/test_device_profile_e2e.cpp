@@ -65,6 +65,10 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
     EXPECT_LT(s, 1);
   }
   EXPECT_GT(p.value->spread.gemms + p.value->spread.kernels + p.value->spread.collectives, 0);
+  // The lockstep's all-reduce, and sequence parallelism's pair of a rank's half of it, in its place.
+  EXPECT_GT(p.value->lockstep.allreduce_s, 0);
+  EXPECT_EQ(p.value->lockstep.sp_bytes, p.value->lockstep.allreduce_bytes / 2);
+  EXPECT_GT(p.value->lockstep.sp_s, 0);
   // The cores' cache-line latency between the two ranks, sampled before each round and around the
   // lockstep timing (each retake of it adds one): where the two ranks have a core each.
   if (std::thread::hardware_concurrency() >= 2) {
