@@ -1242,12 +1242,13 @@ double peak_resident_bytes(Communicator& world) {
 // The lockstep timing prices the tensor-parallel all-reduce and the context ring, whose time
 // follows the cores' cache-line latency (CoreLatencyProbe): where it moved more than twofold
 // between the samples right before and right after the timing, the host moved the cores during
-// it and the timing mixes two speeds that no run has, so it is taken again, twice at most. Rank
+// it and the timing mixes two speeds that no run has, so it is taken again, once (each timing
+// takes about 7 s of the profile's 40, and at times the host moves every few seconds). Rank
 // 0's samples decide for every rank. Adds the samples before and after each timing to
 // `latency_ns`, the last timing's two at its end.
 void lockstep_in_one_placement(Measurer& meas, DeviceProfile& p, int cores, CoreLatencyProbe& probe,
                                Communicator& world, std::vector<double>& latency_ns) {
-  constexpr int kTimings = 3;
+  constexpr int kTimings = 2;
   latency_ns.push_back(probe.measure_ns());
   for (int timing = 1; timing <= kTimings; ++timing) {
     meas.lockstep(p, cores, false, {{world.size(), &world}});
