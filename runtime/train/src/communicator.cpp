@@ -409,8 +409,6 @@ CoreLatencyProbe::~CoreLatencyProbe() {
   if (s_->node != MPI_COMM_NULL) MPI_Comm_free(&s_->node);
 }
 
-bool CoreLatencyProbe::measures() const { return s_->active; }
-
 double CoreLatencyProbe::measure_ns() {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   State& s = *s_;

@@ -108,7 +108,6 @@ class CoreLatencyProbe {
   // Collective over the node's ranks: the one-way latency in nanoseconds on the node's first two
   // ranks, NaN on the others and where it does not measure.
   double measure_ns();
-  bool measures() const;
 
  private:
   struct State;
