@@ -1482,18 +1482,26 @@ TEST(DeviceProfile, ContextRingWaitsOnSharedCoresAreTheRanksAndTheMeetingsTheHos
 // 4.2.2), so a profile prices the same tensor-parallel collectives with and without sp: each
 // all-reduce's volume becomes an all-gather and a reduce-scatter. Without a profile sp adds one
 // all-reduce's volume per layer's backward.
-TEST(DeviceProfile, SequenceParallelCollectivesAreTheRuntimesOwn) {
+// tp 2 of one micro-batch without recompute, without and with sp.
+std::pair<Layout, Layout> tp2_without_and_with_sp() {
   Layout l;
   l.tp = 2;
   l.mbs = 1;
   l.recompute = Recompute::None;
   Layout s = l;
   s.sp = true;
-  // A micro-batch's collectives, forward and backward (the LM head's input gradient moves from
-  // the backward's all-reduce to a forward all-gather and a backward reduce-scatter under sp).
-  auto tp_s = [](const StepCosts& c) {
-    return c.chunks.front().tp_comm_forward_s + c.chunks.front().tp_comm_backward_s;
-  };
+  return {l, s};
+}
+
+// A micro-batch's tensor-parallel collectives, forward and backward (the LM head's input gradient
+// moves from the backward's all-reduce to a forward all-gather and a backward reduce-scatter
+// under sp).
+double tp_s(const StepCosts& c) {
+  return c.chunks.front().tp_comm_forward_s + c.chunks.front().tp_comm_backward_s;
+}
+
+TEST(DeviceProfile, SequenceParallelCollectivesAreTheRuntimesOwn) {
+  const auto [l, s] = tp2_without_and_with_sp();
   const Scenario sc = host_scenario(2, cpu_profile(2, 2));
   const double plain = tp_s(step_costs(sc, l)), seqpar = tp_s(step_costs(sc, s));
   Scenario datasheet = sc;
@@ -1513,15 +1521,7 @@ TEST(DeviceProfile, SequenceParallelCollectivesAreTheRuntimesOwn) {
 // all-reduce's, and equal them where the two times are equal. Both well above the collectives' own
 // times, so that the measured meetings set them.
 TEST(DeviceProfile, SequenceParallelPairTakesItsMeasuredLockstepTime) {
-  Layout l;
-  l.tp = 2;
-  l.mbs = 1;
-  l.recompute = Recompute::None;
-  Layout s = l;
-  s.sp = true;
-  auto tp_s = [](const StepCosts& c) {
-    return c.chunks.front().tp_comm_forward_s + c.chunks.front().tp_comm_backward_s;
-  };
+  const auto [l, s] = tp2_without_and_with_sp();
   auto with = [&](double allreduce_s, double sp_s, const Layout& ly) {
     DeviceProfile p = cpu_profile(2, 2);
     p.lockstep.allreduce_bytes = 4.0 * 2048 * 5120;
