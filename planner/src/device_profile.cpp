@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "planner/stats.h"
 #include "yaml_reader.h"
 
 namespace capplan {
@@ -259,18 +260,22 @@ void fit_device_profile(DeviceProfile& p) {
   }
 }
 
+bool core_latency_moved(double a_ns, double b_ns) {
+  const bool measured = std::isfinite(a_ns) && std::isfinite(b_ns) && a_ns > 0 && b_ns > 0;
+  return measured && (a_ns > 2.0 * b_ns || b_ns > 2.0 * a_ns);
+}
+
 CoreLatency summarize_core_latency(const std::vector<double>& samples_ns) {
   std::vector<double> v;
   for (double x : samples_ns)
     if (std::isfinite(x) && x > 0) v.push_back(x);
   CoreLatency c;
   if (v.empty()) return c;
-  std::sort(v.begin(), v.end());
   c.samples = int(v.size());
-  c.median_ns = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-  c.min_ns = v.front();
-  c.max_ns = v.back();
-  for (double x : v) c.apart += x > 2.0 * c.median_ns || 2.0 * x < c.median_ns;
+  c.median_ns = median(v);
+  c.min_ns = *std::min_element(v.begin(), v.end());
+  c.max_ns = *std::max_element(v.begin(), v.end());
+  for (double x : v) c.apart += core_latency_moved(x, c.median_ns);
   return c;
 }
 

@@ -1605,6 +1605,12 @@ TEST(DeviceProfile, CoreLatencyReadsBackAndOldProfilesHaveNone) {
   EXPECT_EQ(c.max_ns, 170);
   EXPECT_EQ(c.apart, 2);  // 160 and 170 are above 2 x 43
   EXPECT_EQ(summarize_core_latency({nan, 0}).samples, 0);
+  // Moved: more than twofold apart, either way, both measured.
+  EXPECT_TRUE(core_latency_moved(40, 81));
+  EXPECT_TRUE(core_latency_moved(81, 40));
+  EXPECT_FALSE(core_latency_moved(40, 80));
+  EXPECT_FALSE(core_latency_moved(40, nan));
+  EXPECT_FALSE(core_latency_moved(0, 160));
   DeviceProfile p = synthetic_profile();
   p.core_latency = c;
   p.core_latency.lockstep_before_ns = 41.5;

@@ -143,6 +143,11 @@ struct CoreLatency {
 };
 // The finite, positive samples' median, least and most, and how many lie apart from the median.
 CoreLatency summarize_core_latency(const std::vector<double>& samples_ns);
+// Whether two of these latencies lie more than twofold apart, both measured (finite and
+// positive): the host's two placements differ about fivefold, a placement's own samples by far
+// less. The one rule for a sample apart, a move during the profile's lockstep timing (which
+// capplan-train measure then takes again) and a move between a profile and a run.
+bool core_latency_moved(double a_ns, double b_ns);
 
 struct DeviceProfile {
   std::string device;       // what it was measured on ("cpu: <model name>, 2 cores" or the GPU's name)

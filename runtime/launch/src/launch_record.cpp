@@ -444,14 +444,11 @@ CoreLatencyComparison compare_core_latency(const RunRecord& r) {
   c.run = r.measured.core_latency;
   if (const auto& p = r.scenario.cluster.device_profile) c.profile = p->core_latency;
   if (c.run.samples == 0) return c;
-  // The host's two placements differ about fivefold, a placement's own samples by far less. One
-  // sample apart is a moment's interruption; a fifth of them (two at least) is a placement.
-  constexpr double kMoved = 2.0;
+  // One sample apart is a moment's interruption; a fifth of them (two at least) is a placement.
   c.moved_during_run = c.run.apart >= std::max(2, c.run.samples / 5);
-  c.moved_since_profile = c.profile.samples > 0 && (c.run.median_ns > kMoved * c.profile.median_ns ||
-                                                    c.profile.median_ns > kMoved * c.run.median_ns);
-  const double before = c.profile.lockstep_before_ns, after = c.profile.lockstep_after_ns;
-  c.moved_during_profile = c.profile.apart > 0 || (before > 0 && (before > kMoved * after || after > kMoved * before));
+  c.moved_since_profile = core_latency_moved(c.run.median_ns, c.profile.median_ns);
+  c.moved_during_profile =
+      c.profile.apart > 0 || core_latency_moved(c.profile.lockstep_before_ns, c.profile.lockstep_after_ns);
   return c;
 }
 

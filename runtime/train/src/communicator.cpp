@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "planner/stats.h"
+
 namespace capplan::rt {
 namespace {
 
@@ -421,7 +423,7 @@ double CoreLatencyProbe::measure_ns() {
       if (polls % 4096 == 0) sched_yield();
   };
   constexpr int kBatches = 3, kRoundTrips = 100;
-  double one_way_ns[kBatches];
+  std::vector<double> one_way_ns(kBatches);
   for (double& ns : one_way_ns) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < kRoundTrips; ++i, s.seq += 2) {
@@ -436,8 +438,7 @@ double CoreLatencyProbe::measure_ns() {
     const std::chrono::duration<double, std::nano> t = std::chrono::steady_clock::now() - t0;
     ns = t.count() / (2.0 * kRoundTrips);
   }
-  std::sort(one_way_ns, one_way_ns + kBatches);
-  return one_way_ns[kBatches / 2];
+  return median(one_way_ns);
 }
 
 int cpus_available() {

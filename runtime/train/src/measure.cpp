@@ -25,6 +25,8 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "planner/atomic_file.h"
@@ -1245,24 +1247,27 @@ double peak_resident_bytes(Communicator& world) {
 // it and the timing mixes two speeds that no run has, so it is taken again, once (each timing
 // takes about 7 s of the profile's 40, and at times the host moves every few seconds). Rank
 // 0's samples decide for every rank. Adds the samples before and after each timing to
-// `latency_ns`, the last timing's two at its end.
-void lockstep_in_one_placement(Measurer& meas, DeviceProfile& p, int cores, CoreLatencyProbe& probe,
-                               Communicator& world, std::vector<double>& latency_ns) {
+// `latency_ns`; returns the last timing's two.
+std::pair<double, double> lockstep_in_one_placement(Measurer& meas, DeviceProfile& p, int cores,
+                                                    CoreLatencyProbe& probe, Communicator& world,
+                                                    std::vector<double>& latency_ns) {
   constexpr int kTimings = 2;
-  latency_ns.push_back(probe.measure_ns());
-  for (int timing = 1; timing <= kTimings; ++timing) {
+  double before = probe.measure_ns(), after = before;
+  latency_ns.push_back(before);
+  for (int timing = 1; timing <= kTimings; ++timing, before = after) {
     meas.lockstep(p, cores, false, {{world.size(), &world}});
-    latency_ns.push_back(probe.measure_ns());
-    const double before = latency_ns[latency_ns.size() - 2], after = latency_ns.back();
-    float moved = std::isfinite(before) && std::isfinite(after) && (before > 2 * after || after > 2 * before);
+    after = probe.measure_ns();
+    latency_ns.push_back(after);
+    float moved = core_latency_moved(before, after);
     world.broadcast(&moved, 1, 0);
     if (timing > 1) p.lockstep.how += "; timing " + std::to_string(timing) + " of the lockstep, the cores' latency "
                                       "having moved during the one before";
-    if (moved == 0 || timing == kTimings) return;
+    if (moved == 0 || timing == kTimings) break;
     if (world.rank() == 0)
       std::printf("the cores' cache-line latency moved from %.0f to %.0f ns during the lockstep timing: timing it again\n",
                   before, after);
   }
+  return {before, after};
 }
 
 int cold_operand_copies(double pass_bytes, double operand_bytes, double llc_bytes) {
@@ -1353,15 +1358,12 @@ int measure_main(int argc, char** argv) {
       }
       take_round_medians(rounds, p);
       fit_device_profile(p);
-      if (size > 1)
-        lockstep_in_one_placement(meas, p, cores, probe, *groups.world, latency_ns);
-      else
-        latency_ns.push_back(probe.measure_ns());
+      // (One rank has no other to time it against: no samples.)
+      std::pair<double, double> around_lockstep{0, 0};
+      if (size > 1) around_lockstep = lockstep_in_one_placement(meas, p, cores, probe, *groups.world, latency_ns);
       p.core_latency = summarize_core_latency(latency_ns);
-      if (size > 1 && p.core_latency.samples > 0) {
-        p.core_latency.lockstep_before_ns = latency_ns[latency_ns.size() - 2];
-        p.core_latency.lockstep_after_ns = latency_ns.back();
-      }
+      if (p.core_latency.samples > 0)
+        std::tie(p.core_latency.lockstep_before_ns, p.core_latency.lockstep_after_ns) = around_lockstep;
       p.peak_rank_bytes = peak_resident_bytes(*groups.world);
       if (groups.world->rank() == 0) {
         const std::string error = write_file_atomic(o.out, device_profile_yaml(p));
