@@ -693,47 +693,50 @@ class Measurer {
     bufs_.clear();
   }
 
-  // One layer's segments, each with a context ring of 2's exchange around it as RingAttention
-  // makes it (the rank's K and V block of `block` floats posted to its neighbour before the
-  // block's compute, the neighbour's received after it); adds to busy_s the time in the segments
-  // and to held_s the time in the receives and the send waits.
-  std::function<void()> ring_exchange_layer(LayerSegments& segments, int64_t block, double& busy_s, double& held_s) {
-    float* out = buffer(block);
-    float* in = buffer(block);
-    return [this, &segments, block, out, in, &busy_s, &held_s] {
+  // One layer's segments, each between `before` and `after`, the collectives a layer makes
+  // around that compute; adds to busy_s the time in the segments and to held_s the time in the
+  // collectives.
+  std::function<void()> segments_between(LayerSegments& segments, std::function<void()> before,
+                                         std::function<void()> after, double& busy_s, double& held_s) {
+    return [this, &segments, before = std::move(before), after = std::move(after), &busy_s, &held_s] {
       for (int k = 0; k < kSegments; ++k) {
-        world_.send_async(out, block, 1 - world_.rank(), 13);
+        const double t0 = now_s();
+        before();
         const double t = now_s();
         segments.run(k);
         const double t1 = now_s();
         busy_s += t1 - t;
-        world_.recv(in, block, 1 - world_.rank(), 13);
-        world_.wait_sends();
-        held_s += now_s() - t1;
+        after();
+        held_s += (t - t0) + (now_s() - t1);
       }
     };
   }
 
-  // One layer's segments, each between sequence parallelism's collectives as capplan-train's Gpt
-  // makes them under --sp (Korthikanti et al. 2022 Sec 4.2.2): the rank's `part` of the
-  // activation `act` all-gathered in place before the segment, the segment's output
-  // reduce-scattered back to the parts after it; adds to busy_s the time in the segments and to
-  // held_s the time in the collectives.
+  // A context ring of 2's exchange as RingAttention makes it: the rank's K and V block of `block`
+  // floats posted to its neighbour before the block's compute, the neighbour's received after it.
+  std::function<void()> ring_exchange_layer(LayerSegments& segments, int64_t block, double& busy_s, double& held_s) {
+    float* out = buffer(block);
+    float* in = buffer(block);
+    const int peer = 1 - world_.rank();
+    return segments_between(
+        segments, [this, out, block, peer] { world_.send_async(out, block, peer, 13); },
+        [this, in, block, peer] {
+          world_.recv(in, block, peer, 13);
+          world_.wait_sends();
+        },
+        busy_s, held_s);
+  }
+
+  // Sequence parallelism's collectives as capplan-train's Gpt makes them under --sp (Korthikanti
+  // et al. 2022 Sec 4.2.2): the rank's `part` of the activation `act` all-gathered in place before
+  // the segment, the segment's output reduce-scattered back to the parts after it.
   std::function<void()> sequence_parallel_layer(LayerSegments& segments, float* act, int64_t part, double& busy_s,
                                                 double& held_s) {
     float* own = buffer(part);
-    return [this, &segments, act, part, own, &busy_s, &held_s] {
-      for (int k = 0; k < kSegments; ++k) {
-        const double t0 = now_s();
-        world_.all_gather(act + int64_t(world_.rank()) * part, act, part);
-        const double t = now_s();
-        segments.run(k);
-        const double t1 = now_s();
-        busy_s += t1 - t;
-        world_.reduce_scatter_sum(act, own, part);
-        held_s += (t - t0) + (now_s() - t1);
-      }
-    };
+    float* mine = act + int64_t(world_.rank()) * part;
+    return segments_between(
+        segments, [this, mine, act, part] { world_.all_gather(mine, act, part); },
+        [this, act, own, part] { world_.reduce_scatter_sum(act, own, part); }, busy_s, held_s);
   }
 
   // The ranks' mean time computing, and the time the one computing longest spent in its
