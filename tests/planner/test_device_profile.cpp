@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "planner/cost_model.h"
@@ -195,6 +197,28 @@ void expect_refused_naming(const std::string& yaml, const std::string& field) {
   EXPECT_NE(r.diagnostics.to_string().find(field), std::string::npos) << r.diagnostics.to_string();
 }
 
+// `yaml` without its line that starts with `line_start`: a profile written before that field.
+std::string without_line(std::string yaml, const std::string& line_start) {
+  const size_t at = yaml.find(line_start);
+  EXPECT_NE(at, std::string::npos) << line_start;
+  if (at != std::string::npos) yaml.erase(at, yaml.find('\n', at) - at + 1);
+  return yaml;
+}
+
+// `yaml` with each of `values` in turn after `key` (to the next comma; the first `key` at or after
+// `from`) is refused with a message naming `field`.
+void expect_values_refused(const std::string& yaml, const std::string& key, std::initializer_list<const char*> values,
+                           const std::string& field, size_t from = 0) {
+  const size_t at = yaml.find(key, from);
+  ASSERT_NE(at, std::string::npos) << key;
+  const size_t v = at + key.size();
+  for (const char* value : values) {
+    std::string bad = yaml;
+    bad.replace(v, bad.find(',', v) - v, value);
+    expect_refused_naming(bad, field);
+  }
+}
+
 // The GEMMs within a step's compute and recompute (Estimate::gemm_s, set beside a run's measured
 // `gemm` phase) are the linear layers' and the LM head's GEMMs at the profile's times, by hand:
 // per layer and micro-batch the four forward GEMMs [tok, out] x [in], their input gradients
@@ -241,9 +265,7 @@ TEST(DeviceProfile, CoresReadBackAndOldProfilesHaveNone) {
   const Loaded<DeviceProfile> q = parse_device_profile_yaml(text, "dev.yaml");
   ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
   EXPECT_EQ(q.value->cores, 2);
-  std::string old = text;
-  old.erase(old.find("  cores:"), old.find('\n', old.find("  cores:")) - old.find("  cores:") + 1);
-  const Loaded<DeviceProfile> r = parse_device_profile_yaml(old, "old.yaml");
+  const Loaded<DeviceProfile> r = parse_device_profile_yaml(without_line(text, "  cores:"), "old.yaml");
   ASSERT_TRUE(r.ok()) << r.diagnostics.to_string();
   EXPECT_EQ(r.value->cores, 0);
 }
@@ -1555,12 +1577,7 @@ TEST(DeviceProfile, SequenceParallelPairTakesItsMeasuredLockstepTime) {
   ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
   EXPECT_EQ(q.value->lockstep.sp_bytes, 131072);
   EXPECT_EQ(q.value->lockstep.sp_s, 8.25e-5);
-  for (const char* value : {"-1", ".nan", "abc"}) {
-    std::string bad = text;
-    const size_t at = bad.find("sp_seconds: ") + 12;
-    bad.replace(at, bad.find(',', at) - at, value);
-    expect_refused_naming(bad, "device_profile.lockstep.sp_seconds");
-  }
+  expect_values_refused(text, "sp_seconds: ", {"-1", ".nan", "abc"}, "device_profile.lockstep.sp_seconds");
 }
 
 // The profile's round spread (RoundSpread) reads back; a profile written before it has none, and
@@ -1576,20 +1593,12 @@ TEST(DeviceProfile, RoundSpreadReadsBackAndOldProfilesHaveNone) {
   EXPECT_EQ(q.value->spread.gemms, 0.012);
   EXPECT_EQ(q.value->spread.kernels, 0.025);
   EXPECT_EQ(q.value->spread.collectives, 0.08);
-  std::string old = text;
-  const size_t at = old.find("  round_spread:");
-  ASSERT_NE(at, std::string::npos);
-  old.erase(at, old.find('\n', at) - at + 1);
-  const Loaded<DeviceProfile> r = parse_device_profile_yaml(old, "old.yaml");
+  const Loaded<DeviceProfile> r = parse_device_profile_yaml(without_line(text, "  round_spread:"), "old.yaml");
   ASSERT_TRUE(r.ok()) << r.diagnostics.to_string();
   EXPECT_EQ(r.value->spread.rounds, 0);
   EXPECT_EQ(r.value->spread.gemms, 0);
-  for (const char* value : {"-0.1", ".nan", "abc"}) {
-    std::string bad = text;
-    const size_t g = bad.find("gemms: ", at) + 7;
-    bad.replace(g, bad.find(',', g) - g, value);
-    expect_refused_naming(bad, "device_profile.round_spread.gemms");
-  }
+  expect_values_refused(text, "gemms: ", {"-0.1", ".nan", "abc"}, "device_profile.round_spread.gemms",
+                        text.find("  round_spread:"));
 }
 
 // The cores' cache-line latency: the samples' median, least and most, how many lie more than
@@ -1626,19 +1635,10 @@ TEST(DeviceProfile, CoreLatencyReadsBackAndOldProfilesHaveNone) {
   EXPECT_EQ(r.apart, 2);
   EXPECT_EQ(r.lockstep_before_ns, 41.5);
   EXPECT_EQ(r.lockstep_after_ns, 165.25);
-  std::string old = text;
-  const size_t at = old.find("  core_latency:");
-  ASSERT_NE(at, std::string::npos);
-  old.erase(at, old.find('\n', at) - at + 1);
-  const Loaded<DeviceProfile> o = parse_device_profile_yaml(old, "old.yaml");
+  const Loaded<DeviceProfile> o = parse_device_profile_yaml(without_line(text, "  core_latency:"), "old.yaml");
   ASSERT_TRUE(o.ok()) << o.diagnostics.to_string();
   EXPECT_EQ(o.value->core_latency.samples, 0);
-  for (const char* value : {"-1", "0", ".nan", "abc"}) {
-    std::string bad = text;
-    const size_t m = bad.find("median_ns: ", at) + 11;
-    bad.replace(m, bad.find(',', m) - m, value);
-    expect_refused_naming(bad, "device_profile.core_latency.median_ns");
-  }
+  expect_values_refused(text, "median_ns: ", {"-1", "0", ".nan", "abc"}, "device_profile.core_latency.median_ns");
 }
 
 // With a device profile the band is the profile's own: its round spread on the terms each kind
