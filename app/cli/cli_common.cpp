@@ -401,6 +401,7 @@ void write_estimate_json(JsonWriter& w, const Estimate& e) {
   w.field("framework", e.framework);
   w.key("training").begin_object();
   w.field("framework", e.framework).field("attention", to_string(e.attention));
+  w.field("attention_fallback", e.attention_fallback);
   w.field("precision", to_string(e.precision)).field("optimizer", to_string(e.optimizer));
   w.field("offload_params", e.offload_params).field("offload_optimizer", e.offload_optimizer);
   w.end_object();
@@ -495,6 +496,7 @@ std::string estimate_text(const Scenario& s, const Estimate& e) {
   os << scenario_title(s) << "\n";
   os << "layout       " << layout_line(e) << "\n";
   os << "stack        " << stack_line(e) << "\n";
+  if (!e.attention_fallback.empty()) os << "note         " << e.attention_fallback << "\n";
   os << "fits         " << (e.fits ? "yes" : "NO") << " (" << fmt_gib(m.total) << " of "
      << fmt_gib(m.capacity) << " GiB per GPU)";
   if (!e.fits && !e.reason.empty()) os << ": " << e.reason;

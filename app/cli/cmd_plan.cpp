@@ -149,6 +149,7 @@ void print_result(const Args& args, const ScenarioArgs& sc, const SearchResult& 
     std::printf("note: %s has no price, so cost cannot rank; set price_per_node_hour_usd in a "
                 "cluster file\n",
                 shown.cluster.name.c_str());
+  if (const std::string why = shown.attention_fallback(); !why.empty()) std::printf("note: %s\n", why.c_str());
   if (result.candidates.empty() == false && result.candidates.front().tokens_defaulted)
     std::printf("note: --tokens not given; 20 tokens per parameter assumed (%s tokens)\n",
                 fmt_si(result.candidates.front().tokens).c_str());

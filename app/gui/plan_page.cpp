@@ -660,6 +660,8 @@ void PlanPage::showSelection() {
                          .arg(l.cp).arg(l.ep).arg(formatSeconds(e.breakdown_s.ep_comm), formatSeconds(e.breakdown_s.cp_comm))
                    : QString())
           .arg(bandText(e));
+  if (!e.attention_fallback.empty())
+    text += tr("<br><b>Attention</b> %1").arg(htmlEscape(e.attention_fallback));
   if (e.host_memory_per_node_bytes > 0)
     text += tr("<br><b>Host memory</b> %1 of %2 GiB usable per node, offloaded")
                 .arg(e.host_memory_per_node_bytes / kGiB, 0, 'f', 1)

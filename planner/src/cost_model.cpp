@@ -208,7 +208,7 @@ namespace {
 class LayerTerms {
  public:
   LayerTerms(const Scenario& sc, const Constants& c, int tp, int mbs, bool sp)
-      : sc(sc), c(c), md(sc.model), fw(sc.training.framework), attn(sc.training.attention_or_default()),
+      : sc(sc), c(c), md(sc.model), fw(sc.training.framework), attn(sc.attention()),
         tp(tp), mbs(mbs), h(md.hidden), f(md.ffn_hidden_or_default()), a(md.heads), d(md.head_dim()),
         kv(double(md.kv_heads_or_default()) * d), v(md.vocab), s(sc.seq_len()), b(mbs), tpd(tp),
         e(c.elem_bytes), gated(md.ffn == Ffn::Swiglu),
@@ -1566,6 +1566,42 @@ StateBytesPerParam state_bytes_per_param(Precision p) {
   return b;
 }
 
+namespace {
+// Why FlashAttention-2/3 cannot run on `gpu` at head size `head_dim`, or empty: the kernels need
+// Ampere or newer (the GPU file's flash_peak_fraction is 0 before it) and a head size that is a
+// multiple of 8 up to 256 (FlashAttention-2 README, "Installation and features"; FA3 likewise).
+bool flash_runs(const GpuSpec& gpu, int head_dim) {
+  return gpu.flash_peak_fraction > 0 && head_dim <= 256 && head_dim % 8 == 0;
+}
+std::string flash_cannot_run(const GpuSpec& gpu, int head_dim) {
+  if (flash_runs(gpu, head_dim)) return "";
+  if (gpu.flash_peak_fraction <= 0)
+    return "flash (FlashAttention-2/3) does not run on " + gpu.name + " (it needs Ampere or newer)";
+  return "flash supports head sizes that are multiples of 8 up to 256; this model's is " +
+         std::to_string(head_dim) + " (hidden / heads)";
+}
+}  // namespace
+
+// A framework whose default is FlashAttention runs another kernel where FlashAttention cannot
+// run: Transformer Engine's DotProductAttention picks FlashAttention, else cuDNN's fused
+// attention, else its unfused path by GPU and head size (transformer_engine/pytorch/attention.py,
+// get_attention_backend), and Megatron-Core without Transformer Engine (--transformer-impl local,
+// the path before Ampere) runs Megatron's fused scale-mask-softmax
+// (megatron/core/fusions/fused_softmax.py): both keep the s x s scores, which is `fused` here.
+// An explicit flash there is refused instead (check_training): the user asked for a kernel that
+// does not exist on that GPU.
+std::string Scenario::attention_fallback() const {
+  if (training.attention || training.framework.attention != Attention::Flash) return "";
+  const std::string why = flash_cannot_run(cluster.gpu, model.head_dim());
+  return why.empty() ? "" : training.framework.name + "'s " + why + "; costed with fused";
+}
+
+Attention Scenario::attention() const {
+  const Attention a = training.attention_or_default();
+  return !training.attention && a == Attention::Flash && !flash_runs(cluster.gpu, model.head_dim()) ? Attention::Fused
+                                                                                                     : a;
+}
+
 bool optimizer_steps_on_host(const TrainingSpec& training, const Layout& layout) {
   return training.offload_optimizer || (training.offload_params && layout.zero == 3);
 }
@@ -1576,15 +1612,9 @@ std::optional<TrainingProblem> check_training(const Scenario& sc) {
   if (tr.precision == Precision::Fp8 && g.peak_tflops_fp8 <= 0)
     return TrainingProblem{"precision", "fp8 needs fp8 tensor cores; " + g.name +
                                             " has none (fp8 starts with Hopper: H100, H200, B200)"};
-  if (tr.attention_or_default() == Attention::Flash) {
-    if (g.flash_peak_fraction <= 0)
-      return TrainingProblem{"attention", "flash (FlashAttention-2/3) does not run on " + g.name +
-                                              " (it needs Ampere or newer); use fused or eager"};
-    const int d = sc.model.head_dim();
-    if (d > 256 || d % 8 != 0)
-      return TrainingProblem{"attention",
-                             "flash supports head sizes that are multiples of 8 up to 256; this model's is " +
-                                 std::to_string(d) + " (hidden / heads); use fused or eager"};
+  if (tr.attention == Attention::Flash) {
+    const std::string why = flash_cannot_run(g, sc.model.head_dim());
+    if (!why.empty()) return TrainingProblem{"attention", why + "; use fused or eager"};
   }
   if ((tr.offload_params || tr.offload_optimizer) && !(sc.cluster.host_memory_gib > 0))
     return TrainingProblem{tr.offload_params ? "offload_params" : "offload_optimizer",
@@ -1717,7 +1747,8 @@ void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, i
                      const MicroTerms& mt, const Evaluation& ev, Estimate& est) {
   est.layout = ly;
   est.framework = sc.training.framework.name;
-  est.attention = sc.training.attention_or_default();
+  est.attention = sc.attention();
+  est.attention_fallback = sc.attention_fallback();
   est.precision = sc.training.precision;
   est.optimizer = sc.training.optimizer;
   est.offload_params = sc.training.offload_params;
@@ -1819,7 +1850,7 @@ BandSpreads band_spreads(const Scenario& sc) {
   // causal speeds by 4.0 % root mean square at head size 128 (kFlashCausalRampTokens); where the GPU
   // has no kernel benchmark in our sources (no measured GEMM figure either: B200) its figures are
   // stand-ins, 15 % as for its GEMMs.
-  b.flash = sc.training.attention_or_default() == Attention::Flash
+  b.flash = sc.attention() == Attention::Flash
                 ? (sc.cluster.gpu.gemm_peak_fraction > 0 ? 0.04 : 0.15)
                 : 0.0;
   b.framework = sc.training.framework.residual_spread;

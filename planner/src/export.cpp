@@ -210,7 +210,7 @@ void megatron_moe_cp_args(const Plan& plan, Add&& add, std::vector<std::string>&
   if (l.cp > 1) {
     add("--context-parallel-size", std::to_string(l.cp));
     add("--cp-comm-type", "p2p");
-    if (plan.scenario.training.attention_or_default() != Attention::Flash)
+    if (plan.scenario.attention() != Attention::Flash)
       notes.push_back("context parallelism in Megatron-Core runs Transformer Engine's fused attention");
   }
 }
@@ -268,7 +268,7 @@ ExportedFile export_megatron_args(const Plan& plan) {
     add("--transformer-impl", "transformer_engine");
     add("--fp8-format", "hybrid");
   }
-  const Attention attn = s.training.attention_or_default();
+  const Attention attn = s.attention();
   if (attn == Attention::Flash) add("--use-flash-attn");
   if (attn == Attention::Eager) f.notes.push_back("attention eager is Hugging Face's kernel; Megatron-LM uses its fused softmax");
   if (s.training.framework.dp_overlap) add("--overlap-grad-reduce");

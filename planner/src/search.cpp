@@ -815,10 +815,9 @@ SearchResult search_frameworks(const Scenario& scenario, const SearchOptions& op
     if (!fw.value) continue;
     Scenario sc = scenario;
     sc.training.framework = *fw.value;
+    // The preset's own attention (Scenario::attention: its FlashAttention falls back where the
+    // GPU cannot run it).
     sc.training.attention.reset();
-    // Knobs the preset cannot run on this GPU (FlashAttention before Ampere) fall back.
-    if (sc.training.framework.attention == Attention::Flash && sc.cluster.gpu.flash_peak_fraction <= 0)
-      sc.training.attention = Attention::Fused;
     SearchResult r = search(sc, options, progress);
     FrameworkBest fb{entry.name, std::nullopt, {}};
     if (!r.candidates.empty()) {

@@ -798,6 +798,42 @@ TEST(CostModelStack, BadKnobsAreRefusedWithTheReason) {
   EXPECT_FALSE(load_framework("megatron-lmm").ok());
 }
 
+TEST(CostModelStack, AFrameworksFlashFallsBackToFusedWhereItCannotRun) {
+  // Expectation: a framework whose attention is FlashAttention (megatron-core) runs the fused
+  // softmax where FlashAttention cannot run (V100; a head size of 320), so its estimate there is the
+  // same as with attention fused asked for, says why, and is not refused; an explicit flash is
+  // refused (BadKnobsAreRefusedWithTheReason). On A100 at head size 128 nothing falls back.
+  Layout l;
+  l.dp = 8;
+  Scenario v100 = preset_scenario("gpt3-1.3b", "p3.16xlarge", 1, 64);
+  v100.training.precision = Precision::Fp16;
+  v100.training.framework = *load_framework("megatron-core").value;
+  ASSERT_EQ(v100.training.framework.attention, Attention::Flash);
+  EXPECT_FALSE(check_layout(v100, l).has_value());
+  EXPECT_EQ(v100.attention(), Attention::Fused);
+  const Estimate fell_back = estimate(v100, l);
+  EXPECT_EQ(fell_back.attention, Attention::Fused);
+  EXPECT_NE(fell_back.attention_fallback.find("megatron-core's flash (FlashAttention-2/3) does not run on V100"),
+            std::string::npos)
+      << fell_back.attention_fallback;
+  Scenario asked = v100;
+  asked.training.attention = Attention::Fused;
+  const Estimate fused = estimate(asked, l);
+  EXPECT_EQ(fused.attention_fallback, "");
+  EXPECT_EQ(fell_back.step_time_s, fused.step_time_s);
+  EXPECT_EQ(fell_back.memory_per_gpu_bytes.total, fused.memory_per_gpu_bytes.total);
+
+  Scenario wide = preset_scenario("gpt3-1.3b", "p4d.24xlarge", 1, 64);
+  wide.training.framework = v100.training.framework;
+  EXPECT_EQ(wide.attention(), Attention::Flash);
+  EXPECT_EQ(estimate(wide, l).attention_fallback, "");
+  wide.model.hidden = 320 * 8;  // heads of 320
+  wide.model.heads = 8;
+  EXPECT_EQ(wide.attention(), Attention::Fused);
+  EXPECT_NE(wide.attention_fallback().find("multiples of 8 up to 256; this model's is 320"), std::string::npos)
+      << wide.attention_fallback();
+}
+
 TEST(CostModelStack, BlockingReceivesDoubleTheSteadyStatesTransfers) {
   // Expectation: pp 2 with m = 8 micro-batches; each stage sends one message per micro-batch, and
   // the fill and drain cross the stage boundary twice: pp_comm = (m + 2) x p2p. When a receive

@@ -23,6 +23,13 @@ struct Scenario {
 
   int seq_len() const { return training.seq_len > 0 ? training.seq_len : model.seq_len; }
   int total_gpus() const { return gpus > 0 ? gpus : nodes * cluster.gpus_per_node; }
+  // The attention kernel the step runs: the one asked for (--attention, `training: attention`),
+  // else the framework's, where this GPU and head size run it; a framework's FlashAttention that
+  // cannot run here falls back to the fused softmax (attention_fallback says why).
+  Attention attention() const;
+  // Why the framework's attention is not the one the step runs (empty when it is, or when the
+  // attention was asked for).
+  std::string attention_fallback() const;
 };
 
 struct MemoryBytes {  // per GPU, bytes
@@ -88,8 +95,10 @@ struct Estimate {
   double cost_usd_p10 = 0, cost_usd_p90 = 0;  // NaN when the cluster has no price
   bool as_good_as_best = false;  // plan: its band overlaps the best candidate's
   std::string framework;         // the implementation it was costed for (FrameworkSpec::name)
-  // The training knobs it was costed with (the attention is the effective one).
+  // The training knobs it was costed with (the attention is the effective one,
+  // Scenario::attention; attention_fallback says why it is not the framework's, or is empty).
   Attention attention = Attention::Fused;
+  std::string attention_fallback;
   Precision precision = Precision::Bf16;
   Optimizer optimizer = Optimizer::Adam;
   bool offload_params = false, offload_optimizer = false;

@@ -247,6 +247,33 @@ TEST(Cli, StackKnobsRefuseWhatCannotRun) {
   EXPECT_EQ(ok.status, 0) << ok.err;
 }
 
+TEST(Cli, AFrameworksFlashFallsBackWhereTheGpuCannotRunIt) {
+  // megatron-core's attention is FlashAttention, which V100 lacks: without --attention the step is
+  // costed with the fused softmax, and plan and estimate say so; --attention flash is refused
+  // (StackKnobsRefuseWhatCannotRun).
+  const CliRun plan = run_cli("plan --model gpt3-1.3b --cluster p3.16xlarge --nodes 1 --gbs 64 --framework megatron-core --top 1");
+  ASSERT_EQ(plan.status, 0) << plan.err;
+  EXPECT_TRUE(has(plan.out, "note: megatron-core's flash (FlashAttention-2/3) does not run on V100-SXM2-16GB (it needs "
+                            "Ampere or newer); costed with fused"))
+      << plan.out;
+  const std::string estimate = "estimate --model gpt3-1.3b --cluster p3.16xlarge --nodes 1 --dp 8 --tp 1 --pp 1 --mbs 1 "
+                               "--gbs 64 --framework megatron-core";
+  const CliRun text = run_cli(estimate);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "attention fused")) << text.out;
+  EXPECT_TRUE(has(text.out, "note         megatron-core's flash")) << text.out;
+  const CliRun json = run_cli(estimate + " --json");
+  ASSERT_EQ(json.status, 0) << json.err;
+  EXPECT_TRUE(has(json.out, "\"attention\": \"fused\"")) << json.out;
+  EXPECT_TRUE(has(json.out, "\"attention_fallback\": \"megatron-core's flash")) << json.out;
+  // Where flash runs, nothing falls back.
+  const CliRun a100 = run_cli("estimate --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --dp 8 --tp 1 --pp 1 --mbs 1 "
+                              "--gbs 64 --framework megatron-core --json");
+  ASSERT_EQ(a100.status, 0) << a100.err;
+  EXPECT_TRUE(has(a100.out, "\"attention\": \"flash\"")) << a100.out;
+  EXPECT_TRUE(has(a100.out, "\"attention_fallback\": \"\"")) << a100.out;
+}
+
 TEST(Cli, UnknownCommandSuggests) {
   EXPECT_TRUE(refused(run_cli("estimte"), "did you mean 'estimate'?"));
 }
