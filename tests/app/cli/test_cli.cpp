@@ -98,13 +98,13 @@ TEST(Cli, EstimateTableIsHumanReadable) {
 }
 
 // Expectation: the text names the implementation it was costed for, as the user set it or as the
-// framework preset's defaults give it (fsdp: eager attention).
+// framework preset's defaults give it (fsdp: FlashAttention through PyTorch's SDPA).
 TEST(Cli, EstimateTableNamesTheStack) {
   const std::string base = "estimate --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --dp 8 --tp 1 --pp 1 "
                            "--mbs 1 --gbs 64 ";
   const CliRun fsdp = run_cli(base + "--framework fsdp --zero 3 --offload-params");
   ASSERT_EQ(fsdp.status, 0) << fsdp.err;
-  EXPECT_TRUE(has(fsdp.out, "stack        framework fsdp  attention eager  precision bf16  optimizer adam  "
+  EXPECT_TRUE(has(fsdp.out, "stack        framework fsdp  attention flash  precision bf16  optimizer adam  "
                             "offload-params on  offload-optimizer off\n")) << fsdp.out;
   // What offloading puts in host memory, per node, beside the usable host memory (p4d: 1152 GiB,
   // 80 % usable): the 8 GPUs' shards of weights (2 B), gradients (4 B) and Adam state (12 B), 18 B
@@ -472,7 +472,7 @@ TEST(Cli, FrameworksListWhatEachPresetCanRun) {
   for (const char* name :
        {"megatron-lm ", "megatron-lm-2020 ", "megatron-lm-2021 ", "megatron-core ", "deepspeed ", "fsdp ", "smp-v1 "})
     EXPECT_TRUE(has(r.out, name)) << name;
-  EXPECT_TRUE(has(r.out, "tp no  pp no  zero 0,2,3  cp no  ep no  sp no  selective no  offload yes  attention eager"))
+  EXPECT_TRUE(has(r.out, "tp no  pp no  zero 0,2,3  cp no  ep no  sp no  selective no  offload yes  attention flash"))
       << r.out;
   EXPECT_TRUE(has(r.out, "tp yes  pp 1f1b/gpipe  zero 0,1  cp no")) << r.out;  // smp-v1
   EXPECT_TRUE(has(r.out, "tp yes  pp 1f1b/interleaved  zero 0  cp no")) << r.out;  // megatron-lm-2021
