@@ -579,8 +579,21 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
   }
   setComboText(precision_, QString::fromUtf8(to_string(in.training.precision)));
   setComboText(framework_, in.anyFramework ? QStringLiteral("any") : QString::fromStdString(in.training.framework.name));
-  setComboText(attention_, in.training.attention ? QString::fromUtf8(to_string(*in.training.attention))
-                                                 : QStringLiteral("default"));
+  // "default" says what it is here: the framework's kernel, or the fused softmax where that is
+  // FlashAttention and this GPU or head size cannot run it (Scenario::attention); with any
+  // framework, each one's own.
+  Scenario here;
+  here.model = in.model;
+  here.cluster = in.cluster;
+  here.training = in.training;
+  here.training.attention.reset();
+  attention_->setItemText(0, in.anyFramework ? tr("default")
+                                             : tr("default (%1)").arg(QString::fromUtf8(to_string(here.attention()))));
+  attention_->setItemData(0, QString::fromStdString(here.attention_fallback()), Qt::ToolTipRole);
+  if (in.training.attention)
+    setComboText(attention_, QString::fromUtf8(to_string(*in.training.attention)));
+  else
+    attention_->setCurrentIndex(0);
   setComboText(optimizer_, QString::fromUtf8(to_string(in.training.optimizer)));
   if (offloadParams_->isChecked() != in.training.offload_params) offloadParams_->setChecked(in.training.offload_params);
   if (offloadOptimizer_->isChecked() != in.training.offload_optimizer)

@@ -1109,6 +1109,38 @@ TEST_F(GuiWindow, ClusterFiguresShowWhatTheCostModelUses) {
   EXPECT_TRUE(text.contains(QStringLiteral("FA2 37 %, FA3 66 %, cuDNN 61 % of the 16-bit peak"))) << text.toStdString();
 }
 
+// Expectation: the attention field's "default" names the kernel it stands for here: the
+// framework's (megatron-core: flash on the default cluster's A100), or the fused softmax where the
+// GPU cannot run FlashAttention (V100), which the selected layout's details then explain.
+TEST_F(GuiWindow, DefaultAttentionSaysWhatItRunsOnThisGpu) {
+  QComboBox* attention = child<QComboBox>("attention");
+  child<QComboBox>("framework")->setCurrentText(QStringLiteral("megatron-core"));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(attention->currentIndex(), 0);
+  EXPECT_EQ(attention->currentText(), QStringLiteral("default (flash)"));
+  PlanInputs in = window_->inputs();
+  in.cluster = *load_cluster("p3.16xlarge").value;
+  in.clusterRef = "p3.16xlarge";
+  window_->setInputs(in);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(attention->currentText(), QStringLiteral("default (fused)"));
+  EXPECT_TRUE(attention->itemData(0, Qt::ToolTipRole).toString().contains(QStringLiteral("does not run on V100")));
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  for (const Estimate& e : window_->lastResult().candidates) EXPECT_EQ(e.attention, Attention::Fused);
+  const QString details = child<QLabel>("details")->text();
+  EXPECT_TRUE(details.contains(QStringLiteral("<b>Attention</b> megatron-core's flash (FlashAttention-2/3) does not "
+                                              "run on V100-SXM2-16GB")))
+      << details.toStdString();
+  // Asked for, it is what runs: fused stays fused, and the default comes back with "default".
+  attention->setCurrentText(QStringLiteral("eager"));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(window_->inputs().training.attention, Attention::Eager);
+  EXPECT_EQ(window_->selectedEstimate()->attention, Attention::Eager);
+  attention->setCurrentIndex(0);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_FALSE(window_->inputs().training.attention.has_value());
+}
+
 // Expectation: the Plan page's framework "any" ranks every preset together, as `capplan plan
 // --framework any` does: the table names each candidate's framework, and a candidate of another
 // framework than the inputs' carries its own into the plan (save, export, Run and Timeline).
