@@ -1602,6 +1602,13 @@ Attention Scenario::attention() const {
                                                                                                      : a;
 }
 
+// Megatron-Core's context parallelism is Transformer Engine's ring attention (DotProductAttention
+// with a cp group: attn_forward_func_with_cp), which runs only its FlashAttention and cuDNN
+// fused-attention backends, both Ampere and newer (transformer_engine/pytorch/attention.py): a
+// GPU without FlashAttention (its file's flash_peak_fraction 0) has neither. A CPU rank runs
+// capplan-train's own ring (runtime/train RingAttention).
+bool context_parallel_runs(const GpuSpec& gpu) { return gpu.cpu_rank || gpu.flash_peak_fraction > 0; }
+
 bool optimizer_steps_on_host(const TrainingSpec& training, const Layout& layout) {
   return training.offload_optimizer || (training.offload_params && layout.zero == 3);
 }
@@ -1646,6 +1653,11 @@ std::optional<std::string> check_moe_layout(const Scenario& sc, const Layout& ly
       return "cp = " + std::to_string(ly.cp) + ": 2*cp = " + std::to_string(2 * ly.cp) +
              " must divide the sequence length " + std::to_string(s) +
              " (the causal load balance splits it into 2*cp equal chunks)";
+    if (!context_parallel_runs(sc.cluster.gpu))
+      return "cp = " + std::to_string(ly.cp) +
+             ": context parallelism runs Transformer Engine's ring attention (FlashAttention or cuDNN "
+             "fused attention), which does not run on " +
+             sc.cluster.gpu.name + " (it needs Ampere or newer)";
   }
   return std::nullopt;
 }

@@ -29,6 +29,7 @@ inline ClusterSpec test_cluster(double memory_gib = 80) {
   c.gpu.peak_tflops_bf16 = 312;
   c.gpu.peak_tflops_fp32 = 19.5;
   c.gpu.memory_gbyte_per_s = 2039;
+  c.gpu.flash_peak_fraction = 0.70;  // A100-SXM4-80GB.yaml: FlashAttention runs (and so does cp's ring)
   c.intra_node_gbyte_per_s = 300;
   c.inter_node_gbit_per_s = 100;
   return c;

@@ -834,6 +834,43 @@ TEST(CostModelStack, AFrameworksFlashFallsBackToFusedWhereItCannotRun) {
       << wide.attention_fallback();
 }
 
+TEST(CostModelStack, ContextParallelismNeedsTheRingAttentionKernels) {
+  // Expectation: cp 2 runs where Transformer Engine's ring attention does (A100: FlashAttention)
+  // and on CPU ranks (capplan-train's own ring); on a V100 check_layout refuses it, naming the
+  // GPU, and a search there offers no cp > 1 even where the sequence would allow it.
+  Layout l;
+  l.dp = 4;
+  l.cp = 2;
+  Scenario a100 = preset_scenario("llama3-8b", "p4d.24xlarge", 1, 64);  // 8k tokens: cp searched
+  a100.training.framework = *load_framework("megatron-core").value;
+  EXPECT_FALSE(check_layout(a100, l).has_value()) << *check_layout(a100, l);
+  Scenario v100 = preset_scenario("llama3-8b", "p3.16xlarge", 1, 64);
+  v100.training.precision = Precision::Fp16;
+  v100.training.framework = a100.training.framework;
+  const auto err = check_layout(v100, l);
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("cp = 2: context parallelism runs Transformer Engine's ring attention (FlashAttention or cuDNN "
+                      "fused attention), which does not run on V100-SXM2-16GB"),
+            std::string::npos)
+      << *err;
+  Scenario cpu = v100;
+  cpu.cluster.gpu.cpu_rank = true;
+  EXPECT_FALSE(check_layout(cpu, l).has_value());
+  SearchOptions opt;
+  opt.nodes_min = opt.nodes_max = 1;
+  opt.top = 100000;
+  opt.include_infeasible = true;
+  const SearchResult on_a100 = search(a100, opt), on_v100 = search(v100, opt);
+  auto most_cp = [](const SearchResult& r) {
+    int most = 0;
+    for (const Estimate& e : r.candidates) most = std::max(most, e.layout.cp);
+    return most;
+  };
+  ASSERT_FALSE(on_v100.candidates.empty());
+  EXPECT_GT(most_cp(on_a100), 1);
+  EXPECT_EQ(most_cp(on_v100), 1);
+}
+
 TEST(CostModelStack, BlockingReceivesDoubleTheSteadyStatesTransfers) {
   // Expectation: pp 2 with m = 8 micro-batches; each stage sends one message per micro-batch, and
   // the fill and drain cross the stage boundary twice: pp_comm = (m + 2) x p2p. When a receive

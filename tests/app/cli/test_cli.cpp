@@ -266,6 +266,14 @@ TEST(Cli, AFrameworksFlashFallsBackWhereTheGpuCannotRunIt) {
   ASSERT_EQ(json.status, 0) << json.err;
   EXPECT_TRUE(has(json.out, "\"attention\": \"fused\"")) << json.out;
   EXPECT_TRUE(has(json.out, "\"attention_fallback\": \"megatron-core's flash")) << json.out;
+  // Context parallelism is Transformer Engine's ring attention, which V100 cannot run either.
+  EXPECT_TRUE(refused(run_cli("estimate --model gpt3-1.3b --cluster p3.16xlarge --nodes 1 --dp 4 --tp 1 --pp 1 --cp 2 "
+                              "--mbs 1 --gbs 64 --framework megatron-core"),
+                      "cp = 2: context parallelism runs Transformer Engine's ring attention"));
+  EXPECT_TRUE(refused(run_cli("plan --model gpt3-1.3b --cluster p3.16xlarge --nodes 1 --gbs 64 --framework megatron-core "
+                              "--fix cp=2"),
+                      "--fix: no layout satisfies the pins: cp=2: context parallelism runs Transformer Engine's ring "
+                      "attention, which does not run on V100-SXM2-16GB (it needs Ampere or newer)"));
   // Where flash runs, nothing falls back.
   const CliRun a100 = run_cli("estimate --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --dp 8 --tp 1 --pp 1 --mbs 1 "
                               "--gbs 64 --framework megatron-core --json");
