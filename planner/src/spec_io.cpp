@@ -559,8 +559,29 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   m.norm = r.has("rms_norm_eps") || llama_like ? Norm::RmsNorm : Norm::LayerNorm;
   m.position = r.has("rope_theta") || llama_like ? PositionEmbedding::Rope
                                                  : PositionEmbedding::Learned;
-  m.tied_embeddings = !llama_like;
+  // Where the file does not say, the config class's default: transformers' PretrainedConfig ties
+  // the LM head to the embedding (tie_word_embeddings=True), the Llama family's classes do not
+  // (LlamaConfig, MistralConfig, Qwen2Config, MixtralConfig, Phi3Config, DeepseekV3Config: False),
+  // and Gemma's, otherwise Llama-like, do (GemmaConfig, Gemma2Config, Gemma3TextConfig: True).
+  const bool gemma = model_type == "gemma" || model_type == "gemma2" || model_type == "gemma3_text";
+  m.tied_embeddings = !llama_like || gemma;
   if (r.has("tie_word_embeddings")) r.boolean("tie_word_embeddings", m.tied_embeddings, false);
+  // A head size the file gives apart from hidden / heads (Gemma 7B: 256 with 3072 and 16 heads;
+  // Mistral NeMo: 128 with 5120 and 32) is not modelled: attention is costed at hidden / heads a
+  // head, so its projections' parameters and FLOPs are off. Said, not refused.
+  if (r.has("head_dim") && !r.child("head_dim").IsNull()) {
+    int head_dim = 0;
+    r.integer("head_dim", head_dim, false, kHeads);
+    if (head_dim > 0 && m.heads > 0 && int64_t(head_dim) * m.heads != m.hidden) {
+      const Position at = r.where("head_dim");
+      d.warning(file, at.line, at.column, "head_dim",
+                "head_dim " + std::to_string(head_dim) + " x " + std::to_string(m.heads) + " heads = " +
+                    std::to_string(int64_t(head_dim) * m.heads) + " is not hidden_size " + std::to_string(m.hidden) +
+                    ": capplan costs attention at hidden / heads = " + std::to_string(m.hidden / m.heads) +
+                    " a head, so the Q, K, V and output projections' parameters and FLOPs are counted at " +
+                    std::to_string(m.hidden) + " columns, not " + std::to_string(int64_t(head_dim) * m.heads));
+    }
+  }
   read_hf_moe(r, model_type, m);
   m.name = hf_name(r, file);
   m.source = "Hugging Face config " + file;

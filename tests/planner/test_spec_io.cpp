@@ -152,6 +152,22 @@ TEST(ModelHfJson, LoadsGpt2Config) {
   EXPECT_TRUE(m.value->tied_embeddings);
 }
 
+// Expectation: a Gemma config that does not say tie_word_embeddings is tied, as GemmaConfig's
+// default is (Llama's is untied, above), and its head_dim of 256, which 16 heads make 4096 against
+// hidden_size 3072, loads with a warning at that key saying what is costed instead.
+TEST(ModelHfJson, GemmaTiesItsEmbeddingsAndAHeadSizeApartIsSaid) {
+  const auto m = load_model(data("good/gemma-7b-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  EXPECT_TRUE(m.value->tied_embeddings);
+  EXPECT_EQ(m.value->ffn, Ffn::Swiglu);  // GeGLU: gate, up and down projections
+  EXPECT_EQ(m.value->head_dim(), 192);
+  ASSERT_EQ(m.diagnostics.items().size(), 1u) << m.diagnostics.to_string();
+  const Diagnostic& w = m.diagnostics.items()[0];
+  EXPECT_EQ(w.severity, Severity::Warning);
+  EXPECT_EQ(w.line, 8);
+  EXPECT_NE(w.message.find("head_dim 256 x 16 heads = 4096 is not hidden_size 3072"), std::string::npos) << w.message;
+}
+
 TEST(ClusterYaml, OnlyTheRequiredKeysWork) {
   const auto c = load_cluster(data("good/cluster_minimal.yaml"));
   ASSERT_TRUE(c.ok()) << c.diagnostics.to_string();
