@@ -1567,12 +1567,13 @@ StateBytesPerParam state_bytes_per_param(Precision p) {
 }
 
 namespace {
-// Why FlashAttention-2/3 cannot run on `gpu` at head size `head_dim`, or empty: the kernels need
-// Ampere or newer (the GPU file's flash_peak_fraction is 0 before it) and a head size that is a
-// multiple of 8 up to 256 (FlashAttention-2 README, "Installation and features"; FA3 likewise).
+// Whether FlashAttention-2/3 runs on `gpu` at head size `head_dim`: the kernels need Ampere or
+// newer (the GPU file's flash_peak_fraction is 0 before it) and a head size that is a multiple of
+// 8 up to 256 (FlashAttention-2 README, "Installation and features"; FA3 likewise).
 bool flash_runs(const GpuSpec& gpu, int head_dim) {
   return gpu.flash_peak_fraction > 0 && head_dim <= 256 && head_dim % 8 == 0;
 }
+// Why it does not, or empty.
 std::string flash_cannot_run(const GpuSpec& gpu, int head_dim) {
   if (flash_runs(gpu, head_dim)) return "";
   if (gpu.flash_peak_fraction <= 0)
