@@ -1591,16 +1591,21 @@ std::string flash_cannot_run(const GpuSpec& gpu, int head_dim) {
 // (megatron/core/fusions/fused_softmax.py): both keep the s x s scores, which is `fused` here.
 // An explicit flash there is refused instead (check_training): the user asked for a kernel that
 // does not exist on that GPU.
+namespace {
+bool flash_falls_back(const Scenario& sc) {
+  return !sc.training.attention && sc.training.framework.attention == Attention::Flash &&
+         !flash_runs(sc.cluster.gpu, sc.model.head_dim());
+}
+}  // namespace
+
 std::string Scenario::attention_fallback() const {
-  if (training.attention || training.framework.attention != Attention::Flash) return "";
-  const std::string why = flash_cannot_run(cluster.gpu, model.head_dim());
-  return why.empty() ? "" : training.framework.name + "'s " + why + "; costed with fused";
+  return flash_falls_back(*this) ? training.framework.name + "'s " + flash_cannot_run(cluster.gpu, model.head_dim()) +
+                                       "; costed with fused"
+                                 : "";
 }
 
 Attention Scenario::attention() const {
-  const Attention a = training.attention_or_default();
-  return !training.attention && a == Attention::Flash && !flash_runs(cluster.gpu, model.head_dim()) ? Attention::Fused
-                                                                                                     : a;
+  return flash_falls_back(*this) ? Attention::Fused : training.attention_or_default();
 }
 
 // Megatron-Core's context parallelism is Transformer Engine's ring attention (DotProductAttention
@@ -1608,7 +1613,12 @@ Attention Scenario::attention() const {
 // fused-attention backends, both Ampere and newer (transformer_engine/pytorch/attention.py): a
 // GPU without FlashAttention (its file's flash_peak_fraction 0) has neither. A CPU rank runs
 // capplan-train's own ring (runtime/train RingAttention).
-bool context_parallel_runs(const GpuSpec& gpu) { return gpu.cpu_rank || gpu.flash_peak_fraction > 0; }
+std::string context_parallel_missing(const GpuSpec& gpu) {
+  if (gpu.cpu_rank || gpu.flash_peak_fraction > 0) return "";
+  return "context parallelism runs Transformer Engine's ring attention (FlashAttention or cuDNN fused "
+         "attention), which does not run on " +
+         gpu.name + " (it needs Ampere or newer)";
+}
 
 bool optimizer_steps_on_host(const TrainingSpec& training, const Layout& layout) {
   return training.offload_optimizer || (training.offload_params && layout.zero == 3);
@@ -1654,11 +1664,8 @@ std::optional<std::string> check_moe_layout(const Scenario& sc, const Layout& ly
       return "cp = " + std::to_string(ly.cp) + ": 2*cp = " + std::to_string(2 * ly.cp) +
              " must divide the sequence length " + std::to_string(s) +
              " (the causal load balance splits it into 2*cp equal chunks)";
-    if (!context_parallel_runs(sc.cluster.gpu))
-      return "cp = " + std::to_string(ly.cp) +
-             ": context parallelism runs Transformer Engine's ring attention (FlashAttention or cuDNN "
-             "fused attention), which does not run on " +
-             sc.cluster.gpu.name + " (it needs Ampere or newer)";
+    if (const std::string why = context_parallel_missing(sc.cluster.gpu); !why.empty())
+      return "cp = " + std::to_string(ly.cp) + ": " + why;
   }
   return std::nullopt;
 }

@@ -426,6 +426,7 @@ std::vector<Unit> work_units(const Scenario& scenario, const SearchOptions& o, i
   std::vector<Unit> units;
   const ModelSpec& md = scenario.model;
   const int gpn = scenario.cluster.gpus_per_node;
+  const bool cp_runs = context_parallel_missing(scenario.cluster.gpu).empty();
   for (int n = o.nodes_min; n <= o.nodes_max; ++n) {
     const int g = fixed_gpus > 0 ? fixed_gpus : n * gpn;
     const FrameworkSpec& fw = scenario.training.framework;
@@ -441,7 +442,7 @@ std::vector<Unit> work_units(const Scenario& scenario, const SearchOptions& o, i
         const int s = scenario.seq_len();
         for (int cp : divisors(g / (int64_t(tp) * pp), std::max(1, s / 2))) {
           if (o.pins.cp ? *o.pins.cp != cp || !cp_splits_sequence(s, cp) : !cp_searched_unpinned(s, cp)) continue;
-          if (cp > 1 && (!fw.context_parallel || !context_parallel_runs(scenario.cluster.gpu))) continue;
+          if (cp > 1 && (!fw.context_parallel || !cp_runs)) continue;
           units.push_back({n, g, tp, pp, cp});
         }
       }
@@ -622,7 +623,7 @@ std::string why_no_split(const Scenario& scenario, const std::vector<int64_t>& g
   std::vector<int> tps, cps = {1};
   for (int k = 1; k <= (fw.tensor_parallel ? m.heads : 1); ++k)
     if (tp_splits_model(m, k)) tps.push_back(k);
-  for (int k = 2; fw.context_parallel && context_parallel_runs(scenario.cluster.gpu) && k <= s / 2; ++k)
+  for (int k = 2; fw.context_parallel && context_parallel_missing(scenario.cluster.gpu).empty() && k <= s / 2; ++k)
     if (cp_searched_unpinned(s, k)) cps.push_back(k);
   const int max_pp = fw.pipeline_parallel ? m.layers : 1;
   const std::string lacks = fw.tensor_parallel && fw.pipeline_parallel
@@ -742,9 +743,8 @@ std::string no_layout_reason(const Scenario& scenario, const SearchOptions& opti
   if (p.ep && m.moe.enabled() && m.moe.experts % *p.ep)
     return "ep=" + std::to_string(*p.ep) + " does not divide the model's " +
            std::to_string(m.moe.experts) + " experts";
-  if (p.cp && *p.cp > 1 && !context_parallel_runs(scenario.cluster.gpu))
-    return "cp=" + std::to_string(*p.cp) + ": context parallelism runs Transformer Engine's ring attention, which does not run on " +
-           scenario.cluster.gpu.name + " (it needs Ampere or newer)";
+  if (const std::string why = context_parallel_missing(scenario.cluster.gpu); p.cp && *p.cp > 1 && !why.empty())
+    return "cp=" + std::to_string(*p.cp) + ": " + why;
   if (p.cp && *p.cp > 0 && !cp_splits_sequence(scenario.seq_len(), *p.cp))
     return "cp=" + std::to_string(*p.cp) + ": 2*cp does not divide the sequence length " +
            std::to_string(scenario.seq_len());

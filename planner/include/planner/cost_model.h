@@ -149,10 +149,10 @@ struct TrainingProblem {
   std::string message;
 };
 std::optional<TrainingProblem> check_training(const Scenario& scenario);
-// Whether context parallelism (cp > 1) runs on `gpu`: its ring attention needs FlashAttention or
-// cuDNN's fused attention (Ampere and newer), or a CPU rank of capplan-train. check_layout refuses
-// cp > 1 elsewhere and the search offers none.
-bool context_parallel_runs(const GpuSpec& gpu);
+// Why context parallelism (cp > 1) does not run on `gpu`, or empty where it does: its ring
+// attention needs FlashAttention or cuDNN's fused attention (Ampere and newer), or a CPU rank of
+// capplan-train. check_layout refuses cp > 1 elsewhere with it, and the search offers none.
+std::string context_parallel_missing(const GpuSpec& gpu);
 // Whether the optimizer steps on the host: optimizer offload (ZeRO-Offload), or parameter offload
 // under ZeRO-3 (ZeRO-Infinity, FSDP cpu_offload: the step runs where the parameter shards live).
 // Its state is then in host memory, not on the GPU.

@@ -43,16 +43,23 @@ void nap_until(Poll done, std::chrono::microseconds spin = std::chrono::microsec
   while (!done()) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
-// The cores the ranks of a node may run on together: the union of their affinity masks. A rank
-// that mpirun bound to a core sees only that core in cpus_available() (Open MPI binds each of up
-// to two ranks to a core of its own by default), so the node's ranks outnumber their cores only
-// when they outnumber this.
-int node_cpus(MPI_Comm node) {
+// The CPUs this process may run on (its affinity mask), or every CPU the machine reports where
+// the mask cannot be read.
+cpu_set_t own_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0)
     for (unsigned c = 0; c < std::max(1u, std::thread::hardware_concurrency()) && c < CPU_SETSIZE; ++c)
       CPU_SET(c, &set);
+  return set;
+}
+
+// The cores the ranks of a node may run on together: the union of their affinity masks. A rank
+// that mpirun bound to a core sees only that core in cpus_available() (Open MPI binds each of up
+// to two ranks to a core of its own by default), so the node's ranks outnumber their cores only
+// when they outnumber this.
+int node_cpus(MPI_Comm node) {
+  cpu_set_t set = own_cpus();
   MPI_Allreduce(MPI_IN_PLACE, &set, int(sizeof(set)), MPI_BYTE, MPI_BOR, node);
   return std::max(1, CPU_COUNT(&set));
 }
@@ -442,9 +449,8 @@ double CoreLatencyProbe::measure_ns() {
 }
 
 int cpus_available() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
+  const cpu_set_t set = own_cpus();
+  return std::max(1, CPU_COUNT(&set));
 }
 
 void mpi_prefer_yielding_waits() { ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0); }

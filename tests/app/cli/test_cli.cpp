@@ -273,7 +273,8 @@ TEST(Cli, AFrameworksFlashFallsBackWhereTheGpuCannotRunIt) {
   EXPECT_TRUE(refused(run_cli("plan --model gpt3-1.3b --cluster p3.16xlarge --nodes 1 --gbs 64 --framework megatron-core "
                               "--fix cp=2"),
                       "--fix: no layout satisfies the pins: cp=2: context parallelism runs Transformer Engine's ring "
-                      "attention, which does not run on V100-SXM2-16GB (it needs Ampere or newer)"));
+                      "attention (FlashAttention or cuDNN fused attention), which does not run on V100-SXM2-16GB (it "
+                      "needs Ampere or newer)"));
   // Where flash runs, nothing falls back.
   const CliRun a100 = run_cli("estimate --model gpt3-1.3b --cluster p4d.24xlarge --nodes 1 --dp 8 --tp 1 --pp 1 --mbs 1 "
                               "--gbs 64 --framework megatron-core --json");
