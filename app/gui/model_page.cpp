@@ -84,10 +84,13 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
   };
   const FieldDef defs[] = {
       {&layers_, "layers", "model.layers", 1, 100000, tr("Layers"), tr("Transformer blocks (layers)"), {}, FLayers},
-      {&hidden_, "hidden", "model.hidden", 1, 1000000, tr("Hidden"), tr("Hidden size d_model; must be divisible by heads"), {}, FHidden},
+      {&hidden_, "hidden", "model.hidden", 1, 1000000, tr("Hidden"), tr("Hidden size d_model; must be divisible by heads unless the head size is set"), {}, FHidden},
       {&heads_, "heads", "model.heads", 1, 100000, tr("Heads"), tr("Attention (query) heads; tp must divide it"), {}, FHeads},
       {&kvHeads_, "kv_heads", "model.kv_heads", 0, 100000, tr("KV heads"),
        tr("Key/value heads; fewer than heads = grouped-query attention; must divide heads"), tr("= heads"), FKvHeads},
+      {&headDim_, "head_dim", "model.head_dim", 0, 100000, tr("Head size"),
+       tr("head_dim: width of one attention head; 0 = hidden / heads. Gemma and Qwen3 set it apart, "
+          "so the queries are heads x head_dim wide"), tr("hidden / heads"), FHeadDim},
       {&ffnHidden_, "ffn_hidden", "model.ffn_hidden", 0, 10000000, tr("FFN hidden"),
        tr("Inner size of the MLP; 0 = 4 x hidden"), tr("4 x hidden"), FFfnHidden},
       {&vocab_, "vocab", "model.vocab", 1, 100000000, tr("Vocabulary"), tr("Vocabulary size (tokens)"), {}, FVocab},
@@ -117,6 +120,7 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
           case FHidden: m.hidden = v; break;
           case FHeads: m.heads = v; break;
           case FKvHeads: m.kv_heads = v; break;
+          case FHeadDim: m.head_dim = v; break;
           case FFfnHidden: m.ffn_hidden = v; break;
           case FVocab: m.vocab = v; break;
           case FSeq: m.seq_len = v; break;
@@ -211,6 +215,7 @@ void ModelPage::syncFromInputs(const PlanInputs& in) {
   setIfDifferent(hidden_, m.hidden);
   setIfDifferent(heads_, m.heads);
   setIfDifferent(kvHeads_, m.kv_heads);
+  setIfDifferent(headDim_, m.head_dim);
   setIfDifferent(ffnHidden_, m.ffn_hidden);
   setIfDifferent(vocab_, m.vocab);
   setIfDifferent(seqLen_, m.seq_len);

@@ -47,6 +47,7 @@ class ModelPage : public QWidget {
   QSpinBox* hidden_ = nullptr;
   QSpinBox* heads_ = nullptr;
   QSpinBox* kvHeads_ = nullptr;
+  QSpinBox* headDim_ = nullptr;
   QSpinBox* ffnHidden_ = nullptr;
   QSpinBox* vocab_ = nullptr;
   QSpinBox* seqLen_ = nullptr;

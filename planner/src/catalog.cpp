@@ -47,6 +47,7 @@ std::string model_summary(const CatalogEntry& e) {
   std::string out = std::to_string(s.layers) + " layers, hidden " + std::to_string(s.hidden) +
                     ", " + std::to_string(s.heads) + " heads";
   if (s.kv_heads > 0 && s.kv_heads != s.heads) out += " (" + std::to_string(s.kv_heads) + " kv)";
+  if (s.head_dim > 0 && s.head_dim * s.heads != s.hidden) out += " of " + std::to_string(s.head_dim);
   out += ", ffn " + std::to_string(s.ffn_hidden_or_default()) + " " + to_string(s.ffn) +
          ", vocab " + std::to_string(s.vocab) + ", seq " + std::to_string(s.seq_len);
   return out;

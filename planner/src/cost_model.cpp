@@ -209,7 +209,7 @@ class LayerTerms {
  public:
   LayerTerms(const Scenario& sc, const Constants& c, int tp, int mbs, bool sp)
       : sc(sc), c(c), md(sc.model), fw(sc.training.framework), attn(sc.attention()),
-        tp(tp), mbs(mbs), h(md.hidden), f(md.ffn_hidden_or_default()), a(md.heads), d(md.head_dim()),
+        tp(tp), mbs(mbs), h(md.hidden), f(md.ffn_hidden_or_default()), a(md.heads), d(md.head_dim_or_default()), q(md.attention_width()),
         kv(double(md.kv_heads_or_default()) * d), v(md.vocab), s(sc.seq_len()), b(mbs), tpd(tp),
         e(c.elem_bytes), gated(md.ffn == Ffn::Swiglu),
         dropout(md.norm == Norm::LayerNorm),  // GPT-style models train with dropout
@@ -240,22 +240,22 @@ class LayerTerms {
  private:
   void linear_gemms() {
     // GEMMs of one block per TP rank (Megatron column/row split, Shoeybi et al. 2019 Sec 3).
-    qkv_gemm = gemm_s(c, tok, (h + 2 * kv) / tpd, h);
+    qkv_gemm = gemm_s(c, tok, (q + 2 * kv) / tpd, h);
     fc_in_gemm = gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h);        // FFN in (gate+up)
-    fwd_gemm = qkv_gemm + gemm_s(c, tok, h, h / tpd)                  // attention out
+    fwd_gemm = qkv_gemm + gemm_s(c, tok, h, q / tpd)                  // attention out
                + fc_in_gemm + gemm_s(c, tok, h, f / tpd);              // FFN out
     // fp8 (Transformer Engine): each linear layer's input is cast to fp8 (read 2 bytes, write 1)
     // before its GEMM (column-parallel inputs are whole, row-parallel ones split over tp); outputs
     // stay bf16; the weights' fp8 copies are cached across micro-batches (TE is_first_microbatch).
-    if (sc.training.precision == Precision::Fp8) fwd_gemm += mem_s(c, 3.0 * tok * (2 * h + (h + f) / tpd));
+    if (sc.training.precision == Precision::Fp8) fwd_gemm += mem_s(c, 3.0 * tok * (2 * h + (q + f) / tpd));
     bwd_in_gemm = bwd_w_gemm = fwd_gemm;
     if (c.profile) {
       // Measured times differ by shape: the input gradient dX = dY W^T is [tok, in] over the
       // layer's output width, the weight gradient dW = X^T dY is [in, out] over the tokens.
-      const double qkv = (h + 2 * kv) / tpd, fc = (gated ? 2 : 1) * f / tpd;
-      bwd_in_gemm = gemm_s(c, tok, h, qkv) + gemm_s(c, tok, h / tpd, h) + gemm_s(c, tok, h, fc) +
+      const double qkv = (q + 2 * kv) / tpd, fc = (gated ? 2 : 1) * f / tpd;
+      bwd_in_gemm = gemm_s(c, tok, h, qkv) + gemm_s(c, tok, q / tpd, h) + gemm_s(c, tok, h, fc) +
                     gemm_s(c, tok, f / tpd, h);
-      bwd_w_gemm = gemm_s(c, h, qkv, tok) + gemm_s(c, h / tpd, h, tok) + gemm_s(c, h, fc, tok) +
+      bwd_w_gemm = gemm_s(c, h, qkv, tok) + gemm_s(c, q / tpd, h, tok) + gemm_s(c, h, fc, tok) +
                    gemm_s(c, f / tpd, h, tok);
     }
   }
@@ -270,11 +270,11 @@ class LayerTerms {
       // times the causal mask's s / (s + 512) and the head size's factor (flash_head_factor);
       // the backward recomputes the scores: 2.5x the forward's FLOPs at 0.87 of its rate. Memory
       // traffic: Q, K, V read and O written once (counted with the token work below).
-      const double core_flops = 0.5 * 4 * b * s * s * h / tpd;
+      const double core_flops = 0.5 * 4 * b * s * s * q / tpd;
       const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, d);
       core_fwd_s = core_flops / rate;
       core_bwd_s = kFlashBwdFlopsRatio * core_flops / (rate * kFlashBwdRate);
-      core_mem = tok * (h + 2 * kv) / tpd * e + tok * h / tpd * e;
+      core_mem = tok * (q + 2 * kv) / tpd * e + tok * q / tpd * e;
       core_mem_bwd = 2 * core_mem;
     } else {
       // Attention core as batched GEMMs per head: Q K^T [s,d]x[d,s] and P V [s,s]x[s,d].
@@ -291,8 +291,8 @@ class LayerTerms {
       core_mem_bwd = scores * ((eager ? 7 : 3) * e + (dropout ? 2 * e + 1 : 0));
       // Eager modules split and merge heads with a contiguous copy of Q, K, V and the context.
       if (eager) {
-        core_mem += tok * (2 * h + 2 * kv) / tpd * 2 * e;
-        core_mem_bwd += tok * (2 * h + 2 * kv) / tpd * 2 * e;
+        core_mem += tok * (2 * q + 2 * kv) / tpd * 2 * e;
+        core_mem_bwd += tok * (2 * q + 2 * kv) / tpd * 2 * e;
       }
     }
     // The runtime's own attention kernels, measured for this model's heads: their times, traffic
@@ -343,9 +343,9 @@ class LayerTerms {
     t.layer_bwd_in_s = bwd_in_gemm + core_bwd_s + mem_s(c, bwd_mem);
     t.layer_bwd_w_s = bwd_w_gemm;
     t.layer_gemm_s = fwd_gemm + bwd_in_gemm + bwd_w_gemm;
-    t.layer_gemm_flops = 2 * tok * ((h + 2 * kv) * h + h * h + (gated ? 3 : 2) * f * h) / tpd +
-                         4 * b * s * s * h / tpd;
-    t.layer_attn_core_flops = 4 * b * s * s * h / tpd;
+    t.layer_gemm_flops = 2 * tok * ((q + 2 * kv) * h + q * h + (gated ? 3 : 2) * f * h) / tpd +
+                         4 * b * s * s * q / tpd;
+    t.layer_attn_core_flops = 4 * b * s * s * q / tpd;
   }
 
   void activations(Recompute recompute) {
@@ -354,7 +354,7 @@ class LayerTerms {
     // s^2 tensor, only its output (counted with the projections) and the fp32 log-sum-exp per head
     // and token; unfused gelu_new keeps three more f-wide intermediates (tanh argument, tanh, x^3).
     const double repl_tok = (e * h + e * h + 2 * e * h + 2 * drop * h) * repl;
-    const double split_tok = (h + kv) * e + kv * e + h * e + (gated ? 3 : 2) * f * e +
+    const double split_tok = (q + kv) * e + kv * e + q * e + (gated ? 3 : 2) * f * e +
                              (!fused && !gated && fw.activation_kernels > 1 ? 3 * f * e : 0.0);
     const double score_tok = attn == Attention::Flash ? 4 * a : (e + drop * (1 + e)) * a * s;
     t.layer_act_full_bytes = tok * (repl_tok + (split_tok + score_tok) / tpd);
@@ -450,8 +450,8 @@ class LayerTerms {
     t.embed_params = prof.layers.front().params;
     t.final_norm_params = prof.layers[prof.layers.size() - 2].params;
     t.head_params = prof.layers.back().params + t.final_norm_params;
-    t.layer_matrix_params = std::max({h * (h + 2 * kv), f * h}) / tpd;
-    t.layer_qkv_params = h * (h + 2 * kv) / tpd;
+    t.layer_matrix_params = std::max({h * (q + 2 * kv), f * h}) / tpd;
+    t.layer_qkv_params = h * (q + 2 * kv) / tpd;
     // Megatron's scatter/gather optimisation sends 1/t of the activation between stages and
     // all-gathers it over NVLink (Narayanan et al. 2021 Sec 4.1); under sp it is already split.
     // Without it every tp rank sends the whole activation.
@@ -464,7 +464,7 @@ class LayerTerms {
   const FrameworkSpec& fw;
   const Attention attn;
   const int tp, mbs;
-  const double h, f, a, d, kv, v, s, b, tpd, e;
+  const double h, f, a, d, q, kv, v, s, b, tpd, e;  // q: heads x head_dim (h unless head_dim is set)
   const bool gated, dropout;
   const double drop;   // 1 with dropout masks
   const bool fused;    // fused elementwise kernels
@@ -1574,12 +1574,13 @@ bool flash_runs(const GpuSpec& gpu, int head_dim) {
   return gpu.flash_peak_fraction > 0 && head_dim <= 256 && head_dim % 8 == 0;
 }
 // Why it does not, or empty.
-std::string flash_cannot_run(const GpuSpec& gpu, int head_dim) {
+std::string flash_cannot_run(const GpuSpec& gpu, const ModelSpec& model) {
+  const int head_dim = model.head_dim_or_default();
   if (flash_runs(gpu, head_dim)) return "";
   if (gpu.flash_peak_fraction <= 0)
     return "flash (FlashAttention-2/3) does not run on " + gpu.name + " (it needs Ampere or newer)";
   return "flash supports head sizes that are multiples of 8 up to 256; this model's is " +
-         std::to_string(head_dim) + " (hidden / heads)";
+         std::to_string(head_dim) + (model.head_dim > 0 ? " (head_dim)" : " (hidden / heads)");
 }
 }  // namespace
 
@@ -1594,12 +1595,12 @@ std::string flash_cannot_run(const GpuSpec& gpu, int head_dim) {
 namespace {
 bool flash_falls_back(const Scenario& sc) {
   return !sc.training.attention && sc.training.framework.attention == Attention::Flash &&
-         !flash_runs(sc.cluster.gpu, sc.model.head_dim());
+         !flash_runs(sc.cluster.gpu, sc.model.head_dim_or_default());
 }
 }  // namespace
 
 std::string Scenario::attention_fallback() const {
-  return flash_falls_back(*this) ? training.framework.name + "'s " + flash_cannot_run(cluster.gpu, model.head_dim()) +
+  return flash_falls_back(*this) ? training.framework.name + "'s " + flash_cannot_run(cluster.gpu, model) +
                                        "; costed with fused"
                                  : "";
 }
@@ -1631,7 +1632,7 @@ std::optional<TrainingProblem> check_training(const Scenario& sc) {
     return TrainingProblem{"precision", "fp8 needs fp8 tensor cores; " + g.name +
                                             " has none (fp8 starts with Hopper: H100, H200, B200)"};
   if (tr.attention == Attention::Flash) {
-    const std::string why = flash_cannot_run(g, sc.model.head_dim());
+    const std::string why = flash_cannot_run(g, sc.model);
     if (!why.empty()) return TrainingProblem{"attention", why + "; use fused or eager"};
   }
   if ((tr.offload_params || tr.offload_optimizer) && !(sc.cluster.host_memory_gib > 0))

@@ -337,7 +337,7 @@ std::string device_profile_yaml(const DeviceProfile& p) {
     o << ", how: " << yaml_quote(sc.how) << "}\n";
   }
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
-    << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
+    << (p.head_dim > 0 ? ", head_dim: " + std::to_string(p.head_dim) : std::string()) << ", ffn_hidden: " << p.ffn_hidden << ", vocab: " << p.vocab << ", seq: " << p.seq << ", mbs: " << p.mbs
     << ", tp: " << p.tp << "}\n";
   o << "  fitted:\n";
   o << "    gemm_peak_gflops: " << num(p.gemm_peak_gflops) << "   # per rank, slope of t = t0 + FLOPs / peak\n";
@@ -384,6 +384,7 @@ void read_shape(detail::MapReader& r, const std::string& file, Diagnostics& diag
     s.text("model", p.model, false);
     s.integer("hidden", p.hidden, true, count);
     s.integer("heads", p.heads, true, count);
+    s.integer("head_dim", p.head_dim, false, count);
     s.integer("ffn_hidden", p.ffn_hidden, true, count);
     s.integer("vocab", p.vocab, true, count);
     s.integer("seq", p.seq, true, count);
@@ -622,10 +623,13 @@ std::string device_profile_mismatch(const DeviceProfile& p, const ModelSpec& mod
   if (p.gpu != cluster.gpu.name)
     return file + ": device profile of another device: measured on " + p.device + " (" + p.gpu +
            "), the cluster's GPU is " + cluster.gpu.name;
-  if (p.hidden != model.hidden || p.heads != model.heads || p.ffn_hidden != model.ffn_hidden_or_default())
+  const int head_dim = p.head_dim > 0 ? p.head_dim : p.heads > 0 ? p.hidden / p.heads : 0;
+  if (p.hidden != model.hidden || p.heads != model.heads || head_dim != model.head_dim_or_default() ||
+      p.ffn_hidden != model.ffn_hidden_or_default())
     return file + ": device profile of another model shape: measured at hidden " + std::to_string(p.hidden) +
-           ", heads " + std::to_string(p.heads) + ", ffn_hidden " + std::to_string(p.ffn_hidden) + "; " +
-           model.name + " has " + std::to_string(model.hidden) + ", " + std::to_string(model.heads) + ", " +
+           ", heads " + std::to_string(p.heads) + " of " + std::to_string(head_dim) + ", ffn_hidden " +
+           std::to_string(p.ffn_hidden) + "; " + model.name + " has " + std::to_string(model.hidden) + ", " +
+           std::to_string(model.heads) + " of " + std::to_string(model.head_dim_or_default()) + ", " +
            std::to_string(model.ffn_hidden_or_default()) + " (measure it: capplan profile --measure)";
   return {};
 }

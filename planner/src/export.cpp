@@ -232,6 +232,8 @@ ExportedFile export_megatron_args(const Plan& plan) {
   add("--hidden-size", std::to_string(m.hidden));
   add("--num-attention-heads", std::to_string(m.heads));
   add("--ffn-hidden-size", std::to_string(m.ffn_hidden_or_default()));
+  // Megatron-LM's --kv-channels is the head size (default hidden / heads).
+  if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden) add("--kv-channels", std::to_string(m.head_dim));
   if (m.kv_heads > 0 && m.kv_heads != m.heads) {
     add("--group-query-attention");
     add("--num-query-groups", std::to_string(m.kv_heads));

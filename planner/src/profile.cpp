@@ -21,7 +21,8 @@ ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
   const double h = model.hidden;
   const double f = model.ffn_hidden_or_default();
   const double a = model.heads;
-  const double kv = double(model.kv_heads_or_default()) * model.head_dim();  // K (or V) width
+  const double kv = double(model.kv_heads_or_default()) * model.head_dim_or_default();  // K (or V) width
+  const double q = model.attention_width();  // Q width and the output projection's input: heads x head_dim
   const double v = model.vocab;
   const double s = seq_len > 0 ? seq_len : model.seq_len;
   const double b = std::max(mbs, 1);
@@ -33,31 +34,32 @@ ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
   const bool biases = model.norm == Norm::LayerNorm;
   const double norm_params = biases ? 2 * h : h;  // LayerNorm has gain and bias, RMSNorm gain only
 
-  // Matrix parameters of one block: Q and O are h x h, K and V are h x kv, the FFN is two (GeLU) or
-  // three (SwiGLU) h x f matrices (Vaswani et al. 2017; Shazeer 2020 for SwiGLU).
-  const double attn_matrix = 2 * h * h + 2 * h * kv;
+  // Matrix parameters of one block: Q and O are h x q (q = heads x head_dim, h unless head_dim is
+  // set apart), K and V are h x kv, the FFN is two (GeLU) or three (SwiGLU) h x f matrices
+  // (Vaswani et al. 2017; Shazeer 2020 for SwiGLU).
+  const double attn_matrix = 2 * h * q + 2 * h * kv;
   const double ffn_matrix = (gated ? 3 : 2) * h * f;
-  const double bias_split = biases ? (h + 2 * kv) + (gated ? 2 : 1) * f : 0;  // column-parallel
+  const double bias_split = biases ? (q + 2 * kv) + (gated ? 2 : 1) * f : 0;  // column-parallel
   const double bias_repl = biases ? 2 * h : 0;  // row-parallel output biases, replicated
   const double block_params_rank =
       (attn_matrix + ffn_matrix + bias_split) / t + bias_repl + 2 * norm_params;
   const double block_params_total = attn_matrix + ffn_matrix + bias_split + bias_repl + 2 * norm_params;
 
   // Forward FLOPs of one block (multiply-add = 2): GEMMs 2*b*s*(matrix params) plus the attention
-  // core, Q K^T and softmax(.) V, 2 * 2*b*s*s*h (Narayanan et al. 2021, Sec 5.1: 24bsh^2 + 4bs^2h
-  // for f = 4h; causal masking is not subtracted, as in their Eq. 3).
-  const double block_flops = 2 * b * s * (attn_matrix + ffn_matrix) + 4 * b * s * s * h;
+  // core, Q K^T and softmax(.) V, 2 * 2*b*s*s*q (Narayanan et al. 2021, Sec 5.1: 24bsh^2 + 4bs^2h
+  // for f = 4h and q = h; causal masking is not subtracted, as in their Eq. 3).
+  const double block_flops = 2 * b * s * (attn_matrix + ffn_matrix) + 4 * b * s * s * q;
 
   // Activations kept for backward, no recompute, no sequence parallelism (Korthikanti et al. 2022,
   // Sec 4.1, Eq. 1-2: sbh(10 + 24/t + 5as/(ht)) bytes in 16-bit). Generalised: the attention part
-  // stores Q, K, V and the out-projection input (4h + 4kv per token); the FFN stores its GEMM
+  // stores Q, K, V and the out-projection input (2q + 2kv per token); the FFN stores its GEMM
   // inputs (2f for GeLU: GeLU input and FFN-out input; 3f for SwiGLU: gate, up, product);
   // dropout masks are one byte per element.
   const double dropout = biases ? 1.0 : 0.0;
   const double repl_per_token = e * h /*QKV input*/ + e * h /*FFN input*/ + 2 * e * h /*norms*/ +
                                 2 * dropout * h /*2 residual dropout masks*/;
   const double split_per_token =
-      (2 * h + 2 * kv) / 2 * e /*Q,K*/ + kv * e /*V*/ + h * e /*out-proj input*/ +
+      (q + kv) * e /*Q,K*/ + kv * e /*V*/ + q * e /*out-proj input*/ +
       (gated ? 3 : 2) * f * e;
   const double scores_per_token = (e + dropout * (1 + e)) * a * s;  // softmax out, mask, dropout out
   const double block_act = b * s * (repl_per_token + (split_per_token + scores_per_token) / t);
@@ -73,13 +75,13 @@ ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
   const double n_exp = moe.experts, k_active = moe.top_k_or_default() + moe.shared_experts;
   const double expert_matrix = (gated ? 3 : 2) * h * fe;
   const double router = h * n_exp;
-  const double attn_rest_rank = (attn_matrix + (biases ? h + 2 * kv : 0)) / t + bias_repl + 2 * norm_params;
+  const double attn_rest_rank = (attn_matrix + (biases ? q + 2 * kv : 0)) / t + bias_repl + 2 * norm_params;
   const double moe_block_params_rank =
       attn_rest_rank + router + (n_exp + moe.shared_experts) * expert_matrix / t;
-  const double moe_block_params_total = attn_matrix + (biases ? h + 2 * kv : 0) + bias_repl +
+  const double moe_block_params_total = attn_matrix + (biases ? q + 2 * kv : 0) + bias_repl +
                                         2 * norm_params + router + (n_exp + moe.shared_experts) * expert_matrix;
   const double moe_block_active_total = moe_block_params_total - (n_exp - moe.top_k_or_default()) * expert_matrix;
-  const double moe_block_flops = 2 * b * s * (attn_matrix + router + k_active * expert_matrix) + 4 * b * s * s * h;
+  const double moe_block_flops = 2 * b * s * (attn_matrix + router + k_active * expert_matrix) + 4 * b * s * s * q;
   const double moe_block_act =
       block_act - b * s * (gated ? 3 : 2) * f * e / t +
       b * s * k_active * ((gated ? 3 : 2) * fe * e / t + h * e) + b * s * n_exp * 4;

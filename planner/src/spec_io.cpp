@@ -128,10 +128,11 @@ void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostic
   positive("seq_len", m.seq_len);
   if (m.ffn_hidden < 0) err("ffn_hidden", "must be > 0, found " + std::to_string(m.ffn_hidden));
   if (m.kv_heads < 0) err("kv_heads", "must be > 0, found " + std::to_string(m.kv_heads));
-  if (m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
+  if (m.head_dim < 0) err("head_dim", "must be > 0, found " + std::to_string(m.head_dim));
+  if (m.head_dim == 0 && m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
     err("heads", "must divide hidden (" + std::to_string(m.hidden) + "), found " +
                      std::to_string(m.heads),
-        "head size = hidden / heads must be a whole number");
+        "head size = hidden / heads must be a whole number, or set head_dim");
   if (m.heads > 0 && m.kv_heads > 0) {
     if (m.kv_heads > m.heads)
       err("kv_heads", "must be <= heads (" + std::to_string(m.heads) + "), found " +
@@ -263,6 +264,7 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
   r.integer("seq_len", m.seq_len, true, kSeq);
   r.integer("ffn_hidden", m.ffn_hidden, false, kFfn);
   r.integer("kv_heads", m.kv_heads, false, kHeads);
+  r.integer("head_dim", m.head_dim, false, kHeads);
   r.enumeration("ffn", m.ffn, parse_ffn, "gelu, swiglu");
   r.boolean("tied_embeddings", m.tied_embeddings, false);
   r.enumeration("norm", m.norm, parse_norm, "layernorm, rmsnorm");
@@ -413,6 +415,7 @@ std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
   key("hidden") << m.hidden << "\n";
   key("heads") << m.heads << "\n";
   if (m.kv_heads > 0) key("kv_heads") << m.kv_heads << "\n";
+  if (m.head_dim > 0) key("head_dim") << m.head_dim << "\n";
   key("vocab") << m.vocab << "\n";
   key("seq_len") << m.seq_len << "\n";
   if (m.ffn_hidden > 0) key("ffn_hidden") << m.ffn_hidden << "\n";
@@ -566,22 +569,9 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   const bool gemma = model_type == "gemma" || model_type == "gemma2" || model_type == "gemma3_text";
   m.tied_embeddings = !llama_like || gemma;
   if (r.has("tie_word_embeddings")) r.boolean("tie_word_embeddings", m.tied_embeddings, false);
-  // A head size the file gives apart from hidden / heads (Gemma 7B: 256 with 3072 and 16 heads;
-  // Mistral NeMo: 128 with 5120 and 32) is not modelled: attention is costed at hidden / heads a
-  // head, so its projections' parameters and FLOPs are off. Said, not refused.
-  if (r.has("head_dim") && !r.child("head_dim").IsNull()) {
-    int head_dim = 0;
-    r.integer("head_dim", head_dim, false, kHeads);
-    if (head_dim > 0 && m.heads > 0 && int64_t(head_dim) * m.heads != m.hidden) {
-      const Position at = r.where("head_dim");
-      d.warning(file, at.line, at.column, "head_dim",
-                "head_dim " + std::to_string(head_dim) + " x " + std::to_string(m.heads) + " heads = " +
-                    std::to_string(int64_t(head_dim) * m.heads) + " is not hidden_size " + std::to_string(m.hidden) +
-                    ": capplan costs attention at hidden / heads = " + std::to_string(m.hidden / m.heads) +
-                    " a head, so the Q, K, V and output projections' parameters and FLOPs are counted at " +
-                    std::to_string(m.hidden) + " columns, not " + std::to_string(int64_t(head_dim) * m.heads));
-    }
-  }
+  // The head size, where the file gives one (Gemma 7B: 256 with 3072 and 16 heads; Qwen3 8B:
+  // 128 with 4096 and 32; Qwen3 32B: 128 with 5120 and 64, so the queries are 8192 wide).
+  if (r.has("head_dim") && !r.child("head_dim").IsNull()) r.integer("head_dim", m.head_dim, false, kHeads);
   read_hf_moe(r, model_type, m);
   m.name = hf_name(r, file);
   m.source = "Hugging Face config " + file;

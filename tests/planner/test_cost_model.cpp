@@ -323,6 +323,34 @@ TEST(CostModel, SmallGemmsRunFurtherFromPeak) {
   EXPECT_GT(big, 0.45 * 312);
 }
 
+TEST(CostModel, AHeadSizeApartWidensTheAttentionNotTheResidualStream) {
+  // The tiny model's 4 heads at 32 instead of 64 / 4 = 16: Q, K and V go from 3 x 64 to 3 x 128
+  // columns and the output projection's input from 64 to 128, so a block gains 2 h (q - h) +
+  // 2 h (kv - h) = 4 x 64 x 64 matrix parameters and (q + 2 kv) - 3 h = 192 Q, K, V biases:
+  // 16576 a block, 33152 for two. The residual stream, the FFN and the embedding stay as they are.
+  const ModelSpec base = test::tiny_model(2);
+  ModelSpec wide = base;
+  wide.head_dim = 32;
+  const double base_params = profile_model(base, 1, 32, 1).total_params;
+  const double wide_params = profile_model(wide, 1, 32, 1).total_params;
+  report("parameters added by head_dim 32", 33152, wide_params - base_params);
+  EXPECT_DOUBLE_EQ(wide_params - base_params, 33152);
+  EXPECT_DOUBLE_EQ(base_params, kTinyParams);
+  // The estimate's weights grow by the same share, and the wider projections and attention core
+  // take longer. Expectation: weights in proportion to the parameters; a longer step.
+  const Estimate eb = estimate(test::scenario(base, 1, 8), layout(1, 1, 1, 1));
+  const Estimate ew = estimate(test::scenario(wide, 1, 8), layout(1, 1, 1, 1));
+  ASSERT_TRUE(eb.reason.empty() && ew.reason.empty()) << eb.reason << ew.reason;
+  report("weights ratio", wide_params / base_params,
+         ew.memory_per_gpu_bytes.weights / eb.memory_per_gpu_bytes.weights);
+  EXPECT_NEAR(ew.memory_per_gpu_bytes.weights / eb.memory_per_gpu_bytes.weights, wide_params / base_params, 1e-12);
+  EXPECT_GT(ew.step_time_s, eb.step_time_s);
+  // A head size set equal to hidden / heads changes nothing.
+  ModelSpec same = base;
+  same.head_dim = 16;
+  EXPECT_DOUBLE_EQ(estimate(test::scenario(same, 1, 8), layout(1, 1, 1, 1)).step_time_s, eb.step_time_s);
+}
+
 TEST(CostModel, StepCostsAgreeWithEstimate) {
   const Scenario sc = test::scenario(test::tiny_model(8), 8, 32);
   Layout l = layout(2, 2, 2, 2);
@@ -590,7 +618,7 @@ TEST(CostModelStack, FlashKernelSetsTheAttentionRate) {
   {
     Scenario small = preset_scenario("gpt2-1.5b", "p5.48xlarge", 1, 8);
     small.training.attention = Attention::Flash;
-    ASSERT_EQ(small.model.head_dim(), 64);
+    ASSERT_EQ(small.model.head_dim_or_default(), 64);
     auto small_step = [&](FlashKernel k) {
       small.training.framework.flash_kernel = k;
       const Estimate e = estimate(small, l);
@@ -647,7 +675,7 @@ TEST(CostModelStack, FlashCausalRampFollowsThePublishedKernelSpeeds) {
                             {FlashKernel::Cudnn, 0.607, {410, 484, 518, 529, 539}}};
   const int seqs[] = {1024, 2048, 4096, 8192, 16384};
   Scenario sc = preset_scenario("gpt3-1.3b", "p5.48xlarge", 1, 8);
-  ASSERT_EQ(sc.model.head_dim(), 128);
+  ASSERT_EQ(sc.model.head_dim_or_default(), 128);
   sc.training.attention = Attention::Flash;
   Layout l;
   l.dp = 8;

@@ -125,6 +125,20 @@ TEST(DeviceProfile, TruncatedCorruptAndForeignProfilesAreRefused) {
   const std::string shape = device_profile_mismatch(p, *load_model("gpt3-175b").value, p4d, "dev.yaml");
   EXPECT_NE(shape.find("another model shape"), std::string::npos) << shape;
   EXPECT_EQ(device_profile_mismatch(p, *load_model("gpt3-13b").value, p4d, "dev.yaml"), "");
+  // The same hidden, heads and FFN with heads of another size: another shape (its projections and
+  // attention kernels are other GEMMs), said with both head sizes.
+  ModelSpec wide_heads = *load_model("gpt3-13b").value;
+  wide_heads.head_dim = 2 * wide_heads.head_dim_or_default();
+  const std::string heads = device_profile_mismatch(p, wide_heads, p4d, "dev.yaml");
+  EXPECT_NE(heads.find("another model shape"), std::string::npos) << heads;
+  EXPECT_NE(heads.find("of " + std::to_string(wide_heads.head_dim)), std::string::npos) << heads;
+  // A profile that names its head size round-trips it.
+  DeviceProfile named = p;
+  named.head_dim = wide_heads.head_dim;
+  const auto back = parse_device_profile_yaml(device_profile_yaml(named), "named.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_EQ(back.value->head_dim, wide_heads.head_dim);
+  EXPECT_EQ(device_profile_mismatch(*back.value, wide_heads, p4d, "named.yaml"), "");
 }
 
 // GPT-3 13B on one p4d.24xlarge node, gbs 8: the scenario the synthetic profile stands for.

@@ -145,6 +145,16 @@ TEST(Export, MegatronArgsAreShellValidAndComplete) {
         "--train-samples 146484375"}) {
     EXPECT_NE(f.text.find(needle), std::string::npos) << needle << "\n" << f.text;
   }
+  // The head size is Megatron's default (hidden / heads): no --kv-channels.
+  EXPECT_EQ(f.text.find("--kv-channels"), std::string::npos) << f.text;
+}
+
+TEST(Export, MegatronArgsCarryAHeadSizeSetApart) {
+  // Expectation: 96 heads of 256 over 12288 (not 128) is Megatron-LM's --kv-channels 256.
+  Plan p = gpt3_plan();
+  p.scenario.model.head_dim = 256;
+  const ExportedFile f = export_megatron_args(p);
+  EXPECT_NE(f.text.find("--kv-channels 256"), std::string::npos) << f.text;
 }
 
 TEST(Export, SbatchIsShellValidAndRunsCapplanTrain) {

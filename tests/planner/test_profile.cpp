@@ -80,5 +80,33 @@ TEST(Profile, TensorParallelismSplitsBlockParameters) {
   EXPECT_EQ(p1.layers.size(), size_t(2 + 3));  // embedding, 2 blocks, final norm, head
 }
 
+std::string data(const std::string& rel) { return std::string(CAPPLAN_SOURCE_DIR) + "/tests/data/" + rel; }
+
+TEST(Profile, HeadsWiderThanHiddenOverHeadsWidenTheAttention) {
+  // Qwen3 32B (its Hugging Face config): 64 heads of 128 over a 5120-wide residual stream, so Q
+  // and the output projection are 5120 x 8192, K and V 5120 x (8 x 128); SwiGLU f = 25600, RMSNorm,
+  // untied, no biases. Expectation: L (h (q + 2 kv) + q h + 3 h f + 2 h) + 2 V h + h = 32.76 B
+  // (the model card: 32.8 B; its per-head q/k norms, 2 x 128 a layer, are not counted).
+  const Loaded<ModelSpec> m = load_model(data("good/qwen3-32b-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  const double h = 5120, q = 64 * 128, kv = 8 * 128, f = 25600, L = 64, V = 151936, s = 4096;
+  const ModelProfile p = profile_model(*m.value, 1, int(s), 1);
+  const double expected = L * (h * (q + 2 * kv) + q * h + 3 * h * f + 2 * h) + 2 * V * h + h;
+  report("Qwen3 32B parameters", expected, p.total_params);
+  EXPECT_DOUBLE_EQ(p.total_params, expected);
+  EXPECT_NEAR(p.total_params / 1e9, 32.76, 0.01);
+  // Training FLOPs per token: 3 x (2 x the matrices + the attention core 4 s q per layer + the LM
+  // head 2 h V), the core at the queries' width q, not h.
+  const double fwd = L * (2 * (h * (q + 2 * kv) + q * h + 3 * h * f) + 4 * s * q) + 2 * h * V;
+  report("Qwen3 32B training FLOPs per token", 3 * fwd, p.flops_per_token);
+  EXPECT_NEAR(p.flops_per_token, 3 * fwd, 3 * fwd * 1e-12);
+  // Gemma 7B: 16 heads of 256 over 3072, tied: 8.54 B (the model card's figure).
+  const Loaded<ModelSpec> g = load_model(data("good/gemma-7b-config.json"));
+  ASSERT_TRUE(g.ok()) << g.diagnostics.to_string();
+  const double gp = profile_model(*g.value, 1, 8192, 1).total_params;
+  report("Gemma 7B parameters (B)", 8.54, gp / 1e9);
+  EXPECT_NEAR(gp / 1e9, 8.54, 0.01);
+}
+
 }  // namespace
 }  // namespace capplan

@@ -174,6 +174,7 @@ struct DeviceProfile {
   // The shape the per-kernel times were taken at.
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;
+  int head_dim = 0;  // 0: hidden / heads (a profile that does not say)
   std::vector<GemmTiming> gemms;
   std::vector<KernelTiming> kernels;
   std::vector<CollectiveTiming> collectives;

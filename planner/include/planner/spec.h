@@ -92,6 +92,7 @@ struct ModelSpec {
   int seq_len = 0;     // default sequence length; TrainingSpec::seq_len overrides
   int ffn_hidden = 0;  // 0 = 4 * hidden
   int kv_heads = 0;    // 0 = heads (multi-head); fewer = grouped-query attention
+  int head_dim = 0;    // width of one head; 0 = hidden / heads (Gemma, Qwen3 and Mistral NeMo set it apart)
   Ffn ffn = Ffn::Gelu;
   bool tied_embeddings = true;
   Norm norm = Norm::LayerNorm;
@@ -104,7 +105,10 @@ struct ModelSpec {
     return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn_hidden_or_default();
   }
   int kv_heads_or_default() const { return kv_heads > 0 ? kv_heads : heads; }
-  int head_dim() const { return heads > 0 ? hidden / heads : 0; }
+  int head_dim_or_default() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0; }
+  // Width of the queries and of the attention output projection's input: heads x head_dim, the
+  // hidden size unless head_dim is set apart from it.
+  int attention_width() const { return heads * head_dim_or_default(); }
 };
 
 struct GpuSpec {

@@ -292,8 +292,8 @@ PeakFlops measure_peak_flops(const GemmFn& gemm, int n, int repeats, int threads
   return p;
 }
 
-double model_flops_per_token(int64_t parameters, int layers, int seq_len, int hidden) {
-  return 6.0 * double(parameters) + 12.0 * double(layers) * double(hidden) * double(seq_len);
+double model_flops_per_token(int64_t parameters, int layers, int seq_len, int attention_width) {
+  return 6.0 * double(parameters) + 12.0 * double(layers) * double(attention_width) * double(seq_len);
 }
 
 }  // namespace capplan::rt

@@ -22,6 +22,7 @@ void write_model(JsonWriter& j, const std::string& key, const ModelSpec& m) {
       .integer("hidden", m.hidden)
       .integer("heads", m.heads)
       .integer("kv_heads", m.kv_heads_or_default())
+      .integer("head_dim", m.head_dim_or_default())
       .integer("ffn_hidden", m.ffn_hidden_or_default())
       .integer("vocab", m.vocab)
       .integer("seq_len", m.seq_len)

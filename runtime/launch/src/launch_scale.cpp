@@ -198,6 +198,7 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
   }
   m.heads = heads;
   m.hidden = hidden;
+  if (hidden != orig.hidden) m.head_dim = 0;  // heads x head_dim is the new width
   if (heads != orig_heads) {
     if (gqa) {
       m.kv_heads = tp;
@@ -211,7 +212,7 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
             gqa ? "grouped-query kept: one KV head per tp rank" : "");
   }
   changed("hidden", orig.hidden, m.hidden,
-          std::to_string(m.heads) + " heads x head_dim " + std::to_string(m.head_dim()));
+          std::to_string(m.heads) + " heads x head_dim " + std::to_string(m.head_dim_or_default()));
 
   // FFN width: the model's ratio to hidden, kept, rounded to a multiple of tp.
   if (orig.ffn_hidden > 0 && m.hidden != orig.hidden) {

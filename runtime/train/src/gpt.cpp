@@ -68,7 +68,7 @@ std::string gpt_check_config(const GptConfig& c) {
   const int kv = m.kv_heads_or_default();
   if (m.layers <= 0 || m.hidden <= 0 || m.heads <= 0 || m.vocab <= 0)
     return "layers, hidden, heads and vocab must be > 0";
-  if (m.hidden % m.heads != 0) return "heads must divide hidden";
+  if (m.head_dim <= 0 && m.hidden % m.heads != 0) return "heads must divide hidden (or head_dim be set)";
   if (kv <= 0 || m.heads % kv != 0) return "kv_heads must divide heads";
   if (c.seq_len <= 0) return "seq_len must be > 0";
   if (c.mbs <= 0) return "mbs must be > 0";
@@ -79,7 +79,7 @@ std::string gpt_check_config(const GptConfig& c) {
   if (m.ffn_hidden_or_default() % c.tp_size != 0)
     return "tp " + std::to_string(c.tp_size) + " does not divide ffn_hidden " +
            std::to_string(m.ffn_hidden_or_default());
-  if (m.position == PositionEmbedding::Rope && m.head_dim() % 2 != 0)
+  if (m.position == PositionEmbedding::Rope && m.head_dim_or_default() % 2 != 0)
     return "RoPE needs an even head dimension";
   if (c.layer_begin < 0 || c.layer_end > m.layers || c.layer_begin >= c.layer_end)
     return "empty or out-of-range layer range for this pipeline stage";
@@ -136,7 +136,7 @@ void Gpt::set_dimensions() {
   C_ = m.hidden;
   H_ = m.heads;
   KV_ = m.kv_heads_or_default();
-  D_ = m.head_dim();
+  D_ = m.head_dim_or_default();
   F_ = m.ffn_hidden_or_default();
   V_ = m.vocab;
   Tfull_ = cfg_.seq_len;

@@ -631,7 +631,7 @@ class Measurer {
     // With a core each and 2 ranks (a context ring of 2): the same segments, each with the ring's
     // exchange around it instead of the all-reduce.
     const bool ring = !shared && n == 2;
-    const int64_t block = int64_t(o_.mbs) * seq() * (m_.kv_heads_or_default() * m_.head_dim() / o_.tp);
+    const int64_t block = int64_t(o_.mbs) * seq() * (m_.kv_heads_or_default() * m_.head_dim_or_default() / o_.tp);
     const std::function<void()> ring_layer = ring ? ring_exchange_layer(segments, block, busy_s, held_s) : nullptr;
     // With a core each: the same segments between sequence parallelism's collectives instead.
     const bool seqpar = !shared && arn % n == 0;
@@ -1108,7 +1108,7 @@ class Measurer {
     s.T = T;
     s.Hl = m_.heads / o_.tp;
     s.KVl = std::max(1, m_.kv_heads_or_default() / o_.tp);
-    s.D = m_.head_dim();
+    s.D = m_.head_dim_or_default();
     return s;
   }
 
@@ -1116,10 +1116,11 @@ class Measurer {
   // second FFN GEMMs), then the LM head's: Y[tokens, out] = X[tokens, in] W[in, out].
   std::vector<Linear> linears() const {
     const int h = m_.hidden, tp = o_.tp;
-    const int kv = m_.kv_heads_or_default() * m_.head_dim();
-    const int qkv = (h + 2 * kv) / tp, fc = (m_.ffn == Ffn::Swiglu ? 2 : 1) * m_.ffn_hidden_or_default() / tp;
+    const int kv = m_.kv_heads_or_default() * m_.head_dim_or_default();
+    const int q = m_.attention_width();
+    const int qkv = (q + 2 * kv) / tp, fc = (m_.ffn == Ffn::Swiglu ? 2 : 1) * m_.ffn_hidden_or_default() / tp;
     const int f = m_.ffn_hidden_or_default() / tp, vocab = (m_.vocab + tp - 1) / tp;
-    return {{"qkv", h, qkv}, {"attention out", h / tp, h}, {"fc1", h, fc}, {"fc2", f, h}, {"lm head", h, vocab}};
+    return {{"qkv", h, qkv}, {"attention out", q / tp, h}, {"fc1", h, fc}, {"fc2", f, h}, {"lm head", h, vocab}};
   }
 
   // Copies of a kernel's operands (`set_bytes` each) that fill the last-level cache twice, so that
@@ -1327,6 +1328,7 @@ int measure_main(int argc, char** argv) {
     p.model = model.name;
     p.hidden = model.hidden;
     p.heads = model.heads;
+    p.head_dim = model.head_dim_or_default();
     p.ffn_hidden = model.ffn_hidden_or_default();
     p.vocab = model.vocab;
     p.seq = o.seq > 0 ? o.seq : model.seq_len;

@@ -91,6 +91,7 @@ std::string model_fingerprint(const ModelSpec& m, int seq_len) {
      << m.kv_heads_or_default() << ":f" << m.ffn_hidden_or_default() << ":v" << m.vocab << ":T"
      << seq_len << ":" << to_string(m.ffn) << ":" << to_string(m.norm) << ":"
      << to_string(m.position);
+  if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden) os << ":hd" << m.head_dim;
   if (m.moe.enabled())
     os << ":moe" << m.moe.experts << "x" << m.expert_ffn_hidden_or_default() << ":k"
        << m.moe.top_k_or_default() << ":s" << m.moe.shared_experts << ":f" << m.moe.moe_layer_freq
@@ -770,7 +771,7 @@ void Run::dump_gradients() {
   const Layout& L = o_.layout;
   const int tp = L.tp, r = groups_.coords.tp;
   const ModelSpec& m = model_spec_;
-  const int C = m.hidden, H = m.heads, KV = m.kv_heads_or_default(), D = m.head_dim();
+  const int C = m.hidden, H = m.heads, KV = m.kv_heads_or_default(), D = m.head_dim_or_default();
   const int F = m.ffn_hidden_or_default(), V = m.vocab;
   const int Hl = H / tp, KVl = KV / tp, Fl = F / tp, Vl = (V + tp - 1) / tp;
   const bool swiglu = m.ffn == Ffn::Swiglu;
@@ -1143,7 +1144,7 @@ void Run::run_step(int64_t step, StepRecord& rec) {
                                        rec.optimizer_s + rec.offload_s + rec.data_s);
   rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
   const double flops =
-      model_flops_per_token(active_params_, model_spec_.layers, T_, model_spec_.hidden) *
+      model_flops_per_token(active_params_, model_spec_.layers, T_, model_spec_.attention_width()) *
       double(o_.gbs) * T_;
   rec.model_flops_per_s = flops / rec.step_time_s / world_;
   rec.mfu = peak_.flops_per_s > 0 ? rec.model_flops_per_s / peak_.flops_per_s
@@ -1194,7 +1195,7 @@ void Run::take_terms_of_busiest_rank(StepRecord& rec) {
   rec.terms_rank = busiest;
   rec.tokens_per_s = double(o_.gbs) * T_ / rec.step_time_s;
   const double flops =
-      model_flops_per_token(active_params_, model_spec_.layers, T_, model_spec_.hidden) * double(o_.gbs) * T_;
+      model_flops_per_token(active_params_, model_spec_.layers, T_, model_spec_.attention_width()) * double(o_.gbs) * T_;
   rec.model_flops_per_s = flops / rec.step_time_s / world_;
   rec.mfu = peak_.flops_per_s > 0 ? rec.model_flops_per_s / peak_.flops_per_s
                                   : std::numeric_limits<double>::quiet_NaN();

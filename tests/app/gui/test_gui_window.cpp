@@ -636,6 +636,29 @@ TEST_F(GuiWindow, InvalidFieldIsExplainedNextToItAndNotPlanned) {
   EXPECT_FALSE(child<QLabel>("planMessage")->text().isEmpty());
 }
 
+// Expectation: 100 heads do not divide GPT-3's 12288 (refused, not planned) until the head size
+// is set: 100 heads of 128 make 12800-wide queries over the 12288-wide stream, and the plan runs
+// with more parameters than before.
+TEST_F(GuiWindow, AHeadSizeSetApartLetsTheHeadsNotDivideHidden) {
+  QSpinBox* heads = child<QSpinBox>("heads");
+  QSpinBox* headDim = child<QSpinBox>("head_dim");
+  EXPECT_EQ(headDim->value(), 0);
+  EXPECT_EQ(headDim->specialValueText(), QStringLiteral("hidden / heads"));
+  EXPECT_FALSE(headDim->toolTip().isEmpty());
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  const double weights = window_->selectedEstimate()->memory_per_gpu_bytes.weights * window_->selectedEstimate()->gpus;
+  const quint64 before = window_->searchJob()->generation();
+  heads->setValue(100);
+  QTest::qWait(100);
+  EXPECT_EQ(window_->searchJob()->generation(), before);  // invalid: not planned
+  headDim->setValue(128);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(window_->inputs().model.head_dim, 128);
+  EXPECT_EQ(window_->inputs().model.attention_width(), 12800);
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  EXPECT_GT(window_->selectedEstimate()->memory_per_gpu_bytes.weights * window_->selectedEstimate()->gpus, weights);
+}
+
 TEST_F(GuiWindow, BadTokensTextIsKeptAndExplained) {
   QLineEdit* tokens = child<QLineEdit>("tokens");
   EXPECT_EQ(tokens->text(), QStringLiteral("300B"));

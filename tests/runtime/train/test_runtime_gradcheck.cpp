@@ -148,6 +148,21 @@ TEST(RuntimeGradCheck, SwigluRmsNormRopeGroupedQuery) {
   check_gradients(f);
 }
 
+// Heads whose size is set apart from hidden / heads (as Gemma's and Qwen3's are): 4 heads of 6
+// over a 16-wide stream, so Q and the output projection's input are 24 wide; and of 2 (8 wide).
+TEST(RuntimeGradCheck, HeadSizeApartFromHiddenOverHeads) {
+  for (const int head_dim : {6, 2}) {
+    for (const bool llama : {true, false}) {
+      ModelSpec m = tiny_model(llama);
+      m.head_dim = head_dim;
+      SCOPED_TRACE(m.name + " head_dim " + std::to_string(head_dim));
+      Fixture f(m);
+      ASSERT_EQ(f.gpt->find_param("layers.0.wo")->numel, int64_t(m.hidden) * m.heads * head_dim);
+      check_gradients(f);
+    }
+  }
+}
+
 // Causal attention works on blocks of 64 query rows; 70 positions make a full block and a
 // partial one, so the block boundary of the masked-triangle skipping is checked.
 TEST(RuntimeGradCheck, CausalAttentionAcrossQueryBlocks) {
@@ -756,7 +771,9 @@ TEST(RuntimeGradCheck, RopeAtPositionsEqualsWholeSequence) {
 // Initialisation is a function of (seed, tensor, element): the rank of TP 2 holding the second
 // half of the heads gets exactly the rows of the full QKV weight a single rank has there.
 TEST(RuntimeInit, TensorParallelSliceEqualsFullTensorRows) {
+  for (const int head_dim : {0, 6}) {
   ModelSpec m = tiny_model(false);
+  m.head_dim = head_dim;  // 0: hidden / heads
   auto be = make_cpu_backend(1);
   auto self = make_self_communicator();
   GptConfig c = tiny_config(m, 5, 1);
@@ -769,7 +786,7 @@ TEST(RuntimeInit, TensorParallelSliceEqualsFullTensorRows) {
   const ParamInfo* pf = full.find_param("layers.1.wqkv");
   const ParamInfo* ph = half.find_param("layers.1.wqkv");
   ASSERT_TRUE(pf && ph);
-  const int C = m.hidden, D = m.head_dim(), H = m.heads;
+  const int C = m.hidden, D = m.head_dim_or_default(), H = m.heads;
   // Full rows: q heads 0..3, k heads 0..3, v heads 0..3; rank 1 of 2: q 2..3, k 2..3, v 2..3.
   for (int part = 0; part < 3; ++part)
     for (int row = 0; row < (H / 2) * D; ++row)
@@ -778,6 +795,7 @@ TEST(RuntimeInit, TensorParallelSliceEqualsFullTensorRows) {
         const int64_t hrow = int64_t(part) * (H / 2) * D + row;
         ASSERT_EQ(full.params()[pf->offset + frow * C + col], half.params()[ph->offset + hrow * C + col]);
       }
+  }
 }
 
 // Expectation (order "DPT", dp 2, pp 2, tp 2): rank = (d * 2 + p) * 2 + t, so rank 5 = (1, 0, 1);

@@ -668,10 +668,12 @@ std::map<std::string, std::vector<double>> read_gradient_dump(const fs::path& pa
 // missing TP/SP reduction gives errors of order 1.
 TEST(RuntimeTrain, GradientsAfterStepOneMatchSingleRankUnsharded) {
   const fs::path dir = work_dir();
+  // The Llama-style model's 8 heads are 6 wide (head_dim set apart, as Gemma's and Qwen3's are):
+  // its Q and output projection are 48 wide over the 32-wide stream, sliced over tp by heads.
   const std::string llama = (dir / "tiny_deep_llama.yaml").string();
   {
     std::ofstream f(llama);
-    f << "name: tiny-deep-llama\nlayers: 4\nhidden: 32\nheads: 8\nkv_heads: 4\nvocab: 97\n"
+    f << "name: tiny-deep-llama\nlayers: 4\nhidden: 32\nheads: 8\nhead_dim: 6\nkv_heads: 4\nvocab: 97\n"
       << "seq_len: 16\nffn: swiglu\nnorm: rmsnorm\nposition: rope\n";
   }
   for (const auto& [model, layout] :

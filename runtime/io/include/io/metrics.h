@@ -153,9 +153,11 @@ struct PeakFlops {
 using GemmFn = std::function<void(int m, int n, int k, const float* a, const float* b, float* c)>;
 PeakFlops measure_peak_flops(const GemmFn& gemm, int n = 1024, int repeats = 5, int threads = 0);
 
-// Model FLOPs per token for training (forward + backward): 6 * N + 12 * layers * hidden * seq_len
-// (PaLM, Chowdhery et al. 2022, appendix B; llm.c's estimate_mfu uses the same). Over-counts the
-// attention term by ~2x for causal attention (the masked half is counted) and excludes recompute.
-double model_flops_per_token(int64_t parameters, int layers, int seq_len, int hidden);
+// Model FLOPs per token for training (forward + backward): 6 * N + 12 * layers * attention_width *
+// seq_len, attention_width = heads x head_dim, the hidden size unless the head size is set apart
+// (PaLM, Chowdhery et al. 2022, appendix B: 12 L H Q T; llm.c's estimate_mfu uses the same).
+// Over-counts the attention term by ~2x for causal attention (the masked half is counted) and
+// excludes recompute.
+double model_flops_per_token(int64_t parameters, int layers, int seq_len, int attention_width);
 
 }  // namespace capplan::rt
