@@ -164,6 +164,19 @@ Constants constants_for(const Scenario& sc) {
       // allreduce_s() charges 2 (n-1) ring steps of latency.
       c.intra_lat_s = f->ranks > 1 ? f->latency_us * 1e-6 / (2.0 * (f->ranks - 1)) : c.intra_lat_s;
     }
+    // CPU ranks: a run's ranks have the host's cores over their number as backend threads, which
+    // the profile's ranks may not have had (one rank on 2 cores has two threads; the profile's
+    // two ranks one each). The ranks' compute scales by the threads (rank_threads_scale); their
+    // copies and collectives do not.
+    if (dev->backend == "cpu" && dev->cores > 0 && sc.total_gpus() > 0) {
+      const double scale = rank_threads_scale(dev->cores, dev->ranks, dev->threads,
+                                              gpus_on_a_node(cl.gpus_per_node, sc.total_gpus()));
+      c.profile_time_scale = scale;
+      c.peak_flops /= scale;
+      c.gemm_t0_s *= scale;
+      c.hbm_Bps /= scale;
+      c.optimizer_Bps /= scale;
+    }
   }
   return c;
 }
@@ -182,7 +195,7 @@ double gemm_s(const Constants& c, double m, double n, double k, double count = 1
   if (c.profile) {
     // Measured shape: its time; any other: the device's fitted line.
     const double measured = c.profile->gemm_seconds(m, n, k);
-    if (measured > 0) return count * measured;
+    if (measured > 0) return count * measured * c.profile_time_scale;
     return count * c.gemm_t0_s + 2.0 * m * n * k * count / c.peak_flops;
   }
   const double mp = c.sms > 0 ? std::ceil(m / kGemmTile) * kGemmTile : m;
@@ -300,11 +313,11 @@ class LayerTerms {
     // roofline of per-head GEMMs (whose fitted per-GEMM overhead belongs to large GEMMs).
     const DeviceProfile* dev = c.profile;
     if (const double scale = profile_attention_scale(dev, a, b, tpd, s); scale > 0) {
-      const double fwd = dev->kernel_seconds("attention forward");
-      const double bwd = dev->kernel_seconds("attention backward");
+      const double fwd = dev->kernel_seconds("attention forward") * c.profile_time_scale;
+      const double bwd = dev->kernel_seconds("attention backward") * c.profile_time_scale;
       // Selective recompute's forward on operands from memory (measured as such; a profile
       // without it takes the forward's time).
-      const double rec = dev->kernel_seconds("attention recompute");
+      const double rec = dev->kernel_seconds("attention recompute") * c.profile_time_scale;
       if (fwd > 0) core_fwd_s = fwd * scale, core_mem = 0;
       if (bwd > 0) core_bwd_s = bwd * scale, core_mem_bwd = 0;
       if (rec > 0) core_recompute_s = rec * scale;

@@ -36,6 +36,10 @@ struct Constants {
   // A device profile's measured GEMMs and fitted line (t = gemm_t0_s + FLOPs / peak_flops), or null.
   const DeviceProfile* profile = nullptr;
   double gemm_t0_s = 0;
+  // A CPU profile's compute times for a rank with other backend threads than it measured with
+  // (rank_threads_scale): the profile's measured GEMMs and kernels are multiplied by it, and the
+  // fitted line and bandwidths above already carry it. 1: as measured.
+  double profile_time_scale = 1;
 };
 Constants constants_for(const Scenario& scenario);
 
@@ -222,6 +226,11 @@ double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks);
 // cores took max(1, p / c) seconds for each second of a core's work, so its times are scaled by
 // 1 / max(1, p / c) to a core's time (processor sharing); 1 without cores.
 double profile_core_share(int cores, int profile_ranks);
+// A CPU rank's compute time over the profile's: capplan-train gives each of the `ranks_on_host`
+// ranks max(1, cores / ranks_on_host) backend threads, and the profile measured with
+// `profile_threads` (0: max(1, cores / profile_ranks)), so the profile's times scale by
+// profile threads / the run's threads (cost_model_cores.cpp); 1 without cores.
+double rank_threads_scale(int cores, int profile_ranks, int profile_threads, int ranks_on_host);
 
 // Whether a layout's ranks meet every half layer (tensor parallelism's all-reduces), so that on
 // shared cores they take turns between meetings rather than compute whole passes side by side

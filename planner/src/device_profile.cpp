@@ -292,6 +292,7 @@ std::string device_profile_yaml(const DeviceProfile& p) {
   o << "  how: " << yaml_quote(p.how) << "\n";
   o << "  ranks: " << p.ranks << "\n";
   if (p.cores > 0) o << "  cores: " << p.cores << "   # of the host the ranks shared\n";
+  if (p.threads > 0) o << "  threads: " << p.threads << "   # backend threads of each rank\n";
   if (p.peak_rank_bytes > 0) o << "  peak_rank_bytes: " << num(p.peak_rank_bytes) << "   # one rank's largest resident set\n";
   if (p.spread.rounds > 0)
     o << "  round_spread: {rounds: " << p.spread.rounds << ", gemms: " << num(p.spread.gemms)
@@ -526,6 +527,7 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
   r.text("how", p.how, false);
   r.integer("ranks", p.ranks, true, count);
   r.integer("cores", p.cores, false, count);
+  r.integer("threads", p.threads, false, count);
   r.number("peak_rank_bytes", p.peak_rank_bytes, false, nonneg);
   read_shared_cores(r, file, out.diagnostics, p);
   if (const YAML::Node rs = r.child("round_spread"); rs && !rs.IsNull()) {

@@ -499,7 +499,12 @@ SearchResult search(const Scenario& scenario, const SearchOptions& options_in,
 
   const ModelProfile prof = profile_model(md, 1, scenario.seq_len(), 1, scenario.training.precision);
   const double tokens = scenario.training.tokens > 0 ? scenario.training.tokens : 20.0 * prof.total_params;
-  const detail::Constants c = detail::constants_for(scenario);
+  // Every unit has the same ranks on a node (a node's GPUs, or the fixed count on one node), which
+  // the constants of CPU ranks depend on (their backend threads).
+  Scenario first = scenario;
+  first.nodes = o.nodes_min;
+  first.gpus = fixed_gpus;
+  const detail::Constants c = detail::constants_for(first);
   const size_t node_counts = size_t(o.nodes_max - o.nodes_min + 1);
 
   int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));

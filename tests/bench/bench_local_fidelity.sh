@@ -40,6 +40,7 @@ printf 'name: fidelity-4x256\nlayers: 4\nhidden: 256\nheads: 8\nvocab: 4096\nseq
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # name | capplan run layout flags
 LAYOUTS=(
+  "single|--dp 1 --tp 1 --pp 1"
   "dp2|--dp 2 --tp 1 --pp 1"
   "dp4|--dp 4 --tp 1 --pp 1"
   "dp8|--dp 8 --tp 1 --pp 1"

@@ -13,6 +13,7 @@
 #include "planner/cost_model.h"
 #include "planner/device_profile.h"
 #include "planner/profile.h"
+#include "planner/search.h"
 #include "planner/spec_io.h"
 #include "simulator/step_simulation.h"
 
@@ -194,6 +195,7 @@ DeviceProfile cpu_profile(int ranks, int cores) {
   p.backend = "cpu";
   p.ranks = ranks;
   p.cores = cores;
+  p.threads = 1;  // a backend thread each (capplan-train measure --threads 1)
   return p;
 }
 
@@ -306,11 +308,14 @@ TEST(DeviceProfile, FourRanksOnTwoCoresDoubleTheBusyTerms) {
   ASSERT_GT(a.dp_comm, 0);
   EXPECT_NEAR(b.dp_comm, 2 * a.dp_comm, 1e-12 * a.dp_comm);
   EXPECT_NEAR(shared.step_time_s, expected, 1e-12 * expected);
-  // Two ranks on the same two cores: no sharing, the dedicated step.
+  // Two ranks as the profile's two, on 2 cores or on 4 (measured, and run, with 2 threads each):
+  // no sharing, the dedicated step.
   Layout two = l;
   two.dp = 2;
+  DeviceProfile four_cores = cpu_profile(2, 4);
+  four_cores.threads = 2;
   EXPECT_DOUBLE_EQ(estimate(host_scenario(2, cpu_profile(2, 2)), two).step_time_s,
-                   estimate(host_scenario(2, cpu_profile(2, 4)), two).step_time_s);
+                   estimate(host_scenario(2, four_cores), two).step_time_s);
   // A GPU profile is one rank's device: cores play no part.
   DeviceProfile gpu = synthetic_profile();
   gpu.cores = 2;
@@ -320,6 +325,61 @@ TEST(DeviceProfile, FourRanksOnTwoCoresDoubleTheBusyTerms) {
   // again they are what the run gets.
   const Estimate again = estimate(host_scenario(4, cpu_profile(4, 2)), l);
   EXPECT_NEAR(again.step_time_s, own.step_time_s, 1e-12 * own.step_time_s);
+}
+
+// capplan-train gives each rank the host's cores over the ranks as backend threads, and a rank's
+// compute scales with them (measured: 1 rank on 2 cores 1.96-2.06x the profile's ranks with a
+// thread each). Expectation: one rank on the 2 cores of a profile of two single-thread ranks
+// computes in half their time; 8 ranks on 16 cores (2 threads each) against a profile of 2 ranks
+// with 8 threads each, in 4x. Copies and collectives do not scale. Where the ranks outnumber the
+// cores they have a thread each: 4 ranks on 2 cores against the same profile, as before.
+TEST(DeviceProfile, ARanksComputeScalesWithItsBackendThreads) {
+  Layout one;
+  one.mbs = 1;
+  Scenario single = host_scenario(1, cpu_profile(2, 2));
+  single.cluster.gpu.memory_gib = 4096;  // the whole 13B model on one rank fits
+  DeviceProfile two_threads = cpu_profile(2, 2);
+  two_threads.threads = 2;  // as if measured with the rank's two threads
+  const Estimate faster = estimate(single, one);
+  single.cluster.device_profile = std::make_shared<const DeviceProfile>(two_threads);
+  const Estimate as_measured = estimate(single, one);
+  ASSERT_TRUE(faster.reason.empty()) << faster.reason;
+  std::printf("Expectation: compute %.6f s / 2 = %.6f s  Actual result: %.6f s\n", as_measured.breakdown_s.compute,
+              as_measured.breakdown_s.compute / 2, faster.breakdown_s.compute);
+  EXPECT_NEAR(faster.breakdown_s.compute, as_measured.breakdown_s.compute / 2, 1e-12 * as_measured.breakdown_s.compute);
+  EXPECT_NEAR(faster.breakdown_s.optimizer, as_measured.breakdown_s.optimizer / 2, 1e-12 * as_measured.breakdown_s.optimizer);
+  // Eight data-parallel ranks on 16 cores, 2 threads each, against 2 ranks of 8 threads: 4x the
+  // compute of the same profile read as 2-thread ranks; the gradient exchange the same.
+  Layout dp8;
+  dp8.dp = 8;
+  dp8.mbs = 1;
+  DeviceProfile wide = cpu_profile(2, 16);
+  wide.threads = 8;
+  DeviceProfile wide_as_run = wide;
+  wide_as_run.threads = 2;
+  const Estimate slower = estimate(host_scenario(8, wide), dp8);
+  const Estimate same = estimate(host_scenario(8, wide_as_run), dp8);
+  EXPECT_NEAR(slower.breakdown_s.compute, 4 * same.breakdown_s.compute, 1e-12 * slower.breakdown_s.compute);
+  EXPECT_DOUBLE_EQ(slower.breakdown_s.dp_comm, same.breakdown_s.dp_comm);
+  // A profile that does not record its threads had the cores over its ranks: 16 / 2 = 8.
+  DeviceProfile unrecorded = wide;
+  unrecorded.threads = 0;
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(8, unrecorded), dp8).step_time_s, slower.step_time_s);
+  // The search prices a layout as the estimate does.
+  SearchOptions o;
+  o.nodes_min = o.nodes_max = 1;
+  o.gpus = 1;
+  o.top = 50;
+  single.cluster.device_profile = std::make_shared<const DeviceProfile>(cpu_profile(2, 2));
+  const SearchResult r = search(single, o);
+  bool found = false;
+  for (const Estimate& e : r.candidates)
+    if (e.layout.dp == 1 && e.layout.tp == 1 && e.layout.pp == 1 && e.layout.mbs == 1 && e.layout.zero == 0 &&
+        e.layout.recompute == Recompute::None && !e.layout.offload) {
+      found = true;
+      EXPECT_NEAR(e.step_time_s, faster.step_time_s, 1e-9 * faster.step_time_s);
+    }
+  EXPECT_TRUE(found);
 }
 
 // Where the profile timed the gradient exchange among as many ranks on the shared cores, in

@@ -159,6 +159,9 @@ struct DeviceProfile {
   // CPU ranks: the host's cores (online when measured), which the ranks of a run time-share when
   // they outnumber them (cost_model_cores.cpp); 0 for a GPU, or a profile that does not say.
   int cores = 0;
+  // CPU ranks: the backend threads each rank measured with (capplan-train measure: the cores over
+  // the ranks, at least 1); 0: not recorded (max(1, cores / ranks) is taken).
+  int threads = 0;
   // The largest resident set of one rank while it measured (bytes; 0: not recorded). `capplan
   // profile --measure` bounds the ranks of its shared-core runs by the host's available memory
   // with it.

@@ -1321,6 +1321,7 @@ int measure_main(int argc, char** argv) {
     p.created_utc = utc_now();
     p.ranks = size;
     p.cores = cores;
+    p.threads = threads;
     p.how = "capplan-train measure: " + std::to_string(size) + " ranks measuring at once, " +
             std::to_string(threads) + " backend threads each; median over " + std::to_string(o.rounds) +
             " rounds of the median of " + std::to_string(o.repeats) +
