@@ -91,6 +91,13 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
       {&headDim_, "head_dim", "model.head_dim", 0, 100000, tr("Head size"),
        tr("head_dim: width of one attention head; 0 = hidden / heads. Gemma and Qwen3 set it apart, "
           "so the queries are heads x head_dim wide"), tr("hidden / heads"), FHeadDim},
+      {&slidingWindow_, "sliding_window", "model.sliding_window", 0, 100000000, tr("Sliding window"),
+       tr("sliding_window: tokens a query attends to in a local layer (Mistral 7B v0.1, Gemma 2 and 3); "
+          "0 = every layer attends to the whole sequence. FlashAttention skips the blocks outside it"),
+       tr("none"), FSlidingWindow},
+      {&globalEvery_, "global_every", "model.global_every", 0, 100000, tr("Global every"),
+       tr("global_every: with a sliding window, every k-th layer attends to the whole sequence "
+          "(Gemma 2: 2, Gemma 3: 6); 0 = every layer local"), tr("all local"), FGlobalEvery},
       {&ffnHidden_, "ffn_hidden", "model.ffn_hidden", 0, 10000000, tr("FFN hidden"),
        tr("Inner size of the MLP; 0 = 4 x hidden"), tr("4 x hidden"), FFfnHidden},
       {&vocab_, "vocab", "model.vocab", 1, 100000000, tr("Vocabulary"), tr("Vocabulary size (tokens)"), {}, FVocab},
@@ -121,6 +128,8 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
           case FHeads: m.heads = v; break;
           case FKvHeads: m.kv_heads = v; break;
           case FHeadDim: m.head_dim = v; break;
+          case FSlidingWindow: m.sliding_window = v; break;
+          case FGlobalEvery: m.global_every = v; break;
           case FFfnHidden: m.ffn_hidden = v; break;
           case FVocab: m.vocab = v; break;
           case FSeq: m.seq_len = v; break;
@@ -216,6 +225,8 @@ void ModelPage::syncFromInputs(const PlanInputs& in) {
   setIfDifferent(heads_, m.heads);
   setIfDifferent(kvHeads_, m.kv_heads);
   setIfDifferent(headDim_, m.head_dim);
+  setIfDifferent(slidingWindow_, m.sliding_window);
+  setIfDifferent(globalEvery_, m.global_every);
   setIfDifferent(ffnHidden_, m.ffn_hidden);
   setIfDifferent(vocab_, m.vocab);
   setIfDifferent(seqLen_, m.seq_len);

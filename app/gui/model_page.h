@@ -48,6 +48,8 @@ class ModelPage : public QWidget {
   QSpinBox* heads_ = nullptr;
   QSpinBox* kvHeads_ = nullptr;
   QSpinBox* headDim_ = nullptr;
+  QSpinBox* slidingWindow_ = nullptr;
+  QSpinBox* globalEvery_ = nullptr;
   QSpinBox* ffnHidden_ = nullptr;
   QSpinBox* vocab_ = nullptr;
   QSpinBox* seqLen_ = nullptr;

@@ -283,7 +283,10 @@ class LayerTerms {
       // times the causal mask's s / (s + 512) and the head size's factor (flash_head_factor);
       // the backward recomputes the scores: 2.5x the forward's FLOPs at 0.87 of its rate. Memory
       // traffic: Q, K, V read and O written once (counted with the token work below).
-      const double core_flops = 0.5 * 4 * b * s * s * q / tpd;
+      // A sliding window of w tokens (FlashAttention-2's window_size) skips the blocks outside it:
+      // its layers score s w - w (w - 1) / 2 query-key pairs against the causal s (s + 1) / 2
+      // (the local layers' share of the layers, the rest whole), at the same rate.
+      const double core_flops = 0.5 * 4 * b * s * s * q / tpd * window_pairs_share();
       const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, d);
       core_fwd_s = core_flops / rate;
       core_bwd_s = kFlashBwdFlopsRatio * core_flops / (rate * kFlashBwdRate);
@@ -324,6 +327,16 @@ class LayerTerms {
     }
   }
 
+  // The causal query-key pairs FlashAttention scores with the model's sliding window, as a share of
+  // those without it, over the layers (1 without a window or where it covers the sequence).
+  double window_pairs_share() const {
+    const double share = md.local_layer_share(int(s));
+    if (share <= 0) return 1.0;
+    const double w = md.sliding_window;
+    const double local = (s * w - w * (w - 1) / 2) / (s * (s + 1) / 2);
+    return 1 - share + share * local;
+  }
+
   void layer_times() {
     // Memory-bound forward traffic (bytes) of the token-wise kernels. Fused (Megatron-LM fused
     // kernels): two LayerNorms (read + write e each), two bias-dropout-residual adds (read 2e, write
@@ -356,9 +369,12 @@ class LayerTerms {
     t.layer_bwd_in_s = bwd_in_gemm + core_bwd_s + mem_s(c, bwd_mem);
     t.layer_bwd_w_s = bwd_w_gemm;
     t.layer_gemm_s = fwd_gemm + bwd_in_gemm + bwd_w_gemm;
+    // The core's FLOPs as the counts take them (profile.cpp: 4 b s^2 q, 4 b s w q in a window),
+    // over the layers.
+    const double window_keys = 1 - md.local_layer_share(int(s)) * (1 - std::min(1.0, md.sliding_window / s));
     t.layer_gemm_flops = 2 * tok * ((q + 2 * kv) * h + q * h + (gated ? 3 : 2) * f * h) / tpd +
-                         4 * b * s * s * q / tpd;
-    t.layer_attn_core_flops = 4 * b * s * s * q / tpd;
+                         4 * b * s * s * q / tpd * window_keys;
+    t.layer_attn_core_flops = 4 * b * s * s * q / tpd * window_keys;
   }
 
   void activations(Recompute recompute) {

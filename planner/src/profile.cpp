@@ -89,25 +89,30 @@ ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
   const double embed_params_total = v * h + (model.position == PositionEmbedding::Learned ? s * h : 0);
   out.layers.push_back({"embedding", "embedding", v * h / t + (model.position == PositionEmbedding::Learned ? s * h : 0),
                         0.0, b * s * h * (dropout + 0.0)});
+  // A layer with a sliding window scores each query against the window's w keys, not s: its core
+  // is 4 b s w q (Beltagy et al. 2020, Longformer Sec 3: local attention is linear in s).
+  const double w = model.sliding_window;
+  const double local_saving = w > 0 && w < s ? 4 * b * s * (s - w) * q : 0.0;
   double blocks_total = 0, blocks_active = 0, blocks_flops = 0;
   for (int i = 0; i < model.layers; ++i) {
+    const double saved = model.is_local_layer(i, int(s)) ? local_saving : 0.0;
     if (moe.is_moe_layer(i)) {
       out.layers.push_back({"block." + std::to_string(i), "transformer", moe_block_params_rank,
-                            moe_block_flops / t, moe_block_act});
+                            (moe_block_flops - saved) / t, moe_block_act});
       blocks_total += moe_block_params_total;
       blocks_active += moe_block_active_total;
-      blocks_flops += moe_block_flops;
+      blocks_flops += moe_block_flops - saved;
     } else {
       out.layers.push_back({"block." + std::to_string(i), "transformer", block_params_rank,
-                            block_flops / t, block_act});
+                            (block_flops - saved) / t, block_act});
       blocks_total += block_params_total;
       blocks_active += block_params_total;
-      blocks_flops += block_flops;
+      blocks_flops += block_flops - saved;
     }
   }
   if (!moe.enabled()) {  // the dense sums exactly as they have always been formed
     blocks_total = blocks_active = model.layers * block_params_total;
-    blocks_flops = model.layers * block_flops;
+    blocks_flops = model.layers * (block_flops - model.local_layer_share(int(s)) * local_saving);
   }
   out.layers.push_back({"final_norm", "norm", norm_params, 0.0, b * s * h * e});
   const double head_params_total = model.tied_embeddings ? 0 : v * h;

@@ -129,6 +129,9 @@ void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostic
   if (m.ffn_hidden < 0) err("ffn_hidden", "must be > 0, found " + std::to_string(m.ffn_hidden));
   if (m.kv_heads < 0) err("kv_heads", "must be > 0, found " + std::to_string(m.kv_heads));
   if (m.head_dim < 0) err("head_dim", "must be > 0, found " + std::to_string(m.head_dim));
+  if (m.global_every > 0 && m.sliding_window <= 0)
+    err("global_every", "needs sliding_window: it says which layers attend beyond the window",
+        "set sliding_window (tokens), or drop global_every");
   if (m.head_dim == 0 && m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
     err("heads", "must divide hidden (" + std::to_string(m.hidden) + "), found " +
                      std::to_string(m.heads),
@@ -265,6 +268,8 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
   r.integer("ffn_hidden", m.ffn_hidden, false, kFfn);
   r.integer("kv_heads", m.kv_heads, false, kHeads);
   r.integer("head_dim", m.head_dim, false, kHeads);
+  r.integer("sliding_window", m.sliding_window, false, kSeq);
+  r.integer("global_every", m.global_every, false, kLayers);
   r.enumeration("ffn", m.ffn, parse_ffn, "gelu, swiglu");
   r.boolean("tied_embeddings", m.tied_embeddings, false);
   r.enumeration("norm", m.norm, parse_norm, "layernorm, rmsnorm");
@@ -416,6 +421,8 @@ std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
   key("heads") << m.heads << "\n";
   if (m.kv_heads > 0) key("kv_heads") << m.kv_heads << "\n";
   if (m.head_dim > 0) key("head_dim") << m.head_dim << "\n";
+  if (m.sliding_window > 0) key("sliding_window") << m.sliding_window << "\n";
+  if (m.global_every > 0) key("global_every") << m.global_every << "\n";
   key("vocab") << m.vocab << "\n";
   key("seq_len") << m.seq_len << "\n";
   if (m.ffn_hidden > 0) key("ffn_hidden") << m.ffn_hidden << "\n";
@@ -518,6 +525,45 @@ void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
   }
 }
 
+// Sliding windows in a Hugging Face config: `sliding_window` (null or absent: none), used by every
+// layer (Mistral 7B v0.1, Phi-3 mini) unless `use_sliding_window` is false (Qwen2 and Qwen3 carry
+// a window they do not use); Gemma 2 alternates local and global layers (Gemma2DecoderLayer: the
+// even layers local), Gemma 3 keeps every `sliding_window_pattern`-th layer global (default 6), and
+// a `layer_types` list ("sliding_attention" / "full_attention") gives the period of its full
+// layers, said at its line where they are not periodic.
+void read_hf_window(MapReader& r, const std::string& model_type, const std::string& file, Diagnostics& d,
+                    ModelSpec& m) {
+  if (!r.has("sliding_window") || r.child("sliding_window").IsNull()) return;
+  bool used = true;
+  if (r.has("use_sliding_window")) r.boolean("use_sliding_window", used, false);
+  int window = 0;
+  r.integer("sliding_window", window, false, kSeq);
+  if (!used || window <= 0) return;
+  m.sliding_window = window;
+  if (model_type == "gemma2") m.global_every = 2;
+  if (model_type == "gemma3_text" || model_type == "gemma3") {
+    m.global_every = 6;
+    if (r.has("sliding_window_pattern")) r.integer("sliding_window_pattern", m.global_every, false, kLayers);
+  }
+  const YAML::Node types = r.child("layer_types");
+  if (!types || !types.IsSequence() || types.size() == 0) return;
+  std::vector<int> full;
+  for (size_t i = 0; i < types.size(); ++i)
+    if (types[i].IsScalar() && types[i].Scalar() == "full_attention") full.push_back(int(i));
+  m.global_every = full.empty() ? 0 : full.front() + 1;
+  bool periodic = !full.empty();
+  for (size_t i = 0; i < types.size() && periodic; ++i)
+    periodic = (std::find(full.begin(), full.end(), int(i)) != full.end()) == ((int(i) + 1) % m.global_every == 0);
+  if (!full.empty() && !periodic) {
+    m.global_every = std::max(1, int(std::lround(double(types.size()) / double(full.size()))));
+    const Position at = r.where("layer_types");
+    d.warning(file, at.line, at.column, "layer_types",
+              "the full-attention layers do not recur with one period: costed as one layer in " +
+                  std::to_string(m.global_every) + " attending to the whole sequence (the file has " +
+                  std::to_string(full.size()) + " of " + std::to_string(types.size()) + ")");
+  }
+}
+
 }  // namespace
 
 Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string& file) {
@@ -573,6 +619,7 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   // 128 with 4096 and 32; Qwen3 32B: 128 with 5120 and 64, so the queries are 8192 wide).
   if (r.has("head_dim") && !r.child("head_dim").IsNull()) r.integer("head_dim", m.head_dim, false, kHeads);
   read_hf_moe(r, model_type, m);
+  read_hf_window(r, model_type, file, d, m);
   m.name = hf_name(r, file);
   m.source = "Hugging Face config " + file;
   if (d.items().size() == before) validate_model_impl(m, file, d, &r, "");

@@ -351,6 +351,37 @@ TEST(CostModel, AHeadSizeApartWidensTheAttentionNotTheResidualStream) {
   EXPECT_DOUBLE_EQ(estimate(test::scenario(same, 1, 8), layout(1, 1, 1, 1)).step_time_s, eb.step_time_s);
 }
 
+TEST(CostModelStack, FlashSkipsTheBlocksOutsideASlidingWindow) {
+  // FlashAttention with a window of w scores s w - w (w - 1) / 2 causal pairs instead of
+  // s (s + 1) / 2, at the same rate. Expectation: the compute a window saves is in proportion to
+  // the pairs it drops (w = 512 against w = 1024 at s = 4096); with every 2nd of 4 layers global it
+  // saves half as much; the fused softmax materialises every score whatever the window: nothing.
+  ModelSpec m = test::tiny_model(4);
+  m.hidden = 512;
+  m.heads = 8;
+  m.seq_len = 4096;
+  auto compute = [&](int window, int global_every, Attention a) {
+    ModelSpec w = m;
+    w.sliding_window = window;
+    w.global_every = global_every;
+    Scenario sc = test::scenario(w, 1, 8);
+    sc.training.attention = a;
+    return estimate(sc, layout(1, 1, 1, 1)).breakdown_s.compute;
+  };
+  const double s = 4096;
+  auto dropped = [&](double w) { return 1 - (s * w - w * (w - 1) / 2) / (s * (s + 1) / 2); };
+  const double none = compute(0, 0, Attention::Flash);
+  const double saved512 = none - compute(512, 0, Attention::Flash);
+  const double saved1024 = none - compute(1024, 0, Attention::Flash);
+  report("saved(512) / saved(1024)", dropped(512) / dropped(1024), saved512 / saved1024);
+  ASSERT_GT(saved1024, 0);
+  EXPECT_NEAR(saved512 / saved1024, dropped(512) / dropped(1024), 1e-9);
+  const double half = none - compute(512, 2, Attention::Flash);
+  EXPECT_NEAR(half, saved512 / 2, 1e-9 * saved512);
+  EXPECT_DOUBLE_EQ(compute(512, 0, Attention::Fused), compute(0, 0, Attention::Fused));
+  EXPECT_DOUBLE_EQ(compute(4096, 0, Attention::Flash), none);  // the window covers the sequence
+}
+
 TEST(CostModel, StepCostsAgreeWithEstimate) {
   const Scenario sc = test::scenario(test::tiny_model(8), 8, 32);
   Layout l = layout(2, 2, 2, 2);

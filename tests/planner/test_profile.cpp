@@ -82,6 +82,29 @@ TEST(Profile, TensorParallelismSplitsBlockParameters) {
 
 std::string data(const std::string& rel) { return std::string(CAPPLAN_SOURCE_DIR) + "/tests/data/" + rel; }
 
+TEST(Profile, ASlidingWindowScoresEachQueryAgainstTheWindowsKeys) {
+  // 6 layers, window 512 at seq 2048, every 3rd layer global: layers 0, 1, 3, 4 local. Expectation:
+  // forward FLOPs drop by 4 local layers x 4 b s (s - w) q against the same model without a window.
+  ModelSpec m = test::tiny_model(6);
+  m.hidden = 256;
+  m.heads = 4;
+  m.seq_len = 2048;
+  ModelSpec windowed = m;
+  windowed.sliding_window = 512;
+  windowed.global_every = 3;
+  const double s = 2048, w = 512, q = 256;
+  const ModelProfile full = profile_model(m, 1, 2048, 1);
+  const ModelProfile local = profile_model(windowed, 1, 2048, 1);
+  const double saved = 4 * (4 * s * (s - w) * q);
+  report("forward FLOPs a sequence saved by the window", saved,
+         (full.forward_flops_per_token - local.forward_flops_per_token) * s);
+  EXPECT_NEAR((full.forward_flops_per_token - local.forward_flops_per_token) * s, saved, saved * 1e-12);
+  EXPECT_DOUBLE_EQ(local.layers[1].forward_flops, full.layers[1].forward_flops - 4 * s * (s - w) * q);  // layer 0
+  EXPECT_DOUBLE_EQ(local.layers[3].forward_flops, full.layers[3].forward_flops);                       // layer 2
+  // A window as long as the sequence changes nothing.
+  EXPECT_DOUBLE_EQ(profile_model(windowed, 1, 512, 1).flops_per_token, profile_model(m, 1, 512, 1).flops_per_token);
+}
+
 TEST(Profile, HeadsWiderThanHiddenOverHeadsWidenTheAttention) {
   // Qwen3 32B (its Hugging Face config): 64 heads of 128 over a 5120-wide residual stream, so Q
   // and the output projection are 5120 x 8192, K and V 5120 x (8 x 128); SwiGLU f = 25600, RMSNorm,

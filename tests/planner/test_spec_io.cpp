@@ -168,6 +168,35 @@ TEST(ModelHfJson, GemmaTiesItsEmbeddingsAndKeepsItsHeadSize) {
   EXPECT_TRUE(m.diagnostics.items().empty()) << m.diagnostics.to_string();
 }
 
+TEST(ModelHfJson, SlidingWindowsAsEachFamilyUsesThem) {
+  // Expectation: Gemma 2 alternates local (4096 tokens) and global layers; Qwen3 carries no window
+  // it uses (use_sliding_window false); a layer_types list whose full layers are not every k-th
+  // (layers 1 and 5 of 6) is costed as every 3rd, said at its line.
+  const auto g = load_model(data("good/gemma2-9b-config.json"));
+  ASSERT_TRUE(g.ok()) << g.diagnostics.to_string();
+  EXPECT_EQ(g.value->sliding_window, 4096);
+  EXPECT_EQ(g.value->global_every, 2);
+  EXPECT_DOUBLE_EQ(g.value->local_layer_share(8192), 0.5);
+  EXPECT_DOUBLE_EQ(g.value->local_layer_share(4096), 0.0);  // the window covers the sequence
+  const auto q = load_model(data("good/qwen3-32b-config.json"));
+  ASSERT_TRUE(q.ok()) << q.diagnostics.to_string();
+  EXPECT_EQ(q.value->sliding_window, 0);
+  const auto t = load_model(data("good/hf-layer-types-config.json"));
+  ASSERT_TRUE(t.ok()) << t.diagnostics.to_string();
+  EXPECT_EQ(t.value->sliding_window, 128);
+  EXPECT_EQ(t.value->global_every, 3);
+  ASSERT_EQ(t.diagnostics.items().size(), 1u) << t.diagnostics.to_string();
+  EXPECT_EQ(t.diagnostics.items()[0].severity, Severity::Warning);
+  EXPECT_EQ(t.diagnostics.items()[0].line, 13);
+  EXPECT_NE(t.diagnostics.items()[0].message.find("costed as one layer in 3 attending to the whole sequence (the file has 2 of 6)"), std::string::npos)
+      << t.diagnostics.to_string();
+  // The window and its period round-trip through the YAML a plan file holds.
+  const auto back = parse_model_yaml(model_to_yaml(*g.value), "roundtrip.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_EQ(back.value->sliding_window, 4096);
+  EXPECT_EQ(back.value->global_every, 2);
+}
+
 TEST(ModelYaml, AHeadSizeApartFromHiddenOverHeadsRoundTrips) {
   // Expectation: head_dim 24 with hidden 64 and 4 heads loads (hidden need not be heads x
   // head_dim once head_dim is set), is written back, and reads back the same.
@@ -267,6 +296,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model_huge.yaml", false, 2, "model.layers", "too large"},
         BadCase{"model_heads_not_dividing.yaml", false, 4, "model.heads", "must divide hidden (768)"},
         BadCase{"model_head_dim_zero.yaml", false, 5, "model.head_dim", "must be > 0"},
+        BadCase{"model_global_every_without_window.yaml", false, 7, "model.global_every", "needs sliding_window"},
         BadCase{"model_moe_top_k.yaml", false, 9, "model.moe.top_k", "must be <= experts (4), found 6"},
         BadCase{"model_moe_capacity.yaml", false, 10, "model.moe.capacity_factor", "must be >= 1 or 0"},
         BadCase{"cluster_nan.yaml", true, 5, "cluster.inter_node_gbit_per_s", "finite number"},

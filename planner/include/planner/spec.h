@@ -93,6 +93,12 @@ struct ModelSpec {
   int ffn_hidden = 0;  // 0 = 4 * hidden
   int kv_heads = 0;    // 0 = heads (multi-head); fewer = grouped-query attention
   int head_dim = 0;    // width of one head; 0 = hidden / heads (Gemma, Qwen3 and Mistral NeMo set it apart)
+  // Sliding-window (local) attention: a query attends to the last `sliding_window` tokens, itself
+  // included; 0 = every layer attends to the whole causal prefix. With a window, every
+  // `global_every`-th layer (layers i with (i + 1) % global_every == 0) still attends to the whole
+  // prefix (Gemma 2: 2, Gemma 3: 6); 0 = every layer local (Mistral 7B v0.1, Phi-3 mini).
+  int sliding_window = 0;
+  int global_every = 0;
   Ffn ffn = Ffn::Gelu;
   bool tied_embeddings = true;
   Norm norm = Norm::LayerNorm;
@@ -109,6 +115,16 @@ struct ModelSpec {
   // Width of the queries and of the attention output projection's input: heads x head_dim, the
   // hidden size unless head_dim is set apart from it.
   int attention_width() const { return heads * head_dim_or_default(); }
+  // Whether layer i (0-based) attends within its window at sequence `seq`: only where the window
+  // is shorter than the sequence.
+  bool is_local_layer(int i, int seq) const {
+    return sliding_window > 0 && sliding_window < seq && (global_every <= 0 || (i + 1) % global_every != 0);
+  }
+  // The share of the layers that attend within their window at sequence `seq`.
+  double local_layer_share(int seq) const {
+    if (layers <= 0 || sliding_window <= 0 || sliding_window >= seq) return 0.0;
+    return global_every > 0 ? double(layers - layers / global_every) / layers : 1.0;
+  }
 };
 
 struct GpuSpec {

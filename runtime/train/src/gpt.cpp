@@ -71,6 +71,10 @@ std::string gpt_check_config(const GptConfig& c) {
   if (m.head_dim <= 0 && m.hidden % m.heads != 0) return "heads must divide hidden (or head_dim be set)";
   if (kv <= 0 || m.heads % kv != 0) return "kv_heads must divide heads";
   if (c.seq_len <= 0) return "seq_len must be > 0";
+  if (m.sliding_window > 0 && m.sliding_window < c.seq_len)
+    return "the model's sliding window of " + std::to_string(m.sliding_window) + " tokens is shorter than the sequence of " +
+           std::to_string(c.seq_len) + ": capplan-train's attention has no window (train at a sequence of at most " +
+           std::to_string(m.sliding_window) + ")";
   if (c.mbs <= 0) return "mbs must be > 0";
   if (c.tp_size <= 0 || m.heads % c.tp_size != 0)
     return "tp " + std::to_string(c.tp_size) + " does not divide heads " + std::to_string(m.heads);

@@ -92,6 +92,7 @@ std::string model_fingerprint(const ModelSpec& m, int seq_len) {
      << seq_len << ":" << to_string(m.ffn) << ":" << to_string(m.norm) << ":"
      << to_string(m.position);
   if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden) os << ":hd" << m.head_dim;
+  if (m.sliding_window > 0) os << ":sw" << m.sliding_window << "/" << m.global_every;
   if (m.moe.enabled())
     os << ":moe" << m.moe.experts << "x" << m.expert_ffn_hidden_or_default() << ":k"
        << m.moe.top_k_or_default() << ":s" << m.moe.shared_experts << ":f" << m.moe.moe_layer_freq

@@ -112,7 +112,7 @@ TEST_F(GuiWindow, DefaultPlanIsComputedAndShown) {
   EXPECT_TRUE(child<QLabel>("details")->text().contains(QStringLiteral("960 GPUs")));
   EXPECT_GT(window_->profileModel()->rowCount(), 96);
   // Every knob has a tooltip that says what it means.
-  for (const char* name : {"layers", "hidden", "heads", "kv_heads", "gbs", "tokens", "pinTp", "pinZero", "nodesMin", "price"}) {
+  for (const char* name : {"layers", "hidden", "heads", "kv_heads", "head_dim", "sliding_window", "global_every", "gbs", "tokens", "pinTp", "pinZero", "nodesMin", "price"}) {
     QWidget* w = child<QWidget>(name);
     if (w != nullptr) {
       EXPECT_FALSE(w->toolTip().isEmpty()) << name;

@@ -738,6 +738,18 @@ TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
   expect_bad(4, m + " --tp 2 --cp 2 --sp", "--cp: context parallelism with sequence parallelism");
   expect_bad(2, " --model " + moe_model_file(1.0) + " --dp 2 --zero 2", "--zero: mixture-of-experts models");
   expect_bad(1, m + " --moe-aux-loss-coeff -1", "--moe-aux-loss-coeff: must be >= 0");
+  // A sliding window shorter than the sequence (the runtime's attention has none); one that
+  // covers it trains.
+  const fs::path windowed = work_dir() / "tiny_windowed.yaml";
+  std::ofstream(windowed) << "name: tiny-windowed\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\n"
+                          << "sliding_window: 8\nglobal_every: 2\n";
+  expect_bad(1, " --model " + windowed.string(), "sliding window of 8 tokens is shorter than the sequence of 16");
+  const fs::path covering = work_dir() / "tiny_window_covers.yaml";
+  std::ofstream(covering) << "name: tiny-window-covers\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\n"
+                          << "sliding_window: 16\n";
+  const Result covered = run(1, " --model " + covering.string() + " --gbs 2 --steps 1");
+  EXPECT_EQ(covered.status, 0) << covered.output;
+  EXPECT_EQ(covered.losses.size(), 1u) << covered.output;
   // Two ranks started with different flags (MPMD launch): caught before any work.
   expect_bad(1, m + " --dp 2 --gbs 2 --steps 2 : -np 1 " + std::string(CAPPLAN_TRAIN) +
                     " --threads 1" + m + " --dp 2 --gbs 2 --steps 3",
