@@ -227,6 +227,7 @@ void ModelPage::syncFromInputs(const PlanInputs& in) {
   setIfDifferent(headDim_, m.head_dim);
   setIfDifferent(slidingWindow_, m.sliding_window);
   setIfDifferent(globalEvery_, m.global_every);
+  globalEvery_->setEnabled(m.sliding_window > 0);  // which layers attend beyond a window: none without one
   setIfDifferent(ffnHidden_, m.ffn_hidden);
   setIfDifferent(vocab_, m.vocab);
   setIfDifferent(seqLen_, m.seq_len);

@@ -645,6 +645,12 @@ TEST_F(GuiWindow, AHeadSizeSetApartLetsTheHeadsNotDivideHidden) {
   EXPECT_EQ(headDim->value(), 0);
   EXPECT_EQ(headDim->specialValueText(), QStringLiteral("hidden / heads"));
   EXPECT_FALSE(headDim->toolTip().isEmpty());
+  // Without a sliding window there is no global layer to choose.
+  EXPECT_FALSE(child<QSpinBox>("global_every")->isEnabled());
+  child<QSpinBox>("sliding_window")->setValue(1024);
+  EXPECT_TRUE(child<QSpinBox>("global_every")->isEnabled());
+  child<QSpinBox>("sliding_window")->setValue(0);
+  ASSERT_TRUE(waitPlan());
   ASSERT_TRUE(window_->selectedEstimate().has_value());
   const double weights = window_->selectedEstimate()->memory_per_gpu_bytes.weights * window_->selectedEstimate()->gpus;
   const quint64 before = window_->searchJob()->generation();
