@@ -168,9 +168,8 @@ Constants constants_for(const Scenario& sc) {
     // the profile's ranks may not have had (one rank on 2 cores has two threads; the profile's
     // two ranks one each). The ranks' compute scales by the threads (rank_threads_scale); their
     // copies and collectives do not.
-    if (dev->backend == "cpu" && dev->cores > 0 && sc.total_gpus() > 0) {
-      const double scale = rank_threads_scale(dev->cores, dev->ranks, dev->threads,
-                                              gpus_on_a_node(cl.gpus_per_node, sc.total_gpus()));
+    if (sc.total_gpus() > 0) {
+      const double scale = rank_threads_scale(*dev, gpus_on_a_node(cl.gpus_per_node, sc.total_gpus()));
       c.profile_time_scale = scale;
       c.peak_flops /= scale;
       c.gemm_t0_s *= scale;
@@ -208,6 +207,10 @@ double gemm_s(const Constants& c, double m, double n, double k, double count = 1
 double mem_s(const Constants& c, double bytes) { return bytes / c.hbm_Bps; }
 
 }  // namespace
+
+double profile_kernel_seconds(const Constants& c, const std::string& name) {
+  return c.profile ? c.profile->kernel_seconds(name) * c.profile_time_scale : 0.0;
+}
 
 double gemm_seconds(const Constants& c, double m, double n, double k, double count) {
   return gemm_s(c, m, n, k, count);
@@ -316,11 +319,11 @@ class LayerTerms {
     // roofline of per-head GEMMs (whose fitted per-GEMM overhead belongs to large GEMMs).
     const DeviceProfile* dev = c.profile;
     if (const double scale = profile_attention_scale(dev, a, b, tpd, s); scale > 0) {
-      const double fwd = dev->kernel_seconds("attention forward") * c.profile_time_scale;
-      const double bwd = dev->kernel_seconds("attention backward") * c.profile_time_scale;
+      const double fwd = profile_kernel_seconds(c, "attention forward");
+      const double bwd = profile_kernel_seconds(c, "attention backward");
       // Selective recompute's forward on operands from memory (measured as such; a profile
       // without it takes the forward's time).
-      const double rec = dev->kernel_seconds("attention recompute") * c.profile_time_scale;
+      const double rec = profile_kernel_seconds(c, "attention recompute");
       if (fwd > 0) core_fwd_s = fwd * scale, core_mem = 0;
       if (bwd > 0) core_bwd_s = bwd * scale, core_mem_bwd = 0;
       if (rec > 0) core_recompute_s = rec * scale;

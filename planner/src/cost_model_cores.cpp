@@ -102,11 +102,9 @@ double profile_core_share(int cores, int profile_ranks) {
 // (2 threads) ran its compute 2.06x (mbs 2, batch split) and 1.96x (mbs 1, kernels split) faster
 // than the profile's ranks with a thread each. Ranks outnumbering the cores have a thread each and
 // time-share them (share_host_cores).
-double rank_threads_scale(int cores, int profile_ranks, int profile_threads, int ranks_on_host) {
-  if (cores <= 0 || ranks_on_host <= 0) return 1.0;
-  const int measured = profile_threads > 0 ? profile_threads : std::max(1, cores / std::max(1, profile_ranks));
-  const int run = std::max(1, cores / ranks_on_host);
-  return double(measured) / run;
+double rank_threads_scale(const DeviceProfile& profile, int ranks_on_host) {
+  if (profile.backend != "cpu" || profile.cores <= 0 || ranks_on_host <= 0) return 1.0;
+  return double(profile.threads_or_default()) / cpu_rank_threads(profile.cores, ranks_on_host);
 }
 
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing& host) {

@@ -227,10 +227,13 @@ double shared_copy_stretch(int ranks_on_host, int cores, int profile_ranks);
 // 1 / max(1, p / c) to a core's time (processor sharing); 1 without cores.
 double profile_core_share(int cores, int profile_ranks);
 // A CPU rank's compute time over the profile's: capplan-train gives each of the `ranks_on_host`
-// ranks max(1, cores / ranks_on_host) backend threads, and the profile measured with
-// `profile_threads` (0: max(1, cores / profile_ranks)), so the profile's times scale by
-// profile threads / the run's threads (cost_model_cores.cpp); 1 without cores.
-double rank_threads_scale(int cores, int profile_ranks, int profile_threads, int ranks_on_host);
+// ranks cpu_rank_threads(cores, ranks_on_host) backend threads and the profile's ranks measured
+// with its threads_or_default(), so the profile's times scale by their ratio
+// (cost_model_cores.cpp); 1 for a GPU profile or one without cores.
+double rank_threads_scale(const DeviceProfile& profile, int ranks_on_host);
+// A kernel's measured time (DeviceProfile::kernel_seconds) for this layout's ranks: scaled by
+// their threads (Constants::profile_time_scale); not positive where the profile has none.
+double profile_kernel_seconds(const Constants& c, const std::string& name);
 
 // Whether a layout's ranks meet every half layer (tensor parallelism's all-reduces), so that on
 // shared cores they take turns between meetings rather than compute whole passes side by side

@@ -171,8 +171,8 @@ class MoeCpTerms {
     const DeviceProfile* dev = c.profile;
     if (const double dense = profile_attention_scale(dev, md.heads, ly.mbs, tp, sc.seq_len()); dense > 0) {
       const double scale = dense * kProfileRingCp / cp;
-      const double ring_f = dev->kernel_seconds("ring attention forward") * c.profile_time_scale;
-      const double ring_b = dev->kernel_seconds("ring attention backward") * c.profile_time_scale;
+      const double ring_f = profile_kernel_seconds(c, "ring attention forward");
+      const double ring_b = profile_kernel_seconds(c, "ring attention backward");
       if (ring_f > 0) extra_f = ring_f * scale - mt.layer_attn_fwd_full_s;
       if (ring_b > 0) extra_b = ring_b * scale - mt.layer_attn_bwd_full_s;
     }

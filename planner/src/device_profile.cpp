@@ -625,7 +625,7 @@ std::string device_profile_mismatch(const DeviceProfile& p, const ModelSpec& mod
   if (p.gpu != cluster.gpu.name)
     return file + ": device profile of another device: measured on " + p.device + " (" + p.gpu +
            "), the cluster's GPU is " + cluster.gpu.name;
-  const int head_dim = p.head_dim > 0 ? p.head_dim : p.heads > 0 ? p.hidden / p.heads : 0;
+  const int head_dim = p.head_dim_or_default();
   if (p.hidden != model.hidden || p.heads != model.heads || head_dim != model.head_dim_or_default() ||
       p.ffn_hidden != model.ffn_hidden_or_default())
     return file + ": device profile of another model shape: measured at hidden " + std::to_string(p.hidden) +

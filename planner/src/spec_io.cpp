@@ -547,20 +547,21 @@ void read_hf_window(MapReader& r, const std::string& model_type, const std::stri
   }
   const YAML::Node types = r.child("layer_types");
   if (!types || !types.IsSequence() || types.size() == 0) return;
-  std::vector<int> full;
+  auto full = [&](size_t i) { return types[i].IsScalar() && types[i].Scalar() == "full_attention"; };
+  size_t fulls = 0, first = types.size();
   for (size_t i = 0; i < types.size(); ++i)
-    if (types[i].IsScalar() && types[i].Scalar() == "full_attention") full.push_back(int(i));
-  m.global_every = full.empty() ? 0 : full.front() + 1;
-  bool periodic = !full.empty();
-  for (size_t i = 0; i < types.size() && periodic; ++i)
-    periodic = (std::find(full.begin(), full.end(), int(i)) != full.end()) == ((int(i) + 1) % m.global_every == 0);
-  if (!full.empty() && !periodic) {
-    m.global_every = std::max(1, int(std::lround(double(types.size()) / double(full.size()))));
+    if (full(i)) first = std::min(first, i), ++fulls;
+  m.global_every = fulls == 0 ? 0 : int(first) + 1;  // the period the first full layer gives
+  bool periodic = true;
+  for (size_t i = 0; i < types.size() && fulls > 0; ++i)
+    periodic = periodic && full(i) == ((i + 1) % size_t(m.global_every) == 0);
+  if (fulls > 0 && !periodic) {
+    m.global_every = std::max(1, int(std::lround(double(types.size()) / double(fulls))));
     const Position at = r.where("layer_types");
     d.warning(file, at.line, at.column, "layer_types",
               "the full-attention layers do not recur with one period: costed as one layer in " +
                   std::to_string(m.global_every) + " attending to the whole sequence (the file has " +
-                  std::to_string(full.size()) + " of " + std::to_string(types.size()) + ")");
+                  std::to_string(fulls) + " of " + std::to_string(types.size()) + ")");
   }
 }
 

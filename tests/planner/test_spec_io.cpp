@@ -190,6 +190,16 @@ TEST(ModelHfJson, SlidingWindowsAsEachFamilyUsesThem) {
   EXPECT_EQ(t.diagnostics.items()[0].line, 13);
   EXPECT_NE(t.diagnostics.items()[0].message.find("costed as one layer in 3 attending to the whole sequence (the file has 2 of 6)"), std::string::npos)
       << t.diagnostics.to_string();
+  // Alternating layer types (sliding first, as gpt-oss has them) are every 2nd layer global,
+  // nothing said.
+  const auto alt = parse_model_hf_json(
+      R"({"model_type": "llama", "hidden_size": 512, "num_attention_heads": 8, "num_hidden_layers": 4,
+          "vocab_size": 1000, "max_position_embeddings": 4096, "hidden_act": "silu", "sliding_window": 128,
+          "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]})",
+      "alt.json");
+  ASSERT_TRUE(alt.ok()) << alt.diagnostics.to_string();
+  EXPECT_EQ(alt.value->global_every, 2);
+  EXPECT_TRUE(alt.diagnostics.items().empty()) << alt.diagnostics.to_string();
   // The window and its period round-trip through the YAML a plan file holds.
   const auto back = parse_model_yaml(model_to_yaml(*g.value), "roundtrip.yaml");
   ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();

@@ -6,6 +6,7 @@
 // bandwidth and latency.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -149,6 +150,10 @@ CoreLatency summarize_core_latency(const std::vector<double>& samples_ns);
 // capplan-train measure then takes again) and a move between a profile and a run.
 bool core_latency_moved(double a_ns, double b_ns);
 
+// The backend threads capplan-train gives each of `ranks_on_host` CPU ranks on `cores` cores
+// (its own run and capplan-train measure alike): the cores over the ranks, at least 1.
+inline int cpu_rank_threads(int cores, int ranks_on_host) { return std::max(1, cores / std::max(1, ranks_on_host)); }
+
 struct DeviceProfile {
   std::string device;       // what it was measured on ("cpu: <model name>, 2 cores" or the GPU's name)
   std::string gpu;          // the GpuSpec name this device stands for ("cpu-rank" for CPU ranks)
@@ -178,6 +183,10 @@ struct DeviceProfile {
   std::string model;
   int hidden = 0, heads = 0, ffn_hidden = 0, vocab = 0, seq = 0, mbs = 0, tp = 1;
   int head_dim = 0;  // 0: hidden / heads (a profile that does not say)
+  int head_dim_or_default() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0; }
+  // The backend threads each rank measured with (`threads`, or what capplan-train measure gave
+  // them before it recorded it).
+  int threads_or_default() const { return threads > 0 ? threads : cpu_rank_threads(cores, ranks); }
   std::vector<GemmTiming> gemms;
   std::vector<KernelTiming> kernels;
   std::vector<CollectiveTiming> collectives;

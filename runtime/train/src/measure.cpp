@@ -1312,7 +1312,7 @@ int measure_main(int argc, char** argv) {
     world_layout.dp = size;
     ProcessGroups groups = make_process_groups(world_layout);
     const int cores = std::max(1, int(::sysconf(_SC_NPROCESSORS_ONLN)));
-    const int threads = o.threads > 0 ? o.threads : std::max(1, cores / std::max(1, groups.local_size));
+    const int threads = o.threads > 0 ? o.threads : cpu_rank_threads(cores, groups.local_size);
     std::unique_ptr<Backend> be = make_cpu_backend(threads);
     DeviceProfile p;
     p.device = "cpu: " + cpu_model() + ", " + std::to_string(cores) + " cores";

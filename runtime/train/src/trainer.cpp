@@ -28,6 +28,7 @@
 
 #include "planner/json.h"
 #include "planner/json_writer.h"
+#include "planner/device_profile.h"
 #include "planner/schedule.h"
 #include "planner/spec_io.h"
 #include "train/backend.h"
@@ -346,7 +347,7 @@ void Run::check_context_and_experts(Diagnostics& d) {
 bool Run::build_models(Diagnostics& d) {
   const Layout& L = o_.layout;
   groups_ = make_process_groups(L);
-  threads_ = o_.threads > 0 ? o_.threads : std::max(1, cpus_available() / groups_.local_size);
+  threads_ = o_.threads > 0 ? o_.threads : cpu_rank_threads(cpus_available(), groups_.local_size);
   BackendRequest br;
   br.backend = o_.backend;
   br.precision = o_.precision;
