@@ -180,6 +180,93 @@ int measure(const Args& args, const ModelSpec& model, int tp, int mbs, int seq, 
   return print_measured(*r.profile.value, model, q.ranks, json);
 }
 
+// The counts as JSON: the model's figures, its experts and latent attention, and each layer's.
+void print_profile_json(const ModelSpec& m, const ModelProfile& p, int tp, int seq, int mbs, Precision precision) {
+  JsonWriter w;
+  w.begin_object();
+  w.field("model", m.name).field("tp", tp).field("seq_len", seq).field("mbs", mbs);
+  w.field("precision", to_string(precision));
+  w.field("total_params", p.total_params);
+  w.field("active_params", p.active_params);
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    w.key("moe").begin_object();
+    w.field("experts", e.experts).field("top_k", e.top_k_or_default());
+    w.field("expert_ffn_hidden", m.expert_ffn_hidden_or_default());
+    w.field("shared_experts", e.shared_experts).field("capacity_factor", e.capacity_factor);
+    w.field("moe_layer_freq", e.moe_layer_freq).field("first_dense_layers", e.first_dense_layers);
+    w.field("moe_layers", e.moe_layers(m.layers));
+    w.end_object();
+  }
+  if (m.mla.enabled()) {
+    const MlaSpec& a = m.mla;
+    w.key("mla").begin_object();
+    w.field("kv_lora_rank", a.kv_lora_rank).field("q_lora_rank", a.q_lora_rank);
+    w.field("qk_nope_head_dim", a.qk_nope_head_dim).field("qk_rope_head_dim", a.qk_rope_head_dim);
+    w.field("v_head_dim", a.v_head_dim);
+    w.end_object();
+  }
+  w.field("tied_embeddings", m.tied_embeddings);
+  w.field("flops_per_token", p.flops_per_token);
+  w.field("forward_flops_per_token", p.forward_flops_per_token);
+  w.key("layers").begin_array();
+  for (const LayerProfile& l : p.layers) {
+    w.begin_object();
+    w.field("name", l.name).field("kind", l.kind).field("params", l.params);
+    w.field("forward_flops", l.forward_flops).field("activation_bytes", l.activation_bytes);
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+  std::printf("%s\n", w.str().c_str());
+}
+
+// The counts as text: the totals, the experts and latent attention, a row per kind of layer.
+void print_profile_text(const ModelSpec& m, const ModelProfile& p, int tp, int seq, int mbs, Precision precision) {
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    std::printf("%s: %s parameters, %s active per token, %s FLOPs per token (forward + backward)\n",
+                m.name.c_str(), fmt_si(p.total_params).c_str(), fmt_si(p.active_params).c_str(),
+                fmt_si(p.flops_per_token).c_str());
+    std::printf("mixture of experts: %d experts, top_k %d, %d shared, expert_ffn_hidden %d, "
+                "%d of %d layers with experts\n",
+                e.experts, e.top_k_or_default(), e.shared_experts, m.expert_ffn_hidden_or_default(),
+                e.moe_layers(m.layers), m.layers);
+  } else {
+    std::printf("%s: %s parameters, %s FLOPs per token (forward + backward)\n",
+                m.name.c_str(), fmt_si(p.total_params).c_str(),
+                fmt_si(p.flops_per_token).c_str());
+  }
+  if (m.mla.enabled()) {
+    const MlaSpec& a = m.mla;
+    std::printf("latent attention: kv_lora_rank %d, q_lora_rank %d, query-key heads %d + %d rotary, value heads %d\n",
+                a.kv_lora_rank, a.q_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim);
+  }
+  std::printf("per TP rank (tp %d), seq %d, mbs %d, %s activations\n\n", tp, seq, mbs,
+              to_string(precision));
+  std::printf("%-16s %-12s %12s %16s %16s\n", "layer", "kind", "params", "fwd GFLOP/mb",
+              "activ. MiB/mb");
+  // Identical transformer blocks are shown once, with their count.
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const LayerProfile& l = p.layers[i];
+    size_t same = 1;
+    while (i + same < p.layers.size() && p.layers[i + same].kind == l.kind &&
+           p.layers[i + same].params == l.params &&
+           p.layers[i + same].forward_flops == l.forward_flops &&
+           p.layers[i + same].activation_bytes == l.activation_bytes)
+      ++same;
+    std::string name = l.name;
+    if (same > 1) name += " (x" + std::to_string(same) + ")";
+    std::printf("%-16s %-12s %12s %16s %16s\n", name.c_str(), l.kind.c_str(),
+                fmt_si(l.params).c_str(), fmt_fixed(l.forward_flops / 1e9, 2).c_str(),
+                fmt_fixed(l.activation_bytes / (1024.0 * 1024.0), 1).c_str());
+    i += same - 1;
+  }
+  if (m.tied_embeddings)
+    std::printf("(lm_head shares the embedding's weights: its parameters are counted once in the total;\n"
+                " with a pipeline the last stage keeps a copy)\n");
+}
+
 }  // namespace
 
 int cmd_profile(int argc, char** argv) {
@@ -224,82 +311,21 @@ int cmd_profile(int argc, char** argv) {
     diags.error(kCommandLine, 0, 0, "--tp",
                 "tp (" + std::to_string(tp) + ") must divide the model's heads (" +
                     std::to_string(model->heads) + ")");
+  if (model && model->mla.enabled() && args.has("measure"))
+    diags.error(kCommandLine, 0, 0, "--measure",
+                model->name + " has multi-head latent attention (mla), which capplan-train's kernels do not run",
+                "measure a model of plain multi-head attention; the counts (capplan profile without --measure) "
+                "and the estimates take latent attention");
   if (diags.has_errors() || !model) return report(diags);
   report(diags);
   if (seq == 0) seq = model->seq_len;
   if (args.has("measure")) return measure(args, *model, tp, mbs, seq, diags);
 
   const ModelProfile p = profile_model(*model, tp, seq, mbs, precision);
-  if (args.has("json")) {
-    JsonWriter w;
-    w.begin_object();
-    w.field("model", model->name).field("tp", tp).field("seq_len", seq).field("mbs", mbs);
-    w.field("precision", to_string(precision));
-    w.field("total_params", p.total_params);
-    w.field("active_params", p.active_params);
-    if (model->moe.enabled()) {
-      const MoeSpec& e = model->moe;
-      w.key("moe").begin_object();
-      w.field("experts", e.experts).field("top_k", e.top_k_or_default());
-      w.field("expert_ffn_hidden", model->expert_ffn_hidden_or_default());
-      w.field("shared_experts", e.shared_experts).field("capacity_factor", e.capacity_factor);
-      w.field("moe_layer_freq", e.moe_layer_freq).field("first_dense_layers", e.first_dense_layers);
-      w.field("moe_layers", e.moe_layers(model->layers));
-      w.end_object();
-    }
-    w.field("tied_embeddings", model->tied_embeddings);
-    w.field("flops_per_token", p.flops_per_token);
-    w.field("forward_flops_per_token", p.forward_flops_per_token);
-    w.key("layers").begin_array();
-    for (const LayerProfile& l : p.layers) {
-      w.begin_object();
-      w.field("name", l.name).field("kind", l.kind).field("params", l.params);
-      w.field("forward_flops", l.forward_flops).field("activation_bytes", l.activation_bytes);
-      w.end_object();
-    }
-    w.end_array();
-    w.end_object();
-    std::printf("%s\n", w.str().c_str());
-    return kExitOk;
-  }
-
-  if (model->moe.enabled()) {
-    const MoeSpec& e = model->moe;
-    std::printf("%s: %s parameters, %s active per token, %s FLOPs per token (forward + backward)\n",
-                model->name.c_str(), fmt_si(p.total_params).c_str(), fmt_si(p.active_params).c_str(),
-                fmt_si(p.flops_per_token).c_str());
-    std::printf("mixture of experts: %d experts, top_k %d, %d shared, expert_ffn_hidden %d, "
-                "%d of %d layers with experts\n",
-                e.experts, e.top_k_or_default(), e.shared_experts, model->expert_ffn_hidden_or_default(),
-                e.moe_layers(model->layers), model->layers);
-  } else {
-    std::printf("%s: %s parameters, %s FLOPs per token (forward + backward)\n",
-                model->name.c_str(), fmt_si(p.total_params).c_str(),
-                fmt_si(p.flops_per_token).c_str());
-  }
-  std::printf("per TP rank (tp %d), seq %d, mbs %d, %s activations\n\n", tp, seq, mbs,
-              to_string(precision));
-  std::printf("%-16s %-12s %12s %16s %16s\n", "layer", "kind", "params", "fwd GFLOP/mb",
-              "activ. MiB/mb");
-  // Identical transformer blocks are shown once, with their count.
-  for (size_t i = 0; i < p.layers.size(); ++i) {
-    const LayerProfile& l = p.layers[i];
-    size_t same = 1;
-    while (i + same < p.layers.size() && p.layers[i + same].kind == l.kind &&
-           p.layers[i + same].params == l.params &&
-           p.layers[i + same].forward_flops == l.forward_flops &&
-           p.layers[i + same].activation_bytes == l.activation_bytes)
-      ++same;
-    std::string name = l.name;
-    if (same > 1) name += " (x" + std::to_string(same) + ")";
-    std::printf("%-16s %-12s %12s %16s %16s\n", name.c_str(), l.kind.c_str(),
-                fmt_si(l.params).c_str(), fmt_fixed(l.forward_flops / 1e9, 2).c_str(),
-                fmt_fixed(l.activation_bytes / (1024.0 * 1024.0), 1).c_str());
-    i += same - 1;
-  }
-  if (model->tied_embeddings)
-    std::printf("(lm_head shares the embedding's weights: its parameters are counted once in the total;\n"
-                " with a pipeline the last stage keeps a copy)\n");
+  if (args.has("json"))
+    print_profile_json(*model, p, tp, seq, mbs, precision);
+  else
+    print_profile_text(*model, p, tp, seq, mbs, precision);
   return kExitOk;
 }
 

@@ -98,6 +98,18 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
       {&globalEvery_, "global_every", "model.global_every", 0, 100000, tr("Global every"),
        tr("global_every: with a sliding window, every k-th layer attends to the whole sequence "
           "(Gemma 2: 2, Gemma 3: 6); 0 = every layer local"), tr("all local"), FGlobalEvery},
+      {&mlaKvRank_, "mla_kv_lora_rank", "model.mla.kv_lora_rank", 0, 10000000, tr("Latent KV rank"),
+       tr("kv_lora_rank: multi-head latent attention (DeepSeek-V2 and V3) up-projects each head's keys and "
+          "values from a latent this wide; 0 = keys and values projected from the hidden state"),
+       tr("none"), FMlaKvRank},
+      {&mlaQRank_, "mla_q_lora_rank", "model.mla.q_lora_rank", 0, 10000000, tr("Latent Q rank"),
+       tr("q_lora_rank: the queries' latent; 0 = queries projected from the hidden state"), tr("none"), FMlaQRank},
+      {&mlaQkNope_, "mla_qk_nope_head_dim", "model.mla.qk_nope_head_dim", 0, 100000, tr("QK head"),
+       tr("qk_nope_head_dim: a query-key head's features without rotary embedding"), {}, FMlaQkNope},
+      {&mlaQkRope_, "mla_qk_rope_head_dim", "model.mla.qk_rope_head_dim", 0, 100000, tr("QK rotary head"),
+       tr("qk_rope_head_dim: a query-key head's rotary features (one key part shared by the heads)"), {}, FMlaQkRope},
+      {&mlaV_, "mla_v_head_dim", "model.mla.v_head_dim", 0, 100000, tr("V head"),
+       tr("v_head_dim: a value head's features"), {}, FMlaV},
       {&ffnHidden_, "ffn_hidden", "model.ffn_hidden", 0, 10000000, tr("FFN hidden"),
        tr("Inner size of the MLP; 0 = 4 x hidden"), tr("4 x hidden"), FFfnHidden},
       {&vocab_, "vocab", "model.vocab", 1, 100000000, tr("Vocabulary"), tr("Vocabulary size (tokens)"), {}, FVocab},
@@ -130,6 +142,11 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
           case FHeadDim: m.head_dim = v; break;
           case FSlidingWindow: m.sliding_window = v; break;
           case FGlobalEvery: m.global_every = v; break;
+          case FMlaKvRank: m.mla.kv_lora_rank = v; break;
+          case FMlaQRank: m.mla.q_lora_rank = v; break;
+          case FMlaQkNope: m.mla.qk_nope_head_dim = v; break;
+          case FMlaQkRope: m.mla.qk_rope_head_dim = v; break;
+          case FMlaV: m.mla.v_head_dim = v; break;
           case FFfnHidden: m.ffn_hidden = v; break;
           case FVocab: m.vocab = v; break;
           case FSeq: m.seq_len = v; break;
@@ -228,6 +245,14 @@ void ModelPage::syncFromInputs(const PlanInputs& in) {
   setIfDifferent(slidingWindow_, m.sliding_window);
   setIfDifferent(globalEvery_, m.global_every);
   globalEvery_->setEnabled(m.sliding_window > 0);  // which layers attend beyond a window: none without one
+  setIfDifferent(mlaKvRank_, m.mla.kv_lora_rank);
+  setIfDifferent(mlaQRank_, m.mla.q_lora_rank);
+  setIfDifferent(mlaQkNope_, m.mla.qk_nope_head_dim);
+  setIfDifferent(mlaQkRope_, m.mla.qk_rope_head_dim);
+  setIfDifferent(mlaV_, m.mla.v_head_dim);
+  // Latent attention sets the head sizes; its other fields mean nothing without a latent.
+  headDim_->setEnabled(!m.mla.enabled() || m.head_dim > 0);
+  for (QSpinBox* s : {mlaQRank_, mlaQkNope_, mlaQkRope_, mlaV_}) s->setEnabled(m.mla.enabled());
   setIfDifferent(ffnHidden_, m.ffn_hidden);
   setIfDifferent(vocab_, m.vocab);
   setIfDifferent(seqLen_, m.seq_len);

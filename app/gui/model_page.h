@@ -50,6 +50,12 @@ class ModelPage : public QWidget {
   QSpinBox* headDim_ = nullptr;
   QSpinBox* slidingWindow_ = nullptr;
   QSpinBox* globalEvery_ = nullptr;
+  // Multi-head latent attention (0 kv_lora_rank = none).
+  QSpinBox* mlaKvRank_ = nullptr;
+  QSpinBox* mlaQRank_ = nullptr;
+  QSpinBox* mlaQkNope_ = nullptr;
+  QSpinBox* mlaQkRope_ = nullptr;
+  QSpinBox* mlaV_ = nullptr;
   QSpinBox* ffnHidden_ = nullptr;
   QSpinBox* vocab_ = nullptr;
   QSpinBox* seqLen_ = nullptr;

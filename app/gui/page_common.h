@@ -58,7 +58,8 @@ enum FieldId {
   FPinPp, FPinVp, FPinMbs, FPinZero, FPinRecompute, FPinSchedule, FPinOrder, FPinOffload, FPinSp,
   FInfeasible, FFramework, FAttention, FTrainSeq, FDeadline, FBudget, FMemoryMargin, FPinEp, FPinCp,
   FMoeExperts, FMoeTopK, FMoeExpertFfn, FMoeShared, FDeviceProfile, FOptimizer, FOffloadParams,
-  FOffloadOptimizer, FHeadDim, FSlidingWindow, FGlobalEvery
+  FOffloadOptimizer, FHeadDim, FSlidingWindow, FGlobalEvery, FMlaKvRank, FMlaQRank, FMlaQkNope, FMlaQkRope,
+  FMlaV
 };
 
 // The window the pages live in: the one set of inputs, the selected layout, and the one way to

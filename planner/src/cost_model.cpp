@@ -225,8 +225,8 @@ class LayerTerms {
  public:
   LayerTerms(const Scenario& sc, const Constants& c, int tp, int mbs, bool sp)
       : sc(sc), c(c), md(sc.model), fw(sc.training.framework), attn(sc.attention()),
-        tp(tp), mbs(mbs), h(md.hidden), f(md.ffn_hidden_or_default()), a(md.heads), d(md.head_dim_or_default()), q(md.attention_width()),
-        kv(double(md.kv_heads_or_default()) * d), v(md.vocab), s(sc.seq_len()), b(mbs), tpd(tp),
+        tp(tp), mbs(mbs), h(md.hidden), f(md.ffn_hidden_or_default()), a(md.heads), as(attention_shape(md)),
+        dqk(md.qk_head_dim()), dv(md.v_head_dim()), cw(md.attention_core_width()), v(md.vocab), s(sc.seq_len()), b(mbs), tpd(tp),
         e(c.elem_bytes), gated(md.ffn == Ffn::Swiglu),
         dropout(md.norm == Norm::LayerNorm),  // GPT-style models train with dropout
         drop(dropout ? 1.0 : 0.0), fused(fw.fused_kernels), tok(b * s), seqpar(sp && tp > 1),
@@ -255,25 +255,35 @@ class LayerTerms {
 
  private:
   void linear_gemms() {
-    // GEMMs of one block per TP rank (Megatron column/row split, Shoeybi et al. 2019 Sec 3).
-    qkv_gemm = gemm_s(c, tok, (q + 2 * kv) / tpd, h);
-    fc_in_gemm = gemm_s(c, tok, (gated ? 2 : 1) * f / tpd, h);        // FFN in (gate+up)
-    fwd_gemm = qkv_gemm + gemm_s(c, tok, h, q / tpd)                  // attention out
-               + fc_in_gemm + gemm_s(c, tok, h, f / tpd);              // FFN out
+    // GEMMs of one block per TP rank (Megatron column/row split, Shoeybi et al. 2019 Sec 3): the
+    // attention's linears (attention_shape: Q, K, V and the output projection; latent attention's
+    // down-projections whole on every rank), the FFN's in (gate + up) and out.
+    fwd_gemm = qkv_gemm = fc_in_gemm = 0;
+    std::vector<LinearShape> linears = as.linears;
+    linears.push_back({h, (gated ? 2 : 1) * f, TpSplit::Column});
+    linears.push_back({f, h, TpSplit::Row});
+    const size_t attention_linears = as.linears.size();
+    double whole_in = 0, split_in = 0;  // the GEMMs' inputs per token: whole, and split over tp
+    bwd_in_gemm = bwd_w_gemm = 0;
+    for (size_t i = 0; i < linears.size(); ++i) {
+      const LinearShape& l = linears[i];
+      const double in = l.split == TpSplit::Row ? l.in / tpd : l.in;
+      const double out = l.split == TpSplit::Column ? l.out / tpd : l.out;
+      const double gemm = gemm_s(c, tok, out, in);
+      fwd_gemm += gemm;
+      if (l.split == TpSplit::Column) (i < attention_linears ? qkv_gemm : fc_in_gemm) += gemm;
+      (l.split == TpSplit::Row ? split_in : whole_in) += l.in;
+      // Measured times differ by shape: the input gradient dX = dY W^T is [tok, in] over the
+      // layer's output width, the weight gradient dW = X^T dY is [in, out] over the tokens.
+      bwd_in_gemm += gemm_s(c, tok, in, out);
+      bwd_w_gemm += gemm_s(c, in, out, tok);
+    }
     // fp8 (Transformer Engine): each linear layer's input is cast to fp8 (read 2 bytes, write 1)
     // before its GEMM (column-parallel inputs are whole, row-parallel ones split over tp); outputs
     // stay bf16; the weights' fp8 copies are cached across micro-batches (TE is_first_microbatch).
-    if (sc.training.precision == Precision::Fp8) fwd_gemm += mem_s(c, 3.0 * tok * (2 * h + (q + f) / tpd));
-    bwd_in_gemm = bwd_w_gemm = fwd_gemm;
-    if (c.profile) {
-      // Measured times differ by shape: the input gradient dX = dY W^T is [tok, in] over the
-      // layer's output width, the weight gradient dW = X^T dY is [in, out] over the tokens.
-      const double qkv = (q + 2 * kv) / tpd, fc = (gated ? 2 : 1) * f / tpd;
-      bwd_in_gemm = gemm_s(c, tok, h, qkv) + gemm_s(c, tok, q / tpd, h) + gemm_s(c, tok, h, fc) +
-                    gemm_s(c, tok, f / tpd, h);
-      bwd_w_gemm = gemm_s(c, h, qkv, tok) + gemm_s(c, q / tpd, h, tok) + gemm_s(c, h, fc, tok) +
-                   gemm_s(c, f / tpd, h, tok);
-    }
+    if (sc.training.precision == Precision::Fp8) fwd_gemm += mem_s(c, 3.0 * tok * (whole_in + split_in / tpd));
+    // The roofline prices a GEMM by its FLOPs and bytes, the same for the backward's two.
+    if (!c.profile) bwd_in_gemm = bwd_w_gemm = fwd_gemm;
   }
 
   void attention_core() {
@@ -289,15 +299,16 @@ class LayerTerms {
       // A sliding window of w tokens (FlashAttention-2's window_size) skips the blocks outside it:
       // its layers score s w - w (w - 1) / 2 query-key pairs against the causal s (s + 1) / 2
       // (the local layers' share of the layers, the rest whole), at the same rate.
-      const double core_flops = 0.5 * 4 * b * s * s * q / tpd * window_pairs_share();
-      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, d);
+      const double core_flops = 0.5 * 4 * b * s * s * cw / tpd * window_pairs_share();
+      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, std::max(dqk, dv));
       core_fwd_s = core_flops / rate;
       core_bwd_s = kFlashBwdFlopsRatio * core_flops / (rate * kFlashBwdRate);
-      core_mem = tok * (q + 2 * kv) / tpd * e + tok * q / tpd * e;
+      core_mem = tok * (as.q + as.k + as.v) / tpd * e + tok * as.out / tpd * e;
       core_mem_bwd = 2 * core_mem;
     } else {
-      // Attention core as batched GEMMs per head: Q K^T [s,d]x[d,s] and P V [s,s]x[s,d].
-      const double core_gemm = gemm_s(c16, s, s, d, heads_rank) + gemm_s(c16, s, d, s, heads_rank);
+      // Attention core as batched GEMMs per head: Q K^T [s,d]x[d,s] and P V [s,s]x[s,d] (the
+      // query-key head dqk and the value head dv, both head_dim unless latent attention sets them).
+      const double core_gemm = gemm_s(c16, s, s, dqk, heads_rank) + gemm_s(c16, s, dv, s, heads_rank);
       core_fwd_s = core_gemm;
       core_bwd_s = 2 * core_gemm;  // two input-gradient GEMMs per forward GEMM
       // Memory-bound passes over the a*s*s scores. Fused (Megatron's scale-mask-softmax kernel):
@@ -310,8 +321,8 @@ class LayerTerms {
       core_mem_bwd = scores * ((eager ? 7 : 3) * e + (dropout ? 2 * e + 1 : 0));
       // Eager modules split and merge heads with a contiguous copy of Q, K, V and the context.
       if (eager) {
-        core_mem += tok * (2 * q + 2 * kv) / tpd * 2 * e;
-        core_mem_bwd += tok * (2 * q + 2 * kv) / tpd * 2 * e;
+        core_mem += tok * (as.q + as.k + as.v + as.out) / tpd * 2 * e;
+        core_mem_bwd += tok * (as.q + as.k + as.v + as.out) / tpd * 2 * e;
       }
     }
     // The runtime's own attention kernels, measured for this model's heads: their times, traffic
@@ -375,9 +386,11 @@ class LayerTerms {
     // The core's FLOPs as the counts take them (profile.cpp: 4 b s^2 q, 4 b s w q in a window),
     // over the layers.
     const double window_keys = 1 - md.local_layer_share(int(s)) * (1 - std::min(1.0, md.sliding_window / s));
-    t.layer_gemm_flops = 2 * tok * ((q + 2 * kv) * h + q * h + (gated ? 3 : 2) * f * h) / tpd +
-                         4 * b * s * s * q / tpd * window_keys;
-    t.layer_attn_core_flops = 4 * b * s * s * q / tpd * window_keys;
+    double split_params = 0, whole_params = 0;  // the linears' matrices: split over tp, and whole on each rank
+    for (const LinearShape& l : as.linears) (l.split == TpSplit::Duplicated ? whole_params : split_params) += l.params();
+    t.layer_gemm_flops = 2 * tok * ((split_params + (gated ? 3 : 2) * f * h) / tpd + whole_params) +
+                         4 * b * s * s * cw / tpd * window_keys;
+    t.layer_attn_core_flops = 4 * b * s * s * cw / tpd * window_keys;
   }
 
   void activations(Recompute recompute) {
@@ -385,8 +398,9 @@ class LayerTerms {
     // replicated 10sbh part is split too, Eq. 4: sbh(34/t + 5as/(ht))). FlashAttention keeps no
     // s^2 tensor, only its output (counted with the projections) and the fp32 log-sum-exp per head
     // and token; unfused gelu_new keeps three more f-wide intermediates (tanh argument, tanh, x^3).
-    const double repl_tok = (e * h + e * h + 2 * e * h + 2 * drop * h) * repl;
-    const double split_tok = (q + kv) * e + kv * e + q * e + (gated ? 3 : 2) * f * e +
+    // Latent attention's latents and their normalised copies are whole on every tp rank.
+    const double repl_tok = (e * h + e * h + 2 * e * h + 2 * drop * h + e * (as.latent + as.latent_normed)) * repl;
+    const double split_tok = (as.q + as.k) * e + as.v * e + as.out * e + (gated ? 3 : 2) * f * e +
                              (!fused && !gated && fw.activation_kernels > 1 ? 3 * f * e : 0.0);
     const double score_tok = attn == Attention::Flash ? 4 * a : (e + drop * (1 + e)) * a * s;
     t.layer_act_full_bytes = tok * (repl_tok + (split_tok + score_tok) / tpd);
@@ -410,6 +424,12 @@ class LayerTerms {
         t.layer_recompute_gemm_s = fwd_gemm;
         break;
     }
+    // recompute_mla_up_proj: the heads' Q, K and V are not kept; the backward runs the
+    // up-projections (latent attention's column-parallel linears) again from the kept latents.
+    if (fw.recompute_mla_up_proj && md.mla.enabled() && recompute != Recompute::Full) {
+      t.layer_act_kept_bytes -= tok * (as.q + as.k + as.v) / tpd * e;
+      t.layer_recompute_s += qkv_gemm;
+    }
   }
 
   void tp_collectives(Recompute recompute) {
@@ -420,10 +440,16 @@ class LayerTerms {
     // than stored): two more all-gathers = one all-reduce's volume. capplan-train, which a device
     // profile prices, keeps the gathered norm outputs for the weight gradients instead (Gpt's
     // activations hold every rank's rows of them), so it gathers nothing more.
+    // With latent attention the attention's backward all-reduces the input gradients of its
+    // column-parallel layers, the normalised latents (q_lora_rank + kv_lora_rank wide; the hidden
+    // state where queries have no latent): column_in / h of one all-reduce; the duplicated
+    // down-projections' input gradients are whole on every rank (Megatron-Core MLASelfAttention).
+    // Under sp the pair is counted as without latents.
     t.tp_bytes = tok * h * e;
     t.tp_collectives_fwd = tp > 1 ? 2 : 0;
+    const double attn_bwd = seqpar ? 1.0 : as.column_in / h;
     t.tp_collectives_bwd =
-        tp > 1 ? (2 + (recompute == Recompute::Full ? 2 : 0) + (seqpar && !c.profile ? 1 : 0) +
+        tp > 1 ? (1 + attn_bwd + (recompute == Recompute::Full ? 2 : 0) + (seqpar && !c.profile ? 1 : 0) +
                   (partition && recompute == Recompute::Full ? 0.5 : 0.0))
                : 0;
     // The LM head on the last stage (Megatron-LM parallel_lm_logits): its input is copied to the
@@ -482,8 +508,11 @@ class LayerTerms {
     t.embed_params = prof.layers.front().params;
     t.final_norm_params = prof.layers[prof.layers.size() - 2].params;
     t.head_params = prof.layers.back().params + t.final_norm_params;
-    t.layer_matrix_params = std::max({h * (q + 2 * kv), f * h}) / tpd;
-    t.layer_qkv_params = h * (q + 2 * kv) / tpd;
+    // The largest matrix of a rank's layer (ZeRO-3 units of one linear layer), and the first
+    // (Q, K, V; latent attention's query down-projection).
+    t.layer_matrix_params = f * h / tpd;
+    for (const LinearShape& l : as.linears) t.layer_matrix_params = std::max(t.layer_matrix_params, l.params_per_rank(tpd));
+    t.layer_qkv_params = as.linears.front().params_per_rank(tpd);
     // Megatron's scatter/gather optimisation sends 1/t of the activation between stages and
     // all-gathers it over NVLink (Narayanan et al. 2021 Sec 4.1); under sp it is already split.
     // Without it every tp rank sends the whole activation.
@@ -496,7 +525,10 @@ class LayerTerms {
   const FrameworkSpec& fw;
   const Attention attn;
   const int tp, mbs;
-  const double h, f, a, d, q, kv, v, s, b, tpd, e;  // q: heads x head_dim (h unless head_dim is set)
+  const double h, f, a;
+  const AttentionShape as;  // the attention's linears and widths (whole, not per rank)
+  const double dqk, dv, cw;  // query-key and value head sizes; the core's FLOPs / 4 b s^2
+  const double v, s, b, tpd, e;
   const bool gated, dropout;
   const double drop;   // 1 with dropout masks
   const bool fused;    // fused elementwise kernels
@@ -1605,14 +1637,19 @@ namespace {
 bool flash_runs(const GpuSpec& gpu, int head_dim) {
   return gpu.flash_peak_fraction > 0 && head_dim <= 256 && head_dim % 8 == 0;
 }
+// The head size FlashAttention runs at: the query-key head's (latent attention's value heads,
+// narrower, are padded to it, as transformers' DeepSeek modules do for flash_attention_2).
+int flash_head_dim(const ModelSpec& model) { return std::max(model.qk_head_dim(), model.v_head_dim()); }
 // Why it does not, or empty.
 std::string flash_cannot_run(const GpuSpec& gpu, const ModelSpec& model) {
-  const int head_dim = model.head_dim_or_default();
+  const int head_dim = flash_head_dim(model);
   if (flash_runs(gpu, head_dim)) return "";
   if (gpu.flash_peak_fraction <= 0)
     return "flash (FlashAttention-2/3) does not run on " + gpu.name + " (it needs Ampere or newer)";
-  return "flash supports head sizes that are multiples of 8 up to 256; this model's is " +
-         std::to_string(head_dim) + (model.head_dim > 0 ? " (head_dim)" : " (hidden / heads)");
+  return "flash supports head sizes that are multiples of 8 up to 256; this model's is " + std::to_string(head_dim) +
+         (model.mla.enabled()      ? " (qk_nope_head_dim + qk_rope_head_dim)"
+          : model.head_dim > 0 ? " (head_dim)"
+                               : " (hidden / heads)");
 }
 }  // namespace
 
@@ -1627,7 +1664,7 @@ std::string flash_cannot_run(const GpuSpec& gpu, const ModelSpec& model) {
 namespace {
 bool flash_falls_back(const Scenario& sc) {
   return !sc.training.attention && sc.training.framework.attention == Attention::Flash &&
-         !flash_runs(sc.cluster.gpu, sc.model.head_dim_or_default());
+         !flash_runs(sc.cluster.gpu, flash_head_dim(sc.model));
 }
 }  // namespace
 

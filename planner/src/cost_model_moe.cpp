@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "cost_model_detail.h"
+#include "planner/profile.h"
 #include "planner/rank_mapping.h"
 
 namespace capplan::detail {
@@ -143,7 +144,7 @@ class MoeCpTerms {
   MoeCpTerms(const Scenario& sc, const Constants& c, const Layout& ly)
       : sc(sc), c(c), ly(ly), md(sc.model), moe(md.moe), tp(ly.tp), cp(ly.cp), ep(ly.ep),
         h(md.hidden), f(md.ffn_hidden_or_default()), fe(md.expert_ffn_hidden_or_default()),
-        kv(double(md.kv_heads_or_default()) * md.head_dim_or_default()), e(c.elem_bytes),
+        kv_pair([&] { const AttentionShape a = attention_shape(md); return a.k + a.v; }()), e(c.elem_bytes),
         gated(md.ffn == Ffn::Swiglu), tok(double(ly.mbs) * sc.seq_len() / ly.cp),
         frac(md.layers > 0 ? double(moe.moe_layers(md.layers)) / md.layers : 0.0),
         experts(moe.experts), k(moe.top_k_or_default()), shared(moe.shared_experts),
@@ -185,14 +186,14 @@ class MoeCpTerms {
     mt.layer_attn_core_flops *= cp;
   }
 
-  // The ring's K/V exchange: a block is the rank's K and V, tok x 2 kv / tp elements; forward
+  // The ring's K/V exchange: a block is the rank's K and V, tok x (K + V widths) / tp elements; forward
   // passes it cp - 1 times behind cp steps of A(s/cp) each; backward passes K, V and their
   // gradients (twice the bytes) behind the backward's steps. Full recompute runs the forward ring
   // again. Point-to-point at the cp group's link (every rank sends at once: NIC / GPUs per node
   // when the ring crosses nodes).
   void context_ring(const Placement& pl_cp, const Links& cp_links, MicroTerms& mt) const {
     if (cp <= 1) return;
-    const double block_bytes = tok * 2 * kv / tp * e;
+    const double block_bytes = tok * kv_pair / tp * e;
     const double bw = cp_links.nodes > 1 ? pl_cp.p2p_Bps : c.intra_Bps;
     const double lat = cp_links.nodes > 1 ? c.inter_lat_s : c.intra_lat_s;
     const double t_f = lat + block_bytes / bw;
@@ -368,7 +369,9 @@ class MoeCpTerms {
   const ModelSpec& md;
   const MoeSpec& moe;
   const int tp, cp, ep;
-  const double h, f, fe, kv, e;
+  const double h, f, fe;
+  const double kv_pair;  // K and V widths per token (2 kv_heads x head_dim; latent attention's per-head K and V)
+  const double e;
   const bool gated;
   const double tok, frac, experts, k, shared, imbalance;
 };

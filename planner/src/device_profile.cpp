@@ -633,6 +633,12 @@ std::string device_profile_mismatch(const DeviceProfile& p, const ModelSpec& mod
            std::to_string(p.ffn_hidden) + "; " + model.name + " has " + std::to_string(model.hidden) + ", " +
            std::to_string(model.heads) + " of " + std::to_string(model.head_dim_or_default()) + ", " +
            std::to_string(model.ffn_hidden_or_default()) + " (measure it: capplan profile --measure)";
+  // capplan-train's kernels are those of plain multi-head attention: no profile measures latent
+  // attention's projections.
+  if (model.mla.enabled())
+    return file + ": device profile of another model shape: " + model.name +
+           " has multi-head latent attention (mla.kv_lora_rank " + std::to_string(model.mla.kv_lora_rank) +
+           "), which capplan-train's kernels do not measure";
   return {};
 }
 

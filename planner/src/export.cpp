@@ -234,6 +234,17 @@ ExportedFile export_megatron_args(const Plan& plan) {
   add("--ffn-hidden-size", std::to_string(m.ffn_hidden_or_default()));
   // Megatron-LM's --kv-channels is the head size (default hidden / heads).
   if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden) add("--kv-channels", std::to_string(m.head_dim));
+  if (m.mla.enabled()) {
+    // Megatron-Core's MLASelfAttention; --qk-layernorm normalises its latents (DeepSeek-V2 Eq. 9-12
+    // as DeepSeek's models train it); --qk-head-dim is the heads' part without rotary features.
+    add("--multi-latent-attention");
+    if (m.mla.q_lora_rank > 0) add("--q-lora-rank", std::to_string(m.mla.q_lora_rank));
+    add("--kv-lora-rank", std::to_string(m.mla.kv_lora_rank));
+    add("--qk-head-dim", std::to_string(m.mla.qk_nope_head_dim));
+    add("--qk-pos-emb-head-dim", std::to_string(m.mla.qk_rope_head_dim));
+    add("--v-head-dim", std::to_string(m.mla.v_head_dim));
+    add("--qk-layernorm");
+  }
   if (m.kv_heads > 0 && m.kv_heads != m.heads) {
     add("--group-query-attention");
     add("--num-query-groups", std::to_string(m.kv_heads));
@@ -578,6 +589,10 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
   write_health_check(o, opt, jb);
   write_training(o, opt, jb);
   f.text = o.str();
+  if (s.model.mla.enabled())
+    f.notes.push_back("capplan-train projects queries, keys and values from the hidden state: it refuses " +
+                      s.model.name + "'s latent attention (mla), so this script stops at its first step; "
+                      "export --format megatron for Megatron-Core's --multi-latent-attention");
   return f;
 }
 

@@ -108,13 +108,46 @@ void validate_moe(const ModelSpec& m, Err&& err) {
         "at least one layer must have experts");
 }
 
-// `moe_r` reads the moe map (positions of the moe.* keys), when there is one.
+// The latent-attention rules; `err(key, message, hint)` reports at the key (under "mla.").
+template <class Err>
+void validate_mla(const ModelSpec& m, Err&& err) {
+  const MlaSpec& a = m.mla;
+  if (!a.enabled()) return;
+  if (a.qk_nope_head_dim <= 0)
+    err("mla.qk_nope_head_dim", "must be > 0, found " + std::to_string(a.qk_nope_head_dim));
+  if (a.v_head_dim <= 0) err("mla.v_head_dim", "must be > 0, found " + std::to_string(a.v_head_dim));
+  if (a.q_lora_rank < 0) err("mla.q_lora_rank", "must be >= 0 (0: no query latent), found " + std::to_string(a.q_lora_rank));
+  if (a.qk_rope_head_dim < 0) err("mla.qk_rope_head_dim", "must be >= 0, found " + std::to_string(a.qk_rope_head_dim));
+  if (m.position == PositionEmbedding::Rope && a.qk_rope_head_dim % 2 != 0)
+    err("mla.qk_rope_head_dim", "must be even with rotary positions, found " + std::to_string(a.qk_rope_head_dim),
+        "rotary embeddings rotate pairs of features");
+  if (m.kv_heads > 0 && m.kv_heads != m.heads)
+    err("kv_heads", "must equal heads (" + std::to_string(m.heads) + ") with latent attention, found " +
+                        std::to_string(m.kv_heads),
+        "latent attention up-projects keys and values for every head; drop kv_heads");
+  if (m.head_dim > 0)
+    err("head_dim", "is not used with latent attention",
+        "the head sizes are mla.qk_nope_head_dim + mla.qk_rope_head_dim (queries, keys) and mla.v_head_dim; drop head_dim");
+}
+
+// `moe_r` and `mla_r` read the moe and mla maps (positions of the moe.* and mla.* keys), when
+// there are; a Hugging Face config has the mla keys at its top level.
 void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostics& out,
                          const MapReader* r, const std::string& prefix,
-                         const MapReader* moe_r = nullptr) {
+                         const MapReader* moe_r = nullptr, const MapReader* mla_r = nullptr) {
   auto err = [&](const std::string& key, const std::string& msg, const std::string& hint = {}) {
     const bool in_moe = key.compare(0, 4, "moe.") == 0;
-    const Position p = in_moe && moe_r ? moe_r->where(key.substr(4)) : in_moe ? pos(r, "moe") : pos(r, key);
+    const bool in_mla = key.compare(0, 4, "mla.") == 0;
+    if (in_mla && !mla_r && r && r->has(key.substr(4))) {  // a Hugging Face config's own key
+      const Position p = r->where(key.substr(4));
+      out.error(file, p.line, p.column, prefix + key.substr(4), msg, hint);
+      return;
+    }
+    const Position p = in_moe && moe_r   ? moe_r->where(key.substr(4))
+                       : in_moe          ? pos(r, "moe")
+                       : in_mla && mla_r ? mla_r->where(key.substr(4))
+                       : in_mla          ? pos(r, "mla")
+                                         : pos(r, key);
     out.error(file, p.line, p.column, prefix + key, msg, hint);
   };
   auto positive = [&](const char* key, long long v) {
@@ -132,7 +165,7 @@ void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostic
   if (m.global_every > 0 && m.sliding_window <= 0)
     err("global_every", "needs sliding_window: it says which layers attend beyond the window",
         "set sliding_window (tokens), or drop global_every");
-  if (m.head_dim == 0 && m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
+  if (m.head_dim == 0 && !m.mla.enabled() && m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
     err("heads", "must divide hidden (" + std::to_string(m.hidden) + "), found " +
                      std::to_string(m.heads),
         "head size = hidden / heads must be a whole number, or set head_dim");
@@ -146,6 +179,7 @@ void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostic
           "grouped-query attention shares each key/value head among heads / kv_heads query heads");
   }
   validate_moe(m, err);
+  validate_mla(m, err);
 }
 
 void validate_gpu_impl(const GpuSpec& g, const std::string& file, Diagnostics& out,
@@ -293,9 +327,25 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
       mr->finish();
     }
   }
+  const YAML::Node mla = r.child("mla");
+  std::optional<MapReader> ar;
+  if (mla.IsDefined() && !mla.IsNull()) {
+    if (!mla.IsMap()) {
+      r.error_at(mla, "mla", "expected a map with kv_lora_rank, q_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim");
+    } else {
+      ar.emplace(mla, file, prefix + "mla.", diags);
+      MlaSpec& a = m.mla;
+      ar->integer("kv_lora_rank", a.kv_lora_rank, true, kHidden);
+      ar->integer("q_lora_rank", a.q_lora_rank, false, {0, false, 1e7});
+      ar->integer("qk_nope_head_dim", a.qk_nope_head_dim, true, kHeads);
+      ar->integer("qk_rope_head_dim", a.qk_rope_head_dim, false, {0, false, 1e5});
+      ar->integer("v_head_dim", a.v_head_dim, true, kHeads);
+      ar->finish();
+    }
+  }
   r.finish();
   if (diags.items().size() == errors_before)
-    validate_model_impl(m, file, diags, &r, prefix, mr ? &*mr : nullptr);
+    validate_model_impl(m, file, diags, &r, prefix, mr ? &*mr : nullptr, ar ? &*ar : nullptr);
   for (size_t i = errors_before; i < diags.items().size(); ++i)
     if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
   return m;
@@ -442,6 +492,16 @@ std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
     os << in << "moe_layer_freq: " << e.moe_layer_freq << "\n";
     if (e.first_dense_layers > 0) os << in << "first_dense_layers: " << e.first_dense_layers << "\n";
   }
+  if (m.mla.enabled()) {
+    const MlaSpec& a = m.mla;
+    key("mla") << "\n";
+    const std::string in = indent + "  ";
+    os << in << "kv_lora_rank: " << a.kv_lora_rank << "\n";
+    os << in << "q_lora_rank: " << a.q_lora_rank << "\n";
+    os << in << "qk_nope_head_dim: " << a.qk_nope_head_dim << "\n";
+    os << in << "qk_rope_head_dim: " << a.qk_rope_head_dim << "\n";
+    os << in << "v_head_dim: " << a.v_head_dim << "\n";
+  }
   if (!m.source.empty()) key("source") << detail::yaml_quote(m.source) << "\n";
   return os.str();
 }
@@ -523,6 +583,22 @@ void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
                    "' is not known (known: " + kHfMoeTypes + ")",
                "write the model as capplan YAML with a moe: section");
   }
+}
+
+// Latent attention in a Hugging Face config (DeepseekV2Config, DeepseekV3Config and the configs
+// of models built on them): kv_lora_rank (null or absent: none), q_lora_rank (null: queries
+// from the hidden state, DeepSeek-V2-Lite), qk_nope_head_dim, qk_rope_head_dim, v_head_dim. The
+// head_dim such a file may carry (the rotary part) is not the model's head size and is not read.
+void read_hf_mla(MapReader& r, ModelSpec& m) {
+  if (!r.has("kv_lora_rank") || r.child("kv_lora_rank").IsNull()) return;
+  MlaSpec& a = m.mla;
+  r.integer("kv_lora_rank", a.kv_lora_rank, true, kHidden);
+  if (r.has("q_lora_rank") && !r.child("q_lora_rank").IsNull())
+    r.integer("q_lora_rank", a.q_lora_rank, false, {0, false, 1e7});
+  r.integer("qk_nope_head_dim", a.qk_nope_head_dim, true, kHeads);
+  r.integer("qk_rope_head_dim", a.qk_rope_head_dim, true, {0, false, 1e5});
+  r.integer("v_head_dim", a.v_head_dim, true, kHeads);
+  if (r.has("head_dim")) r.child("head_dim");  // known, not used
 }
 
 // Sliding windows in a Hugging Face config: `sliding_window` (null or absent: none), used by every
@@ -618,7 +694,9 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   if (r.has("tie_word_embeddings")) r.boolean("tie_word_embeddings", m.tied_embeddings, false);
   // The head size, where the file gives one (Gemma 7B: 256 with 3072 and 16 heads; Qwen3 8B:
   // 128 with 4096 and 32; Qwen3 32B: 128 with 5120 and 64, so the queries are 8192 wide).
-  if (r.has("head_dim") && !r.child("head_dim").IsNull()) r.integer("head_dim", m.head_dim, false, kHeads);
+  read_hf_mla(r, m);
+  if (!m.mla.enabled() && r.has("head_dim") && !r.child("head_dim").IsNull())
+    r.integer("head_dim", m.head_dim, false, kHeads);
   read_hf_moe(r, model_type, m);
   read_hf_window(r, model_type, file, d, m);
   m.name = hf_name(r, file);
@@ -797,6 +875,7 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
                   return std::nullopt;
                 });
   r.boolean("recompute_moe_act", f.recompute_moe_act, false);
+  r.boolean("recompute_mla_up_proj", f.recompute_mla_up_proj, false);
   r.boolean("fp8_moe", f.fp8_moe, false);
   r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});
   r.number("residual_spread", f.residual_spread, false, {0, false, 10});

@@ -298,6 +298,7 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
     r.enumeration("optimizer", run.scenario.training.optimizer, parse_optimizer, "adam, sgd");
     // What the run's implementation does beyond its framework preset (FrameworkSpec).
     r.boolean("recompute_moe_act", run.scenario.training.framework.recompute_moe_act, false);
+    r.boolean("recompute_mla_up_proj", run.scenario.training.framework.recompute_mla_up_proj, false);
     r.boolean("fp8_moe", run.scenario.training.framework.fp8_moe, false);
     r.boolean("dp_overlap", run.scenario.training.framework.dp_overlap, false);
     r.enumeration("backward_prefetch", run.scenario.training.framework.zero3_backward_prefetch,

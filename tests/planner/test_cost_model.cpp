@@ -351,6 +351,63 @@ TEST(CostModel, AHeadSizeApartWidensTheAttentionNotTheResidualStream) {
   EXPECT_DOUBLE_EQ(estimate(test::scenario(same, 1, 8), layout(1, 1, 1, 1)).step_time_s, eb.step_time_s);
 }
 
+// The tiny model with latent attention: 4 heads, a query latent of 16, a key-value latent of 8,
+// query-key heads of 16 + 8 rotary features, value heads of 16.
+ModelSpec tiny_latent(int layers) {
+  ModelSpec m = test::tiny_model(layers);
+  m.mla.q_lora_rank = 16;
+  m.mla.kv_lora_rank = 8;
+  m.mla.qk_nope_head_dim = 16;
+  m.mla.qk_rope_head_dim = 8;
+  m.mla.v_head_dim = 16;
+  return m;
+}
+
+TEST(CostModel, LatentAttentionAllReducesItsLatentsAndRecomputesItsUpProjections) {
+  // tp 2 x pp 2, 4 layers, blocking collectives. Each stage's layer all-reduces h forward twice
+  // (the output projection's and the FFN's); backward the FFN's input gradient (h) and the
+  // attention's column-parallel inputs, the normalised latents: (16 + 8) / 64 = 0.375 of one.
+  // Expectation: the first stage's backward, 2 layers x (1 + 0.375) all-reduces, against its
+  // forward's 2 x 2 + the embedding's 1.
+  Scenario sc = test::scenario(tiny_latent(4), 4, 8);
+  sc.training.framework.tp_async_bwd = false;
+  Layout l = layout(1, 2, 2, 1);
+  l.recompute = Recompute::None;
+  const StepCosts c = step_costs(sc, l);
+  ASSERT_EQ(c.chunks.size(), 2u);
+  const double ar = c.chunks.front().tp_comm_forward_s / 5;
+  ASSERT_GT(ar, 0);
+  report("first stage's backward all-reduces", 2 * 1.375, c.chunks.front().tp_comm_backward_s / ar);
+  EXPECT_NEAR(c.chunks.front().tp_comm_backward_s, 2 * 1.375 * ar, 1e-12 * ar);
+
+  // recompute_mla_up_proj keeps neither Q, K (4 x 24 each) nor V (4 x 16) a token: 2 layers x
+  // 32 tokens x 256 x 2 bytes = 32768 bytes less with one micro-batch in flight (pp 1), and the
+  // backward runs the two up-projections again.
+  const Scenario one = test::scenario(tiny_latent(2), 1, 8);
+  const Estimate base = estimate(one, layout(1, 1, 1, 1));
+  Scenario up = one;
+  up.training.framework.recompute_mla_up_proj = true;
+  const Estimate recomputed = estimate(up, layout(1, 1, 1, 1));
+  ASSERT_TRUE(base.reason.empty() && recomputed.reason.empty()) << base.reason << recomputed.reason;
+  const double kept_less = base.memory_per_gpu_bytes.activations - recomputed.memory_per_gpu_bytes.activations;
+  report("activations kept less (B)", 32768, kept_less);
+  EXPECT_NEAR(kept_less, 32768, 1e-6);
+  EXPECT_GT(recomputed.breakdown_s.recompute, base.breakdown_s.recompute);
+  // Without latent attention the key changes nothing.
+  Scenario plain = test::scenario(test::tiny_model(2), 1, 8);
+  const double plain_act = estimate(plain, layout(1, 1, 1, 1)).memory_per_gpu_bytes.activations;
+  plain.training.framework.recompute_mla_up_proj = true;
+  EXPECT_EQ(estimate(plain, layout(1, 1, 1, 1)).memory_per_gpu_bytes.activations, plain_act);
+
+  // FlashAttention runs at the query-key head (16 + 8 = 24, a multiple of 8); at 17 + 8 it does
+  // not, and the message names the fields.
+  Scenario odd = test::scenario(tiny_latent(2), 1, 8);
+  odd.model.mla.qk_nope_head_dim = 17;
+  odd.training.attention = Attention::Flash;
+  const Estimate refused = estimate(odd, layout(1, 1, 1, 1));
+  EXPECT_NE(refused.reason.find("qk_nope_head_dim + qk_rope_head_dim"), std::string::npos) << refused.reason;
+}
+
 TEST(CostModelStack, FlashSkipsTheBlocksOutsideASlidingWindow) {
   // FlashAttention with a window of w scores s w - w (w - 1) / 2 causal pairs instead of
   // s (s + 1) / 2, at the same rate. Expectation: the compute a window saves is in proportion to

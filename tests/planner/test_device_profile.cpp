@@ -133,6 +133,11 @@ TEST(DeviceProfile, TruncatedCorruptAndForeignProfilesAreRefused) {
   const std::string heads = device_profile_mismatch(p, wide_heads, p4d, "dev.yaml");
   EXPECT_NE(heads.find("another model shape"), std::string::npos) << heads;
   EXPECT_NE(heads.find("of " + std::to_string(wide_heads.head_dim)), std::string::npos) << heads;
+  // The same shape with latent attention: capplan-train measures no latent projections.
+  ModelSpec latent = *load_model("gpt3-13b").value;
+  latent.mla = {0, 512, 128, 64, 128};
+  const std::string mla = device_profile_mismatch(p, latent, p4d, "dev.yaml");
+  EXPECT_NE(mla.find("multi-head latent attention (mla.kv_lora_rank 512)"), std::string::npos) << mla;
   // A profile that names its head size round-trips it.
   DeviceProfile named = p;
   named.head_dim = wide_heads.head_dim;

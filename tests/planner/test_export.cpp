@@ -157,6 +157,25 @@ TEST(Export, MegatronArgsCarryAHeadSizeSetApart) {
   EXPECT_NE(f.text.find("--kv-channels 256"), std::string::npos) << f.text;
 }
 
+TEST(Export, MegatronArgsCarryLatentAttention) {
+  // Expectation: DeepSeek-V3's latent attention is Megatron-Core's --multi-latent-attention with
+  // its ranks and head sizes (--qk-head-dim is the part without rotary features) and the latents'
+  // norms; no query latent writes no --q-lora-rank. The sbatch script, whose capplan-train has no
+  // latent attention, says so.
+  Plan p = gpt3_plan();
+  p.scenario.model.mla = {1536, 512, 128, 64, 128};
+  const ExportedFile f = export_megatron_args(p);
+  for (const char* needle : {"--multi-latent-attention", "--q-lora-rank 1536", "--kv-lora-rank 512", "--qk-head-dim 128",
+                             "--qk-pos-emb-head-dim 64", "--v-head-dim 128", "--qk-layernorm"})
+    EXPECT_NE(f.text.find(needle), std::string::npos) << needle << "\n" << f.text;
+  p.scenario.model.mla.q_lora_rank = 0;
+  EXPECT_EQ(export_megatron_args(p).text.find("--q-lora-rank"), std::string::npos);
+  const ExportedFile sb = export_sbatch(p);
+  ASSERT_FALSE(sb.notes.empty());
+  EXPECT_NE(sb.notes.back().find("latent attention"), std::string::npos) << sb.notes.back();
+  EXPECT_EQ(export_megatron_args(gpt3_plan()).text.find("latent"), std::string::npos);
+}
+
 TEST(Export, SbatchIsShellValidAndRunsCapplanTrain) {
   const ExportedFile f = export_sbatch(gpt3_plan());
   EXPECT_EQ(bash_syntax_check(f.text, "train.sbatch"), 0) << f.text;

@@ -131,5 +131,55 @@ TEST(Profile, HeadsWiderThanHiddenOverHeadsWidenTheAttention) {
   EXPECT_NEAR(gp / 1e9, 8.54, 0.01);
 }
 
+TEST(Profile, LatentAttentionCountsItsDownAndUpProjections) {
+  // DeepSeek-V3 (its Hugging Face config): 128 heads over 7168, q_lora_rank 1536, kv_lora_rank
+  // 512, query-key heads of 128 + 64 rotary, value heads of 128. A layer's attention is W_DQ
+  // (h x 1536), W_UQ (1536 x 128 x 192), W_DKV (h x (512 + 64)), W_UKV (512 x 128 x (128 + 128)),
+  // W_O (128 x 128 x h) and the two latent norms (1536 + 512): 187.1 M (DeepSeek-V2 Sec 2.1).
+  const Loaded<ModelSpec> m = load_model(data("good/hf-moe/deepseek-v3-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  ASSERT_TRUE(m.value->mla.enabled());
+  const double h = 7168, a = 128, ql = 1536, kvl = 512, nope = 128, rope = 64, vd = 128, s = 4096;
+  const double attn = h * ql + ql * a * (nope + rope) + h * (kvl + rope) + kvl * a * (nope + vd) + a * vd * h;
+  report("DeepSeek-V3 attention matrices per layer (M)", 187.1, attn / 1e6);
+  EXPECT_NEAR(attn / 1e6, 187.1, 0.05);
+  // The whole model against the same model with its attention taken out: 61 layers of it, plus
+  // their norms; and the report's 671 B.
+  const ModelProfile p = profile_model(*m.value, 1, int(s), 1);
+  ModelSpec plain = *m.value;
+  plain.mla = {};
+  plain.hidden = 7168;
+  const ModelProfile q = profile_model(plain, 1, int(s), 1);
+  const double plain_attn = 4 * h * h;  // 128 heads of 56: Q, K, V and O all h x h
+  EXPECT_DOUBLE_EQ(p.total_params - q.total_params, 61 * (attn + ql + kvl - plain_attn));
+  report("DeepSeek-V3 parameters (B)", 671.0, p.total_params / 1e9);
+  EXPECT_NEAR(p.total_params / 1e9, 671.0, 0.1);
+  // Forward FLOPs per token of a layer's attention: 2 x its matrices + the core, Q K^T over
+  // 128 x 192 and P V over 128 x 128 per key: 2 s a (192 + 128).
+  const double core = 2 * s * a * ((nope + rope) + vd);
+  EXPECT_NEAR(p.forward_flops_per_token - q.forward_flops_per_token,
+              61 * (2 * (attn - plain_attn) + core - 4 * s * h), 1e-9 * p.forward_flops_per_token);
+  // Per tp rank the down-projections and the latent norms stay whole; the up-projections and
+  // W_O are split: at tp 8 a block holds (attn - down) / 8 + down + norms of attention.
+  const double down = h * ql + h * (kvl + rope);
+  const ModelProfile p8 = profile_model(*m.value, 8, int(s), 1);
+  const ModelProfile q8 = profile_model(plain, 8, int(s), 1);
+  EXPECT_NEAR(p8.layers[1].params - q8.layers[1].params, (attn - down) / 8 + down + ql + kvl - plain_attn / 8, 1e-6);
+  // DeepSeek-V2-Lite: no query latent (q_lora_rank null): Q is h x 16 x 192 straight from the
+  // hidden state. 15.7 B in all (DeepSeek-V2 Sec 4.1, the Lite model's card).
+  const Loaded<ModelSpec> lite = load_model(data("good/hf-moe/deepseek-v2-lite-config.json"));
+  ASSERT_TRUE(lite.ok()) << lite.diagnostics.to_string();
+  EXPECT_EQ(lite.value->mla.q_lora_rank, 0);
+  const double lh = 2048, la = 16;
+  const double lite_attn = lh * la * (nope + rope) + lh * (kvl + rope) + kvl * la * (nope + vd) + la * vd * lh + kvl;
+  ModelSpec lite_plain = *lite.value;
+  lite_plain.mla = {};
+  EXPECT_DOUBLE_EQ(profile_model(*lite.value, 1, 4096, 1).total_params - profile_model(lite_plain, 1, 4096, 1).total_params,
+                   27 * (lite_attn - 4 * lh * lh));
+  const double lite_total = profile_model(*lite.value, 1, 4096, 1).total_params;
+  report("DeepSeek-V2-Lite parameters (B)", 15.7, lite_total / 1e9);
+  EXPECT_NEAR(lite_total / 1e9, 15.7, 0.05);
+}
+
 }  // namespace
 }  // namespace capplan

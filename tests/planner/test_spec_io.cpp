@@ -2,6 +2,9 @@
 // bad file per mistake under tests/data/bad/ (each must name file, line and key; nothing crashes).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <cmath>
 #include <string>
 
@@ -226,6 +229,61 @@ TEST(ModelYaml, AHeadSizeApartFromHiddenOverHeadsRoundTrips) {
   EXPECT_EQ(plain.value->head_dim_or_default(), 128);
 }
 
+TEST(ModelYaml, LatentAttentionRoundTrips) {
+  // Expectation: the mla map loads, is written back as a map of the same five keys, and reads
+  // back the same; the head sizes are the latent's (32 + 16 for queries and keys, 32 for values),
+  // not hidden / heads; a head_dim beside it is refused at its line.
+  const auto m = load_model(data("good/model_mla.yaml"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  const MlaSpec& a = m.value->mla;
+  EXPECT_EQ(a.kv_lora_rank, 32);
+  EXPECT_EQ(a.q_lora_rank, 64);
+  EXPECT_EQ(m.value->qk_head_dim(), 48);
+  EXPECT_EQ(m.value->v_head_dim(), 32);
+  EXPECT_DOUBLE_EQ(m.value->attention_core_width(), 4 * 40.0);
+  const std::string text = model_to_yaml(*m.value);
+  EXPECT_NE(text.find("\n  kv_lora_rank: 32\n  q_lora_rank: 64\n  qk_nope_head_dim: 32\n"), std::string::npos) << text;
+  const auto back = parse_model_yaml(text, "roundtrip.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_EQ(back.value->mla.qk_rope_head_dim, 16);
+  EXPECT_EQ(back.value->mla.v_head_dim, 32);
+  EXPECT_EQ(model_to_yaml(*load_model("llama2-7b").value).find("mla"), std::string::npos);
+  const auto both = parse_model_yaml(text + "head_dim: 64\n", "both.yaml");
+  ASSERT_FALSE(both.ok());
+  const Diagnostic d = first_error(both.diagnostics);
+  EXPECT_EQ(d.path, "model.head_dim") << d.to_string();
+  EXPECT_NE(d.message.find("not used with latent attention"), std::string::npos) << d.to_string();
+}
+
+TEST(ModelHfJson, DeepSeekConfigsCarryTheirLatentAttention) {
+  // Expectation: DeepSeek-V3's config gives its latent ranks and head sizes; DeepSeek-V2-Lite's
+  // null q_lora_rank means queries straight from the hidden state (0); an odd rotary part is an
+  // error at its line, named as the file names it.
+  const auto v3 = load_model(data("good/hf-moe/deepseek-v3-config.json"));
+  ASSERT_TRUE(v3.ok()) << v3.diagnostics.to_string();
+  EXPECT_EQ(v3.value->mla.kv_lora_rank, 512);
+  EXPECT_EQ(v3.value->mla.q_lora_rank, 1536);
+  EXPECT_EQ(v3.value->qk_head_dim(), 192);
+  EXPECT_EQ(v3.value->v_head_dim(), 128);
+  EXPECT_EQ(v3.value->head_dim, 0);
+  const auto lite = load_model(data("good/hf-moe/deepseek-v2-lite-config.json"));
+  ASSERT_TRUE(lite.ok()) << lite.diagnostics.to_string();
+  EXPECT_EQ(lite.value->mla.q_lora_rank, 0);
+  EXPECT_EQ(lite.value->mla.kv_lora_rank, 512);
+  std::ifstream in(data("good/hf-moe/deepseek-v2-lite-config.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string rope = "\"qk_rope_head_dim\": 64";
+  const size_t at = text.find(rope);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, rope.size(), "\"qk_rope_head_dim\": 63");
+  const auto odd = parse_model_hf_json(text, "odd-config.json");
+  ASSERT_FALSE(odd.ok());
+  const Diagnostic d = first_error(odd.diagnostics);
+  EXPECT_EQ(d.path, "qk_rope_head_dim") << d.to_string();
+  EXPECT_EQ(d.line, 21) << d.to_string();
+  EXPECT_NE(d.message.find("must be even"), std::string::npos) << d.to_string();
+}
+
 TEST(ClusterYaml, OnlyTheRequiredKeysWork) {
   const auto c = load_cluster(data("good/cluster_minimal.yaml"));
   ASSERT_TRUE(c.ok()) << c.diagnostics.to_string();
@@ -307,6 +365,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model_heads_not_dividing.yaml", false, 4, "model.heads", "must divide hidden (768)"},
         BadCase{"model_head_dim_zero.yaml", false, 5, "model.head_dim", "must be > 0"},
         BadCase{"model_global_every_without_window.yaml", false, 7, "model.global_every", "needs sliding_window"},
+        BadCase{"model_mla_no_value_head.yaml", false, 8, "model.mla.v_head_dim", "missing required key"},
+        BadCase{"model_mla_grouped.yaml", false, 5, "model.kv_heads", "must equal heads (4) with latent attention"},
         BadCase{"model_moe_top_k.yaml", false, 9, "model.moe.top_k", "must be <= experts (4), found 6"},
         BadCase{"model_moe_capacity.yaml", false, 10, "model.moe.capacity_factor", "must be >= 1 or 0"},
         BadCase{"cluster_nan.yaml", true, 5, "cluster.inter_node_gbit_per_s", "finite number"},

@@ -29,6 +29,36 @@ struct ModelProfile {
   double forward_flops_per_token = 0;
 };
 
+// How tensor parallelism splits a linear layer: column-parallel (its outputs over the tp ranks),
+// row-parallel (its inputs), or duplicated (every rank holds and runs the whole layer).
+enum class TpSplit { Column, Row, Duplicated };
+
+// One linear layer of a block: `in` features to `out` features.
+struct LinearShape {
+  double in = 0, out = 0;
+  TpSplit split = TpSplit::Column;
+  double params() const { return in * out; }
+  double params_per_rank(double tp) const { return split == TpSplit::Duplicated ? in * out : in * out / tp; }
+};
+
+// The attention half of a block as the counts and the cost model take it, whole (not per rank).
+struct AttentionShape {
+  // The linear layers, as Megatron splits them: Q, K, V (one column-parallel GEMM) and the output
+  // projection (row-parallel); with latent attention Megatron-Core's MLASelfAttention: the
+  // down-projections duplicated on every tp rank (TE parallel_mode "duplicated"), the
+  // up-projections column-parallel, the output projection row-parallel.
+  std::vector<LinearShape> linears;
+  double q = 0, k = 0, v = 0;  // widths of the queries, keys and values the core reads
+  double out = 0;              // width of the core's output, the output projection's input
+  // Latent attention's tp-replicated features per token: the latents (q_lora_rank and
+  // kv_lora_rank + qk_rope_head_dim wide) and the normalised latents the up-projections read.
+  double latent = 0, latent_normed = 0;
+  double latent_norm_params = 0;  // RMSNorm gains of the two latents
+  double column_in = 0;  // the inputs of the column-parallel layers whose input gradients tp all-reduces
+  double column_out_split() const;  // the column-parallel layers' outputs (split over tp)
+};
+AttentionShape attention_shape(const ModelSpec& model);
+
 // tp splits heads and FFN as Megatron does; `precision` sets activation element size. An MoE
 // block's params are those of all its experts (per TP rank, before any ep split), its FLOPs those
 // of top_k routed plus the shared experts, and its activations those of the tokens its experts

@@ -83,6 +83,22 @@ struct MoeSpec {
   }
 };
 
+// Multi-head latent attention (DeepSeek-AI 2024, "DeepSeek-V2", arXiv:2405.04434, Sec 2.1.2-2.1.3):
+// keys and values are up-projected per head from a shared latent of kv_lora_rank features (the
+// down-projection also gives qk_rope_head_dim rotary features shared by every head), and queries
+// from a latent of q_lora_rank features (0: straight from the hidden state). A query-key head is
+// qk_nope_head_dim + qk_rope_head_dim wide, a value head v_head_dim. kv_lora_rank = 0: none. The
+// names are those of the Hugging Face configs (DeepseekV2Config, DeepseekV3Config).
+struct MlaSpec {
+  int q_lora_rank = 0;       // latent of the queries; 0 = queries projected from the hidden state
+  int kv_lora_rank = 0;      // latent of the keys and values; > 0 enables latent attention
+  int qk_nope_head_dim = 0;  // per head, the query-key features without rotary embedding
+  int qk_rope_head_dim = 0;  // per head, the rotary query-key features (one shared key part)
+  int v_head_dim = 0;        // per head, the value features
+
+  bool enabled() const { return kv_lora_rank > 0; }
+};
+
 struct ModelSpec {
   std::string name;
   int layers = 0;
@@ -104,6 +120,7 @@ struct ModelSpec {
   Norm norm = Norm::LayerNorm;
   PositionEmbedding position = PositionEmbedding::Learned;
   MoeSpec moe;         // experts = 0: dense
+  MlaSpec mla;         // kv_lora_rank = 0: queries, keys and values projected from the hidden state
   std::string source;  // where the figures come from (paper, config file path)
 
   int ffn_hidden_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -115,6 +132,13 @@ struct ModelSpec {
   // Width of the queries and of the attention output projection's input: heads x head_dim, the
   // hidden size unless head_dim is set apart from it.
   int attention_width() const { return heads * head_dim_or_default(); }
+  // Width of one query-key head and of one value head: head_dim_or_default() both, unless latent
+  // attention sets them (qk_nope_head_dim + qk_rope_head_dim, v_head_dim).
+  int qk_head_dim() const { return mla.enabled() ? mla.qk_nope_head_dim + mla.qk_rope_head_dim : head_dim_or_default(); }
+  int v_head_dim() const { return mla.enabled() ? mla.v_head_dim : head_dim_or_default(); }
+  // The attention core's FLOPs per query-key pair, over 4: Q K^T takes 2 heads x qk and P V
+  // 2 heads x v, i.e. 4 x heads x (qk + v) / 2 (attention_width() without latent attention).
+  double attention_core_width() const { return heads * 0.5 * (qk_head_dim() + v_head_dim()); }
   // Whether layer i (0-based) attends within its window at sequence `seq`: only where the window
   // is shorter than the sequence.
   bool is_local_layer(int i, int seq) const {
@@ -300,6 +324,12 @@ struct FrameworkSpec {
   // DeepSeek-V3 report Sec 3.3.3, "we cache the inputs of the SwiGLU operator and recompute its
   // output in the backward pass").
   bool recompute_moe_act = false;
+  // Multi-head latent attention: the up-projections' outputs (the heads' Q, K and V) discarded
+  // after the forward and recomputed from the kept normalised latents in the backward
+  // (Megatron-Core --recompute-modules mla_up_proj; DeepSeek-V3 report Sec 3.2.3, "we recompute
+  // all RMSNorm operations and MLA up-projections during back-propagation"). No effect without
+  // latent attention.
+  bool recompute_mla_up_proj = false;
   // Mixture of experts under fp8 training, as DeepSeek-V3 (report Sec 3.3.2-3.3.3): the experts'
   // cached linear inputs (the dispatched tokens, the SwiGLU inputs) kept in fp8 with one fp32
   // scale per 128 elements, and the dispatch all-to-all and the gradient before the

@@ -238,6 +238,14 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
           cp > 1 ? "a multiple of 2 * cp for the load-balanced chunks"
                  : layout.sp ? "a multiple of tp for sp" : "");
 
+  // Latent attention: capplan-train projects queries, keys and values from the hidden state, so
+  // the scaled-down model trains plain multi-head attention of the heads above (what the run
+  // measures against the plan's figures for that model, not the latent one).
+  if (orig.mla.enabled()) {
+    m.mla = MlaSpec{};
+    changes.push_back("attention: multi-head latent attention (kv_lora_rank " + std::to_string(orig.mla.kv_lora_rank) +
+                      ") -> multi-head attention, which capplan-train runs");
+  }
   scale_experts(m, orig, layout, tp, changes);
   scale_batch(out, original, layout, o, pp, changes);
 

@@ -75,6 +75,9 @@ std::string gpt_check_config(const GptConfig& c) {
     return "the model's sliding window of " + std::to_string(m.sliding_window) + " tokens is shorter than the sequence of " +
            std::to_string(c.seq_len) + ": capplan-train's attention has no window (train at a sequence of at most " +
            std::to_string(m.sliding_window) + ")";
+  if (m.mla.enabled())
+    return "the model has multi-head latent attention (mla.kv_lora_rank " + std::to_string(m.mla.kv_lora_rank) +
+           "): capplan-train's attention projects queries, keys and values from the hidden state";
   if (c.mbs <= 0) return "mbs must be > 0";
   if (c.tp_size <= 0 || m.heads % c.tp_size != 0)
     return "tp " + std::to_string(c.tp_size) + " does not divide heads " + std::to_string(m.heads);

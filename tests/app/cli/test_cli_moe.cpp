@@ -32,6 +32,26 @@ TEST(CliMoe, ProfileReportsTotalAndActiveParameters) {
   EXPECT_TRUE(has(j.out, "\"moe_layers\": 58")) << j.out;
 }
 
+TEST(CliMoe, LatentAttentionIsCountedAndNotMeasured) {
+  // DeepSeek-V3's preset carries its latent attention: 671.03 B parameters (the report: 671 B),
+  // the latent's figures printed and in the JSON; measuring it is refused (capplan-train's
+  // kernels are plain multi-head attention), exit 2, the flag and the reason named.
+  const CliRun r = run_cli("profile --model deepseek-v3-671b");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "671.03B parameters")) << r.out;
+  EXPECT_TRUE(has(r.out, "latent attention: kv_lora_rank 512, q_lora_rank 1536, query-key heads 128 + 64 rotary, "
+                         "value heads 128")) << r.out;
+  const CliRun j = run_cli("profile --model deepseek-v3-671b --json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  EXPECT_TRUE(has(j.out, "\"kv_lora_rank\": 512")) << j.out;
+  EXPECT_TRUE(refused(run_cli("profile --measure --model tests/data/good/model_mla.yaml"),
+                      "--measure: latent-small has multi-head latent attention (mla)"));
+  // An estimate of it on H100s with FlashAttention at the query-key head of 192.
+  const CliRun e = run_cli("estimate --model deepseek-v3-671b --cluster p5.48xlarge --nodes 64 --dp 32 --tp 1 "
+                           "--pp 16 --ep 32 --zero 1 --mbs 1 --gbs 4096 --order PDT --attention flash");
+  EXPECT_EQ(e.status, 0) << e.err;
+}
+
 TEST(CliMoe, EstimateTakesEpAndCp) {
   const CliRun r = run_cli(
       "estimate --model mixtral-8x7b --cluster p5.48xlarge --nodes 8 --dp 16 --tp 1 --pp 4 --ep 8 "

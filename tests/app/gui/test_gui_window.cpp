@@ -665,6 +665,39 @@ TEST_F(GuiWindow, AHeadSizeSetApartLetsTheHeadsNotDivideHidden) {
   EXPECT_GT(window_->selectedEstimate()->memory_per_gpu_bytes.weights * window_->selectedEstimate()->gpus, weights);
 }
 
+// Expectation: the latent-attention fields other than its rank are greyed while there is none; a
+// rank alone leaves the heads' sizes unset, refused with the field's error shown and nothing
+// planned; with them GPT-3 plans with latent attention, its head size field greyed.
+TEST_F(GuiWindow, LatentAttentionFieldsPlanOnceTheHeadsAreSized) {
+  QSpinBox* rank = child<QSpinBox>("mla_kv_lora_rank");
+  EXPECT_EQ(rank->value(), 0);
+  EXPECT_EQ(rank->specialValueText(), QStringLiteral("none"));
+  for (const char* name : {"mla_q_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim"})
+    EXPECT_FALSE(child<QSpinBox>(name)->isEnabled()) << name;
+  EXPECT_TRUE(child<QSpinBox>("head_dim")->isEnabled());
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  const double step = window_->selectedEstimate()->step_time_s;
+  const quint64 before = window_->searchJob()->generation();
+  rank->setValue(512);
+  QTest::qWait(100);
+  EXPECT_EQ(window_->searchJob()->generation(), before);  // invalid: not planned
+  bool explained = false;
+  for (QLabel* l : window_->findChildren<QLabel*>())
+    explained |= !l->isHidden() && l->text().contains(QStringLiteral("must be > 0"));
+  EXPECT_TRUE(explained);
+  for (const char* name : {"mla_q_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim"})
+    EXPECT_TRUE(child<QSpinBox>(name)->isEnabled()) << name;
+  EXPECT_FALSE(child<QSpinBox>("head_dim")->isEnabled());
+  child<QSpinBox>("mla_qk_nope_head_dim")->setValue(128);
+  child<QSpinBox>("mla_qk_rope_head_dim")->setValue(64);
+  child<QSpinBox>("mla_v_head_dim")->setValue(128);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_TRUE(window_->inputs().model.mla.enabled());
+  EXPECT_EQ(window_->inputs().model.qk_head_dim(), 192);
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  EXPECT_NE(window_->selectedEstimate()->step_time_s, step);
+}
+
 TEST_F(GuiWindow, BadTokensTextIsKeptAndExplained) {
   QLineEdit* tokens = child<QLineEdit>("tokens");
   EXPECT_EQ(tokens->text(), QStringLiteral("300B"));

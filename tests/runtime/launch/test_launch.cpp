@@ -323,6 +323,24 @@ TEST(LaunchScaleDown, MixtureOfExpertsOnContextParallelLayout) {
   EXPECT_NE(all.find(", cp 3, ep 2"), std::string::npos) << all;
 }
 
+// Expectation: DeepSeek-V3's latent attention is scaled down to the plain multi-head attention
+// capplan-train runs (its heads, hidden / heads wide), the change named; the layout stays valid.
+TEST(LaunchScaleDown, LatentAttentionBecomesTheAttentionTheRuntimeRuns) {
+  const Scenario s = scenario_for("deepseek-v3-671b", 4, 64);
+  ASSERT_TRUE(s.model.mla.enabled());
+  Layout l;
+  l.dp = 2, l.tp = 2, l.ep = 2;
+  const ScaledRun r = scale_down(s, l, local_cluster_spec(fake_machine(), 4));
+  EXPECT_FALSE(r.scenario.model.mla.enabled());
+  EXPECT_EQ(r.scenario.model.hidden % r.scenario.model.heads, 0);
+  EXPECT_FALSE(check_layout(r.scenario, r.layout).has_value())
+      << check_layout(r.scenario, r.layout).value_or("");
+  std::string all;
+  for (const auto& c : r.changes) all += c + "\n";
+  EXPECT_NE(all.find("attention: multi-head latent attention (kv_lora_rank 512) -> multi-head attention"),
+            std::string::npos) << all;
+}
+
 void make_executable(const std::string& path) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path) << "#!/bin/sh\n";

@@ -750,6 +750,11 @@ TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
   const Result covered = run(1, " --model " + covering.string() + " --gbs 2 --steps 1");
   EXPECT_EQ(covered.status, 0) << covered.output;
   EXPECT_EQ(covered.losses.size(), 1u) << covered.output;
+  // Latent attention (DeepSeek's MLA): the runtime projects Q, K and V from the hidden state.
+  const fs::path latent = work_dir() / "tiny_latent.yaml";
+  std::ofstream(latent) << "name: tiny-latent\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\n"
+                        << "mla:\n  kv_lora_rank: 8\n  qk_nope_head_dim: 8\n  v_head_dim: 8\n";
+  expect_bad(1, " --model " + latent.string(), "multi-head latent attention (mla.kv_lora_rank 8)");
   // Two ranks started with different flags (MPMD launch): caught before any work.
   expect_bad(1, m + " --dp 2 --gbs 2 --steps 2 : -np 1 " + std::string(CAPPLAN_TRAIN) +
                     " --threads 1" + m + " --dp 2 --gbs 2 --steps 3",
