@@ -299,7 +299,12 @@ class LayerTerms {
       // A sliding window of w tokens (FlashAttention-2's window_size) skips the blocks outside it:
       // its layers score s w - w (w - 1) / 2 query-key pairs against the causal s (s + 1) / 2
       // (the local layers' share of the layers, the rest whole), at the same rate.
-      const double core_flops = 0.5 * 4 * b * s * s * cw / tpd * window_pairs_share();
+      // FlashAttention-2 takes one head size for Q, K and V: latent attention's narrower value
+      // heads run padded to the query-key head (transformers' DeepSeek-V2/V3 modules pad V for
+      // flash_attention_2), so P V costs heads x dqk; FlashAttention-3 (head sizes 192 / 128)
+      // and cuDNN's fused attention take the two apart.
+      const double core_w = c.flash_kernel == FlashKernel::Fa2 && dv < dqk ? a * dqk : cw;
+      const double core_flops = 0.5 * 4 * b * s * s * core_w / tpd * window_pairs_share();
       const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, std::max(dqk, dv));
       core_fwd_s = core_flops / rate;
       core_bwd_s = kFlashBwdFlopsRatio * core_flops / (rate * kFlashBwdRate);

@@ -399,6 +399,22 @@ TEST(CostModel, LatentAttentionAllReducesItsLatentsAndRecomputesItsUpProjections
   plain.training.framework.recompute_mla_up_proj = true;
   EXPECT_EQ(estimate(plain, layout(1, 1, 1, 1)).memory_per_gpu_bytes.activations, plain_act);
 
+  // FlashAttention-2 pads the value heads to the query-key head (P V at 4 x 24, not 4 x 16);
+  // FlashAttention-3 takes them apart. At equal kernel rates FA2's step is the longer; without
+  // latent attention the two are the same.
+  auto flash_step = [](const ModelSpec& m, FlashKernel k) {
+    Scenario sc = test::scenario(m, 1, 8);
+    sc.training.attention = Attention::Flash;
+    sc.training.framework.flash_kernel = k;
+    sc.cluster.gpu.fa3_peak_fraction = sc.cluster.gpu.flash_peak_fraction;
+    return estimate(sc, layout(1, 1, 1, 1)).breakdown_s.compute;
+  };
+  ModelSpec wide = tiny_latent(2);  // head sizes of 128 and more, where both kernels run at their figure
+  wide.mla.qk_nope_head_dim = 128, wide.mla.qk_rope_head_dim = 64, wide.mla.v_head_dim = 128;
+  EXPECT_GT(flash_step(wide, FlashKernel::Fa2), flash_step(wide, FlashKernel::Fa3));
+  ModelSpec plain_wide = test::tiny_model(2);
+  plain_wide.head_dim = 128;
+  EXPECT_DOUBLE_EQ(flash_step(plain_wide, FlashKernel::Fa2), flash_step(plain_wide, FlashKernel::Fa3));
   // FlashAttention runs at the query-key head (16 + 8 = 24, a multiple of 8); at 17 + 8 it does
   // not, and the message names the fields.
   Scenario odd = test::scenario(tiny_latent(2), 1, 8);
