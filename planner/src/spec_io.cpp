@@ -601,6 +601,28 @@ void read_hf_mla(MapReader& r, ModelSpec& m) {
   if (r.has("head_dim")) r.child("head_dim");  // known, not used
 }
 
+// A context extension after pre-training leaves max_position_embeddings at the extended length
+// and names the length before it in rope_scaling's original_max_position_embeddings (Llama 3.1:
+// 8192 of 131072, rope_type llama3; DeepSeek-V3: 4096 of 163840, YaRN; Phi-3 128k: 4096, LongRoPE).
+// The model's own sequence is the one it was pre-trained at: that one, said at the key.
+void read_hf_context_extension(MapReader& r, const std::string& file, Diagnostics& d, ModelSpec& m) {
+  if (!r.has("rope_scaling")) return;
+  const YAML::Node scaling = r.child("rope_scaling");
+  if (!scaling.IsMap() || !scaling["original_max_position_embeddings"]) return;
+  MapReader sr(scaling, file, "rope_scaling.", d);
+  int original = 0;
+  if (!sr.integer("original_max_position_embeddings", original, false, kSeq) || original <= 0 ||
+      original >= m.seq_len)
+    return;
+  const Position at = sr.where("original_max_position_embeddings");
+  d.warning(file, at.line, at.column, "rope_scaling.original_max_position_embeddings",
+            "the model's sequence is taken as " + std::to_string(original) +
+                ", the length it was pre-trained at; max_position_embeddings " + std::to_string(m.seq_len) +
+                " is its extended context",
+            "--seq " + std::to_string(m.seq_len) + " (or training.seq_len) plans at the extended length");
+  m.seq_len = original;
+}
+
 // Sliding windows in a Hugging Face config: `sliding_window` (null or absent: none), used by every
 // layer (Mistral 7B v0.1, Phi-3 mini) unless `use_sliding_window` is false (Qwen2 and Qwen3 carry
 // a window they do not use); Gemma 2 alternates local and global layers (Gemma2DecoderLayer: the
@@ -695,6 +717,7 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   // The head size, where the file gives one (Gemma 7B: 256 with 3072 and 16 heads; Qwen3 8B:
   // 128 with 4096 and 32; Qwen3 32B: 128 with 5120 and 64, so the queries are 8192 wide).
   read_hf_mla(r, m);
+  read_hf_context_extension(r, file, d, m);
   if (!m.mla.enabled() && r.has("head_dim") && !r.child("head_dim").IsNull())
     r.integer("head_dim", m.head_dim, false, kHeads);
   read_hf_moe(r, model_type, m);

@@ -284,6 +284,31 @@ TEST(ModelHfJson, DeepSeekConfigsCarryTheirLatentAttention) {
   EXPECT_NE(d.message.find("must be even"), std::string::npos) << d.to_string();
 }
 
+TEST(ModelHfJson, AContextExtensionTrainsAtThePreTrainingSequence) {
+  // Expectation: Llama 3.1 8B's config serves 131072 tokens through a llama3 rope scaling of its
+  // 8192-token pre-training: the model's sequence is 8192, with a warning at the key that names
+  // both lengths; the same file without the scaling keeps max_position_embeddings.
+  const auto m = load_model(data("good/llama3.1-8b-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  EXPECT_EQ(m.value->seq_len, 8192);
+  ASSERT_EQ(m.diagnostics.items().size(), 1u) << m.diagnostics.to_string();
+  const Diagnostic& w = m.diagnostics.items().front();
+  EXPECT_EQ(w.severity, Severity::Warning);
+  EXPECT_EQ(w.path, "rope_scaling.original_max_position_embeddings") << w.to_string();
+  EXPECT_EQ(w.line, 20) << w.to_string();
+  EXPECT_NE(w.message.find("max_position_embeddings 131072"), std::string::npos) << w.to_string();
+  std::ifstream in(data("good/llama3.1-8b-config.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t from = text.find("  \"rope_scaling\"");
+  const size_t to = text.find("},\n", from) + 3;
+  ASSERT_NE(from, std::string::npos);
+  text.erase(from, to - from);
+  const auto plain = parse_model_hf_json(text, "config.json");
+  ASSERT_TRUE(plain.ok()) << plain.diagnostics.to_string();
+  EXPECT_EQ(plain.value->seq_len, 131072);
+  EXPECT_TRUE(plain.diagnostics.empty()) << plain.diagnostics.to_string();
+}
+
 TEST(ClusterYaml, OnlyTheRequiredKeysWork) {
   const auto c = load_cluster(data("good/cluster_minimal.yaml"));
   ASSERT_TRUE(c.ok()) << c.diagnostics.to_string();
