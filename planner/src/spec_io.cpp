@@ -520,18 +520,19 @@ Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& f
 namespace {
 
 // The mixture-of-experts keys of the Hugging Face configs capplan knows, by model_type:
-//   mixtral (MixtralConfig): num_local_experts, num_experts_per_tok; the experts are
-//     intermediate_size wide;
+//   mixtral (MixtralConfig), gpt_oss (GptOssConfig): num_local_experts, num_experts_per_tok
+//     (gpt-oss also writes experts_per_token); the experts are intermediate_size wide;
 //   qwen2_moe, qwen3_moe (Qwen2MoeConfig, Qwen3MoeConfig): num_experts, num_experts_per_tok,
 //     moe_intermediate_size, decoder_sparse_step (layer i sparse when (i + 1) % step == 0; capplan
 //     counts every step-th layer), shared_expert_intermediate_size (one shared expert that wide:
 //     counted as that many moe_intermediate_size experts);
-//   deepseek_v2, deepseek_v3 (DeepseekV3Config): n_routed_experts, num_experts_per_tok,
-//     moe_intermediate_size, n_shared_experts, first_k_dense_replace, moe_layer_freq; their
-//     multi-head latent attention is read as multi-head attention of num_attention_heads.
+//   deepseek_v2, deepseek_v3 (DeepseekV3Config), kimi_k2 (Kimi K2: DeepSeek-V3's architecture
+//     under its own model_type), glm4_moe (Glm4MoeConfig, GLM-4.5): n_routed_experts,
+//     num_experts_per_tok, moe_intermediate_size, n_shared_experts, first_k_dense_replace,
+//     moe_layer_freq; their latent attention, where they have it, is read_hf_mla's.
 // A config with MoE keys under another model_type is refused, naming it: its keys may mean
 // something else (a guess would cost the wrong model).
-constexpr const char* kHfMoeTypes = "mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3";
+constexpr const char* kHfMoeTypes = "mixtral, gpt_oss, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, glm4_moe";
 
 void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
   const Limits experts{0, true, 1e6};
@@ -539,9 +540,10 @@ void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
                             r.has("n_routed_experts") || r.has("num_experts_per_tok") ||
                             r.has("moe_intermediate_size");
   MoeSpec& e = m.moe;
-  if (model_type == "mixtral") {
+  if (model_type == "mixtral" || model_type == "gpt_oss") {
     r.integer("num_local_experts", e.experts, true, experts);
-    r.integer("num_experts_per_tok", e.top_k, true, experts);
+    const std::string top_k = r.first_present({"num_experts_per_tok", "experts_per_token"});
+    r.integer(top_k.empty() ? "num_experts_per_tok" : top_k, e.top_k, true, experts);
     e.expert_ffn_hidden = m.ffn_hidden;
   } else if (model_type == "qwen2_moe" || model_type == "qwen3_moe") {
     r.integer("num_experts", e.experts, true, experts);
@@ -566,7 +568,8 @@ void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
                  "dense layers at chosen positions are not supported; found " + std::to_string(only.size()) +
                      " listed",
                  "capplan places dense layers first (moe.first_dense_layers) or every moe_layer_freq-th");
-  } else if (model_type == "deepseek_v2" || model_type == "deepseek_v3") {
+  } else if (model_type == "deepseek_v2" || model_type == "deepseek_v3" || model_type == "kimi_k2" ||
+             model_type == "glm4_moe") {
     r.integer("n_routed_experts", e.experts, true, experts);
     r.integer("num_experts_per_tok", e.top_k, true, experts);
     r.integer("moe_intermediate_size", e.expert_ffn_hidden, true, kFfn);
@@ -702,7 +705,8 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   const bool llama_like = act == "silu" || r.has("rms_norm_eps") || model_type == "llama" ||
                           model_type == "mistral" || model_type == "qwen2" || model_type == "mixtral" ||
                           model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
-                          model_type == "deepseek_v2" || model_type == "deepseek_v3";
+                          model_type == "deepseek_v2" || model_type == "deepseek_v3" || model_type == "kimi_k2" ||
+                          model_type == "glm4_moe" || model_type == "gpt_oss";
   m.ffn = llama_like ? Ffn::Swiglu : Ffn::Gelu;
   m.norm = r.has("rms_norm_eps") || llama_like ? Norm::RmsNorm : Norm::LayerNorm;
   m.position = r.has("rope_theta") || llama_like ? PositionEmbedding::Rope
