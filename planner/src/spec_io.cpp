@@ -675,7 +675,21 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   if (!detail::parse_yaml_text(text, file, root, d)) return out;
   if (!expect_map(root, file, "Hugging Face config", d)) return out;
   const size_t before = d.items().size();
-  MapReader r(root, file, "", d);
+  // A multimodal model's config (Gemma 3, Llama 4, Mistral Small 3.1) nests its language model
+  // under text_config: that is the model planned, said at the key, its vision tower not counted.
+  const YAML::Node& top = root;
+  MapReader outer(root, file, "", d);
+  const bool nested =
+      !top["num_hidden_layers"] && !top["n_layer"] && top["text_config"] && top["text_config"].IsMap();
+  // (Initialised, not assigned: assigning a YAML::Node writes through to the node it refers to.)
+  const YAML::Node lm = nested ? outer.child("text_config") : root;
+  const std::string prefix = nested ? "text_config." : "";
+  if (nested) {
+    const Position at = outer.where("text_config");
+    d.warning(file, at.line, at.column, "text_config",
+              "the language model under text_config is planned; the vision tower (vision_config) is not counted");
+  }
+  MapReader r(lm, file, prefix, d);
   ModelSpec m;
   // Each field under its Llama-family name or its GPT-2 name.
   auto read_int = [&](const std::vector<std::string>& keys, int& field, Limits lim,
@@ -726,11 +740,15 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
     r.integer("head_dim", m.head_dim, false, kHeads);
   read_hf_moe(r, model_type, m);
   read_hf_window(r, model_type, file, d, m);
-  m.name = hf_name(r, file);
+  m.name = hf_name(outer, file);
   m.source = "Hugging Face config " + file;
-  if (d.items().size() == before) validate_model_impl(m, file, d, &r, "");
-  for (size_t i = before; i < d.items().size(); ++i)
-    if (d.items()[i].severity == Severity::Error) return out;
+  auto errors_since = [&](size_t from) {
+    for (size_t i = from; i < d.items().size(); ++i)
+      if (d.items()[i].severity == Severity::Error) return true;
+    return false;
+  };
+  if (!errors_since(before)) validate_model_impl(m, file, d, &r, prefix);
+  if (errors_since(before)) return out;
   out.value = m;
   return out;
 }

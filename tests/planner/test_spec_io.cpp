@@ -309,6 +309,34 @@ TEST(ModelHfJson, AContextExtensionTrainsAtThePreTrainingSequence) {
   EXPECT_TRUE(plain.diagnostics.empty()) << plain.diagnostics.to_string();
 }
 
+TEST(ModelHfJson, AMultimodalConfigPlansItsLanguageModel) {
+  // Expectation: Gemma 3 27B's config nests its language model under text_config (62 layers of
+  // 5376, 32 heads of 128, a 1024-token window with every 6th layer global); that is the model,
+  // named after the root's _name_or_path, with a warning at text_config that the vision tower is not
+  // counted; a mistake inside it is named under text_config at its line.
+  const auto m = load_model(data("good/gemma-3-27b-multimodal-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  EXPECT_EQ(m.value->name, "gemma-3-27b-it");
+  EXPECT_EQ(m.value->layers, 62);
+  EXPECT_EQ(m.value->hidden, 5376);
+  EXPECT_EQ(m.value->head_dim, 128);
+  EXPECT_EQ(m.value->sliding_window, 1024);
+  EXPECT_EQ(m.value->global_every, 6);
+  EXPECT_TRUE(m.value->tied_embeddings);
+  ASSERT_EQ(m.diagnostics.items().size(), 1u) << m.diagnostics.to_string();
+  EXPECT_EQ(m.diagnostics.items().front().path, "text_config");
+  EXPECT_EQ(m.diagnostics.items().front().line, 9);
+  std::ifstream in(data("good/gemma-3-27b-multimodal-config.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string heads = "\"num_attention_heads\": 32";
+  text.replace(text.find(heads), heads.size(), "\"num_attention_heads\": 0");
+  const auto bad = parse_model_hf_json(text, "config.json");
+  ASSERT_FALSE(bad.ok());
+  const Diagnostic d = first_error(bad.diagnostics);
+  EXPECT_EQ(d.path, "text_config.num_attention_heads") << d.to_string();
+  EXPECT_EQ(d.line, 15) << d.to_string();
+}
+
 TEST(ClusterYaml, OnlyTheRequiredKeysWork) {
   const auto c = load_cluster(data("good/cluster_minimal.yaml"));
   ASSERT_TRUE(c.ok()) << c.diagnostics.to_string();
