@@ -48,7 +48,13 @@ std::string model_summary(const CatalogEntry& e) {
                     ", " + std::to_string(s.heads) + " heads";
   if (s.kv_heads > 0 && s.kv_heads != s.heads) out += " (" + std::to_string(s.kv_heads) + " kv)";
   if (s.head_dim > 0 && s.head_dim * s.heads != s.hidden) out += " of " + std::to_string(s.head_dim);
+  if (s.mla.enabled())
+    out += " of latent attention (kv rank " + std::to_string(s.mla.kv_lora_rank) + ", heads of " +
+           std::to_string(s.qk_head_dim()) + " / " + std::to_string(s.v_head_dim()) + ")";
   if (s.sliding_window > 0) out += ", window " + std::to_string(s.sliding_window);
+  if (s.moe.enabled())
+    out += ", " + std::to_string(s.moe.experts) + " experts (top " + std::to_string(s.moe.top_k_or_default()) +
+           (s.moe.shared_experts > 0 ? ", " + std::to_string(s.moe.shared_experts) + " shared" : std::string()) + ")";
   out += ", ffn " + std::to_string(s.ffn_hidden_or_default()) + " " + to_string(s.ffn) +
          ", vocab " + std::to_string(s.vocab) + ", seq " + std::to_string(s.seq_len);
   return out;

@@ -289,7 +289,11 @@ TEST(MoeProfile, PresetsMatchThePublishedTotalAndActiveCounts) {
   // active count here takes the input embedding too, 0.93B).
   for (const Case& c : {Case{"mixtral-8x7b", 46.7e9, 12.9e9, 0.01, 0.01},
                         Case{"mixtral-8x22b", 141e9, 39e9, 0.01, 0.01},
-                        Case{"deepseek-v3-671b", 671e9, 37e9, 0.001, 0.02}}) {
+                        Case{"deepseek-v3-671b", 671e9, 37e9, 0.001, 0.02},
+                        // gpt-oss model card: 116.8B / 5.1B (active without the input embedding's
+                        // 0.58B, which the count here takes); Kimi K2 report: 1T / 32B, rounded.
+                        Case{"gpt-oss-120b", 116.8e9, 5.13e9 + 201088.0 * 2880, 0.001, 0.01},
+                        Case{"kimi-k2-1t", 1e12, 32e9, 0.03, 0.03}}) {
     const auto m = load_model(c.name);
     ASSERT_TRUE(m.ok()) << c.name << m.diagnostics.to_string();
     const ModelProfile p = profile_model(*m.value, 1, m.value->seq_len, 1);

@@ -460,6 +460,10 @@ TEST(Cli, ProfileModelsClustersValidate) {
   r = run_cli("models");
   ASSERT_EQ(r.status, 0);
   EXPECT_TRUE(has(r.out, "megatron-1t")) << r.out;
+  // Each preset's shape in a line: latent attention and experts where it has them.
+  EXPECT_TRUE(has(r.out, "kimi-k2-1t      1.03T parameters: 61 layers, hidden 7168, 64 heads of latent attention "
+                         "(kv rank 512, heads of 192 / 128), 384 experts (top 8, 1 shared)")) << r.out;
+  EXPECT_TRUE(has(r.out, "64 heads (8 kv) of 64, window 128, 128 experts (top 4)")) << r.out;
   r = run_cli("clusters --json");
   ASSERT_EQ(r.status, 0);
   EXPECT_TRUE(has(r.out, "\"name\": \"p5.48xlarge\"")) << r.out;
