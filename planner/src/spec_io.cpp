@@ -529,10 +529,15 @@ namespace {
 //   deepseek_v2, deepseek_v3 (DeepseekV3Config), kimi_k2 (Kimi K2: DeepSeek-V3's architecture
 //     under its own model_type), glm4_moe (Glm4MoeConfig, GLM-4.5): n_routed_experts,
 //     num_experts_per_tok, moe_intermediate_size, n_shared_experts, first_k_dense_replace,
-//     moe_layer_freq; their latent attention, where they have it, is read_hf_mla's.
+//     moe_layer_freq; their latent attention, where they have it, is read_hf_mla's;
+//   llama4_text (Llama4TextConfig, under a llama4 config's text_config): num_local_experts,
+//     num_experts_per_tok, the experts and the one shared expert (Llama4TextMoe.shared_expert)
+//     intermediate_size wide, the dense layers' MLP intermediate_size_mlp wide, every
+//     interleave_moe_layer_step-th layer from layer step - 1 with experts (its moe_layers).
 // A config with MoE keys under another model_type is refused, naming it: its keys may mean
 // something else (a guess would cost the wrong model).
-constexpr const char* kHfMoeTypes = "mixtral, gpt_oss, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, glm4_moe";
+constexpr const char* kHfMoeTypes =
+    "mixtral, gpt_oss, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, glm4_moe, llama4_text";
 
 void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
   const Limits experts{0, true, 1e6};
@@ -578,6 +583,27 @@ void read_hf_moe(MapReader& r, const std::string& model_type, ModelSpec& m) {
     if (r.has("first_k_dense_replace"))
       r.integer("first_k_dense_replace", e.first_dense_layers, false, {0, false, 1e5});
     if (r.has("moe_layer_freq")) r.integer("moe_layer_freq", e.moe_layer_freq, false, {0, true, 1e5});
+  } else if (model_type == "llama4_text" || model_type == "llama4") {
+    r.integer("num_local_experts", e.experts, true, experts);
+    r.integer("num_experts_per_tok", e.top_k, true, experts);
+    e.expert_ffn_hidden = m.ffn_hidden;
+    e.shared_experts = 1;
+    int step = 1;
+    if (r.has("interleave_moe_layer_step")) r.integer("interleave_moe_layer_step", step, false, {0, true, 1e5});
+    e.moe_layer_freq = std::max(step, 1);
+    e.first_dense_layers = std::max(step, 1) - 1;
+    if (r.has("intermediate_size_mlp")) r.integer("intermediate_size_mlp", m.ffn_hidden, false, kFfn);
+    const YAML::Node listed = r.child("moe_layers");
+    if (listed.IsDefined() && listed.IsSequence()) {
+      bool same = int(listed.size()) == e.moe_layers(m.layers);
+      for (size_t i = 0; same && i < listed.size(); ++i)
+        same = listed[i].IsScalar() && listed[i].Scalar() == std::to_string(e.first_dense_layers + int(i) * e.moe_layer_freq);
+      if (!same)
+        r.error_at(listed, "moe_layers", "experts at chosen layers are not supported; capplan places them every " +
+                                             std::to_string(e.moe_layer_freq) + "-th layer from layer " +
+                                             std::to_string(e.first_dense_layers),
+                   "write the model as capplan YAML with a moe: section");
+    }
   } else if (has_moe_keys) {
     const std::string key = r.has("model_type") ? "model_type" : r.first_present(
         {"num_local_experts", "num_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"});
@@ -612,18 +638,32 @@ void read_hf_context_extension(MapReader& r, const std::string& file, Diagnostic
   if (!r.has("rope_scaling")) return;
   const YAML::Node scaling = r.child("rope_scaling");
   if (!scaling.IsMap() || !scaling["original_max_position_embeddings"]) return;
-  MapReader sr(scaling, file, "rope_scaling.", d);
+  MapReader sr(scaling, file, r.prefix() + "rope_scaling.", d);
   int original = 0;
   if (!sr.integer("original_max_position_embeddings", original, false, kSeq) || original <= 0 ||
       original >= m.seq_len)
     return;
   const Position at = sr.where("original_max_position_embeddings");
-  d.warning(file, at.line, at.column, "rope_scaling.original_max_position_embeddings",
+  d.warning(file, at.line, at.column, r.prefix() + "rope_scaling.original_max_position_embeddings",
             "the model's sequence is taken as " + std::to_string(original) +
                 ", the length it was pre-trained at; max_position_embeddings " + std::to_string(m.seq_len) +
                 " is its extended context",
             "--seq " + std::to_string(m.seq_len) + " (or training.seq_len) plans at the extended length");
   m.seq_len = original;
+}
+
+// Llama 4's chunked attention: 3 of every 4 layers attend within chunks of attention_chunk_size
+// tokens (Llama4TextAttention). Up to one chunk it is causal attention over the sequence, which is
+// what capplan costs; beyond it, said at the key.
+void read_hf_chunked_attention(MapReader& r, const std::string& file, Diagnostics& d, const ModelSpec& m) {
+  if (!r.has("attention_chunk_size") || r.child("attention_chunk_size").IsNull()) return;
+  int chunk = 0;
+  if (!r.integer("attention_chunk_size", chunk, false, kSeq) || chunk <= 0 || m.seq_len <= chunk) return;
+  const Position at = r.where("attention_chunk_size");
+  d.warning(file, at.line, at.column, r.prefix() + "attention_chunk_size",
+            "attention within chunks of " + std::to_string(chunk) + " tokens is costed as causal attention over the "
+                "whole sequence of " + std::to_string(m.seq_len),
+            "plan at --seq " + std::to_string(chunk) + " or less, where the two are the same");
 }
 
 // Sliding windows in a Hugging Face config: `sliding_window` (null or absent: none), used by every
@@ -720,7 +760,7 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
                           model_type == "mistral" || model_type == "qwen2" || model_type == "mixtral" ||
                           model_type == "qwen2_moe" || model_type == "qwen3_moe" ||
                           model_type == "deepseek_v2" || model_type == "deepseek_v3" || model_type == "kimi_k2" ||
-                          model_type == "glm4_moe" || model_type == "gpt_oss";
+                          model_type == "glm4_moe" || model_type == "gpt_oss" || model_type == "llama4_text";
   m.ffn = llama_like ? Ffn::Swiglu : Ffn::Gelu;
   m.norm = r.has("rms_norm_eps") || llama_like ? Norm::RmsNorm : Norm::LayerNorm;
   m.position = r.has("rope_theta") || llama_like ? PositionEmbedding::Rope
@@ -736,6 +776,7 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
   // 128 with 4096 and 32; Qwen3 32B: 128 with 5120 and 64, so the queries are 8192 wide).
   read_hf_mla(r, m);
   read_hf_context_extension(r, file, d, m);
+  read_hf_chunked_attention(r, file, d, m);
   if (!m.mla.enabled() && r.has("head_dim") && !r.child("head_dim").IsNull())
     r.integer("head_dim", m.head_dim, false, kHeads);
   read_hf_moe(r, model_type, m);

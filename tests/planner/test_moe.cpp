@@ -267,6 +267,34 @@ TEST(MoeHfConfig, NewerFamiliesLoadAsTheirCardsCountThem) {
   }
 }
 
+TEST(MoeHfConfig, Llama4InterleavesItsExpertsAsItsConfigPlacesThem) {
+  // Llama 4 Maverick (its card: 400 B total, 17 B active): under text_config, 128 experts of 8192
+  // and one shared, top 1, on every other layer from layer 1 (HF's moe_layers for
+  // interleave_moe_layer_step 2), the dense layers' MLP 16384 wide. Its chunked attention over a
+  // default sequence of 1048576 tokens is said at attention_chunk_size.
+  const auto m = load_model(data("good/hf-moe/llama4-maverick-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  const MoeSpec& e = m.value->moe;
+  EXPECT_EQ(e.experts, 128);
+  EXPECT_EQ(e.top_k, 1);
+  EXPECT_EQ(e.shared_experts, 1);
+  EXPECT_EQ(e.expert_ffn_hidden, 8192);
+  EXPECT_EQ(m.value->ffn_hidden, 16384);
+  EXPECT_FALSE(e.is_moe_layer(0));
+  EXPECT_TRUE(e.is_moe_layer(1));
+  EXPECT_TRUE(e.is_moe_layer(47));
+  EXPECT_EQ(e.moe_layers(48), 24);
+  bool chunk_said = false;
+  for (const Diagnostic& d : m.diagnostics.items())
+    chunk_said |= d.severity == Severity::Warning && d.path == "text_config.attention_chunk_size" && d.line == 9;
+  EXPECT_TRUE(chunk_said) << m.diagnostics.to_string();
+  const ModelProfile p = profile_model(*m.value, 1, 8192, 1);
+  std::printf("Expectation: 400 B total, 17 B active; Actual result: %.2f B, %.2f B\n", p.total_params / 1e9,
+              p.active_params / 1e9);
+  EXPECT_NEAR(p.total_params / 400e9, 1.0, 0.005);
+  EXPECT_NEAR(p.active_params / 17e9, 1.0, 0.015);
+}
+
 TEST(MoeHfConfig, UnknownMoeTypeIsNamedAndRefused) {
   const std::string path = data("bad/hf_config_unknown_moe.json");
   const auto m = load_model(path);
