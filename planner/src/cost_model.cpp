@@ -55,6 +55,9 @@ constexpr double kFlashCausalRampTokens = 512;
 // Between 64 and 128 the factor is interpolated; at or above 128 it is 1 (no figure for every
 // kernel at 256).
 namespace {
+// The head size FlashAttention runs at: the query-key head's (latent attention's value heads,
+// narrower, are padded to it, as transformers' DeepSeek modules do for flash_attention_2).
+int flash_head_dim(const ModelSpec& model) { return std::max(model.qk_head_dim(), model.v_head_dim()); }
 double flash_head_factor(FlashKernel k, double head_dim) {
   const double at64 = k == FlashKernel::Fa3 ? 497.0 / 648 : k == FlashKernel::Cudnn ? 413.0 / 595 : 324.0 / 370;
   const double x = std::clamp((head_dim - 64) / 64, 0.0, 1.0);
@@ -267,8 +270,7 @@ class LayerTerms {
     bwd_in_gemm = bwd_w_gemm = 0;
     for (size_t i = 0; i < linears.size(); ++i) {
       const LinearShape& l = linears[i];
-      const double in = l.split == TpSplit::Row ? l.in / tpd : l.in;
-      const double out = l.split == TpSplit::Column ? l.out / tpd : l.out;
+      const double in = l.in_per_rank(tpd), out = l.out_per_rank(tpd);
       const double gemm = gemm_s(c, tok, out, in);
       fwd_gemm += gemm;
       if (l.split == TpSplit::Column) (i < attention_linears ? qkv_gemm : fc_in_gemm) += gemm;
@@ -305,7 +307,7 @@ class LayerTerms {
       // and cuDNN's fused attention take the two apart.
       const double core_w = c.flash_kernel == FlashKernel::Fa2 && dv < dqk ? a * dqk : cw;
       const double core_flops = 0.5 * 4 * b * s * s * core_w / tpd * window_pairs_share();
-      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, std::max(dqk, dv));
+      const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, flash_head_dim(md));
       core_fwd_s = core_flops / rate;
       core_bwd_s = kFlashBwdFlopsRatio * core_flops / (rate * kFlashBwdRate);
       core_mem = tok * (as.q + as.k + as.v) / tpd * e + tok * as.out / tpd * e;
@@ -1642,12 +1644,9 @@ namespace {
 bool flash_runs(const GpuSpec& gpu, int head_dim) {
   return gpu.flash_peak_fraction > 0 && head_dim <= 256 && head_dim % 8 == 0;
 }
-// The head size FlashAttention runs at: the query-key head's (latent attention's value heads,
-// narrower, are padded to it, as transformers' DeepSeek modules do for flash_attention_2).
-int flash_head_dim(const ModelSpec& model) { return std::max(model.qk_head_dim(), model.v_head_dim()); }
 // Why it does not, or empty.
 std::string flash_cannot_run(const GpuSpec& gpu, const ModelSpec& model) {
-  const int head_dim = flash_head_dim(model);
+  const int head_dim = detail::flash_head_dim(model);
   if (flash_runs(gpu, head_dim)) return "";
   if (gpu.flash_peak_fraction <= 0)
     return "flash (FlashAttention-2/3) does not run on " + gpu.name + " (it needs Ampere or newer)";
@@ -1669,7 +1668,7 @@ std::string flash_cannot_run(const GpuSpec& gpu, const ModelSpec& model) {
 namespace {
 bool flash_falls_back(const Scenario& sc) {
   return !sc.training.attention && sc.training.framework.attention == Attention::Flash &&
-         !flash_runs(sc.cluster.gpu, flash_head_dim(sc.model));
+         !flash_runs(sc.cluster.gpu, detail::flash_head_dim(sc.model));
 }
 }  // namespace
 

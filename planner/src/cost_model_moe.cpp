@@ -144,7 +144,7 @@ class MoeCpTerms {
   MoeCpTerms(const Scenario& sc, const Constants& c, const Layout& ly)
       : sc(sc), c(c), ly(ly), md(sc.model), moe(md.moe), tp(ly.tp), cp(ly.cp), ep(ly.ep),
         h(md.hidden), f(md.ffn_hidden_or_default()), fe(md.expert_ffn_hidden_or_default()),
-        kv_pair([&] { const AttentionShape a = attention_shape(md); return a.k + a.v; }()), e(c.elem_bytes),
+        kv_pair(attention_kv_width(md)), e(c.elem_bytes),
         gated(md.ffn == Ffn::Swiglu), tok(double(ly.mbs) * sc.seq_len() / ly.cp),
         frac(md.layers > 0 ? double(moe.moe_layers(md.layers)) / md.layers : 0.0),
         experts(moe.experts), k(moe.top_k_or_default()), shared(moe.shared_experts),

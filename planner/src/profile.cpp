@@ -21,6 +21,11 @@ double AttentionShape::column_out_split() const {
   return sum;
 }
 
+double attention_kv_width(const ModelSpec& model) {
+  if (model.mla.enabled()) return double(model.heads) * (model.qk_head_dim() + model.v_head_dim());
+  return 2.0 * model.kv_heads_or_default() * model.head_dim_or_default();
+}
+
 AttentionShape attention_shape(const ModelSpec& model) {
   AttentionShape a;
   const double h = model.hidden, heads = model.heads;

@@ -627,7 +627,6 @@ void read_hf_mla(MapReader& r, ModelSpec& m) {
   r.integer("qk_nope_head_dim", a.qk_nope_head_dim, true, kHeads);
   r.integer("qk_rope_head_dim", a.qk_rope_head_dim, true, {0, false, 1e5});
   r.integer("v_head_dim", a.v_head_dim, true, kHeads);
-  if (r.has("head_dim")) r.child("head_dim");  // known, not used
 }
 
 // A context extension after pre-training leaves max_position_embeddings at the extended length

@@ -38,6 +38,9 @@ struct LinearShape {
   double in = 0, out = 0;
   TpSplit split = TpSplit::Column;
   double params() const { return in * out; }
+  // The features one tp rank's share of the layer takes in and gives out.
+  double in_per_rank(double tp) const { return split == TpSplit::Row ? in / tp : in; }
+  double out_per_rank(double tp) const { return split == TpSplit::Column ? out / tp : out; }
   double params_per_rank(double tp) const { return split == TpSplit::Duplicated ? in * out : in * out / tp; }
 };
 
@@ -58,6 +61,9 @@ struct AttentionShape {
   double column_out_split() const;  // the column-parallel layers' outputs (split over tp)
 };
 AttentionShape attention_shape(const ModelSpec& model);
+// The widths of the keys and the values the attention core reads, per token (attention_shape's
+// k + v, without building its linears: the context ring's exchange asks for it per layout).
+double attention_kv_width(const ModelSpec& model);
 
 // tp splits heads and FFN as Megatron does; `precision` sets activation element size. An MoE
 // block's params are those of all its experts (per TP rank, before any ep split), its FLOPs those
