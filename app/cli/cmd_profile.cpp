@@ -209,14 +209,21 @@ void print_profile_json(const ModelSpec& m, const ModelProfile& p, int tp, int s
   w.field("tied_embeddings", m.tied_embeddings);
   w.field("flops_per_token", p.flops_per_token);
   w.field("forward_flops_per_token", p.forward_flops_per_token);
-  w.key("layers").begin_array();
-  for (const LayerProfile& l : p.layers) {
-    w.begin_object();
-    w.field("name", l.name).field("kind", l.kind).field("params", l.params);
-    w.field("forward_flops", l.forward_flops).field("activation_bytes", l.activation_bytes);
-    w.end_object();
+  auto rows = [&](const char* key, const std::vector<LayerProfile>& layers) {
+    w.key(key).begin_array();
+    for (const LayerProfile& l : layers) {
+      w.begin_object();
+      w.field("name", l.name).field("kind", l.kind).field("params", l.params);
+      w.field("forward_flops", l.forward_flops).field("activation_bytes", l.activation_bytes);
+      w.end_object();
+    }
+    w.end_array();
+  };
+  rows("layers", p.layers);
+  if (m.mtp_layers > 0) {
+    w.field("mtp_layers", m.mtp_layers).field("mtp_params", p.mtp_params);
+    rows("mtp", p.mtp);
   }
-  w.end_array();
   w.end_object();
   std::printf("%s\n", w.str().c_str());
 }
@@ -242,18 +249,24 @@ void print_profile_text(const ModelSpec& m, const ModelProfile& p, int tp, int s
     std::printf("latent attention: kv_lora_rank %d, q_lora_rank %d, query-key heads %d + %d rotary, value heads %d\n",
                 a.kv_lora_rank, a.q_lora_rank, a.qk_nope_head_dim, a.qk_rope_head_dim, a.v_head_dim);
   }
+  if (m.mtp_layers > 0)
+    std::printf("multi-token prediction: %d module%s, %s parameters beside the model's (the embedding and head "
+                "shared), their FLOPs in the step's\n",
+                m.mtp_layers, m.mtp_layers == 1 ? "" : "s", fmt_si(p.mtp_params).c_str());
   std::printf("per TP rank (tp %d), seq %d, mbs %d, %s activations\n\n", tp, seq, mbs,
               to_string(precision));
   std::printf("%-16s %-12s %12s %16s %16s\n", "layer", "kind", "params", "fwd GFLOP/mb",
               "activ. MiB/mb");
-  // Identical transformer blocks are shown once, with their count.
-  for (size_t i = 0; i < p.layers.size(); ++i) {
-    const LayerProfile& l = p.layers[i];
+  // Identical transformer blocks are shown once, with their count; the multi-token prediction
+  // modules after the head.
+  std::vector<LayerProfile> all = p.layers;
+  all.insert(all.end(), p.mtp.begin(), p.mtp.end());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const LayerProfile& l = all[i];
     size_t same = 1;
-    while (i + same < p.layers.size() && p.layers[i + same].kind == l.kind &&
-           p.layers[i + same].params == l.params &&
-           p.layers[i + same].forward_flops == l.forward_flops &&
-           p.layers[i + same].activation_bytes == l.activation_bytes)
+    while (i + same < all.size() && all[i + same].kind == l.kind && all[i + same].params == l.params &&
+           all[i + same].forward_flops == l.forward_flops &&
+           all[i + same].activation_bytes == l.activation_bytes)
       ++same;
     std::string name = l.name;
     if (same > 1) name += " (x" + std::to_string(same) + ")";

@@ -232,6 +232,8 @@ LayerProfileModel::LayerProfileModel(QObject* parent) : QAbstractTableModel(pare
 void LayerProfileModel::setProfile(ModelProfile profile) {
   beginResetModel();
   profile_ = std::move(profile);
+  // The multi-token prediction modules after the head, as `capplan profile` lists them.
+  profile_.layers.insert(profile_.layers.end(), profile_.mtp.begin(), profile_.mtp.end());
   endResetModel();
 }
 
@@ -266,7 +268,7 @@ QVariant LayerProfileModel::headerData(int section, Qt::Orientation orientation,
   static const char* const names[ColumnCount] = {"layer", "kind", "parameters", "forward GFLOP",
                                                  "activations MiB"};
   static const char* const tips[ColumnCount] = {
-      "Layer name", "embedding, transformer, norm or head",
+      "Layer name", "embedding, transformer, norm, head or mtp (a multi-token prediction module)",
       "Parameters per tensor-parallel rank",
       "Forward FLOPs per micro-batch per TP rank (a multiply-add counts 2)",
       "Activations kept for backward per micro-batch per TP rank, without recompute"};

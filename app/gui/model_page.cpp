@@ -124,6 +124,11 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
        tr("Inner size of one expert's MLP; 0 = the FFN hidden"), tr("= FFN hidden"), FMoeExpertFfn},
       {&moeShared_, "moe_shared_experts", "model.moe.shared_experts", 0, 1000000, tr("Shared experts"),
        tr("Experts every token goes through (DeepSeek, Qwen-MoE)"), {}, FMoeShared},
+      {&mtpLayers_, "mtp_layers", "model.mtp_layers", 0, 1000, tr("MTP modules"),
+       tr("mtp_layers: multi-token prediction modules after the last layer (DeepSeek-V3: 1), each a "
+          "transformer layer, a projection and the shared head again, on the last pipeline stage; "
+          "trained with the model, counted apart from its parameters"),
+       tr("none"), FMtpLayers},
   };
   for (const FieldDef& d : defs) {
     QSpinBox* s = makeSpin(box, d.name, d.min, d.max, d.tip, d.special);
@@ -154,6 +159,7 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
           case FMoeTopK: m.moe.top_k = v; break;
           case FMoeExpertFfn: m.moe.expert_ffn_hidden = v; break;
           case FMoeShared: m.moe.shared_experts = v; break;
+          case FMtpLayers: m.mtp_layers = v; break;
           default: break;
         }
       });
@@ -211,7 +217,7 @@ QLayout* ModelPage::buildFigures() {
   profileView_->setAlternatingRowColors(true);
   profLay->addWidget(profileView_);
 #ifdef CAPPLAN_GUI_HAVE_RUNTIME
-  auto* measure = new QPushButton(tr("Measure on this machine..."), profBox);
+  auto* measure = measure_ = new QPushButton(tr("Measure on this machine..."), profBox);
   measure->setObjectName(QStringLiteral("measureOnThisMachine"));
   measure->setToolTip(tr("Time this model's kernels and the ranks' collectives here (capplan profile --measure) and "
                          "chart them against the prediction; the Plan page can then use the profile"));
@@ -244,6 +250,7 @@ void ModelPage::syncFromInputs(const PlanInputs& in) {
   setIfDifferent(headDim_, m.head_dim);
   setIfDifferent(slidingWindow_, m.sliding_window);
   setIfDifferent(globalEvery_, m.global_every);
+  setIfDifferent(mtpLayers_, m.mtp_layers);
   globalEvery_->setEnabled(m.sliding_window > 0);  // which layers attend beyond a window: none without one
   setIfDifferent(mlaKvRank_, m.mla.kv_lora_rank);
   setIfDifferent(mlaQRank_, m.mla.q_lora_rank);
@@ -253,6 +260,18 @@ void ModelPage::syncFromInputs(const PlanInputs& in) {
   // Latent attention sets the head sizes; its other fields mean nothing without a latent.
   headDim_->setEnabled(!m.mla.enabled() || m.head_dim > 0);
   for (QSpinBox* s : {mlaQRank_, mlaQkNope_, mlaQkRope_, mlaV_}) s->setEnabled(m.mla.enabled());
+  // capplan-train's kernels are plain multi-head attention's: it cannot time latent attention
+  // (capplan profile --measure refuses it the same way).
+  if (measure_) {
+    measure_->setEnabled(!m.mla.enabled());
+    measure_->setToolTip(m.mla.enabled()
+                             ? tr("%1 has multi-head latent attention, which capplan-train's kernels do not run: "
+                                  "nothing here can time it (the counts and the estimates take it)")
+                                   .arg(QString::fromStdString(m.name))
+                             : tr("Time this model's kernels and the ranks' collectives here (capplan profile "
+                                  "--measure) and chart them against the prediction; the Plan page can then use "
+                                  "the profile"));
+  }
   setIfDifferent(ffnHidden_, m.ffn_hidden);
   setIfDifferent(vocab_, m.vocab);
   setIfDifferent(seqLen_, m.seq_len);

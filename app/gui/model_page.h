@@ -13,6 +13,7 @@ class QFormLayout;
 class QGroupBox;
 class QLabel;
 class QListWidget;
+class QPushButton;
 class QTableView;
 
 namespace capplan::gui {
@@ -56,6 +57,8 @@ class ModelPage : public QWidget {
   QSpinBox* mlaQkNope_ = nullptr;
   QSpinBox* mlaQkRope_ = nullptr;
   QSpinBox* mlaV_ = nullptr;
+  QSpinBox* mtpLayers_ = nullptr;  // multi-token prediction modules (0 = none)
+  QPushButton* measure_ = nullptr;  // "Measure on this machine" (a build with the runtime only)
   QSpinBox* ffnHidden_ = nullptr;
   QSpinBox* vocab_ = nullptr;
   QSpinBox* seqLen_ = nullptr;

@@ -479,9 +479,11 @@ class LayerTerms {
       t.tp_async_cover_s[0] = qkv_gemm;
       t.tp_async_cover_s[1] = fc_in_gemm;
     }
-    t.head_tp_collectives_fwd = tp > 1 && seqpar ? 0.5 : 0.0;
-    t.head_tp_collectives_bwd = tp > 1 ? (seqpar ? 0.5 : 1.0) : 0.0;
-    t.xent_collectives = tp > 1 ? 3 : 0;
+    // Each multi-token prediction module (mtp_modules below) runs the head's again, and eh_proj's.
+    const double k = md.mtp_layers;
+    t.head_tp_collectives_fwd = tp > 1 ? (1 + k) * (seqpar ? 0.5 : 0.0) + k * (0.5 + (seqpar ? 1.0 : 0.0)) : 0.0;
+    t.head_tp_collectives_bwd = tp > 1 ? (1 + k) * (seqpar ? 0.5 : 1.0) + k * (seqpar ? 1.0 : 2.0) : 0.0;
+    t.xent_collectives = tp > 1 ? 3 * (1 + k) : 0;
     t.xent_bytes = tok * 4;
   }
 
@@ -504,6 +506,34 @@ class LayerTerms {
     t.head_bwd_s = head_bwd_gemm + mem_s(c, logits * (4 + 4 + e));
     t.head_gemm_s = head_gemm + head_bwd_gemm;
     t.head_act_bytes = logits * 4;
+    mtp_modules();
+  }
+
+  // Multi-token prediction (ModelSpec::mtp_layers; DeepSeek-V3 Sec 2.2, Megatron-Core
+  // MultiTokenPredictionLayer): each module runs on the last stage after the model's last layer.
+  // Its transformer layer is one of the stage's layers (StepEvaluation::layers_on); the rest is
+  // charged to the head here: the shifted tokens' embedding lookup, enorm and hnorm, the
+  // concatenation, eh_proj [tok, 2h] x [2h, h/t] (column-parallel, its output gathered over tp),
+  // the final norm, and the shared LM head with its cross-entropy again. Memory passes per token,
+  // in h-wide elements: forward the lookup 3, the two norms 4, the concatenation 4, the final norm
+  // 2; backward twice the norms' and the concatenation's and the lookup's gradient scatter 3. The
+  // forward keeps the two norms' inputs, the projection's input (2h) and the final norm's input,
+  // and the module's fp32 logits, live beside the model's own at the start of the backward (the
+  // losses are formed in the forward). TP: the gather of eh_proj's output in the forward and the
+  // all-reduce of its 2h-wide input gradient in the backward (under sp the column-parallel
+  // layer's input gathered and its gradient reduce-scattered instead: 2h wide, one all-reduce
+  // volume each way), and the head's collectives again.
+  void mtp_modules() {
+    const double k = md.mtp_layers;
+    if (k <= 0) return;
+    const double logits = tok * v / tpd;
+    const double proj = gemm_s(c, tok, h / tpd, 2 * h);
+    const double proj_bwd = c.profile ? gemm_s(c, tok, 2 * h, h / tpd) + gemm_s(c, 2 * h, h / tpd, tok) : 2 * proj;
+    const double head_fwd = t.head_fwd_s, head_bwd = t.head_bwd_s, head_gemm = t.head_gemm_s;
+    t.head_fwd_s += k * (head_fwd + proj + mem_s(c, 13 * tok * h * e * repl));
+    t.head_bwd_s += k * (head_bwd + proj_bwd + mem_s(c, 23 * tok * h * e * repl));
+    t.head_gemm_s += k * (head_gemm + proj + proj_bwd);
+    t.head_act_bytes += k * (logits * 4 + tok * 5 * h * e * repl);
   }
 
   void parameters() {
@@ -515,6 +545,8 @@ class LayerTerms {
     t.embed_params = prof.layers.front().params;
     t.final_norm_params = prof.layers[prof.layers.size() - 2].params;
     t.head_params = prof.layers.back().params + t.final_norm_params;
+    // Multi-token prediction's eh_proj (split by columns) and three norms per module (mtp_modules).
+    t.mtp_head_params = md.mtp_layers * (2 * h * h / tpd + 3 * t.final_norm_params);
     // The largest matrix of a rank's layer (ZeRO-3 units of one linear layer), and the first
     // (Q, K, V; latent attention's query down-projection).
     t.layer_matrix_params = f * h / tpd;
@@ -570,6 +602,10 @@ int chunk_layers(int layers, int chunks, int c) {
   const int base = layers / chunks;
   const int rem = layers % chunks;
   return base + ((c >= 1 && c <= rem) ? 1 : 0);
+}
+
+int stage_blocks(const ModelSpec& model, int pp, int vp, int stage) {
+  return stage_layers(model.layers, pp, vp, stage) + (stage == pp - 1 ? model.mtp_layers : 0);
 }
 
 int stage_layers(int layers, int pp, int vp, int stage) {
@@ -676,8 +712,8 @@ class StepEvaluation {
                                      std::min(mt.head_tp_collectives_bwd * tp_ar, mt.tp_async_head_cover_s))),
         p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
-        w_elem(c.elem_bytes), g_elem(c.grad_bytes), nl_first(stage_layers(L, pp, vp, 0)),
-        nl_second(pp > 1 ? stage_layers(L, pp, vp, 1) : nl_first), nl_last(stage_layers(L, pp, vp, pp - 1)) {}
+        w_elem(c.elem_bytes), g_elem(c.grad_bytes), nl_first(stage_blocks(sc.model, pp, vp, 0)),
+        nl_second(pp > 1 ? stage_blocks(sc.model, pp, vp, 1) : nl_first), nl_last(stage_blocks(sc.model, pp, vp, pp - 1)) {}
 
   void run(Evaluation& out, StepCosts* steps) {
     pace();
@@ -928,11 +964,16 @@ class StepEvaluation {
 
   // Parameters of `nl` layers and of the embedding and the LM head where a stage or chunk holds
   // them. A tied LM head shares the embedding's weights when both are in one piece; across pieces
-  // the last holds a copy (Megatron-LM).
+  // the last holds a copy (Megatron-LM). Multi-token prediction's modules sit with the head, and
+  // look up the embedding there: across pieces the last holds a copy of it too (Megatron-Core
+  // builds the embedding on the last stage for them and sums its gradient with the first's).
   double piece_params(double nl, bool embedding, bool head) const {
     double p = nl * mt.layer_params;
     if (embedding) p += mt.embed_params;
-    if (head) p += embedding && sc.model.tied_embeddings ? mt.final_norm_params : mt.head_params;
+    if (head) {
+      p += (embedding && sc.model.tied_embeddings ? mt.final_norm_params : mt.head_params) + mt.mtp_head_params;
+      if (!embedding && !sc.model.tied_embeddings && sc.model.mtp_layers > 0) p += mt.embed_params;
+    }
     return p;
   }
   double stage_params(int s) const { return piece_params(layers_on(s), s == 0, s == pp - 1); }
@@ -954,7 +995,7 @@ class StepEvaluation {
     // within 2 % (tests/simulator/test_plan_simulation.cpp). Under-counts the stalls of interleaving
     // when the chunks of one stage hold different numbers of layers (pp * vp not dividing L): up to
     // ~11 % in the simulator, not modelled here.
-    const double sum_work = L * (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
+    const double sum_work = sc.model.trained_layers() * (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
                            mt.tp_collectives_fwd * tp_ar + layer_tp_bwd +
                            mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s + mt.layer_cp_comm_fwd_s +
                            mt.layer_cp_comm_bwd_s) +
@@ -998,12 +1039,14 @@ class StepEvaluation {
     // embedding to the output layer; Megatron-LM training.py / finalize_model_grads
     // `_allreduce_word_embedding_grads`; DeepSpeed's pipeline engine reduces tied modules'
     // gradients the same way, `_exec_reduce_tied_grads`). Not overlapped: both wait for it.
-    if (pp > 1 && sc.model.tied_embeddings) {
+    // Multi-token prediction's copy of an untied embedding on the last stage is summed the same way.
+    if (pp > 1 && (sc.model.tied_embeddings || sc.model.mtp_layers > 0)) {
       Links ends = pl.pp;
       ends.n = 2;
       ends.nodes = pl.pp.nodes > 1 ? 2 : 1;
       ends.per_node = 3 - ends.nodes;
-      const double bytes = (mt.head_params - mt.final_norm_params) * g_elem;
+      const double bytes =
+          (sc.model.tied_embeddings ? mt.head_params - mt.final_norm_params : mt.embed_params) * g_elem;
       // Two members: each sends its gradient to the other and both receive at once (capplan-train
       // sync_tied_embedding sends a copy it has just made), the bytes a ring all-reduce of two
       // moves each way. A device profile's measured point-to-point time where it has one.
@@ -1043,7 +1086,7 @@ class StepEvaluation {
     const StageCost& st = s0;
     const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
     const double b_layer = nl > 0 ? (st.compute - st.fwd + st.recompute) / nl : 0.0;
-    const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params) * w_elem);
+    const double outer = allgather_s(pl.dp, (mt.embed_params + mt.head_params + mt.mtp_head_params) * w_elem);
     const double ag_bwd = (1.0 + regather) * ag + rs;  // a layer's backward traffic
     // A forward pass over a layer whose first unit is gathered on an idle GPU (its Q, K, V
     // projection, or the whole layer; with its shard's copy up where parameters are offloaded)
@@ -1490,7 +1533,7 @@ class StepEvaluation {
     for (int cidx = 0; cidx < chunks; ++cidx) {
       ChunkCosts ch;
       ch.first_layer = first;
-      ch.num_layers = chunk_layers(L, chunks, cidx);
+      ch.num_layers = chunk_layers(L, chunks, cidx) + (cidx == chunks - 1 ? sc.model.mtp_layers : 0);
       first += ch.num_layers;
       ch.has_embedding = cidx == 0;
       ch.has_head = cidx == chunks - 1;
@@ -1566,7 +1609,7 @@ class StepEvaluation {
   // asks for them several times per layout.
   const int nl_first, nl_second, nl_last;
   int layers_on(int s) const {
-    return s == 0 ? nl_first : s == pp - 1 ? nl_last : s == 1 ? nl_second : stage_layers(L, pp, vp, s);
+    return s == 0 ? nl_first : s == pp - 1 ? nl_last : s == 1 ? nl_second : stage_blocks(sc.model, pp, vp, s);
   }
   // FSDP cpu_offload in ring mode: the shards stream up inside the gathers and the gradient
   // shards go down after their reduce-scatters (ring_z3 is set by data_parallel()).

@@ -77,6 +77,9 @@ struct MicroTerms {
   double head_act_bytes = 0;          // fp32 logits of one micro-batch
   double layer_params = 0, embed_params = 0, head_params = 0;  // per TP rank
   double final_norm_params = 0;       // part of head_params
+  // The multi-token prediction modules' own weights beside their layers (eh_proj, norms), on the
+  // last stage with the head; not part of head_params (whose gradient a tied embedding shares).
+  double mtp_head_params = 0;
   double layer_matrix_params = 0;     // the layer's largest weight matrix, per TP rank
   double layer_qkv_params = 0;        // the Q, K, V projection: the first matrix a layer's forward uses
   double p2p_bytes = 0;               // activation sent to the next stage, per micro-batch
@@ -160,6 +163,9 @@ double ring_latency_s(const Links& l);
 // chunks 1, 2, ... so that the first chunk (with the embedding) stays light.
 int chunk_layers(int layers, int chunks, int c);
 int stage_layers(int layers, int pp, int vp, int stage);
+// The transformer layers a stage runs: stage_layers' share of the model's, and on the last stage
+// the multi-token prediction modules' (ModelSpec::mtp_layers), which follow the last layer.
+int stage_blocks(const ModelSpec& model, int pp, int vp, int stage);
 
 struct Evaluation {
   MemoryBytes mem;

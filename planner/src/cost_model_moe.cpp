@@ -146,7 +146,9 @@ class MoeCpTerms {
         h(md.hidden), f(md.ffn_hidden_or_default()), fe(md.expert_ffn_hidden_or_default()),
         kv_pair(attention_kv_width(md)), e(c.elem_bytes),
         gated(md.ffn == Ffn::Swiglu), tok(double(ly.mbs) * sc.seq_len() / ly.cp),
-        frac(md.layers > 0 ? double(moe.moe_layers(md.layers)) / md.layers : 0.0),
+        // The share of MoE layers among those a step runs (the multi-token prediction modules'
+        // layers included: DeepSeek-V3's is MoE).
+        frac(md.trained_layers() > 0 ? double(moe.moe_layers(md.trained_layers())) / md.trained_layers() : 0.0),
         experts(moe.experts), k(moe.top_k_or_default()), shared(moe.shared_experts),
         // The busiest expert's tokens as a multiple of the mean: the capacity factor bounds it
         // (GShard, Lepikhin et al. 2021 Sec 2.2; Switch, Fedus et al. 2022 Sec 2.2: tokens over
@@ -482,7 +484,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   const double edp = double(ly.dp) * ly.cp / ly.ep;
   const int peak_stage = ev.memory_stage;
   const double stage_expert_params =
-      terms.expert_params_per_layer * stage_layers(sc.model.layers, ly.pp, ly.vp, peak_stage);
+      terms.expert_params_per_layer * stage_blocks(sc.model, ly.pp, ly.vp, peak_stage);
   const StateBytesPerParam state = state_bytes_per_param(sc.training);
   MemoryBytes& mem = ev.mem;
   double w = stage_expert_params * state.weights / (ly.zero >= 3 ? edp : 1.0);
@@ -515,7 +517,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   // the backward); their optimizer step at the dense step's rate per parameter.
   const double crit_expert_params =
       terms.expert_params_per_layer *
-      std::max(stage_layers(sc.model.layers, ly.pp, ly.vp, 0), stage_layers(sc.model.layers, ly.pp, ly.vp, ly.pp - 1));
+      std::max(stage_blocks(sc.model, ly.pp, ly.vp, 0), stage_blocks(sc.model, ly.pp, ly.vp, ly.pp - 1));
   const double expert_grad_bytes = crit_expert_params * c.grad_bytes;
   double expert_dp_s = 0;
   if (edp_links.n > 1) {
@@ -548,7 +550,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
     steps->cp_attention_step_backward_s = terms.cp_attention_step_backward_s;
     steps->cp_ring_in_recompute = ly.cp > 1 && ly.recompute == Recompute::Full;
     steps->cp = ly.cp;
-    for (ChunkCosts& ch : steps->chunks) ch.moe_layers = sc.model.moe.enabled() ? int(std::lround(ch.num_layers * double(sc.model.moe.moe_layers(sc.model.layers)) / sc.model.layers)) : 0;
+    for (ChunkCosts& ch : steps->chunks) ch.moe_layers = sc.model.moe.enabled() ? int(std::lround(ch.num_layers * double(sc.model.moe.moe_layers(sc.model.trained_layers())) / sc.model.trained_layers())) : 0;
   }
 }
 

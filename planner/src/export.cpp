@@ -245,6 +245,9 @@ ExportedFile export_megatron_args(const Plan& plan) {
     add("--v-head-dim", std::to_string(m.mla.v_head_dim));
     add("--qk-layernorm");
   }
+  // Megatron-Core's MultiTokenPredictionBlock on the last pipeline stage (its loss weighted by
+  // --mtp-loss-scaling-factor, default 0.1; DeepSeek-V3 Sec 4.2 used 0.3, then 0.1).
+  if (m.mtp_layers > 0) add("--mtp-num-layers", std::to_string(m.mtp_layers));
   if (m.kv_heads > 0 && m.kv_heads != m.heads) {
     add("--group-query-attention");
     add("--num-query-groups", std::to_string(m.kv_heads));
@@ -593,6 +596,10 @@ ExportedFile export_sbatch(const Plan& plan, const SbatchOptions& opt) {
     f.notes.push_back("capplan-train projects queries, keys and values from the hidden state: it refuses " +
                       s.model.name + "'s latent attention (mla), so this script stops at its first step; "
                       "export --format megatron for Megatron-Core's --multi-latent-attention");
+  if (s.model.mtp_layers > 0)
+    f.notes.push_back("capplan-train trains the next-token loss only: it refuses " + s.model.name +
+                      "'s multi-token prediction (mtp_layers), so this script stops at its first step; "
+                      "export --format megatron for Megatron-Core's --mtp-num-layers");
   return f;
 }
 

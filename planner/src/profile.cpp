@@ -208,11 +208,28 @@ ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
   out.layers.push_back({"lm_head", "head", v * h / t,  // tied: the last stage holds a copy
                         2 * b * s * h * v / t, 4 * b * s * v / t});
 
+  // Multi-token prediction (DeepSeek-V3 Sec 2.2, Megatron-Core MultiTokenPredictionLayer): per
+  // module the layer `layers + k` would be, eh_proj [2h -> h] split by columns, enorm, hnorm and
+  // the final norm; forward the layer, the projection and the shared head's GEMM.
+  double mtp_flops = 0;
+  for (int k = 0; k < model.mtp_layers; ++k) {
+    const int i = model.layers + k;
+    const double saved = model.is_local_layer(i, int(s)) ? local_saving : 0.0;
+    const BlockFigures& blk = moe.is_moe_layer(i) ? moe_block : dense;
+    const double proj = 2 * h * h;
+    const double flops = blk.flops - saved + 2 * b * s * proj + 2 * b * s * h * v;
+    out.mtp.push_back({"mtp." + std::to_string(k), "mtp", blk.params_rank + proj / t + 3 * norm_params, flops / t,
+                       blk.act + b * s * 5 * h * e + 4 * b * s * v / t});
+    out.mtp_params += blk.params_total + proj + 3 * norm_params;
+    mtp_flops += flops;
+  }
+
   out.total_params = embed_params_total + blocks_total + norm_params + head_params_total;
   out.active_params = embed_params_total + blocks_active + norm_params + head_params_total;
   // Model FLOPs per token: forward + backward = 3 x forward, GEMMs and attention core, LM head
-  // included (Narayanan et al. 2021 Eq. 3 without the recompute pass: 72Bslh^2(1+s/6h+V/12lh)).
-  const double fwd_per_token = (blocks_flops + 2 * b * s * h * v) / (b * s);
+  // included (Narayanan et al. 2021 Eq. 3 without the recompute pass: 72Bslh^2(1+s/6h+V/12lh)),
+  // and the multi-token prediction modules' (work of the step, though not of the model it keeps).
+  const double fwd_per_token = (blocks_flops + 2 * b * s * h * v + mtp_flops) / (b * s);
   out.forward_flops_per_token = fwd_per_token;
   out.flops_per_token = 3 * fwd_per_token;
   return out;

@@ -26,6 +26,7 @@ namespace {
 // Ranges accepted for user input. The upper bounds are far beyond any real model or machine; they
 // only catch typos (an extra zero, a value in the wrong unit) and overflow.
 constexpr Limits kLayers{0, true, 1e5};
+constexpr Limits kMtpLayers{0, false, 1e3};  // multi-token prediction depths (DeepSeek-V3: 1)
 constexpr Limits kHidden{0, true, 1e7};
 constexpr Limits kHeads{0, true, 1e5};
 constexpr Limits kVocab{0, true, 1e9};
@@ -304,6 +305,7 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
   r.integer("head_dim", m.head_dim, false, kHeads);
   r.integer("sliding_window", m.sliding_window, false, kSeq);
   r.integer("global_every", m.global_every, false, kLayers);
+  r.integer("mtp_layers", m.mtp_layers, false, kMtpLayers);
   r.enumeration("ffn", m.ffn, parse_ffn, "gelu, swiglu");
   r.boolean("tied_embeddings", m.tied_embeddings, false);
   r.enumeration("norm", m.norm, parse_norm, "layernorm, rmsnorm");
@@ -473,6 +475,7 @@ std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
   if (m.head_dim > 0) key("head_dim") << m.head_dim << "\n";
   if (m.sliding_window > 0) key("sliding_window") << m.sliding_window << "\n";
   if (m.global_every > 0) key("global_every") << m.global_every << "\n";
+  if (m.mtp_layers > 0) key("mtp_layers") << m.mtp_layers << "\n";
   key("vocab") << m.vocab << "\n";
   key("seq_len") << m.seq_len << "\n";
   if (m.ffn_hidden > 0) key("ffn_hidden") << m.ffn_hidden << "\n";
@@ -780,6 +783,11 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
     r.integer("head_dim", m.head_dim, false, kHeads);
   read_hf_moe(r, model_type, m);
   read_hf_window(r, model_type, file, d, m);
+  // Multi-token prediction modules (DeepseekV3Config, Glm4MoeConfig, Kimi K2's and MiMo's
+  // configs): num_nextn_predict_layers, whose weights the checkpoint stores as layers past
+  // num_hidden_layers.
+  if (r.has("num_nextn_predict_layers") && !r.child("num_nextn_predict_layers").IsNull())
+    r.integer("num_nextn_predict_layers", m.mtp_layers, false, kMtpLayers);
   m.name = hf_name(outer, file);
   m.source = "Hugging Face config " + file;
   auto errors_since = [&](size_t from) {

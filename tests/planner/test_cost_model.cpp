@@ -424,6 +424,59 @@ TEST(CostModel, LatentAttentionAllReducesItsLatentsAndRecomputesItsUpProjections
   EXPECT_NE(refused.reason.find("qk_nope_head_dim + qk_rope_head_dim"), std::string::npos) << refused.reason;
 }
 
+TEST(CostModel, MultiTokenPredictionRunsOnTheLastStageBesideTheHead) {
+  // A 1024-wide model of 4 layers at pp 2 with one multi-token prediction module: the module's
+  // layer joins the last stage's two, its head pass and eh_proj join the head, and the first
+  // stage does not change. From 4- and 6-layer runs without the module: L = one layer's forward
+  // (the last stage's difference), H = the head's (the last stage less 2 L). Expectation: the last
+  // stage's forward with the module = 3 L + 2 H + eh_proj's GEMM and passes, which lie between 0
+  // and one layer's forward.
+  ModelSpec m = test::tiny_model(4);
+  m.hidden = 1024, m.heads = 16, m.vocab = 32000, m.seq_len = 1024, m.tied_embeddings = false;
+  auto costs = [&](int layers, int mtp) {
+    ModelSpec x = m;
+    x.layers = layers, x.mtp_layers = mtp;
+    Layout l = layout(1, 1, 2, 1);
+    l.recompute = Recompute::None;
+    return step_costs(test::scenario(x, 2, 8), l);
+  };
+  const StepCosts none = costs(4, 0), six = costs(6, 0), with = costs(4, 1);
+  ASSERT_EQ(with.chunks.size(), 2u);
+  EXPECT_EQ(with.chunks.front().num_layers, 2);
+  EXPECT_EQ(with.chunks.back().num_layers, 3);
+  EXPECT_DOUBLE_EQ(with.chunks.front().forward_s, none.chunks.front().forward_s);
+  EXPECT_DOUBLE_EQ(with.chunks.front().backward_input_s, none.chunks.front().backward_input_s);
+  const double L = six.chunks.back().forward_s - none.chunks.back().forward_s;
+  const double H = none.chunks.back().forward_s - 2 * L;
+  ASSERT_GT(L, 0);
+  ASSERT_GT(H, 0);
+  const double extra = with.chunks.back().forward_s - (3 * L + 2 * H);
+  // In FLOPs eh_proj is 4 h^2 a token against a layer's 24 h^2 + 4 s h: 0.14 of it.
+  report("eh_proj and the module's passes over one layer's forward (FLOPs: 0.14)", 4.0 / 28.0, extra / L);
+  EXPECT_GT(extra, 0);
+  EXPECT_LT(extra, L);
+  EXPECT_GT(with.chunks.back().backward_input_s + with.chunks.back().backward_weight_s,
+            six.chunks.back().backward_input_s + six.chunks.back().backward_weight_s);
+
+  // The step: slower, the last stage pacing; the model's size the same, its FLOPs more (the
+  // module's work is the step's). An untied embedding gets a copy on the last stage for the
+  // module's lookup, and the two copies' gradients are summed across the pipeline's ends.
+  Layout l = layout(1, 1, 2, 1);
+  const Estimate e0 = estimate(test::scenario(m, 2, 8), l);
+  ModelSpec with_mtp = m;
+  with_mtp.mtp_layers = 1;
+  const Estimate e1 = estimate(test::scenario(with_mtp, 2, 8), l);
+  ASSERT_TRUE(e0.reason.empty() && e1.reason.empty()) << e0.reason << e1.reason;
+  EXPECT_GT(e1.step_time_s, e0.step_time_s);
+  EXPECT_GT(e1.breakdown_s.pp_comm, e0.breakdown_s.pp_comm);
+  EXPECT_GT(e1.model_tflops_per_gpu * e1.step_time_s, e0.model_tflops_per_gpu * e0.step_time_s);
+  // With tied embeddings the sum happens anyway: the module adds no transfer.
+  ModelSpec tied = m, tied_mtp = with_mtp;
+  tied.tied_embeddings = tied_mtp.tied_embeddings = true;
+  EXPECT_DOUBLE_EQ(estimate(test::scenario(tied_mtp, 2, 8), l).breakdown_s.pp_comm,
+                   estimate(test::scenario(tied, 2, 8), l).breakdown_s.pp_comm);
+}
+
 TEST(CostModelStack, FlashSkipsTheBlocksOutsideASlidingWindow) {
   // FlashAttention with a window of w scores s w - w (w - 1) / 2 causal pairs instead of
   // s (s + 1) / 2, at the same rate. Expectation: the compute a window saves is in proportion to

@@ -176,6 +176,20 @@ TEST(Export, MegatronArgsCarryLatentAttention) {
   EXPECT_EQ(export_megatron_args(gpt3_plan()).text.find("latent"), std::string::npos);
 }
 
+TEST(Export, MegatronArgsCarryMultiTokenPrediction) {
+  // Expectation: one multi-token prediction module is Megatron-Core's --mtp-num-layers 1; a model
+  // without one writes no such flag; the sbatch script, whose capplan-train trains the next-token
+  // loss only, says so.
+  Plan p = gpt3_plan();
+  p.scenario.model.mtp_layers = 1;
+  const ExportedFile f = export_megatron_args(p);
+  EXPECT_NE(f.text.find("--mtp-num-layers 1"), std::string::npos) << f.text;
+  EXPECT_EQ(export_megatron_args(gpt3_plan()).text.find("--mtp"), std::string::npos);
+  const ExportedFile sb = export_sbatch(p);
+  ASSERT_FALSE(sb.notes.empty());
+  EXPECT_NE(sb.notes.back().find("multi-token prediction (mtp_layers)"), std::string::npos) << sb.notes.back();
+}
+
 TEST(Export, SbatchIsShellValidAndRunsCapplanTrain) {
   const ExportedFile f = export_sbatch(gpt3_plan());
   EXPECT_EQ(bash_syntax_check(f.text, "train.sbatch"), 0) << f.text;

@@ -145,8 +145,10 @@ TEST(Profile, LatentAttentionCountsItsDownAndUpProjections) {
   EXPECT_NEAR(attn / 1e6, 187.1, 0.05);
   // The whole model against the same model with its attention taken out: 61 layers of it, plus
   // their norms; and the report's 671 B.
-  const ModelProfile p = profile_model(*m.value, 1, int(s), 1);
-  ModelSpec plain = *m.value;
+  ModelSpec v3 = *m.value;
+  v3.mtp_layers = 0;  // the multi-token prediction module's attention: MultiTokenPredictionCountsOneMoreLayerAndHead
+  const ModelProfile p = profile_model(v3, 1, int(s), 1);
+  ModelSpec plain = v3;
   plain.mla = {};
   plain.hidden = 7168;
   const ModelProfile q = profile_model(plain, 1, int(s), 1);
@@ -162,7 +164,7 @@ TEST(Profile, LatentAttentionCountsItsDownAndUpProjections) {
   // Per tp rank the down-projections and the latent norms stay whole; the up-projections and
   // W_O are split: at tp 8 a block holds (attn - down) / 8 + down + norms of attention.
   const double down = h * ql + h * (kvl + rope);
-  const ModelProfile p8 = profile_model(*m.value, 8, int(s), 1);
+  const ModelProfile p8 = profile_model(v3, 8, int(s), 1);
   const ModelProfile q8 = profile_model(plain, 8, int(s), 1);
   EXPECT_NEAR(p8.layers[1].params - q8.layers[1].params, (attn - down) / 8 + down + ql + kvl - plain_attn / 8, 1e-6);
   // DeepSeek-V2-Lite: no query latent (q_lora_rank null): Q is h x 16 x 192 straight from the
@@ -179,6 +181,55 @@ TEST(Profile, LatentAttentionCountsItsDownAndUpProjections) {
   const double lite_total = profile_model(*lite.value, 1, 4096, 1).total_params;
   report("DeepSeek-V2-Lite parameters (B)", 15.7, lite_total / 1e9);
   EXPECT_NEAR(lite_total / 1e9, 15.7, 0.05);
+}
+
+TEST(Profile, MultiTokenPredictionCountsOneMoreLayerAndHead) {
+  // DeepSeek-V3's config (num_nextn_predict_layers 1): one module after layer 60, i.e. the MoE
+  // layer 61 would be, eh_proj (2h x h), enorm, hnorm and its final norm; the embedding and the
+  // head shared. The report: 671 B for the model, 14 B more for MTP in the checkpoint, which also
+  // stores the module's own embedding and head (2 x V x h).
+  const Loaded<ModelSpec> m = load_model(data("good/hf-moe/deepseek-v3-config.json"));
+  ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
+  EXPECT_EQ(m.value->mtp_layers, 1);
+  const double h = 7168, V = 129280, s = 4096;
+  const ModelProfile p = profile_model(*m.value, 1, int(s), 1);
+  ModelSpec bare = *m.value;
+  bare.mtp_layers = 0;
+  const ModelProfile q = profile_model(bare, 1, int(s), 1);
+  // The model's own figures do not move: 671 B.
+  EXPECT_DOUBLE_EQ(p.total_params, q.total_params);
+  EXPECT_DOUBLE_EQ(p.active_params, q.active_params);
+  ASSERT_EQ(p.layers.size(), q.layers.size());
+  ASSERT_EQ(p.mtp.size(), 1u);
+  EXPECT_TRUE(q.mtp.empty());
+  EXPECT_EQ(q.mtp_params, 0.0);
+  // The module: an MoE layer's parameters (the last layer's row) and 2 h^2 + 3 h.
+  const LayerProfile& moe_layer = p.layers[p.layers.size() - 3];
+  EXPECT_EQ(p.mtp[0].kind, "mtp");
+  EXPECT_DOUBLE_EQ(p.mtp[0].params, moe_layer.params + 2 * h * h + 3 * h);
+  EXPECT_DOUBLE_EQ(p.mtp_params, p.mtp[0].params);
+  report("DeepSeek-V3 MTP module parameters (B)", 11.61, p.mtp_params / 1e9);
+  report("with the checkpoint's embedding and head copies (B; report: 14)", 14.0, (p.mtp_params + 2 * V * h) / 1e9);
+  EXPECT_NEAR((p.mtp_params + 2 * V * h) / 1e9, 14.0, 0.6);
+  // Forward work per micro-batch: the layer's, the projection's 2 s (2 h^2) and the head's 2 s h V.
+  EXPECT_NEAR(p.mtp[0].forward_flops, moe_layer.forward_flops + 2 * s * 2 * h * h + 2 * s * h * V,
+              1e-12 * p.mtp[0].forward_flops);
+  // The step computes it: flops_per_token grows by 3 x its forward per token.
+  EXPECT_NEAR(p.flops_per_token - q.flops_per_token, 3 * p.mtp[0].forward_flops / s, 1e-9 * p.flops_per_token);
+  // Kept for the backward: the layer's activations, the inputs of the two norms, of eh_proj (2h)
+  // and of the final norm in bf16, and the fp32 logits.
+  EXPECT_DOUBLE_EQ(p.mtp[0].activation_bytes, moe_layer.activation_bytes + s * 5 * h * 2 + 4 * s * V);
+  // Per tp rank at tp 8 the projection is split by columns, the norms whole.
+  const ModelProfile p8 = profile_model(*m.value, 8, int(s), 1);
+  EXPECT_DOUBLE_EQ(p8.mtp[0].params, p8.layers[p8.layers.size() - 3].params + 2 * h * h / 8 + 3 * h);
+  // A dense model's module is a dense layer.
+  ModelSpec dense = bare;
+  dense.moe = {};
+  dense.mtp_layers = 2;
+  const ModelProfile d = profile_model(dense, 1, int(s), 1);
+  ASSERT_EQ(d.mtp.size(), 2u);
+  EXPECT_DOUBLE_EQ(d.mtp[1].params, d.layers[1].params + 2 * h * h + 3 * h);
+  EXPECT_EQ(d.mtp[1].name, "mtp.1");
 }
 
 }  // namespace

@@ -255,6 +255,45 @@ TEST(ModelYaml, LatentAttentionRoundTrips) {
   EXPECT_NE(d.message.find("not used with latent attention"), std::string::npos) << d.to_string();
 }
 
+TEST(ModelYaml, MultiTokenPredictionRoundTripsAndReadsFromHuggingFaceConfigs) {
+  // Expectation: the DeepSeek-V3 preset trains one module (mtp_layers: 1), written back and read
+  // back the same; a model without modules writes no key; a fraction or a depth over 1000 is
+  // refused at its line; DeepSeek-V3's and GLM-4.5-Air's configs carry num_nextn_predict_layers 1,
+  // and a negative one is named at its line.
+  const auto v3 = load_model("deepseek-v3-671b");
+  ASSERT_TRUE(v3.ok()) << v3.diagnostics.to_string();
+  EXPECT_EQ(v3.value->mtp_layers, 1);
+  EXPECT_EQ(v3.value->trained_layers(), 62);
+  const std::string text = model_to_yaml(*v3.value);
+  EXPECT_NE(text.find("\nmtp_layers: 1\n"), std::string::npos) << text;
+  const auto back = parse_model_yaml(text, "roundtrip.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_EQ(back.value->mtp_layers, 1);
+  EXPECT_EQ(model_to_yaml(*load_model("llama2-7b").value).find("mtp_layers"), std::string::npos);
+  const std::string base = "name: m\nlayers: 4\nhidden: 256\nheads: 4\nvocab: 1000\nseq_len: 128\n";
+  for (const char* bad : {"mtp_layers: 1.5\n", "mtp_layers: 5000\n"}) {
+    const auto l = parse_model_yaml(base + bad, "m.yaml");
+    ASSERT_FALSE(l.ok()) << bad;
+    const Diagnostic d = first_error(l.diagnostics);
+    EXPECT_EQ(d.path, "model.mtp_layers") << d.to_string();
+    EXPECT_EQ(d.line, 7) << d.to_string();
+  }
+  for (const char* f : {"good/hf-moe/deepseek-v3-config.json", "good/hf-moe/glm-4.5-air-config.json"}) {
+    const auto hf = load_model(data(f));
+    ASSERT_TRUE(hf.ok()) << f << hf.diagnostics.to_string();
+    EXPECT_EQ(hf.value->mtp_layers, 1) << f;
+  }
+  const auto neg = parse_model_hf_json(
+      "{\"model_type\": \"llama\", \"num_hidden_layers\": 4, \"hidden_size\": 256,\n"
+      "\"num_attention_heads\": 4, \"vocab_size\": 1000, \"max_position_embeddings\": 128,\n"
+      "\"num_nextn_predict_layers\": -1}",
+      "config.json");
+  ASSERT_FALSE(neg.ok());
+  const Diagnostic d = first_error(neg.diagnostics);
+  EXPECT_EQ(d.path, "num_nextn_predict_layers") << d.to_string();
+  EXPECT_EQ(d.line, 3) << d.to_string();
+}
+
 TEST(ModelHfJson, DeepSeekConfigsCarryTheirLatentAttention) {
   // Expectation: DeepSeek-V3's config gives its latent ranks and head sizes; DeepSeek-V2-Lite's
   // null q_lora_rank means queries straight from the hidden state (0); an odd rotary part is an
@@ -420,6 +459,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model_global_every_without_window.yaml", false, 7, "model.global_every", "needs sliding_window"},
         BadCase{"model_mla_no_value_head.yaml", false, 8, "model.mla.v_head_dim", "missing required key"},
         BadCase{"model_mla_grouped.yaml", false, 5, "model.kv_heads", "must equal heads (4) with latent attention"},
+        BadCase{"model_mtp_negative.yaml", false, 7, "model.mtp_layers", "must not be negative, found -1"},
         BadCase{"model_moe_top_k.yaml", false, 9, "model.moe.top_k", "must be <= experts (4), found 6"},
         BadCase{"model_moe_capacity.yaml", false, 10, "model.moe.capacity_factor", "must be >= 1 or 0"},
         BadCase{"cluster_nan.yaml", true, 5, "cluster.inter_node_gbit_per_s", "finite number"},

@@ -27,6 +27,16 @@ struct ModelProfile {
   double active_params = 0;
   double flops_per_token = 0;      // forward + backward model FLOPs per token (6N + attention; N active)
   double forward_flops_per_token = 0;
+  // Multi-token prediction modules (ModelSpec::mtp_layers), kept apart from `layers`, "mtp.0", ...
+  // of kind "mtp": per TP rank, each module's transformer layer, its 2 hidden -> hidden projection
+  // (column-parallel) and its three norms (the two inputs' and the final one); forward FLOPs of
+  // the layer, the projection and the shared head's GEMM; kept activations of the layer, the
+  // projection's and the norms' inputs and the head's fp32 logits. Their FLOPs are in
+  // flops_per_token (the step computes them); their parameters are not in total_params or
+  // active_params (the model's size as published), but in mtp_params (whole, every module; the
+  // embedding and head they share not counted again).
+  std::vector<LayerProfile> mtp;
+  double mtp_params = 0;
 };
 
 // How tensor parallelism splits a linear layer: column-parallel (its outputs over the tp ranks),

@@ -121,6 +121,16 @@ struct ModelSpec {
   PositionEmbedding position = PositionEmbedding::Learned;
   MoeSpec moe;         // experts = 0: dense
   MlaSpec mla;         // kv_lora_rank = 0: queries, keys and values projected from the hidden state
+  // Multi-token prediction (DeepSeek-AI 2024, "DeepSeek-V3", arXiv:2412.19437, Sec 2.2; Gloeckle
+  // et al. 2024): `mtp_layers` modules in sequence after the last layer, the k-th predicting token
+  // i + k + 1. Each one RMS-normalises the previous depth's hidden state and the embedding of token
+  // i + k, projects the two (2 hidden -> hidden), runs one transformer layer (of the kind layer
+  // `layers + k` would be: MoE past first_dense_layers) and the model's final norm, output head and
+  // cross-entropy (the embedding and the head shared with the model). Trained with the model,
+  // dropped at inference; its parameters are counted apart from the model's (the DeepSeek-V3
+  // report: 671B and 14B of MTP in the Hugging Face checkpoint, which stores its own embedding and
+  // head copies). 0 = none. Hugging Face: num_nextn_predict_layers; Megatron-Core --mtp-num-layers.
+  int mtp_layers = 0;
   std::string source;  // where the figures come from (paper, config file path)
 
   int ffn_hidden_or_default() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -128,6 +138,8 @@ struct ModelSpec {
     return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn_hidden_or_default();
   }
   int kv_heads_or_default() const { return kv_heads > 0 ? kv_heads : heads; }
+  // Transformer layers a training step runs: the model's and the multi-token prediction modules'.
+  int trained_layers() const { return layers + mtp_layers; }
   int head_dim_or_default() const { return head_dim > 0 ? head_dim : heads > 0 ? hidden / heads : 0; }
   // Width of the queries and of the attention output projection's input: heads x head_dim, the
   // hidden size unless head_dim is set apart from it.

@@ -246,6 +246,13 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
     changes.push_back("attention: multi-head latent attention (kv_lora_rank " + std::to_string(orig.mla.kv_lora_rank) +
                       ") -> multi-head attention, which capplan-train runs");
   }
+  // Multi-token prediction: capplan-train trains the next-token loss only, so the scaled-down
+  // model has no modules after its last layer (the plan's figures keep them).
+  if (orig.mtp_layers > 0) {
+    m.mtp_layers = 0;
+    changes.push_back("multi-token prediction: " + std::to_string(orig.mtp_layers) +
+                      (orig.mtp_layers == 1 ? " module" : " modules") + " -> none, which capplan-train runs");
+  }
   scale_experts(m, orig, layout, tp, changes);
   scale_batch(out, original, layout, o, pp, changes);
 

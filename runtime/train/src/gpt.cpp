@@ -78,6 +78,9 @@ std::string gpt_check_config(const GptConfig& c) {
   if (m.mla.enabled())
     return "the model has multi-head latent attention (mla.kv_lora_rank " + std::to_string(m.mla.kv_lora_rank) +
            "): capplan-train's attention projects queries, keys and values from the hidden state";
+  if (m.mtp_layers > 0)
+    return "the model has multi-token prediction (mtp_layers " + std::to_string(m.mtp_layers) +
+           "): capplan-train trains the next-token loss only";
   if (c.mbs <= 0) return "mbs must be > 0";
   if (c.tp_size <= 0 || m.heads % c.tp_size != 0)
     return "tp " + std::to_string(c.tp_size) + " does not divide heads " + std::to_string(m.heads);

@@ -52,6 +52,35 @@ TEST(CliMoe, LatentAttentionIsCountedAndNotMeasured) {
   EXPECT_EQ(e.status, 0) << e.err;
 }
 
+TEST(CliMoe, MultiTokenPredictionIsCountedApartAndCosted) {
+  // DeepSeek-V3's preset trains one multi-token prediction module: the model stays 671.03 B, the
+  // module's 11.61 B printed apart and listed after the head, in the JSON too; `capplan models`
+  // says it; an estimate with the module is slower than the same model without it (a copy of the
+  // preset with mtp_layers 0).
+  const CliRun r = run_cli("profile --model deepseek-v3-671b");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "671.03B parameters")) << r.out;
+  EXPECT_TRUE(has(r.out, "multi-token prediction: 1 module, 11.61B parameters beside the model's")) << r.out;
+  EXPECT_TRUE(has(r.out, "\nmtp.0            mtp                11.61B")) << r.out;
+  const CliRun j = run_cli("profile --model deepseek-v3-671b --json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  EXPECT_TRUE(has(j.out, "\"mtp_layers\": 1")) << j.out;
+  EXPECT_TRUE(has(j.out, "\"kind\": \"mtp\"")) << j.out;
+  EXPECT_TRUE(has(run_cli("models").out, "1 multi-token prediction module"));
+  const std::string layout = " --cluster p5.48xlarge --nodes 64 --dp 32 --tp 1 --pp 16 --ep 32 --zero 1 --mbs 1 "
+                             "--gbs 4096 --order PDT --attention flash --json";
+  const CliRun with = run_cli("estimate --model deepseek-v3-671b" + layout);
+  ASSERT_EQ(with.status, 0) << with.err;
+  const CliRun without = run_cli("estimate --model tests/data/good/deepseek-v3-no-mtp.yaml" + layout);
+  ASSERT_EQ(without.status, 0) << without.err;
+  auto step = [](const std::string& json) {
+    const size_t at = json.find("\"step_time_s\": ");
+    return at == std::string::npos ? -1.0 : std::stod(json.substr(at + 15));
+  };
+  EXPECT_GT(step(with.out), step(without.out)) << with.out << without.out;
+  EXPECT_GT(step(without.out), 0) << without.out;
+}
+
 TEST(CliMoe, EstimateTakesEpAndCp) {
   const CliRun r = run_cli(
       "estimate --model mixtral-8x7b --cluster p5.48xlarge --nodes 8 --dp 16 --tp 1 --pp 4 --ep 8 "

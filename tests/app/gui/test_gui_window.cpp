@@ -675,6 +675,12 @@ TEST_F(GuiWindow, LatentAttentionFieldsPlanOnceTheHeadsAreSized) {
   for (const char* name : {"mla_q_lora_rank", "mla_qk_nope_head_dim", "mla_qk_rope_head_dim", "mla_v_head_dim"})
     EXPECT_FALSE(child<QSpinBox>(name)->isEnabled()) << name;
   EXPECT_TRUE(child<QSpinBox>("head_dim")->isEnabled());
+  // "Measure on this machine" (a build with the runtime) times plain multi-head attention only.
+  QPushButton* measure = window_->findChild<QPushButton*>(QStringLiteral("measureOnThisMachine"));
+#ifdef CAPPLAN_GUI_HAVE_RUNTIME
+  ASSERT_NE(measure, nullptr);
+#endif
+  if (measure) EXPECT_TRUE(measure->isEnabled());
   ASSERT_TRUE(window_->selectedEstimate().has_value());
   const double step = window_->selectedEstimate()->step_time_s;
   const quint64 before = window_->searchJob()->generation();
@@ -696,6 +702,34 @@ TEST_F(GuiWindow, LatentAttentionFieldsPlanOnceTheHeadsAreSized) {
   EXPECT_EQ(window_->inputs().model.qk_head_dim(), 192);
   ASSERT_TRUE(window_->selectedEstimate().has_value());
   EXPECT_NE(window_->selectedEstimate()->step_time_s, step);
+  if (measure) {
+    EXPECT_FALSE(measure->isEnabled());
+    EXPECT_TRUE(measure->toolTip().contains(QStringLiteral("latent attention"))) << measure->toolTip().toStdString();
+  }
+}
+
+TEST_F(GuiWindow, MultiTokenPredictionModulesPlanAndListAfterTheHead) {
+  // One module on the default model: planned again, the step longer (one more layer and the head
+  // again on the last stage), the profile table listing "mtp.0" after the head; undo restores it.
+  QSpinBox* mtp = child<QSpinBox>("mtp_layers");
+  EXPECT_EQ(mtp->value(), 0);
+  EXPECT_EQ(mtp->specialValueText(), QStringLiteral("none"));
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  const double step = window_->selectedEstimate()->step_time_s;
+  mtp->setValue(1);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(window_->inputs().model.mtp_layers, 1);
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  EXPECT_GT(window_->selectedEstimate()->step_time_s, step);
+  QTableView* table = child<QTableView>("profileTable");
+  QAbstractItemModel* rows = table->model();
+  ASSERT_GT(rows->rowCount(), 0);
+  EXPECT_EQ(rows->index(rows->rowCount() - 1, 0).data().toString(), QStringLiteral("mtp.0"));
+  EXPECT_EQ(rows->index(rows->rowCount() - 2, 1).data().toString(), QStringLiteral("head"));
+  window_->undoStack()->undo();
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(window_->inputs().model.mtp_layers, 0);
+  EXPECT_EQ(mtp->value(), 0);
 }
 
 TEST_F(GuiWindow, BadTokensTextIsKeptAndExplained) {

@@ -339,6 +339,10 @@ TEST(LaunchScaleDown, LatentAttentionBecomesTheAttentionTheRuntimeRuns) {
   for (const auto& c : r.changes) all += c + "\n";
   EXPECT_NE(all.find("attention: multi-head latent attention (kv_lora_rank 512) -> multi-head attention"),
             std::string::npos) << all;
+  // Its multi-token prediction module goes too (capplan-train trains the next-token loss only).
+  ASSERT_EQ(s.model.mtp_layers, 1);
+  EXPECT_EQ(r.scenario.model.mtp_layers, 0);
+  EXPECT_NE(all.find("multi-token prediction: 1 module -> none"), std::string::npos) << all;
 }
 
 void make_executable(const std::string& path) {

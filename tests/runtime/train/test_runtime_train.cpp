@@ -755,6 +755,10 @@ TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
   std::ofstream(latent) << "name: tiny-latent\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\n"
                         << "mla:\n  kv_lora_rank: 8\n  qk_nope_head_dim: 8\n  v_head_dim: 8\n";
   expect_bad(1, " --model " + latent.string(), "multi-head latent attention (mla.kv_lora_rank 8)");
+  // Multi-token prediction (DeepSeek-V3's MTP): the runtime trains the next-token loss only.
+  const fs::path mtp = work_dir() / "tiny_mtp.yaml";
+  std::ofstream(mtp) << "name: tiny-mtp\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\nmtp_layers: 1\n";
+  expect_bad(1, " --model " + mtp.string(), "multi-token prediction (mtp_layers 1)");
   // Two ranks started with different flags (MPMD launch): caught before any work.
   expect_bad(1, m + " --dp 2 --gbs 2 --steps 2 : -np 1 " + std::string(CAPPLAN_TRAIN) +
                     " --threads 1" + m + " --dp 2 --gbs 2 --steps 3",
