@@ -313,9 +313,11 @@ void ModelPage::refreshFigures() {
   const int mbs = selected ? selected->layout.mbs : 1;
   const int seq = in.training.seq_len > 0 ? in.training.seq_len : m.seq_len;
   const ModelProfile whole = profile_model(m, 1, seq, 1, in.training.precision);
-  // Model state before any sharding, at the cost model's bytes per parameter; activations depend
-  // on the layout (Plan page).
-  const double n = whole.total_params;
+  // Model state before any sharding, at the cost model's bytes per parameter (the multi-token
+  // prediction modules' weights train with the model's); activations depend on the layout (Plan page).
+  const double n = whole.total_params + whole.mtp_params;
+  QString extra = m.moe.enabled() ? tr(", %1 active per token").arg(formatCount(whole.active_params)) : QString();
+  if (m.mtp_layers > 0) extra += tr(", + %1 in multi-token prediction").arg(formatCount(whole.mtp_params));
   const StateBytesPerParam state = state_bytes_per_param(in.training.precision);
   figures_->setText(
       tr("<table cellspacing=6>"
@@ -325,7 +327,7 @@ void ModelPage::refreshFigures() {
          "<tr><td><b>Gradients</b> (%5 B/param)</td><td align=right>%6 GiB</td></tr>"
          "<tr><td><b>Optimizer state</b> (fp32 master + Adam, %7 B/param)</td><td align=right>%8 GiB</td></tr>"
          "<tr><td>Source</td><td>%9</td></tr></table>")
-          .arg(formatCount(n), formatCount(whole.flops_per_token))
+          .arg(formatCount(whole.total_params), formatCount(whole.flops_per_token))
           .arg(state.weights)
           .arg(state.weights * n / kGiB, 0, 'f', 1)
           .arg(state.gradients)
@@ -333,7 +335,7 @@ void ModelPage::refreshFigures() {
           .arg(state.optimizer)
           .arg(state.optimizer * n / kGiB, 0, 'f', 1)
           .arg(htmlEscape(m.source.empty() ? in.modelRef : m.source))
-          .arg(m.moe.enabled() ? tr(", %1 active per token").arg(formatCount(whole.active_params)) : QString()));
+          .arg(extra));
   profile_->setProfile(profile_model(m, tp, seq, mbs, in.training.precision));
   if (auto* box = qobject_cast<QGroupBox*>(profileView_->parentWidget()))
     box->setTitle(tr("Per-layer profile (tp = %1, seq = %2, mbs = %3, per TP rank)").arg(tp).arg(seq).arg(mbs));

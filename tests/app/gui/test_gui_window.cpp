@@ -726,6 +726,9 @@ TEST_F(GuiWindow, MultiTokenPredictionModulesPlanAndListAfterTheHead) {
   ASSERT_GT(rows->rowCount(), 0);
   EXPECT_EQ(rows->index(rows->rowCount() - 1, 0).data().toString(), QStringLiteral("mtp.0"));
   EXPECT_EQ(rows->index(rows->rowCount() - 2, 1).data().toString(), QStringLiteral("head"));
+  // The Size box names the module's parameters beside the model's (which do not change).
+  EXPECT_TRUE(child<QLabel>("modelFigures")->text().contains(QStringLiteral("in multi-token prediction")))
+      << child<QLabel>("modelFigures")->text().toStdString();
   window_->undoStack()->undo();
   ASSERT_TRUE(waitPlan());
   EXPECT_EQ(window_->inputs().model.mtp_layers, 0);
