@@ -271,14 +271,17 @@ class LayerTerms {
     for (size_t i = 0; i < linears.size(); ++i) {
       const LinearShape& l = linears[i];
       const double in = l.in_per_rank(tpd), out = l.out_per_rank(tpd);
-      const double gemm = gemm_s(c, tok, out, in);
+      // Under sp a duplicated layer (latent attention's down-projections) runs on the rank's own
+      // s / t tokens, before the latents are gathered (Megatron-Core MLASelfAttention).
+      const double rows = l.split == TpSplit::Duplicated ? tok * repl : tok;
+      const double gemm = gemm_s(c, rows, out, in);
       fwd_gemm += gemm;
       if (l.split == TpSplit::Column) (i < attention_linears ? qkv_gemm : fc_in_gemm) += gemm;
-      (l.split == TpSplit::Row ? split_in : whole_in) += l.in;
+      (l.split == TpSplit::Row ? split_in : whole_in) += l.in * rows / tok;
       // Measured times differ by shape: the input gradient dX = dY W^T is [tok, in] over the
       // layer's output width, the weight gradient dW = X^T dY is [in, out] over the tokens.
-      bwd_in_gemm += gemm_s(c, tok, in, out);
-      bwd_w_gemm += gemm_s(c, in, out, tok);
+      bwd_in_gemm += gemm_s(c, rows, in, out);
+      bwd_w_gemm += gemm_s(c, in, out, rows);
     }
     // fp8 (Transformer Engine): each linear layer's input is cast to fp8 (read 2 bytes, write 1)
     // before its GEMM (column-parallel inputs are whole, row-parallel ones split over tp); outputs
@@ -395,7 +398,7 @@ class LayerTerms {
     const double window_keys = 1 - md.local_layer_share(int(s)) * (1 - std::min(1.0, md.sliding_window / s));
     double split_params = 0, whole_params = 0;  // the linears' matrices: split over tp, and whole on each rank
     for (const LinearShape& l : as.linears) (l.split == TpSplit::Duplicated ? whole_params : split_params) += l.params();
-    t.layer_gemm_flops = 2 * tok * ((split_params + (gated ? 3 : 2) * f * h) / tpd + whole_params) +
+    t.layer_gemm_flops = 2 * tok * ((split_params + (gated ? 3 : 2) * f * h) / tpd + whole_params * repl) +
                          4 * b * s * s * cw / tpd * window_keys;
     t.layer_attn_core_flops = 4 * b * s * s * cw / tpd * window_keys;
   }
@@ -451,12 +454,20 @@ class LayerTerms {
     // column-parallel layers, the normalised latents (q_lora_rank + kv_lora_rank wide; the hidden
     // state where queries have no latent): column_in / h of one all-reduce; the duplicated
     // down-projections' input gradients are whole on every rank (Megatron-Core MLASelfAttention).
-    // Under sp the pair is counted as without latents.
+    // Under sp the down-projections run on the rank's own tokens and the attention gathers what
+    // its column-parallel layers read, the normalised latents and the shared rotary key part
+    // (`gathered` of h, half an all-reduce's volume in h-wide units times that), instead of the
+    // hidden state; the backward reduce-scatters their gradients the same way and gathers the
+    // latents again for the up-projections' weight gradients (column_in / h of a half).
     t.tp_bytes = tok * h * e;
-    t.tp_collectives_fwd = tp > 1 ? 2 : 0;
-    const double attn_bwd = seqpar ? 1.0 : as.column_in / h;
+    const bool latent = md.mla.enabled();
+    const double gathered = latent ? (as.column_in + md.mla.qk_rope_head_dim) / h : 1.0;
+    const double attn_fwd = seqpar ? 0.5 + 0.5 * gathered : 1.0;
+    t.tp_collectives_fwd = tp > 1 ? 1 + attn_fwd : 0;
+    const double attn_bwd = seqpar ? 0.5 + 0.5 * gathered : as.column_in / h;
+    const double regather = seqpar && !c.profile ? 0.5 + 0.5 * (latent ? as.column_in / h : 1.0) : 0.0;
     t.tp_collectives_bwd =
-        tp > 1 ? (1 + attn_bwd + (recompute == Recompute::Full ? 2 : 0) + (seqpar && !c.profile ? 1 : 0) +
+        tp > 1 ? (1 + attn_bwd + (recompute == Recompute::Full ? t.tp_collectives_fwd : 0) + regather +
                   (partition && recompute == Recompute::Full ? 0.5 : 0.0))
                : 0;
     // The LM head on the last stage (Megatron-LM parallel_lm_logits): its input is copied to the

@@ -424,6 +424,42 @@ TEST(CostModel, LatentAttentionAllReducesItsLatentsAndRecomputesItsUpProjections
   EXPECT_NE(refused.reason.find("qk_nope_head_dim + qk_rope_head_dim"), std::string::npos) << refused.reason;
 }
 
+TEST(CostModel, LatentAttentionUnderSequenceParallelismGathersItsLatents) {
+  // tp 2 x pp 2 with sp, 4 layers of h = 64, blocking collectives, no recompute. Without latents
+  // a layer moves 2 all-reduce volumes forward (two gather / reduce-scatter pairs) and 3 backward
+  // (the pairs and the re-gathered norm outputs). With them the attention gathers the normalised
+  // latents and the rotary key part, g = (16 + 8 + 8) / 64 = 0.5 of h: forward 1.5 + 0.5 g =
+  // 1.75, backward 1.5 + 0.5 g + the re-gather 0.5 + 0.5 x 24 / 64 = 2.4375. Expectation: the
+  // first stage (2 layers and the embedding's one) forward (2 x 1.75 + 1) / (2 x 2 + 1) = 0.9 of
+  // the plain model's, backward 2 x 2.4375 / (2 x 3) = 0.8125.
+  auto first = [](const ModelSpec& m) {
+    Scenario sc = test::scenario(m, 4, 8);
+    sc.training.framework.tp_async_bwd = false;
+    Layout l = layout(1, 2, 2, 1);
+    l.sp = true;
+    l.recompute = Recompute::None;
+    return step_costs(sc, l).chunks.front();
+  };
+  const ChunkCosts latent = first(tiny_latent(4)), plain = first(test::tiny_model(4));
+  ASSERT_GT(plain.tp_comm_forward_s, 0);
+  report("forward collectives, latent / plain", 0.9, latent.tp_comm_forward_s / plain.tp_comm_forward_s);
+  EXPECT_NEAR(latent.tp_comm_forward_s / plain.tp_comm_forward_s, 0.9, 1e-9);
+  report("backward collectives, latent / plain", 0.8125, latent.tp_comm_backward_s / plain.tp_comm_backward_s);
+  EXPECT_NEAR(latent.tp_comm_backward_s / plain.tp_comm_backward_s, 0.8125, 1e-9);
+  // The duplicated down-projections run on the rank's own half of the tokens: sp saves the latent
+  // model more forward time than the plain one (whose saving is the split norms and residuals).
+  auto forward = [](const ModelSpec& m, bool sp) {
+    Scenario sc = test::scenario(m, 4, 8);
+    Layout l = layout(1, 2, 2, 1);
+    l.sp = sp;
+    l.recompute = Recompute::None;
+    return step_costs(sc, l).chunks.front().forward_s;
+  };
+  const double saved_latent = forward(tiny_latent(4), false) - forward(tiny_latent(4), true);
+  const double saved_plain = forward(test::tiny_model(4), false) - forward(test::tiny_model(4), true);
+  EXPECT_GT(saved_latent, saved_plain);
+}
+
 TEST(CostModel, MultiTokenPredictionRunsOnTheLastStageBesideTheHead) {
   // A 1024-wide model of 4 layers at pp 2 with one multi-token prediction module: the module's
   // layer joins the last stage's two, its head pass and eh_proj join the head, and the first
