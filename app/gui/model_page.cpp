@@ -12,6 +12,7 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
+#include <QScrollArea>
 #include <QStandardPaths>
 #include <QTableView>
 #include <QVBoxLayout>
@@ -31,8 +32,16 @@ ModelPage::ModelPage(PageHost& host, LayerProfileModel* profile, QWidget* parent
   setObjectName(QStringLiteral("modelPage"));
   auto* row = new QHBoxLayout(this);
   QGroupBox* arch = buildArchitecture();
-  arch->setMaximumWidth(460);
-  row->addWidget(arch, 0, Qt::AlignTop);
+  // The form scrolls where the window is shorter than its rows (a 1280 x 800 screen).
+  auto* scroll = new QScrollArea(this);
+  scroll->setObjectName(QStringLiteral("architectureScroll"));
+  scroll->setWidget(arch);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  scroll->setMaximumWidth(480);
+  scroll->setMinimumWidth(arch->sizeHint().width() + 20);
+  row->addWidget(scroll);
   row->addLayout(buildFigures(), 1);
 }
 
@@ -98,6 +107,10 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
       {&globalEvery_, "global_every", "model.global_every", 0, 100000, tr("Global every"),
        tr("global_every: with a sliding window, every k-th layer attends to the whole sequence "
           "(Gemma 2: 2, Gemma 3: 6); 0 = every layer local"), tr("all local"), FGlobalEvery},
+      {&attentionChunk_, "attention_chunk", "model.attention_chunk", 0, 100000000, tr("Attention chunk"),
+       tr("attention_chunk: a local layer's query attends within its chunk of this many tokens from the "
+          "sequence's start (Llama 4: 8192, every 4th layer global); 0 = none. Not with a sliding window"),
+       tr("none"), FAttentionChunk},
       {&mlaKvRank_, "mla_kv_lora_rank", "model.mla.kv_lora_rank", 0, 10000000, tr("Latent KV rank"),
        tr("kv_lora_rank: multi-head latent attention (DeepSeek-V2 and V3) up-projects each head's keys and "
           "values from a latent this wide; 0 = keys and values projected from the hidden state"),
@@ -147,6 +160,7 @@ void ModelPage::addNumberFields(QGroupBox* box, QFormLayout* form) {
           case FHeadDim: m.head_dim = v; break;
           case FSlidingWindow: m.sliding_window = v; break;
           case FGlobalEvery: m.global_every = v; break;
+          case FAttentionChunk: m.attention_chunk = v; break;
           case FMlaKvRank: m.mla.kv_lora_rank = v; break;
           case FMlaQRank: m.mla.q_lora_rank = v; break;
           case FMlaQkNope: m.mla.qk_nope_head_dim = v; break;
@@ -251,7 +265,9 @@ void ModelPage::syncFromInputs(const PlanInputs& in) {
   setIfDifferent(slidingWindow_, m.sliding_window);
   setIfDifferent(globalEvery_, m.global_every);
   setIfDifferent(mtpLayers_, m.mtp_layers);
-  globalEvery_->setEnabled(m.sliding_window > 0);  // which layers attend beyond a window: none without one
+  setIfDifferent(attentionChunk_, m.attention_chunk);
+  // Which layers attend beyond a window or chunk: none without one.
+  globalEvery_->setEnabled(m.sliding_window > 0 || m.attention_chunk > 0);
   setIfDifferent(mlaKvRank_, m.mla.kv_lora_rank);
   setIfDifferent(mlaQRank_, m.mla.q_lora_rank);
   setIfDifferent(mlaQkNope_, m.mla.qk_nope_head_dim);

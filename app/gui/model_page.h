@@ -51,6 +51,7 @@ class ModelPage : public QWidget {
   QSpinBox* headDim_ = nullptr;
   QSpinBox* slidingWindow_ = nullptr;
   QSpinBox* globalEvery_ = nullptr;
+  QSpinBox* attentionChunk_ = nullptr;  // chunked attention (0 = none)
   // Multi-head latent attention (0 kv_lora_rank = none).
   QSpinBox* mlaKvRank_ = nullptr;
   QSpinBox* mlaQRank_ = nullptr;

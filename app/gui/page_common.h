@@ -59,7 +59,7 @@ enum FieldId {
   FInfeasible, FFramework, FAttention, FTrainSeq, FDeadline, FBudget, FMemoryMargin, FPinEp, FPinCp,
   FMoeExperts, FMoeTopK, FMoeExpertFfn, FMoeShared, FDeviceProfile, FOptimizer, FOffloadParams,
   FOffloadOptimizer, FHeadDim, FSlidingWindow, FGlobalEvery, FMlaKvRank, FMlaQRank, FMlaQkNope, FMlaQkRope,
-  FMlaV, FMtpLayers
+  FMlaV, FMtpLayers, FAttentionChunk
 };
 
 // The window the pages live in: the one set of inputs, the selected layout, and the one way to

@@ -52,6 +52,7 @@ std::string model_summary(const CatalogEntry& e) {
     out += " of latent attention (kv rank " + std::to_string(s.mla.kv_lora_rank) + ", heads of " +
            std::to_string(s.qk_head_dim()) + " / " + std::to_string(s.v_head_dim()) + ")";
   if (s.sliding_window > 0) out += ", window " + std::to_string(s.sliding_window);
+  if (s.attention_chunk > 0) out += ", chunks of " + std::to_string(s.attention_chunk);
   if (s.moe.enabled())
     out += ", " + std::to_string(s.moe.experts) + " experts (top " + std::to_string(s.moe.top_k_or_default()) +
            (s.moe.shared_experts > 0 ? ", " + std::to_string(s.moe.shared_experts) + " shared" : std::string()) + ")";

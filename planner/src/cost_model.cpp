@@ -303,7 +303,8 @@ class LayerTerms {
       // traffic: Q, K, V read and O written once (counted with the token work below).
       // A sliding window of w tokens (FlashAttention-2's window_size) skips the blocks outside it:
       // its layers score s w - w (w - 1) / 2 query-key pairs against the causal s (s + 1) / 2
-      // (the local layers' share of the layers, the rest whole), at the same rate.
+      // (the local layers' share of the layers, the rest whole), at the same rate; chunks of C
+      // score C (C + 1) / 2 each (ModelSpec::local_pairs_share).
       // FlashAttention-2 takes one head size for Q, K and V: latent attention's narrower value
       // heads run padded to the query-key head (transformers' DeepSeek-V2/V3 modules pad V for
       // flash_attention_2), so P V costs heads x dqk; FlashAttention-3 (head sizes 192 / 128)
@@ -351,14 +352,13 @@ class LayerTerms {
     }
   }
 
-  // The causal query-key pairs FlashAttention scores with the model's sliding window, as a share of
-  // those without it, over the layers (1 without a window or where it covers the sequence).
+  // The causal query-key pairs FlashAttention scores with the model's sliding window or chunks, as
+  // a share of those without them, over the layers (1 without either or where it covers the
+  // sequence). Chunks run as independent sequences (FlashAttention's variable-length batch).
   double window_pairs_share() const {
     const double share = md.local_layer_share(int(s));
     if (share <= 0) return 1.0;
-    const double w = md.sliding_window;
-    const double local = (s * w - w * (w - 1) / 2) / (s * (s + 1) / 2);
-    return 1 - share + share * local;
+    return 1 - share + share * md.local_pairs_share(int(s));
   }
 
   void layer_times() {
@@ -395,7 +395,7 @@ class LayerTerms {
     t.layer_gemm_s = fwd_gemm + bwd_in_gemm + bwd_w_gemm;
     // The core's FLOPs as the counts take them (profile.cpp: 4 b s^2 q, 4 b s w q in a window),
     // over the layers.
-    const double window_keys = 1 - md.local_layer_share(int(s)) * (1 - std::min(1.0, md.sliding_window / s));
+    const double window_keys = 1 - md.local_layer_share(int(s)) * (1 - std::min(1.0, md.local_span() / s));
     double split_params = 0, whole_params = 0;  // the linears' matrices: split over tp, and whole on each rank
     for (const LinearShape& l : as.linears) (l.split == TpSplit::Duplicated ? whole_params : split_params) += l.params();
     t.layer_gemm_flops = 2 * tok * ((split_params + (gated ? 3 : 2) * f * h) / tpd + whole_params * repl) +

@@ -179,7 +179,7 @@ ModelProfile profile_model(const ModelSpec& model, int tp, int seq_len, int mbs,
                         0.0, b * s * h * (dropout + 0.0)});
   // A layer with a sliding window scores each query against the window's w keys, not s: its core
   // is 4 b s w q (Beltagy et al. 2020, Longformer Sec 3: local attention is linear in s).
-  const double w = model.sliding_window;
+  const double w = model.local_span();  // a chunk of C tokens: each query against at most C keys
   const double local_saving = w > 0 && w < s ? 4 * b * s * (s - w) * cw : 0.0;
   double blocks_total = 0, blocks_active = 0, blocks_flops = 0;
   for (int i = 0; i < model.layers; ++i) {

@@ -163,9 +163,12 @@ void validate_model_impl(const ModelSpec& m, const std::string& file, Diagnostic
   if (m.ffn_hidden < 0) err("ffn_hidden", "must be > 0, found " + std::to_string(m.ffn_hidden));
   if (m.kv_heads < 0) err("kv_heads", "must be > 0, found " + std::to_string(m.kv_heads));
   if (m.head_dim < 0) err("head_dim", "must be > 0, found " + std::to_string(m.head_dim));
-  if (m.global_every > 0 && m.sliding_window <= 0)
-    err("global_every", "needs sliding_window: it says which layers attend beyond the window",
-        "set sliding_window (tokens), or drop global_every");
+  if (m.global_every > 0 && m.sliding_window <= 0 && m.attention_chunk <= 0)
+    err("global_every", "needs sliding_window or attention_chunk: it says which layers attend beyond the window",
+        "set sliding_window or attention_chunk (tokens), or drop global_every");
+  if (m.sliding_window > 0 && m.attention_chunk > 0)
+    err("attention_chunk", "not used with sliding_window: a local layer attends within a window or within chunks",
+        "keep one of sliding_window and attention_chunk");
   if (m.head_dim == 0 && !m.mla.enabled() && m.hidden > 0 && m.heads > 0 && m.hidden % m.heads != 0)
     err("heads", "must divide hidden (" + std::to_string(m.hidden) + "), found " +
                      std::to_string(m.heads),
@@ -305,6 +308,7 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
   r.integer("head_dim", m.head_dim, false, kHeads);
   r.integer("sliding_window", m.sliding_window, false, kSeq);
   r.integer("global_every", m.global_every, false, kLayers);
+  r.integer("attention_chunk", m.attention_chunk, false, kSeq);
   r.integer("mtp_layers", m.mtp_layers, false, kMtpLayers);
   r.enumeration("ffn", m.ffn, parse_ffn, "gelu, swiglu");
   r.boolean("tied_embeddings", m.tied_embeddings, false);
@@ -474,6 +478,7 @@ std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
   if (m.kv_heads > 0) key("kv_heads") << m.kv_heads << "\n";
   if (m.head_dim > 0) key("head_dim") << m.head_dim << "\n";
   if (m.sliding_window > 0) key("sliding_window") << m.sliding_window << "\n";
+  if (m.attention_chunk > 0) key("attention_chunk") << m.attention_chunk << "\n";
   if (m.global_every > 0) key("global_every") << m.global_every << "\n";
   if (m.mtp_layers > 0) key("mtp_layers") << m.mtp_layers << "\n";
   key("vocab") << m.vocab << "\n";
@@ -654,18 +659,35 @@ void read_hf_context_extension(MapReader& r, const std::string& file, Diagnostic
   m.seq_len = original;
 }
 
-// Llama 4's chunked attention: 3 of every 4 layers attend within chunks of attention_chunk_size
-// tokens (Llama4TextAttention). Up to one chunk it is causal attention over the sequence, which is
-// what capplan costs; beyond it, said at the key.
-void read_hf_chunked_attention(MapReader& r, const std::string& file, Diagnostics& d, const ModelSpec& m) {
+// Llama 4's chunked attention (Llama4TextConfig, Llama4TextAttention): the layers with rotary
+// positions attend within chunks of attention_chunk_size tokens, and every
+// no_rope_layer_interval-th layer (default 4; the no_rope_layers list, where the file has one,
+// gives the period of its 0s) attends to the whole sequence without rotary positions.
+void read_hf_chunked_attention(MapReader& r, const std::string& file, Diagnostics& d, ModelSpec& m) {
   if (!r.has("attention_chunk_size") || r.child("attention_chunk_size").IsNull()) return;
   int chunk = 0;
-  if (!r.integer("attention_chunk_size", chunk, false, kSeq) || chunk <= 0 || m.seq_len <= chunk) return;
-  const Position at = r.where("attention_chunk_size");
-  d.warning(file, at.line, at.column, r.prefix() + "attention_chunk_size",
-            "attention within chunks of " + std::to_string(chunk) + " tokens is costed as causal attention over the "
-                "whole sequence of " + std::to_string(m.seq_len),
-            "plan at --seq " + std::to_string(chunk) + " or less, where the two are the same");
+  if (!r.integer("attention_chunk_size", chunk, false, kSeq) || chunk <= 0) return;
+  m.attention_chunk = chunk;
+  m.global_every = 4;
+  if (r.has("no_rope_layer_interval")) r.integer("no_rope_layer_interval", m.global_every, false, kLayers);
+  const YAML::Node flags = r.child("no_rope_layers");
+  if (!flags || !flags.IsSequence() || flags.size() == 0) return;
+  auto global = [&](size_t i) { return flags[i].IsScalar() && flags[i].Scalar() == "0"; };
+  size_t globals = 0, first = flags.size();
+  for (size_t i = 0; i < flags.size(); ++i)
+    if (global(i)) first = std::min(first, i), ++globals;
+  m.global_every = globals == 0 ? 0 : int(first) + 1;
+  bool periodic = true;
+  for (size_t i = 0; i < flags.size() && globals > 0; ++i)
+    periodic = periodic && global(i) == ((i + 1) % size_t(m.global_every) == 0);
+  if (globals > 0 && !periodic) {
+    m.global_every = std::max(1, int(std::lround(double(flags.size()) / double(globals))));
+    const Position at = r.where("no_rope_layers");
+    d.warning(file, at.line, at.column, r.prefix() + "no_rope_layers",
+              "the layers attending to the whole sequence do not recur with one period: costed as one layer in " +
+                  std::to_string(m.global_every) + " (the file has " + std::to_string(globals) + " of " +
+                  std::to_string(flags.size()) + ")");
+  }
 }
 
 // Sliding windows in a Hugging Face config: `sliding_window` (null or absent: none), used by every
@@ -783,6 +805,9 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
     r.integer("head_dim", m.head_dim, false, kHeads);
   read_hf_moe(r, model_type, m);
   read_hf_window(r, model_type, file, d, m);
+  if (m.sliding_window > 0 && m.attention_chunk > 0)
+    r.error_at(r.child("attention_chunk_size"), "attention_chunk_size",
+               "not used with sliding_window: a local layer attends within a window or within chunks");
   // Multi-token prediction modules (DeepseekV3Config, Glm4MoeConfig, Kimi K2's and MiMo's
   // configs): num_nextn_predict_layers, whose weights the checkpoint stores as layers past
   // num_hidden_layers.

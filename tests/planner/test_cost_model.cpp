@@ -542,6 +542,24 @@ TEST(CostModelStack, FlashSkipsTheBlocksOutsideASlidingWindow) {
   EXPECT_NEAR(half, saved512 / 2, 1e-9 * saved512);
   EXPECT_DOUBLE_EQ(compute(512, 0, Attention::Fused), compute(0, 0, Attention::Fused));
   EXPECT_DOUBLE_EQ(compute(4096, 0, Attention::Flash), none);  // the window covers the sequence
+
+  // Chunks of C tokens (Llama 4) score C (C + 1) / 2 pairs each: at s = 4096, 4 chunks of 1024
+  // keep 4 x 1024 x 1025 / 2 of the 4096 x 4097 / 2 causal pairs, and 3 chunks of 1365 and a
+  // rest of 1 keep 3 x 1365 x 1366 / 2 + 1. Expectation: the compute they save in proportion to
+  // the pairs they drop, against the window of 512's.
+  auto chunked = [&](int chunk) {
+    ModelSpec c = m;
+    c.attention_chunk = chunk;
+    Scenario sc = test::scenario(c, 1, 8);
+    sc.training.attention = Attention::Flash;
+    return estimate(sc, layout(1, 1, 1, 1)).breakdown_s.compute;
+  };
+  const double all = s * (s + 1) / 2;
+  const double drop1024 = 1 - 4 * 1024.0 * 1025 / 2 / all, drop1365 = 1 - (3 * 1365.0 * 1366 / 2 + 1) / all;
+  report("saved(chunks of 1024) / saved(window 512)", drop1024 / dropped(512), (none - chunked(1024)) / saved512);
+  EXPECT_NEAR((none - chunked(1024)) / saved512, drop1024 / dropped(512), 1e-9);
+  EXPECT_NEAR((none - chunked(1365)) / saved512, drop1365 / dropped(512), 1e-9);
+  EXPECT_DOUBLE_EQ(chunked(4096), none);  // one chunk is causal attention
 }
 
 TEST(CostModel, StepCostsAgreeWithEstimate) {

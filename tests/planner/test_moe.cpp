@@ -270,8 +270,10 @@ TEST(MoeHfConfig, NewerFamiliesLoadAsTheirCardsCountThem) {
 TEST(MoeHfConfig, Llama4InterleavesItsExpertsAsItsConfigPlacesThem) {
   // Llama 4 Maverick (its card: 400 B total, 17 B active): under text_config, 128 experts of 8192
   // and one shared, top 1, on every other layer from layer 1 (HF's moe_layers for
-  // interleave_moe_layer_step 2), the dense layers' MLP 16384 wide. Its chunked attention over a
-  // default sequence of 1048576 tokens is said at attention_chunk_size.
+  // interleave_moe_layer_step 2), the dense layers' MLP 16384 wide. Its chunked attention: chunks
+  // of 8192 tokens on the layers with rotary positions, every 4th layer global (the default
+  // no_rope_layer_interval), so over its default sequence of 1048576 tokens layer 0 is local and
+  // layer 3 not, and at 8192 tokens none is.
   const auto m = load_model(data("good/hf-moe/llama4-maverick-config.json"));
   ASSERT_TRUE(m.ok()) << m.diagnostics.to_string();
   const MoeSpec& e = m.value->moe;
@@ -284,10 +286,13 @@ TEST(MoeHfConfig, Llama4InterleavesItsExpertsAsItsConfigPlacesThem) {
   EXPECT_TRUE(e.is_moe_layer(1));
   EXPECT_TRUE(e.is_moe_layer(47));
   EXPECT_EQ(e.moe_layers(48), 24);
-  bool chunk_said = false;
-  for (const Diagnostic& d : m.diagnostics.items())
-    chunk_said |= d.severity == Severity::Warning && d.path == "text_config.attention_chunk_size" && d.line == 9;
-  EXPECT_TRUE(chunk_said) << m.diagnostics.to_string();
+  EXPECT_EQ(m.value->attention_chunk, 8192);
+  EXPECT_EQ(m.value->global_every, 4);
+  EXPECT_TRUE(m.value->is_local_layer(0, 1048576));
+  EXPECT_FALSE(m.value->is_local_layer(3, 1048576));
+  EXPECT_FALSE(m.value->is_local_layer(0, 8192));
+  EXPECT_EQ(model_to_yaml(*m.value).find("attention_chunk: 8192\nglobal_every: 4\n") != std::string::npos, true)
+      << model_to_yaml(*m.value);
   const ModelProfile p = profile_model(*m.value, 1, 8192, 1);
   std::printf("Expectation: 400 B total, 17 B active; Actual result: %.2f B, %.2f B\n", p.total_params / 1e9,
               p.active_params / 1e9);

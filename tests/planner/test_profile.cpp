@@ -103,6 +103,12 @@ TEST(Profile, ASlidingWindowScoresEachQueryAgainstTheWindowsKeys) {
   EXPECT_DOUBLE_EQ(local.layers[3].forward_flops, full.layers[3].forward_flops);                       // layer 2
   // A window as long as the sequence changes nothing.
   EXPECT_DOUBLE_EQ(profile_model(windowed, 1, 512, 1).flops_per_token, profile_model(m, 1, 512, 1).flops_per_token);
+  // Chunks of 512 (Llama 4) reach at most 512 keys too: counted as the window (each query against
+  // its span, the causal mask not subtracted, as for every layer).
+  ModelSpec chunked = m;
+  chunked.attention_chunk = 512;
+  chunked.global_every = 3;
+  EXPECT_DOUBLE_EQ(profile_model(chunked, 1, 2048, 1).flops_per_token, local.flops_per_token);
 }
 
 TEST(Profile, HeadsWiderThanHiddenOverHeadsWidenTheAttention) {

@@ -294,6 +294,35 @@ TEST(ModelYaml, MultiTokenPredictionRoundTripsAndReadsFromHuggingFaceConfigs) {
   EXPECT_EQ(d.line, 3) << d.to_string();
 }
 
+TEST(ModelHfJson, Llama4ChunkedAttentionTakesItsGlobalLayersFromTheConfig) {
+  // Expectation: attention_chunk_size is attention_chunk; the no_rope_layers list's 0s (the
+  // layers that attend to the whole sequence) give global_every, 3 for [1, 1, 0] repeated; a list
+  // whose 0s do not recur with one period is said at its line and costed at the mean period; a
+  // window and chunks together are refused.
+  auto config = [](const std::string& flags) {
+    return "{\"model_type\": \"llama4_text\", \"num_hidden_layers\": 6, \"hidden_size\": 256,\n"
+           "\"num_attention_heads\": 4, \"vocab_size\": 1000, \"max_position_embeddings\": 4096,\n"
+           "\"num_local_experts\": 4, \"num_experts_per_tok\": 1, \"attention_chunk_size\": 1024,\n"
+           "\"no_rope_layers\": " + flags + "}";
+  };
+  const auto periodic = parse_model_hf_json(config("[1, 1, 0, 1, 1, 0]"), "config.json");
+  ASSERT_TRUE(periodic.ok()) << periodic.diagnostics.to_string();
+  EXPECT_EQ(periodic.value->attention_chunk, 1024);
+  EXPECT_EQ(periodic.value->global_every, 3);
+  EXPECT_TRUE(periodic.diagnostics.items().empty()) << periodic.diagnostics.to_string();
+  const auto irregular = parse_model_hf_json(config("[1, 0, 1, 1, 1, 0]"), "config.json");
+  ASSERT_TRUE(irregular.ok()) << irregular.diagnostics.to_string();
+  EXPECT_EQ(irregular.value->global_every, 3);
+  bool said = false;
+  for (const Diagnostic& d : irregular.diagnostics.items())
+    said |= d.severity == Severity::Warning && d.path == "no_rope_layers" && d.line == 4;
+  EXPECT_TRUE(said) << irregular.diagnostics.to_string();
+  const auto both = parse_model_hf_json(config("[1, 1, 0, 1, 1, 0], \"sliding_window\": 512"), "config.json");
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(first_error(both.diagnostics).path, "attention_chunk_size") << both.diagnostics.to_string();
+  EXPECT_EQ(first_error(both.diagnostics).line, 3) << both.diagnostics.to_string();
+}
+
 TEST(ModelHfJson, DeepSeekConfigsCarryTheirLatentAttention) {
   // Expectation: DeepSeek-V3's config gives its latent ranks and head sizes; DeepSeek-V2-Lite's
   // null q_lora_rank means queries straight from the hidden state (0); an odd rotary part is an
@@ -459,6 +488,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"model_global_every_without_window.yaml", false, 7, "model.global_every", "needs sliding_window"},
         BadCase{"model_mla_no_value_head.yaml", false, 8, "model.mla.v_head_dim", "missing required key"},
         BadCase{"model_mla_grouped.yaml", false, 5, "model.kv_heads", "must equal heads (4) with latent attention"},
+        BadCase{"model_chunk_and_window.yaml", false, 8, "model.attention_chunk", "not used with sliding_window"},
         BadCase{"model_mtp_negative.yaml", false, 7, "model.mtp_layers", "must not be negative, found -1"},
         BadCase{"model_moe_top_k.yaml", false, 9, "model.moe.top_k", "must be <= experts (4), found 6"},
         BadCase{"model_moe_capacity.yaml", false, 10, "model.moe.capacity_factor", "must be >= 1 or 0"},

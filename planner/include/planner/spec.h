@@ -115,6 +115,12 @@ struct ModelSpec {
   // prefix (Gemma 2: 2, Gemma 3: 6); 0 = every layer local (Mistral 7B v0.1, Phi-3 mini).
   int sliding_window = 0;
   int global_every = 0;
+  // Chunked (local) attention (Llama 4, transformers' Llama4TextAttention with
+  // attention_chunk_size): the sequence is cut into chunks of `attention_chunk` tokens from its
+  // start and a query attends causally within its own chunk; the layers that do are chosen by
+  // global_every as with a window (Llama 4: every 4th layer global). 0 = none; a model has a
+  // window or chunks, not both.
+  int attention_chunk = 0;
   Ffn ffn = Ffn::Gelu;
   bool tied_embeddings = true;
   Norm norm = Norm::LayerNorm;
@@ -151,15 +157,28 @@ struct ModelSpec {
   // The attention core's FLOPs per query-key pair, over 4: Q K^T takes 2 heads x qk and P V
   // 2 heads x v, i.e. 4 x heads x (qk + v) / 2 (attention_width() without latent attention).
   double attention_core_width() const { return heads * 0.5 * (qk_head_dim() + v_head_dim()); }
-  // Whether layer i (0-based) attends within its window at sequence `seq`: only where the window
-  // is shorter than the sequence.
+  // The keys a local layer's query reaches at most: the window's, or the chunk's.
+  int local_span() const { return sliding_window > 0 ? sliding_window : attention_chunk; }
+  // Whether layer i (0-based) attends within its window or chunk at sequence `seq`: only where
+  // that is shorter than the sequence.
   bool is_local_layer(int i, int seq) const {
-    return sliding_window > 0 && sliding_window < seq && (global_every <= 0 || (i + 1) % global_every != 0);
+    return local_span() > 0 && local_span() < seq && (global_every <= 0 || (i + 1) % global_every != 0);
   }
-  // The share of the layers that attend within their window at sequence `seq`.
+  // The share of the layers that attend within their window or chunk at sequence `seq`.
   double local_layer_share(int seq) const {
-    if (layers <= 0 || sliding_window <= 0 || sliding_window >= seq) return 0.0;
+    if (layers <= 0 || local_span() <= 0 || local_span() >= seq) return 0.0;
     return global_every > 0 ? double(layers - layers / global_every) / layers : 1.0;
+  }
+  // The causal query-key pairs a local layer scores at sequence `seq`, as a share of causal
+  // attention's seq (seq + 1) / 2: with a window w, seq w - w (w - 1) / 2; with chunks of C, each
+  // whole chunk C (C + 1) / 2 and the rest r (r + 1) / 2. 1 where the span covers the sequence.
+  double local_pairs_share(int seq) const {
+    const double s = seq, w = local_span();
+    if (w <= 0 || w >= s) return 1.0;
+    const double all = s * (s + 1) / 2;
+    if (sliding_window > 0) return (s * w - w * (w - 1) / 2) / all;
+    const double whole = std::floor(s / w), r = s - whole * w;
+    return (whole * w * (w + 1) / 2 + r * (r + 1) / 2) / all;
   }
 };
 

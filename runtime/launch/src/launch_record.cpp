@@ -24,6 +24,7 @@ void write_model(JsonWriter& j, const std::string& key, const ModelSpec& m) {
       .integer("kv_heads", m.kv_heads_or_default())
       .integer("head_dim", m.head_dim_or_default())
       .integer("sliding_window", m.sliding_window)
+      .integer("attention_chunk", m.attention_chunk)
       .integer("global_every", m.global_every)
       .integer("ffn_hidden", m.ffn_hidden_or_default())
       .integer("vocab", m.vocab)

@@ -75,6 +75,11 @@ std::string gpt_check_config(const GptConfig& c) {
     return "the model's sliding window of " + std::to_string(m.sliding_window) + " tokens is shorter than the sequence of " +
            std::to_string(c.seq_len) + ": capplan-train's attention has no window (train at a sequence of at most " +
            std::to_string(m.sliding_window) + ")";
+  if (m.attention_chunk > 0 && m.attention_chunk < c.seq_len)
+    return "the model's attention chunks of " + std::to_string(m.attention_chunk) +
+           " tokens are shorter than the sequence of " + std::to_string(c.seq_len) +
+           ": capplan-train's attention has no chunks (train at a sequence of at most " +
+           std::to_string(m.attention_chunk) + ")";
   if (m.mla.enabled())
     return "the model has multi-head latent attention (mla.kv_lora_rank " + std::to_string(m.mla.kv_lora_rank) +
            "): capplan-train's attention projects queries, keys and values from the hidden state";

@@ -755,6 +755,11 @@ TEST(RuntimeTrain, BadInputStopsEveryRankWithAClearMessage) {
   std::ofstream(latent) << "name: tiny-latent\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\n"
                         << "mla:\n  kv_lora_rank: 8\n  qk_nope_head_dim: 8\n  v_head_dim: 8\n";
   expect_bad(1, " --model " + latent.string(), "multi-head latent attention (mla.kv_lora_rank 8)");
+  // Chunked attention (Llama 4) shorter than the sequence: the runtime's attention has no chunks.
+  const fs::path chunked = work_dir() / "tiny_chunked.yaml";
+  std::ofstream(chunked) << "name: tiny-chunked\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\n"
+                         << "attention_chunk: 8\n";
+  expect_bad(1, " --model " + chunked.string(), "attention chunks of 8 tokens are shorter than the sequence of 16");
   // Multi-token prediction (DeepSeek-V3's MTP): the runtime trains the next-token loss only.
   const fs::path mtp = work_dir() / "tiny_mtp.yaml";
   std::ofstream(mtp) << "name: tiny-mtp\nlayers: 2\nhidden: 32\nheads: 4\nvocab: 97\nseq_len: 16\nmtp_layers: 1\n";
