@@ -659,6 +659,31 @@ void read_hf_context_extension(MapReader& r, const std::string& file, Diagnostic
   m.seq_len = original;
 }
 
+// The period of the layers a per-layer list (`key`: Gemma 3's and gpt-oss's layer_types, Llama
+// 4's no_rope_layers) marks as attending to the whole sequence (`whole`): the first such layer's
+// index + 1 (0 where none is). Where they do not recur with that one period, the mean period,
+// said at the key. -1 where the file has no such list.
+int whole_sequence_period(MapReader& r, const std::string& key, bool (*whole)(const YAML::Node&),
+                          const std::string& file, Diagnostics& d) {
+  const YAML::Node list = r.child(key);
+  if (!list || !list.IsSequence() || list.size() == 0) return -1;
+  size_t wholes = 0, first = list.size();
+  for (size_t i = 0; i < list.size(); ++i)
+    if (whole(list[i])) first = std::min(first, i), ++wholes;
+  if (wholes == 0) return 0;
+  int period = int(first) + 1;
+  bool periodic = true;
+  for (size_t i = 0; i < list.size(); ++i) periodic = periodic && whole(list[i]) == ((i + 1) % size_t(period) == 0);
+  if (periodic) return period;
+  period = std::max(1, int(std::lround(double(list.size()) / double(wholes))));
+  const Position at = r.where(key);
+  d.warning(file, at.line, at.column, r.prefix() + key,
+            "the layers attending to the whole sequence do not recur with one period: costed as one layer in " +
+                std::to_string(period) + " attending to the whole sequence (the file has " + std::to_string(wholes) +
+                " of " + std::to_string(list.size()) + ")");
+  return period;
+}
+
 // Llama 4's chunked attention (Llama4TextConfig, Llama4TextAttention): the layers with rotary
 // positions attend within chunks of attention_chunk_size tokens, and every
 // no_rope_layer_interval-th layer (default 4; the no_rope_layers list, where the file has one,
@@ -670,24 +695,9 @@ void read_hf_chunked_attention(MapReader& r, const std::string& file, Diagnostic
   m.attention_chunk = chunk;
   m.global_every = 4;
   if (r.has("no_rope_layer_interval")) r.integer("no_rope_layer_interval", m.global_every, false, kLayers);
-  const YAML::Node flags = r.child("no_rope_layers");
-  if (!flags || !flags.IsSequence() || flags.size() == 0) return;
-  auto global = [&](size_t i) { return flags[i].IsScalar() && flags[i].Scalar() == "0"; };
-  size_t globals = 0, first = flags.size();
-  for (size_t i = 0; i < flags.size(); ++i)
-    if (global(i)) first = std::min(first, i), ++globals;
-  m.global_every = globals == 0 ? 0 : int(first) + 1;
-  bool periodic = true;
-  for (size_t i = 0; i < flags.size() && globals > 0; ++i)
-    periodic = periodic && global(i) == ((i + 1) % size_t(m.global_every) == 0);
-  if (globals > 0 && !periodic) {
-    m.global_every = std::max(1, int(std::lround(double(flags.size()) / double(globals))));
-    const Position at = r.where("no_rope_layers");
-    d.warning(file, at.line, at.column, r.prefix() + "no_rope_layers",
-              "the layers attending to the whole sequence do not recur with one period: costed as one layer in " +
-                  std::to_string(m.global_every) + " (the file has " + std::to_string(globals) + " of " +
-                  std::to_string(flags.size()) + ")");
-  }
+  auto no_rope = [](const YAML::Node& n) { return n.IsScalar() && n.Scalar() == "0"; };
+  if (const int period = whole_sequence_period(r, "no_rope_layers", no_rope, file, d); period >= 0)
+    m.global_every = period;
 }
 
 // Sliding windows in a Hugging Face config: `sliding_window` (null or absent: none), used by every
@@ -710,24 +720,8 @@ void read_hf_window(MapReader& r, const std::string& model_type, const std::stri
     m.global_every = 6;
     if (r.has("sliding_window_pattern")) r.integer("sliding_window_pattern", m.global_every, false, kLayers);
   }
-  const YAML::Node types = r.child("layer_types");
-  if (!types || !types.IsSequence() || types.size() == 0) return;
-  auto full = [&](size_t i) { return types[i].IsScalar() && types[i].Scalar() == "full_attention"; };
-  size_t fulls = 0, first = types.size();
-  for (size_t i = 0; i < types.size(); ++i)
-    if (full(i)) first = std::min(first, i), ++fulls;
-  m.global_every = fulls == 0 ? 0 : int(first) + 1;  // the period the first full layer gives
-  bool periodic = true;
-  for (size_t i = 0; i < types.size() && fulls > 0; ++i)
-    periodic = periodic && full(i) == ((i + 1) % size_t(m.global_every) == 0);
-  if (fulls > 0 && !periodic) {
-    m.global_every = std::max(1, int(std::lround(double(types.size()) / double(fulls))));
-    const Position at = r.where("layer_types");
-    d.warning(file, at.line, at.column, "layer_types",
-              "the full-attention layers do not recur with one period: costed as one layer in " +
-                  std::to_string(m.global_every) + " attending to the whole sequence (the file has " +
-                  std::to_string(fulls) + " of " + std::to_string(types.size()) + ")");
-  }
+  auto full = [](const YAML::Node& n) { return n.IsScalar() && n.Scalar() == "full_attention"; };
+  if (const int period = whole_sequence_period(r, "layer_types", full, file, d); period >= 0) m.global_every = period;
 }
 
 }  // namespace
