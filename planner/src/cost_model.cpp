@@ -1920,12 +1920,13 @@ void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, i
   const ModelProfile prof = profile_model(sc.model, 1, sc.seq_len(), 1, sc.training.precision);
   const double model_flops_step = prof.flops_per_token * gbs * s;
   // Recompute FLOPs: one more forward of every layer (full) or of the attention core (selective),
-  // whole model (per-rank figures x tp), per sequence.
+  // the multi-token prediction modules' layers included, whole model (per-rank figures x tp), per
+  // sequence.
   double rec_flops_step = 0;
   if (ly.recompute == Recompute::Full)
-    rec_flops_step = sc.model.layers * mt.layer_gemm_flops * ly.tp * gbs / ly.mbs;
+    rec_flops_step = sc.model.trained_layers() * mt.layer_gemm_flops * ly.tp * gbs / ly.mbs;
   else if (ly.recompute == Recompute::Selective)
-    rec_flops_step = sc.model.layers * mt.layer_attn_core_flops * ly.tp * gbs / ly.mbs;
+    rec_flops_step = sc.model.trained_layers() * mt.layer_attn_core_flops * ly.tp * gbs / ly.mbs;
   est.model_tflops_per_gpu = model_flops_step / ev.step_s / est.gpus / 1e12;
   est.hardware_tflops_per_gpu = (model_flops_step + rec_flops_step) / ev.step_s / est.gpus / 1e12;
   est.mfu = c.peak_flops > 0 ? est.model_tflops_per_gpu * 1e12 / c.peak_flops : 0;
