@@ -735,6 +735,31 @@ TEST_F(GuiWindow, MultiTokenPredictionModulesPlanAndListAfterTheHead) {
   EXPECT_EQ(mtp->value(), 0);
 }
 
+TEST_F(GuiWindow, AttentionChunksPlanAndRefuseAWindowBesideThem) {
+  // Chunks of 1024 on GPT-3 175B at its 2048 tokens: "Global every" comes alive, the plan is
+  // redone and no slower; a sliding window beside the chunks is refused under the field, the
+  // inputs and the plan kept.
+  QSpinBox* chunk = child<QSpinBox>("attention_chunk");
+  EXPECT_EQ(chunk->specialValueText(), QStringLiteral("none"));
+  EXPECT_FALSE(child<QSpinBox>("global_every")->isEnabled());
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  const double step = window_->selectedEstimate()->step_time_s;
+  chunk->setValue(1024);
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(window_->inputs().model.attention_chunk, 1024);
+  EXPECT_TRUE(child<QSpinBox>("global_every")->isEnabled());
+  ASSERT_TRUE(window_->selectedEstimate().has_value());
+  EXPECT_LE(window_->selectedEstimate()->step_time_s, step);
+  const quint64 before = window_->searchJob()->generation();
+  child<QSpinBox>("sliding_window")->setValue(512);
+  QTest::qWait(100);
+  EXPECT_EQ(window_->searchJob()->generation(), before);  // invalid: not planned
+  bool explained = false;
+  for (QLabel* l : window_->findChildren<QLabel*>())
+    explained |= !l->isHidden() && l->text().contains(QStringLiteral("not used with sliding_window"));
+  EXPECT_TRUE(explained);
+}
+
 TEST_F(GuiWindow, BadTokensTextIsKeptAndExplained) {
   QLineEdit* tokens = child<QLineEdit>("tokens");
   EXPECT_EQ(tokens->text(), QStringLiteral("300B"));
