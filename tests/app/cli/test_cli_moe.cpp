@@ -81,6 +81,21 @@ TEST(CliMoe, MultiTokenPredictionIsCountedApartAndCosted) {
   EXPECT_GT(step(without.out), 0) << without.out;
 }
 
+TEST(CliMoe, LocalAttentionIsSaidInTheProfile) {
+  // Llama 4 Maverick's chunks of 8192 at 65536 tokens: 36 of its 48 layers local (every 4th
+  // global); at its chunk's length none is; Gemma 2's window on every other layer, in the JSON too.
+  const std::string maverick = "profile --model tests/data/good/hf-moe/llama4-maverick-config.json";
+  const CliRun r = run_cli(maverick + " --seq 65536");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "local attention: chunks of 8192 tokens, 36 of 48 layers local at seq 65536")) << r.out;
+  const CliRun whole = run_cli(maverick + " --seq 8192");
+  EXPECT_TRUE(has(whole.out, "0 of 48 layers local at seq 8192 (the span covers the sequence")) << whole.out;
+  const CliRun j = run_cli("profile --model gemma2-9b --json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  EXPECT_TRUE(has(j.out, "\"sliding_window\": 4096")) << j.out;
+  EXPECT_TRUE(has(j.out, "\"local_layers\": 21")) << j.out;
+}
+
 TEST(CliMoe, EstimateTakesEpAndCp) {
   const CliRun r = run_cli(
       "estimate --model mixtral-8x7b --cluster p5.48xlarge --nodes 8 --dp 16 --tp 1 --pp 4 --ep 8 "
