@@ -1090,9 +1090,10 @@ class StepEvaluation {
     //    host waits for the GPU, so the next layer's first unit (its Q, K, V projection, or the
     //    whole layer) is gathered on an idle GPU: exposed once per layer, not once per pass.
     const double nl = layers_on(0);
-    const double shard_up = tr.offload_params ? mt.layer_params * w_elem / dp / c.pcie_Bps : 0.0;
-    const double ag = allgather_s(pl.dp, mt.layer_params * w_elem) + shard_up;
-    const double rs = reducescatter_s(pl.dp, mt.layer_params * g_elem);
+    const double z3_layer = zero3_layer_params();
+    const double shard_up = tr.offload_params ? z3_layer * w_elem / dp / c.pcie_Bps : 0.0;
+    const double ag = allgather_s(pl.dp, z3_layer * w_elem) + shard_up;
+    const double rs = reducescatter_s(pl.dp, z3_layer * g_elem);
     const double regather = fw.zero3_unit == Zero3Unit::Linear && ly.recompute == Recompute::Full ? 1.0 : 0.0;
     const StageCost& st = s0;
     const double f_layer = nl > 0 ? st.fwd / nl : 0.0;
@@ -1102,7 +1103,7 @@ class StepEvaluation {
     // A forward pass over a layer whose first unit is gathered on an idle GPU (its Q, K, V
     // projection, or the whole layer; with its shard's copy up where parameters are offloaded)
     // exposes that gather and what of the rest the layer's forward does not cover.
-    const double first_unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_qkv_params : mt.layer_params;
+    const double first_unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_qkv_params : z3_layer;
     const double g1 = std::min(ag, allgather_s(pl.dp, first_unit * w_elem) +
                                        (tr.offload_params ? first_unit * w_elem / dp / c.pcie_Bps : 0.0));
     const double first_waits = g1 + std::max(0.0, ag - g1 - f_layer);
@@ -1274,6 +1275,19 @@ class StepEvaluation {
     return runtime_exchange_s(pl.dp, bytes);
   }
 
+  // What ZeRO-3 gathers a layer at a time, in the dense group's traffic: its dense weights and
+  // its routed experts (an MoE layer's local experts, gathered with the layer over their expert
+  // data-parallel group of dp * cp / ep ranks, as Megatron-FSDP shards them; priced at the dense
+  // group's links with the two groups' ring factors, MicroTerms::expert_gather_share).
+  double zero3_layer_params() const { return mt.layer_params + mt.layer_expert_params * mt.expert_gather_share; }
+  // The unit in flight: a layer, or its largest matrix (zero3_unit: linear), the experts of an
+  // MoE layer being one unit (each expert's matrices fall under a size-based wrap policy's
+  // threshold, so they are wrapped with their parent).
+  double zero3_unit_params() const {
+    return fw.zero3_unit == Zero3Unit::Linear ? std::max(mt.layer_matrix_params, mt.layer_expert_params)
+                                              : mt.layer_params + mt.layer_expert_params;
+  }
+
   // ZeRO-2/3 priced as capplan-train runs them (runtime_sharded_dp); check_layout keeps them to
   // pp = 1.
   bool sharded_by_runtime() const { return ly.zero >= 2 && ly.dp > 1 && pl.dp.profile; }
@@ -1343,7 +1357,10 @@ class StepEvaluation {
         // Each collective pays a ring's latency (ring_latency_s), and DeepSpeed issues many: per
         // module of the stage, or per parameter tensor (zero3_collectives), each pass.
         const Zero3Calls calls = zero3_calls();
-        dp_s = md * (2 * allgather_s(z3, params_crit * w_elem) + reducescatter_s(z3, grad_bytes) +
+        const double experts =
+            mt.layer_expert_params * mt.expert_gather_share * std::max(layers_on(0), layers_on(pp - 1));
+        dp_s = md * (2 * allgather_s(z3, (params_crit + experts) * w_elem) +
+                     reducescatter_s(z3, grad_bytes + experts * g_elem) +
                      (2 * (calls.gathers - 1) + (calls.reductions - 1)) * ring_latency_s(z3));
       }
     }
@@ -1511,7 +1528,7 @@ class StepEvaluation {
       // Without backward prefetch (post, none) the backward, where the activations peak, holds
       // only the unit it computes: the next is gathered after this one's gradients (post: its
       // parameters freed first, BackwardPrefetch docs).
-      const double unit = fw.zero3_unit == Zero3Unit::Linear ? mt.layer_matrix_params : mt.layer_params;
+      const double unit = zero3_unit_params();
       const int ahead =
           fw.zero3_backward_prefetch == Zero3BackwardPrefetch::Pre ? fw.zero3_prefetch_layers : 0;
       double zero3_prefetch = ly.zero >= 3 ? (1 + ahead) * unit * w_elem + unit * g_elem : 0.0;

@@ -81,6 +81,14 @@ struct MicroTerms {
   // last stage with the head; not part of head_params (whose gradient a tied embedding shares).
   double mtp_head_params = 0;
   double layer_matrix_params = 0;     // the layer's largest weight matrix, per TP rank
+  // The routed experts' parameters on a rank, per layer on average, where ZeRO-3 gathers them
+  // (cost_model_moe.cpp): their state is counted there, but ZeRO-3 gathers them with their layer
+  // over the expert data-parallel group (StepEvaluation's zero3_layer_params); 0 for a dense model
+  // or where that group is one rank. Their gathers priced at the dense group's links take
+  // expert_gather_share of the dense traffic per byte: the ring factors (e - 1) / e of the expert
+  // group over (n - 1) / n of the dense one.
+  double layer_expert_params = 0;
+  double expert_gather_share = 1;
   double layer_qkv_params = 0;        // the Q, K, V projection: the first matrix a layer's forward uses
   double p2p_bytes = 0;               // activation sent to the next stage, per micro-batch
   // The attention core with its memory-bound passes, forward and backward (parts of layer_fwd_s

@@ -334,6 +334,9 @@ class MoeCpTerms {
                                (md.norm == Norm::LayerNorm ? ffn_in * f / tp : 0.0));
     mt.layer_matrix_params = std::max(mt.layer_matrix_params, fe * h / tp);
     expert_params_per_layer = frac * local * mlp_mat * fe / tp;
+    const double edp = double(ly.dp) * ly.cp / ly.ep, dense_dp = double(ly.dp) * ly.cp;
+    mt.layer_expert_params = edp > 1 ? expert_params_per_layer : 0.0;
+    mt.expert_gather_share = edp > 1 ? ((edp - 1) / edp) / ((dense_dp - 1) / dense_dp) : 0.0;
   }
 
   // Dispatch and combine: two all-to-alls per MoE layer forward and two backward (Megatron-Core's
@@ -520,7 +523,9 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
       std::max(stage_blocks(sc.model, ly.pp, ly.vp, 0), stage_blocks(sc.model, ly.pp, ly.vp, ly.pp - 1));
   const double expert_grad_bytes = crit_expert_params * c.grad_bytes;
   double expert_dp_s = 0;
-  if (edp_links.n > 1) {
+  // ZeRO-3 gathers and reduce-scatters them with their layers, in the dense traffic (cost_model.cpp
+  // zero3_layer_params).
+  if (edp_links.n > 1 && ly.zero < 3) {
     // ZeRO-1/2 as the dense gradients: their reduction and the updated weights' all-gather.
     expert_dp_s = ly.zero == 0 ? allreduce_s(edp_links, expert_grad_bytes)
                                : zero12_grad_reduction_s(edp_links, expert_grad_bytes, ly.zero, sc.training.framework) +

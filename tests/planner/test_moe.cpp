@@ -503,6 +503,41 @@ TEST(MoeCostGolden, OffloadedExpertStateIsInHostMemoryOnly) {
   EXPECT_DOUBLE_EQ(on_gpu.host_memory_per_node_bytes, 0);
 }
 
+TEST(MoeCostGolden, ZeroThreeGathersTheExpertsWithTheirLayer) {
+  // dp 8 under ZeRO-3, 4 MoE layers of 8 experts of 2 x 64 x 128 = 16384 parameters. ep 1: each
+  // layer's 8 experts (131072) are sharded over the 8 ranks and gathered with the layer; ep 8:
+  // each rank holds its one expert whole (an expert group of one rank: nothing to gather), and the
+  // expert state is the same 65536 parameters a rank either way. Expectation: ep 1 holds the
+  // gathered experts in flight, at least (1 + prefetched) x 131072 x 2 bytes + 131072 gradient
+  // bytes more than ep 8; its ZeRO-3 traffic is larger.
+  const Scenario sc = golden_scenario(tiny_moe(8, 2), 8, 8, 16);
+  const FrameworkSpec& fw = sc.training.framework;
+  const int ahead = fw.zero3_backward_prefetch == Zero3BackwardPrefetch::Pre ? fw.zero3_prefetch_layers : 0;
+  const StateBytesPerParam state = state_bytes_per_param(sc.training);
+  auto run = [&](int ep, int zero) {
+    Layout l = layout(8, 1, 1, 1, ep);
+    l.zero = zero;
+    const Estimate e = estimate(sc, l);
+    EXPECT_TRUE(e.step_time_s > 0) << e.reason;
+    return std::make_pair(e, step_costs(sc, l));
+  };
+  const auto [z3_ep1, z3_ep1_costs] = run(1, 3);
+  const auto [z3_ep8, z3_ep8_costs] = run(8, 3);
+  const double in_flight = (1 + ahead) * 131072.0 * state.weights + 131072.0 * state.gradients;
+  const double more = z3_ep1.memory_per_gpu_bytes.buffers - z3_ep8.memory_per_gpu_bytes.buffers;
+  std::printf("Expectation: ZeRO-3 at ep 1 holds >= %.0f bytes more in flight  Actual: %.0f\n", in_flight, more);
+  EXPECT_GE(more, in_flight);
+  EXPECT_DOUBLE_EQ(z3_ep1.memory_per_gpu_bytes.weights, z3_ep8.memory_per_gpu_bytes.weights);
+  EXPECT_GT(z3_ep1_costs.dp_comm_s, z3_ep8_costs.dp_comm_s);
+  // ep 4: 2 experts a layer on a rank (32768 parameters), sharded over an expert group of 2 and
+  // gathered: a quarter of ep 1's in flight, and some traffic.
+  const auto [z3_ep4, z3_ep4_costs] = run(4, 3);
+  const double more4 = z3_ep4.memory_per_gpu_bytes.buffers - z3_ep8.memory_per_gpu_bytes.buffers;
+  EXPECT_GE(more4, in_flight / 4);
+  EXPECT_LT(more4, more);
+  EXPECT_GT(z3_ep4_costs.dp_comm_s, z3_ep8_costs.dp_comm_s);
+}
+
 TEST(MoeCostGolden, DenseLayoutsTakeTheDensePath) {
   // A dense model without cp is not touched by the MoE terms: no ep or cp time, same step as an
   // identical scenario costed before the terms existed would give (the validate figures are
