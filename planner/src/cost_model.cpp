@@ -1277,8 +1277,8 @@ class StepEvaluation {
 
   // What ZeRO-3 gathers a layer at a time, in the dense group's traffic: its dense weights and
   // its routed experts (an MoE layer's local experts, gathered with the layer over their expert
-  // data-parallel group of dp * cp / ep ranks, as Megatron-FSDP shards them; priced at the dense
-  // group's links with the two groups' ring factors, MicroTerms::expert_gather_share).
+  // data-parallel group of dp * cp / ep ranks, as Megatron-FSDP shards them; in dense-group bytes
+  // of the same time, MicroTerms::expert_gather_share).
   double zero3_layer_params() const { return mt.layer_params + mt.layer_expert_params * mt.expert_gather_share; }
   // The unit in flight: a layer, or its largest matrix (zero3_unit: linear), the experts of an
   // MoE layer being one unit (each expert's matrices fall under a size-based wrap policy's

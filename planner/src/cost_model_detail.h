@@ -84,9 +84,9 @@ struct MicroTerms {
   // The routed experts' parameters on a rank, per layer on average, where ZeRO-3 gathers them
   // (cost_model_moe.cpp): their state is counted there, but ZeRO-3 gathers them with their layer
   // over the expert data-parallel group (StepEvaluation's zero3_layer_params); 0 for a dense model
-  // or where that group is one rank. Their gathers priced at the dense group's links take
-  // expert_gather_share of the dense traffic per byte: the ring factors (e - 1) / e of the expert
-  // group over (n - 1) / n of the dense one.
+  // or where that group is one rank. A byte of their gathers costs expert_gather_share of a byte
+  // of the dense group's: the two groups' all-gather times of the layer's experts, each at its
+  // own links and ring factor.
   double layer_expert_params = 0;
   double expert_gather_share = 1;
   double layer_qkv_params = 0;        // the Q, K, V projection: the first matrix a layer's forward uses

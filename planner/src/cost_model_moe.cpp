@@ -334,9 +334,7 @@ class MoeCpTerms {
                                (md.norm == Norm::LayerNorm ? ffn_in * f / tp : 0.0));
     mt.layer_matrix_params = std::max(mt.layer_matrix_params, fe * h / tp);
     expert_params_per_layer = frac * local * mlp_mat * fe / tp;
-    const double edp = double(ly.dp) * ly.cp / ly.ep, dense_dp = double(ly.dp) * ly.cp;
-    mt.layer_expert_params = edp > 1 ? expert_params_per_layer : 0.0;
-    mt.expert_gather_share = edp > 1 ? ((edp - 1) / edp) / ((dense_dp - 1) / dense_dp) : 0.0;
+    mt.layer_expert_params = double(ly.dp) * ly.cp / ly.ep > 1 ? expert_params_per_layer : 0.0;
   }
 
   // Dispatch and combine: two all-to-alls per MoE layer forward and two backward (Megatron-Core's
@@ -437,6 +435,14 @@ MoeCpLayerTerms moe_cp_layer_terms(const Scenario& sc, const Constants& c, const
   terms.context(t.mt);
   terms.context_ring(pl_cp, cp_links, t.mt);
   terms.experts_mlp(t.mt);
+  if (t.mt.layer_expert_params > 0) {
+    // ZeRO-3 gathers the experts over their own group, whose links differ from the dense group's
+    // the dense traffic is priced at (one rank a node and its own NIC, where the dense group has
+    // the node's NICs): a byte of theirs costs this share of a dense byte.
+    const double bytes = t.mt.layer_expert_params * c.elem_bytes;
+    const double dense_s = allgather_s(place.pl.dp, bytes);
+    t.mt.expert_gather_share = dense_s > 0 ? allgather_s(place.edp, bytes) / dense_s : 1.0;
+  }
   terms.all_to_alls(place.ep, gpus_in_node, t.mt);
   t.expert_params_per_layer = terms.expert_params_per_layer;
   t.a2a_bytes = terms.a2a_bytes;
