@@ -58,7 +58,8 @@ std::string model_summary(const CatalogEntry& e) {
            (s.moe.shared_experts > 0 ? ", " + std::to_string(s.moe.shared_experts) + " shared" : std::string()) + ")";
   out += ", ffn " + std::to_string(s.ffn_hidden_or_default()) + " " + to_string(s.ffn) +
          ", vocab " + std::to_string(s.vocab) + ", seq " + std::to_string(s.seq_len);
-  if (s.mtp_layers > 0) out += ", " + std::to_string(s.mtp_layers) + " multi-token prediction module" + (s.mtp_layers == 1 ? "" : "s");
+  if (s.mtp_layers > 0)
+    out += ", " + std::to_string(s.mtp_layers) + " multi-token prediction module" + (s.mtp_layers == 1 ? "" : "s");
   return out;
 }
 

@@ -724,7 +724,8 @@ class StepEvaluation {
         p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
         w_elem(c.elem_bytes), g_elem(c.grad_bytes), nl_first(stage_blocks(sc.model, pp, vp, 0)),
-        nl_second(pp > 1 ? stage_blocks(sc.model, pp, vp, 1) : nl_first), nl_last(stage_blocks(sc.model, pp, vp, pp - 1)) {}
+        nl_second(pp > 1 ? stage_blocks(sc.model, pp, vp, 1) : nl_first),
+        nl_last(stage_blocks(sc.model, pp, vp, pp - 1)) {}
 
   void run(Evaluation& out, StepCosts* steps) {
     pace();
@@ -1006,10 +1007,10 @@ class StepEvaluation {
     // within 2 % (tests/simulator/test_plan_simulation.cpp). Under-counts the stalls of interleaving
     // when the chunks of one stage hold different numbers of layers (pp * vp not dividing L): up to
     // ~11 % in the simulator, not modelled here.
-    const double sum_work = sc.model.trained_layers() * (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
-                           mt.tp_collectives_fwd * tp_ar + layer_tp_bwd +
-                           mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s + mt.layer_cp_comm_fwd_s +
-                           mt.layer_cp_comm_bwd_s) +
+    const double sum_work = sc.model.trained_layers() *
+                                (mt.layer_fwd_s + mt.layer_bwd_in_s + mt.layer_bwd_w_s + mt.layer_recompute_s +
+                                 mt.tp_collectives_fwd * tp_ar + layer_tp_bwd + mt.layer_ep_comm_fwd_s +
+                                 mt.layer_ep_comm_bwd_s + mt.layer_cp_comm_fwd_s + mt.layer_cp_comm_bwd_s) +
                       mt.embed_fwd_s + mt.embed_bwd_s + (ly.tp > 1 ? tp_ar : 0.0) + mt.head_fwd_s + mt.head_bwd_s +
                       head_tp_fwd + head_tp_bwd;
     double best_T = -1;
@@ -1066,6 +1067,28 @@ class StepEvaluation {
       embedding_sync = exchange > 0 ? exchange : allreduce_s(ends, bytes);
       tb.pp_comm += embedding_sync;
     }
+  }
+
+  // ZeRO-3 in rank-share mode: sets dp_s. Weights all-gathered for forward and again for
+  // backward, gradients reduce-scattered, per micro-batch: 1.5x an all-reduce each time
+  // (Rajbhandari et al. 2020 Sec 7.2.2). Every parameter is partitioned over all dp ranks and each
+  // rank fetches the remote shards itself, so across nodes a rank gets its own share of the NICs,
+  // NIC / gpus_per_node (the "bandwidth-centric partitioning" of ZeRO-Infinity, Rajbhandari et al.
+  // 2021 Sec 6.1), not the hierarchical ring of an all-reduce.
+  void rank_share_zero3() {
+    Links z3 = pl.dp;
+    if (z3.nodes > 1) {
+      const int gpus_in_node = gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
+      z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
+    }
+    // Each collective pays a ring's latency (ring_latency_s), and DeepSpeed issues many: per
+    // module of the stage, or per parameter tensor (zero3_collectives), each pass.
+    const Zero3Calls calls = zero3_calls();
+    const double experts =
+        mt.layer_expert_params * mt.expert_gather_share * std::max(layers_on(0), layers_on(pp - 1));
+    dp_s = md * (2 * allgather_s(z3, (params_crit + experts) * w_elem) +
+                 reducescatter_s(z3, grad_bytes + experts * g_elem) +
+                 (2 * (calls.gathers - 1) + (calls.reductions - 1)) * ring_latency_s(z3));
   }
 
   // ZeRO-3 in ring mode: sets dp_s (all its traffic) and z3_exposed (what the step waits for).
@@ -1343,25 +1366,7 @@ class StepEvaluation {
       } else if (ring_z3) {
         ring_zero3();
       } else {
-        // ZeRO-3: weights all-gathered for forward and again for backward, gradients reduce-scattered,
-        // per micro-batch: 1.5x an all-reduce each time (Rajbhandari et al. 2020 Sec 7.2.2). Every
-        // parameter is partitioned over all dp ranks and each rank fetches the remote shards itself,
-        // so across nodes a rank gets its own share of the NICs, NIC / gpus_per_node (the
-        // "bandwidth-centric partitioning" of ZeRO-Infinity, Rajbhandari et al. 2021 Sec 6.1),
-        // not the hierarchical ring of an all-reduce.
-        Links z3 = pl.dp;
-        if (z3.nodes > 1) {
-          const int gpus_in_node = gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
-          z3.bw_Bps = c.inter_node_Bps / gpus_in_node;
-        }
-        // Each collective pays a ring's latency (ring_latency_s), and DeepSpeed issues many: per
-        // module of the stage, or per parameter tensor (zero3_collectives), each pass.
-        const Zero3Calls calls = zero3_calls();
-        const double experts =
-            mt.layer_expert_params * mt.expert_gather_share * std::max(layers_on(0), layers_on(pp - 1));
-        dp_s = md * (2 * allgather_s(z3, (params_crit + experts) * w_elem) +
-                     reducescatter_s(z3, grad_bytes + experts * g_elem) +
-                     (2 * (calls.gathers - 1) + (calls.reductions - 1)) * ring_latency_s(z3));
+        rank_share_zero3();
       }
     }
     double dp_exposed = dp_s;

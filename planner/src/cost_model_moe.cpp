@@ -561,7 +561,9 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
     steps->cp_attention_step_backward_s = terms.cp_attention_step_backward_s;
     steps->cp_ring_in_recompute = ly.cp > 1 && ly.recompute == Recompute::Full;
     steps->cp = ly.cp;
-    for (ChunkCosts& ch : steps->chunks) ch.moe_layers = sc.model.moe.enabled() ? int(std::lround(ch.num_layers * double(sc.model.moe.moe_layers(sc.model.trained_layers())) / sc.model.trained_layers())) : 0;
+    const double moe_share =
+        sc.model.moe.enabled() ? double(sc.model.moe.moe_layers(sc.model.trained_layers())) / sc.model.trained_layers() : 0.0;
+    for (ChunkCosts& ch : steps->chunks) ch.moe_layers = int(std::lround(ch.num_layers * moe_share));
   }
 }
 
