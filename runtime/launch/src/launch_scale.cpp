@@ -102,6 +102,34 @@ void note_change(std::vector<std::string>& changes, const char* what, int64_t fr
   changes.push_back(s.str());
 }
 
+// What capplan-train's model does not have, the scaled-down model (sequence `seq`) leaves out,
+// each said in the changes (the run measures the model it trains against the plan's figures for
+// that model):
+//  - latent attention: capplan-train projects queries, keys and values from the hidden state, so
+//    the model trains plain multi-head attention of its heads;
+//  - multi-token prediction: capplan-train trains the next-token loss only, so no modules follow
+//    the last layer;
+//  - a window or chunks shorter than the sequence: capplan-train's attention has neither, so
+//    every layer attends to the whole (short) sequence.
+void keep_what_the_runtime_runs(ModelSpec& m, const ModelSpec& orig, int seq, std::vector<std::string>& changes) {
+  if (orig.mla.enabled()) {
+    m.mla = MlaSpec{};
+    changes.push_back("attention: multi-head latent attention (kv_lora_rank " + std::to_string(orig.mla.kv_lora_rank) +
+                      ") -> multi-head attention, which capplan-train runs");
+  }
+  if (orig.mtp_layers > 0) {
+    m.mtp_layers = 0;
+    changes.push_back("multi-token prediction: " + std::to_string(orig.mtp_layers) +
+                      (orig.mtp_layers == 1 ? " module" : " modules") + " -> none, which capplan-train runs");
+  }
+  if (orig.local_span() > 0 && orig.local_span() < seq) {
+    changes.push_back(std::string("attention: ") + (orig.sliding_window > 0 ? "a window" : "chunks") + " of " +
+                      std::to_string(orig.local_span()) + " tokens -> the whole sequence of " + std::to_string(seq) +
+                      ", which capplan-train runs");
+    m.sliding_window = m.attention_chunk = m.global_every = 0;
+  }
+}
+
 void scale_experts(ModelSpec& m, const ModelSpec& orig, const Layout& layout, int tp,
                    std::vector<std::string>& changes) {
   auto changed = [&](const char* what, int64_t from, int64_t to, const std::string& why) {
@@ -238,21 +266,7 @@ ScaledRun scale_down(const Scenario& original, const Layout& layout, const Clust
           cp > 1 ? "a multiple of 2 * cp for the load-balanced chunks"
                  : layout.sp ? "a multiple of tp for sp" : "");
 
-  // Latent attention: capplan-train projects queries, keys and values from the hidden state, so
-  // the scaled-down model trains plain multi-head attention of the heads above (what the run
-  // measures against the plan's figures for that model, not the latent one).
-  if (orig.mla.enabled()) {
-    m.mla = MlaSpec{};
-    changes.push_back("attention: multi-head latent attention (kv_lora_rank " + std::to_string(orig.mla.kv_lora_rank) +
-                      ") -> multi-head attention, which capplan-train runs");
-  }
-  // Multi-token prediction: capplan-train trains the next-token loss only, so the scaled-down
-  // model has no modules after its last layer (the plan's figures keep them).
-  if (orig.mtp_layers > 0) {
-    m.mtp_layers = 0;
-    changes.push_back("multi-token prediction: " + std::to_string(orig.mtp_layers) +
-                      (orig.mtp_layers == 1 ? " module" : " modules") + " -> none, which capplan-train runs");
-  }
+  keep_what_the_runtime_runs(m, orig, seq, changes);
   scale_experts(m, orig, layout, tp, changes);
   scale_batch(out, original, layout, o, pp, changes);
 

@@ -345,6 +345,34 @@ TEST(LaunchScaleDown, LatentAttentionBecomesTheAttentionTheRuntimeRuns) {
   EXPECT_NE(all.find("multi-token prediction: 1 module -> none"), std::string::npos) << all;
 }
 
+// Expectation: a window or chunks shorter than the scaled-down sequence go (capplan-train's
+// attention has neither), the change named; a span the short sequence fits in stays (gpt-oss's
+// window of 128 at 64 tokens), and so does its layout's validity.
+TEST(LaunchScaleDown, ALocalSpanShorterThanTheSequenceAttendsToAllOfIt) {
+  Scenario s = scenario_for("gpt-oss-120b", 8, 64);
+  ASSERT_EQ(s.model.sliding_window, 128);
+  Layout l;
+  l.dp = 2, l.ep = 2;
+  ScaledRun kept = scale_down(s, l, local_cluster_spec(fake_machine(), 2));
+  EXPECT_EQ(kept.scenario.model.sliding_window, 128);
+  std::string all;
+  for (const auto& c : kept.changes) all += c + "\n";
+  EXPECT_EQ(all.find("attention: a window"), std::string::npos) << all;
+  s.model.sliding_window = 16;
+  const ScaledRun r = scale_down(s, l, local_cluster_spec(fake_machine(), 2));
+  EXPECT_EQ(r.scenario.model.sliding_window, 0);
+  EXPECT_EQ(r.scenario.model.global_every, 0);
+  EXPECT_FALSE(check_layout(r.scenario, r.layout).has_value()) << check_layout(r.scenario, r.layout).value_or("");
+  all.clear();
+  for (const auto& c : r.changes) all += c + "\n";
+  EXPECT_NE(all.find("attention: a window of 16 tokens -> the whole sequence of 64, which capplan-train runs"),
+            std::string::npos) << all;
+  s.model.sliding_window = 0;
+  s.model.attention_chunk = 32;
+  const ScaledRun chunked = scale_down(s, l, local_cluster_spec(fake_machine(), 2));
+  EXPECT_EQ(chunked.scenario.model.attention_chunk, 0);
+}
+
 void make_executable(const std::string& path) {
   fs::create_directories(fs::path(path).parent_path());
   std::ofstream(path) << "#!/bin/sh\n";
