@@ -231,8 +231,7 @@ std::optional<ScenarioArgs> scenario_from_args(const Args& args, Diagnostics& di
   spec_flags(args, diags, profile_of_cluster, out);
   node_flags(args, diags, node_range, out);
   training_flags(args, diags, gbs_required, out);
-  for (size_t i = before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  if (diags.has_errors_since(before)) return std::nullopt;
   return out;
 }
 
@@ -273,8 +272,7 @@ std::optional<Layout> layout_from_args(const Args& args, Diagnostics& diags) {
   } else if (l.vp > 1) {
     l.schedule = Schedule::Interleaved;  // --vp only means something with interleaving
   }
-  for (size_t i = before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  if (diags.has_errors_since(before)) return std::nullopt;
   return l;
 }
 
@@ -371,8 +369,7 @@ std::optional<LayoutPins> pins_from_text(const std::string& text, Diagnostics& d
       flag_error(diags, "fix", "unknown knob '" + k + "'", hint_of(closest_match(k, keys)));
     }
   }
-  for (size_t i = before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error) return std::nullopt;
+  if (diags.has_errors_since(before)) return std::nullopt;
   return pins;
 }
 

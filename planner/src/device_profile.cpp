@@ -604,8 +604,7 @@ Loaded<DeviceProfile> parse_device_profile_yaml(const std::string& text, const s
     p.collectives.push_back(c);
   });
   r.finish();
-  for (size_t i = before; i < out.diagnostics.items().size(); ++i)
-    if (out.diagnostics.items()[i].severity == Severity::Error) return out;
+  if (out.diagnostics.has_errors_since(before)) return out;
   out.value = p;
   return out;
 }

@@ -2,6 +2,7 @@
 #include "planner/diagnostics.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cctype>
 #include <sstream>
 
@@ -42,8 +43,11 @@ void Diagnostics::append(const Diagnostics& other) {
   items_.insert(items_.end(), other.items_.begin(), other.items_.end());
 }
 
-bool Diagnostics::has_errors() const {
-  return std::any_of(items_.begin(), items_.end(),
+bool Diagnostics::has_errors() const { return has_errors_since(0); }
+
+bool Diagnostics::has_errors_since(size_t from) const {
+  if (from >= items_.size()) return false;
+  return std::any_of(items_.begin() + std::ptrdiff_t(from), items_.end(),
                      [](const Diagnostic& d) { return d.severity == Severity::Error; });
 }
 

@@ -281,9 +281,7 @@ std::optional<Plan> read_plan_map(const YAML::Node& root, const std::string& fil
     lr.finish();
   }
   r.finish();
-  if (!keep_invalid)
-    for (size_t i = before; i < d.items().size(); ++i)
-      if (d.items()[i].severity == Severity::Error) return std::nullopt;
+  if (!keep_invalid && d.has_errors_since(before)) return std::nullopt;
   return plan;
 }
 }  // namespace detail

@@ -287,8 +287,7 @@ std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& fi
   r.boolean("cpu_rank", g.cpu_rank, false);
   r.finish();
   if (diags.items().size() == errors_before) validate_gpu_impl(g, file, diags, &r, prefix);
-  for (size_t i = errors_before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
+  if (diags.has_errors_since(errors_before) && !keep_invalid) return std::nullopt;
   return g;
 }
 
@@ -352,8 +351,7 @@ std::optional<ModelSpec> read_model_map(const YAML::Node& map, const std::string
   r.finish();
   if (diags.items().size() == errors_before)
     validate_model_impl(m, file, diags, &r, prefix, mr ? &*mr : nullptr, ar ? &*ar : nullptr);
-  for (size_t i = errors_before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
+  if (diags.has_errors_since(errors_before) && !keep_invalid) return std::nullopt;
   return m;
 }
 
@@ -421,8 +419,7 @@ std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::st
   r.finish();
   if (diags.items().size() == errors_before)
     validate_cluster_impl(c, file, diags, &r, prefix, gpu_ok);
-  for (size_t i = errors_before; i < diags.items().size(); ++i)
-    if (diags.items()[i].severity == Severity::Error && !keep_invalid) return std::nullopt;
+  if (diags.has_errors_since(errors_before) && !keep_invalid) return std::nullopt;
   return c;
 }
 
@@ -809,13 +806,8 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
     r.integer("num_nextn_predict_layers", m.mtp_layers, false, kMtpLayers);
   m.name = hf_name(outer, file);
   m.source = "Hugging Face config " + file;
-  auto errors_since = [&](size_t from) {
-    for (size_t i = from; i < d.items().size(); ++i)
-      if (d.items()[i].severity == Severity::Error) return true;
-    return false;
-  };
-  if (!errors_since(before)) validate_model_impl(m, file, d, &r, prefix);
-  if (errors_since(before)) return out;
+  if (!d.has_errors_since(before)) validate_model_impl(m, file, d, &r, prefix);
+  if (d.has_errors_since(before)) return out;
   out.value = m;
   return out;
 }
@@ -994,8 +986,7 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.number("reserved_gib", f.reserved_gib, false, {0, false, 1024});
   r.text("source", f.source, false);
   r.finish();
-  for (size_t i = errors_before; i < out.diagnostics.items().size(); ++i)
-    if (out.diagnostics.items()[i].severity == Severity::Error) return out;
+  if (out.diagnostics.has_errors_since(errors_before)) return out;
   out.value = f;
   return out;
 }

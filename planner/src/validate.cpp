@@ -310,9 +310,7 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
     const bool layout_ok = read_layout(r, prefix, run.layout);
     read_measured(r, run);
     r.finish();
-    bool run_ok = true;
-    for (size_t k = errors_before; k < diags.items().size(); ++k)
-      if (diags.items()[k].severity == Severity::Error) run_ok = false;
+    const bool run_ok = !diags.has_errors_since(errors_before);
     if (!run_ok || !model_ok || !cluster_ok || !layout_ok) continue;
     if (run.family.empty()) run.family = run.id.substr(0, run.id.find('-'));
     // GPUs default to the layout's product, nodes to what holds them.

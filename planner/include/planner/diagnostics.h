@@ -35,6 +35,9 @@ class Diagnostics {
   void append(const Diagnostics& other);
 
   bool has_errors() const;
+  // Whether an error was added after the first `from` diagnostics (a reader's own, where it
+  // appends to a list that may hold others).
+  bool has_errors_since(size_t from) const;
   bool empty() const { return items_.empty(); }
   const std::vector<Diagnostic>& items() const { return items_; }
   // All diagnostics, one per line, in to_string() form.
