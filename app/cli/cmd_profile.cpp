@@ -180,13 +180,6 @@ int measure(const Args& args, const ModelSpec& model, int tp, int mbs, int seq, 
   return print_measured(*r.profile.value, model, q.ranks, json);
 }
 
-// The layers that attend within their window or chunk at sequence `seq`.
-int local_layers(const ModelSpec& m, int seq) {
-  int n = 0;
-  for (int i = 0; i < m.layers; ++i) n += m.is_local_layer(i, seq) ? 1 : 0;
-  return n;
-}
-
 // The counts as JSON: the model's figures, its experts and latent attention, and each layer's.
 void print_profile_json(const ModelSpec& m, const ModelProfile& p, int tp, int seq, int mbs, Precision precision) {
   JsonWriter w;
@@ -215,7 +208,7 @@ void print_profile_json(const ModelSpec& m, const ModelProfile& p, int tp, int s
   }
   if (m.local_span() > 0) {
     w.field(m.sliding_window > 0 ? "sliding_window" : "attention_chunk", m.local_span());
-    w.field("global_every", m.global_every).field("local_layers", local_layers(m, seq));
+    w.field("global_every", m.global_every).field("local_layers", m.local_layers(seq));
   }
   w.field("tied_embeddings", m.tied_embeddings);
   w.field("flops_per_token", p.flops_per_token);
@@ -262,7 +255,7 @@ void print_profile_text(const ModelSpec& m, const ModelProfile& p, int tp, int s
   }
   if (m.local_span() > 0)
     std::printf("local attention: %s of %d tokens, %d of %d layers local at seq %d%s\n",
-                m.sliding_window > 0 ? "a window" : "chunks", m.local_span(), local_layers(m, seq), m.layers, seq,
+                m.sliding_window > 0 ? "a window" : "chunks", m.local_span(), m.local_layers(seq), m.layers, seq,
                 m.local_span() >= seq ? " (the span covers the sequence: every layer attends to all of it)" : "");
   if (m.mtp_layers > 0)
     std::printf("multi-token prediction: %d module%s, %s parameters beside the model's (the embedding and head "
@@ -274,8 +267,7 @@ void print_profile_text(const ModelSpec& m, const ModelProfile& p, int tp, int s
               "activ. MiB/mb");
   // Identical transformer blocks are shown once, with their count; the multi-token prediction
   // modules after the head.
-  std::vector<LayerProfile> all = p.layers;
-  all.insert(all.end(), p.mtp.begin(), p.mtp.end());
+  const std::vector<LayerProfile> all = p.rows();
   for (size_t i = 0; i < all.size(); ++i) {
     const LayerProfile& l = all[i];
     size_t same = 1;

@@ -232,13 +232,12 @@ LayerProfileModel::LayerProfileModel(QObject* parent) : QAbstractTableModel(pare
 void LayerProfileModel::setProfile(ModelProfile profile) {
   beginResetModel();
   profile_ = std::move(profile);
-  // The multi-token prediction modules after the head, as `capplan profile` lists them.
-  profile_.layers.insert(profile_.layers.end(), profile_.mtp.begin(), profile_.mtp.end());
+  rows_ = profile_.rows();  // the multi-token prediction modules after the head, as `capplan profile` lists them
   endResetModel();
 }
 
 int LayerProfileModel::rowCount(const QModelIndex& parent) const {
-  return parent.isValid() ? 0 : int(profile_.layers.size());
+  return parent.isValid() ? 0 : int(rows_.size());
 }
 
 int LayerProfileModel::columnCount(const QModelIndex& parent) const {
@@ -246,9 +245,9 @@ int LayerProfileModel::columnCount(const QModelIndex& parent) const {
 }
 
 QVariant LayerProfileModel::data(const QModelIndex& index, int role) const {
-  if (!index.isValid() || index.row() >= int(profile_.layers.size()) || index.column() >= ColumnCount)
+  if (!index.isValid() || index.row() >= int(rows_.size()) || index.column() >= ColumnCount)
     return {};
-  const LayerProfile& p = profile_.layers[size_t(index.row())];
+  const LayerProfile& p = rows_[size_t(index.row())];
   if (role == Qt::DisplayRole) {
     switch (index.column()) {
       case Name: return QString::fromStdString(p.name);

@@ -79,6 +79,7 @@ class LayerProfileModel : public QAbstractTableModel {
 
  private:
   ModelProfile profile_;
+  std::vector<LayerProfile> rows_;  // profile_.rows(): the layers, then the MTP modules
 };
 
 bool sameLayout(const Layout& a, const Layout& b);

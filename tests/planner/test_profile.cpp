@@ -101,6 +101,12 @@ TEST(Profile, ASlidingWindowScoresEachQueryAgainstTheWindowsKeys) {
   EXPECT_NEAR((full.forward_flops_per_token - local.forward_flops_per_token) * s, saved, saved * 1e-12);
   EXPECT_DOUBLE_EQ(local.layers[1].forward_flops, full.layers[1].forward_flops - 4 * s * (s - w) * q);  // layer 0
   EXPECT_DOUBLE_EQ(local.layers[3].forward_flops, full.layers[3].forward_flops);                       // layer 2
+  // The count the listings print is the layers is_local_layer names.
+  int named = 0;
+  for (int i = 0; i < windowed.layers; ++i) named += windowed.is_local_layer(i, 2048) ? 1 : 0;
+  EXPECT_EQ(windowed.local_layers(2048), 4);
+  EXPECT_EQ(windowed.local_layers(2048), named);
+  EXPECT_EQ(windowed.local_layers(512), 0);
   // A window as long as the sequence changes nothing.
   EXPECT_DOUBLE_EQ(profile_model(windowed, 1, 512, 1).flops_per_token, profile_model(m, 1, 512, 1).flops_per_token);
   // Chunks of 512 (Llama 4) reach at most 512 keys too: counted as the window (each query against

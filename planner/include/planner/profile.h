@@ -37,6 +37,14 @@ struct ModelProfile {
   // embedding and head they share not counted again).
   std::vector<LayerProfile> mtp;
   double mtp_params = 0;
+
+  // Every row as the listings show them: the model's layers, then the multi-token prediction
+  // modules after the head.
+  std::vector<LayerProfile> rows() const {
+    std::vector<LayerProfile> all = layers;
+    all.insert(all.end(), mtp.begin(), mtp.end());
+    return all;
+  }
 };
 
 // How tensor parallelism splits a linear layer: column-parallel (its outputs over the tp ranks),

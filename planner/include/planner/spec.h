@@ -164,11 +164,13 @@ struct ModelSpec {
   bool is_local_layer(int i, int seq) const {
     return local_span() > 0 && local_span() < seq && (global_every <= 0 || (i + 1) % global_every != 0);
   }
-  // The share of the layers that attend within their window or chunk at sequence `seq`.
-  double local_layer_share(int seq) const {
-    if (layers <= 0 || local_span() <= 0 || local_span() >= seq) return 0.0;
-    return global_every > 0 ? double(layers - layers / global_every) / layers : 1.0;
+  // The layers that attend within their window or chunk at sequence `seq` (those is_local_layer
+  // names), and their share of the layers.
+  int local_layers(int seq) const {
+    if (layers <= 0 || local_span() <= 0 || local_span() >= seq) return 0;
+    return global_every > 0 ? layers - layers / global_every : layers;
   }
+  double local_layer_share(int seq) const { return layers > 0 ? double(local_layers(seq)) / layers : 0.0; }
   // The causal query-key pairs a local layer scores at sequence `seq`, as a share of causal
   // attention's seq (seq + 1) / 2: with a window w, seq w - w (w - 1) / 2; with chunks of C, each
   // whole chunk C (C + 1) / 2 and the rest r (r + 1) / 2. 1 where the span covers the sequence.
