@@ -1114,7 +1114,10 @@ class StepEvaluation {
     //    whole layer) is gathered on an idle GPU: exposed once per layer, not once per pass.
     const double nl = layers_on(0);
     const double z3_layer = zero3_layer_params();
-    const double shard_up = tr.offload_params ? z3_layer * w_elem / dp / c.pcie_Bps : 0.0;
+    // The rank's shards copied up: the dense weights' over dp, the experts' over their group.
+    const double shard_up =
+        tr.offload_params ? (mt.layer_params / dp + mt.layer_expert_params / mt.expert_group) * w_elem / c.pcie_Bps
+                          : 0.0;
     const double ag = allgather_s(pl.dp, z3_layer * w_elem) + shard_up;
     const double rs = reducescatter_s(pl.dp, z3_layer * g_elem);
     const double regather = fw.zero3_unit == Zero3Unit::Linear && ly.recompute == Recompute::Full ? 1.0 : 0.0;

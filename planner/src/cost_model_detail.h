@@ -89,6 +89,7 @@ struct MicroTerms {
   // own links and ring factor.
   double layer_expert_params = 0;
   double expert_gather_share = 1;
+  double expert_group = 1;  // the expert data-parallel group's ranks, dp * cp / ep: each holds 1/this of them
   double layer_qkv_params = 0;        // the Q, K, V projection: the first matrix a layer's forward uses
   double p2p_bytes = 0;               // activation sent to the next stage, per micro-batch
   // The attention core with its memory-bound passes, forward and backward (parts of layer_fwd_s

@@ -334,7 +334,8 @@ class MoeCpTerms {
                                (md.norm == Norm::LayerNorm ? ffn_in * f / tp : 0.0));
     mt.layer_matrix_params = std::max(mt.layer_matrix_params, fe * h / tp);
     expert_params_per_layer = frac * local * mlp_mat * fe / tp;
-    mt.layer_expert_params = double(ly.dp) * ly.cp / ly.ep > 1 ? expert_params_per_layer : 0.0;
+    mt.expert_group = double(ly.dp) * ly.cp / ly.ep;
+    mt.layer_expert_params = mt.expert_group > 1 ? expert_params_per_layer : 0.0;
   }
 
   // Dispatch and combine: two all-to-alls per MoE layer forward and two backward (Megatron-Core's

@@ -71,15 +71,13 @@ std::string gpt_check_config(const GptConfig& c) {
   if (m.head_dim <= 0 && m.hidden % m.heads != 0) return "heads must divide hidden (or head_dim be set)";
   if (kv <= 0 || m.heads % kv != 0) return "kv_heads must divide heads";
   if (c.seq_len <= 0) return "seq_len must be > 0";
-  if (m.sliding_window > 0 && m.sliding_window < c.seq_len)
-    return "the model's sliding window of " + std::to_string(m.sliding_window) + " tokens is shorter than the sequence of " +
-           std::to_string(c.seq_len) + ": capplan-train's attention has no window (train at a sequence of at most " +
-           std::to_string(m.sliding_window) + ")";
-  if (m.attention_chunk > 0 && m.attention_chunk < c.seq_len)
-    return "the model's attention chunks of " + std::to_string(m.attention_chunk) +
-           " tokens are shorter than the sequence of " + std::to_string(c.seq_len) +
-           ": capplan-train's attention has no chunks (train at a sequence of at most " +
-           std::to_string(m.attention_chunk) + ")";
+  if (m.local_span() > 0 && m.local_span() < c.seq_len) {
+    const bool window = m.sliding_window > 0;
+    return std::string(window ? "the model's sliding window of " : "the model's attention chunks of ") +
+           std::to_string(m.local_span()) + (window ? " tokens is" : " tokens are") + " shorter than the sequence of " +
+           std::to_string(c.seq_len) + ": capplan-train's attention has " + (window ? "no window" : "no chunks") +
+           " (train at a sequence of at most " + std::to_string(m.local_span()) + ")";
+  }
   if (m.mla.enabled())
     return "the model has multi-head latent attention (mla.kv_lora_rank " + std::to_string(m.mla.kv_lora_rank) +
            "): capplan-train's attention projects queries, keys and values from the hidden state";
