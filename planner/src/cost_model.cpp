@@ -823,7 +823,42 @@ class StepEvaluation {
       st.offload_bwd_chunk = xb;
       st.p2p = transfers * (serial ? (nf + nb) * p2p : nf * std::max(0.0, p2p - xf) + nb * std::max(0.0, p2p - xb));
     }
+    if (ep_overlapped()) st.ep = overlapped_ep(st, s, nl);
     return st;
+  }
+
+  // The share of a stage's all-to-all time it exposes per micro-batch (overlapped_ep).
+  double exposed_ep_share(int s) const {
+    const double whole = layers_on(s) * (mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s);
+    return whole > 0 ? stage_cost(s).ep / whole : 1.0;
+  }
+
+  // Expert all-to-alls overlapped across paired micro-batches (FrameworkSpec::ep_overlap): where
+  // there are all-to-alls (an MoE model over ep > 1 ranks; this evaluation sees the dense slice of
+  // it, cost_model_moe.cpp), under a 1F1B or interleaved schedule and without full recompute.
+  bool ep_overlapped() const {
+    return fw.ep_overlap && mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s > 0 &&
+           ly.schedule != Schedule::GPipe && ly.recompute != Recompute::Full;
+  }
+
+  // A stage's exposed all-to-all time per micro-batch when the schedule runs one micro-batch's
+  // forward beside another's backward (Megatron-Core's combined 1F1B; DeepSeek-V3 report
+  // Sec 3.2.1, Fig. 4): the forward's dispatch and combine (a) hide behind the paired backward's
+  // computation (b, with its recompute) and the backward's (a_b) behind the forward's (f),
+  //   pair = max(0, a_f - b) + max(0, a_b - f) + kHiddenCollectiveCost x (what hides),
+  // the hidden part charged as every collective beside compute is. A pass has no partner in the
+  // warm-up and the cool-down: the stage's first u = min(m, p - s) forwards (1F1B; the interleaved
+  // schedule's warm-up chunks, inflight_chunks) and its last u backwards keep their all-to-alls
+  // whole. Per micro-batch on average: (u (a_f + a_b) + (m vp - u) pair) / (m vp) in chunk units.
+  double overlapped_ep(const StageCost& st, int s, double nl) const {
+    const double a_f = nl * mt.layer_ep_comm_fwd_s, a_b = nl * mt.layer_ep_comm_bwd_s;
+    if (a_f + a_b <= 0) return 0.0;
+    const double f = st.fwd, b = st.compute - st.fwd + st.recompute;
+    const double hidden = std::min(a_f, b) + std::min(a_b, f);
+    const double pair = with_hidden_cost(a_f + a_b, hidden);
+    const double passes = md * vp;
+    const double alone = std::min(passes, double(inflight_chunks(ly.schedule, pp, vp, m, s)));
+    return (alone * (a_f + a_b) + (passes - alone) * pair) / passes;
   }
 
   // Unfused gradient accumulation of `params` per micro-batch on average (stage_cost): every
@@ -1501,7 +1536,11 @@ class StepEvaluation {
       // no gradient exists yet; they count only where they exceed the activations.
       const bool grads_after_peak = fw.lazy_grads && m == 1;
       const double nl = layers_on(s);
-      const int64_t chunks_inflight = inflight_chunks(ly.schedule, pp, vp, m, s);
+      // Paired passes (ep_overlapped) run one forward ahead of the plain schedule's warm-up, so its
+      // chunk's activations are kept beside the rest (Megatron-Core combined 1F1B; DualPipe keeps
+      // p + 1 micro-batches' activations, DeepSeek-V3 report Table 2).
+      const int64_t chunks_inflight = std::min<int64_t>(
+          m * vp, inflight_chunks(ly.schedule, pp, vp, m, s) + (ep_overlapped() ? 1 : 0));
       const double kept_per_chunk = nl / vp * mt.layer_act_kept_bytes;
       const double mb_inflight = double(chunks_inflight) / vp;
       double kept = double(chunks_inflight) * kept_per_chunk;
@@ -1586,8 +1625,11 @@ class StepEvaluation {
       ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar +
                              (ch.has_head ? head_tp_fwd : 0.0);
       ch.tp_comm_backward_s = nl * layer_tp_bwd + (ch.has_head ? head_tp_bwd : 0.0);
-      ch.ep_comm_forward_s = nl * mt.layer_ep_comm_fwd_s;
-      ch.ep_comm_backward_s = nl * mt.layer_ep_comm_bwd_s;
+      // Overlapped all-to-alls (ep_overlapped): the chunk's share of what its stage exposes on
+      // average per micro-batch, so that the replay blocks its compute stream for that much.
+      const double ep_share = ep_overlapped() ? exposed_ep_share(cidx % pp) : 1.0;
+      ch.ep_comm_forward_s = ep_share * nl * mt.layer_ep_comm_fwd_s;
+      ch.ep_comm_backward_s = ep_share * nl * mt.layer_ep_comm_bwd_s;
       ch.cp_comm_forward_s = nl * mt.layer_cp_comm_fwd_s;
       ch.cp_comm_backward_s = nl * mt.layer_cp_comm_bwd_s;
       ch.activation_bytes = nl * mt.layer_act_kept_bytes + (ch.has_embedding ? mt.embed_act_bytes : 0);

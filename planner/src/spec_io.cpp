@@ -981,6 +981,7 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.boolean("recompute_moe_act", f.recompute_moe_act, false);
   r.boolean("recompute_mla_up_proj", f.recompute_mla_up_proj, false);
   r.boolean("fp8_moe", f.fp8_moe, false);
+  r.boolean("ep_overlap", f.ep_overlap, false);
   r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});
   r.number("residual_spread", f.residual_spread, false, {0, false, 10});
   r.number("reserved_gib", f.reserved_gib, false, {0, false, 1024});

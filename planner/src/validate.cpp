@@ -300,6 +300,7 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
     r.boolean("recompute_moe_act", run.scenario.training.framework.recompute_moe_act, false);
     r.boolean("recompute_mla_up_proj", run.scenario.training.framework.recompute_mla_up_proj, false);
     r.boolean("fp8_moe", run.scenario.training.framework.fp8_moe, false);
+    r.boolean("ep_overlap", run.scenario.training.framework.ep_overlap, false);
     r.boolean("dp_overlap", run.scenario.training.framework.dp_overlap, false);
     r.enumeration("backward_prefetch", run.scenario.training.framework.zero3_backward_prefetch,
                   parse_zero3_backward_prefetch, "pre, post, none");

@@ -606,6 +606,87 @@ TEST(MoeCostGolden, Fp8DispatchHalvesOneAllToAllOfEachPass) {
   EXPECT_NEAR(st.chunks[0].ep_comm_backward_s, 4 * (t16 + t8), 1e-12);
 }
 
+TEST(MoeCostGolden, OverlappedAllToAllsHideBehindThePairedPass) {
+  // ep_overlap pairs a micro-batch's forward with another's backward: the forward's all-to-alls
+  // (a_f) hide behind the backward's compute (b) and the backward's (a_b) behind the forward's (f),
+  // the hidden part charged kHiddenCollectiveCost = 0.5 of its time; with pp 1 the first forward
+  // and the last backward have no partner. Expectation, from the same layout's costs without it:
+  //   ep_comm = (a_f + a_b) + (m - 1) (a_f + a_b - 0.5 (min(a_f, b) + min(a_b, f))).
+  // Two regimes: slow links (the all-to-alls outlast the passes they pair with: part of them
+  // stays exposed) and a slow GPU (they hide whole: (m - 1) of the m micro-batches pay half).
+  for (const bool slow_links : {true, false}) {
+    const ModelSpec m = tiny_moe(8, 2);
+    Scenario sc = golden_scenario(m, 8, 8, 64);
+    if (slow_links) {
+      sc.cluster.intra_node_gbyte_per_s = 0.05;
+    } else {
+      sc.cluster.gpu.peak_tflops_bf16 = sc.cluster.gpu.peak_tflops_fp16 = 1e-4;
+      sc.cluster.gpu.memory_gbyte_per_s = 1e-2;
+    }
+    Layout l = layout(8, 1, 1, 1, 8);
+    ASSERT_EQ(check_layout(sc, l), std::nullopt);
+    const int64_t mb = l.num_microbatches(sc.training.gbs);
+    ASSERT_EQ(mb, 8);
+    const Estimate off = estimate(sc, l);
+    const StepCosts st = step_costs(sc, l);
+    ASSERT_EQ(st.chunks.size(), 1u);
+    const ChunkCosts& c0 = st.chunks[0];
+    const double a_f = c0.ep_comm_forward_s, a_b = c0.ep_comm_backward_s;
+    const double f = c0.forward_s, b = c0.backward_input_s + c0.backward_weight_s + c0.recompute_s;
+    EXPECT_NEAR(off.breakdown_s.ep_comm, double(mb) * (a_f + a_b), 1e-9 * off.breakdown_s.ep_comm);
+    if (slow_links) {
+      EXPECT_GT(a_f, b);
+    } else {
+      EXPECT_LT(a_f, b);
+      EXPECT_LT(a_b, f);
+    }
+
+    Scenario on_sc = sc;
+    on_sc.training.framework.ep_overlap = true;
+    const Estimate on = estimate(on_sc, l);
+    const double pair = a_f + a_b - 0.5 * (std::min(a_f, b) + std::min(a_b, f));
+    const double expect = (a_f + a_b) + double(mb - 1) * pair;
+    std::printf("Expectation: a_f %.6g, a_b %.6g, f %.6g, b %.6g s: ep_comm %.6g s (was %.6g); Actual result: %.6g s\n",
+                a_f, a_b, f, b, expect, off.breakdown_s.ep_comm, on.breakdown_s.ep_comm);
+    EXPECT_NEAR(on.breakdown_s.ep_comm, expect, 1e-9 * expect);
+    EXPECT_LT(on.step_time_s, off.step_time_s);
+    // The replay blocks each chunk's stream for its share of what the stage exposes.
+    const StepCosts on_st = step_costs(on_sc, l);
+    EXPECT_NEAR(on_st.chunks[0].ep_comm_forward_s, a_f * expect / (double(mb) * (a_f + a_b)), 1e-12 * expect);
+    // One more micro-batch's activations are kept (the forward paired with the first backward).
+    EXPECT_GT(on.memory_per_gpu_bytes.activations, off.memory_per_gpu_bytes.activations);
+
+    // Nothing pairs under GPipe or under full recompute (its backward repeats the forward's
+    // all-to-alls first): both cost as before.
+    for (int k = 0; k < 2; ++k) {
+      Layout other = l;
+      if (k == 0) {
+        other.pp = 2, other.dp = 4, other.ep = 4, other.schedule = Schedule::GPipe;
+      } else {
+        other.recompute = Recompute::Full;
+      }
+      ASSERT_EQ(check_layout(sc, other), std::nullopt);
+      const Estimate a = estimate(sc, other), o = estimate(on_sc, other);
+      EXPECT_DOUBLE_EQ(a.breakdown_s.ep_comm, o.breakdown_s.ep_comm) << k;
+      EXPECT_DOUBLE_EQ(a.memory_per_gpu_bytes.total, o.memory_per_gpu_bytes.total) << k;
+    }
+  }
+}
+
+TEST(MoeCostGolden, OverlapKeyReadsFromFrameworkFilesAndRuns) {
+  // Expectation: ep_overlap reads as a framework key (false by default), a value that is not a
+  // boolean is named at its line.
+  const auto ok = parse_framework_yaml("name: mcore-ep-overlap\nep_overlap: true\n", "mcore.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.diagnostics.to_string();
+  EXPECT_TRUE(ok.value->ep_overlap);
+  EXPECT_FALSE(FrameworkSpec{}.ep_overlap);
+  const auto bad = parse_framework_yaml("name: mcore-ep-overlap\nep_overlap: sometimes\n", "mcore.yaml");
+  ASSERT_FALSE(bad.ok());
+  const std::string msg = bad.diagnostics.to_string();
+  EXPECT_NE(msg.find("mcore.yaml:2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("ep_overlap"), std::string::npos) << msg;
+}
+
 TEST(MoeValidation, PublishedRunsAreHeldOutAndPredictedToFit) {
   // Every run of tests/data/moe-runs.yaml ran on its cluster, so the model must predict that it
   // fits; none is used to choose a constant (calibration: false). The errors are reported, not

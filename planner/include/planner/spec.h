@@ -368,6 +368,13 @@ struct FrameworkSpec {
   // scale per 128 elements, and the dispatch all-to-all and the gradient before the
   // down-projections sent in fp8; the combines stay 16-bit. No effect without fp8 precision.
   bool fp8_moe = false;
+  // Mixture of experts with expert parallelism: the dispatch and combine all-to-alls of one
+  // micro-batch's forward run beside the computation of another micro-batch's backward, and the
+  // backward's beside the forward's (Megatron-Core --overlap-moe-expert-parallel-comm, its
+  // "combined 1F1B" schedule; DeepSeek-V3 report Sec 3.2.1 and Fig. 4, DualPipe's pairing of a
+  // forward and a backward chunk). Only 1F1B pairs passes (not GPipe), and not under full
+  // recompute (whose backward repeats the forward's all-to-alls before its own).
+  bool ep_overlap = false;
   double allocator_margin = 0.05;  // caching-allocator fragmentation, fraction of the rest
   // Relative spread (one standard deviation) of the model's step time for this implementation:
   // the root mean square of its calibration runs' step-time errors, as `capplan validate` prints
