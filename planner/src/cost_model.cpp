@@ -836,9 +836,12 @@ class StepEvaluation {
   // Expert all-to-alls overlapped across paired micro-batches (FrameworkSpec::ep_overlap): where
   // there are all-to-alls (an MoE model over ep > 1 ranks; this evaluation sees the dense slice of
   // it, cost_model_moe.cpp), under a 1F1B or interleaved schedule and without full recompute.
+  // capplan-train's all-to-alls block (a device profile or a CPU rank: none paired), as its
+  // tensor-parallel collectives do.
   bool ep_overlapped() const {
     return fw.ep_overlap && mt.layer_ep_comm_fwd_s + mt.layer_ep_comm_bwd_s > 0 &&
-           ly.schedule != Schedule::GPipe && ly.recompute != Recompute::Full;
+           ly.schedule != Schedule::GPipe && ly.recompute != Recompute::Full && !c.profile &&
+           !sc.cluster.gpu.cpu_rank;
   }
 
   // A stage's exposed all-to-all time per micro-batch when the schedule runs one micro-batch's

@@ -670,6 +670,11 @@ TEST(MoeCostGolden, OverlappedAllToAllsHideBehindThePairedPass) {
       EXPECT_DOUBLE_EQ(a.breakdown_s.ep_comm, o.breakdown_s.ep_comm) << k;
       EXPECT_DOUBLE_EQ(a.memory_per_gpu_bytes.total, o.memory_per_gpu_bytes.total) << k;
     }
+    // Nor on CPU ranks: capplan-train's all-to-alls block.
+    Scenario cpu = sc, cpu_on = on_sc;
+    cpu.cluster.gpu.cpu_rank = cpu_on.cluster.gpu.cpu_rank = true;
+    EXPECT_GT(estimate(cpu, l).breakdown_s.ep_comm, 0.0);
+    EXPECT_DOUBLE_EQ(estimate(cpu, l).breakdown_s.ep_comm, estimate(cpu_on, l).breakdown_s.ep_comm);
   }
 }
 
