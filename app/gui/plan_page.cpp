@@ -199,6 +199,10 @@ void PlanPage::connectTraining() {
       return;
     }
     Loaded<FrameworkSpec> f = load_framework(t.toStdString());
+    if (!f.value) {
+      const auto other = otherFrameworks_.find(t.toStdString());
+      if (other != otherFrameworks_.end()) f.value = other->second;
+    }
     if (!f.value || (f.value->name == host_.inputs().training.framework.name && !host_.inputs().anyFramework)) return;
     host_.editInputs(FFramework, tr("Edit framework"), [&](PlanInputs& in) {
       in.training.framework = *f.value;
@@ -578,7 +582,18 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
     host_.fieldErrors().value(QStringLiteral("training.tokens"))->hide();
   }
   setComboText(precision_, QString::fromUtf8(to_string(in.training.precision)));
-  setComboText(framework_, in.anyFramework ? QStringLiteral("any") : QString::fromStdString(in.training.framework.name));
+  const QString fwName = QString::fromStdString(in.training.framework.name);
+  if (!in.anyFramework && !find_catalog_framework(in.training.framework.name)) {
+    otherFrameworks_[in.training.framework.name] = in.training.framework;
+    if (framework_->findText(fwName) < 0) {
+      framework_->addItem(fwName);
+      framework_->setItemData(framework_->count() - 1,
+                              tr("Not a preset: the plan file's own framework spec\n") +
+                                  QString::fromStdString(framework_layouts(in.training.framework)),
+                              Qt::ToolTipRole);
+    }
+  }
+  setComboText(framework_, in.anyFramework ? QStringLiteral("any") : fwName);
   // "default" says what it is here: the framework's kernel, or the fused softmax where that is
   // FlashAttention and this GPU or head size cannot run it (Scenario::attention); with any
   // framework, each one's own.

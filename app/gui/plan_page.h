@@ -6,6 +6,9 @@
 
 #include <QWidget>
 
+#include <map>
+#include <string>
+
 #include "page_common.h"
 
 class QChartView;
@@ -94,6 +97,9 @@ class PlanPage : public QWidget {
   QLineEdit* tokens_ = nullptr;
   QComboBox* precision_ = nullptr;
   QComboBox* framework_ = nullptr;
+  // Implementations that are no preset (a framework file's, read from a plan file), by name: an
+  // item each in the framework list, which selects them again.
+  std::map<std::string, FrameworkSpec> otherFrameworks_;
   QSpinBox* trainSeq_ = nullptr;
   QComboBox* attention_ = nullptr;
   QComboBox* optimizer_ = nullptr;

@@ -127,7 +127,15 @@ std::string plan_to_yaml(const Plan& plan) {
   if (s.training.seq_len > 0) os << "  seq_len: " << s.training.seq_len << "\n";
   if (s.training.tokens > 0) os << "  tokens: " << yaml_number(s.training.tokens) << "\n";
   os << "  precision: " << to_string(s.training.precision) << "\n";
-  os << "  framework: " << yaml_quote(s.training.framework.name) << "\n";
+  // A preset by its name; any other implementation (a framework file's, or a preset changed) as
+  // the whole spec, so that the plan reads back as it was costed wherever it is opened.
+  const FrameworkSpec& fw = s.training.framework;
+  const Loaded<FrameworkSpec> preset =
+      find_catalog_framework(fw.name) ? load_framework(fw.name) : Loaded<FrameworkSpec>{};
+  if (preset.value && *preset.value == fw)
+    os << "  framework: " << yaml_quote(fw.name) << "\n";
+  else
+    os << "  framework:\n" << framework_to_yaml(fw, "    ");
   if (s.training.attention) os << "  attention: " << to_string(*s.training.attention) << "\n";
   os << "  optimizer: " << to_string(s.training.optimizer) << "\n";
   if (s.training.offload_params) os << "  offload_params: true\n";
@@ -229,16 +237,22 @@ std::optional<Plan> read_plan_map(const YAML::Node& root, const std::string& fil
     tr.number("tokens", t.tokens, false, kTokens);
     const GpuSpec& gpu = plan.scenario.cluster.gpu;
     const bool gpu_known = gpu.peak_tflops_fp16 > 0 || gpu.peak_tflops_bf16 > 0;
-    {
+    if (tr.has("framework") && tr.child("framework").IsMap()) {
+      if (auto f = detail::read_framework_map(tr.child("framework"), file, prefix + "training.framework.", d))
+        t.framework = *f;
+    } else {
       std::string fw;
       if (tr.text("framework", fw, false) && !fw.empty()) {
-        Loaded<FrameworkSpec> f = load_framework(fw);
+        // A preset's name, or a framework file's path (beside the plan where it is not found as given).
+        Loaded<FrameworkSpec> f = load_framework(find_catalog_framework(fw) ? fw : resolve_ref(fw, file));
         if (f.value)
           t.framework = *f.value;
         else
           for (const Diagnostic& dg : f.diagnostics.items())
             tr.error_at(tr.child("framework"), "framework", dg.message, dg.hint);
       }
+    }
+    {
       Attention at = Attention::Fused;
       if (tr.has("attention") && tr.enumeration("attention", at, parse_attention, "eager, fused, flash"))
         t.attention = at;

@@ -929,15 +929,12 @@ void read_name_set(MapReader& r, const std::string& key, unsigned& out, int n, c
 
 }  // namespace
 
-Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::string& file) {
-  Loaded<FrameworkSpec> out;
-  YAML::Node root;
-  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
-  std::string prefix;
-  const YAML::Node map = unwrap(root, "framework", prefix);
-  if (!expect_map(map, file, "framework spec", out.diagnostics)) return out;
-  const size_t errors_before = out.diagnostics.items().size();
-  MapReader r(map, file, prefix, out.diagnostics);
+namespace detail {
+
+std::optional<FrameworkSpec> read_framework_map(const YAML::Node& map, const std::string& file,
+                                                const std::string& prefix, Diagnostics& diags) {
+  const size_t errors_before = diags.items().size();
+  MapReader r(map, file, prefix, diags);
   FrameworkSpec f;
   r.text("name", f.name, true);
   r.enumeration("attention", f.attention, parse_attention, "eager, fused, flash");
@@ -987,9 +984,76 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
   r.number("reserved_gib", f.reserved_gib, false, {0, false, 1024});
   r.text("source", f.source, false);
   r.finish();
-  if (out.diagnostics.has_errors_since(errors_before)) return out;
-  out.value = f;
+  if (diags.has_errors_since(errors_before)) return std::nullopt;
+  return f;
+}
+
+}  // namespace detail
+
+Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::string& file) {
+  Loaded<FrameworkSpec> out;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
+  std::string prefix;
+  const YAML::Node map = unwrap(root, "framework", prefix);
+  if (!expect_map(map, file, "framework spec", out.diagnostics)) return out;
+  out.value = detail::read_framework_map(map, file, prefix, out.diagnostics);
   return out;
+}
+
+std::string framework_to_yaml(const FrameworkSpec& f, const std::string& indent) {
+  using detail::yaml_number;
+  using detail::yaml_quote;
+  std::ostringstream os;
+  const auto flag = [&](const char* key, bool v) { os << indent << key << ": " << (v ? "true" : "false") << "\n"; };
+  const auto num = [&](const char* key, double v) { os << indent << key << ": " << yaml_number(v) << "\n"; };
+  os << indent << "name: " << yaml_quote(f.name) << "\n";
+  os << indent << "attention: " << to_string(f.attention) << "\n";
+  os << indent << "flash_kernel: " << to_string(f.flash_kernel) << "\n";
+  flag("fused_kernels", f.fused_kernels);
+  num("activation_kernels", f.activation_kernels);
+  flag("dp_overlap", f.dp_overlap);
+  flag("param_gather_overlap", f.param_gather_overlap);
+  flag("p2p_scatter_gather", f.p2p_scatter_gather);
+  flag("p2p_blocking_recv", f.p2p_blocking_recv);
+  flag("tp_async_bwd", f.tp_async_bwd);
+  flag("zero1_grad_allreduce", f.zero1_grad_allreduce);
+  os << indent << "zero3_comm: " << to_string(f.zero3_comm) << "\n";
+  num("zero3_prefetch_layers", f.zero3_prefetch_layers);
+  os << indent << "zero3_unit: " << to_string(f.zero3_unit) << "\n";
+  os << indent << "zero3_collectives: " << (f.zero3_collectives == Zero3Collectives::Tensor ? "tensor" : "module") << "\n";
+  os << indent << "zero3_backward_prefetch: " << to_string(f.zero3_backward_prefetch) << "\n";
+  flag("grad_accumulation_fusion", f.grad_accumulation_fusion);
+  flag("lazy_grads", f.lazy_grads);
+  flag("partition_activations", f.partition_activations);
+  flag("offload_sync", f.offload_sync);
+  num("host_step_threads", f.host_step_threads);
+  num("host_sgd_fp16_gelem_per_s", f.host_sgd_fp16_gelem_per_s);
+  flag("sequence_parallel", f.sequence_parallel);
+  flag("selective_recompute", f.selective_recompute);
+  flag("tensor_parallel", f.tensor_parallel);
+  flag("pipeline_parallel", f.pipeline_parallel);
+  flag("context_parallel", f.context_parallel);
+  flag("expert_parallel", f.expert_parallel);
+  flag("activation_offload", f.activation_offload);
+  const auto list = [&](const char* key, unsigned bits, int n, const auto& name) {
+    os << indent << key << ": [";
+    const char* sep = "";
+    for (int b = 0; b < n; ++b)
+      if (bits >> b & 1u) os << sep << name(b), sep = ", ";
+    os << "]\n";
+  };
+  list("zero_stages", f.zero_stages, 4, [](int b) { return std::to_string(b); });
+  list("schedules", f.schedules, 3, [](int b) { return std::string(to_string(Schedule(b))); });
+  flag("recompute_moe_act", f.recompute_moe_act);
+  flag("recompute_mla_up_proj", f.recompute_mla_up_proj);
+  flag("fp8_moe", f.fp8_moe);
+  flag("ep_overlap", f.ep_overlap);
+  num("allocator_margin", f.allocator_margin);
+  num("residual_spread", f.residual_spread);
+  num("reserved_gib", f.reserved_gib);
+  if (!f.source.empty()) os << indent << "source: " << yaml_quote(f.source) << "\n";
+  return os.str();
 }
 
 Loaded<FrameworkSpec> load_framework(const std::string& ref) {

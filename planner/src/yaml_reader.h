@@ -104,6 +104,8 @@ std::optional<GpuSpec> read_gpu_map(const YAML::Node& map, const std::string& fi
 std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::string& file,
                                             const std::string& prefix, Diagnostics& diags,
                                             bool keep_invalid = false);
+std::optional<FrameworkSpec> read_framework_map(const YAML::Node& map, const std::string& file,
+                                                const std::string& prefix, Diagnostics& diags);
 
 // Non-throwing file system queries (a 5000-character "path" from user input must not throw).
 bool path_exists(const std::filesystem::path& p);

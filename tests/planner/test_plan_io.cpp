@@ -1,11 +1,13 @@
 // plan.yaml: write then read gives the same plan; bad plans are diagnosed; writes are atomic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unistd.h>
 
+#include "planner/catalog.h"
 #include "planner/plan_io.h"
 #include "planner/spec_io.h"
 
@@ -125,6 +127,70 @@ TEST(PlanIo, FailedWriteKeepsTheOldFile) {
   const std::string error = write_file_atomic(dir + "/missing/keep.yaml", "new\n");
   EXPECT_NE(error.find("missing/keep.yaml"), std::string::npos) << error;
   EXPECT_EQ(slurp(path), "old\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlanIo, AFrameworkThatIsNoPresetTravelsInThePlan) {
+  // Expectation: a preset is written by its name; an implementation from a framework file (or a
+  // preset with a key changed) is written whole under training.framework, and the plan reads back
+  // to the same spec, so a saved plan opens again wherever it goes. Every preset's spec also
+  // reads back from framework_to_yaml as it was.
+  for (const CatalogEntry& e : catalog_frameworks()) {
+    const FrameworkSpec preset = *load_framework(e.name).value;
+    const auto back = parse_framework_yaml(framework_to_yaml(preset), "f.yaml");
+    ASSERT_TRUE(back.ok()) << e.name << ": " << back.diagnostics.to_string() << framework_to_yaml(preset);
+    EXPECT_TRUE(*back.value == preset) << e.name << "\n" << framework_to_yaml(preset);
+  }
+  Plan p = sample_plan();
+  p.scenario.training.framework = *load_framework("megatron-core").value;
+  const std::string preset_text = plan_to_yaml(p);
+  EXPECT_NE(preset_text.find("  framework: megatron-core\n"), std::string::npos) << preset_text;
+
+  FrameworkSpec own = *load_framework("megatron-core").value;
+  own.name = "megatron-core-ep-overlap";
+  own.ep_overlap = true;
+  own.zero_stages = 0b0011;
+  own.schedules = 0b010;
+  own.source = "a file: with \"quotes\"";
+  p.scenario.training.framework = own;
+  const std::string text = plan_to_yaml(p);
+  EXPECT_NE(text.find("  framework:\n    name: megatron-core-ep-overlap\n"), std::string::npos) << text;
+  const auto back = parse_plan_yaml(text, "own.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string() << text;
+  EXPECT_TRUE(back.value->scenario.training.framework == own) << text;
+  EXPECT_EQ(plan_to_yaml(*back.value), text);
+  // A preset's name with a key changed is not the preset: written whole too.
+  FrameworkSpec changed = *load_framework("fsdp").value;
+  changed.zero3_backward_prefetch = Zero3BackwardPrefetch::None;
+  p.scenario.training.framework = changed;
+  const auto changed_back = parse_plan_yaml(plan_to_yaml(p), "changed.yaml");
+  ASSERT_TRUE(changed_back.ok()) << changed_back.diagnostics.to_string();
+  EXPECT_TRUE(changed_back.value->scenario.training.framework == changed);
+
+  // A mistake in the inline spec is named at its line under training.framework.
+  std::string bad = text;
+  const size_t at = bad.find("    ep_overlap: true");
+  ASSERT_NE(at, std::string::npos);
+  bad.replace(at, std::string("    ep_overlap: true").size(), "    ep_overlap: often");
+  const auto refused = parse_plan_yaml(bad, "bad.yaml");
+  ASSERT_FALSE(refused.ok());
+  const Diagnostic& d = refused.diagnostics.items().at(0);
+  EXPECT_EQ(d.path, "training.framework.ep_overlap") << d.to_string();
+  EXPECT_EQ(d.line, 1 + int(std::count(bad.begin(), bad.begin() + long(at), '\n'))) << d.to_string();
+
+  // A framework file named by a path is found beside the plan.
+  const std::string dir = temp_dir() + "/beside";
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir + "/my-stack.yaml");
+    f << framework_to_yaml(own);
+  }
+  const auto by_path = parse_plan_yaml(
+      "model: gpt2-124m\ncluster: p3.16xlarge\nnodes: 2\ntraining: {gbs: 64, framework: my-stack.yaml}\n"
+      "layout: {dp: 16, tp: 1, pp: 1}\n",
+      dir + "/plan.yaml");
+  ASSERT_TRUE(by_path.ok()) << by_path.diagnostics.to_string();
+  EXPECT_TRUE(by_path.value->scenario.training.framework == own);
   std::filesystem::remove_all(dir);
 }
 

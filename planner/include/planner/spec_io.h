@@ -18,6 +18,9 @@ Loaded<GpuSpec> load_gpu(const std::string& ref);
 // fsdp, smp-v1, ...) or a path to a YAML file of the same keys.
 Loaded<FrameworkSpec> load_framework(const std::string& ref);
 Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::string& file);
+// A framework spec as YAML that parse_framework_yaml reads back to the same spec, every key
+// written (plan files carry a framework that is not a preset this way), each line after `indent`.
+std::string framework_to_yaml(const FrameworkSpec& f, const std::string& indent = {});
 
 // From text already in memory; `file` names it in diagnostics.
 Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& file);

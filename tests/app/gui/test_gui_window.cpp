@@ -831,6 +831,37 @@ TEST_F(GuiWindow, SaveAndOpenRoundTripTheSelectedLayout) {
   EXPECT_TRUE(sameLayout(window_->selectedEstimate()->layout, chosen.layout));
 }
 
+TEST_F(GuiWindow, APlansOwnFrameworkIsListedAndKept) {
+  // Expectation: a plan whose framework is no preset (saved from a framework file) opens with its
+  // spec; the framework list shows it as an item of its own, which selects it again after
+  // another preset was chosen; saving writes it whole, so the file opens again the same.
+  const QString path = dir_.filePath(QStringLiteral("own.plan.yaml"));
+  ASSERT_TRUE(window_->savePlanFile(path));
+  Loaded<Plan> plan = load_plan(path.toStdString());
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics.to_string();
+  FrameworkSpec own = *load_framework("megatron-core").value;
+  own.name = "megatron-core-ep-overlap";
+  own.ep_overlap = true;
+  plan.value->scenario.training.framework = own;
+  ASSERT_EQ(save_plan(*plan.value, path.toStdString()), "");
+  ASSERT_TRUE(window_->openPlanFile(path));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_TRUE(window_->inputs().training.framework == own);
+  QComboBox* framework = child<QComboBox>("framework");
+  EXPECT_EQ(framework->currentText(), QStringLiteral("megatron-core-ep-overlap"));
+  framework->setCurrentText(QStringLiteral("megatron-core"));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_FALSE(window_->inputs().training.framework.ep_overlap);
+  framework->setCurrentText(QStringLiteral("megatron-core-ep-overlap"));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_TRUE(window_->inputs().training.framework == own);
+  const QString again = dir_.filePath(QStringLiteral("again.plan.yaml"));
+  ASSERT_TRUE(window_->savePlanFile(again));
+  const Loaded<Plan> back = load_plan(again.toStdString());
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_TRUE(back.value->scenario.training.framework == own);
+}
+
 TEST_F(GuiWindow, AutosaveRestoresEditsAfterAKill) {
   child<QSpinBox>("layers")->setValue(48);
   ASSERT_TRUE(waitPlan());
