@@ -235,6 +235,19 @@ bool expect_map(const YAML::Node& n, const std::string& file, const std::string&
   return false;
 }
 
+// A spec file's text: its keys at the top or under `wrapper:`, read by `read` (a detail::read_*_map).
+template <class T, class Read>
+Loaded<T> parse_spec_yaml(const std::string& text, const std::string& file, const char* wrapper, Read read) {
+  Loaded<T> out;
+  YAML::Node root;
+  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
+  std::string prefix;
+  const YAML::Node map = unwrap(root, wrapper, prefix);
+  if (!expect_map(map, file, std::string(wrapper) + " spec", out.diagnostics)) return out;
+  out.value = read(map, file, prefix, out.diagnostics);
+  return out;
+}
+
 std::string file_stem(const std::string& file) {
   return std::filesystem::path(file).stem().string();
 }
@@ -512,14 +525,9 @@ std::string model_to_yaml(const ModelSpec& m, const std::string& indent) {
 }
 
 Loaded<ModelSpec> parse_model_yaml(const std::string& text, const std::string& file) {
-  Loaded<ModelSpec> out;
-  YAML::Node root;
-  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
-  std::string prefix;
-  const YAML::Node map = unwrap(root, "model", prefix);
-  if (!expect_map(map, file, "model spec", out.diagnostics)) return out;
-  out.value = detail::read_model_map(map, file, prefix, out.diagnostics);
-  return out;
+  return parse_spec_yaml<ModelSpec>(text, file, "model",
+                                 [](const YAML::Node& map, const std::string& f, const std::string& prefix,
+                                    Diagnostics& d) { return detail::read_model_map(map, f, prefix, d); });
 }
 
 namespace {
@@ -813,14 +821,9 @@ Loaded<ModelSpec> parse_model_hf_json(const std::string& text, const std::string
 }
 
 Loaded<ClusterSpec> parse_cluster_yaml(const std::string& text, const std::string& file) {
-  Loaded<ClusterSpec> out;
-  YAML::Node root;
-  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
-  std::string prefix;
-  const YAML::Node map = unwrap(root, "cluster", prefix);
-  if (!expect_map(map, file, "cluster spec", out.diagnostics)) return out;
-  out.value = detail::read_cluster_map(map, file, prefix, out.diagnostics);
-  return out;
+  return parse_spec_yaml<ClusterSpec>(text, file, "cluster",
+                                 [](const YAML::Node& map, const std::string& f, const std::string& prefix,
+                                    Diagnostics& d) { return detail::read_cluster_map(map, f, prefix, d); });
 }
 
 namespace {
@@ -991,14 +994,9 @@ std::optional<FrameworkSpec> read_framework_map(const YAML::Node& map, const std
 }  // namespace detail
 
 Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::string& file) {
-  Loaded<FrameworkSpec> out;
-  YAML::Node root;
-  if (!detail::parse_yaml_text(text, file, root, out.diagnostics)) return out;
-  std::string prefix;
-  const YAML::Node map = unwrap(root, "framework", prefix);
-  if (!expect_map(map, file, "framework spec", out.diagnostics)) return out;
-  out.value = detail::read_framework_map(map, file, prefix, out.diagnostics);
-  return out;
+  return parse_spec_yaml<FrameworkSpec>(text, file, "framework",
+                                 [](const YAML::Node& map, const std::string& f, const std::string& prefix,
+                                    Diagnostics& d) { return detail::read_framework_map(map, f, prefix, d); });
 }
 
 std::string framework_to_yaml(const FrameworkSpec& f, const std::string& indent) {
@@ -1007,9 +1005,10 @@ std::string framework_to_yaml(const FrameworkSpec& f, const std::string& indent)
   std::ostringstream os;
   const auto flag = [&](const char* key, bool v) { os << indent << key << ": " << (v ? "true" : "false") << "\n"; };
   const auto num = [&](const char* key, double v) { os << indent << key << ": " << yaml_number(v) << "\n"; };
-  os << indent << "name: " << yaml_quote(f.name) << "\n";
-  os << indent << "attention: " << to_string(f.attention) << "\n";
-  os << indent << "flash_kernel: " << to_string(f.flash_kernel) << "\n";
+  const auto word = [&](const char* key, const std::string& v) { os << indent << key << ": " << v << "\n"; };
+  word("name", yaml_quote(f.name));
+  word("attention", to_string(f.attention));
+  word("flash_kernel", to_string(f.flash_kernel));
   flag("fused_kernels", f.fused_kernels);
   num("activation_kernels", f.activation_kernels);
   flag("dp_overlap", f.dp_overlap);
@@ -1018,11 +1017,11 @@ std::string framework_to_yaml(const FrameworkSpec& f, const std::string& indent)
   flag("p2p_blocking_recv", f.p2p_blocking_recv);
   flag("tp_async_bwd", f.tp_async_bwd);
   flag("zero1_grad_allreduce", f.zero1_grad_allreduce);
-  os << indent << "zero3_comm: " << to_string(f.zero3_comm) << "\n";
+  word("zero3_comm", to_string(f.zero3_comm));
   num("zero3_prefetch_layers", f.zero3_prefetch_layers);
-  os << indent << "zero3_unit: " << to_string(f.zero3_unit) << "\n";
-  os << indent << "zero3_collectives: " << (f.zero3_collectives == Zero3Collectives::Tensor ? "tensor" : "module") << "\n";
-  os << indent << "zero3_backward_prefetch: " << to_string(f.zero3_backward_prefetch) << "\n";
+  word("zero3_unit", to_string(f.zero3_unit));
+  word("zero3_collectives", f.zero3_collectives == Zero3Collectives::Tensor ? "tensor" : "module");
+  word("zero3_backward_prefetch", to_string(f.zero3_backward_prefetch));
   flag("grad_accumulation_fusion", f.grad_accumulation_fusion);
   flag("lazy_grads", f.lazy_grads);
   flag("partition_activations", f.partition_activations);
@@ -1052,7 +1051,7 @@ std::string framework_to_yaml(const FrameworkSpec& f, const std::string& indent)
   num("allocator_margin", f.allocator_margin);
   num("residual_spread", f.residual_spread);
   num("reserved_gib", f.reserved_gib);
-  if (!f.source.empty()) os << indent << "source: " << yaml_quote(f.source) << "\n";
+  if (!f.source.empty()) word("source", yaml_quote(f.source));
   return os.str();
 }
 
