@@ -1,4 +1,4 @@
-// Fuzz target for the spec and plan loaders: any input must give either a value or an error,
+// Fuzz target for the spec, framework and plan loaders: any input must give either a value or an error,
 // never a crash, an exception or both. Built as a libFuzzer target with clang
 // (fuzz_spec_loaders_libfuzzer); the same entry point is driven by fuzz_driver.cpp as a test.
 #include <cstddef>
@@ -35,5 +35,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(capplan::parse_model_hf_json(text, "fuzz.json"), "hf", text);
   check(capplan::parse_cluster_yaml(text, "fuzz.yaml"), "cluster", text);
   check(capplan::parse_plan_yaml(text, "fuzz.yaml"), "plan", text);
+  check(capplan::parse_framework_yaml(text, "fuzz.yaml"), "framework", text);
   return 0;
 }

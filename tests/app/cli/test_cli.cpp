@@ -247,6 +247,22 @@ TEST(Cli, StackKnobsRefuseWhatCannotRun) {
   EXPECT_EQ(ok.status, 0) << ok.err;
 }
 
+TEST(Cli, APlanCarriesAFrameworkThatIsNoPreset) {
+  // tests/data/good/plan_own_framework.yaml was saved by `plan --framework FILE --save` from a
+  // framework file (megatron-core with ep_overlap: true) that is not beside it: the plan holds the
+  // spec, so estimate and simulate cost it as it was planned, and saving it again keeps it.
+  const CliRun est = run_cli("estimate --plan tests/data/good/plan_own_framework.yaml");
+  ASSERT_EQ(est.status, 0) << est.err;
+  EXPECT_TRUE(has(est.out, "framework megatron-core-ep-overlap")) << est.out;
+  const CliRun sim = run_cli("simulate --plan tests/data/good/plan_own_framework.yaml");
+  ASSERT_EQ(sim.status, 0) << sim.err;
+  const capplan::Loaded<capplan::Plan> plan =
+      capplan::load_plan(std::string(CAPPLAN_SOURCE_DIR) + "/tests/data/good/plan_own_framework.yaml");
+  ASSERT_TRUE(plan.ok()) << plan.diagnostics.to_string();
+  EXPECT_TRUE(plan.value->scenario.training.framework.ep_overlap);
+  EXPECT_EQ(plan.value->scenario.training.framework.name, "megatron-core-ep-overlap");
+}
+
 TEST(Cli, AFrameworksFlashFallsBackWhereTheGpuCannotRunIt) {
   // megatron-core's attention is FlashAttention, which V100 lacks: without --attention the step is
   // costed with the fused softmax, and plan and estimate say so; --attention flash is refused
