@@ -76,16 +76,59 @@ int list(int argc, char** argv, const char* command, const std::vector<CatalogEn
 }  // namespace
 
 
+namespace {
+
+void framework_json(JsonWriter& w, const std::string& name, const std::string& summary, const std::string& file,
+                    const FrameworkSpec& fw) {
+  w.begin_object();
+  w.field("name", name).field("summary", summary).field("source", fw.source).field("file", file);
+  w.field("attention", to_string(fw.attention)).field("flash_kernel", to_string(fw.flash_kernel));
+  w.field("tensor_parallel", fw.tensor_parallel).field("pipeline_parallel", fw.pipeline_parallel);
+  w.field("context_parallel", fw.context_parallel).field("expert_parallel", fw.expert_parallel);
+  w.field("sequence_parallel", fw.sequence_parallel).field("selective_recompute", fw.selective_recompute);
+  w.field("activation_offload", fw.activation_offload);
+  w.key("zero_stages").begin_array();
+  for (int z = 0; z < 4; ++z)
+    if (fw.has_zero(z)) w.value(z);
+  w.end_array();
+  w.key("schedules").begin_array();
+  for (Schedule s : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
+    if (fw.pipeline_parallel && fw.has_schedule(s)) w.value(to_string(s));  // none without a pipeline
+  w.end_array();
+  w.end_object();
+}
+
+// `capplan frameworks NAME`: a preset's file as it is embedded (its comments say where each figure
+// comes from), to copy and change into a framework file of one's own; a framework file's path: its
+// whole spec, every key filled in (framework_to_yaml). --json: the one entry of the list.
+int show_framework(const std::string& ref, bool json) {
+  const CatalogEntry* e = find_catalog_framework(ref);
+  const Loaded<FrameworkSpec> f = load_framework(ref);
+  if (!f.value) return report(f.diagnostics);
+  if (json) {
+    JsonWriter w;
+    framework_json(w, f.value->name, e ? e->summary : std::string(), e ? e->file : ref, *f.value);
+    std::printf("%s\n", w.str().c_str());
+  } else {
+    std::printf("%s", e ? e->text.c_str() : framework_to_yaml(*f.value).c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int cmd_frameworks(int argc, char** argv) {
   const std::vector<FlagSpec> flags = {json_flag()};
   Diagnostics diags;
-  const Args args = parse_args(argc, argv, flags, diags);
+  const Args args = parse_args(argc, argv, flags, diags, 1);
   if (args.help()) {
-    print_help("frameworks", "[--json]", flags);
+    print_help("frameworks", "[NAME] [--json]", flags);
+    std::printf("\nNAME: print that preset's file (or a framework file's whole spec), to copy and change\n");
     return kExitOk;
   }
   if (diags.has_errors()) return report(diags);
   const bool json = args.has("json");
+  if (!args.positional().empty()) return show_framework(args.positional()[0], json);
   JsonWriter w;
   if (json) w.begin_array();
   for (const CatalogEntry& e : catalog_frameworks()) {
@@ -97,22 +140,7 @@ int cmd_frameworks(int argc, char** argv) {
                   framework_layouts(fw).c_str(), "", fw.source.c_str());
       continue;
     }
-    w.begin_object();
-    w.field("name", e.name).field("summary", e.summary).field("source", fw.source).field("file", e.file);
-    w.field("attention", to_string(fw.attention)).field("flash_kernel", to_string(fw.flash_kernel));
-    w.field("tensor_parallel", fw.tensor_parallel).field("pipeline_parallel", fw.pipeline_parallel);
-    w.field("context_parallel", fw.context_parallel).field("expert_parallel", fw.expert_parallel);
-    w.field("sequence_parallel", fw.sequence_parallel).field("selective_recompute", fw.selective_recompute);
-    w.field("activation_offload", fw.activation_offload);
-    w.key("zero_stages").begin_array();
-    for (int z = 0; z < 4; ++z)
-      if (fw.has_zero(z)) w.value(z);
-    w.end_array();
-    w.key("schedules").begin_array();
-    for (Schedule s : {Schedule::GPipe, Schedule::OneFOneB, Schedule::Interleaved})
-      if (fw.pipeline_parallel && fw.has_schedule(s)) w.value(to_string(s));  // none without a pipeline
-    w.end_array();
-    w.end_object();
+    framework_json(w, e.name, e.summary, e.file, fw);
   }
   if (json) {
     w.end_array();

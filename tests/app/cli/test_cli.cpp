@@ -523,6 +523,47 @@ TEST(Cli, FrameworksListWhatEachPresetCanRun) {
   EXPECT_TRUE(refused(run_cli("frameworks --tp 2"), "--tp"));
 }
 
+TEST(Cli, FrameworksNamePrintsAFileToStartOnesOwnFrom) {
+  // Expectation: `capplan frameworks NAME` prints the preset's file as shipped (to copy and change
+  // into a framework file, e.g. with ep_overlap: true); the copy, changed, is costed as a framework
+  // of its own; a file's path prints its whole spec; a misspelt name is refused with the presets.
+  CliRun r = run_cli("frameworks megatron-core");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream shipped(std::string(CAPPLAN_SOURCE_DIR) + "/configs/frameworks/megatron-core.yaml");
+  std::stringstream text;
+  text << shipped.rdbuf();
+  EXPECT_EQ(r.out, text.str());
+  const std::string own =
+      (std::filesystem::temp_directory_path() / ("capplan-own-" + std::to_string(::getpid()) + ".yaml")).string();
+  {
+    std::ofstream f(own);
+    std::string changed = r.out;
+    const size_t at = changed.find("name: megatron-core");
+    ASSERT_NE(at, std::string::npos);
+    changed.replace(at, std::string("name: megatron-core").size(), "name: mcore-ep-overlap");
+    f << changed << "ep_overlap: true\n";
+  }
+  const std::string moe = "estimate --model mixtral-8x7b --cluster p5.48xlarge --nodes 8 --dp 16 --tp 1 --pp 4 --ep 8 "
+                          "--mbs 1 --gbs 256 --json --framework ";
+  const CliRun preset = run_cli(moe + "megatron-core"), mine = run_cli(moe + own);
+  ASSERT_EQ(preset.status, 0) << preset.err;
+  ASSERT_EQ(mine.status, 0) << mine.err;
+  const auto a = capplan::Json::parse(preset.out), b = capplan::Json::parse(mine.out);
+  EXPECT_EQ(b["framework"], "mcore-ep-overlap");
+  EXPECT_LT(b["breakdown_s"]["ep_comm"].get<double>(), a["breakdown_s"]["ep_comm"].get<double>());
+  r = run_cli("frameworks " + own);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "name: mcore-ep-overlap\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "ep_overlap: true\n")) << r.out;
+  EXPECT_TRUE(has(r.out, "zero3_backward_prefetch: pre\n")) << r.out;  // every key, defaults too
+  r = run_cli("frameworks fsdp --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(capplan::Json::parse(r.out)["name"], "fsdp");
+  EXPECT_TRUE(refused(run_cli("frameworks megatron-cor"), "did you mean 'megatron-core'?"));
+  EXPECT_TRUE(refused(run_cli("frameworks megatron-core fsdp"), "unexpected argument 'fsdp'"));
+  std::filesystem::remove(own);
+}
+
 TEST(Cli, HuggingFaceConfigAsModel) {
   const CliRun r = run_cli(
       "estimate --model tests/data/good/llama2-7b-config.json --cluster p4de.24xlarge --nodes 1 "
