@@ -180,7 +180,7 @@ std::string placed_letters(const std::string& order, const Layout& l) {
 // Megatron-Core's mixture-of-experts and context-parallel arguments (megatron/training/
 // arguments.py: --num-experts, --moe-router-topk, --moe-ffn-hidden-size, --moe-layer-freq,
 // --moe-shared-expert-intermediate-size, --moe-expert-capacity-factor,
-// --expert-model-parallel-size, --context-parallel-size).
+// --expert-model-parallel-size, --overlap-moe-expert-parallel-comm, --context-parallel-size).
 template <class Add>
 void megatron_moe_cp_args(const Plan& plan, Add&& add, std::vector<std::string>& notes) {
   const Layout& l = plan.layout;
@@ -207,6 +207,15 @@ void megatron_moe_cp_args(const Plan& plan, Add&& add, std::vector<std::string>&
     add("--moe-grouped-gemm");
   }
   if (l.ep > 1) add("--expert-model-parallel-size", std::to_string(l.ep));
+  // Paired passes (FrameworkSpec::ep_overlap): Megatron-Core's combined 1F1B, which does not run
+  // with full recompute (where the cost model pairs nothing either).
+  if (l.ep > 1 && plan.scenario.training.framework.ep_overlap) {
+    if (l.recompute == Recompute::Full)
+      notes.push_back("ep_overlap: Megatron-Core's --overlap-moe-expert-parallel-comm does not run with full "
+                      "recompute; left out (the plan is costed without paired all-to-alls)");
+    else
+      add("--overlap-moe-expert-parallel-comm");
+  }
   if (l.cp > 1) {
     add("--context-parallel-size", std::to_string(l.cp));
     add("--cp-comm-type", "p2p");

@@ -190,6 +190,36 @@ TEST(Export, MegatronArgsCarryMultiTokenPrediction) {
   EXPECT_NE(sb.notes.back().find("multi-token prediction (mtp_layers)"), std::string::npos) << sb.notes.back();
 }
 
+TEST(Export, MegatronArgsPairTheAllToAllsWhereThePlanDoes) {
+  // Expectation: a framework with ep_overlap over ep > 1 is Megatron-Core's
+  // --overlap-moe-expert-parallel-comm; under full recompute, which that schedule does not run
+  // (nor does the cost model pair anything there), the flag is left out with a note; without
+  // ep_overlap, or with ep 1, no flag.
+  Plan p;
+  p.scenario.model = *load_model("mixtral-8x7b").value;
+  p.scenario.cluster = *load_cluster("p5.48xlarge").value;
+  p.scenario.nodes = 8;
+  p.scenario.training.gbs = 256;
+  p.scenario.training.framework = *load_framework("megatron-core").value;
+  p.layout = {.dp = 16, .tp = 1, .pp = 4, .ep = 8, .vp = 1, .mbs = 1, .zero = 1,
+              .recompute = Recompute::Selective, .order = "DPT"};
+  const char* flag = "--overlap-moe-expert-parallel-comm";
+  EXPECT_EQ(export_megatron_args(p).text.find(flag), std::string::npos);
+  p.scenario.training.framework.ep_overlap = true;
+  const ExportedFile on = export_megatron_args(p);
+  EXPECT_NE(on.text.find(flag), std::string::npos) << on.text;
+  EXPECT_EQ(bash_syntax_check(on.text, "megatron_args.sh"), 0) << on.text;
+  p.layout.recompute = Recompute::Full;
+  const ExportedFile full = export_megatron_args(p);
+  EXPECT_EQ(full.text.find(flag), std::string::npos) << full.text;
+  bool noted = false;
+  for (const std::string& n : full.notes) noted |= n.find("does not run with full recompute") != std::string::npos;
+  EXPECT_TRUE(noted);
+  p.layout.recompute = Recompute::None;
+  p.layout.ep = 1;
+  EXPECT_EQ(export_megatron_args(p).text.find(flag), std::string::npos);
+}
+
 TEST(Export, SbatchIsShellValidAndRunsCapplanTrain) {
   const ExportedFile f = export_sbatch(gpt3_plan());
   EXPECT_EQ(bash_syntax_check(f.text, "train.sbatch"), 0) << f.text;
