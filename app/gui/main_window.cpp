@@ -208,6 +208,7 @@ void MainWindow::buildPages() {
           [this](const QString& path) { planPage_->deviceProfilePicker()->useProfile(path); });
 #endif
   connect(clusterPage_, &ClusterPage::clusterFileChosen, this, &MainWindow::loadClusterFile);
+  connect(planPage_, &PlanPage::frameworkFileChosen, this, &MainWindow::loadFrameworkFile);
   connect(planPage_, &PlanPage::replanRequested, this, &MainWindow::replan);
   connect(planPage_, &PlanPage::cancelRequested, this, &MainWindow::cancelSearch);
   connect(planPage_, &PlanPage::selectionChanged, this, &MainWindow::onSelectionChanged);
@@ -722,6 +723,20 @@ bool MainWindow::loadClusterFile(const QString& path) {
   editInputs(-1, tr("Open cluster %1").arg(QFileInfo(path).fileName()), [&](PlanInputs& in) {
     in.cluster = *c.value;
     in.clusterRef = path.toStdString();
+  });
+  return true;
+}
+
+bool MainWindow::loadFrameworkFile(const QString& path) {
+  const Loaded<FrameworkSpec> f = load_framework(path.toStdString());
+  showFieldDiagnostics(f.diagnostics, planPage_->diagnosticsList());
+  if (!f.ok()) {
+    showPage(Page::Plan);
+    return false;
+  }
+  editInputs(FFramework, tr("Open framework %1").arg(QFileInfo(path).fileName()), [&](PlanInputs& in) {
+    in.training.framework = *f.value;
+    in.anyFramework = false;
   });
   return true;
 }

@@ -76,6 +76,9 @@ class MainWindow : public QMainWindow, public PageHost {
   bool savePlanFile(const QString& path);
   bool loadModelFile(const QString& path);
   bool loadClusterFile(const QString& path);
+  // A framework file (configs/frameworks/ format): the plan is costed with it and the framework list
+  // gets an item for it; a bad file lists its diagnostics on the Plan page and changes nothing.
+  bool loadFrameworkFile(const QString& path);
   // Writes every export format into `dir`; returns the paths written (empty on failure).
   QStringList exportPlanTo(const QString& dir);
   bool writeAutosave();

@@ -9,6 +9,7 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
 #include <QFormLayout>
 #include <QGridLayout>
 #include <QGroupBox>
@@ -121,7 +122,18 @@ QGroupBox* PlanPage::buildTraining() {
     framework_->setItemData(i, QString::fromStdString((e ? e->summary + "\n" : std::string()) + framework_layouts(*f.value)),
                             Qt::ToolTipRole);
   }
-  tf->addRow(tr("Framework"), framework_);
+  auto* openFramework = new QPushButton(tr("File..."), box);
+  openFramework->setObjectName(QStringLiteral("openFramework"));
+  openFramework->setToolTip(tr("Cost the plan with a framework file of one's own (the format of configs/frameworks/; "
+                               "`capplan frameworks NAME` prints a preset's file to start from)"));
+  connect(openFramework, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open framework"), {}, tr("Framework (*.yaml *.yml)"));
+    if (!f.isEmpty()) emit frameworkFileChosen(f);
+  });
+  auto* frameworkRow = new QHBoxLayout;
+  frameworkRow->addWidget(framework_, 1);
+  frameworkRow->addWidget(openFramework);
+  tf->addRow(tr("Framework"), frameworkRow);
   attention_ = makeCombo(box, "attention",
                          {QStringLiteral("default"), QStringLiteral("eager"), QStringLiteral("fused"), QStringLiteral("flash")},
                          tr("Attention kernel: default = the framework's; eager (Hugging Face), fused "
@@ -588,7 +600,7 @@ void PlanPage::syncFromInputs(const PlanInputs& in) {
     if (framework_->findText(fwName) < 0) {
       framework_->addItem(fwName);
       framework_->setItemData(framework_->count() - 1,
-                              tr("Not a preset: the plan file's own framework spec\n") +
+                              tr("Not a preset: a framework file's spec\n") +
                                   QString::fromStdString(framework_layouts(in.training.framework)),
                               Qt::ToolTipRole);
     }

@@ -67,6 +67,8 @@ class PlanPage : public QWidget {
   void selectionChanged();
   // A point of the node-count what-if was clicked: the best layout of that node count.
   void whatIfPointClicked(const Estimate& e);
+  // "File..." beside the framework list: a framework file was chosen (MainWindow::loadFrameworkFile).
+  void frameworkFileChosen(const QString& path);
 
  public:
   // "Device profile: ..." with Choose and Clear (measure_tools.h); null without the runtime.

@@ -862,6 +862,37 @@ TEST_F(GuiWindow, APlansOwnFrameworkIsListedAndKept) {
   EXPECT_TRUE(back.value->scenario.training.framework == own);
 }
 
+TEST_F(GuiWindow, AFrameworkFileIsCostedAndListed) {
+  // Expectation: "File..." beside the framework list takes a framework file (here megatron-core's
+  // with another name and no ZeRO-3): the plan is re-costed with it (no candidate with zero 3),
+  // the list shows it, undo goes back; a bad file lists its line and key and changes nothing.
+  ASSERT_NE(child<QPushButton>("openFramework"), nullptr);
+  const std::string shipped = find_catalog_framework("megatron-core")->text;
+  std::string mine = shipped;
+  mine.replace(mine.find("name: megatron-core"), std::string("name: megatron-core").size(), "name: mcore-no-z3");
+  mine += "zero_stages: [0, 1, 2]\n";
+  const QString path = writeFile("mcore-no-z3.yaml", mine.c_str());
+  const FrameworkSpec before = window_->inputs().training.framework;
+  ASSERT_TRUE(window_->loadFrameworkFile(path));
+  ASSERT_TRUE(waitPlan());
+  EXPECT_EQ(window_->inputs().training.framework.name, "mcore-no-z3");
+  EXPECT_EQ(child<QComboBox>("framework")->currentText(), QStringLiteral("mcore-no-z3"));
+  ASSERT_FALSE(window_->lastResult().candidates.empty());
+  for (const Estimate& e : window_->lastResult().candidates) {
+    EXPECT_EQ(e.framework, "mcore-no-z3");
+    EXPECT_NE(e.layout.zero, 3);
+  }
+  window_->undoStack()->undo();
+  EXPECT_TRUE(window_->inputs().training.framework == before);
+  const QString bad = writeFile("bad-framework.yaml", "name: broken\nep_overlap: often\n");
+  EXPECT_FALSE(window_->loadFrameworkFile(bad));
+  EXPECT_TRUE(window_->inputs().training.framework == before);
+  QListWidget* list = child<QListWidget>("planDiagnostics");
+  ASSERT_GT(list->count(), 0);
+  EXPECT_TRUE(list->item(0)->text().contains(QStringLiteral("bad-framework.yaml:2"))) << list->item(0)->text().toStdString();
+  EXPECT_TRUE(list->item(0)->text().contains(QStringLiteral("ep_overlap")));
+}
+
 TEST_F(GuiWindow, AutosaveRestoresEditsAfterAKill) {
   child<QSpinBox>("layers")->setValue(48);
   ASSERT_TRUE(waitPlan());
