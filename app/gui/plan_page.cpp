@@ -210,11 +210,13 @@ void PlanPage::connectTraining() {
       host_.editInputs(FFramework, tr("Edit framework"), [&](PlanInputs& in) { in.anyFramework = true; });
       return;
     }
-    Loaded<FrameworkSpec> f = load_framework(t.toStdString());
-    if (!f.value) {
-      const auto other = otherFrameworks_.find(t.toStdString());
-      if (other != otherFrameworks_.end()) f.value = other->second;
-    }
+    // An item of a framework that is no preset selects its spec (its name is no file to read).
+    const auto other = otherFrameworks_.find(t.toStdString());
+    Loaded<FrameworkSpec> f;
+    if (other != otherFrameworks_.end())
+      f.value = other->second;
+    else
+      f = load_framework(t.toStdString());
     if (!f.value || (f.value->name == host_.inputs().training.framework.name && !host_.inputs().anyFramework)) return;
     host_.editInputs(FFramework, tr("Edit framework"), [&](PlanInputs& in) {
       in.training.framework = *f.value;

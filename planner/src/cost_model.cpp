@@ -1607,6 +1607,10 @@ class StepEvaluation {
     const int chunks = pp * vp;
     steps->chunks.reserve(chunks);
     int first = 0;
+    // Overlapped all-to-alls (ep_overlapped): each stage's exposed share, once per stage.
+    std::vector<double> ep_share(size_t(pp), 1.0);
+    if (ep_overlapped())
+      for (int s = 0; s < pp; ++s) ep_share[size_t(s)] = exposed_ep_share(s);
     // Chunk c holds layers in model order: chunk 0 on stage 0, chunk 1 on stage 1, ... (Megatron).
     for (int cidx = 0; cidx < chunks; ++cidx) {
       ChunkCosts ch;
@@ -1628,11 +1632,10 @@ class StepEvaluation {
       ch.tp_comm_forward_s = (nl * mt.tp_collectives_fwd + (ch.has_embedding && ly.tp > 1 ? 1 : 0)) * tp_ar +
                              (ch.has_head ? head_tp_fwd : 0.0);
       ch.tp_comm_backward_s = nl * layer_tp_bwd + (ch.has_head ? head_tp_bwd : 0.0);
-      // Overlapped all-to-alls (ep_overlapped): the chunk's share of what its stage exposes on
-      // average per micro-batch, so that the replay blocks its compute stream for that much.
-      const double ep_share = ep_overlapped() ? exposed_ep_share(cidx % pp) : 1.0;
-      ch.ep_comm_forward_s = ep_share * nl * mt.layer_ep_comm_fwd_s;
-      ch.ep_comm_backward_s = ep_share * nl * mt.layer_ep_comm_bwd_s;
+      // The chunk's share of what its stage exposes on average per micro-batch, so that the replay
+      // blocks its compute stream for that much.
+      ch.ep_comm_forward_s = ep_share[size_t(cidx % pp)] * nl * mt.layer_ep_comm_fwd_s;
+      ch.ep_comm_backward_s = ep_share[size_t(cidx % pp)] * nl * mt.layer_ep_comm_bwd_s;
       ch.cp_comm_forward_s = nl * mt.layer_cp_comm_fwd_s;
       ch.cp_comm_backward_s = nl * mt.layer_cp_comm_bwd_s;
       ch.activation_bytes = nl * mt.layer_act_kept_bytes + (ch.has_embedding ? mt.embed_act_bytes : 0);

@@ -491,7 +491,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
   // holds experts / ep) and by ZeRO over the expert data-parallel group, dp * cp / ep ranks
   // (Megatron-Core's expert optimizer): weights, gradients, optimizer state at the dense rates,
   // and the allocator margin on them.
-  const double edp = double(ly.dp) * ly.cp / ly.ep;
+  const double edp = terms.mt.expert_group;
   const int peak_stage = ev.memory_stage;
   const double stage_expert_params =
       terms.expert_params_per_layer * stage_blocks(sc.model, ly.pp, ly.vp, peak_stage);

@@ -207,12 +207,13 @@ void megatron_moe_cp_args(const Plan& plan, Add&& add, std::vector<std::string>&
     add("--moe-grouped-gemm");
   }
   if (l.ep > 1) add("--expert-model-parallel-size", std::to_string(l.ep));
-  // Paired passes (FrameworkSpec::ep_overlap): Megatron-Core's combined 1F1B, which does not run
-  // with full recompute (where the cost model pairs nothing either).
+  // Paired passes (FrameworkSpec::ep_overlap): Megatron-Core's combined 1F1B. Its guide advises
+  // against it under full recompute, where the cost model pairs nothing either (the backward
+  // repeats the forward's all-to-alls before its own).
   if (l.ep > 1 && plan.scenario.training.framework.ep_overlap) {
     if (l.recompute == Recompute::Full)
-      notes.push_back("ep_overlap: Megatron-Core's --overlap-moe-expert-parallel-comm does not run with full "
-                      "recompute; left out (the plan is costed without paired all-to-alls)");
+      notes.push_back("ep_overlap: --overlap-moe-expert-parallel-comm left out under full recompute (Megatron-Core's "
+                      "guide advises against the two together; the plan is costed without paired all-to-alls)");
     else
       add("--overlap-moe-expert-parallel-comm");
   }

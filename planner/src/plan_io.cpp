@@ -243,8 +243,9 @@ std::optional<Plan> read_plan_map(const YAML::Node& root, const std::string& fil
     } else {
       std::string fw;
       if (tr.text("framework", fw, false) && !fw.empty()) {
-        // A preset's name, or a framework file's path (beside the plan where it is not found as given).
-        Loaded<FrameworkSpec> f = load_framework(find_catalog_framework(fw) ? fw : resolve_ref(fw, file));
+        // A preset's name, or a framework file's path (beside the plan where it is not found as given),
+        // as a model or cluster reference is.
+        Loaded<FrameworkSpec> f = load_framework(resolve_ref(fw, file));
         if (f.value)
           t.framework = *f.value;
         else

@@ -101,6 +101,14 @@ const char* to_string(Zero3BackwardPrefetch v) {
   return "?";
 }
 
+const char* to_string(Zero3Collectives v) {
+  switch (v) {
+    case Zero3Collectives::Module: return "module";
+    case Zero3Collectives::Tensor: return "tensor";
+  }
+  return "?";
+}
+
 const char* to_string(Zero3Unit v) {
   switch (v) {
     case Zero3Unit::Layer: return "layer";

@@ -1020,7 +1020,7 @@ std::string framework_to_yaml(const FrameworkSpec& f, const std::string& indent)
   word("zero3_comm", to_string(f.zero3_comm));
   num("zero3_prefetch_layers", f.zero3_prefetch_layers);
   word("zero3_unit", to_string(f.zero3_unit));
-  word("zero3_collectives", f.zero3_collectives == Zero3Collectives::Tensor ? "tensor" : "module");
+  word("zero3_collectives", to_string(f.zero3_collectives));
   word("zero3_backward_prefetch", to_string(f.zero3_backward_prefetch));
   flag("grad_accumulation_fusion", f.grad_accumulation_fusion);
   flag("lazy_grads", f.lazy_grads);

@@ -453,6 +453,7 @@ const char* to_string(Optimizer v);
 const char* to_string(Zero3Comm v);
 const char* to_string(Zero3BackwardPrefetch v);
 const char* to_string(Zero3Unit v);
+const char* to_string(Zero3Collectives v);
 std::optional<Ffn> parse_ffn(const std::string& s);
 std::optional<Norm> parse_norm(const std::string& s);
 std::optional<PositionEmbedding> parse_position(const std::string& s);
