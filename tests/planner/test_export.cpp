@@ -192,7 +192,7 @@ TEST(Export, MegatronArgsCarryMultiTokenPrediction) {
 
 TEST(Export, MegatronArgsPairTheAllToAllsWhereThePlanDoes) {
   // Expectation: a framework with ep_overlap over ep > 1 is Megatron-Core's
-  // --overlap-moe-expert-parallel-comm; under full recompute, which that schedule does not run
+  // --overlap-moe-expert-parallel-comm; under full recompute, which Megatron-Core's guide advises against
   // (nor does the cost model pair anything there), the flag is left out with a note; without
   // ep_overlap, or with ep 1, no flag.
   Plan p;
@@ -213,7 +213,7 @@ TEST(Export, MegatronArgsPairTheAllToAllsWhereThePlanDoes) {
   const ExportedFile full = export_megatron_args(p);
   EXPECT_EQ(full.text.find(flag), std::string::npos) << full.text;
   bool noted = false;
-  for (const std::string& n : full.notes) noted |= n.find("does not run with full recompute") != std::string::npos;
+  for (const std::string& n : full.notes) noted |= n.find("left out under full recompute") != std::string::npos;
   EXPECT_TRUE(noted);
   p.layout.recompute = Recompute::None;
   p.layout.ep = 1;

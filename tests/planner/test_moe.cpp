@@ -653,8 +653,10 @@ TEST(MoeCostGolden, OverlappedAllToAllsHideBehindThePairedPass) {
     // The replay blocks each chunk's stream for its share of what the stage exposes.
     const StepCosts on_st = step_costs(on_sc, l);
     EXPECT_NEAR(on_st.chunks[0].ep_comm_forward_s, a_f * expect / (double(mb) * (a_f + a_b)), 1e-12 * expect);
-    // One more micro-batch's activations are kept (the forward paired with the first backward).
-    EXPECT_GT(on.memory_per_gpu_bytes.activations, off.memory_per_gpu_bytes.activations);
+    // One more micro-batch's activations are kept (the forward paired with the first backward):
+    // pp 1 holds one without pairing, two with it.
+    EXPECT_NEAR(on.memory_per_gpu_bytes.activations - off.memory_per_gpu_bytes.activations, c0.activation_bytes,
+                1e-9 * c0.activation_bytes);
 
     // Nothing pairs under GPipe or under full recompute (its backward repeats the forward's
     // all-to-alls first): both cost as before.

@@ -140,6 +140,14 @@ TEST(PlanIo, AFrameworkThatIsNoPresetTravelsInThePlan) {
     const auto back = parse_framework_yaml(framework_to_yaml(preset), "f.yaml");
     ASSERT_TRUE(back.ok()) << e.name << ": " << back.diagnostics.to_string() << framework_to_yaml(preset);
     EXPECT_TRUE(*back.value == preset) << e.name << "\n" << framework_to_yaml(preset);
+    // Every key a preset's file sets is written (the writer's list keeps up with the reader's).
+    const std::string written = "\n" + framework_to_yaml(preset);
+    std::istringstream lines(e.text);
+    for (std::string line; std::getline(lines, line);) {
+      const size_t colon = line.find(':');
+      if (line.empty() || line[0] == '#' || line[0] == ' ' || colon == std::string::npos) continue;
+      EXPECT_NE(written.find("\n" + line.substr(0, colon + 1) + " "), std::string::npos) << e.name << ": " << line;
+    }
   }
   Plan p = sample_plan();
   p.scenario.training.framework = *load_framework("megatron-core").value;

@@ -31,6 +31,24 @@ int count(const StepSimulation& sim, SimTaskKind k) {
                            [&](const SimEvent& e) { return e.kind == k; }));
 }
 
+// A tiny model on p4d.24xlarge GPUs, `gpus` of them on `nodes` nodes, trained at `gbs`.
+Scenario tiny_scenario(int hidden, int seq, int gpus, int nodes, int64_t gbs) {
+  ModelSpec m;
+  m.name = "tiny";
+  m.layers = 4;
+  m.hidden = hidden;
+  m.heads = 4;
+  m.vocab = 1000;
+  m.seq_len = seq;
+  Scenario sc;
+  sc.model = m;
+  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  sc.gpus = gpus;
+  sc.nodes = nodes;
+  sc.training.gbs = gbs;
+  return sc;
+}
+
 TEST(MoeSimulation, AllToAllsRunOnTheComputeStreamOfEachMicrobatch) {
   // Expectation: pp 1, m = 2 micro-batches of forward 2 + all-to-all 1, backward 2 + 2 +
   // all-to-all 1: the step is 2 x 8 = 16 s, of which ep_comm 4 s; 2 forward and 2 backward
@@ -205,21 +223,9 @@ TEST(MoeSimulation, ContextRingStepsOnTheTimelineAgreeWithTheEstimate) {
   // forward and every backward (the last micro-batch's backward: one ring per gradient-bucket
   // piece), and the exposed part the simulation finds is the estimate's cp_comm (one stage: no
   // pipeline effects).
-  ModelSpec m;
-  m.name = "tiny";
-  m.layers = 4;
-  m.hidden = 64;
-  m.heads = 4;
-  m.vocab = 1000;
-  m.seq_len = 32;
-  Scenario sc;
-  sc.model = m;
-  sc.cluster = *load_cluster("p4d.24xlarge").value;
+  Scenario sc = tiny_scenario(64, 32, 4, 4, 4);
   sc.cluster.gpus_per_node = 1;
   sc.cluster.inter_node_gbit_per_s = 1;
-  sc.gpus = 4;
-  sc.nodes = 4;
-  sc.training.gbs = 4;
   Layout l;
   l.cp = 4;
   ASSERT_EQ(check_layout(sc, l), std::nullopt);
@@ -251,23 +257,11 @@ TEST(MoeSimulation, PairedAllToAllsOnTheTimelineAgreeWithTheEstimate) {
   // and both are below the blocking all-to-alls' (the same layout without it). With pp 2 the
   // replay's fill and drain take the shares too, so the steps agree within the simulator's usual
   // few per cent.
-  ModelSpec m;
-  m.name = "tiny-moe";
-  m.layers = 4;
-  m.hidden = 256;
-  m.heads = 4;
-  m.vocab = 1000;
-  m.seq_len = 256;
-  m.moe.experts = 8;
-  m.moe.top_k = 2;
-  m.moe.expert_ffn_hidden = 512;
   for (const int pp : {1, 2}) {
-    Scenario sc;
-    sc.model = m;
-    sc.cluster = *load_cluster("p4d.24xlarge").value;
-    sc.gpus = 8;
-    sc.nodes = 1;
-    sc.training.gbs = 64;
+    Scenario sc = tiny_scenario(256, 256, 8, 1, 64);
+    sc.model.moe.experts = 8;
+    sc.model.moe.top_k = 2;
+    sc.model.moe.expert_ffn_hidden = 512;
     Layout l;
     l.dp = 8 / pp, l.pp = pp, l.ep = 8 / pp;
     ASSERT_EQ(check_layout(sc, l), std::nullopt);
