@@ -1,6 +1,7 @@
 // `capplan validate FILE.yaml`: predicted vs measured for each run of a file of measured runs
-// (format: tests/data/calibration-runs.yaml), the error per run and the mean absolute
-// percentage error, separately for calibration and held-out runs.
+// (format: tests/data/calibration-runs.yaml, or the published-runs format of tests/data/published/),
+// the error per run and the mean absolute percentage error, separately for calibration and
+// held-out runs.
 #include <cstdio>
 
 #include "cli_common.h"
@@ -47,6 +48,7 @@ int cmd_validate(int argc, char** argv) {
     w.begin_object();
     w.field("id", v.run.id).field("source", v.run.source).field("calibration", v.run.calibration);
     w.field("family", v.run.family).field("framework", v.run.scenario.training.framework.name);
+    w.field("assumptions", v.run.assumptions);
     w.field("measure", to_string(v.run.measure));
     w.field("measured", v.run.measured).field("predicted", v.predicted);
     w.field("error_pct", v.error_pct);

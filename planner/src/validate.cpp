@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "planner/spec_io.h"
+#include "validate_published.h"
 #include "yaml_reader.h"
 
 namespace capplan {
@@ -260,6 +261,13 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
       diags.error(file, p.line, p.column, "runs[" + std::to_string(i) + "]", "expected a map");
       continue;
     }
+    if (detail::is_published_run(rn)) {
+      if (std::optional<ValidationRun> run = detail::read_published_run(rn, file, prefix, diags)) {
+        if (run->family.empty()) run->family = run->id.substr(0, run->id.find('-'));
+        result.push_back(std::move(*run));
+      }
+      continue;
+    }
     const size_t errors_before = diags.items().size();
     ValidationRun run;
     run.line = detail::position_of(rn).line;
@@ -325,6 +333,8 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
     }
     result.push_back(std::move(run));
   }
+  if (!diags.has_errors() && result.empty() && runs.size() > 0)
+    diags.error(file, detail::position_of(runs).line, 1, "runs", "no run could be predicted (each is named above)");
   if (!diags.has_errors()) out.value = std::move(result);
   return out;
 }
@@ -440,6 +450,13 @@ std::string format_validation_report(const ValidationReport& rep) {
   line("calibration", rep.calibration);
   line("held out", rep.held_out);
   line("all", rep.all);
+  // What was taken for the runs read from the published format, where their sources are silent.
+  bool heading = false;
+  for (const ValidationResult& r : rep.results) {
+    if (!r.run.published) continue;
+    if (!heading) s += "taken for the runs in the published format:\n", heading = true;
+    s += "  " + r.run.id + ": " + r.run.assumptions + "\n";
+  }
   return s;
 }
 

@@ -1,7 +1,8 @@
 // Validation of the cost model against measured runs: a YAML file of runs (model, cluster, layout,
 // global batch and the measured figure in a stated convention) is loaded with diagnostics, each run
 // is predicted in the convention of its measurement, and the errors are summarised (MAPE, max).
-// The file format is documented in tests/data/calibration-runs.yaml and the README.
+// The file format is documented in tests/data/calibration-runs.yaml and the README; a run may also
+// be in the published-runs format of tests/data/published/ (validate_published.cpp).
 #pragma once
 
 #include <string>
@@ -35,6 +36,7 @@ struct ValidationRun {
   Measure measure = Measure::IterationTime;
   double measured = 0;
   int line = 0;             // where the run starts in the file
+  bool published = false;   // read from the published-runs format: `assumptions` says what was taken
 };
 
 struct ValidationResult {

@@ -491,6 +491,22 @@ TEST(Cli, ProfileModelsClustersValidate) {
   r = run_cli("validate tests/data/calibration-runs.yaml");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(has(r.out, "  framework megatron-lm-2021 (calibration): 16 runs, MAPE ")) << r.out;
+  // The compiled files as they are: what was taken is listed under the table, the runs left out
+  // are warned of on stderr, and the JSON carries each run's assumptions.
+  r = run_cli("validate tests/data/published/calibration-runs-2.yaml");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  EXPECT_TRUE(has(r.out, "all: 12 runs, MAPE ")) << r.out;
+  EXPECT_TRUE(has(r.out, "taken for the runs in the published format:\n  megatron-readme2020-dgxa100-8b-8gpu: "
+                         "framework megatron-lm-2020, cluster dgx-a100-40gb; recompute full\n")) << r.out;
+  r = run_cli("validate tests/data/published/calibration-runs.yaml --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "warning: runs[39]: run 'sagemaker-smp-175b-120xp4d' left out: model.layers is not given"))
+      << r.err;
+  EXPECT_TRUE(has(r.out, "\"assumptions\": \"framework megatron-lm-2021, cluster dgx-a100-80gb; recompute full; mbs "))
+      << r.out;
+  EXPECT_TRUE(refused(run_cli("validate tests/data/bad/validate-published-zero-degree.yaml"),
+                      "validate-published-zero-degree.yaml:6:9: error: runs[0].parallelism.tp: expected a whole number"));
 }
 
 TEST(Cli, FrameworksListWhatEachPresetCanRun) {

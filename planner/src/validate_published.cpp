@@ -1,0 +1,668 @@
+// The published-runs format (shared/validation's calibration files and files compiled the same
+// way): numbers beside the sources' own words. Each rule below turns one of those words into a
+// knob of the cost model; where the source is silent the rule's choice is recorded in the run's
+// `assumptions`, so the report says what was taken, not only what was measured.
+#include "validate_published.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "planner/catalog.h"
+#include "planner/cost_model.h"
+#include "planner/spec_io.h"
+#include "yaml_reader.h"
+
+namespace capplan::detail {
+
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Letters and digits only, lower case: "Llama 2 70B" and "llama2-70b" both read "llama270b".
+std::string squeeze(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    if (std::isalnum(static_cast<unsigned char>(c))) out += char(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// A name from the source's words: lower case, a dash between words, at most 40 characters
+// ("OneFlow DLPerf 4-node V100 test cluster": "oneflow-dlperf-4-node-v100-test-cluster").
+std::string slug(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      out += char(std::tolower(static_cast<unsigned char>(c)));
+    } else if (!out.empty() && out.back() != '-') {
+      out += '-';
+    }
+    if (out.size() >= 40) break;
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
+bool contains(const std::string& lower_text, const char* word) { return lower_text.find(word) != std::string::npos; }
+
+// The value of `key` in `map`, or a null node where the key (or the map) is missing: never
+// yaml-cpp's invalid node, whose type cannot be asked.
+YAML::Node at(const YAML::Node& map, const std::string& key) {
+  if (!map.IsDefined() || !map.IsMap()) return YAML::Node();
+  const YAML::Node n = map[key];
+  return n.IsDefined() ? n : YAML::Node();
+}
+
+std::string text_of(const YAML::Node& n) { return n.IsDefined() && n.IsScalar() ? n.Scalar() : std::string(); }
+
+// A number written as a YAML scalar (`8`, `1.5e3`); nullopt for a null, a missing key or words.
+std::optional<double> number_of(const YAML::Node& n) {
+  if (!n.IsDefined() || !n.IsScalar()) return std::nullopt;
+  const std::string s = n.Scalar();
+  if (s.empty()) return std::nullopt;
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::nan("");
+  if (s == ".inf" || s == "+.inf" || s == ".Inf") return HUGE_VAL;
+  if (s == "-.inf" || s == "-.Inf") return -HUGE_VAL;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0') return std::nullopt;
+  return v;
+}
+
+// One run being read: where it is, what it says about itself, and why it cannot be predicted.
+struct RunReader {
+  const std::string& file;
+  std::string prefix;
+  Diagnostics& diags;
+  int line = 0;
+  std::vector<std::string> assumed;
+  std::string skip_reason;  // set: the run is left out with this warning
+  bool failed = false;      // an error was reported
+
+  void assume(std::string what) { assumed.push_back(std::move(what)); }
+  void skip(const std::string& why) {
+    if (skip_reason.empty()) skip_reason = why;
+  }
+  void error(const YAML::Node& at, const std::string& key, const std::string& message) {
+    const Position p = at.IsDefined() ? position_of(at) : Position{line, 1};
+    diags.error(file, p.line, p.column, prefix + key, message);
+    failed = true;
+  }
+  // A positive count (a degree, a size): nullopt where absent or null; an error for words, zero,
+  // a negative, a fraction or anything beyond `max`.
+  std::optional<int64_t> count(const YAML::Node& map, const char* key, const std::string& path, double max) {
+    const YAML::Node n = at(map, key);
+    if (!n.IsDefined() || n.IsNull()) return std::nullopt;
+    const std::optional<double> v = number_of(n);
+    if (!v) {
+      error(n, path, "expected a whole number, found '" + text_of(n) + "'");
+      return std::nullopt;
+    }
+    if (!std::isfinite(*v) || *v < 1 || *v > max || std::floor(*v) != *v) {
+      error(n, path, "expected a whole number from 1 to " + detail::yaml_number(max) + ", found " + n.Scalar());
+      return std::nullopt;
+    }
+    return int64_t(*v);
+  }
+  // A positive figure (a measurement); nullopt where absent, null or words (a measurement
+  // the source gives in words is no measurement); an error for zero, a negative, NaN or infinity.
+  std::optional<double> figure(const YAML::Node& map, const char* key, const std::string& path) {
+    const YAML::Node n = at(map, key);
+    const std::optional<double> v = number_of(n);
+    if (!v) return std::nullopt;
+    if (!std::isfinite(*v) || *v <= 0 || *v > 1e18) {
+      error(n, path, "expected a positive figure, found " + n.Scalar());
+      return std::nullopt;
+    }
+    return v;
+  }
+  YAML::Node map(const YAML::Node& run, const char* key) {
+    const YAML::Node n = at(run, key);
+    if (n.IsDefined() && !n.IsNull() && !n.IsMap()) error(n, key, "expected a map");
+    return n.IsDefined() && n.IsMap() ? n : YAML::Node(YAML::NodeType::Map);
+  }
+};
+
+// ---- the model ----
+
+// A catalog model whose name reads the same as the run's (letters and digits) and whose layers
+// and width agree: its architecture (FFN, norm, positions, attention heads' groups, MoE) stands
+// for what the run's map does not say.
+const CatalogEntry* catalog_model_named(const std::string& name) {
+  const std::string want = squeeze(name);
+  for (const CatalogEntry& e : catalog_models())
+    if (!want.empty() && squeeze(e.name) == want) return &e;
+  return nullptr;
+}
+
+// Families whose published models all use SwiGLU, RMSNorm, rotary positions and untied
+// embeddings (Touvron et al. 2023; Jiang et al. 2023; Qwen and Gemma model cards).
+bool modern_family(const std::string& lower_name) {
+  for (const char* f : {"llama", "mistral", "mixtral", "qwen", "gemma", "deepseek", "olmo"})
+    if (contains(lower_name, f)) return true;
+  return false;
+}
+
+std::optional<ModelSpec> published_model(const YAML::Node& run, RunReader& rr) {
+  const YAML::Node m = rr.map(run, "model");
+  std::string name = text_of(at(m, "name"));
+  if (name.empty()) name = text_of(at(run, "id"));
+  ModelSpec spec;
+  const CatalogEntry* preset = catalog_model_named(name);
+  if (preset) {
+    Loaded<ModelSpec> loaded = load_model(preset->name);
+    const auto agrees = [&](const char* key, int v) {
+      const std::optional<double> given = number_of(at(m, key));
+      return !given || *given == v;
+    };
+    if (loaded.value && agrees("layers", loaded.value->layers) && agrees("hidden", loaded.value->hidden)) {
+      spec = *loaded.value;
+    } else {
+      preset = nullptr;
+    }
+  }
+  if (!preset && modern_family(lower(name))) {
+    spec.ffn = Ffn::Swiglu;
+    spec.norm = Norm::RmsNorm;
+    spec.position = PositionEmbedding::Rope;
+    spec.tied_embeddings = false;
+    rr.assume("model: SwiGLU, RMSNorm, rotary positions, untied embeddings (its family's)");
+  }
+  spec.name = name;
+  struct Field {
+    const char* key;
+    int* out;
+    double max;
+  };
+  const Field required[] = {{"layers", &spec.layers, 1e5},
+                            {"hidden", &spec.hidden, 1e7},
+                            {"heads", &spec.heads, 1e5},
+                            {"vocab", &spec.vocab, 1e8},
+                            {"seq_len", &spec.seq_len, 1e8}};
+  for (const Field& f : required) {
+    if (auto v = rr.count(m, f.key, std::string("model.") + f.key, f.max)) {
+      *f.out = int(*v);
+    } else if (!preset) {
+      rr.skip(std::string("model.") + f.key + " is not given");
+    }
+  }
+  if (auto v = rr.count(m, "ffn_hidden", "model.ffn_hidden", 1e8)) spec.ffn_hidden = int(*v);
+  for (const char* key : {"kv_heads", "num_kv_heads", "num_key_value_heads", "query_groups", "num_query_groups"})
+    if (auto v = rr.count(m, key, std::string("model.") + key, 1e5)) spec.kv_heads = int(*v);
+  if (auto v = rr.count(m, "head_dim", "model.head_dim", 1e5)) spec.head_dim = int(*v);
+  const std::string act = lower(text_of(at(m, "activation")) + " " + text_of(at(m, "ffn")));
+  if (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu")) spec.ffn = Ffn::Swiglu;
+  else if (contains(act, "gelu")) spec.ffn = Ffn::Gelu;
+  const std::string norm = lower(text_of(at(m, "norm")));
+  if (contains(norm, "rms")) spec.norm = Norm::RmsNorm;
+  else if (contains(norm, "layer")) spec.norm = Norm::LayerNorm;
+  const std::string pos = lower(text_of(at(m, "position")) + " " + text_of(at(m, "position_embedding")));
+  if (contains(pos, "rope") || contains(pos, "rotary")) spec.position = PositionEmbedding::Rope;
+  else if (contains(pos, "learned") || contains(pos, "absolute")) spec.position = PositionEmbedding::Learned;
+  if (at(m, "tied_embeddings").IsDefined() && text_of(at(m, "tied_embeddings")) == "false") spec.tied_embeddings = false;
+  if (preset) rr.assume("model: " + preset->name + "'s architecture");
+  return spec;
+}
+
+// ---- the cluster ----
+
+// The catalog GPU the source names: the product (V100, A100, H100, H200, B200) and its memory.
+std::optional<std::string> catalog_gpu_of(const YAML::Node& hw) {
+  const std::string g = lower(text_of(at(hw, "gpu")) + " " + text_of(at(hw, "system")));
+  const std::optional<double> mem = number_of(at(hw, "gpu_mem_gb"));
+  const auto mem_is = [&](double gb, const char* tag) {
+    return (mem && std::fabs(*mem - gb) < 1) || (!mem && contains(g, tag));
+  };
+  if (contains(g, "b200")) return "B200";
+  if (contains(g, "h200")) return "H200-SXM-141GB";
+  if (contains(g, "h100")) return "H100-SXM5-80GB";
+  if (contains(g, "a100")) return mem_is(40, "40gb") ? "A100-SXM4-40GB" : "A100-SXM4-80GB";
+  if (contains(g, "v100")) {
+    if (contains(g, "sxm3") || contains(g, "dgx-2")) return "V100-SXM3-32GB";
+    return mem_is(16, "16gb") ? "V100-SXM2-16GB" : "V100-SXM2-32GB";
+  }
+  return std::nullopt;
+}
+
+// A rate in the text: the number before `pos` and its unit after, in Gb/s (GB/s is bytes).
+std::optional<double> rate_at(const std::string& t, size_t unit_pos, size_t unit_len) {
+  size_t end = unit_pos;
+  while (end > 0 && t[end - 1] == ' ') --end;
+  size_t begin = end;
+  while (begin > 0 && (std::isdigit(static_cast<unsigned char>(t[begin - 1])) || t[begin - 1] == '.')) --begin;
+  if (begin == end) return std::nullopt;
+  const double v = std::strtod(t.substr(begin, end - begin).c_str(), nullptr);
+  const std::string unit = t.substr(unit_pos, unit_len);
+  if (unit[0] == 'T') return v * 1000;
+  if (unit[1] == 'B') return v * 8;
+  return v;
+}
+
+// The node's inter-node bandwidth in Gb/s from the source's words: a total after '=' or a rate
+// "per node / server / instance" where given, else a count times a rate ("4x 100 Gb/s"), else the
+// one rate; a fabric's name alone gives one link of its rate (EDR and Omni-Path 100, HDR 200,
+// NDR 400 Gb/s: the InfiniBand Trade Association's and Intel's specifications).
+std::optional<double> node_gbit_per_s(const std::string& t, RunReader& rr) {
+  struct Hit {
+    size_t pos;
+    double gbit;
+  };
+  std::vector<Hit> rates;
+  for (const char* unit : {"Tb/s", "Tbps", "Gb/s", "Gbps", "Gbit", "GB/s"})
+    for (size_t p = t.find(unit); p != std::string::npos; p = t.find(unit, p + 1))
+      if (auto v = rate_at(t, p, 4)) rates.push_back({p, *v});
+  std::sort(rates.begin(), rates.end(), [](const Hit& a, const Hit& b) { return a.pos < b.pos; });
+  const std::string lt = lower(t);
+  for (const Hit& h : rates) {
+    const size_t eq = lt.rfind('=', h.pos);
+    std::string after = lt.substr(h.pos + 4, 24);  // the words after the unit, up to the next figure
+    after = after.substr(0, after.find_first_of("0123456789"));
+    if ((eq != std::string::npos && h.pos - eq < 12) || contains(after, "per node") ||
+        contains(after, "per server") || contains(after, "per instance"))
+      return h.gbit;
+  }
+  if (!rates.empty()) {
+    size_t i = 0;
+    while (i < lt.size() && std::isdigit(static_cast<unsigned char>(lt[i]))) ++i;
+    size_t j = i;
+    while (j < lt.size() && lt[j] == ' ') ++j;
+    if (i > 0 && j < lt.size() && lt[j] == 'x') return std::atof(lt.c_str()) * rates.front().gbit;
+    return rates.front().gbit;
+  }
+  const std::pair<const char*, double> fabrics[] = {{"omni-path", 100}, {"edr", 100}, {"hdr", 200}, {"ndr", 400}};
+  for (const auto& [name, gbit] : fabrics)
+    if (contains(lt, name)) {
+      rr.assume(std::string("inter-node: one ") + name + " link of " + yaml_number(gbit) + " Gb/s per node");
+      return gbit;
+    }
+  return std::nullopt;
+}
+
+// The catalog cluster the source names (an instance type, a DGX system), else one with its GPU,
+// node size and network, else the first with its GPU, its node size and network set from the text.
+std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& rr) {
+  const YAML::Node hw = rr.map(run, "hardware");
+  const std::optional<std::string> gpu = catalog_gpu_of(hw);
+  if (!gpu) {
+    rr.skip("hardware.gpu: no catalog GPU in '" + text_of(at(hw, "gpu")) + "'");
+    return std::nullopt;
+  }
+  const std::string named = lower(text_of(at(hw, "aws_instance")) + " " + text_of(at(hw, "instance")) + " " +
+                                  text_of(at(hw, "cluster")) + " " + text_of(at(hw, "system")));
+  const std::optional<int64_t> gpn = rr.count(hw, "gpus_per_node", "hardware.gpus_per_node", 1024);
+  RunReader scratch{rr.file, rr.prefix, rr.diags, rr.line, {}, {}, false};
+  const std::optional<double> gbit = node_gbit_per_s(text_of(at(hw, "inter_node")), scratch);
+  const auto with_bandwidth = [&](ClusterSpec c) {
+    for (std::string& a : scratch.assumed) rr.assume(std::move(a));
+    return c;
+  };
+  std::vector<ClusterSpec> same_gpu;
+  for (const CatalogEntry& e : catalog_clusters()) {
+    Loaded<ClusterSpec> c = load_cluster(e.name);
+    if (!c.value || c.value->gpu.name != *gpu) continue;
+    const bool dgx = (contains(named, "dgx a100") && e.name.starts_with("dgx-a100")) ||
+                     (contains(named, "dgx-2") && e.name == "dgx-2h");
+    if (contains(named, lower(e.name).c_str()) || dgx) return *c.value;
+    same_gpu.push_back(*c.value);
+  }
+  for (const ClusterSpec& c : same_gpu)
+    if ((!gpn || c.gpus_per_node == *gpn) && gbit && std::fabs(c.inter_node_gbit_per_s - *gbit) < 1)
+      return with_bandwidth(c);
+  if (same_gpu.empty()) {
+    rr.skip("hardware: no catalog cluster with " + *gpu + " to take the node's figures from");
+    return std::nullopt;
+  }
+  ClusterSpec c = same_gpu.front();
+  rr.assume("cluster: " + c.name + "'s NVLink, PCIe and host memory");
+  c.name = slug(text_of(at(hw, "system")));
+  if (c.name.empty()) c.name = "published";
+  c.price_per_node_hour_usd = 0;
+  if (gpn) c.gpus_per_node = int(*gpn);
+  if (gbit) {
+    c.inter_node_gbit_per_s = *gbit;
+  } else {
+    rr.assume("inter-node: " + yaml_number(c.inter_node_gbit_per_s) + " Gb/s per node (the source gives none)");
+  }
+  if (!contains(lower(text_of(at(hw, "inter_node"))), "efa")) c.efficiency.inter_node.reset();
+  c.source = text_of(at(hw, "system"));
+  return with_bandwidth(c);
+}
+
+// ---- the implementation ----
+
+std::vector<int> years_in(const std::string& t) {
+  std::vector<int> out;
+  for (size_t i = 0; i + 4 <= t.size(); ++i) {
+    if ((i > 0 && std::isdigit(static_cast<unsigned char>(t[i - 1]))) ||
+        (i + 4 < t.size() && std::isdigit(static_cast<unsigned char>(t[i + 4]))))
+      continue;
+    const std::string w = t.substr(i, 4);
+    if (std::all_of(w.begin(), w.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); })) {
+      const int y = std::atoi(w.c_str());
+      if (y >= 2017 && y <= 2040) out.push_back(y);
+    }
+  }
+  return out;
+}
+
+// The year of an NGC container named in the text ("NGC PyTorch 20.12": 2020), or 0.
+int ngc_year(const std::string& t) {
+  const size_t ngc = t.find("ngc");
+  if (ngc == std::string::npos) return 0;
+  for (size_t i = ngc; i + 5 <= t.size() && i < ngc + 24; ++i) {
+    const auto digit = [&](size_t k) { return std::isdigit(static_cast<unsigned char>(t[k])) != 0; };
+    if (digit(i) && digit(i + 1) && t[i + 2] == '.' && digit(i + 3) && digit(i + 4)) return 2000 + std::atoi(t.c_str() + i);
+  }
+  return 0;
+}
+
+// The stack's year: one in the framework's text, else the NGC container's, else the first year
+// the citation names (its publication's); 0 where none is given.
+int stack_year(const YAML::Node& run) {
+  const std::string fw = lower(text_of(at(run, "framework")));
+  const YAML::Node src = at(run, "source");
+  const std::string cite = lower(src.IsMap() ? text_of(at(src, "citation")) : text_of(src));
+  if (std::vector<int> y = years_in(fw); !y.empty()) return y.front();
+  if (const int y = ngc_year(fw + " " + cite)) return y;
+  const std::vector<int> y = years_in(cite);
+  return y.empty() ? 0 : y.front();
+}
+
+// The framework preset of the source's words: the stack's name, and for Megatron-LM its era (a
+// version, else stack_year).
+std::string framework_preset_of(const YAML::Node& run, RunReader& rr) {
+  const std::string fw = lower(text_of(at(run, "framework")));
+  for (const char* w : {"fsdp", "fairscale", "metaseq", "torchtitan", "composer", "llm-foundry"})
+    if (contains(fw, w)) return "fsdp";
+  if (contains(fw, "smp") || contains(fw, "sagemaker model parallel")) return "smp-v1";
+  if (contains(fw, "deepspeed")) return "deepspeed";
+  for (const char* w : {"megatron-core", "mcore", "nemo", "transformer engine"})
+    if (contains(fw, w)) return "megatron-core";
+  if (contains(fw, "megatron")) {
+    if (contains(fw, "ptd-p")) return "megatron-lm-2021";
+    if (contains(fw, "v1.")) return "megatron-lm-2020";
+    const int year = stack_year(run);
+    if (year == 0) rr.assume("framework: megatron-lm (no version or year given)");
+    if (year != 0 && year <= 2020) return "megatron-lm-2020";
+    if (year == 2021) return "megatron-lm-2021";
+    if (year >= 2023) return "megatron-core";
+    return "megatron-lm";
+  }
+  rr.assume("framework: megatron-lm ('" + text_of(at(run, "framework")) + "' is no preset's stack)");
+  return "megatron-lm";
+}
+
+// ---- the layout ----
+
+// ZeRO's stage from the source's words: a number, "ZeRO-N" / "stage N", FSDP's full sharding (3),
+// SHARD_GRAD_OP (2), optimizer-state sharding (1); DeepSpeed's 3D parallelism without a stage
+// runs ZeRO-1 (its pipeline engine refuses 2 and 3).
+int zero_stage_of(const YAML::Node& n, const std::string& framework, RunReader& rr) {
+  if (auto v = number_of(n)) {
+    if (*v < 0 || *v > 3 || std::floor(*v) != *v) {
+      rr.error(n, "parallelism.zero_stage", "expected 0, 1, 2 or 3, found " + n.Scalar());
+      return 0;
+    }
+    return int(*v);
+  }
+  const std::string t = lower(text_of(n));
+  if (t.empty() || t == "none" || t == "null") return 0;
+  for (size_t p = t.find_first_of("0123"); p != std::string::npos; p = t.find_first_of("0123", p + 1)) {
+    const std::string before = t.substr(p >= 6 ? p - 6 : 0, p >= 6 ? 6 : p);
+    if (contains(before, "zero-") || contains(before, "zero ") || contains(before, "stage")) return t[p] - '0';
+  }
+  if (contains(t, "full shard") || contains(t, "fully shard")) return 3;
+  if (contains(t, "grad_op") || contains(t, "gradient shard")) return 2;
+  if (contains(t, "optimizer state") || contains(t, "optimizer-state")) return 1;
+  if (framework == "deepspeed" && contains(t, "zero")) {
+    rr.assume("zero 1 (DeepSpeed's pipeline engine runs ZeRO-1 at most; the stage is not given)");
+    return 1;
+  }
+  rr.assume("zero 0 ('" + text_of(n) + "' names no stage)");
+  return 0;
+}
+
+Recompute recompute_of(const YAML::Node& run, RunReader& rr) {
+  const YAML::Node n = at(run, "recompute");
+  const std::string t = lower(text_of(n));
+  if (t == "false" || t == "none" || contains(t, "no recompute") || contains(t, "disabled")) return Recompute::None;
+  if (contains(t, "selective")) return Recompute::Selective;
+  if (t == "true" || contains(t, "full") || contains(t, "checkpoint")) {
+    if (contains(t, "unknown") || contains(t, "likely") || contains(t, "assumed")) rr.assume("recompute full");
+    return Recompute::Full;
+  }
+  rr.assume("recompute full (the source says '" + text_of(n) + "')");
+  return Recompute::Full;
+}
+
+struct Degrees {
+  Layout layout;
+  int64_t gbs = 0;
+  bool mbs_given = false;
+};
+
+// Where the source gives no micro-batch size: the one of the powers of two dividing a replica's
+// batch whose estimate is fastest among those that fit, as the run's authors would have tuned it.
+void fastest_mbs(const Scenario& s, Layout& ly, RunReader& rr) {
+  const int64_t per_replica = s.training.gbs / std::max(1, ly.dp);
+  Layout best = ly;
+  double best_step = 0;
+  for (int64_t mbs = 1; mbs <= per_replica && mbs <= 1024; mbs *= 2) {
+    if (per_replica % mbs != 0) continue;
+    Layout candidate = ly;
+    candidate.mbs = int(mbs);
+    if (check_layout(s, candidate)) continue;
+    const Estimate e = estimate(s, candidate);
+    if (e.fits && (best_step == 0 || e.step_time_s < best_step)) best = candidate, best_step = e.step_time_s;
+  }
+  ly = best;
+  rr.assume("mbs " + std::to_string(ly.mbs) + " (not given: the fastest that fits)");
+}
+
+std::optional<Degrees> published_layout(const YAML::Node& run, int gpus, int seq_len, const std::string& framework,
+                                        RunReader& rr) {
+  const YAML::Node par = rr.map(run, "parallelism");
+  const YAML::Node batch = rr.map(run, "batch");
+  Degrees d;
+  Layout& ly = d.layout;
+  const auto tp = rr.count(par, "tp", "parallelism.tp", 1e6);
+  const auto pp = rr.count(par, "pp", "parallelism.pp", 1e6);
+  const auto dp = rr.count(par, "dp", "parallelism.dp", 1e7);
+  if (!tp && !pp && !dp) {
+    rr.skip("parallelism: no tp, pp or dp given");
+    return std::nullopt;
+  }
+  ly.tp = int(tp.value_or(1));
+  ly.pp = int(pp.value_or(1));
+  for (const char* key : {"cp", "context_parallel"})
+    if (auto v = rr.count(par, key, std::string("parallelism.") + key, 1e5)) ly.cp = int(*v);
+  for (const char* key : {"ep", "expert_parallel"})
+    if (auto v = rr.count(par, key, std::string("parallelism.") + key, 1e5)) ly.ep = int(*v);
+  if (dp) {
+    ly.dp = int(*dp);
+  } else if (gpus > 0 && gpus % (ly.tp * ly.pp * ly.cp) == 0) {
+    ly.dp = gpus / (ly.tp * ly.pp * ly.cp);
+    rr.assume("dp " + std::to_string(ly.dp) + " (the GPUs over tp x pp)");
+  }
+  if (auto v = rr.count(par, "virtual_stages", "parallelism.virtual_stages", 1e4)) ly.vp = int(*v);
+  ly.schedule = ly.vp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
+  ly.sp = text_of(at(par, "sequence_parallel")) == "true";
+  ly.zero = zero_stage_of(at(par, "zero_stage"), framework, rr);
+  ly.recompute = recompute_of(run, rr);
+  if (auto v = rr.count(batch, "global_batch_size", "batch.global_batch_size", 1e12)) {
+    d.gbs = *v;
+  } else if (auto t = rr.count(batch, "global_batch_tokens", "batch.global_batch_tokens", 1e15); t && seq_len > 0) {
+    d.gbs = *t / seq_len;
+  } else {
+    rr.skip("batch.global_batch_size is not given");
+  }
+  d.mbs_given = true;
+  if (auto v = rr.count(batch, "micro_batch_size", "batch.micro_batch_size", 1e6)) {
+    ly.mbs = int(*v);
+  } else if (auto n = rr.count(batch, "num_microbatches_per_replica", "batch.num_microbatches_per_replica", 1e9);
+             n && d.gbs % (int64_t(ly.dp) * *n) == 0) {
+    ly.mbs = int(d.gbs / (int64_t(ly.dp) * *n));
+  } else if (auto g = rr.count(batch, "per_gpu_batch", "batch.per_gpu_batch", 1e6)) {
+    ly.mbs = int(*g);
+  } else {
+    d.mbs_given = false;
+  }
+  return d;
+}
+
+// The offloads the source names (`parallelism.cpu_offload`: FSDP's CPUOffload of parameters,
+// ZeRO-Offload's optimizer, activation offload).
+void offloads_of(const YAML::Node& run, Scenario& s, Layout& ly) {
+  const YAML::Node par = at(run, "parallelism");
+  const std::string t = lower(par.IsMap() ? text_of(at(par, "cpu_offload")) + " " + text_of(at(par, "offload")) : "");
+  if (contains(t, "param")) s.training.offload_params = true;
+  if (contains(t, "optim")) s.training.offload_optimizer = true;
+  if (contains(t, "activation")) ly.offload = true;
+}
+
+// ---- the measurement ----
+
+// The first figure reported (`result`, else `derived` from reported ones): the iteration time,
+// TFLOP/s per GPU in the convention the source states, samples or tokens per second. A TFLOP/s
+// whose convention is not a plain true or false is passed over for the next figure.
+bool published_measure(const YAML::Node& run, ValidationRun& out, RunReader& rr) {
+  for (const char* section : {"result", "derived"}) {
+    const YAML::Node res = run[section];
+    if (!res.IsDefined() || !res.IsMap()) continue;
+    const std::string where = std::string(section) + ".";
+    if (auto v = rr.figure(res, "iteration_time_s", where + "iteration_time_s")) {
+      out.measure = Measure::IterationTime, out.measured = *v;
+      return true;
+    }
+    const std::string conv = text_of(at(res, "tflops_includes_recompute"));
+    if (auto v = rr.figure(res, "tflops_per_gpu", where + "tflops_per_gpu"); v && (conv == "true" || conv == "false")) {
+      out.measure = conv == "true" ? Measure::HardwareTflops : Measure::ModelTflops, out.measured = *v;
+      return true;
+    }
+    for (const char* key : {"hw_tflops_per_gpu", "tflops_per_gpu_megatron_eq3"})
+      if (auto v = rr.figure(res, key, where + key)) {
+        out.measure = Measure::HardwareTflops, out.measured = *v;
+        return true;
+      }
+    if (auto v = rr.figure(res, "samples_per_s", where + "samples_per_s")) {
+      out.measure = Measure::SamplesPerS, out.measured = *v;
+      return true;
+    }
+    if (auto v = rr.figure(res, "tokens_per_s", where + "tokens_per_s")) {
+      out.measure = Measure::TokensPerS, out.measured = *v;
+      return true;
+    }
+  }
+  rr.skip("result: no iteration time, TFLOP/s with a stated convention, samples or tokens per second");
+  return false;
+}
+
+Precision precision_of(const YAML::Node& run, const GpuSpec& gpu, RunReader& rr) {
+  const std::string t = lower(text_of(at(run, "precision")));
+  if (contains(t, "fp8")) return Precision::Fp8;
+  if (contains(t, "bf16") || contains(t, "bfloat16")) return Precision::Bf16;
+  if (contains(t, "fp16") || contains(t, "float16") || contains(t, "16-bit")) return Precision::Fp16;
+  if (contains(t, "fp32") || contains(t, "float32")) return Precision::Fp32;
+  const Precision p = gpu.peak_tflops_bf16 > 0 ? Precision::Bf16 : Precision::Fp16;
+  rr.assume(std::string("precision ") + to_string(p) + " (the GPU's 16-bit default; the source says '" +
+            text_of(at(run, "precision")) + "')");
+  return p;
+}
+
+// What the source says of the stack beyond its name: the optimizer; the attention of a model
+// written as minGPT or Hugging Face modules (scores materialised: eager); FSDP's backward
+// prefetch, off by default before PyTorch 2.0 (pytorch/pytorch pull request 88428 made
+// BACKWARD_PRE the default); DeepSpeed's ZeRO-3 collectives, one per parameter tensor up to 0.5.5
+// (0.5.6 coalesced them: DeepSpeed pull request 1188).
+void stack_knobs(const YAML::Node& run, const std::string& framework, TrainingSpec& t, RunReader& rr) {
+  const std::string opt = lower(text_of(at(run, "optimizer")));
+  if (contains(opt, "sgd")) t.optimizer = Optimizer::Sgd;
+  const std::string named_attention = lower(text_of(at(run, "attention")));
+  if (auto a = parse_attention(named_attention)) {
+    t.attention = *a;
+  } else {
+    const YAML::Node m = at(run, "model");
+    std::string words = lower(text_of(at(run, "framework")) + " " + (m.IsMap() ? text_of(at(m, "name")) + " " + text_of(at(m, "notes")) : ""));
+    if (contains(words, "mingpt") || contains(words, "hugging face") || contains(words, "huggingface")) {
+      t.attention = Attention::Eager;
+      rr.assume("attention eager (minGPT or Hugging Face modules)");
+    }
+  }
+  if (const int year = stack_year(run); framework == "deepspeed" && year > 0 && year <= 2021) {
+    t.framework.zero3_collectives = Zero3Collectives::Tensor;
+    rr.assume("ZeRO-3 collectives per tensor (DeepSpeed before 0.5.6 of November 2021)");
+  }
+  if (framework == "fsdp" && contains(lower(text_of(at(run, "framework"))), "pytorch 1.")) {
+    t.framework.zero3_backward_prefetch = Zero3BackwardPrefetch::None;
+    rr.assume("backward prefetch none (PyTorch 1.x's default)");
+  }
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
+  return out;
+}
+
+}  // namespace
+
+bool is_published_run(const YAML::Node& run) {
+  return run.IsMap() && (run["hardware"].IsDefined() || run["parallelism"].IsDefined() || run["result"].IsDefined());
+}
+
+std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std::string& file,
+                                                const std::string& prefix, Diagnostics& diags) {
+  RunReader rr{file, prefix, diags, position_of(run).line, {}, {}, false};
+  ValidationRun out;
+  out.line = rr.line;
+  out.id = text_of(at(run, "id"));
+  if (out.id.empty()) rr.error(run, "id", "missing required key (a run's name)");
+  const YAML::Node src = at(run, "source");
+  out.source = src.IsMap() ? text_of(at(src, "citation")) : text_of(src);
+  out.family = text_of(at(run, "family"));
+  if (text_of(at(run, "calibration")) == "false") out.calibration = false;
+  out.model_ref = "inline";
+  out.cluster_ref = "inline";
+  std::optional<ModelSpec> model = published_model(run, rr);
+  std::optional<ClusterSpec> cluster = published_cluster(run, rr);
+  const std::string fw_name = framework_preset_of(run, rr);
+  Scenario& s = out.scenario;
+  if (Loaded<FrameworkSpec> fw = load_framework(fw_name); fw.value) s.training.framework = *fw.value;
+  const YAML::Node hw = at(run, "hardware").IsMap() ? at(run, "hardware") : YAML::Node(YAML::NodeType::Map);
+  s.gpus = int(rr.count(hw, "num_gpus", "hardware.num_gpus", 1e7).value_or(0));
+  s.nodes = int(rr.count(hw, "num_nodes", "hardware.num_nodes", 1e6).value_or(0));
+  std::optional<Degrees> deg = published_layout(run, s.gpus, model ? model->seq_len : 0, fw_name, rr);
+  published_measure(run, out, rr);
+  if (rr.failed) return std::nullopt;
+  if (rr.skip_reason.empty() && model && cluster && deg) {
+    s.model = *model;
+    s.cluster = *cluster;
+    out.layout = deg->layout;
+    s.training.gbs = deg->gbs;
+    s.training.precision = precision_of(run, cluster->gpu, rr);
+    offloads_of(run, s, out.layout);
+    stack_knobs(run, fw_name, s.training, rr);
+    if (s.gpus == 0) s.gpus = out.layout.gpus();
+    const int gpn = std::max(1, s.cluster.gpus_per_node);
+    if (s.nodes == 0 || int64_t(s.nodes) * gpn < s.gpus) s.nodes = (s.gpus + gpn - 1) / gpn;
+    if (!deg->mbs_given) fastest_mbs(s, out.layout, rr);
+    if (auto err = check_layout(s, out.layout)) rr.skip("the layout it gives cannot run here: " + *err);
+  }
+  if (!rr.skip_reason.empty()) {
+    diags.warning(file, rr.line, 1, prefix.substr(0, prefix.size() - 1),
+                  "run '" + out.id + "' left out: " + rr.skip_reason);
+    return std::nullopt;
+  }
+  out.published = true;
+  out.assumptions = "framework " + fw_name + ", cluster " + s.cluster.name +
+                    (rr.assumed.empty() ? std::string() : "; " + join(rr.assumed));
+  return out;
+}
+
+}  // namespace capplan::detail
