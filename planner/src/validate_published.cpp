@@ -131,14 +131,67 @@ struct RunReader {
 
 // ---- the model ----
 
-// A catalog model whose name reads the same as the run's (letters and digits) and whose layers
-// and width agree: its architecture (FFN, norm, positions, attention heads' groups, MoE) stands
-// for what the run's map does not say.
-const CatalogEntry* catalog_model_named(const std::string& name) {
-  const std::string want = squeeze(name);
-  for (const CatalogEntry& e : catalog_models())
-    if (!want.empty() && squeeze(e.name) == want) return &e;
-  return nullptr;
+// A name's letters and digits with a minor version dropped ("Llama-3.1 405B": "llama3405b"; a
+// size keeps its decimals: "GPT-3 1.3B" reads "gpt313b").
+std::string model_key(const std::string& name) {
+  const auto digit = [&](size_t k) { return k < name.size() && std::isdigit(static_cast<unsigned char>(name[k])); };
+  std::string major;
+  for (size_t i = 0; i < name.size(); ++i) {
+    if (name[i] != '.' || i == 0 || !digit(i - 1) || !digit(i + 1)) {
+      major += name[i];
+      continue;
+    }
+    size_t end = i + 1;
+    while (digit(end)) ++end;
+    const char unit = end < name.size() ? char(std::tolower(static_cast<unsigned char>(name[end]))) : ' ';
+    if (unit == 'b' || unit == 'm' || unit == 't') {
+      major += name[i];
+      continue;
+    }
+    i = end - 1;
+  }
+  return squeeze(major);
+}
+
+// The catalog model the run names, whose architecture (FFN, norm, positions, attention heads'
+// groups, latent attention, MoE) stands for what the run's map does not say: one whose name reads
+// the same (model_key) and whose layers and width agree with those given, or, where both are
+// given, one whose name begins with the run's or the run's with its ("DeepSeek-V3" and
+// deepseek-v3-671b, "GPT-3" and gpt3-175b) with the same layers and width.
+const CatalogEntry* catalog_model_named(const std::string& name, const YAML::Node& m) {
+  const std::string want = model_key(name);
+  const std::optional<double> layers = number_of(at(m, "layers")), hidden = number_of(at(m, "hidden"));
+  if (want.empty()) return nullptr;
+  const CatalogEntry* prefix_match = nullptr;
+  for (const CatalogEntry& e : catalog_models()) {
+    const std::string have = model_key(e.name);
+    const bool same = have == want;
+    const bool prefix = have.starts_with(want) || want.starts_with(have);
+    if (!same && !(prefix && layers && hidden)) continue;
+    const Loaded<ModelSpec> spec = load_model(e.name);
+    if (!spec.value || (layers && *layers != spec.value->layers) || (hidden && *hidden != spec.value->hidden))
+      continue;
+    if (same) return &e;
+    if (!prefix_match) prefix_match = &e;
+  }
+  return prefix_match;
+}
+
+// The experts of an MoE model, under the names configs and papers give them (also in a `moe:` map).
+void read_moe(const YAML::Node& m, ModelSpec& spec, RunReader& rr) {
+  const YAML::Node moe = at(m, "moe").IsMap() ? at(m, "moe") : m;
+  const std::string where = at(m, "moe").IsMap() ? "model.moe." : "model.";
+  const auto first = [&](std::initializer_list<const char*> keys, int& out, double max) {
+    for (const char* key : keys)
+      if (auto v = rr.count(moe, key, where + key, max)) {
+        out = int(*v);
+        return;
+      }
+  };
+  first({"experts", "num_experts", "n_routed_experts", "num_local_experts", "moe_experts"}, spec.moe.experts, 1e6);
+  first({"top_k", "experts_per_token", "num_experts_per_tok", "moe_top_k", "router_topk"}, spec.moe.top_k, 1e6);
+  first({"expert_ffn_hidden", "moe_ffn_hidden", "moe_intermediate_size"}, spec.moe.expert_ffn_hidden, 1e8);
+  first({"shared_experts", "n_shared_experts"}, spec.moe.shared_experts, 1e6);
 }
 
 // Families whose published models all use SwiGLU, RMSNorm, rotary positions and untied
@@ -154,18 +207,9 @@ std::optional<ModelSpec> published_model(const YAML::Node& run, RunReader& rr) {
   std::string name = text_of(at(m, "name"));
   if (name.empty()) name = text_of(at(run, "id"));
   ModelSpec spec;
-  const CatalogEntry* preset = catalog_model_named(name);
+  const CatalogEntry* preset = catalog_model_named(name, m);
   if (preset) {
-    Loaded<ModelSpec> loaded = load_model(preset->name);
-    const auto agrees = [&](const char* key, int v) {
-      const std::optional<double> given = number_of(at(m, key));
-      return !given || *given == v;
-    };
-    if (loaded.value && agrees("layers", loaded.value->layers) && agrees("hidden", loaded.value->hidden)) {
-      spec = *loaded.value;
-    } else {
-      preset = nullptr;
-    }
+    if (Loaded<ModelSpec> loaded = load_model(preset->name); loaded.value) spec = *loaded.value;
   }
   if (!preset && modern_family(lower(name))) {
     spec.ffn = Ffn::Swiglu;
@@ -196,6 +240,7 @@ std::optional<ModelSpec> published_model(const YAML::Node& run, RunReader& rr) {
   for (const char* key : {"kv_heads", "num_kv_heads", "num_key_value_heads", "query_groups", "num_query_groups"})
     if (auto v = rr.count(m, key, std::string("model.") + key, 1e5)) spec.kv_heads = int(*v);
   if (auto v = rr.count(m, "head_dim", "model.head_dim", 1e5)) spec.head_dim = int(*v);
+  read_moe(m, spec, rr);
   const std::string act = lower(text_of(at(m, "activation")) + " " + text_of(at(m, "ffn")));
   if (contains(act, "swiglu") || contains(act, "silu") || contains(act, "geglu")) spec.ffn = Ffn::Swiglu;
   else if (contains(act, "gelu")) spec.ffn = Ffn::Gelu;
@@ -207,6 +252,13 @@ std::optional<ModelSpec> published_model(const YAML::Node& run, RunReader& rr) {
   else if (contains(pos, "learned") || contains(pos, "absolute")) spec.position = PositionEmbedding::Learned;
   if (at(m, "tied_embeddings").IsDefined() && text_of(at(m, "tied_embeddings")) == "false") spec.tied_embeddings = false;
   if (preset) rr.assume("model: " + preset->name + "'s architecture");
+  // The source's numbers together (heads dividing the width, ...): an error of the file.
+  if (rr.skip_reason.empty()) {
+    Diagnostics check;
+    validate_model(spec, rr.file, check);
+    for (const Diagnostic& d : check.items())
+      if (d.severity == Severity::Error) rr.error(at(run, "model"), d.path.empty() ? "model" : d.path, d.message);
+  }
   return spec;
 }
 
@@ -238,6 +290,7 @@ std::optional<double> rate_at(const std::string& t, size_t unit_pos, size_t unit
   while (begin > 0 && (std::isdigit(static_cast<unsigned char>(t[begin - 1])) || t[begin - 1] == '.')) --begin;
   if (begin == end) return std::nullopt;
   const double v = std::strtod(t.substr(begin, end - begin).c_str(), nullptr);
+  if (!(v > 0) || !std::isfinite(v)) return std::nullopt;
   const std::string unit = t.substr(unit_pos, unit_len);
   if (unit[0] == 'T') return v * 1000;
   if (unit[1] == 'B') return v * 8;
@@ -272,7 +325,8 @@ std::optional<double> node_gbit_per_s(const std::string& t, RunReader& rr) {
     while (i < lt.size() && std::isdigit(static_cast<unsigned char>(lt[i]))) ++i;
     size_t j = i;
     while (j < lt.size() && lt[j] == ' ') ++j;
-    if (i > 0 && j < lt.size() && lt[j] == 'x') return std::atof(lt.c_str()) * rates.front().gbit;
+    if (i > 0 && j < lt.size() && lt[j] == 'x' && std::atof(lt.c_str()) > 0)
+      return std::atof(lt.c_str()) * rates.front().gbit;
     return rates.front().gbit;
   }
   const std::pair<const char*, double> fabrics[] = {{"omni-path", 100}, {"edr", 100}, {"hdr", 200}, {"ndr", 400}};

@@ -215,6 +215,18 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   r = read_one({{"name", "Llama 2 70B"}, {"layers", "80"}, {"hidden", "8192"}, {"tp", "8"}, {"pp", "4"}, {"dp", "2"}});
   EXPECT_EQ(r.scenario.model.kv_heads, 8) << r.assumptions;
   EXPECT_EQ(r.scenario.model.ffn, Ffn::Swiglu);
+  r = read_one({{"name", "Llama-3.1 405B"}, {"layers", "126"}, {"hidden", "16384"}, {"tp", "8"}, {"pp", "2"}, {"dp", "4"}});
+  EXPECT_EQ(r.scenario.model.ffn_hidden, 53248) << r.assumptions;  // llama3-405b's
+  EXPECT_TRUE(has(r.assumptions, "model: llama3-405b's architecture")) << r.assumptions;
+  r = read_one({{"name", "DeepSeek-V3"}, {"layers", "61"}, {"hidden", "7168"}, {"framework", "Megatron-Core"}});
+  EXPECT_EQ(r.scenario.model.moe.experts, 256) << r.assumptions;
+  EXPECT_GT(r.scenario.model.mla.kv_lora_rank, 0);
+  r = read_one({{"name", "DeepSeek-V3"}, {"layers", "62"}, {"hidden", "7168"}, {"framework", "Megatron-Core"}});
+  EXPECT_EQ(r.scenario.model.moe.experts, 0) << "other layers: not the preset";
+  r = read_one({{"name", "GPT 20B MoE\n    num_local_experts: 8\n    num_experts_per_tok: 2"},
+                {"framework", "Megatron-Core"}});
+  EXPECT_EQ(r.scenario.model.moe.experts, 8);
+  EXPECT_EQ(r.scenario.model.moe.top_k, 2);
   r = read_one({{"name", "Mistral-like 20B"}});
   EXPECT_EQ(r.scenario.model.norm, Norm::RmsNorm);
   EXPECT_FALSE(r.scenario.model.tied_embeddings);
@@ -233,7 +245,8 @@ TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
       {{{"result", "iteration_time_s: .nan"}}, "runs[0].result.iteration_time_s: expected a positive figure, found .nan"},
       {{{"result", "iteration_time_s: -3"}}, "runs[0].result.iteration_time_s: expected a positive figure"},
       {{{"zero_stage", "7"}}, "runs[0].parallelism.zero_stage: expected 0, 1, 2 or 3, found 7"},
-      {{{"gbs", "1e400"}}, "runs[0].batch.global_batch_size: expected a whole number from 1 to"}};
+      {{{"gbs", "1e400"}}, "runs[0].batch.global_batch_size: expected a whole number from 1 to"},
+      {{{"hidden", "6000"}}, "probe.yaml:6:5: error: runs[0].model.heads: must divide hidden (6000), found 64"}};
   for (const auto& [set, needle] : cases) {
     const Loaded<std::vector<ValidationRun>> r = parse_validation_yaml(published_run(set), "probe.yaml");
     EXPECT_FALSE(r.ok()) << needle;
