@@ -582,38 +582,61 @@ void offloads_of(const YAML::Node& run, Scenario& s, Layout& ly) {
 
 // ---- the measurement ----
 
-// The first figure reported (`result`, else `derived` from reported ones): the iteration time,
-// TFLOP/s per GPU in the convention the source states, samples or tokens per second. A TFLOP/s
-// whose convention is not a plain true or false is passed over for the next figure.
-bool published_measure(const YAML::Node& run, ValidationRun& out, RunReader& rr) {
+// How a reported figure becomes one of Measure's: as it is, per GPU (times the GPUs), in
+// milliseconds, or a percentage of the GPU's dense 16-bit peak (MFU, HFU).
+enum class Scale { AsIs, PerGpu, Milli, PeakPct };
+
+// The first figure reported (`result`, else `derived` from reported ones), in this order: the
+// iteration time, TFLOP/s per GPU in the convention the source states, hardware TFLOP/s, samples
+// or tokens per second (of the job, then per GPU), MFU and HFU. A TFLOP/s whose convention is not
+// a plain true or false is passed over for the next figure.
+bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, ValidationRun& out, RunReader& rr) {
+  struct Figure {
+    const char* key;
+    Measure measure;
+    Scale scale;
+  };
+  static const Figure kFigures[] = {{"iteration_time_s", Measure::IterationTime, Scale::AsIs},
+                                    {"step_time_s", Measure::IterationTime, Scale::AsIs},
+                                    {"iteration_time_ms", Measure::IterationTime, Scale::Milli},
+                                    {"tflops_per_gpu", Measure::HardwareTflops, Scale::AsIs},
+                                    {"hw_tflops_per_gpu", Measure::HardwareTflops, Scale::AsIs},
+                                    {"tflops_per_gpu_megatron_eq3", Measure::HardwareTflops, Scale::AsIs},
+                                    {"samples_per_s", Measure::SamplesPerS, Scale::AsIs},
+                                    {"tokens_per_s", Measure::TokensPerS, Scale::AsIs},
+                                    {"samples_per_s_per_gpu", Measure::SamplesPerS, Scale::PerGpu},
+                                    {"tokens_per_s_per_gpu", Measure::TokensPerS, Scale::PerGpu},
+                                    {"mfu_pct", Measure::ModelTflops, Scale::PeakPct},
+                                    {"hfu_pct", Measure::HardwareTflops, Scale::PeakPct}};
   for (const char* section : {"result", "derived"}) {
-    const YAML::Node res = run[section];
-    if (!res.IsDefined() || !res.IsMap()) continue;
+    const YAML::Node res = at(run, section);
+    if (!res.IsMap()) continue;
     const std::string where = std::string(section) + ".";
-    if (auto v = rr.figure(res, "iteration_time_s", where + "iteration_time_s")) {
-      out.measure = Measure::IterationTime, out.measured = *v;
-      return true;
-    }
     const std::string conv = text_of(at(res, "tflops_includes_recompute"));
-    if (auto v = rr.figure(res, "tflops_per_gpu", where + "tflops_per_gpu"); v && (conv == "true" || conv == "false")) {
-      out.measure = conv == "true" ? Measure::HardwareTflops : Measure::ModelTflops, out.measured = *v;
-      return true;
-    }
-    for (const char* key : {"hw_tflops_per_gpu", "tflops_per_gpu_megatron_eq3"})
-      if (auto v = rr.figure(res, key, where + key)) {
-        out.measure = Measure::HardwareTflops, out.measured = *v;
-        return true;
+    for (const Figure& f : kFigures) {
+      const std::optional<double> v = rr.figure(res, f.key, where + f.key);
+      if (!v) continue;
+      Measure measure = f.measure;
+      double value = *v;
+      if (std::string(f.key) == "tflops_per_gpu") {
+        if (conv != "true" && conv != "false") continue;
+        measure = conv == "true" ? Measure::HardwareTflops : Measure::ModelTflops;
       }
-    if (auto v = rr.figure(res, "samples_per_s", where + "samples_per_s")) {
-      out.measure = Measure::SamplesPerS, out.measured = *v;
-      return true;
-    }
-    if (auto v = rr.figure(res, "tokens_per_s", where + "tokens_per_s")) {
-      out.measure = Measure::TokensPerS, out.measured = *v;
+      if (f.scale == Scale::Milli) value /= 1000;
+      if (f.scale == Scale::PerGpu) {
+        if (gpus <= 0) continue;
+        value *= gpus;
+      }
+      if (f.scale == Scale::PeakPct) {
+        if (peak_tflops <= 0) continue;
+        value = value / 100 * peak_tflops;
+        rr.assume(std::string(f.key) + " of the GPU's dense 16-bit peak, " + yaml_number(peak_tflops) + " TFLOP/s");
+      }
+      out.measure = measure, out.measured = value;
       return true;
     }
   }
-  rr.skip("result: no iteration time, TFLOP/s with a stated convention, samples or tokens per second");
+  rr.skip("result: no iteration time, TFLOP/s with a stated convention, samples or tokens per second, MFU");
   return false;
 }
 
@@ -692,7 +715,8 @@ std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std
   s.gpus = int(rr.count(hw, "num_gpus", "hardware.num_gpus", 1e7).value_or(0));
   s.nodes = int(rr.count(hw, "num_nodes", "hardware.num_nodes", 1e6).value_or(0));
   std::optional<Degrees> deg = published_layout(run, s.gpus, model ? model->seq_len : 0, fw_name, rr);
-  published_measure(run, out, rr);
+  const int gpus = s.gpus > 0 ? s.gpus : deg ? deg->layout.gpus() : 0;
+  published_measure(run, gpus, cluster ? cluster->gpu.peak_tflops_16bit() : 0, out, rr);
   if (rr.failed) return std::nullopt;
   if (rr.skip_reason.empty() && model && cluster && deg) {
     s.model = *model;

@@ -235,6 +235,16 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.measure, Measure::ModelTflops);
   r = read_one({{"result", "{tflops_per_gpu: 150, tflops_includes_recompute: unknown, tokens_per_s: 9000}"}});
   EXPECT_EQ(r.measure, Measure::TokensPerS);
+  r = read_one({{"result", "{iteration_time_ms: 2500}"}});
+  EXPECT_EQ(r.measure, Measure::IterationTime);
+  EXPECT_DOUBLE_EQ(r.measured, 2.5);
+  r = read_one({{"result", "{tokens_per_s_per_gpu: 1000}"}});
+  EXPECT_EQ(r.measure, Measure::TokensPerS);
+  EXPECT_DOUBLE_EQ(r.measured, 64000);
+  r = read_one({{"result", "{mfu_pct: 40}"}});  // of the H100's 989 dense bf16 TFLOP/s
+  EXPECT_EQ(r.measure, Measure::ModelTflops);
+  EXPECT_NEAR(r.measured, 0.40 * r.scenario.cluster.gpu.peak_tflops_16bit(), 1e-9);
+  EXPECT_TRUE(has(r.assumptions, "mfu_pct of the GPU's dense 16-bit peak")) << r.assumptions;
 }
 
 TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
