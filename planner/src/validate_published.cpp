@@ -298,10 +298,10 @@ std::optional<double> rate_at(const std::string& t, size_t unit_pos, size_t unit
 }
 
 // The node's inter-node bandwidth in Gb/s from the source's words: a total after '=' or a rate
-// "per node / server / instance" where given, else a count times a rate ("4x 100 Gb/s"), else the
+// "per node / server / instance" where given, a rate "per GPU" times the node's GPUs, else a count times a rate ("4x 100 Gb/s"), else the
 // one rate; a fabric's name alone gives one link of its rate (EDR and Omni-Path 100, HDR 200,
 // NDR 400 Gb/s: the InfiniBand Trade Association's and Intel's specifications).
-std::optional<double> node_gbit_per_s(const std::string& t, RunReader& rr) {
+std::optional<double> node_gbit_per_s(const std::string& t, std::optional<int64_t> gpus_per_node, RunReader& rr) {
   struct Hit {
     size_t pos;
     double gbit;
@@ -319,6 +319,7 @@ std::optional<double> node_gbit_per_s(const std::string& t, RunReader& rr) {
     if ((eq != std::string::npos && h.pos - eq < 12) || contains(after, "per node") ||
         contains(after, "per server") || contains(after, "per instance"))
       return h.gbit;
+    if (contains(after, "per gpu") && gpus_per_node) return h.gbit * double(*gpus_per_node);
   }
   if (!rates.empty()) {
     size_t i = 0;
@@ -351,7 +352,7 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
                                   text_of(at(hw, "cluster")) + " " + text_of(at(hw, "system")));
   const std::optional<int64_t> gpn = rr.count(hw, "gpus_per_node", "hardware.gpus_per_node", 1024);
   RunReader scratch{rr.file, rr.prefix, rr.diags, rr.line, {}, {}, false};
-  const std::optional<double> gbit = node_gbit_per_s(text_of(at(hw, "inter_node")), scratch);
+  const std::optional<double> gbit = node_gbit_per_s(text_of(at(hw, "inter_node")), gpn, scratch);
   const auto with_bandwidth = [&](ClusterSpec c) {
     for (std::string& a : scratch.assumed) rr.assume(std::move(a));
     return c;

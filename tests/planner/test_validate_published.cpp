@@ -171,6 +171,8 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.scenario.cluster.inter_node_gbit_per_s, 800);
   r = read_one({{"inter_node", "2x 200 Gb/s (1.6 Tb/s per node)"}});
   EXPECT_EQ(r.scenario.cluster.inter_node_gbit_per_s, 1600);
+  r = read_one({{"inter_node", "RoCE, 400 Gb/s per GPU"}});
+  EXPECT_EQ(r.scenario.cluster.name, "p5.48xlarge") << "8 x 400 Gb/s: " << r.assumptions;
   r = read_one({{"inter_node", "Omni-Path, link count not stated"}, {"gpu", "V100-SXM2-32GB"}, {"gpu_mem_gb", "32"},
                 {"precision", "fp16"}, {"gpus_per_node", "4"}});
   EXPECT_EQ(r.scenario.cluster.gpu.name, "V100-SXM2-32GB");
