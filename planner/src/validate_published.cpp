@@ -682,6 +682,23 @@ void stack_knobs(const YAML::Node& run, const std::string& framework, TrainingSp
   }
 }
 
+// Where the stack's preset lacks a knob the run used (FSDP with Megatron's tensor parallelism, as
+// metaseq ran OPT), the first of DeepSpeed's, Megatron-Core's and Megatron-LM's that has it stands
+// in, said so; where none has it the run is left out for the original reason.
+std::string preset_that_runs(const std::string& name, const Layout& ly, TrainingSpec& t, RunReader& rr) {
+  const std::optional<std::string> lacks = framework_lacks(t.framework, ly);
+  if (!lacks) return name;
+  for (const char* other : {"deepspeed", "megatron-core", "megatron-lm"}) {
+    if (name == other) continue;
+    Loaded<FrameworkSpec> f = load_framework(other);
+    if (!f.value || framework_lacks(*f.value, ly)) continue;
+    t.framework = *f.value;
+    rr.assume(*lacks + ": " + other + "'s taken");
+    return other;
+  }
+  return name;
+}
+
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
@@ -709,7 +726,7 @@ std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std
   out.cluster_ref = "inline";
   std::optional<ModelSpec> model = published_model(run, rr);
   std::optional<ClusterSpec> cluster = published_cluster(run, rr);
-  const std::string fw_name = framework_preset_of(run, rr);
+  std::string fw_name = framework_preset_of(run, rr);
   Scenario& s = out.scenario;
   if (Loaded<FrameworkSpec> fw = load_framework(fw_name); fw.value) s.training.framework = *fw.value;
   const YAML::Node hw = at(run, "hardware").IsMap() ? at(run, "hardware") : YAML::Node(YAML::NodeType::Map);
@@ -726,6 +743,7 @@ std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std
     s.training.gbs = deg->gbs;
     s.training.precision = precision_of(run, cluster->gpu, rr);
     offloads_of(run, s, out.layout);
+    fw_name = preset_that_runs(fw_name, out.layout, s.training, rr);
     stack_knobs(run, fw_name, s.training, rr);
     if (s.gpus == 0) s.gpus = out.layout.gpus();
     const int gpn = std::max(1, s.cluster.gpus_per_node);

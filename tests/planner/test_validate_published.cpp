@@ -198,6 +198,12 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
                 : read_one({{"framework", words}, {"recompute", "full"}});
     EXPECT_EQ(r.scenario.training.framework.name, preset) << words;
   }
+  // A layout the stack's preset cannot run: the first preset that can stands in, said so.
+  r = read_one({{"framework", "metaseq (FSDP with Megatron tensor parallelism)"}, {"tp", "8"}, {"pp", "1"}, {"dp", "8"},
+                {"zero_stage", "FSDP full sharding"}, {"recompute", "full"}});
+  EXPECT_EQ(r.scenario.training.framework.name, "deepspeed");
+  EXPECT_TRUE(has(r.assumptions, "framework fsdp has no tensor parallelism (tp must be 1): deepspeed's taken"))
+      << r.assumptions;
   r = read_one({{"framework", "Megatron-LM"}, {"citation", "Someone et al. 2024"}});
   EXPECT_EQ(r.scenario.training.framework.name, "megatron-core");
   r = read_one({{"framework", "a JAX stack"}});
