@@ -273,8 +273,9 @@ std::optional<std::string> catalog_gpu_of(const YAML::Node& hw) {
   };
   if (contains(g, "b200")) return "B200";
   if (contains(g, "h200")) return "H200-SXM-141GB";
-  if (contains(g, "h100")) return "H100-SXM5-80GB";
-  if (contains(g, "a100")) return mem_is(40, "40gb") ? "A100-SXM4-40GB" : "A100-SXM4-80GB";
+  // H800 and A800: the H100's and A100's compute and memory with less NVLink (NVIDIA's export parts).
+  if (contains(g, "h100") || contains(g, "h800")) return "H100-SXM5-80GB";
+  if (contains(g, "a100") || contains(g, "a800")) return mem_is(40, "40gb") ? "A100-SXM4-40GB" : "A100-SXM4-80GB";
   if (contains(g, "v100")) {
     if (contains(g, "sxm3") || contains(g, "dgx-2")) return "V100-SXM3-32GB";
     return mem_is(16, "16gb") ? "V100-SXM2-16GB" : "V100-SXM2-32GB";
@@ -339,6 +340,19 @@ std::optional<double> node_gbit_per_s(const std::string& t, std::optional<int64_
   return std::nullopt;
 }
 
+// A GPU's NVLink bandwidth each way in GB/s from the source's words: NVIDIA quotes both
+// directions together (600 GB/s for the A100, 400 for the A800 and H800, 900 for the H100), so a
+// figure is halved unless the text says it is one direction.
+std::optional<double> nvlink_gbyte_per_s(const std::string& t) {
+  const size_t p = t.find("GB/s");
+  if (p == std::string::npos) return std::nullopt;
+  const std::optional<double> gbit = rate_at(t, p, 4);
+  if (!gbit) return std::nullopt;
+  const std::string lt = lower(t);
+  const bool one_way = contains(lt, "per direction") || contains(lt, "unidirectional") || contains(lt, "each way");
+  return *gbit / 8 / (one_way ? 1 : 2);
+}
+
 // The catalog cluster the source names (an instance type, a DGX system), else one with its GPU,
 // node size and network, else the first with its GPU, its node size and network set from the text.
 std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& rr) {
@@ -348,13 +362,21 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
     rr.skip("hardware.gpu: no catalog GPU in '" + text_of(at(hw, "gpu")) + "'");
     return std::nullopt;
   }
+  const std::string gpu_words = lower(text_of(at(hw, "gpu")));
+  if (contains(gpu_words, "h800") || contains(gpu_words, "a800"))
+    rr.assume(std::string("GPU ") + *gpu + " for the " + text_of(at(hw, "gpu")) + " (its NVLink from the text where given)");
   const std::string named = lower(text_of(at(hw, "aws_instance")) + " " + text_of(at(hw, "instance")) + " " +
                                   text_of(at(hw, "cluster")) + " " + text_of(at(hw, "system")));
   const std::optional<int64_t> gpn = rr.count(hw, "gpus_per_node", "hardware.gpus_per_node", 1024);
   RunReader scratch{rr.file, rr.prefix, rr.diags, rr.line, {}, {}, false};
   const std::optional<double> gbit = node_gbit_per_s(text_of(at(hw, "inter_node")), gpn, scratch);
+  const std::optional<double> nvlink = nvlink_gbyte_per_s(text_of(at(hw, "intra_node")));
   const auto with_bandwidth = [&](ClusterSpec c) {
     for (std::string& a : scratch.assumed) rr.assume(std::move(a));
+    if (nvlink && std::fabs(*nvlink - c.intra_node_gbyte_per_s) > 1) {
+      c.intra_node_gbyte_per_s = *nvlink;
+      rr.assume("intra-node: " + yaml_number(*nvlink) + " GB/s per GPU each way (the text's)");
+    }
     return c;
   };
   std::vector<ClusterSpec> same_gpu;

@@ -181,6 +181,11 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_TRUE(has(r.assumptions, "one omni-path link")) << r.assumptions;
   r = read_one({{"gpu", "A100-SXM4 (40GB assumed)"}, {"system", "NVIDIA DGX A100"}, {"gpu_mem_gb", "40"}});
   EXPECT_EQ(r.scenario.cluster.name, "dgx-a100-40gb");
+  r = read_one({{"gpu", "H800 SXM5"}, {"inter_node", "8x 400 Gb/s RoCE\n    intra_node: NVLink 400 GB/s"}});
+  EXPECT_EQ(r.scenario.cluster.gpu.name, "H100-SXM5-80GB");
+  EXPECT_EQ(r.scenario.cluster.intra_node_gbyte_per_s, 200);
+  EXPECT_TRUE(has(r.assumptions, "GPU H100-SXM5-80GB for the H800 SXM5")) << r.assumptions;
+  EXPECT_TRUE(has(r.assumptions, "intra-node: 200 GB/s per GPU each way (the text's)")) << r.assumptions;
   r = read_one({{"gpu", "A100"}, {"system", "AWS"}, {"gpu_mem_gb", "40"}, {"inter_node", "p4d.24xlarge EFA"}});
   EXPECT_EQ(r.scenario.cluster.gpu.name, "A100-SXM4-40GB");
   // The stack: its name, and Megatron-LM's era from a version, a year, an NGC container.
