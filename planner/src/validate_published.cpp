@@ -508,7 +508,8 @@ int zero_stage_of(const YAML::Node& n, const std::string& framework, RunReader& 
 Recompute recompute_of(const YAML::Node& run, RunReader& rr) {
   const YAML::Node n = at(run, "recompute");
   const std::string t = lower(text_of(n));
-  if (t == "false" || t == "none" || contains(t, "no recompute") || contains(t, "disabled")) return Recompute::None;
+  if (t == "false" || t == "none" || t == "no" || t == "off" || contains(t, "no recompute") || contains(t, "disabled"))
+    return Recompute::None;
   if (contains(t, "selective")) return Recompute::Selective;
   if (t == "true" || contains(t, "full") || contains(t, "checkpoint")) {
     if (contains(t, "unknown") || contains(t, "likely") || contains(t, "assumed")) rr.assume("recompute full");
@@ -539,7 +540,8 @@ void fastest_mbs(const Scenario& s, Layout& ly, RunReader& rr) {
     if (e.fits && (best_step == 0 || e.step_time_s < best_step)) best = candidate, best_step = e.step_time_s;
   }
   ly = best;
-  rr.assume("mbs " + std::to_string(ly.mbs) + " (not given: the fastest that fits)");
+  rr.assume("mbs " + std::to_string(ly.mbs) +
+            (best_step > 0 ? " (not given: the fastest that fits)" : " (not given; no size fits)"));
 }
 
 std::optional<Degrees> published_layout(const YAML::Node& run, int gpus, int seq_len, const std::string& framework,

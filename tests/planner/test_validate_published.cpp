@@ -162,6 +162,9 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.scenario.cluster.name, "p5.48xlarge") << r.assumptions;
   EXPECT_EQ(r.scenario.training.precision, Precision::Bf16);
   EXPECT_EQ(r.layout.recompute, Recompute::Selective);
+  for (const char* none : {"none", "\"no\"", "\"off\"", "disabled (FlashAttention keeps no scores)"})
+    EXPECT_EQ(read_one({{"recompute", none}}).layout.recompute, Recompute::None) << none;
+  EXPECT_EQ(read_one({{"recompute", "unknown"}}).layout.recompute, Recompute::Full);
   EXPECT_EQ(r.scenario.training.framework.name, "megatron-lm");
   r = read_one({{"inter_node", "EFA, 4x 100 Gb/s = 400 Gb/s per instance"}});
   EXPECT_EQ(r.scenario.cluster.inter_node_gbit_per_s, 400);
