@@ -262,10 +262,8 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
       continue;
     }
     if (detail::is_published_run(rn)) {
-      if (std::optional<ValidationRun> run = detail::read_published_run(rn, file, prefix, diags)) {
-        if (run->family.empty()) run->family = run->id.substr(0, run->id.find('-'));
+      if (std::optional<ValidationRun> run = detail::read_published_run(rn, file, prefix, diags))
         result.push_back(std::move(*run));
-      }
       continue;
     }
     const size_t errors_before = diags.items().size();
@@ -333,6 +331,7 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
     }
     result.push_back(std::move(run));
   }
+  detail::name_published_families(result);
   if (!diags.has_errors() && result.empty() && runs.size() > 0)
     diags.error(file, detail::position_of(runs).line, 1, "runs", "no run could be predicted (each is named above)");
   if (!diags.has_errors()) out.value = std::move(result);

@@ -731,6 +731,36 @@ std::string join(const std::vector<std::string>& parts) {
 
 }  // namespace
 
+void name_published_families(std::vector<ValidationRun>& runs) {
+  // The words (between dashes) both ids begin with, joined again.
+  const auto common_words = [](const std::string& a, const std::string& b) {
+    const auto words = [](const std::string& id) {
+      std::vector<std::string> out;
+      for (size_t p = 0;; ) {
+        const size_t dash = id.find('-', p);
+        out.push_back(id.substr(p, dash == std::string::npos ? std::string::npos : dash - p));
+        if (dash == std::string::npos) return out;
+        p = dash + 1;
+      }
+    };
+    const std::vector<std::string> wa = words(a), wb = words(b);
+    std::string out;
+    for (size_t i = 0; i < wa.size() && i < wb.size() && wa[i] == wb[i]; ++i) out += (i > 0 ? "-" : "") + wa[i];
+    return out;
+  };
+
+  for (ValidationRun& r : runs) {
+    if (!r.published || !r.family.empty()) continue;
+    std::string family;
+    int members = 0;
+    for (const ValidationRun& o : runs) {
+      if (!o.published || o.source != r.source || o.source.empty()) continue;
+      family = members++ == 0 ? o.id : common_words(family, o.id);
+    }
+    r.family = members > 1 && !family.empty() ? family : r.id.substr(0, r.id.find('-'));
+  }
+}
+
 bool is_published_run(const YAML::Node& run) {
   return run.IsMap() && (run["hardware"].IsDefined() || run["parallelism"].IsDefined() || run["result"].IsDefined());
 }

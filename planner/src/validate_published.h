@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "planner/diagnostics.h"
 #include "planner/validate.h"
@@ -22,5 +23,11 @@ bool is_published_run(const YAML::Node& run);
 // Values of the wrong kind (a text where a number belongs) are errors at their line.
 std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std::string& file,
                                                 const std::string& prefix, Diagnostics& diags);
+
+// The source families of the published runs that name none: the runs citing the same source are
+// one family, named by the dash-separated words their ids begin with (megatron-readme2020-dgxa100-8b
+// and megatron-readme2020-dgxa100-1b: "megatron-readme2020-dgxa100"); a source of one run by its
+// id up to the first dash.
+void name_published_families(std::vector<ValidationRun>& runs);
 
 }  // namespace capplan::detail

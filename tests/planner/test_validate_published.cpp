@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "planner/cost_model.h"
 #include "planner/validate.h"
@@ -66,6 +67,11 @@ TEST(ValidatePublished, TheSecondFileReadsAsItsCuratedCopy) {
   EXPECT_TRUE(has(dlperf.assumptions, "p3.16xlarge's NVLink")) << dlperf.assumptions;
   EXPECT_TRUE(has(p.at("bigscience-tr1-13b-256v100").run.assumptions, "one omni-path link of 100 Gb/s"));
   EXPECT_TRUE(has(p.at("mtnlg-530b-2240gpu").run.assumptions, "zero 1"));
+  // One family per source, named by the words its runs' ids begin with.
+  std::vector<std::string> families;
+  for (const FamilySummary& f : pub.value->families) families.push_back(f.family);
+  EXPECT_EQ(families, (std::vector<std::string>{"megatron-readme2020-dgxa100", "dlperf-megatron-v100", "fsdp-aws-p4d",
+                                                "bigscience", "mtnlg-530b"}));
   std::printf("Expectation: the same MAPE within the one run's heads  Actual: %.2f %% (copy %.2f %%)\n",
               pub.value->all.mape_pct, cur.value->all.mape_pct);
 }
