@@ -608,7 +608,8 @@ void offloads_of(const YAML::Node& run, Scenario& s, Layout& ly) {
 // ---- the measurement ----
 
 // How a reported figure becomes one of Measure's: as it is, per GPU (times the GPUs), in
-// milliseconds, or a percentage of the GPU's dense 16-bit peak (MFU, HFU).
+// milliseconds, or a percentage of a peak (MFU, HFU): the source's `peak_tflops_used`, else the
+// GPU's dense 16-bit peak.
 enum class Scale { AsIs, PerGpu, Milli, PeakPct };
 
 // The first figure reported (`result`, else `derived` from reported ones), in this order: the
@@ -653,9 +654,14 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
         value *= gpus;
       }
       if (f.scale == Scale::PeakPct) {
-        if (peak_tflops <= 0) continue;
-        value = value / 100 * peak_tflops;
-        rr.assume(std::string(f.key) + " of the GPU's dense 16-bit peak, " + yaml_number(peak_tflops) + " TFLOP/s");
+        if (const std::optional<double> used = rr.figure(res, "peak_tflops_used", where + "peak_tflops_used")) {
+          value = value / 100 * *used;
+        } else if (peak_tflops > 0) {
+          value = value / 100 * peak_tflops;
+          rr.assume(std::string(f.key) + " of the GPU's dense 16-bit peak, " + yaml_number(peak_tflops) + " TFLOP/s");
+        } else {
+          continue;
+        }
       }
       out.measure = measure, out.measured = value;
       return true;

@@ -267,6 +267,8 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.measure, Measure::ModelTflops);
   EXPECT_NEAR(r.measured, 0.40 * r.scenario.cluster.gpu.peak_tflops_16bit(), 1e-9);
   EXPECT_TRUE(has(r.assumptions, "mfu_pct of the GPU's dense 16-bit peak")) << r.assumptions;
+  r = read_one({{"result", "{mfu_pct: 40, peak_tflops_used: 1979}"}});  // the source's own peak (fp8)
+  EXPECT_NEAR(r.measured, 0.40 * 1979, 1e-9);
 }
 
 TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
