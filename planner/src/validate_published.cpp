@@ -299,9 +299,10 @@ std::optional<double> rate_at(const std::string& t, size_t unit_pos, size_t unit
 }
 
 // The node's inter-node bandwidth in Gb/s from the source's words: a total after '=' or a rate
-// "per node / server / instance" where given, a rate "per GPU" times the node's GPUs, else a count times a rate ("4x 100 Gb/s"), else the
-// one rate; a fabric's name alone gives one link of its rate (EDR and Omni-Path 100, HDR 200,
-// NDR 400 Gb/s: the InfiniBand Trade Association's and Intel's specifications).
+// "per node / server / instance" where given, a rate "per GPU" times the node's GPUs, else a count
+// times a rate ("4x 100 Gb/s"), else the one rate; a fabric's name alone gives one link of its
+// rate (EDR and Omni-Path 100, HDR 200, NDR 400 Gb/s: the InfiniBand Trade Association's and
+// Intel's specifications).
 std::optional<double> node_gbit_per_s(const std::string& t, std::optional<int64_t> gpus_per_node, RunReader& rr) {
   struct Hit {
     size_t pos;
@@ -353,10 +354,16 @@ std::optional<double> nvlink_gbyte_per_s(const std::string& t) {
   return *gbit / 8 / (one_way ? 1 : 2);
 }
 
-// The catalog cluster the source names (an instance type, a DGX system), else one with its GPU,
-// node size and network, else the first with its GPU, its node size and network set from the text.
+// The catalog cluster the source names (an instance type, whatever GPU words it has beside; a DGX
+// system of its GPU), else one with its GPU, node size and network, else the first with its GPU,
+// its node size and network set from the text.
 std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& rr) {
   const YAML::Node hw = rr.map(run, "hardware");
+  const std::string named = lower(text_of(at(hw, "aws_instance")) + " " + text_of(at(hw, "instance")) + " " +
+                                  text_of(at(hw, "cluster")) + " " + text_of(at(hw, "system")));
+  for (const CatalogEntry& e : catalog_clusters())
+    if (e.name.find('.') != std::string::npos && contains(named, lower(e.name).c_str()))
+      if (Loaded<ClusterSpec> c = load_cluster(e.name); c.value) return *c.value;
   const std::optional<std::string> gpu = catalog_gpu_of(hw);
   if (!gpu) {
     rr.skip("hardware.gpu: no catalog GPU in '" + text_of(at(hw, "gpu")) + "'");
@@ -365,8 +372,6 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
   const std::string gpu_words = lower(text_of(at(hw, "gpu")));
   if (contains(gpu_words, "h800") || contains(gpu_words, "a800"))
     rr.assume(std::string("GPU ") + *gpu + " for the " + text_of(at(hw, "gpu")) + " (its NVLink from the text where given)");
-  const std::string named = lower(text_of(at(hw, "aws_instance")) + " " + text_of(at(hw, "instance")) + " " +
-                                  text_of(at(hw, "cluster")) + " " + text_of(at(hw, "system")));
   const std::optional<int64_t> gpn = rr.count(hw, "gpus_per_node", "hardware.gpus_per_node", 1024);
   RunReader scratch{rr.file, rr.prefix, rr.diags, rr.line, {}, {}, false};
   const std::optional<double> gbit = node_gbit_per_s(text_of(at(hw, "inter_node")), gpn, scratch);
@@ -385,7 +390,7 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
     if (!c.value || c.value->gpu.name != *gpu) continue;
     const bool dgx = (contains(named, "dgx a100") && e.name.starts_with("dgx-a100")) ||
                      (contains(named, "dgx-2") && e.name == "dgx-2h");
-    if (contains(named, lower(e.name).c_str()) || dgx) return *c.value;
+    if (dgx) return *c.value;
     same_gpu.push_back(*c.value);
   }
   for (const ClusterSpec& c : same_gpu)

@@ -197,6 +197,10 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_TRUE(has(r.assumptions, "intra-node: 200 GB/s per GPU each way (the text's)")) << r.assumptions;
   r = read_one({{"gpu", "A100"}, {"system", "AWS"}, {"gpu_mem_gb", "40"}, {"inter_node", "p4d.24xlarge EFA"}});
   EXPECT_EQ(r.scenario.cluster.gpu.name, "A100-SXM4-40GB");
+  // An instance type named decides, whatever the GPU's words (an A100 with no memory given).
+  r = read_one({{"gpu", "A100"}, {"system", "AWS p4d.24xlarge"}, {"gpu_mem_gb", "null"}, {"precision", "fp16"}});
+  EXPECT_EQ(r.scenario.cluster.name, "p4d.24xlarge");
+  EXPECT_EQ(r.scenario.cluster.gpu.name, "A100-SXM4-40GB");
   // The stack: its name, and Megatron-LM's era from a version, a year, an NGC container.
   const std::pair<const char*, const char*> stacks[] = {{"NeMo (Megatron-Core, Transformer Engine)", "megatron-core"},
                                                         {"Megatron-LM v1.1", "megatron-lm-2020"},
