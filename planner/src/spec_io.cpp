@@ -902,33 +902,126 @@ Loaded<GpuSpec> load_gpu(const std::string& ref) {
 
 namespace {
 
-// A list of names (`key: [a, b]`) into a bit set of `n` members, bit parse(name): at least one,
-// each known, none twice. Left as it is when the key is absent.
-template <class Parse>
-void read_name_set(MapReader& r, const std::string& key, unsigned& out, int n, const char* choices, Parse parse) {
-  if (!r.has(key)) return;
-  const YAML::Node list = r.child(key);
-  if (!list.IsSequence() || list.size() == 0) {
-    r.error_at(list, key, std::string("expected a non-empty list of ") + choices,
-               "e.g. " + key + ": [" + std::string(choices).substr(0, std::string(choices).find(',')) + "]");
-    return;
-  }
-  unsigned set = 0;
-  for (const YAML::Node& item : list) {
-    const std::string v = item.IsScalar() ? item.Scalar() : std::string("?");
-    const std::optional<int> bit = item.IsScalar() ? parse(v) : std::nullopt;
-    if (!bit || *bit < 0 || *bit >= n) {
-      r.error_at(item, key, std::string("expected one of ") + choices + ", found '" + v + "'");
-      return;
-    }
-    if (set >> *bit & 1u) {
-      r.error_at(item, key, "'" + v + "' is listed twice");
-      return;
-    }
-    set |= 1u << *bit;
-  }
-  out = set;
+std::optional<int> zero_stage_bit(const std::string& v) {
+  if (v.size() == 1 && v[0] >= '0' && v[0] <= '3') return v[0] - '0';
+  return std::nullopt;
 }
+std::string zero_stage_name(int bit) { return std::to_string(bit); }
+std::optional<int> schedule_bit(const std::string& v) {
+  if (auto sch = parse_schedule(v)) return int(*sch);
+  return std::nullopt;
+}
+std::string schedule_name(int bit) { return to_string(Schedule(bit)); }
+
+// Every key of a framework file, once, in the order of the files: the reader and the writer
+// below both walk this list, so a key added here is read and written. `F` is FrameworkSpec for
+// reading, const FrameworkSpec for writing.
+template <class F, class Keys>
+void framework_keys(F& f, Keys& k) {
+  k.text("name", f.name, true);
+  k.enumeration("attention", f.attention, parse_attention, "eager, fused, flash");
+  k.enumeration("flash_kernel", f.flash_kernel, parse_flash_kernel, "fa2, fa3, cudnn");
+  k.boolean("fused_kernels", f.fused_kernels);
+  k.integer("activation_kernels", f.activation_kernels, {0, false, 64});
+  k.boolean("dp_overlap", f.dp_overlap);
+  k.boolean("param_gather_overlap", f.param_gather_overlap);
+  k.boolean("p2p_scatter_gather", f.p2p_scatter_gather);
+  k.boolean("p2p_blocking_recv", f.p2p_blocking_recv);
+  k.boolean("tp_async_bwd", f.tp_async_bwd);  // default: megatron-lm's (true)
+  k.boolean("zero1_grad_allreduce", f.zero1_grad_allreduce);
+  k.enumeration("zero3_comm", f.zero3_comm, parse_zero3_comm, "ring, rank-share");
+  k.integer("zero3_prefetch_layers", f.zero3_prefetch_layers, {0, false, 64});
+  k.enumeration("zero3_unit", f.zero3_unit, parse_zero3_unit, "layer, linear");
+  k.enumeration("zero3_collectives", f.zero3_collectives, parse_zero3_collectives, "module, tensor");
+  k.enumeration("zero3_backward_prefetch", f.zero3_backward_prefetch, parse_zero3_backward_prefetch,
+                "pre, post, none");
+  k.boolean("grad_accumulation_fusion", f.grad_accumulation_fusion);
+  k.boolean("lazy_grads", f.lazy_grads);
+  k.boolean("partition_activations", f.partition_activations);
+  k.boolean("offload_sync", f.offload_sync);
+  k.integer("host_step_threads", f.host_step_threads, {0, false, 4096});
+  k.number("host_sgd_fp16_gelem_per_s", f.host_sgd_fp16_gelem_per_s, {0, false, 1e6});
+  k.boolean("sequence_parallel", f.sequence_parallel);
+  k.boolean("selective_recompute", f.selective_recompute);
+  k.boolean("tensor_parallel", f.tensor_parallel);
+  k.boolean("pipeline_parallel", f.pipeline_parallel);
+  k.boolean("context_parallel", f.context_parallel);
+  k.boolean("expert_parallel", f.expert_parallel);
+  k.boolean("activation_offload", f.activation_offload);
+  k.name_set("zero_stages", f.zero_stages, 4, "0, 1, 2, 3", zero_stage_bit, zero_stage_name);
+  k.name_set("schedules", f.schedules, 3, "gpipe, 1f1b, interleaved", schedule_bit, schedule_name);
+  k.boolean("recompute_moe_act", f.recompute_moe_act);
+  k.boolean("recompute_mla_up_proj", f.recompute_mla_up_proj);
+  k.boolean("fp8_moe", f.fp8_moe);
+  k.boolean("ep_overlap", f.ep_overlap);
+  k.number("allocator_margin", f.allocator_margin, {0, false, 1});
+  k.number("residual_spread", f.residual_spread, {0, false, 10});
+  k.number("reserved_gib", f.reserved_gib, {0, false, 1024});
+  k.text("source", f.source, false);
+}
+
+// framework_keys read from a map: every key optional but the name.
+struct FrameworkKeyReader {
+  MapReader& r;
+  void text(const char* key, std::string& out, bool required) { r.text(key, out, required); }
+  template <class E, class Parse>
+  void enumeration(const char* key, E& out, Parse parse, const char* choices) {
+    r.enumeration(key, out, parse, choices);
+  }
+  void boolean(const char* key, bool& out) { r.boolean(key, out, false); }
+  void integer(const char* key, int& out, Limits limits) { r.integer(key, out, false, limits); }
+  void number(const char* key, double& out, Limits limits) { r.number(key, out, false, limits); }
+  // A list of names (`key: [a, b]`) into a bit set of `n` members, bit parse(name): at least one,
+  // each known, none twice. Left as it is when the key is absent.
+  template <class Parse, class Name>
+  void name_set(const char* key, unsigned& out, int n, const char* choices, Parse parse, Name) {
+    if (!r.has(key)) return;
+    const YAML::Node list = r.child(key);
+    if (!list.IsSequence() || list.size() == 0) {
+      r.error_at(list, key, std::string("expected a non-empty list of ") + choices,
+                 "e.g. " + std::string(key) + ": [" + std::string(choices).substr(0, std::string(choices).find(',')) +
+                     "]");
+      return;
+    }
+    unsigned set = 0;
+    for (const YAML::Node& item : list) {
+      const std::string v = item.IsScalar() ? item.Scalar() : std::string("?");
+      const std::optional<int> bit = item.IsScalar() ? parse(v) : std::nullopt;
+      if (!bit || *bit < 0 || *bit >= n) {
+        r.error_at(item, key, std::string("expected one of ") + choices + ", found '" + v + "'");
+        return;
+      }
+      if (set >> *bit & 1u) {
+        r.error_at(item, key, "'" + v + "' is listed twice");
+        return;
+      }
+      set |= 1u << *bit;
+    }
+    out = set;
+  }
+};
+
+// framework_keys written as YAML, one key a line after `indent`; `source` only where there is one.
+struct FrameworkKeyWriter {
+  std::ostringstream& os;
+  const std::string& indent;
+  void line(const char* key, const std::string& value) { os << indent << key << ": " << value << "\n"; }
+  void text(const char* key, const std::string& v, bool required) {
+    if (required || !v.empty()) line(key, detail::yaml_quote(v));
+  }
+  template <class E, class Parse>
+  void enumeration(const char* key, const E& v, Parse, const char*) { line(key, to_string(v)); }
+  void boolean(const char* key, bool v) { line(key, v ? "true" : "false"); }
+  void integer(const char* key, int v, Limits) { line(key, detail::yaml_number(v)); }
+  void number(const char* key, double v, Limits) { line(key, detail::yaml_number(v)); }
+  template <class Parse, class Name>
+  void name_set(const char* key, unsigned bits, int n, const char*, Parse, Name name) {
+    std::string names;
+    for (int b = 0; b < n; ++b)
+      if (bits >> b & 1u) names += (names.empty() ? "" : ", ") + name(b);
+    line(key, "[" + names + "]");
+  }
+};
 
 }  // namespace
 
@@ -939,53 +1032,8 @@ std::optional<FrameworkSpec> read_framework_map(const YAML::Node& map, const std
   const size_t errors_before = diags.items().size();
   MapReader r(map, file, prefix, diags);
   FrameworkSpec f;
-  r.text("name", f.name, true);
-  r.enumeration("attention", f.attention, parse_attention, "eager, fused, flash");
-  r.enumeration("flash_kernel", f.flash_kernel, parse_flash_kernel, "fa2, fa3, cudnn");
-  r.boolean("fused_kernels", f.fused_kernels, false);
-  r.integer("activation_kernels", f.activation_kernels, false, {0, false, 64});
-  r.boolean("dp_overlap", f.dp_overlap, false);
-  r.boolean("param_gather_overlap", f.param_gather_overlap, false);
-  r.boolean("p2p_scatter_gather", f.p2p_scatter_gather, false);
-  r.boolean("p2p_blocking_recv", f.p2p_blocking_recv, false);
-  r.boolean("tp_async_bwd", f.tp_async_bwd, false);  // default: megatron-lm's (true)
-  r.boolean("zero1_grad_allreduce", f.zero1_grad_allreduce, false);
-  r.enumeration("zero3_comm", f.zero3_comm, parse_zero3_comm, "ring, rank-share");
-  r.integer("zero3_prefetch_layers", f.zero3_prefetch_layers, false, {0, false, 64});
-  r.enumeration("zero3_unit", f.zero3_unit, parse_zero3_unit, "layer, linear");
-  r.enumeration("zero3_collectives", f.zero3_collectives, parse_zero3_collectives, "module, tensor");
-  r.enumeration("zero3_backward_prefetch", f.zero3_backward_prefetch, parse_zero3_backward_prefetch,
-                "pre, post, none");
-  r.boolean("grad_accumulation_fusion", f.grad_accumulation_fusion, false);
-  r.boolean("lazy_grads", f.lazy_grads, false);
-  r.boolean("partition_activations", f.partition_activations, false);
-  r.boolean("offload_sync", f.offload_sync, false);
-  r.integer("host_step_threads", f.host_step_threads, false, {0, false, 4096});
-  r.number("host_sgd_fp16_gelem_per_s", f.host_sgd_fp16_gelem_per_s, false, {0, false, 1e6});
-  r.boolean("sequence_parallel", f.sequence_parallel, false);
-  r.boolean("selective_recompute", f.selective_recompute, false);
-  r.boolean("tensor_parallel", f.tensor_parallel, false);
-  r.boolean("pipeline_parallel", f.pipeline_parallel, false);
-  r.boolean("context_parallel", f.context_parallel, false);
-  r.boolean("expert_parallel", f.expert_parallel, false);
-  r.boolean("activation_offload", f.activation_offload, false);
-  read_name_set(r, "zero_stages", f.zero_stages, 4, "0, 1, 2, 3", [](const std::string& v) -> std::optional<int> {
-    if (v.size() == 1 && v[0] >= '0' && v[0] <= '3') return v[0] - '0';
-    return std::nullopt;
-  });
-  read_name_set(r, "schedules", f.schedules, 3, "gpipe, 1f1b, interleaved",
-                [](const std::string& v) -> std::optional<int> {
-                  if (auto sch = parse_schedule(v)) return int(*sch);
-                  return std::nullopt;
-                });
-  r.boolean("recompute_moe_act", f.recompute_moe_act, false);
-  r.boolean("recompute_mla_up_proj", f.recompute_mla_up_proj, false);
-  r.boolean("fp8_moe", f.fp8_moe, false);
-  r.boolean("ep_overlap", f.ep_overlap, false);
-  r.number("allocator_margin", f.allocator_margin, false, {0, false, 1});
-  r.number("residual_spread", f.residual_spread, false, {0, false, 10});
-  r.number("reserved_gib", f.reserved_gib, false, {0, false, 1024});
-  r.text("source", f.source, false);
+  FrameworkKeyReader keys{r};
+  framework_keys(f, keys);
   r.finish();
   if (diags.has_errors_since(errors_before)) return std::nullopt;
   return f;
@@ -1000,58 +1048,9 @@ Loaded<FrameworkSpec> parse_framework_yaml(const std::string& text, const std::s
 }
 
 std::string framework_to_yaml(const FrameworkSpec& f, const std::string& indent) {
-  using detail::yaml_number;
-  using detail::yaml_quote;
   std::ostringstream os;
-  const auto flag = [&](const char* key, bool v) { os << indent << key << ": " << (v ? "true" : "false") << "\n"; };
-  const auto num = [&](const char* key, double v) { os << indent << key << ": " << yaml_number(v) << "\n"; };
-  const auto word = [&](const char* key, const std::string& v) { os << indent << key << ": " << v << "\n"; };
-  word("name", yaml_quote(f.name));
-  word("attention", to_string(f.attention));
-  word("flash_kernel", to_string(f.flash_kernel));
-  flag("fused_kernels", f.fused_kernels);
-  num("activation_kernels", f.activation_kernels);
-  flag("dp_overlap", f.dp_overlap);
-  flag("param_gather_overlap", f.param_gather_overlap);
-  flag("p2p_scatter_gather", f.p2p_scatter_gather);
-  flag("p2p_blocking_recv", f.p2p_blocking_recv);
-  flag("tp_async_bwd", f.tp_async_bwd);
-  flag("zero1_grad_allreduce", f.zero1_grad_allreduce);
-  word("zero3_comm", to_string(f.zero3_comm));
-  num("zero3_prefetch_layers", f.zero3_prefetch_layers);
-  word("zero3_unit", to_string(f.zero3_unit));
-  word("zero3_collectives", to_string(f.zero3_collectives));
-  word("zero3_backward_prefetch", to_string(f.zero3_backward_prefetch));
-  flag("grad_accumulation_fusion", f.grad_accumulation_fusion);
-  flag("lazy_grads", f.lazy_grads);
-  flag("partition_activations", f.partition_activations);
-  flag("offload_sync", f.offload_sync);
-  num("host_step_threads", f.host_step_threads);
-  num("host_sgd_fp16_gelem_per_s", f.host_sgd_fp16_gelem_per_s);
-  flag("sequence_parallel", f.sequence_parallel);
-  flag("selective_recompute", f.selective_recompute);
-  flag("tensor_parallel", f.tensor_parallel);
-  flag("pipeline_parallel", f.pipeline_parallel);
-  flag("context_parallel", f.context_parallel);
-  flag("expert_parallel", f.expert_parallel);
-  flag("activation_offload", f.activation_offload);
-  const auto list = [&](const char* key, unsigned bits, int n, const auto& name) {
-    os << indent << key << ": [";
-    const char* sep = "";
-    for (int b = 0; b < n; ++b)
-      if (bits >> b & 1u) os << sep << name(b), sep = ", ";
-    os << "]\n";
-  };
-  list("zero_stages", f.zero_stages, 4, [](int b) { return std::to_string(b); });
-  list("schedules", f.schedules, 3, [](int b) { return std::string(to_string(Schedule(b))); });
-  flag("recompute_moe_act", f.recompute_moe_act);
-  flag("recompute_mla_up_proj", f.recompute_mla_up_proj);
-  flag("fp8_moe", f.fp8_moe);
-  flag("ep_overlap", f.ep_overlap);
-  num("allocator_margin", f.allocator_margin);
-  num("residual_spread", f.residual_spread);
-  num("reserved_gib", f.reserved_gib);
-  if (!f.source.empty()) word("source", yaml_quote(f.source));
+  FrameworkKeyWriter keys{os, indent};
+  framework_keys(f, keys);
   return os.str();
 }
 
