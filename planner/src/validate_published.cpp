@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -19,11 +20,6 @@
 namespace capplan::detail {
 
 namespace {
-
-std::string lower(std::string s) {
-  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 // Letters and digits only, lower case: "Llama 2 70B" and "llama2-70b" both read "llama270b".
 std::string squeeze(const std::string& s) {
@@ -61,18 +57,19 @@ YAML::Node at(const YAML::Node& map, const std::string& key) {
 
 std::string text_of(const YAML::Node& n) { return n.IsDefined() && n.IsScalar() ? n.Scalar() : std::string(); }
 
-// A number written as a YAML scalar (`8`, `1.5e3`); nullopt for a null, a missing key or words.
+// A finite number written as a YAML scalar, in the forms every spec file takes (parse_number);
+// nullopt for a null, a missing key or words.
 std::optional<double> number_of(const YAML::Node& n) {
-  if (!n.IsDefined() || !n.IsScalar()) return std::nullopt;
-  const std::string s = n.Scalar();
-  if (s.empty()) return std::nullopt;
-  if (s == ".nan" || s == ".NaN" || s == ".NAN") return std::nan("");
-  if (s == ".inf" || s == "+.inf" || s == ".Inf") return HUGE_VAL;
-  if (s == "-.inf" || s == "-.Inf") return -HUGE_VAL;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || *end != '\0') return std::nullopt;
-  return v;
+  return n.IsDefined() && n.IsScalar() ? parse_number(n.Scalar()) : std::nullopt;
+}
+
+// Whether a scalar is written as a number at all (a digit, a sign or a point first, or a
+// spelling of NaN or infinity), right or wrong: the file readers then judge it.
+bool written_as_number(const YAML::Node& n) {
+  const std::string s = text_of(n);
+  if (s.empty()) return false;
+  const char c = s[0];
+  return std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.' || looks_non_finite(s);
 }
 
 // One run being read: where it is, what it says about itself, and why it cannot be predicted.
@@ -94,33 +91,29 @@ struct RunReader {
     diags.error(file, p.line, p.column, prefix + key, message);
     failed = true;
   }
-  // A positive count (a degree, a size): nullopt where absent or null; an error for words, zero,
-  // a negative, a fraction or anything beyond `max`.
-  std::optional<int64_t> count(const YAML::Node& map, const char* key, const std::string& path, double max) {
-    const YAML::Node n = at(map, key);
-    if (!n.IsDefined() || n.IsNull()) return std::nullopt;
-    const std::optional<double> v = number_of(n);
-    if (!v) {
-      error(n, path, "expected a whole number, found '" + text_of(n) + "'");
-      return std::nullopt;
-    }
-    if (!std::isfinite(*v) || *v < 1 || *v > max || std::floor(*v) != *v) {
-      error(n, path, "expected a whole number from 1 to " + detail::yaml_number(max) + ", found " + n.Scalar());
-      return std::nullopt;
-    }
-    return int64_t(*v);
+  // A value at `path` (`section.key`) read by the spec files' own MapReader (a number, finite,
+  // within `limits`, whole where asked): nullopt where absent or null or wrong, the error reported.
+  std::optional<double> read_number(const YAML::Node& map, const char* key, const std::string& path, Limits limits,
+                                    bool whole) {
+    const size_t before = diags.items().size();
+    MapReader r(map, file, prefix + path.substr(0, path.size() - std::strlen(key)), diags);
+    double v = 0;
+    int64_t i = 0;
+    const bool ok = whole ? r.integer64(key, i, false, limits) : r.number(key, v, false, limits);
+    if (diags.has_errors_since(before)) failed = true;
+    if (!ok) return std::nullopt;
+    return whole ? double(i) : v;
   }
-  // A positive figure (a measurement); nullopt where absent, null or words (a measurement
-  // the source gives in words is no measurement); an error for zero, a negative, NaN or infinity.
+  // A positive count (a degree, a size) up to `max`.
+  std::optional<int64_t> count(const YAML::Node& map, const char* key, const std::string& path, double max) {
+    const std::optional<double> v = read_number(map, key, path, {0, true, max}, true);
+    return v ? std::optional<int64_t>(int64_t(*v)) : std::nullopt;
+  }
+  // A positive figure (a measurement); nullopt also where the source gives words (a measurement
+  // in words is no measurement).
   std::optional<double> figure(const YAML::Node& map, const char* key, const std::string& path) {
-    const YAML::Node n = at(map, key);
-    const std::optional<double> v = number_of(n);
-    if (!v) return std::nullopt;
-    if (!std::isfinite(*v) || *v <= 0 || *v > 1e18) {
-      error(n, path, "expected a positive figure, found " + n.Scalar());
-      return std::nullopt;
-    }
-    return v;
+    if (!written_as_number(at(map, key))) return std::nullopt;
+    return read_number(map, key, path, {0, true, 1e18}, false);
   }
   YAML::Node map(const YAML::Node& run, const char* key) {
     const YAML::Node n = at(run, key);
@@ -303,7 +296,9 @@ std::optional<double> rate_at(const std::string& t, size_t unit_pos, size_t unit
 // times a rate ("4x 100 Gb/s"), else the one rate; a fabric's name alone gives one link of its
 // rate (EDR and Omni-Path 100, HDR 200, NDR 400 Gb/s: the InfiniBand Trade Association's and
 // Intel's specifications).
-std::optional<double> node_gbit_per_s(const std::string& t, std::optional<int64_t> gpus_per_node, RunReader& rr) {
+// `fabric_note` gets what was assumed where only a fabric's name is given.
+std::optional<double> node_gbit_per_s(const std::string& t, std::optional<int64_t> gpus_per_node,
+                                      std::string& fabric_note) {
   struct Hit {
     size_t pos;
     double gbit;
@@ -335,7 +330,7 @@ std::optional<double> node_gbit_per_s(const std::string& t, std::optional<int64_
   const std::pair<const char*, double> fabrics[] = {{"omni-path", 100}, {"edr", 100}, {"hdr", 200}, {"ndr", 400}};
   for (const auto& [name, gbit] : fabrics)
     if (contains(lt, name)) {
-      rr.assume(std::string("inter-node: one ") + name + " link of " + yaml_number(gbit) + " Gb/s per node");
+      fabric_note = std::string("inter-node: one ") + name + " link of " + yaml_number(gbit) + " Gb/s per node";
       return gbit;
     }
   return std::nullopt;
@@ -354,6 +349,17 @@ std::optional<double> nvlink_gbyte_per_s(const std::string& t) {
   return *gbit / 8 / (one_way ? 1 : 2);
 }
 
+// The catalog's clusters, parsed once for every run of every file.
+const std::vector<ClusterSpec>& catalog_cluster_specs() {
+  static const std::vector<ClusterSpec> specs = [] {
+    std::vector<ClusterSpec> out;
+    for (const CatalogEntry& e : catalog_clusters())
+      if (Loaded<ClusterSpec> c = load_cluster(e.name); c.value) out.push_back(*c.value);
+    return out;
+  }();
+  return specs;
+}
+
 // The catalog cluster the source names (an instance type, whatever GPU words it has beside; a DGX
 // system of its GPU), else one with its GPU, node size and network, else the first with its GPU,
 // its node size and network set from the text.
@@ -361,9 +367,8 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
   const YAML::Node hw = rr.map(run, "hardware");
   const std::string named = lower(text_of(at(hw, "aws_instance")) + " " + text_of(at(hw, "instance")) + " " +
                                   text_of(at(hw, "cluster")) + " " + text_of(at(hw, "system")));
-  for (const CatalogEntry& e : catalog_clusters())
-    if (e.name.find('.') != std::string::npos && contains(named, lower(e.name).c_str()))
-      if (Loaded<ClusterSpec> c = load_cluster(e.name); c.value) return *c.value;
+  for (const ClusterSpec& c : catalog_cluster_specs())
+    if (c.name.find('.') != std::string::npos && contains(named, lower(c.name).c_str())) return c;
   const std::optional<std::string> gpu = catalog_gpu_of(hw);
   if (!gpu) {
     rr.skip("hardware.gpu: no catalog GPU in '" + text_of(at(hw, "gpu")) + "'");
@@ -373,11 +378,11 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
   if (contains(gpu_words, "h800") || contains(gpu_words, "a800"))
     rr.assume(std::string("GPU ") + *gpu + " for the " + text_of(at(hw, "gpu")) + " (its NVLink from the text where given)");
   const std::optional<int64_t> gpn = rr.count(hw, "gpus_per_node", "hardware.gpus_per_node", 1024);
-  RunReader scratch{rr.file, rr.prefix, rr.diags, rr.line, {}, {}, false};
-  const std::optional<double> gbit = node_gbit_per_s(text_of(at(hw, "inter_node")), gpn, scratch);
+  std::string fabric_note;
+  const std::optional<double> gbit = node_gbit_per_s(text_of(at(hw, "inter_node")), gpn, fabric_note);
   const std::optional<double> nvlink = nvlink_gbyte_per_s(text_of(at(hw, "intra_node")));
   const auto with_bandwidth = [&](ClusterSpec c) {
-    for (std::string& a : scratch.assumed) rr.assume(std::move(a));
+    if (!fabric_note.empty()) rr.assume(fabric_note);
     if (nvlink && std::fabs(*nvlink - c.intra_node_gbyte_per_s) > 1) {
       c.intra_node_gbyte_per_s = *nvlink;
       rr.assume("intra-node: " + yaml_number(*nvlink) + " GB/s per GPU each way (the text's)");
@@ -385,13 +390,12 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
     return c;
   };
   std::vector<ClusterSpec> same_gpu;
-  for (const CatalogEntry& e : catalog_clusters()) {
-    Loaded<ClusterSpec> c = load_cluster(e.name);
-    if (!c.value || c.value->gpu.name != *gpu) continue;
-    const bool dgx = (contains(named, "dgx a100") && e.name.starts_with("dgx-a100")) ||
-                     (contains(named, "dgx-2") && e.name == "dgx-2h");
-    if (dgx) return *c.value;
-    same_gpu.push_back(*c.value);
+  for (const ClusterSpec& c : catalog_cluster_specs()) {
+    if (c.gpu.name != *gpu) continue;
+    const bool dgx = (contains(named, "dgx a100") && c.name.starts_with("dgx-a100")) ||
+                     (contains(named, "dgx-2") && c.name == "dgx-2h");
+    if (dgx) return c;
+    same_gpu.push_back(c);
   }
   for (const ClusterSpec& c : same_gpu)
     if ((!gpn || c.gpus_per_node == *gpn) && gbit && std::fabs(c.inter_node_gbit_per_s - *gbit) < 1)
@@ -485,14 +489,10 @@ std::string framework_preset_of(const YAML::Node& run, RunReader& rr) {
 // ZeRO's stage from the source's words: a number, "ZeRO-N" / "stage N", FSDP's full sharding (3),
 // SHARD_GRAD_OP (2), optimizer-state sharding (1); DeepSpeed's 3D parallelism without a stage
 // runs ZeRO-1 (its pipeline engine refuses 2 and 3).
-int zero_stage_of(const YAML::Node& n, const std::string& framework, RunReader& rr) {
-  if (auto v = number_of(n)) {
-    if (*v < 0 || *v > 3 || std::floor(*v) != *v) {
-      rr.error(n, "parallelism.zero_stage", "expected 0, 1, 2 or 3, found " + n.Scalar());
-      return 0;
-    }
-    return int(*v);
-  }
+int zero_stage_of(const YAML::Node& par, const std::string& framework, RunReader& rr) {
+  const YAML::Node n = at(par, "zero_stage");
+  if (written_as_number(n))
+    return int(rr.read_number(par, "zero_stage", "parallelism.zero_stage", {0, false, 3}, true).value_or(0));
   const std::string t = lower(text_of(n));
   if (t.empty() || t == "none" || t == "null") return 0;
   for (size_t p = t.find_first_of("0123"); p != std::string::npos; p = t.find_first_of("0123", p + 1)) {
@@ -577,7 +577,7 @@ std::optional<Degrees> published_layout(const YAML::Node& run, int gpus, int seq
   if (auto v = rr.count(par, "virtual_stages", "parallelism.virtual_stages", 1e4)) ly.vp = int(*v);
   ly.schedule = ly.vp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
   ly.sp = text_of(at(par, "sequence_parallel")) == "true";
-  ly.zero = zero_stage_of(at(par, "zero_stage"), framework, rr);
+  ly.zero = zero_stage_of(par, framework, rr);
   ly.recompute = recompute_of(run, rr);
   if (auto v = rr.count(batch, "global_batch_size", "batch.global_batch_size", 1e12)) {
     d.gbs = *v;

@@ -18,8 +18,6 @@
 
 namespace capplan::detail {
 
-namespace {
-
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return char(std::tolower(c)); });
@@ -31,6 +29,8 @@ bool looks_non_finite(const std::string& s) {
   return l == "nan" || l == ".nan" || l == "inf" || l == ".inf" || l == "-inf" || l == "-.inf" ||
          l == "+inf" || l == "+.inf" || l == "infinity" || l == "-infinity";
 }
+
+namespace {
 
 std::string kind_of(const YAML::Node& n) {
   switch (n.Type()) {

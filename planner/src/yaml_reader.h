@@ -120,5 +120,9 @@ std::string comment_text(const std::string& s);
 bool has_control_char(const std::string& s, size_t* where = nullptr);
 // Shortest round-trip form of a double ("300000000000", "0.5", "1e-06").
 std::string yaml_number(double v);
+// `s` in lower case (ASCII).
+std::string lower(std::string s);
+// Whether `s` spells a non-finite number as YAML or C would ("nan", ".inf", "-Infinity", ...).
+bool looks_non_finite(const std::string& s);
 
 }  // namespace capplan::detail

@@ -193,7 +193,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"validate-unknown-zero3-collectives.yaml", 7, "module, tensor"},
                       BadCase{"validate-dp-overlap-not-boolean.yaml", 7, "expected true or false, found 'torch'"},
                       BadCase{"validate-published-zero-degree.yaml", 6,
-                              "runs[0].parallelism.tp: expected a whole number from 1 to 1000000, found 0"}),
+                              "runs[0].parallelism.tp: must be > 0, found 0"}),
     [](const ::testing::TestParamInfo<BadCase>& info) {
       std::string name;
       for (const char* p = info.param.file; *p && *p != '.'; ++p)

@@ -506,7 +506,7 @@ TEST(Cli, ProfileModelsClustersValidate) {
   EXPECT_TRUE(has(r.out, "\"assumptions\": \"framework megatron-lm-2021, cluster dgx-a100-80gb; recompute full; mbs "))
       << r.out;
   EXPECT_TRUE(refused(run_cli("validate tests/data/bad/validate-published-zero-degree.yaml"),
-                      "validate-published-zero-degree.yaml:6:9: error: runs[0].parallelism.tp: expected a whole number"));
+                      "validate-published-zero-degree.yaml:6:9: error: runs[0].parallelism.tp: must be > 0, found 0"));
 }
 
 TEST(Cli, FrameworksListWhatEachPresetCanRun) {
