@@ -257,23 +257,61 @@ std::optional<ModelSpec> published_model(const YAML::Node& run, RunReader& rr) {
 
 // ---- the cluster ----
 
-// The catalog GPU the source names: the product (V100, A100, H100, H200, B200) and its memory.
-std::optional<std::string> catalog_gpu_of(const YAML::Node& hw) {
-  const std::string g = lower(text_of(at(hw, "gpu")) + " " + text_of(at(hw, "system")));
+// The catalog GPU the source names: the product (V100, A100, H100, H200, B200) and its memory, and
+// what stands in for a part the catalog lacks (`note`); `why_not` where nothing can: a PCIe or
+// NVL card has its own clocks, power and memory bandwidth (the H100 PCIe's dense 16-bit peak is
+// 756 TFLOP/s against the SXM part's 989: NVIDIA H100 datasheet), so the SXM part does not stand
+// in for it.
+struct GpuRead {
+  std::optional<std::string> gpu;
+  std::string note, why_not;
+};
+GpuRead catalog_gpu_of(const YAML::Node& hw) {
+  const std::string words = text_of(at(hw, "gpu"));
+  const std::string g = lower(words + " " + text_of(at(hw, "system")));
   const std::optional<double> mem = number_of(at(hw, "gpu_mem_gb"));
   const auto mem_is = [&](double gb, const char* tag) {
     return (mem && std::fabs(*mem - gb) < 1) || (!mem && contains(g, tag));
   };
-  if (contains(g, "b200")) return "B200";
-  if (contains(g, "h200")) return "H200-SXM-141GB";
-  // H800 and A800: the H100's and A100's compute and memory with less NVLink (NVIDIA's export parts).
-  if (contains(g, "h100") || contains(g, "h800")) return "H100-SXM5-80GB";
-  if (contains(g, "a100") || contains(g, "a800")) return mem_is(40, "40gb") ? "A100-SXM4-40GB" : "A100-SXM4-80GB";
-  if (contains(g, "v100")) {
-    if (contains(g, "sxm3") || contains(g, "dgx-2")) return "V100-SXM3-32GB";
-    return mem_is(16, "16gb") ? "V100-SXM2-16GB" : "V100-SXM2-32GB";
+  GpuRead r;
+  const std::string lw = lower(words);
+  const size_t nvl = lw.find("nvl");
+  const bool nvl_card = nvl != std::string::npos && (nvl + 3 == lw.size() || !std::isalpha(static_cast<unsigned char>(lw[nvl + 3])));
+  if (contains(lw, "pcie") || nvl_card) {
+    r.why_not = "hardware.gpu: '" + words + "' is a PCIe card the catalog lacks (its SXM part's peak and memory bandwidth are higher)";
+    return r;
   }
-  return std::nullopt;
+  if (contains(g, "b200")) {
+    r.gpu = "B200";
+  } else if (contains(g, "gh200")) {
+    // The Grace Hopper superchip's GPU is the H100's Hopper die with 96 GB of HBM3 or, in its
+    // second version, 144 GB of HBM3e, as the H200 (NVIDIA GH200 datasheet).
+    const bool hbm3e = mem ? *mem > 120 : contains(g, "144");
+    r.gpu = hbm3e ? "H200-SXM-141GB" : "H100-SXM5-80GB";
+    r.note = "GPU " + *r.gpu + " for the " + words + " (its Hopper GPU" + (hbm3e ? " with HBM3e" : "") + ")";
+  } else if (contains(g, "h200")) {
+    r.gpu = "H200-SXM-141GB";
+  } else if (contains(g, "h100") || contains(g, "h800")) {
+    // H800 and A800: the H100's and A100's compute and memory with less NVLink (NVIDIA's export parts).
+    r.gpu = "H100-SXM5-80GB";
+  } else if (contains(g, "a100") || contains(g, "a800")) {
+    r.gpu = mem_is(40, "40gb") ? "A100-SXM4-40GB" : "A100-SXM4-80GB";
+  } else if (contains(g, "v100")) {
+    if (contains(g, "sxm3") || contains(g, "dgx-2")) r.gpu = "V100-SXM3-32GB";
+    else r.gpu = mem_is(16, "16gb") ? "V100-SXM2-16GB" : "V100-SXM2-32GB";
+  }
+  if (r.gpu && r.note.empty() && (contains(lw, "h800") || contains(lw, "a800")))
+    r.note = "GPU " + *r.gpu + " for the " + words + " (its NVLink from the text where given)";
+  return r;
+}
+
+// The source's GPU memory where it differs from the catalog part's by more than the rounding of
+// a datasheet's GB (a GH200 of 96 GB read as the H100's 80): the capacity the run had.
+void source_gpu_memory(const YAML::Node& hw, ClusterSpec& c, RunReader& rr) {
+  const std::optional<double> mem = number_of(at(hw, "gpu_mem_gb"));
+  if (!mem || !(*mem > 0) || std::fabs(*mem - c.gpu.memory_gib) <= 2) return;
+  c.gpu.memory_gib = *mem;
+  rr.assume("GPU memory " + yaml_number(*mem) + " GB (the source's; " + c.gpu.name + "'s other figures)");
 }
 
 // A rate in the text: the number before `pos` and its unit after, in Gb/s (GB/s is bytes).
@@ -369,19 +407,19 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
                                   text_of(at(hw, "cluster")) + " " + text_of(at(hw, "system")));
   for (const ClusterSpec& c : catalog_cluster_specs())
     if (c.name.find('.') != std::string::npos && contains(named, lower(c.name).c_str())) return c;
-  const std::optional<std::string> gpu = catalog_gpu_of(hw);
-  if (!gpu) {
-    rr.skip("hardware.gpu: no catalog GPU in '" + text_of(at(hw, "gpu")) + "'");
+  const GpuRead read = catalog_gpu_of(hw);
+  if (!read.gpu) {
+    rr.skip(!read.why_not.empty() ? read.why_not : "hardware.gpu: no catalog GPU in '" + text_of(at(hw, "gpu")) + "'");
     return std::nullopt;
   }
-  const std::string gpu_words = lower(text_of(at(hw, "gpu")));
-  if (contains(gpu_words, "h800") || contains(gpu_words, "a800"))
-    rr.assume(std::string("GPU ") + *gpu + " for the " + text_of(at(hw, "gpu")) + " (its NVLink from the text where given)");
+  const std::optional<std::string>& gpu = read.gpu;
+  if (!read.note.empty()) rr.assume(read.note);
   const std::optional<int64_t> gpn = rr.count(hw, "gpus_per_node", "hardware.gpus_per_node", 1024);
   std::string fabric_note;
   const std::optional<double> gbit = node_gbit_per_s(text_of(at(hw, "inter_node")), gpn, fabric_note);
   const std::optional<double> nvlink = nvlink_gbyte_per_s(text_of(at(hw, "intra_node")));
   const auto with_bandwidth = [&](ClusterSpec c) {
+    source_gpu_memory(hw, c, rr);
     if (!fabric_note.empty()) rr.assume(fabric_note);
     if (nvlink && std::fabs(*nvlink - c.intra_node_gbyte_per_s) > 1) {
       c.intra_node_gbyte_per_s = *nvlink;
@@ -394,7 +432,11 @@ std::optional<ClusterSpec> published_cluster(const YAML::Node& run, RunReader& r
     if (c.gpu.name != *gpu) continue;
     const bool dgx = (contains(named, "dgx a100") && c.name.starts_with("dgx-a100")) ||
                      (contains(named, "dgx-2") && c.name == "dgx-2h");
-    if (dgx) return c;
+    if (dgx) {
+      ClusterSpec named_system = c;
+      source_gpu_memory(hw, named_system, rr);
+      return named_system;
+    }
     same_gpu.push_back(c);
   }
   for (const ClusterSpec& c : same_gpu)
@@ -719,8 +761,20 @@ void stack_knobs(const YAML::Node& run, const std::string& framework, TrainingSp
 
 // Where the stack's preset lacks a knob the run used (FSDP with Megatron's tensor parallelism, as
 // metaseq ran OPT), the first of DeepSpeed's, Megatron-Core's and Megatron-LM's that has it stands
-// in, said so; where none has it the run is left out for the original reason.
-std::string preset_that_runs(const std::string& name, const Layout& ly, TrainingSpec& t, RunReader& rr) {
+// in, said so; where none has it the run is left out for the original reason. Selective
+// recompute in a stack whose preset checkpoints whole layers only (PyTorch's selective
+// checkpointing policies, as torchtitan's, save other tensors than Megatron's) is read as full
+// recompute in that stack: the stack's own kernels and sharding, at a recompute that costs more
+// time, never more memory, than the run's.
+std::string preset_that_runs(const std::string& name, Layout& ly, TrainingSpec& t, RunReader& rr) {
+  if (ly.recompute == Recompute::Selective && !t.framework.selective_recompute) {
+    ly.recompute = Recompute::Full;
+    if (!framework_lacks(t.framework, ly)) {
+      rr.assume("recompute full for the source's selective (" + name + " checkpoints whole layers only)");
+      return name;
+    }
+    ly.recompute = Recompute::Selective;
+  }
   const std::optional<std::string> lacks = framework_lacks(t.framework, ly);
   if (!lacks) return name;
   for (const char* other : {"deepspeed", "megatron-core", "megatron-lm"}) {
@@ -732,6 +786,21 @@ std::string preset_that_runs(const std::string& name, const Layout& ly, Training
     return other;
   }
   return name;
+}
+
+// Interleaving here needs equal chunks (check_layout). A source whose layers do not split into
+// pp x vp of them ran uneven first or last stages (Megatron-Core's
+// --decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers): the most chunks per
+// stage, below the source's, that split them evenly stand in, else 1F1B without chunks, whose
+// bubble is the longer; said so.
+void even_chunks(int layers, Layout& ly, RunReader& rr) {
+  if (ly.vp <= 1 || ly.pp < 1 || layers % (ly.pp * ly.vp) == 0) return;
+  int vp = ly.vp - 1;
+  while (vp > 1 && layers % (ly.pp * vp) != 0) --vp;
+  rr.assume("vp " + std::to_string(vp) + " for the source's " + std::to_string(ly.vp) + " (" + std::to_string(layers) +
+            " layers do not split into pp x vp equal chunks)");
+  ly.vp = vp;
+  ly.schedule = vp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
 }
 
 std::string join(const std::vector<std::string>& parts) {
@@ -813,6 +882,7 @@ std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std
     if (s.gpus == 0) s.gpus = out.layout.gpus();
     const int gpn = std::max(1, s.cluster.gpus_per_node);
     if (s.nodes == 0 || int64_t(s.nodes) * gpn < s.gpus) s.nodes = (s.gpus + gpn - 1) / gpn;
+    even_chunks(s.model.layers, out.layout, rr);
     if (!deg->mbs_given) fastest_mbs(s, out.layout, rr);
     if (auto err = check_layout(s, out.layout)) rr.skip("the layout it gives cannot run here: " + *err);
   }

@@ -202,6 +202,42 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.scenario.cluster.intra_node_gbyte_per_s, 200);
   EXPECT_TRUE(has(r.assumptions, "GPU H100-SXM5-80GB for the H800 SXM5")) << r.assumptions;
   EXPECT_TRUE(has(r.assumptions, "intra-node: 200 GB/s per GPU each way (the text's)")) << r.assumptions;
+  // A GH200's GPU: the H100's with its 96 GB, or the H200 for the 144 GB HBM3e version; the
+  // source's memory where it differs from the catalog part's (never for a datasheet's rounding).
+  r = read_one({{"gpu", "GH200 96GB"}, {"gpu_mem_gb", "96"}, {"gpus_per_node", "4"}});
+  EXPECT_EQ(r.scenario.cluster.gpu.name, "H100-SXM5-80GB");
+  EXPECT_EQ(r.scenario.cluster.gpu.memory_gib, 96);
+  EXPECT_EQ(r.scenario.cluster.gpus_per_node, 4);
+  EXPECT_TRUE(has(r.assumptions, "GPU H100-SXM5-80GB for the GH200 96GB (its Hopper GPU)")) << r.assumptions;
+  EXPECT_TRUE(has(r.assumptions, "GPU memory 96 GB (the source's")) << r.assumptions;
+  r = read_one({{"gpu", "GH200"}, {"gpu_mem_gb", "144"}});
+  EXPECT_EQ(r.scenario.cluster.gpu.name, "H200-SXM-141GB");
+  EXPECT_EQ(r.scenario.cluster.gpu.memory_gib, 144);
+  r = read_one({{"gpu", "H200 SXM"}, {"gpu_mem_gb", "141"}});
+  EXPECT_EQ(r.scenario.cluster.gpu.memory_gib, 140) << "141 GB is the catalog part's 140 GiB";
+  EXPECT_FALSE(has(r.assumptions, "GPU memory")) << r.assumptions;
+  r = read_one({{"gpu", "H100 SXM5 (NVLink 4)"}});
+  EXPECT_EQ(r.scenario.cluster.gpu.name, "H100-SXM5-80GB") << "NVLink is no NVL card";
+  // Chunks that do not split the layers evenly (an uneven first or last stage): the most per
+  // stage below the source's that do, else 1F1B.
+  r = read_one({{"layers", "44"}, {"pp", "2"}, {"dp", "4\n    virtual_stages: 4"}});
+  EXPECT_EQ(r.layout.vp, 2) << r.assumptions;
+  EXPECT_EQ(r.layout.schedule, Schedule::Interleaved);
+  EXPECT_TRUE(has(r.assumptions, "vp 2 for the source's 4 (44 layers do not split into pp x vp equal chunks)"))
+      << r.assumptions;
+  r = read_one({{"layers", "45"}, {"pp", "2"}, {"dp", "4\n    virtual_stages: 3"}});
+  EXPECT_EQ(r.layout.vp, 1) << r.assumptions;
+  EXPECT_EQ(r.layout.schedule, Schedule::OneFOneB);
+  r = read_one({{"layers", "48"}, {"pp", "2"}, {"dp", "4\n    virtual_stages: 4"}});
+  EXPECT_EQ(r.layout.vp, 4) << "an even split is kept";
+  EXPECT_FALSE(has(r.assumptions, "equal chunks")) << r.assumptions;
+  // Selective recompute in a stack that checkpoints whole layers only: full, in that stack.
+  r = read_one({{"framework", "PyTorch FSDP2 (torchtitan)"}, {"tp", "1"}, {"pp", "1"}, {"dp", "64"},
+                {"zero_stage", "FSDP full sharding"}});
+  EXPECT_EQ(r.scenario.training.framework.name, "fsdp") << r.assumptions;
+  EXPECT_EQ(r.layout.recompute, Recompute::Full);
+  EXPECT_TRUE(has(r.assumptions, "recompute full for the source's selective (fsdp checkpoints whole layers only)"))
+      << r.assumptions;
   r = read_one({{"gpu", "A100"}, {"system", "AWS"}, {"gpu_mem_gb", "40"}, {"inter_node", "p4d.24xlarge EFA"}});
   EXPECT_EQ(r.scenario.cluster.gpu.name, "A100-SXM4-40GB");
   // An instance type named decides, whatever the GPU's words (an A100 with no memory given).
@@ -301,6 +337,8 @@ TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
   const std::pair<std::map<std::string, std::string>, const char*> skipped[] = {
       {{{"layers", "null"}}, "left out: model.layers is not given"},
       {{{"gpu", "MI300X"}}, "left out: hardware.gpu: no catalog GPU in 'MI300X'"},
+      {{{"gpu", "H100 PCIe"}}, "left out: hardware.gpu: 'H100 PCIe' is a PCIe card the catalog lacks"},
+      {{{"gpu", "H100 NVL"}}, "left out: hardware.gpu: 'H100 NVL' is a PCIe card the catalog lacks"},
       {{{"tp", "null"}, {"pp", "null"}, {"dp", "null"}}, "left out: parallelism: no tp, pp or dp given"},
       {{{"result", "tflops_per_gpu: 150"}}, "left out: result: no iteration time"},
       {{{"tp", "5"}, {"num_gpus", "40"}}, "left out: the layout it gives cannot run here: tp = 5 must divide heads = 64"}};
