@@ -541,9 +541,16 @@ int zero_stage_of(const YAML::Node& par, const std::string& framework, RunReader
     const std::string before = t.substr(p >= 6 ? p - 6 : 0, p >= 6 ? 6 : p);
     if (contains(before, "zero-") || contains(before, "zero ") || contains(before, "stage")) return t[p] - '0';
   }
+  if (contains(t, "hybrid shard") || contains(t, "hsdp")) {
+    rr.assume("zero 3 over the whole dp group (hybrid sharding's replicas of the shard group are not modelled)");
+    return 3;
+  }
   if (contains(t, "full shard") || contains(t, "fully shard")) return 3;
   if (contains(t, "grad_op") || contains(t, "gradient shard")) return 2;
-  if (contains(t, "optimizer state") || contains(t, "optimizer-state")) return 1;
+  // Megatron's distributed optimizer shards the optimizer state over the dp group: ZeRO-1.
+  if (contains(t, "optimizer state") || contains(t, "optimizer-state") || contains(t, "distributed optimizer") ||
+      contains(t, "distributed-optimizer") || contains(t, "distributed_optimizer"))
+    return 1;
   if (framework == "deepspeed" && contains(t, "zero")) {
     rr.assume("zero 1 (DeepSpeed's pipeline engine runs ZeRO-1 at most; the stage is not given)");
     return 1;
@@ -555,9 +562,15 @@ int zero_stage_of(const YAML::Node& par, const std::string& framework, RunReader
 Recompute recompute_of(const YAML::Node& run, RunReader& rr) {
   const YAML::Node n = at(run, "recompute");
   const std::string t = lower(text_of(n));
-  if (t == "false" || t == "none" || t == "no" || t == "off" || contains(t, "no recompute") || contains(t, "disabled"))
-    return Recompute::None;
-  if (contains(t, "selective")) return Recompute::Selective;
+  // Words that say none: the first word ("none (FlashAttention keeps no scores)") or a phrase
+  // ("no activation checkpointing") before any kind is named.
+  const std::string first = t.substr(0, t.find_first_of(" ,;:()"));
+  for (const char* w : {"false", "none", "no", "off", "disabled", "without"})
+    if (first == w) return Recompute::None;
+  for (const char* w : {"no recompute", "no activation", "no checkpoint", "disabled", "not used"})
+    if (contains(t, w)) return Recompute::None;
+  // Megatron's selective recompute is its core attention's (--recompute-granularity selective).
+  if (contains(t, "selective") || contains(t, "core attention") || contains(t, "core_attn")) return Recompute::Selective;
   if (t == "true" || contains(t, "full") || contains(t, "checkpoint")) {
     if (contains(t, "unknown") || contains(t, "likely") || contains(t, "assumed")) rr.assume("recompute full");
     return Recompute::Full;

@@ -175,9 +175,12 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.scenario.cluster.name, "p5.48xlarge") << r.assumptions;
   EXPECT_EQ(r.scenario.training.precision, Precision::Bf16);
   EXPECT_EQ(r.layout.recompute, Recompute::Selective);
-  for (const char* none : {"none", "\"no\"", "\"off\"", "disabled (FlashAttention keeps no scores)"})
+  for (const char* none : {"none", "\"no\"", "\"off\"", "disabled (FlashAttention keeps no scores)",
+                           "none (FlashAttention)", "no activation checkpointing", "\"activation checkpointing: not used\""})
     EXPECT_EQ(read_one({{"recompute", none}}).layout.recompute, Recompute::None) << none;
   EXPECT_EQ(read_one({{"recompute", "unknown"}}).layout.recompute, Recompute::Full);
+  EXPECT_EQ(read_one({{"recompute", "activation checkpointing (full, uniform)"}}).layout.recompute, Recompute::Full);
+  EXPECT_EQ(read_one({{"recompute", "core attention only"}}).layout.recompute, Recompute::Selective);
   EXPECT_EQ(r.scenario.training.framework.name, "megatron-lm");
   r = read_one({{"inter_node", "EFA, 4x 100 Gb/s = 400 Gb/s per instance"}});
   EXPECT_EQ(r.scenario.cluster.inter_node_gbit_per_s, 400);
@@ -272,7 +275,9 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_TRUE(has(r.assumptions, "is no preset's stack")) << r.assumptions;
   // ZeRO's stage from words; dp from the GPUs where it is not given; the model's family.
   const std::pair<const char*, int> stages[] = {{"\"ZeRO-2\"", 2}, {"FSDP full sharding (ZeRO-3 equivalent)", 3},
-                                                {"optimizer state sharding", 1}, {"null", 0}};
+                                                {"optimizer state sharding", 1}, {"null", 0},
+                                                {"Megatron distributed optimizer", 1},
+                                                {"HSDP (hybrid sharding within a node)", 3}};
   for (const auto& [words, stage] : stages) {
     r = read_one({{"zero_stage", words}, {"framework", "DeepSpeed"}, {"tp", "1"}, {"pp", "1"}, {"dp", "64"},
                   {"recompute", "full"}});
