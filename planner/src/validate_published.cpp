@@ -510,7 +510,7 @@ std::string framework_preset_of(const YAML::Node& run, RunReader& rr) {
     if (contains(fw, w)) return "fsdp";
   if (contains(fw, "smp") || contains(fw, "sagemaker model parallel")) return "smp-v1";
   if (contains(fw, "deepspeed")) return "deepspeed";
-  for (const char* w : {"megatron-core", "mcore", "nemo", "transformer engine"})
+  for (const char* w : {"megatron-core", "megatron core", "megatron_core", "mcore", "nemo", "transformer engine"})
     if (contains(fw, w)) return "megatron-core";
   if (contains(fw, "megatron")) {
     if (contains(fw, "ptd-p")) return "megatron-lm-2021";
@@ -522,6 +522,13 @@ std::string framework_preset_of(const YAML::Node& run, RunReader& rr) {
     if (year >= 2023) return "megatron-core";
     return "megatron-lm";
   }
+  // Plain PyTorch (DDP, Hugging Face's Trainer or Accelerate): PyTorch's own modules and
+  // collectives, which the fsdp preset describes (its zero 0 is DDP).
+  for (const char* w : {"pytorch", "ddp", "accelerate", "hugging face", "huggingface", "transformers"})
+    if (contains(fw, w)) {
+      rr.assume("framework: fsdp's PyTorch modules and collectives for '" + text_of(at(run, "framework")) + "'");
+      return "fsdp";
+    }
   rr.assume("framework: megatron-lm ('" + text_of(at(run, "framework")) + "' is no preset's stack)");
   return "megatron-lm";
 }

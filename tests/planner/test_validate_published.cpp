@@ -249,6 +249,9 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.scenario.cluster.gpu.name, "A100-SXM4-40GB");
   // The stack: its name, and Megatron-LM's era from a version, a year, an NGC container.
   const std::pair<const char*, const char*> stacks[] = {{"NeMo (Megatron-Core, Transformer Engine)", "megatron-core"},
+                                                        {"Megatron Core 0.9", "megatron-core"},
+                                                        {"PyTorch DDP", "fsdp"},
+                                                        {"Hugging Face Accelerate with DeepSpeed ZeRO-3", "deepspeed"},
                                                         {"Megatron-LM v1.1", "megatron-lm-2020"},
                                                         {"Megatron-LM (NGC PyTorch 20.12)", "megatron-lm-2020"},
                                                         {"Megatron-LM (PTD-P)", "megatron-lm-2021"},
