@@ -677,12 +677,13 @@ void offloads_of(const YAML::Node& run, Scenario& s, Layout& ly) {
 // How a reported figure becomes one of Measure's: as it is, per GPU (times the GPUs), in
 // milliseconds, or a percentage of a peak (MFU, HFU): the source's `peak_tflops_used`, else the
 // GPU's dense 16-bit peak.
-enum class Scale { AsIs, PerGpu, Milli, PeakPct };
+enum class Scale { AsIs, PerGpu, Milli, PeakPct, Aggregate };
 
 // The first figure reported (`result`, else `derived` from reported ones), in this order: the
-// iteration time, TFLOP/s per GPU in the convention the source states, hardware TFLOP/s, samples
-// or tokens per second (of the job, then per GPU), MFU and HFU. A TFLOP/s whose convention is not
-// a plain true or false is passed over for the next figure.
+// iteration time, TFLOP/s per GPU in the convention the source states, hardware or model TFLOP/s
+// so named, the job's PFLOP/s or a percentage of the peak in the stated convention, samples or
+// tokens per second (of the job, then per GPU), MFU and HFU. A TFLOP/s whose convention is not a
+// plain true or false is passed over for the next figure.
 bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, ValidationRun& out, RunReader& rr) {
   struct Figure {
     const char* key;
@@ -692,13 +693,21 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
   static const Figure kFigures[] = {{"iteration_time_s", Measure::IterationTime, Scale::AsIs},
                                     {"step_time_s", Measure::IterationTime, Scale::AsIs},
                                     {"iteration_time_ms", Measure::IterationTime, Scale::Milli},
+                                    {"step_time_ms", Measure::IterationTime, Scale::Milli},
                                     {"tflops_per_gpu", Measure::HardwareTflops, Scale::AsIs},
                                     {"hw_tflops_per_gpu", Measure::HardwareTflops, Scale::AsIs},
+                                    {"hardware_tflops_per_gpu", Measure::HardwareTflops, Scale::AsIs},
                                     {"tflops_per_gpu_megatron_eq3", Measure::HardwareTflops, Scale::AsIs},
+                                    {"model_tflops_per_gpu", Measure::ModelTflops, Scale::AsIs},
+                                    {"aggregate_pflops", Measure::HardwareTflops, Scale::Aggregate},
+                                    {"pct_of_peak", Measure::HardwareTflops, Scale::PeakPct},
                                     {"samples_per_s", Measure::SamplesPerS, Scale::AsIs},
+                                    {"samples_per_sec", Measure::SamplesPerS, Scale::AsIs},
                                     {"tokens_per_s", Measure::TokensPerS, Scale::AsIs},
+                                    {"tokens_per_sec", Measure::TokensPerS, Scale::AsIs},
                                     {"samples_per_s_per_gpu", Measure::SamplesPerS, Scale::PerGpu},
                                     {"tokens_per_s_per_gpu", Measure::TokensPerS, Scale::PerGpu},
+                                    {"tokens_per_gpu_per_s", Measure::TokensPerS, Scale::PerGpu},
                                     {"mfu_pct", Measure::ModelTflops, Scale::PeakPct},
                                     {"hfu_pct", Measure::HardwareTflops, Scale::PeakPct}};
   for (const char* section : {"result", "derived"}) {
@@ -711,14 +720,17 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
       if (!v) continue;
       Measure measure = f.measure;
       double value = *v;
-      if (std::string(f.key) == "tflops_per_gpu") {
+      // TFLOP/s in the source's own count: per GPU, the job's PFLOP/s, or a percentage of the
+      // peak; hardware or model FLOPs as its convention says.
+      const std::string key = f.key;
+      if (key == "tflops_per_gpu" || key == "aggregate_pflops" || key == "pct_of_peak") {
         if (conv != "true" && conv != "false") continue;
         measure = conv == "true" ? Measure::HardwareTflops : Measure::ModelTflops;
       }
       if (f.scale == Scale::Milli) value /= 1000;
-      if (f.scale == Scale::PerGpu) {
+      if (f.scale == Scale::PerGpu || f.scale == Scale::Aggregate) {
         if (gpus <= 0) continue;
-        value *= gpus;
+        value = f.scale == Scale::PerGpu ? value * gpus : value * 1000 / gpus;
       }
       if (f.scale == Scale::PeakPct) {
         if (const std::optional<double> used = rr.figure(res, "peak_tflops_used", where + "peak_tflops_used")) {

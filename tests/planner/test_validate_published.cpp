@@ -312,6 +312,21 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.measure, Measure::ModelTflops);
   r = read_one({{"result", "{tflops_per_gpu: 150, tflops_includes_recompute: unknown, tokens_per_s: 9000}"}});
   EXPECT_EQ(r.measure, Measure::TokensPerS);
+  // The job's PFLOP/s and a percentage of the peak, in the stated convention, per GPU.
+  r = read_one({{"result", "{aggregate_pflops: 9.6, tflops_includes_recompute: true, tokens_per_s: 9000}"}});
+  EXPECT_EQ(r.measure, Measure::HardwareTflops);
+  EXPECT_NEAR(r.measured, 9.6 * 1000 / 64, 1e-9);
+  r = read_one({{"result", "{pct_of_peak: 40, peak_tflops_used: 989, tflops_includes_recompute: false}"}});
+  EXPECT_EQ(r.measure, Measure::ModelTflops);
+  EXPECT_NEAR(r.measured, 0.40 * 989, 1e-9);
+  r = read_one({{"result", "{aggregate_pflops: 9.6, tflops_includes_recompute: unknown, tokens_per_s: 9000}"}});
+  EXPECT_EQ(r.measure, Measure::TokensPerS) << "no convention: the next figure";
+  r = read_one({{"result", "{model_tflops_per_gpu: 300}"}});
+  EXPECT_EQ(r.measure, Measure::ModelTflops);
+  r = read_one({{"result", "{tokens_per_gpu_per_s: 1000}"}});
+  EXPECT_DOUBLE_EQ(r.measured, 64000);
+  r = read_one({{"result", "{step_time_ms: 2500}"}});
+  EXPECT_DOUBLE_EQ(r.measured, 2.5);
   r = read_one({{"result", "{iteration_time_ms: 2500}"}});
   EXPECT_EQ(r.measure, Measure::IterationTime);
   EXPECT_DOUBLE_EQ(r.measured, 2.5);
