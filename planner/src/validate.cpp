@@ -312,6 +312,7 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
                   parse_zero3_backward_prefetch, "pre, post, none");
     r.enumeration("zero3_collectives", run.scenario.training.framework.zero3_collectives,
                   parse_zero3_collectives, "module, tensor");
+    r.enumeration("zero3_unit", run.scenario.training.framework.zero3_unit, parse_zero3_unit, "layer, linear");
     r.boolean("offload_params", run.scenario.training.offload_params, false);
     r.boolean("offload_optimizer", run.scenario.training.offload_optimizer, false);
     const bool layout_ok = read_layout(r, prefix, run.layout);

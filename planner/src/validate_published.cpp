@@ -765,7 +765,8 @@ Precision precision_of(const YAML::Node& run, const GpuSpec& gpu, RunReader& rr)
 // What the source says of the stack beyond its name: the optimizer; the attention of a model
 // written as minGPT or Hugging Face modules (scores materialised: eager); FSDP's backward
 // prefetch, off by default before PyTorch 2.0 (pytorch/pytorch pull request 88428 made
-// BACKWARD_PRE the default); DeepSpeed's ZeRO-3 collectives, one per parameter tensor up to 0.5.5
+// BACKWARD_PRE the default) and, up to 1.11, wrapping each large Linear; DeepSpeed's ZeRO-3
+// collectives, one per parameter tensor up to 0.5.5
 // (0.5.6 coalesced them: DeepSpeed pull request 1188).
 void stack_knobs(const YAML::Node& run, const std::string& framework, TrainingSpec& t, RunReader& rr) {
   const std::string opt = lower(text_of(at(run, "optimizer")));
@@ -785,9 +786,17 @@ void stack_knobs(const YAML::Node& run, const std::string& framework, TrainingSp
     t.framework.zero3_collectives = Zero3Collectives::Tensor;
     rr.assume("ZeRO-3 collectives per tensor (DeepSpeed before 0.5.6 of November 2021)");
   }
-  if (framework == "fsdp" && contains(lower(text_of(at(run, "framework"))), "pytorch 1.")) {
+  const std::string fw_words = lower(text_of(at(run, "framework")));
+  if (const size_t v = fw_words.find("pytorch 1."); framework == "fsdp" && v != std::string::npos) {
     t.framework.zero3_backward_prefetch = Zero3BackwardPrefetch::None;
     rr.assume("backward prefetch none (PyTorch 1.x's default)");
+    // Before 1.12 FSDP's one auto-wrap policy was size-based: each large Linear a unit
+    // (transformer_auto_wrap_policy came with 1.12, pytorch/pytorch pull request 76455).
+    const int minor = std::atoi(fw_words.c_str() + v + std::strlen("pytorch 1."));
+    if (minor > 0 && minor <= 11) {
+      t.framework.zero3_unit = Zero3Unit::Linear;
+      rr.assume("zero3_unit linear (PyTorch 1." + std::to_string(minor) + "'s size-based auto-wrap)");
+    }
   }
 }
 
