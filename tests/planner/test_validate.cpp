@@ -191,6 +191,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"validate-tflops-without-convention.yaml", 7, "tflops_includes_recompute"},
                       BadCase{"validate-unknown-backward-prefetch.yaml", 7, "pre, post, none"},
                       BadCase{"validate-unknown-zero3-collectives.yaml", 7, "module, tensor"},
+                      BadCase{"validate-unknown-zero3-unit.yaml", 7, "layer, linear"},
                       BadCase{"validate-dp-overlap-not-boolean.yaml", 7, "expected true or false, found 'torch'"},
                       BadCase{"validate-published-zero-degree.yaml", 6,
                               "runs[0].parallelism.tp: must be > 0, found 0"}),

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "planner/cost_model.h"
@@ -55,6 +56,8 @@ TEST(ValidatePublished, TheSecondFileReadsAsItsCuratedCopy) {
       EXPECT_TRUE(r.run.scenario.training.offload_params);
       EXPECT_TRUE(r.run.layout.offload);
       EXPECT_EQ(r.run.scenario.training.framework.zero3_backward_prefetch, Zero3BackwardPrefetch::None);
+      EXPECT_EQ(r.run.scenario.training.framework.zero3_unit, Zero3Unit::Linear);
+      EXPECT_EQ(c.run.scenario.training.framework.zero3_unit, Zero3Unit::Linear);
       continue;
     }
     std::printf("Expectation: %s as its copy  Actual: %.6g against %.6g\n", c.run.id.c_str(), r.predicted,
@@ -264,6 +267,17 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
                             {"recompute", "full"}})
                 : read_one({{"framework", words}, {"recompute", "full"}});
     EXPECT_EQ(r.scenario.training.framework.name, preset) << words;
+  }
+  // FSDP's units: the preset's transformer block, each large Linear up to PyTorch 1.11 (its one
+  // auto-wrap policy was size-based); no backward prefetch on 1.x.
+  const std::tuple<const char*, Zero3Unit, Zero3BackwardPrefetch> fsdp_eras[] = {
+      {"PyTorch 1.10 FSDP", Zero3Unit::Linear, Zero3BackwardPrefetch::None},
+      {"PyTorch 1.13 FSDP", Zero3Unit::Layer, Zero3BackwardPrefetch::None},
+      {"PyTorch 2.4 FSDP", Zero3Unit::Layer, Zero3BackwardPrefetch::Pre}};
+  for (const auto& [words, unit, prefetch] : fsdp_eras) {
+    r = read_one({{"framework", words}, {"tp", "1"}, {"pp", "1"}, {"dp", "64"}, {"zero_stage", "3"}, {"recompute", "full"}});
+    EXPECT_EQ(r.scenario.training.framework.zero3_unit, unit) << words;
+    EXPECT_EQ(r.scenario.training.framework.zero3_backward_prefetch, prefetch) << words;
   }
   // A layout the stack's preset cannot run: the first preset that can stands in, said so.
   r = read_one({{"framework", "metaseq (FSDP with Megatron tensor parallelism)"}, {"tp", "8"}, {"pp", "1"}, {"dp", "8"},
