@@ -276,9 +276,11 @@ GpuRead catalog_gpu_of(const YAML::Node& hw) {
   GpuRead r;
   const std::string lw = lower(words);
   const size_t nvl = lw.find("nvl");
-  const bool nvl_card = nvl != std::string::npos && (nvl + 3 == lw.size() || !std::isalpha(static_cast<unsigned char>(lw[nvl + 3])));
+  const bool nvl_card =
+      nvl != std::string::npos && (nvl + 3 == lw.size() || !std::isalpha(static_cast<unsigned char>(lw[nvl + 3])));
   if (contains(lw, "pcie") || nvl_card) {
-    r.why_not = "hardware.gpu: '" + words + "' is a PCIe card the catalog lacks (its SXM part's peak and memory bandwidth are higher)";
+    r.why_not = "hardware.gpu: '" + words +
+                "' is a PCIe card the catalog lacks (its SXM part's peak and memory bandwidth are higher)";
     return r;
   }
   if (contains(g, "b200")) {
@@ -577,7 +579,8 @@ Recompute recompute_of(const YAML::Node& run, RunReader& rr) {
   for (const char* w : {"no recompute", "no activation", "no checkpoint", "disabled", "not used"})
     if (contains(t, w)) return Recompute::None;
   // Megatron's selective recompute is its core attention's (--recompute-granularity selective).
-  if (contains(t, "selective") || contains(t, "core attention") || contains(t, "core_attn")) return Recompute::Selective;
+  if (contains(t, "selective") || contains(t, "core attention") || contains(t, "core_attn"))
+    return Recompute::Selective;
   if (t == "true" || contains(t, "full") || contains(t, "checkpoint")) {
     if (contains(t, "unknown") || contains(t, "likely") || contains(t, "assumed")) rr.assume("recompute full");
     return Recompute::Full;
