@@ -244,6 +244,13 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_EQ(r.layout.recompute, Recompute::Full);
   EXPECT_TRUE(has(r.assumptions, "recompute full for the source's selective (fsdp checkpoints whole layers only)"))
       << r.assumptions;
+  // Where the preset lacks another knob too, the layout keeps its selective recompute for the
+  // preset that stands in.
+  r = read_one({{"framework", "metaseq (FSDP with Megatron tensor parallelism)"}, {"tp", "8"}, {"pp", "1"},
+                {"dp", "8"}, {"zero_stage", "FSDP full sharding"}});
+  EXPECT_EQ(r.scenario.training.framework.name, "deepspeed") << r.assumptions;
+  EXPECT_EQ(r.layout.recompute, Recompute::Selective);
+  EXPECT_FALSE(has(r.assumptions, "recompute full for")) << r.assumptions;
   r = read_one({{"gpu", "A100"}, {"system", "AWS"}, {"gpu_mem_gb", "40"}, {"inter_node", "p4d.24xlarge EFA"}});
   EXPECT_EQ(r.scenario.cluster.gpu.name, "A100-SXM4-40GB");
   // An instance type named decides, whatever the GPU's words (an A100 with no memory given).
