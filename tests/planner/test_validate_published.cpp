@@ -245,10 +245,12 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_TRUE(has(r.assumptions, "recompute full for the source's selective (fsdp checkpoints whole layers only)"))
       << r.assumptions;
   // Where the preset lacks another knob too, the layout keeps its selective recompute for the
-  // preset that stands in.
+  // preset that stands in: the first with both (DeepSpeed's has no selective recompute).
   r = read_one({{"framework", "metaseq (FSDP with Megatron tensor parallelism)"}, {"tp", "8"}, {"pp", "1"},
                 {"dp", "8"}, {"zero_stage", "FSDP full sharding"}});
-  EXPECT_EQ(r.scenario.training.framework.name, "deepspeed") << r.assumptions;
+  EXPECT_EQ(r.scenario.training.framework.name, "megatron-core") << r.assumptions;
+  EXPECT_TRUE(has(r.assumptions, "framework fsdp has no tensor parallelism (tp must be 1): megatron-core's taken"))
+      << r.assumptions;
   EXPECT_EQ(r.layout.recompute, Recompute::Selective);
   EXPECT_FALSE(has(r.assumptions, "recompute full for")) << r.assumptions;
   r = read_one({{"gpu", "A100"}, {"system", "AWS"}, {"gpu_mem_gb", "40"}, {"inter_node", "p4d.24xlarge EFA"}});
