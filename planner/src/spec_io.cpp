@@ -9,7 +9,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <sstream>
 
 #include "planner/catalog.h"
@@ -960,22 +962,36 @@ void framework_keys(F& f, Keys& k) {
   k.text("source", f.source, false);
 }
 
-// framework_keys read from a map: every key optional but the name.
+// framework_keys read from a map: every key optional but the name. With `skip`, the keys named
+// there are left to the map's own reader (a validation run's `attention` and `source` mean the
+// run's), and the rest, the name too, are optional: each one present is read over `f`.
 struct FrameworkKeyReader {
   MapReader& r;
-  void text(const char* key, std::string& out, bool required) { r.text(key, out, required); }
+  std::initializer_list<const char*> skip = {};
+  bool skipped(const char* key) const {
+    return std::any_of(skip.begin(), skip.end(), [&](const char* k) { return std::strcmp(k, key) == 0; });
+  }
+  void text(const char* key, std::string& out, bool required) {
+    if (!skipped(key)) r.text(key, out, required && skip.size() == 0);
+  }
   template <class E, class Parse>
   void enumeration(const char* key, E& out, Parse parse, const char* choices) {
-    r.enumeration(key, out, parse, choices);
+    if (!skipped(key)) r.enumeration(key, out, parse, choices);
   }
-  void boolean(const char* key, bool& out) { r.boolean(key, out, false); }
-  void integer(const char* key, int& out, Limits limits) { r.integer(key, out, false, limits); }
-  void number(const char* key, double& out, Limits limits) { r.number(key, out, false, limits); }
+  void boolean(const char* key, bool& out) {
+    if (!skipped(key)) r.boolean(key, out, false);
+  }
+  void integer(const char* key, int& out, Limits limits) {
+    if (!skipped(key)) r.integer(key, out, false, limits);
+  }
+  void number(const char* key, double& out, Limits limits) {
+    if (!skipped(key)) r.number(key, out, false, limits);
+  }
   // A list of names (`key: [a, b]`) into a bit set of `n` members, bit parse(name): at least one,
   // each known, none twice. Left as it is when the key is absent.
   template <class Parse, class Name>
   void name_set(const char* key, unsigned& out, int n, const char* choices, Parse parse, Name) {
-    if (!r.has(key)) return;
+    if (skipped(key) || !r.has(key)) return;
     const YAML::Node list = r.child(key);
     if (!list.IsSequence() || list.size() == 0) {
       r.error_at(list, key, std::string("expected a non-empty list of ") + choices,
@@ -1026,6 +1042,11 @@ struct FrameworkKeyWriter {
 }  // namespace
 
 namespace detail {
+
+void read_framework_overrides(MapReader& r, FrameworkSpec& f) {
+  FrameworkKeyReader keys{r, {"name", "attention", "source"}};
+  framework_keys(f, keys);
+}
 
 std::optional<FrameworkSpec> read_framework_map(const YAML::Node& map, const std::string& file,
                                                 const std::string& prefix, Diagnostics& diags) {

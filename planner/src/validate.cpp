@@ -302,17 +302,12 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
         run.scenario.training.attention = at;
     }
     r.enumeration("optimizer", run.scenario.training.optimizer, parse_optimizer, "adam, sgd");
-    // What the run's implementation does beyond its framework preset (FrameworkSpec).
-    r.boolean("recompute_moe_act", run.scenario.training.framework.recompute_moe_act, false);
-    r.boolean("recompute_mla_up_proj", run.scenario.training.framework.recompute_mla_up_proj, false);
-    r.boolean("fp8_moe", run.scenario.training.framework.fp8_moe, false);
-    r.boolean("ep_overlap", run.scenario.training.framework.ep_overlap, false);
-    r.boolean("dp_overlap", run.scenario.training.framework.dp_overlap, false);
+    // What the run's implementation does beyond its framework preset: any key of a framework
+    // file, over the preset's; `backward_prefetch` is the runs files' name of
+    // zero3_backward_prefetch.
+    detail::read_framework_overrides(r, run.scenario.training.framework);
     r.enumeration("backward_prefetch", run.scenario.training.framework.zero3_backward_prefetch,
                   parse_zero3_backward_prefetch, "pre, post, none");
-    r.enumeration("zero3_collectives", run.scenario.training.framework.zero3_collectives,
-                  parse_zero3_collectives, "module, tensor");
-    r.enumeration("zero3_unit", run.scenario.training.framework.zero3_unit, parse_zero3_unit, "layer, linear");
     r.boolean("offload_params", run.scenario.training.offload_params, false);
     r.boolean("offload_optimizer", run.scenario.training.offload_optimizer, false);
     const bool layout_ok = read_layout(r, prefix, run.layout);

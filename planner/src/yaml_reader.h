@@ -106,6 +106,9 @@ std::optional<ClusterSpec> read_cluster_map(const YAML::Node& map, const std::st
                                             bool keep_invalid = false);
 std::optional<FrameworkSpec> read_framework_map(const YAML::Node& map, const std::string& file,
                                                 const std::string& prefix, Diagnostics& diags);
+// A framework file's keys found in another map (a validation run's), each read over `f`: every
+// key but `name`, `attention` and `source`, which such a map uses with its own meaning.
+void read_framework_overrides(MapReader& r, FrameworkSpec& f);
 
 // Non-throwing file system queries (a 5000-character "path" from user input must not throw).
 bool path_exists(const std::filesystem::path& p);

@@ -232,5 +232,51 @@ TEST(Validate, MissingFileAndUnknownPresetAreDiagnosed) {
   EXPECT_NE(p.diagnostics.to_string().find("p.yaml:3:12"), std::string::npos) << p.diagnostics.to_string();
 }
 
+TEST(Validate, ARunSetsAnyFrameworkKeyOverItsPreset) {
+  // Expectation: every key of a framework file but name, attention and source is read over the
+  // run's preset (keys beyond the few runs files used to list among them), the preset's other
+  // knobs kept; the run's source and attention keep their own meaning; a bad value is named at
+  // its line, as in a framework file.
+  const std::string run = R"(runs:
+  - id: fsdp-tuned
+    source: "a citation, not the framework's"
+    model: gpt3-175b
+    cluster: p4d.24xlarge
+    gbs: 1536
+    framework: fsdp
+    attention: eager
+    zero3_unit: linear
+    zero3_prefetch_layers: 2
+    offload_sync: false
+    schedules: [1f1b]
+    layout: {dp: 128, tp: 1, pp: 1, mbs: 4, zero: 3, recompute: full}
+    measured: {iteration_time_s: 80}
+)";
+  const Loaded<std::vector<ValidationRun>> p = parse_validation_yaml(run, "o.yaml");
+  ASSERT_TRUE(p.ok()) << p.diagnostics.to_string();
+  const ValidationRun& r = p.value->at(0);
+  const FrameworkSpec preset = *load_framework("fsdp").value;
+  const FrameworkSpec& f = r.scenario.training.framework;
+  EXPECT_EQ(f.zero3_unit, Zero3Unit::Linear);
+  EXPECT_NE(preset.zero3_unit, Zero3Unit::Linear);
+  EXPECT_EQ(f.zero3_prefetch_layers, 2);
+  EXPECT_NE(preset.zero3_prefetch_layers, 2);
+  EXPECT_FALSE(f.offload_sync);
+  EXPECT_TRUE(preset.offload_sync);
+  EXPECT_EQ(f.schedules, 1u << int(Schedule::OneFOneB));
+  EXPECT_EQ(f.name, "fsdp");
+  EXPECT_EQ(f.source, preset.source);
+  EXPECT_EQ(f.attention, preset.attention);
+  EXPECT_EQ(f.host_sgd_fp16_gelem_per_s, preset.host_sgd_fp16_gelem_per_s);
+  EXPECT_EQ(r.source, "a citation, not the framework's");
+  EXPECT_EQ(r.scenario.training.attention, Attention::Eager);
+  std::string bad = run;
+  bad.replace(bad.find("zero3_prefetch_layers: 2"), 24, "zero3_prefetch_layers: -1");
+  const Loaded<std::vector<ValidationRun>> b = parse_validation_yaml(bad, "o.yaml");
+  EXPECT_FALSE(b.ok());
+  EXPECT_NE(b.diagnostics.to_string().find("o.yaml:10:28: error: runs[0].zero3_prefetch_layers"), std::string::npos)
+      << b.diagnostics.to_string();
+}
+
 }  // namespace
 }  // namespace capplan
