@@ -508,31 +508,49 @@ int stack_year(const YAML::Node& run) {
 // version, else stack_year).
 std::string framework_preset_of(const YAML::Node& run, RunReader& rr) {
   const std::string fw = lower(text_of(at(run, "framework")));
-  for (const char* w : {"fsdp", "fairscale", "metaseq", "torchtitan", "composer", "llm-foundry"})
+  // PyTorch FSDP under its own name and in the stacks built on it (MosaicML's Composer and LLM
+  // Foundry, torchtitan, torchtune, Lightning's FSDP strategy).
+  for (const char* w : {"fsdp", "fairscale", "metaseq", "torchtitan", "torchtune", "composer", "llm-foundry",
+                        "llm foundry", "mosaicml"})
     if (contains(fw, w)) return "fsdp";
   if (contains(fw, "smp") || contains(fw, "sagemaker model parallel")) return "smp-v1";
   if (contains(fw, "deepspeed")) return "deepspeed";
+  // EleutherAI's GPT-NeoX library: Megatron's layers under DeepSpeed's pipeline engine and ZeRO
+  // (github.com/EleutherAI/gpt-neox README), as Megatron-DeepSpeed.
+  if (contains(fw, "gpt-neox") || contains(fw, "gpt neox") || contains(fw, "gptneox")) {
+    rr.assume("framework: deepspeed for '" + text_of(at(run, "framework")) +
+              "' (DeepSpeed's engine under Megatron's layers)");
+    return "deepspeed";
+  }
   for (const char* w : {"megatron-core", "megatron core", "megatron_core", "mcore", "nemo", "transformer engine"})
     if (contains(fw, w)) return "megatron-core";
-  if (contains(fw, "megatron")) {
-    if (contains(fw, "ptd-p")) return "megatron-lm-2021";
-    if (contains(fw, "v1.")) return "megatron-lm-2020";
-    const int year = stack_year(run);
-    if (year == 0) rr.assume("framework: megatron-lm (no version or year given)");
-    if (year != 0 && year <= 2020) return "megatron-lm-2020";
-    if (year == 2021) return "megatron-lm-2021";
-    if (year >= 2023) return "megatron-core";
-    return "megatron-lm";
+  const bool megatron = contains(fw, "megatron");
+  if (megatron && contains(fw, "ptd-p")) return "megatron-lm-2021";
+  if (megatron && contains(fw, "v1.")) return "megatron-lm-2020";
+  // Plain PyTorch (DDP, Hugging Face's Trainer or Accelerate, Lightning): PyTorch's own modules
+  // and collectives, which the fsdp preset describes (its zero 0 is DDP).
+  if (!megatron)
+    for (const char* w : {"pytorch", "ddp", "accelerate", "hugging face", "huggingface", "transformers", "lightning"})
+      if (contains(fw, w)) {
+        rr.assume("framework: fsdp's PyTorch modules and collectives for '" + text_of(at(run, "framework")) + "'");
+        return "fsdp";
+      }
+  // Megatron-LM by its year; a stack no preset names (JAX's, a lab's own) as Megatron of its
+  // year: the kernels and overlap the presets know for that time (fused softmax up to 2022,
+  // FlashAttention and overlapped data-parallel traffic from 2023).
+  const int year = stack_year(run);
+  const std::string era = year == 0      ? "megatron-lm"
+                          : year <= 2020 ? "megatron-lm-2020"
+                          : year == 2021 ? "megatron-lm-2021"
+                          : year >= 2023 ? "megatron-core"
+                                         : "megatron-lm";
+  if (!megatron) {
+    rr.assume("framework: " + era + " ('" + text_of(at(run, "framework")) + "' is no preset's stack; Megatron of " +
+              (year == 0 ? std::string("2022, no year given") : std::to_string(year)) + " stands in)");
+  } else if (year == 0) {
+    rr.assume("framework: megatron-lm (no version or year given)");
   }
-  // Plain PyTorch (DDP, Hugging Face's Trainer or Accelerate): PyTorch's own modules and
-  // collectives, which the fsdp preset describes (its zero 0 is DDP).
-  for (const char* w : {"pytorch", "ddp", "accelerate", "hugging face", "huggingface", "transformers"})
-    if (contains(fw, w)) {
-      rr.assume("framework: fsdp's PyTorch modules and collectives for '" + text_of(at(run, "framework")) + "'");
-      return "fsdp";
-    }
-  rr.assume("framework: megatron-lm ('" + text_of(at(run, "framework")) + "' is no preset's stack)");
-  return "megatron-lm";
+  return era;
 }
 
 // ---- the layout ----
@@ -765,6 +783,114 @@ Precision precision_of(const YAML::Node& run, const GpuSpec& gpu, RunReader& rr)
   return p;
 }
 
+// Every scalar under `n` (a map's values, a sequence's items, nested), lower case, with every
+// character but letters and digits a space: "FlashAttention-2 (flash_attn 2.5)" reads
+// " flashattention 2  flash attn 2 5 ".
+std::string plain_words(const YAML::Node& n) {
+  std::string out;
+  if (n.IsScalar()) {
+    out = " ";
+    for (char c : n.Scalar())
+      out += std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(static_cast<unsigned char>(c))) : ' ';
+    out += ' ';
+  } else if (n.IsMap()) {
+    for (const auto& kv : n) out += plain_words(kv.second);
+  } else if (n.IsSequence()) {
+    for (const auto& item : n) out += plain_words(item);
+  }
+  return out;
+}
+
+// What the source writes about its stack: the framework, the attention, its notes and the
+// model's.
+std::string stack_words(const YAML::Node& run) {
+  std::string w;
+  for (const char* key : {"framework", "attention", "kernels", "optimizations", "software", "notes"})
+    w += plain_words(at(run, key));
+  const YAML::Node m = at(run, "model");
+  for (const char* key : {"attention", "notes"}) w += plain_words(at(m, key));
+  return w;
+}
+
+// Whether the words at `pos` are denied by the one or two words just before them ("no
+// FlashAttention", "without flash-attn", "not using xformers", "w/o FlashAttention").
+bool denied_at(const std::string& words, size_t pos) {
+  std::vector<std::string> before;
+  std::string w;
+  for (size_t i = pos >= 32 ? pos - 32 : 0; i < pos; ++i) {
+    if (words[i] != ' ') {
+      w += words[i];
+    } else if (!w.empty()) {
+      before.push_back(w), w.clear();
+    }
+  }
+  if (!w.empty()) before.push_back(w);
+  auto is_no = [](const std::string& x) { return x == "no" || x == "not" || x == "without" || x == "non"; };
+  const size_t n = before.size();
+  if (n >= 1 && is_no(before[n - 1])) return true;
+  if (n >= 2 && before[n - 2] == "w" && before[n - 1] == "o") return true;
+  return n >= 2 && is_no(before[n - 2]) &&
+         (before[n - 1] == "using" || before[n - 1] == "use" || before[n - 1] == "the" || before[n - 1] == "any");
+}
+
+// The first place one of `names` is written and not denied; npos where none is.
+size_t named_at(const std::string& words, std::initializer_list<const char*> names) {
+  size_t first = std::string::npos;
+  for (const char* name : names)
+    for (size_t p = words.find(name); p != std::string::npos; p = words.find(name, p + 1))
+      if (!denied_at(words, p)) {
+        first = std::min(first, p);
+        break;
+      }
+  return first;
+}
+
+// An attention kernel the source names that keeps no s x s scores and recomputes them in the
+// backward: the kernel it runs as, and what was taken.
+struct KernelRead {
+  FlashKernel kernel = FlashKernel::Fa2;
+  std::string said;
+};
+
+// FlashAttention by its version (3 is written for Hopper; a GPU without its figure runs it at
+// FlashAttention-2's, GpuSpec::flash_kernel_run), cuDNN's fused flash attention, and the kernels
+// that run as FlashAttention-2 does: PyTorch's scaled_dot_product_attention (its flash backend is
+// FlashAttention-2's kernel for 16-bit inputs on Ampere and later, PyTorch 2.0 release notes and
+// torch/nn/functional.py) and xformers' memory-efficient attention (the same tiling without the s x
+// s scores, Rabe and Staats 2021; no separate figure here). FlashAttention without a version from
+// a source of 2022 or before is the first one (FlashAttention-2 came in July 2023, Dao 2023), and
+// is priced at FlashAttention-2's rate (no figure for the first here), said so.
+std::optional<KernelRead> attention_kernel_named(const std::string& words, int year) {
+  if (named_at(words, {" cudnn fused attention", " cudnn attention", " cudnn sdpa", " cudnn flash"}) !=
+      std::string::npos)
+    return KernelRead{FlashKernel::Cudnn, "attention flash (cuDNN's fused attention, the source's)"};
+  const size_t flash = named_at(words, {" flashattention", " flash attention", " flash attn", " flashattn", " fa2 ",
+                                        " fa3 ", " flash sdp"});
+  if (flash != std::string::npos) {
+    const std::string after = words.substr(flash, 40);
+    auto version = [&](const char* v2, const char* v3) {
+      return contains(after, v3) ? 3 : contains(after, v2) ? 2 : 0;
+    };
+    const int v = std::max({version("attention 2 ", "attention 3 "), version("attention v2 ", "attention v3 "),
+                            version("attn 2 ", "attn 3 "), version(" fa2 ", " fa3 "),
+                            version("flashattention2 ", "flashattention3 ")});
+    if (v == 3) return KernelRead{FlashKernel::Fa3, "attention flash (FlashAttention-3, the source's)"};
+    if (v == 2) return KernelRead{FlashKernel::Fa2, "attention flash (FlashAttention-2, the source's)"};
+    if (year > 0 && year <= 2022)
+      return KernelRead{FlashKernel::Fa2,
+                        "attention flash at FlashAttention-2's rate (the source's FlashAttention of " +
+                            std::to_string(year) + " is the first, which has no figure here)"};
+    return KernelRead{FlashKernel::Fa2, "attention flash (FlashAttention, taken as FlashAttention-2)"};
+  }
+  if (named_at(words, {" sdpa ", " scaled dot product attention"}) != std::string::npos)
+    return KernelRead{FlashKernel::Fa2,
+                      "attention flash (PyTorch's scaled_dot_product_attention: FlashAttention-2's kernel)"};
+  if (named_at(words, {" xformers", " memory efficient attention"}) != std::string::npos)
+    return KernelRead{FlashKernel::Fa2,
+                      "attention flash (xformers' memory-efficient attention, at FlashAttention-2's rate)"};
+  return std::nullopt;
+}
+
 // What the source says of the stack beyond its name: the optimizer; the attention of a model
 // written as minGPT or Hugging Face modules (scores materialised: eager); FSDP's backward
 // prefetch, off by default before PyTorch 2.0 (pytorch/pytorch pull request 88428 made
@@ -775,10 +901,14 @@ void stack_knobs(const YAML::Node& run, const std::string& framework, TrainingSp
   const std::string opt = lower(text_of(at(run, "optimizer")));
   if (contains(opt, "sgd")) t.optimizer = Optimizer::Sgd;
   const std::string named_attention = lower(text_of(at(run, "attention")));
+  const YAML::Node m = at(run, "model");
   if (auto a = parse_attention(named_attention)) {
     t.attention = *a;
+  } else if (const std::optional<KernelRead> k = attention_kernel_named(stack_words(run), stack_year(run))) {
+    t.attention = Attention::Flash;
+    t.framework.flash_kernel = k->kernel;
+    rr.assume(k->said);
   } else {
-    const YAML::Node m = at(run, "model");
     std::string words = lower(text_of(at(run, "framework")) + " " + (m.IsMap() ? text_of(at(m, "name")) + " " + text_of(at(m, "notes")) : ""));
     if (contains(words, "mingpt") || contains(words, "hugging face") || contains(words, "huggingface")) {
       t.attention = Attention::Eager;

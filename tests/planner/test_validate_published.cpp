@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -362,6 +363,73 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   EXPECT_TRUE(has(r.assumptions, "mfu_pct of the GPU's dense 16-bit peak")) << r.assumptions;
   r = read_one({{"result", "{mfu_pct: 40, peak_tflops_used: 1979}"}});  // the source's own peak (fp8)
   EXPECT_NEAR(r.measured, 0.40 * 1979, 1e-9);
+}
+
+// The attention kernel from what the source writes of its stack (its framework, its notes): a
+// FlashAttention by version, cuDNN's fused attention, the kernels that run as FlashAttention-2
+// (PyTorch's SDPA, xformers); a denied name is no kernel; a named kernel outranks the eager
+// attention of Hugging Face modules.
+TEST(ValidatePublished, AttentionKernelsFromTheSourcesWords) {
+  struct Case {
+    const char* framework;
+    const char* notes;
+    std::optional<Attention> attention;
+    FlashKernel kernel;
+    const char* said;
+  };
+  const Case cases[] = {
+      {"DeepSpeed", "[FlashAttention-2]", Attention::Flash, FlashKernel::Fa2, "attention flash (FlashAttention-2"},
+      {"Megatron-LM", "flash-attn 2.5.8", Attention::Flash, FlashKernel::Fa2, "(FlashAttention-2, the source's)"},
+      {"Megatron-LM", "[FlashAttention-3 on Hopper]", Attention::Flash, FlashKernel::Fa3, "(FlashAttention-3"},
+      {"Megatron-LM", "FA3 kernels", Attention::Flash, FlashKernel::Fa3, "(FlashAttention-3"},
+      {"Megatron-LM", "[CUDA 12.1, cuDNN 8.9, FlashAttention-2]", Attention::Flash, FlashKernel::Fa2,
+       "(FlashAttention-2"},
+      {"JAX", "cuDNN fused attention", Attention::Flash, FlashKernel::Cudnn, "(cuDNN's fused attention"},
+      {"Megatron-LM", "without FlashAttention", std::nullopt, FlashKernel::Fa2, ""},
+      {"Megatron-LM", "no flash attention; fused softmax", std::nullopt, FlashKernel::Fa2, ""},
+      {"Megatron-LM", "w/o FlashAttention", std::nullopt, FlashKernel::Fa2, ""},
+      {"Hugging Face Trainer", "attn_implementation flash_attention_2", Attention::Flash, FlashKernel::Fa2,
+       "(FlashAttention-2"},
+      {"Hugging Face Trainer", "none", Attention::Eager, FlashKernel::Fa2, "attention eager"},
+      {"PyTorch DDP", "xformers memory-efficient attention", Attention::Flash, FlashKernel::Fa2, "(xformers'"},
+      {"PyTorch 2.1 DDP", "torch SDPA", Attention::Flash, FlashKernel::Fa2, "scaled_dot_product_attention"}};
+  for (const Case& c : cases) {
+    const std::string fw = std::string(c.framework) + "\n  notes: " + c.notes;
+    const std::string stack = c.framework;
+    const bool sharded = stack.find("Megatron") == std::string::npos && stack != "JAX";
+    const ValidationRun r =
+        sharded ? read_one({{"framework", fw}, {"tp", "1"}, {"pp", "1"}, {"dp", "64"}, {"zero_stage", "3"},
+                            {"recompute", "full"}, {"citation", "Someone et al. 2024"}})
+                : read_one({{"framework", fw}, {"citation", "Someone et al. 2024"}});
+    EXPECT_EQ(r.scenario.training.attention, c.attention) << c.notes << ": " << r.assumptions;
+    if (c.attention == Attention::Flash) {
+      EXPECT_EQ(r.scenario.training.framework.flash_kernel, c.kernel) << c.notes;
+    }
+    EXPECT_TRUE(has(r.assumptions, c.said)) << c.notes << ": " << r.assumptions;
+  }
+  // FlashAttention without a version in a source of 2022 is the first one, priced at the second's rate.
+  ValidationRun r =
+      read_one({{"framework", "Megatron-LM\n  notes: FlashAttention"}, {"citation", "Someone et al. 2022"}});
+  EXPECT_EQ(r.scenario.training.attention, Attention::Flash);
+  EXPECT_TRUE(has(r.assumptions,
+                  "attention flash at FlashAttention-2's rate (the source's FlashAttention of 2022 is the first"))
+      << r.assumptions;
+  // The stacks built on DeepSpeed or on PyTorch FSDP, and a stack no preset names as Megatron of
+  // its year.
+  const std::pair<const char*, const char*> stacks[] = {{"GPT-NeoX", "deepspeed"},
+                                                        {"MosaicML LLM Foundry", "fsdp"},
+                                                        {"torchtune", "fsdp"},
+                                                        {"Lightning Fabric 2.2", "fsdp"}};
+  for (const auto& [words, preset] : stacks) {
+    r = read_one({{"framework", words}, {"tp", "1"}, {"pp", "1"}, {"dp", "64"}, {"zero_stage", "3"},
+                  {"recompute", "full"}});
+    EXPECT_EQ(r.scenario.training.framework.name, preset) << words << ": " << r.assumptions;
+  }
+  r = read_one({{"framework", "MaxText (JAX)"}, {"citation", "Someone et al. 2024"}});
+  EXPECT_EQ(r.scenario.training.framework.name, "megatron-core");
+  EXPECT_TRUE(has(r.assumptions,
+                  "framework: megatron-core ('MaxText (JAX)' is no preset's stack; Megatron of 2024 stands in)"))
+      << r.assumptions;
 }
 
 TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
