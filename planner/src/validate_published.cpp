@@ -276,14 +276,22 @@ GpuRead catalog_gpu_of(const YAML::Node& hw) {
   GpuRead r;
   const std::string lw = lower(words);
   const size_t nvl = lw.find("nvl");
+  // "H100 NVL" and "H200 NVL" are cards; "GB200 NVL72" and "NVL4" name a rack's or a board's
+  // NVLink domain.
   const bool nvl_card =
-      nvl != std::string::npos && (nvl + 3 == lw.size() || !std::isalpha(static_cast<unsigned char>(lw[nvl + 3])));
+      nvl != std::string::npos && (nvl + 3 == lw.size() || !std::isalnum(static_cast<unsigned char>(lw[nvl + 3])));
   if (contains(lw, "pcie") || nvl_card) {
     r.why_not = "hardware.gpu: '" + words +
                 "' is a PCIe card the catalog lacks (its SXM part's peak and memory bandwidth are higher)";
     return r;
   }
-  if (contains(g, "b200")) {
+  if (contains(g, "gb200")) {
+    // The Grace Blackwell superchip's GPUs are B200s, specified a little faster than the HGX
+    // B200's (dense 16-bit 2.5 PFLOP/s: NVIDIA GB200 NVL72 datasheet, 360 PFLOP/s sparse for 72
+    // GPUs; HGX B200 2.25): the catalog part's figures, its memory from the source.
+    r.gpu = "B200";
+    r.note = "GPU B200 for the " + words + " (its Blackwell GPU at the HGX B200's figures)";
+  } else if (contains(g, "b200")) {
     r.gpu = "B200";
   } else if (contains(g, "gh200")) {
     // The Grace Hopper superchip's GPU is the H100's Hopper die with 96 GB of HBM3 or, in its
@@ -659,7 +667,10 @@ std::optional<Degrees> published_layout(const YAML::Node& run, int gpus, int seq
   }
   if (auto v = rr.count(par, "virtual_stages", "parallelism.virtual_stages", 1e4)) ly.vp = int(*v);
   ly.schedule = ly.vp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;
-  ly.sp = text_of(at(par, "sequence_parallel")) == "true";
+  const std::string sp = lower(text_of(at(par, "sequence_parallel")));
+  // A boolean as YAML writes it, or words that begin with one ("yes (Megatron's --sequence-parallel)").
+  ly.sp = sp == "on" || sp == "1";
+  for (const char* yes : {"true", "yes", "enabled"}) ly.sp = ly.sp || sp.rfind(yes, 0) == 0;
   ly.zero = zero_stage_of(par, framework, rr);
   ly.recompute = recompute_of(run, rr);
   if (auto v = rr.count(batch, "global_batch_size", "batch.global_batch_size", 1e12)) {

@@ -432,6 +432,27 @@ TEST(ValidatePublished, AttentionKernelsFromTheSourcesWords) {
       << r.assumptions;
 }
 
+// A rack's NVLink domain is no PCIe card: a GB200 NVL72's GPUs are B200s with the source's memory;
+// sequence parallelism from the words YAML and the sources write for yes.
+TEST(ValidatePublished, GraceBlackwellGpusAndSequenceParallelWords) {
+  ValidationRun r = read_one({{"gpu", "GB200 NVL72"}, {"gpu_mem_gb", "186"}, {"gpus_per_node", "4"}});
+  EXPECT_EQ(r.scenario.cluster.gpu.name, "B200") << r.assumptions;
+  EXPECT_EQ(r.scenario.cluster.gpu.memory_gib, 186);
+  EXPECT_TRUE(has(r.assumptions, "GPU B200 for the GB200 NVL72 (its Blackwell GPU at the HGX B200's figures)"))
+      << r.assumptions;
+  const Loaded<std::vector<ValidationRun>> card =
+      parse_validation_yaml(published_run({{"gpu", "H200 NVL"}}), "probe.yaml");
+  EXPECT_TRUE(has(card.diagnostics.to_string(), "'H200 NVL' is a PCIe card")) << card.diagnostics.to_string();
+  for (const char* yes : {"true", "True", "\"yes\"", "\"enabled (Megatron's --sequence-parallel)\"", "\"on\""}) {
+    r = read_one({{"dp", std::string("4\n    sequence_parallel: ") + yes}});
+    EXPECT_TRUE(r.layout.sp) << yes;
+  }
+  for (const char* no : {"false", "\"no\"", "\"not enabled\"", "null"}) {
+    r = read_one({{"dp", std::string("4\n    sequence_parallel: ") + no}});
+    EXPECT_FALSE(r.layout.sp) << no;
+  }
+}
+
 TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
   const std::pair<std::map<std::string, std::string>, const char*> cases[] = {
       {{{"tp", "0"}}, "probe.yaml:20:9: error: runs[0].parallelism.tp: must be > 0, found 0"},
