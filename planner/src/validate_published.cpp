@@ -758,7 +758,14 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
       if (key == "tflops_per_gpu" || key == "aggregate_pflops" || key == "pct_of_peak") {
         if (conv != "true" && conv != "false") continue;
         measure = conv == "true" ? Measure::HardwareTflops : Measure::ModelTflops;
+        // "Includes the extra forward pass of activation recomputation" (the files' convention,
+        // Megatron's Eq. 3) unless the source's own words say the FLOPs executed (HFU, a
+        // selective recompute's share).
+        const std::string how = lower(text_of(at(res, "tflops_convention")));
+        out.tflops_count_full_recompute = conv == "true" && !contains(how, "hfu") && !contains(how, "selective") &&
+                                          !contains(how, "executed");
       }
+      if (key == "tflops_per_gpu_megatron_eq3") out.tflops_count_full_recompute = true;
       if (f.scale == Scale::Milli) value /= 1000;
       if (f.scale == Scale::PerGpu || f.scale == Scale::Aggregate) {
         if (gpus <= 0) continue;
@@ -1070,6 +1077,10 @@ std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std
     even_chunks(s.model.layers, out.layout, rr);
     if (!deg->mbs_given) fastest_mbs(s, out.layout, rr);
     if (auto err = check_layout(s, out.layout)) rr.skip("the layout it gives cannot run here: " + *err);
+    if (out.measure == Measure::HardwareTflops && out.tflops_count_full_recompute &&
+        out.layout.recompute != Recompute::Full)
+      rr.assume("TFLOP/s counted with a whole forward recomputed (Megatron's Eq. 3, the convention's), the "
+                "run's own recompute " + std::string(to_string(out.layout.recompute)));
   }
   if (!rr.skip_reason.empty()) {
     diags.warning(file, rr.line, 1, prefix.substr(0, prefix.size() - 1),

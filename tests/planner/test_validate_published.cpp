@@ -453,6 +453,35 @@ TEST(ValidatePublished, GraceBlackwellGpusAndSequenceParallelWords) {
   }
 }
 
+// TFLOP/s counting a whole forward recomputed (the convention's Megatron Eq. 3) from a run that
+// recomputes less are predicted in the same count; where the source says HFU, the FLOPs executed.
+TEST(ValidatePublished, TflopsCountTheRecomputeAsTheSourceCountsIt) {
+  const char* eq3_result = "{tflops_per_gpu: 400, tflops_includes_recompute: true}";
+  const ValidationRun eq3 = read_one({{"recompute", "none"}, {"result", eq3_result}});
+  ASSERT_EQ(eq3.measure, Measure::HardwareTflops);
+  EXPECT_TRUE(eq3.tflops_count_full_recompute);
+  EXPECT_TRUE(has(eq3.assumptions, "TFLOP/s counted with a whole forward recomputed (Megatron's Eq. 3, the "
+                                   "convention's), the run's own recompute none"))
+      << eq3.assumptions;
+  const ValidationRun hfu = read_one(
+      {{"recompute", "none"},
+       {"result", "{tflops_per_gpu: 400, tflops_includes_recompute: true, tflops_convention: HFU (executed)}"}});
+  EXPECT_FALSE(hfu.tflops_count_full_recompute);
+  const ValidationRun full = read_one({{"recompute", "full"}, {"result", eq3_result}});
+  EXPECT_FALSE(has(full.assumptions, "whole forward recomputed")) << full.assumptions;
+  const ValidationReport rep = validate_runs({eq3, hfu, full}, "probe.yaml");
+  ASSERT_EQ(rep.results.size(), 3u);
+  const Estimate& none = rep.results[0].estimate;
+  const Estimate& f = rep.results[2].estimate;
+  // Without recompute the FLOPs executed are the model's; Eq. 3 adds a forward pass of the layers:
+  // 96 (1 + s/6h + V/16lh) over 72 (1 + s/6h + V/12lh), 1.328 for this model.
+  EXPECT_DOUBLE_EQ(rep.results[1].predicted, none.model_tflops_per_gpu);
+  EXPECT_NEAR(rep.results[0].predicted / none.model_tflops_per_gpu, 1.328, 0.01);
+  EXPECT_NEAR(rep.results[0].predicted / none.model_tflops_per_gpu, f.hardware_tflops_per_gpu / f.model_tflops_per_gpu,
+              1e-9);
+  EXPECT_DOUBLE_EQ(rep.results[2].predicted, f.hardware_tflops_per_gpu) << "full recompute: the counts agree";
+}
+
 TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
   const std::pair<std::map<std::string, std::string>, const char*> cases[] = {
       {{{"tp", "0"}}, "probe.yaml:20:9: error: runs[0].parallelism.tp: must be > 0, found 0"},

@@ -37,6 +37,11 @@ struct ValidationRun {
   double measured = 0;
   int line = 0;             // where the run starts in the file
   bool published = false;   // read from the published-runs format: `assumptions` says what was taken
+  // HardwareTflops counted as Megatron's Eq. 3 counts them (Narayanan et al. 2021, Appendix: 96
+  // = four passes of 24), a whole forward pass recomputed whatever the run recomputed; false: the
+  // FLOPs the run executed (hardware FLOPs utilisation, PaLM's HFU: a selective recompute's
+  // attention core, nothing without recompute). The two agree where the run recomputes fully.
+  bool tflops_count_full_recompute = false;
 };
 
 struct ValidationResult {
