@@ -1058,6 +1058,11 @@ std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std
   const YAML::Node hw = at(run, "hardware").IsMap() ? at(run, "hardware") : YAML::Node(YAML::NodeType::Map);
   s.gpus = int(rr.count(hw, "num_gpus", "hardware.num_gpus", 1e7).value_or(0));
   s.nodes = int(rr.count(hw, "num_nodes", "hardware.num_nodes", 1e6).value_or(0));
+  if (s.gpus == 0 && s.nodes > 0 && cluster && cluster->gpus_per_node > 0) {
+    s.gpus = s.nodes * cluster->gpus_per_node;
+    rr.assume("num_gpus " + std::to_string(s.gpus) + " (num_nodes x " + std::to_string(cluster->gpus_per_node) +
+              " GPUs a node)");
+  }
   std::optional<Degrees> deg = published_layout(run, s.gpus, model ? model->seq_len : 0, fw_name, rr);
   const int gpus = s.gpus > 0 ? s.gpus : deg ? deg->layout.gpus() : 0;
   published_measure(run, gpus, cluster ? cluster->gpu.peak_tflops_16bit() : 0, out, rr);

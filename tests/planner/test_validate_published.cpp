@@ -313,6 +313,13 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
   r = read_one({{"dp", "null"}});
   EXPECT_EQ(r.layout.dp, 4);
   EXPECT_TRUE(has(r.assumptions, "dp 4 (the GPUs over tp x pp)")) << r.assumptions;
+  // The GPUs from the nodes where only they are given, the node's GPUs from its cluster.
+  r = read_one({{"dp", "null"}, {"num_gpus", "null\n    num_nodes: 16"}, {"gpus_per_node", "null"},
+                {"result", "tokens_per_s_per_gpu: 1000"}});
+  EXPECT_EQ(r.scenario.gpus, 128) << r.assumptions;
+  EXPECT_EQ(r.layout.dp, 8);
+  EXPECT_DOUBLE_EQ(r.measured, 128000);
+  EXPECT_TRUE(has(r.assumptions, "num_gpus 128 (num_nodes x 8 GPUs a node)")) << r.assumptions;
   r = read_one({{"name", "Llama 2 70B"}, {"layers", "80"}, {"hidden", "8192"}, {"tp", "8"}, {"pp", "4"}, {"dp", "2"}});
   EXPECT_EQ(r.scenario.model.kv_heads, 8) << r.assumptions;
   EXPECT_EQ(r.scenario.model.ffn, Ffn::Swiglu);
