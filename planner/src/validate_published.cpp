@@ -664,6 +664,8 @@ std::optional<Degrees> published_layout(const YAML::Node& run, int gpus, int seq
   } else if (gpus > 0 && gpus % (ly.tp * ly.pp * ly.cp) == 0) {
     ly.dp = gpus / (ly.tp * ly.pp * ly.cp);
     rr.assume("dp " + std::to_string(ly.dp) + " (the GPUs over tp x pp)");
+  } else if (gpus <= 0) {
+    rr.skip("parallelism.dp is not given, nor the GPUs (hardware.num_gpus, or num_nodes and gpus_per_node)");
   }
   if (auto v = rr.count(par, "virtual_stages", "parallelism.virtual_stages", 1e4)) ly.vp = int(*v);
   ly.schedule = ly.vp > 1 ? Schedule::Interleaved : Schedule::OneFOneB;

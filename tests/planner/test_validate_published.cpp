@@ -511,6 +511,8 @@ TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
       {{{"gpu", "H100 PCIe"}}, "left out: hardware.gpu: 'H100 PCIe' is a PCIe card the catalog lacks"},
       {{{"gpu", "H100 NVL"}}, "left out: hardware.gpu: 'H100 NVL' is a PCIe card the catalog lacks"},
       {{{"tp", "null"}, {"pp", "null"}, {"dp", "null"}}, "left out: parallelism: no tp, pp or dp given"},
+      {{{"dp", "null"}, {"num_gpus", "null"}},
+       "left out: parallelism.dp is not given, nor the GPUs (hardware.num_gpus, or num_nodes and gpus_per_node)"},
       {{{"result", "tflops_per_gpu: 150"}}, "left out: result: no iteration time"},
       {{{"tp", "5"}, {"num_gpus", "40"}}, "left out: the layout it gives cannot run here: tp = 5 must divide heads = 64"}};
   for (const auto& [set, needle] : skipped) {
