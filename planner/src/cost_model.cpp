@@ -307,9 +307,10 @@ class LayerTerms {
       // score C (C + 1) / 2 each (ModelSpec::local_pairs_share).
       // FlashAttention-2 takes one head size for Q, K and V: latent attention's narrower value
       // heads run padded to the query-key head (transformers' DeepSeek-V2/V3 modules pad V for
-      // flash_attention_2), so P V costs heads x dqk; FlashAttention-3 (head sizes 192 / 128)
-      // and cuDNN's fused attention take the two apart.
-      const double core_w = c.flash_kernel == FlashKernel::Fa2 && dv < dqk ? a * dqk : cw;
+      // flash_attention_2), so P V costs heads x dqk, as with the first FlashAttention;
+      // FlashAttention-3 (head sizes 192 / 128) and cuDNN's fused attention take the two apart.
+      const bool one_head_size = c.flash_kernel == FlashKernel::Fa2 || c.flash_kernel == FlashKernel::Fa1;
+      const double core_w = one_head_size && dv < dqk ? a * dqk : cw;
       const double core_flops = 0.5 * 4 * b * s * s * core_w / tpd * window_pairs_share();
       const double rate = c.flash_flops * s / (s + kFlashCausalRampTokens) * flash_head_factor(c.flash_kernel, flash_head_dim(md));
       core_fwd_s = core_flops / rate;

@@ -72,6 +72,7 @@ const char* to_string(FlashKernel v) {
     case FlashKernel::Fa2: return "fa2";
     case FlashKernel::Fa3: return "fa3";
     case FlashKernel::Cudnn: return "cudnn";
+    case FlashKernel::Fa1: return "fa1";
   }
   return "?";
 }
@@ -236,6 +237,7 @@ std::optional<Attention> parse_attention(const std::string& s) {
 
 std::optional<FlashKernel> parse_flash_kernel(const std::string& s) {
   const std::string l = lower(s);
+  if (l == "fa1") return FlashKernel::Fa1;
   if (l == "fa2") return FlashKernel::Fa2;
   if (l == "fa3") return FlashKernel::Fa3;
   if (l == "cudnn") return FlashKernel::Cudnn;

@@ -922,7 +922,7 @@ template <class F, class Keys>
 void framework_keys(F& f, Keys& k) {
   k.text("name", f.name, true);
   k.enumeration("attention", f.attention, parse_attention, "eager, fused, flash");
-  k.enumeration("flash_kernel", f.flash_kernel, parse_flash_kernel, "fa2, fa3, cudnn");
+  k.enumeration("flash_kernel", f.flash_kernel, parse_flash_kernel, "fa1, fa2, fa3, cudnn");
   k.boolean("fused_kernels", f.fused_kernels);
   k.integer("activation_kernels", f.activation_kernels, {0, false, 64});
   k.boolean("dp_overlap", f.dp_overlap);

@@ -878,14 +878,14 @@ struct KernelRead {
 // FlashAttention-2's kernel for 16-bit inputs on Ampere and later, PyTorch 2.0 release notes and
 // torch/nn/functional.py) and xformers' memory-efficient attention (the same tiling without the s x
 // s scores, Rabe and Staats 2021; no separate figure here). FlashAttention without a version from
-// a source of 2022 or before is the first one (FlashAttention-2 came in July 2023, Dao 2023), and
-// is priced at FlashAttention-2's rate (no figure for the first here), said so.
+// a source of 2022 or before is the first one (FlashAttention-2 came in July 2023, Dao 2023), said
+// so.
 std::optional<KernelRead> attention_kernel_named(const std::string& words, int year) {
   if (named_at(words, {" cudnn fused attention", " cudnn attention", " cudnn sdpa", " cudnn flash"}) !=
       std::string::npos)
     return KernelRead{FlashKernel::Cudnn, "attention flash (cuDNN's fused attention, the source's)"};
-  const size_t flash = named_at(words, {" flashattention", " flash attention", " flash attn", " flashattn", " fa2 ",
-                                        " fa3 ", " flash sdp"});
+  const size_t flash = named_at(words, {" flashattention", " flash attention", " flash attn", " flashattn", " fa1 ",
+                                        " fa2 ", " fa3 ", " flash sdp"});
   if (flash != std::string::npos) {
     const std::string after = words.substr(flash, 40);
     auto version = [&](const char* v2, const char* v3) {
@@ -894,12 +894,14 @@ std::optional<KernelRead> attention_kernel_named(const std::string& words, int y
     const int v = std::max({version("attention 2 ", "attention 3 "), version("attention v2 ", "attention v3 "),
                             version("attn 2 ", "attn 3 "), version(" fa2 ", " fa3 "),
                             version("flashattention2 ", "flashattention3 ")});
+    const bool first = contains(after, "attention 1 ") || contains(after, "attention v1 ") ||
+                       contains(after, "attn 1 ") || contains(after, " fa1 ") || contains(after, "attn 0 ");
     if (v == 3) return KernelRead{FlashKernel::Fa3, "attention flash (FlashAttention-3, the source's)"};
     if (v == 2) return KernelRead{FlashKernel::Fa2, "attention flash (FlashAttention-2, the source's)"};
+    if (first) return KernelRead{FlashKernel::Fa1, "attention flash (the first FlashAttention, the source's)"};
     if (year > 0 && year <= 2022)
-      return KernelRead{FlashKernel::Fa2,
-                        "attention flash at FlashAttention-2's rate (the source's FlashAttention of " +
-                            std::to_string(year) + " is the first, which has no figure here)"};
+      return KernelRead{FlashKernel::Fa1, "attention flash (the first FlashAttention: the source's of " +
+                                              std::to_string(year) + ", before FlashAttention-2)"};
     return KernelRead{FlashKernel::Fa2, "attention flash (FlashAttention, taken as FlashAttention-2)"};
   }
   if (named_at(words, {" sdpa ", " scaled dot product attention"}) != std::string::npos)

@@ -848,6 +848,16 @@ TEST(CostModelStack, FlashKernelSetsTheAttentionRate) {
   sc.cluster = *load_cluster("p4d.24xlarge").value;
   EXPECT_DOUBLE_EQ(step(FlashKernel::Fa3), step(FlashKernel::Fa2));
   EXPECT_DOUBLE_EQ(step(FlashKernel::Cudnn), step(FlashKernel::Fa2));
+  // The first FlashAttention runs at half FlashAttention-2's rate (Dao 2023: "around 2x", 25-40 %
+  // of the A100's peak against 50-73 %): its attention core takes twice FA2's, 0.70 x 312 TFLOP/s.
+  {
+    const double s = sc.training.seq_len;
+    const double work = layers * 2.0 * s * s * h * (1.0 + 2.5 / 0.87) * (s + 512) / s;
+    const double expect = work * (1 / (0.35 * 312e12) - 1 / (0.70 * 312e12));
+    const double got = step(FlashKernel::Fa1) - step(FlashKernel::Fa2);
+    report("A100: step(FA1) - step(FA2) (s)", expect, got);
+    EXPECT_NEAR(got, expect, 0.01 * expect);
+  }
   // So at head size 64 as well: the kernel that runs is FlashAttention-2, with its own head-size
   // factor, not the one of the kernel asked for.
   {

@@ -560,8 +560,8 @@ TEST(BadFile, FrameworkLayoutListsNameLineAndChoices) {
 }
 
 TEST(BadFile, FlashKernelAndItsFiguresNameLineAndChoices) {
-  // Expectation: a framework names the FlashAttention kernel it calls (fa2, fa3, cudnn; fa2 when
-  // it says nothing); another name is an error at its line listing the three. A GPU's kernel
+  // Expectation: a framework names the FlashAttention kernel it calls (fa1, fa2, fa3, cudnn; fa2
+  // when it says nothing); another name is an error at its line listing the four. A GPU's kernel
   // figures are fractions of peak: above 1 or negative is an error naming the key.
   const auto te = parse_framework_yaml("name: te\nattention: flash\nflash_kernel: cudnn\n", "te.yaml");
   ASSERT_TRUE(te.ok()) << te.diagnostics.to_string();
@@ -569,13 +569,16 @@ TEST(BadFile, FlashKernelAndItsFiguresNameLineAndChoices) {
   const auto plain = parse_framework_yaml("name: plain\n", "plain.yaml");
   ASSERT_TRUE(plain.ok()) << plain.diagnostics.to_string();
   EXPECT_EQ(plain.value->flash_kernel, FlashKernel::Fa2);
+  const auto first = parse_framework_yaml("name: first\nattention: flash\nflash_kernel: fa1\n", "first.yaml");
+  ASSERT_TRUE(first.ok()) << first.diagnostics.to_string();
+  EXPECT_EQ(first.value->flash_kernel, FlashKernel::Fa1);
   const auto bad = parse_framework_yaml("name: f\nflash_kernel: fa4\n", "f.yaml");
   ASSERT_FALSE(bad.ok());
   const Diagnostic d = first_error(bad.diagnostics);
   EXPECT_EQ(d.file, "f.yaml");
   EXPECT_EQ(d.line, 2) << d.to_string();
   EXPECT_NE(d.to_string().find("flash_kernel"), std::string::npos) << d.to_string();
-  EXPECT_NE(d.to_string().find("fa2, fa3, cudnn"), std::string::npos) << d.to_string();
+  EXPECT_NE(d.to_string().find("fa1, fa2, fa3, cudnn"), std::string::npos) << d.to_string();
   const std::string gpu = "cluster:\n  name: c\n  gpus_per_node: 8\n  intra_node_gbyte_per_s: 300\n"
                           "  inter_node_gbit_per_s: 400\n  gpu:\n    name: g\n    memory_gib: 80\n"
                           "    memory_gbyte_per_s: 2000\n    peak_tflops: {fp16: 312}\n"

@@ -414,13 +414,16 @@ TEST(ValidatePublished, AttentionKernelsFromTheSourcesWords) {
     }
     EXPECT_TRUE(has(r.assumptions, c.said)) << c.notes << ": " << r.assumptions;
   }
-  // FlashAttention without a version in a source of 2022 is the first one, priced at the second's rate.
+  // FlashAttention without a version in a source of 2022 is the first one; so is flash-attn 1.x.
   ValidationRun r =
       read_one({{"framework", "Megatron-LM\n  notes: FlashAttention"}, {"citation", "Someone et al. 2022"}});
   EXPECT_EQ(r.scenario.training.attention, Attention::Flash);
-  EXPECT_TRUE(has(r.assumptions,
-                  "attention flash at FlashAttention-2's rate (the source's FlashAttention of 2022 is the first"))
+  EXPECT_EQ(r.scenario.training.framework.flash_kernel, FlashKernel::Fa1);
+  EXPECT_TRUE(has(r.assumptions, "attention flash (the first FlashAttention: the source's of 2022, before "
+                                 "FlashAttention-2)"))
       << r.assumptions;
+  r = read_one({{"framework", "Megatron-LM\n  notes: flash-attn 1.0.4"}, {"citation", "Someone et al. 2024"}});
+  EXPECT_EQ(r.scenario.training.framework.flash_kernel, FlashKernel::Fa1) << r.assumptions;
   // The stacks built on DeepSpeed or on PyTorch FSDP, and a stack no preset names as Megatron of
   // its year.
   const std::pair<const char*, const char*> stacks[] = {{"GPT-NeoX", "deepspeed"},

@@ -28,8 +28,14 @@ enum class Attention { Eager, Fused, Flash };
 // The FlashAttention kernel an implementation calls under Attention::Flash: Fa2 (Dao 2023's
 // flash-attn 2 package, PyTorch's scaled_dot_product_attention flash backend), Fa3 (Shah et al.
 // 2024, Hopper only), Cudnn (cuDNN's fused flash attention, which Transformer Engine prefers on
-// Hopper and newer). A GPU without a figure for the kernel runs FlashAttention-2.
-enum class FlashKernel { Fa2, Fa3, Cudnn };
+// Hopper and newer), Fa1 (Dao et al. 2022's first FlashAttention, flash-attn 0.x/1.x: the same
+// memory, at half FlashAttention-2's rate). A GPU without a figure for the kernel runs
+// FlashAttention-2.
+enum class FlashKernel { Fa2, Fa3, Cudnn, Fa1 };
+// The first FlashAttention's speed against FlashAttention-2's on the same GPU: "around 2x speedup
+// compared to FlashAttention", 25-40 % of the A100's peak against 50-73 % (Dao 2023,
+// "FlashAttention-2", abstract and Sec 4.1). One figure for every GPU and head size.
+constexpr double kFlashAttention1RelativeRate = 0.5;
 // Adam: fp32 master weights and two fp32 moments (12 bytes per parameter in mixed precision).
 // Sgd: plain SGD, no state beyond the weights in the training precision (the PyTorch FSDP runs
 // trained in fp16 "including the optimizer").
@@ -209,6 +215,7 @@ struct GpuSpec {
   FlashKernel flash_kernel_run(FlashKernel k) const {
     if (k == FlashKernel::Fa3 && fa3_peak_fraction > 0) return k;
     if (k == FlashKernel::Cudnn && cudnn_attention_peak_fraction > 0) return k;
+    if (k == FlashKernel::Fa1) return k;  // wherever FlashAttention-2 runs, at its rate scaled
     return FlashKernel::Fa2;
   }
   // The forward fraction of peak of that kernel (0: no FlashAttention on this GPU).
@@ -217,6 +224,7 @@ struct GpuSpec {
     switch (flash_kernel_run(k)) {
       case FlashKernel::Fa3: return fa3_peak_fraction;
       case FlashKernel::Cudnn: return cudnn_attention_peak_fraction;
+      case FlashKernel::Fa1: return flash_peak_fraction * kFlashAttention1RelativeRate;
       case FlashKernel::Fa2: break;
     }
     return flash_peak_fraction;
