@@ -757,6 +757,7 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
       // TFLOP/s in the source's own count: per GPU, the job's PFLOP/s, or a percentage of the
       // peak; hardware or model FLOPs as its convention says.
       const std::string key = f.key;
+      bool eq3_count = key == "tflops_per_gpu_megatron_eq3";
       if (key == "tflops_per_gpu" || key == "aggregate_pflops" || key == "pct_of_peak") {
         if (conv != "true" && conv != "false") continue;
         measure = conv == "true" ? Measure::HardwareTflops : Measure::ModelTflops;
@@ -764,10 +765,8 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
         // Megatron's Eq. 3) unless the source's own words say the FLOPs executed (HFU, a
         // selective recompute's share).
         const std::string how = lower(text_of(at(res, "tflops_convention")));
-        out.tflops_count_full_recompute = conv == "true" && !contains(how, "hfu") && !contains(how, "selective") &&
-                                          !contains(how, "executed");
+        eq3_count = conv == "true" && !contains(how, "hfu") && !contains(how, "selective") && !contains(how, "executed");
       }
-      if (key == "tflops_per_gpu_megatron_eq3") out.tflops_count_full_recompute = true;
       if (f.scale == Scale::Milli) value /= 1000;
       if (f.scale == Scale::PerGpu || f.scale == Scale::Aggregate) {
         if (gpus <= 0) continue;
@@ -784,6 +783,7 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
         }
       }
       out.measure = measure, out.measured = value;
+      out.tflops_count_full_recompute = eq3_count;
       return true;
     }
   }
