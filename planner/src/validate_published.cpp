@@ -919,7 +919,8 @@ std::optional<KernelRead> attention_kernel_named(const std::string& words, int y
 // BACKWARD_PRE the default) and, up to 1.11, wrapping each large Linear; DeepSpeed's ZeRO-3
 // collectives, one per parameter tensor up to 0.5.5
 // (0.5.6 coalesced them: DeepSpeed pull request 1188).
-void stack_knobs(const YAML::Node& run, const std::string& framework, TrainingSpec& t, RunReader& rr) {
+void stack_knobs(const YAML::Node& run, const std::string& framework, Scenario& s, RunReader& rr) {
+  TrainingSpec& t = s.training;
   const std::string opt = lower(text_of(at(run, "optimizer")));
   if (contains(opt, "sgd")) t.optimizer = Optimizer::Sgd;
   const std::string named_attention = lower(text_of(at(run, "attention")));
@@ -927,9 +928,18 @@ void stack_knobs(const YAML::Node& run, const std::string& framework, TrainingSp
   if (auto a = parse_attention(named_attention)) {
     t.attention = *a;
   } else if (const std::optional<KernelRead> k = attention_kernel_named(stack_words(run), stack_year(run))) {
+    const FlashKernel preset_kernel = t.framework.flash_kernel;
     t.attention = Attention::Flash;
     t.framework.flash_kernel = k->kernel;
-    rr.assume(k->said);
+    // A kernel with no figure on this GPU (xformers' on a V100): the preset's attention, said so.
+    if (const std::optional<TrainingProblem> p = check_training(s); p && p->field == "attention") {
+      t.attention.reset();
+      t.framework.flash_kernel = preset_kernel;
+      rr.assume("attention the preset's: the kernel the source names is not priced here (" +
+                p->message.substr(0, p->message.find(';')) + ")");
+    } else {
+      rr.assume(k->said);
+    }
   } else {
     std::string words = lower(text_of(at(run, "framework")) + " " + (m.IsMap() ? text_of(at(m, "name")) + " " + text_of(at(m, "notes")) : ""));
     if (contains(words, "mingpt") || contains(words, "hugging face") || contains(words, "huggingface")) {
@@ -1079,7 +1089,7 @@ std::optional<ValidationRun> read_published_run(const YAML::Node& run, const std
     s.training.precision = precision_of(run, cluster->gpu, rr);
     offloads_of(run, s, out.layout);
     fw_name = preset_that_runs(fw_name, out.layout, s.training, rr);
-    stack_knobs(run, fw_name, s.training, rr);
+    stack_knobs(run, fw_name, s, rr);
     if (s.gpus == 0) s.gpus = out.layout.gpus();
     const int gpn = std::max(1, s.cluster.gpus_per_node);
     if (s.nodes == 0 || int64_t(s.nodes) * gpn < s.gpus) s.nodes = (s.gpus + gpn - 1) / gpn;

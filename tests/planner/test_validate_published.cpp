@@ -414,6 +414,16 @@ TEST(ValidatePublished, AttentionKernelsFromTheSourcesWords) {
     }
     EXPECT_TRUE(has(r.assumptions, c.said)) << c.notes << ": " << r.assumptions;
   }
+  // A kernel with no figure on the GPU (xformers' memory-efficient attention on a V100): the
+  // preset's attention, said so, where the run was left out.
+  ValidationRun v100 = read_one({{"framework", "PyTorch DDP\n  notes: xformers memory-efficient attention"},
+                                 {"gpu", "V100-SXM2-32GB"}, {"gpu_mem_gb", "32"}, {"precision", "fp16"},
+                                 {"tp", "1"}, {"pp", "1"}, {"dp", "64"}, {"zero_stage", "0"}, {"recompute", "full"},
+                                 {"name", "GPT 1.3B"}, {"layers", "24"}, {"hidden", "2048"}});
+  EXPECT_FALSE(v100.scenario.training.attention) << v100.assumptions;
+  EXPECT_TRUE(has(v100.assumptions, "attention the preset's: the kernel the source names is not priced here (flash "
+                                    "(FlashAttention-2/3) does not run on V100-SXM2-32GB"))
+      << v100.assumptions;
   // FlashAttention without a version in a source of 2022 is the first one; so is flash-attn 1.x.
   ValidationRun r =
       read_one({{"framework", "Megatron-LM\n  notes: FlashAttention"}, {"citation", "Someone et al. 2022"}});
