@@ -718,6 +718,23 @@ enum class Scale { AsIs, PerGpu, Milli, PeakPct, Aggregate };
 // so named, the job's PFLOP/s or a percentage of the peak in the stated convention, samples or
 // tokens per second (of the job, then per GPU), MFU and HFU. A TFLOP/s whose convention is not a
 // plain true or false is passed over for the next figure.
+// Whether a TFLOP/s figure counts the recompute: `tflops_includes_recompute` true or false, else
+// the convention's words where they name one count only: Megatron's Eq. 3 (its coefficient 96,
+// four passes) counts a whole forward recomputed; MFU, 6N or the coefficient 72 count the model's
+// FLOPs. nullopt: unknown (the figure is not used).
+std::string plain_words(const YAML::Node& n);
+
+std::optional<bool> recompute_counted(const std::string& includes, const std::string& convention) {
+  if (includes == "true" || includes == "false") return includes == "true";
+  const std::string w = " " + plain_words(YAML::Node(convention)) + " ";
+  bool eq3 = false;
+  for (const char* name : {" eq 3 ", " equation 3 ", " 96 ", " four passes ", " 4 passes "}) eq3 = eq3 || contains(w, name);
+  bool model = false;
+  for (const char* name : {" mfu ", " 6n ", " 72 ", " model flops "}) model = model || contains(w, name);
+  if (eq3 == model) return std::nullopt;
+  return eq3;
+}
+
 bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, ValidationRun& out, RunReader& rr) {
   struct Figure {
     const char* key;
@@ -748,7 +765,8 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
     const YAML::Node res = at(run, section);
     if (!res.IsMap()) continue;
     const std::string where = std::string(section) + ".";
-    const std::string conv = text_of(at(res, "tflops_includes_recompute"));
+    const std::string how = lower(text_of(at(res, "tflops_convention")));
+    const std::optional<bool> includes = recompute_counted(text_of(at(res, "tflops_includes_recompute")), how);
     for (const Figure& f : kFigures) {
       const std::optional<double> v = rr.figure(res, f.key, where + f.key);
       if (!v) continue;
@@ -759,13 +777,16 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
       const std::string key = f.key;
       bool eq3_count = key == "tflops_per_gpu_megatron_eq3";
       if (key == "tflops_per_gpu" || key == "aggregate_pflops" || key == "pct_of_peak") {
-        if (conv != "true" && conv != "false") continue;
-        measure = conv == "true" ? Measure::HardwareTflops : Measure::ModelTflops;
+        if (!includes) continue;
+        measure = *includes ? Measure::HardwareTflops : Measure::ModelTflops;
         // "Includes the extra forward pass of activation recomputation" (the files' convention,
         // Megatron's Eq. 3) unless the source's own words say the FLOPs executed (HFU, a
         // selective recompute's share).
-        const std::string how = lower(text_of(at(res, "tflops_convention")));
-        eq3_count = conv == "true" && !contains(how, "hfu") && !contains(how, "selective") && !contains(how, "executed");
+        eq3_count = *includes && !contains(how, "hfu") && !contains(how, "selective") && !contains(how, "executed");
+        const std::string conv = text_of(at(res, "tflops_includes_recompute"));
+        if (conv != "true" && conv != "false")
+          rr.assume(std::string(f.key) + " in " + (*includes ? "Megatron's Eq. 3 count" : "model FLOPs") +
+                    " (the source's tflops_convention)");
       }
       if (f.scale == Scale::Milli) value /= 1000;
       if (f.scale == Scale::PerGpu || f.scale == Scale::Aggregate) {

@@ -500,6 +500,22 @@ TEST(ValidatePublished, TflopsCountTheRecomputeAsTheSourceCountsIt) {
   EXPECT_NEAR(rep.results[0].predicted / none.model_tflops_per_gpu, f.hardware_tflops_per_gpu / f.model_tflops_per_gpu,
               1e-9);
   EXPECT_DOUBLE_EQ(rep.results[2].predicted, f.hardware_tflops_per_gpu) << "full recompute: the counts agree";
+  // Without tflops_includes_recompute, the convention's words where they name one count only.
+  const std::pair<const char*, std::optional<Measure>> words[] = {
+      {"Megatron Eq. 3 (96 coefficient)", Measure::HardwareTflops},
+      {"MFU-style, 6N per token + attention", Measure::ModelTflops},
+      {"model FLOPs", Measure::ModelTflops},
+      {"as the paper reports it", std::nullopt},
+      {"96 against 72", std::nullopt}};
+  for (const auto& [convention, measure] : words) {
+    const ValidationRun w = read_one(
+        {{"result", std::string("{tflops_per_gpu: 400, tflops_includes_recompute: unknown, tflops_convention: \"") +
+                        convention + "\", tokens_per_s: 9000}"}});
+    EXPECT_EQ(w.measure, measure.value_or(Measure::TokensPerS)) << convention;
+    if (measure) {
+      EXPECT_TRUE(has(w.assumptions, "(the source's tflops_convention)")) << w.assumptions;
+    }
+  }
 }
 
 TEST(ValidatePublished, BadValuesAreNamedAtTheirLine) {
