@@ -1996,13 +1996,15 @@ void finish_estimate(const Scenario& sc, const Constants& c, const Layout& ly, i
   // Recompute FLOPs: one more forward of every layer (full) or of the attention core (selective),
   // the multi-token prediction modules' layers included, whole model (per-rank figures x tp), per
   // sequence.
+  const double full_rec_flops_step = sc.model.trained_layers() * mt.layer_gemm_flops * ly.tp * gbs / ly.mbs;
   double rec_flops_step = 0;
   if (ly.recompute == Recompute::Full)
-    rec_flops_step = sc.model.trained_layers() * mt.layer_gemm_flops * ly.tp * gbs / ly.mbs;
+    rec_flops_step = full_rec_flops_step;
   else if (ly.recompute == Recompute::Selective)
     rec_flops_step = sc.model.trained_layers() * mt.layer_attn_core_flops * ly.tp * gbs / ly.mbs;
   est.model_tflops_per_gpu = model_flops_step / ev.step_s / est.gpus / 1e12;
   est.hardware_tflops_per_gpu = (model_flops_step + rec_flops_step) / ev.step_s / est.gpus / 1e12;
+  est.eq3_tflops_per_gpu = (model_flops_step + full_rec_flops_step) / ev.step_s / est.gpus / 1e12;
   est.mfu = c.peak_flops > 0 ? est.model_tflops_per_gpu * 1e12 / c.peak_flops : 0;
   est.tokens_defaulted = !(sc.training.tokens > 0);
   // Chinchilla: 20 tokens per parameter (Hoffmann et al. 2022) when the user gives no budget.

@@ -335,21 +335,6 @@ Loaded<std::vector<ValidationRun>> parse_validation_yaml(const std::string& text
   return out;
 }
 
-namespace {
-// The predicted hardware TFLOP/s per GPU in the run's count: the FLOPs executed, or Megatron's
-// Eq. 3 count (a whole forward recomputed), which for a run recomputing less is its model FLOPs
-// times the FLOP ratio of the same layout with full recompute (counts, not times: the ratio does
-// not depend on the step).
-double hardware_tflops_as_counted(const ValidationRun& run, const Estimate& e) {
-  if (!run.tflops_count_full_recompute || run.layout.recompute == Recompute::Full) return e.hardware_tflops_per_gpu;
-  Layout full = run.layout;
-  full.recompute = Recompute::Full;
-  const Estimate f = estimate(run.scenario, full);
-  return f.model_tflops_per_gpu > 0 ? e.model_tflops_per_gpu * f.hardware_tflops_per_gpu / f.model_tflops_per_gpu
-                                    : e.hardware_tflops_per_gpu;
-}
-}  // namespace
-
 ValidationReport validate_runs(const std::vector<ValidationRun>& runs, const std::string& file) {
   ValidationReport rep;
   rep.file = file;
@@ -361,7 +346,9 @@ ValidationReport validate_runs(const std::vector<ValidationRun>& runs, const std
     switch (run.measure) {
       case Measure::IterationTime: res.predicted = e.step_time_s; break;
       case Measure::ModelTflops: res.predicted = e.model_tflops_per_gpu; break;
-      case Measure::HardwareTflops: res.predicted = hardware_tflops_as_counted(run, e); break;
+      case Measure::HardwareTflops:  // in the run's count: the FLOPs executed, or Megatron's Eq. 3
+        res.predicted = run.tflops_count_full_recompute ? e.eq3_tflops_per_gpu : e.hardware_tflops_per_gpu;
+        break;
       case Measure::SamplesPerS: res.predicted = e.samples_per_s; break;
       case Measure::TokensPerS: res.predicted = e.tokens_per_s; break;
     }

@@ -81,6 +81,10 @@ struct Estimate {
   double tokens_per_s = 0;
   double model_tflops_per_gpu = 0;     // 6N-style model FLOPs incl. attention, no recompute
   double hardware_tflops_per_gpu = 0;  // with recompute
+  // With a whole forward of the layers recomputed whatever the layout recomputes: Megatron's
+  // Eq. 3 count (Narayanan et al. 2021, Appendix: 96 = four passes of 24), the convention of
+  // published TFLOP/s that "include the recompute"; hardware_tflops_per_gpu under full recompute.
+  double eq3_tflops_per_gpu = 0;
   double mfu = 0;                      // model_tflops_per_gpu / peak
   double tokens = 0;                   // tokens to train
   bool tokens_defaulted = false;       // true when 20 tokens per parameter was assumed
