@@ -713,20 +713,23 @@ void offloads_of(const YAML::Node& run, Scenario& s, Layout& ly) {
 // GPU's dense 16-bit peak.
 enum class Scale { AsIs, PerGpu, Milli, PeakPct, Aggregate };
 
-// The first figure reported (`result`, else `derived` from reported ones), in this order: the
-// iteration time, TFLOP/s per GPU in the convention the source states, hardware or model TFLOP/s
-// so named, the job's PFLOP/s or a percentage of the peak in the stated convention, samples or
-// tokens per second (of the job, then per GPU), MFU and HFU. A TFLOP/s whose convention is not a
-// plain true or false is passed over for the next figure.
+// Text lower case with every character but letters and digits a space, between spaces:
+// "FlashAttention-2 (flash_attn 2.5)" reads " flashattention 2  flash attn 2 5 ", so that a name
+// is found as whole words (" fa2 ", " 96 ").
+std::string plain_text(const std::string& text) {
+  std::string out = " ";
+  for (char c : text)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(static_cast<unsigned char>(c))) : ' ';
+  return out + ' ';
+}
+
 // Whether a TFLOP/s figure counts the recompute: `tflops_includes_recompute` true or false, else
 // the convention's words where they name one count only: Megatron's Eq. 3 (its coefficient 96,
 // four passes) counts a whole forward recomputed; MFU, 6N or the coefficient 72 count the model's
-// FLOPs. nullopt: unknown (the figure is not used).
-std::string plain_words(const YAML::Node& n);
-
+// FLOPs. nullopt: unknown.
 std::optional<bool> recompute_counted(const std::string& includes, const std::string& convention) {
   if (includes == "true" || includes == "false") return includes == "true";
-  const std::string w = " " + plain_words(YAML::Node(convention)) + " ";
+  const std::string w = plain_text(convention);
   bool eq3 = false;
   for (const char* name : {" eq 3 ", " equation 3 ", " 96 ", " four passes ", " 4 passes "}) eq3 = eq3 || contains(w, name);
   bool model = false;
@@ -735,6 +738,11 @@ std::optional<bool> recompute_counted(const std::string& includes, const std::st
   return eq3;
 }
 
+// The first figure reported (`result`, else `derived` from reported ones), in this order: the
+// iteration time, TFLOP/s per GPU in the convention the source states, hardware or model TFLOP/s
+// so named, the job's PFLOP/s or a percentage of the peak in the stated convention, samples or
+// tokens per second (of the job, then per GPU), MFU and HFU. A TFLOP/s whose convention is
+// unknown (recompute_counted) is passed over for the next figure.
 bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, ValidationRun& out, RunReader& rr) {
   struct Figure {
     const char* key;
@@ -766,7 +774,8 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
     if (!res.IsMap()) continue;
     const std::string where = std::string(section) + ".";
     const std::string how = lower(text_of(at(res, "tflops_convention")));
-    const std::optional<bool> includes = recompute_counted(text_of(at(res, "tflops_includes_recompute")), how);
+    const std::string stated = text_of(at(res, "tflops_includes_recompute"));
+    const std::optional<bool> includes = recompute_counted(stated, how);
     for (const Figure& f : kFigures) {
       const std::optional<double> v = rr.figure(res, f.key, where + f.key);
       if (!v) continue;
@@ -776,6 +785,7 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
       // peak; hardware or model FLOPs as its convention says.
       const std::string key = f.key;
       bool eq3_count = key == "tflops_per_gpu_megatron_eq3";
+      std::string convention_read;  // said where the convention came from the words
       if (key == "tflops_per_gpu" || key == "aggregate_pflops" || key == "pct_of_peak") {
         if (!includes) continue;
         measure = *includes ? Measure::HardwareTflops : Measure::ModelTflops;
@@ -783,10 +793,9 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
         // Megatron's Eq. 3) unless the source's own words say the FLOPs executed (HFU, a
         // selective recompute's share).
         eq3_count = *includes && !contains(how, "hfu") && !contains(how, "selective") && !contains(how, "executed");
-        const std::string conv = text_of(at(res, "tflops_includes_recompute"));
-        if (conv != "true" && conv != "false")
-          rr.assume(std::string(f.key) + " in " + (*includes ? "Megatron's Eq. 3 count" : "model FLOPs") +
-                    " (the source's tflops_convention)");
+        if (stated != "true" && stated != "false")
+          convention_read = key + " in " + (*includes ? "Megatron's Eq. 3 count" : "model FLOPs") +
+                            " (the source's tflops_convention)";
       }
       if (f.scale == Scale::Milli) value /= 1000;
       if (f.scale == Scale::PerGpu || f.scale == Scale::Aggregate) {
@@ -805,6 +814,7 @@ bool published_measure(const YAML::Node& run, int gpus, double peak_tflops, Vali
       }
       out.measure = measure, out.measured = value;
       out.tflops_count_full_recompute = eq3_count;
+      if (!convention_read.empty()) rr.assume(convention_read);
       return true;
     }
   }
@@ -824,16 +834,11 @@ Precision precision_of(const YAML::Node& run, const GpuSpec& gpu, RunReader& rr)
   return p;
 }
 
-// Every scalar under `n` (a map's values, a sequence's items, nested), lower case, with every
-// character but letters and digits a space: "FlashAttention-2 (flash_attn 2.5)" reads
-// " flashattention 2  flash attn 2 5 ".
+// Every scalar under `n` (a map's values, a sequence's items, nested) as plain_text.
 std::string plain_words(const YAML::Node& n) {
   std::string out;
   if (n.IsScalar()) {
-    out = " ";
-    for (char c : n.Scalar())
-      out += std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(static_cast<unsigned char>(c))) : ' ';
-    out += ' ';
+    out = plain_text(n.Scalar());
   } else if (n.IsMap()) {
     for (const auto& kv : n) out += plain_words(kv.second);
   } else if (n.IsSequence()) {
@@ -842,14 +847,14 @@ std::string plain_words(const YAML::Node& n) {
   return out;
 }
 
-// What the source writes about its stack: the framework, the attention, its notes and the
-// model's.
+// What the source writes about its stack: the framework, the attention, its notes, and the
+// model's name, attention and notes.
 std::string stack_words(const YAML::Node& run) {
   std::string w;
   for (const char* key : {"framework", "attention", "kernels", "optimizations", "software", "notes"})
     w += plain_words(at(run, key));
   const YAML::Node m = at(run, "model");
-  for (const char* key : {"attention", "notes"}) w += plain_words(at(m, key));
+  for (const char* key : {"name", "attention", "notes"}) w += plain_words(at(m, key));
   return w;
 }
 
@@ -945,25 +950,19 @@ void stack_knobs(const YAML::Node& run, const std::string& framework, Scenario& 
   const std::string opt = lower(text_of(at(run, "optimizer")));
   if (contains(opt, "sgd")) t.optimizer = Optimizer::Sgd;
   const std::string named_attention = lower(text_of(at(run, "attention")));
-  const YAML::Node m = at(run, "model");
+  const std::string words = stack_words(run);
   if (auto a = parse_attention(named_attention)) {
     t.attention = *a;
-  } else if (const std::optional<KernelRead> k = attention_kernel_named(stack_words(run), stack_year(run))) {
-    const FlashKernel preset_kernel = t.framework.flash_kernel;
-    t.attention = Attention::Flash;
+  } else if (const std::optional<KernelRead> k = attention_kernel_named(words, stack_year(run))) {
+    // The stack's own attention, as a preset's default is (not a user's --attention): where
+    // FlashAttention does not run on the GPU (xformers' kernel on a V100) the estimate costs the
+    // fused softmax instead and says so (Scenario::attention_fallback).
+    t.framework.attention = Attention::Flash;
     t.framework.flash_kernel = k->kernel;
-    // A kernel with no figure on this GPU (xformers' on a V100): the preset's attention, said so.
-    if (const std::optional<TrainingProblem> p = check_training(s); p && p->field == "attention") {
-      t.attention.reset();
-      t.framework.flash_kernel = preset_kernel;
-      rr.assume("attention the preset's: the kernel the source names is not priced here (" +
-                p->message.substr(0, p->message.find(';')) + ")");
-    } else {
-      rr.assume(k->said);
-    }
+    rr.assume(k->said);
+    if (const std::string why = s.attention_fallback(); !why.empty()) rr.assume(why);
   } else {
-    std::string words = lower(text_of(at(run, "framework")) + " " + (m.IsMap() ? text_of(at(m, "name")) + " " + text_of(at(m, "notes")) : ""));
-    if (contains(words, "mingpt") || contains(words, "hugging face") || contains(words, "huggingface")) {
+    if (contains(words, " mingpt ") || contains(words, " hugging face ") || contains(words, " huggingface ")) {
       t.attention = Attention::Eager;
       rr.assume("attention eager (minGPT or Hugging Face modules)");
     }

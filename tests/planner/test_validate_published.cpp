@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "planner/cost_model.h"
+#include "planner/spec_io.h"
 #include "planner/validate.h"
 
 namespace capplan {
@@ -374,13 +375,13 @@ TEST(ValidatePublished, RulesReadTheSourcesWords) {
 
 // The attention kernel from what the source writes of its stack (its framework, its notes): a
 // FlashAttention by version, cuDNN's fused attention, the kernels that run as FlashAttention-2
-// (PyTorch's SDPA, xformers); a denied name is no kernel; a named kernel outranks the eager
-// attention of Hugging Face modules.
+// (PyTorch's SDPA, xformers), taken as the stack's own attention (a preset's default); a denied
+// name leaves the preset's; a named kernel outranks the eager attention of Hugging Face modules.
 TEST(ValidatePublished, AttentionKernelsFromTheSourcesWords) {
   struct Case {
     const char* framework;
     const char* notes;
-    std::optional<Attention> attention;
+    std::optional<Attention> attention;  // the attention costed; nullopt: the preset's, untouched
     FlashKernel kernel;
     const char* said;
   };
@@ -408,26 +409,33 @@ TEST(ValidatePublished, AttentionKernelsFromTheSourcesWords) {
         sharded ? read_one({{"framework", fw}, {"tp", "1"}, {"pp", "1"}, {"dp", "64"}, {"zero_stage", "3"},
                             {"recompute", "full"}, {"citation", "Someone et al. 2024"}})
                 : read_one({{"framework", fw}, {"citation", "Someone et al. 2024"}});
-    EXPECT_EQ(r.scenario.training.attention, c.attention) << c.notes << ": " << r.assumptions;
-    if (c.attention == Attention::Flash) {
-      EXPECT_EQ(r.scenario.training.framework.flash_kernel, c.kernel) << c.notes;
+    const FrameworkSpec& fw_read = r.scenario.training.framework;
+    if (c.attention) {
+      EXPECT_EQ(r.scenario.attention(), *c.attention) << c.notes << ": " << r.assumptions;
+      EXPECT_TRUE(has(r.assumptions, c.said)) << c.notes << ": " << r.assumptions;
+    } else {
+      EXPECT_FALSE(r.scenario.training.attention) << c.notes;
+      EXPECT_EQ(fw_read.attention, load_framework(fw_read.name).value->attention) << c.notes;
+      EXPECT_FALSE(has(r.assumptions, "attention flash (")) << c.notes << ": " << r.assumptions;
     }
-    EXPECT_TRUE(has(r.assumptions, c.said)) << c.notes << ": " << r.assumptions;
+    if (c.attention == Attention::Flash) {
+      EXPECT_EQ(fw_read.flash_kernel, c.kernel) << c.notes;
+    }
   }
-  // A kernel with no figure on the GPU (xformers' memory-efficient attention on a V100): the
-  // preset's attention, said so, where the run was left out.
+  // A kernel with no figure on the GPU (xformers' memory-efficient attention on a V100): costed
+  // with the fused softmax, as a preset's FlashAttention is there, said so, where the run was
+  // left out.
   ValidationRun v100 = read_one({{"framework", "PyTorch DDP\n  notes: xformers memory-efficient attention"},
                                  {"gpu", "V100-SXM2-32GB"}, {"gpu_mem_gb", "32"}, {"precision", "fp16"},
                                  {"tp", "1"}, {"pp", "1"}, {"dp", "64"}, {"zero_stage", "0"}, {"recompute", "full"},
                                  {"name", "GPT 1.3B"}, {"layers", "24"}, {"hidden", "2048"}});
-  EXPECT_FALSE(v100.scenario.training.attention) << v100.assumptions;
-  EXPECT_TRUE(has(v100.assumptions, "attention the preset's: the kernel the source names is not priced here (flash "
-                                    "(FlashAttention-2/3) does not run on V100-SXM2-32GB"))
-      << v100.assumptions;
+  EXPECT_EQ(v100.scenario.attention(), Attention::Fused) << v100.assumptions;
+  EXPECT_TRUE(has(v100.assumptions, "does not run on V100-SXM2-32GB")) << v100.assumptions;
+  EXPECT_TRUE(has(v100.assumptions, "costed with fused")) << v100.assumptions;
   // FlashAttention without a version in a source of 2022 is the first one; so is flash-attn 1.x.
   ValidationRun r =
       read_one({{"framework", "Megatron-LM\n  notes: FlashAttention"}, {"citation", "Someone et al. 2022"}});
-  EXPECT_EQ(r.scenario.training.attention, Attention::Flash);
+  EXPECT_EQ(r.scenario.attention(), Attention::Flash);
   EXPECT_EQ(r.scenario.training.framework.flash_kernel, FlashKernel::Fa1);
   EXPECT_TRUE(has(r.assumptions, "attention flash (the first FlashAttention: the source's of 2022, before "
                                  "FlashAttention-2)"))
@@ -463,13 +471,18 @@ TEST(ValidatePublished, GraceBlackwellGpusAndSequenceParallelWords) {
   const Loaded<std::vector<ValidationRun>> card =
       parse_validation_yaml(published_run({{"gpu", "H200 NVL"}}), "probe.yaml");
   EXPECT_TRUE(has(card.diagnostics.to_string(), "'H200 NVL' is a PCIe card")) << card.diagnostics.to_string();
-  for (const char* yes : {"true", "True", "\"yes\"", "\"enabled (Megatron's --sequence-parallel)\"", "\"on\""}) {
-    r = read_one({{"dp", std::string("4\n    sequence_parallel: ") + yes}});
-    EXPECT_TRUE(r.layout.sp) << yes;
-  }
-  for (const char* no : {"false", "\"no\"", "\"not enabled\"", "null"}) {
-    r = read_one({{"dp", std::string("4\n    sequence_parallel: ") + no}});
-    EXPECT_FALSE(r.layout.sp) << no;
+  const std::pair<const char*, bool> sp_words[] = {{"true", true},
+                                                     {"True", true},
+                                                     {"\"yes\"", true},
+                                                     {"\"enabled (Megatron's --sequence-parallel)\"", true},
+                                                     {"\"on\"", true},
+                                                     {"false", false},
+                                                     {"\"no\"", false},
+                                                     {"\"not enabled\"", false},
+                                                     {"null", false}};
+  for (const auto& [words, sp] : sp_words) {
+    r = read_one({{"dp", std::string("4\n    sequence_parallel: ") + words}});
+    EXPECT_EQ(r.layout.sp, sp) << words;
   }
 }
 
