@@ -48,6 +48,9 @@ void print_shared_cores(const DeviceProfile& p, const SharedCoresTiming& sc) {
                        ? " (x" + fmt_fixed(p.exchange_after_compute(sc.ranks, l.group), 2) + " right after compute)"
                        : std::string());
   }
+  if (sc.optimizer_bytes > 0)
+    exchange += "; the optimizer step right after it takes " + fmt_fixed(sc.optimizer_s * 1e3, 2) + " ms (x" +
+                fmt_fixed(sc.optimizer_s / sc.optimizer_alone_s, 2) + " its time with a core each)";
   std::printf("%s\n", exchange.c_str());
 }
 
@@ -117,6 +120,8 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
           w.end_object();
         }
         w.end_array();
+        w.field("optimizer_bytes", sc.optimizer_bytes).field("optimizer_s", sc.optimizer_s);
+        w.field("optimizer_alone_s", sc.optimizer_alone_s);
         w.key("exchange").begin_array();
         for (const SharedExchangeTiming& e : sc.exchange) {
           w.begin_object();

@@ -930,7 +930,10 @@ class StepEvaluation {
                      .free_efficiency = efficiency,
                      // A context ring's waits for a neighbour still computing are not the cores' work.
                      .hidden_wait_s = tb.cp_comm * mt.cp_wait_share,
-                     .dp_comm_on_shared_cores = dp_on_shared_cores};
+                     .dp_comm_on_shared_cores = dp_on_shared_cores,
+                     .optimizer_stretch = on_host > dev->cores && !norm_sum_last()
+                                              ? dev->shared_optimizer_stretch(on_host)
+                                              : 1.0};
     fill_collectives(host, *dev, on_host);
     const TimeBreakdown shared = share_host_cores(tb, host);
     if (host.hidden_wait_s > 0 && tb.cp_comm > 0) {  // what hiding took off the step
@@ -1356,6 +1359,14 @@ class StepEvaluation {
   // ZeRO-2/3 priced as capplan-train runs them (runtime_sharded_dp); check_layout keeps them to
   // pp = 1.
   bool sharded_by_runtime() const { return ly.zero >= 2 && ly.dp > 1 && pl.dp.profile; }
+
+  // capplan-train's last collective before the optimizer step is the gradient norm's sum over the
+  // tensor-parallel, pipeline-parallel or expert groups where any has more than one rank (Run::step
+  // sums it over each after the data-parallel exchange), else the data-parallel exchange itself.
+  // The profile's optimizer step on shared cores is timed right after the exchange
+  // (SharedCoresTiming::optimizer_s); after the norm's sum the ranks' steps kept their dedicated
+  // time in the runs measured (cost_model_cores.cpp).
+  bool norm_sum_last() const { return ly.tp > 1 || pp > 1 || ly.ep > 1; }
 
   void data_parallel() {
     // Data-parallel gradient synchronisation on the stage with most parameters.

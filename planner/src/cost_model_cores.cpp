@@ -58,12 +58,24 @@ namespace capplan::detail {
 //    runs' profiles priced); over the seven benchmark runs before it data-parallel runs of 4 and
 //    8 ranks computed 1.04 and 1.09 times dp 2's time (medians), where the ideal gives 1.01 and
 //    1.03: the measured e closes part of that;
-//  - the optimizer step keeps its dedicated time in both cases: the ranks enter it as they leave
-//    the data-parallel ring collective before it (the gradients' all-gather, or the gradient
-//    norm's), one ring step apart, and its few ms run while the others still wait there. The
-//    time it would have shared stays in the step: the passes take it (or the lockstep wait).
-//    Measured: 4.8 and 6.4 ms for dp 4 and dp 8 on 2 cores against 5.0 for dp 2; 2.9 ms for
-//    dp 2 x tp 2 against 2.4 for tp 2.
+//  - the optimizer step: every rank enters it as it leaves the collective before it (the
+//    data-parallel gradients' all-gather, or the gradient norm's sum), so the host's ranks take
+//    their steps at once. How they share the cores then is the host's: on a 2-core AMD EPYC host
+//    the ranks left the ring collective one ring step apart and the step kept its dedicated time
+//    (4.8 and 6.4 ms for dp 4 and dp 8 against 5.0 for dp 2); on a 2-core Intel Xeon host it took
+//    10.7 and 17.8 ms against 6.6 predicted, 1.6 and 2.7 times (a step of a few ms run to its end
+//    in the scheduler's slice while the others wait their turn: a rank's mean wait in a queue of
+//    k per core is (k - 1) / 2 steps, 1.5 and 2.5 times in all). So the profile measures it
+//    (SharedCoresTiming's optimizer_s over optimizer_alone_s: the ranks' mean time in the step
+//    right after their gradient exchange against a core each: 1.74-1.78 for 4 ranks, 2.78-3.02
+//    for 8 in two profiles there), and where that exchange is the step's last collective (tp, pp
+//    and ep 1) the critical rank's step takes that stretch k (1 <= k <= n / (c e)); the cores'
+//    time its step did not take (n / c - k of it) stays in the step: the passes take it (or the
+//    lockstep wait). Where the gradient norm's sum over the tensor-, pipeline-parallel or expert
+//    groups comes after it, the runs there kept about their dedicated time (dp 2 x tp 2 4.2 ms
+//    against 3.6, dp 2 x pp 2 6.1 against 4.5, tp 4 2.6 against 1.8, dp 2 x tp 2 x pp 2 2.3
+//    against 2.2), though the same step timed after a sum in pairs took 1.61 and 2.49 times its
+//    own: the sum alone is not what spreads them, so those keep the dedicated time (k = 1).
 // The data-parallel collectives, which all ranks run at once and whose copies and sums are CPU
 // work, stretch by n / c too, unless the profile timed the exchange among as many ranks on the
 // shared cores (SharedExchangeTiming, exchange_s in cost_model.cpp), which is the host's time. Measured on 2 cores (tests/bench/bench_local_fidelity.sh): tp 4
@@ -135,9 +147,11 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing
   // Of which the waits the other ranks' work fills (a context ring's, cost_model_moe.cpp): the
   // rank's time, not the cores'.
   const double exposed = other - std::clamp(host.hidden_wait_s, 0.0, other);
-  const double t_dedicated = d * (busy + t.bubble) + exposed + handoff;
+  // The optimizer's measured stretch where the ranks outnumber the cores (at most a busy rank's).
+  const double k = ranks_on_host > cores ? std::clamp(host.optimizer_stretch, 1.0, s) : 1.0;
+  const double t_dedicated = d * (busy + (k - 1) * t.optimizer + t.bubble) + exposed + handoff;
   const double t_shared = d * host.host_busy_s / (cores * e) + exposed + handoff;
-  const double t_slots = host.pipeline_s > 0 ? d * (host.pipeline_s + t.optimizer) + exposed + handoff : 0.0;
+  const double t_slots = host.pipeline_s > 0 ? d * (host.pipeline_s + k * t.optimizer) + exposed + handoff : 0.0;
   const double step = std::max({t_dedicated, t_shared, t_slots});
   if (host.lockstep) {
     // The measured stretch of the compute between collectives, as far as the step leaves room.
@@ -147,11 +161,11 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing
     const double bubble_tp = std::clamp(host.bubble_tp_s, 0.0, t.bubble);
     const double fill_drain = d * ((t.bubble - bubble_tp) * std::max(1.0, host.fill_drain_stretch) +
                                    bubble_tp * std::clamp(host.fill_tp_factor, 0.0, 1.0));
-    const double room = step - other - handoff - fill_drain - d * t.optimizer;
+    const double room = step - other - handoff - fill_drain - d * k * t.optimizer;
     const double f = passes > 0 ? std::clamp(room / passes, 1.0, std::max(1.0, host.lockstep_stretch)) : 1.0;
     t.compute *= d * f;
     t.recompute *= d * f;
-    t.optimizer *= d;
+    t.optimizer *= d * k;
     // The fill and drain run fewer ranks than the host has; where those still outnumber the
     // cores they share them (processor sharing, as the passes do).
     t.bubble = fill_drain + handoff;
@@ -159,9 +173,10 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing
     return t;
   }
   const double passes = t.compute + t.recompute;
-  t.optimizer *= d;
-  // The passes stretch by at most n / c, plus the share of the cores the optimizer steps did not take.
-  const double f_max = passes > 0 ? s + (s - 1) * t.optimizer / (d * passes) : 1.0;
+  t.optimizer *= d * k;
+  // The passes stretch by at most n / c, plus the share of the cores the optimizer steps did not
+  // take: of n / c times the step's dedicated time, k.
+  const double f_max = passes > 0 ? s + (s - k) * t.optimizer / (k * d * passes) : 1.0;
   const double f =
       passes > 0 ? std::clamp((step - other - handoff - d * t.bubble - t.optimizer) / (d * passes), 1.0, f_max)
                  : 1.0;

@@ -293,6 +293,9 @@ struct HostSharing {
   // The dedicated dp_comm is the profile's exchange timed among as many ranks on the shared cores
   // (SharedExchangeTiming): the host's time already, not stretched.
   bool dp_comm_on_shared_cores = false;
+  // (>= 1) How much longer a rank's optimizer step takes where the host's ranks take theirs at
+  // once than with a core each (the profile's measurement; 1: not measured).
+  double optimizer_stretch = 1;
 };
 // `dedicated` is the step as if every rank had a core of its own at the profile's per-rank rates.
 // Returns the step's breakdown when the ranks share the cores (cost_model_cores.cpp has the

@@ -195,6 +195,13 @@ double DeviceProfile::shared_free_efficiency(int ranks) const {
   });
 }
 
+double DeviceProfile::shared_optimizer_stretch(int ranks) const {
+  return interpolate_in_ranks(shared, ranks, [](const SharedCoresTiming& s) {
+    return s.optimizer_bytes > 0 && s.optimizer_s > 0 && s.optimizer_alone_s > 0 ? s.optimizer_s / s.optimizer_alone_s
+                                                                                 : -1.0;
+  });
+}
+
 double DeviceProfile::shared_handoff_s(int ranks, bool lockstep) const {
   return interpolate_in_ranks(shared, ranks, [lockstep](const SharedCoresTiming& s) {
     if (lockstep && s.handoff_lockstep_s > 0) return s.handoff_lockstep_s;
@@ -335,6 +342,9 @@ std::string device_profile_yaml(const DeviceProfile& p) {
           << ", seconds: " << num(sc.exchange[i].seconds) << "}";
       o << "]";
     }
+    if (sc.optimizer_bytes > 0)
+      o << ", optimizer_bytes: " << num(sc.optimizer_bytes) << ", optimizer_seconds: " << num(sc.optimizer_s)
+        << ", optimizer_alone_seconds: " << num(sc.optimizer_alone_s);
     o << ", how: " << yaml_quote(sc.how) << "}\n";
   }
   o << "  shape: {model: " << yaml_quote(p.model) << ", hidden: " << p.hidden << ", heads: " << p.heads
@@ -444,6 +454,11 @@ void read_shared_cores(detail::MapReader& r, const std::string& file, Diagnostic
     s.number("handoff_seconds", sc.handoff_s, false, {0, false, 1e6});
     s.number("handoff_lockstep_seconds", sc.handoff_lockstep_s, false, {0, false, 1e6});
     s.text("how", sc.how, false);
+    s.number("optimizer_bytes", sc.optimizer_bytes, false, {0, false, 1e15});
+    if (sc.optimizer_bytes > 0) {  // its two times with it
+      s.number("optimizer_seconds", sc.optimizer_s, true, {0, true, 1e6});
+      s.number("optimizer_alone_seconds", sc.optimizer_alone_s, true, {0, true, 1e6});
+    }
     if (one) {
       LockstepTiming l;
       l.group = sc.ranks;

@@ -579,6 +579,79 @@ TEST(DeviceProfile, RanksSideBySideDoTheMeasuredFractionOfTheIdeal) {
                    estimate(host_scenario(2, ideal), two).step_time_s);
 }
 
+// The host's ranks take their optimizer steps at once (right after the collective before them), and
+// how the cores share them right after the gradient exchange is measured (SharedCoresTiming's
+// optimizer_s over optimizer_alone_s). Expectation: dp 4 on 2 cores with a stretch of 1.6 measured
+// at 4 ranks: the optimizer takes 1.6 times its own time, the passes 2 x theirs plus the 0.4 of it
+// the cores did not give the optimizer (the step is the host's work over the cores, unchanged);
+// 2.7 at 8 ranks interpolates to 2.15 at 6; a stretch beyond the ranks' share of a core (3 for 4
+// ranks on 2 cores) is held to it, 2. dp 2 x tp 2 (in lockstep) and dp 2 x pp 2, whose last
+// collective before the step is the norm's sum over the tp or pp group, keep their dedicated
+// time; so do layouts of a profile without it and two ranks on two cores. optimizer_bytes without
+// its times, or a time of 0, is refused naming the field.
+TEST(DeviceProfile, OptimizerStepsTakenAtOnceTakeTheMeasuredStretch) {
+  Layout l;
+  l.dp = 4;
+  l.mbs = 1;
+  const DeviceProfile plain = cpu_profile(2, 2);
+  DeviceProfile measured = plain;
+  measured.shared = {{4, 1.0, 0, {}, "four"}, {8, 1.0, 0, {}, "eight"}};
+  measured.shared[0].optimizer_bytes = measured.shared[1].optimizer_bytes = 1e8;
+  measured.shared[0].optimizer_s = 0.016;
+  measured.shared[0].optimizer_alone_s = 0.01;
+  measured.shared[1].optimizer_s = 0.027;
+  measured.shared[1].optimizer_alone_s = 0.01;
+  const Loaded<DeviceProfile> back = parse_device_profile_yaml(device_profile_yaml(measured), "dev.yaml");
+  ASSERT_TRUE(back.ok()) << back.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(back.value->shared[1].optimizer_bytes, 1e8);
+  EXPECT_NEAR(back.value->shared_optimizer_stretch(4), 1.6, 1e-12);
+  EXPECT_NEAR(back.value->shared_optimizer_stretch(6), 2.15, 1e-12);
+  EXPECT_LT(plain.shared_optimizer_stretch(4), 0);  // not measured
+  const Estimate own = estimate(host_scenario(4, plain), l);
+  const Estimate part = estimate(host_scenario(4, *back.value), l);
+  const TimeBreakdown& a = own.breakdown_s;
+  const TimeBreakdown& b = part.breakdown_s;
+  const double opt = estimate(host_scenario(4, cpu_profile(2, 4)), l).breakdown_s.optimizer;  // a core each
+  std::printf("Expectation: optimizer %.6f s (x1.6), compute %.6f s Actual result: %.6f s, %.6f s\n", 1.6 * opt,
+              a.compute - 0.6 * opt, b.optimizer, b.compute);
+  ASSERT_GT(opt, 0);
+  EXPECT_NEAR(a.optimizer, opt, 1e-12 * opt);
+  EXPECT_NEAR(b.optimizer, 1.6 * opt, 1e-9 * opt);
+  EXPECT_NEAR(b.compute, a.compute - 0.6 * opt, 1e-9 * a.compute);
+  EXPECT_NEAR(part.step_time_s, own.step_time_s, 1e-12 * own.step_time_s);
+  // Beyond the ranks' share of a core: held to it.
+  DeviceProfile beyond = *back.value;
+  beyond.shared[0].optimizer_s = 0.03;
+  EXPECT_NEAR(estimate(host_scenario(4, beyond), l).breakdown_s.optimizer, 2 * opt, 1e-9 * opt);
+  // The norm's sum over the tensor-parallel pair (in lockstep) or the two stages comes last: the
+  // dedicated step.
+  for (const auto& [tp, pp] : {std::pair{2, 1}, std::pair{1, 2}}) {
+    Layout two_groups = l;
+    two_groups.dp = 2;
+    two_groups.tp = tp;
+    two_groups.pp = pp;
+    const double own_opt = estimate(host_scenario(4, cpu_profile(2, 4)), two_groups).breakdown_s.optimizer;
+    ASSERT_GT(own_opt, 0);
+    EXPECT_NEAR(estimate(host_scenario(4, *back.value), two_groups).breakdown_s.optimizer, own_opt, 1e-12 * own_opt)
+        << tp << " x " << pp;
+    EXPECT_NEAR(estimate(host_scenario(4, plain), two_groups).breakdown_s.optimizer, own_opt, 1e-12 * own_opt);
+  }
+  // Two ranks on two cores share nothing.
+  Layout two = l;
+  two.dp = 2;
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(2, *back.value), two).breakdown_s.optimizer,
+                   estimate(host_scenario(2, plain), two).breakdown_s.optimizer);
+  // Bad or partial measurements.
+  const std::string text = device_profile_yaml(measured);
+  std::string no_times = text;
+  const size_t at = no_times.find(", optimizer_seconds: ");
+  no_times.erase(at, no_times.find(", how:", at) - at);
+  expect_refused_naming(no_times, "optimizer_seconds");
+  std::string zero = text;
+  zero.replace(zero.find("optimizer_alone_seconds: ") + 25, 4, "0, x");
+  expect_refused_naming(zero, "optimizer_alone_seconds");
+}
+
 // A pipeline's waiting stage gives its core away: 4 stages on 2 cores take the host's work over 2
 // cores, T = max(T_d, W / 2 + X), W = m x every chunk's forward, backward and recompute + 4
 // optimizer steps, X = the dedicated step's communication; less than stretching the whole

@@ -115,6 +115,14 @@ struct SharedCoresTiming {
   std::string how;
   double handoff_lockstep_s = 0;         // the hand-off beside pairs in lockstep; 0: not measured
   std::vector<SharedExchangeTiming> exchange{};  // by group size, then bytes; empty: not measured
+  // The optimizer step of every rank at once right after their gradient exchange among all of
+  // them, as capplan-train's ranks of a data-parallel layout take it (AdamW over
+  // `optimizer_bytes` as the "adamw" kernel counts them): the ranks' mean time in it, and the
+  // same step's with a core each (the first `cores` ranks while the others sleep). 0 bytes: not
+  // measured.
+  double optimizer_bytes = 0;
+  double optimizer_s = 0;
+  double optimizer_alone_s = 0;
 };
 
 // How far the measurements moved between the profile's rounds (capplan-train measure repeats its
@@ -209,6 +217,10 @@ struct DeviceProfile {
   // and the fraction of the processor-sharing ideal the ranks reach computing side by side.
   double shared_allreduce_s(int ranks, int group) const;
   double shared_free_efficiency(int ranks) const;
+  // How much longer a rank's optimizer step takes where `ranks` ranks take theirs at once right
+  // after their gradient exchange on the shared cores than with a core each (SharedCoresTiming's
+  // optimizer_s over optimizer_alone_s, interpolated in ranks); -1: not measured.
+  double shared_optimizer_stretch(int ranks) const;
   double shared_compute_stretch(int ranks, int group) const;
   double shared_handoff_s(int ranks, bool lockstep = false) const;
   // The gradient exchange of `bytes` per rank in groups of `group` among exactly `ranks` ranks on

@@ -1084,6 +1084,56 @@ class Measurer {
     }
   }
 
+  // --shared-cores: the optimizer step where the ranks outnumber the cores. capplan-train's ranks
+  // of a data-parallel layout all leave the step's gradient exchange at about the same moment and
+  // run AdamW over their weights at once, so their steps share the cores; how they share them
+  // (side by side, each at c/n of a core, or in turns, each at a core's speed while the others
+  // wait to run) is the scheduler's and the host's, so it is measured: every rank exchanges its
+  // gradients among all of them (optimizer_exchange) and then steps AdamW over the model's weights
+  // on one rank of --tp (layers x 12 h^2 / tp, and the embedding's vocab x h / tp; at most 16 MiB
+  // of them, the largest buffer the exchange timings use, so that the ranks' memory stays what
+  // the launcher allowed for: a larger model's step is timed at that size), from memory; against
+  // the same step of the first `cores` ranks, a core each, while the others sleep. Each
+  // repeat takes both, one after the other (a shared host's slow spells move the two together):
+  // the ranks' mean time in their step (capplan-train's record takes one rank's terms, which rank
+  // depends on its compute), and the working ranks' slowest alone; the medians over the repeats
+  // after a warm-up, into sc.optimizer_s and sc.optimizer_alone_s, of sc.optimizer_bytes (seven
+  // fp32 passes over each weight, as the "adamw" kernel counts them).
+  void shared_optimizer(SharedCoresTiming& sc, int cores) {
+    const int n = world_.size();
+    const int64_t h = m_.hidden;
+    const int64_t weights = (int64_t(m_.layers) * 12 * h * h + int64_t(m_.vocab) * h) / o_.tp;
+    const int64_t per = std::max<int64_t>(1, std::min<int64_t>(weights, int64_t(1) << 22) / n) * n;
+    float* w = buffer(per);
+    float* g = buffer(per);
+    float* m1 = buffer(per);
+    float* m2 = buffer(per);
+    for (int64_t i = 0; i < per; ++i) m2[i] = std::abs(m2[i]);
+    std::vector<double> norm_parts(static_cast<size_t>(n)), shared, alone;
+    AdamWStep st;
+    auto step = [&] { be_.adamw(w, g, m1, m2, per, st); };
+    double last_alone = 0;
+    for (int r = 0; r <= o_.repeats; ++r) {
+      const double a = last_alone = run_alone_quiet(std::min(cores, n), 1.25 * last_alone, step);
+      world_.barrier();
+      optimizer_exchange(world_, g, per, norm_parts);
+      const double t = now_s();
+      step();
+      double mean = now_s() - t;
+      world_.all_reduce_sum(&mean, 1);
+      if (r == 0) continue;  // the warm-up: the buffers' first touch
+      alone.push_back(a);
+      shared.push_back(mean / n);
+    }
+    sc.optimizer_bytes = 4.0 * 7 * double(per);
+    sc.optimizer_s = median(shared);
+    sc.optimizer_alone_s = median(alone);
+    sc.how += ", the optimizer step over " + fmt_fixed(sc.optimizer_bytes / 7 / 1048576.0, 1) +
+              " MiB of weights right after the gradient exchange among all " + ms(sc.optimizer_s) +
+              " (the ranks' mean) against " + ms(sc.optimizer_alone_s) + " with a core each";
+    bufs_.clear();
+  }
+
  private:
   // The data-parallel exchange of ZeRO-0 and ZeRO-1 as Optimizer::step makes it, on `count`
   // floats at `g` among `group`'s ranks: the gradients reduce-scattered in place, the partial sums
@@ -1218,6 +1268,7 @@ int amend_shared_cores(const MeasureOptions& o, const ModelSpec& model, Measurer
   DeviceProfile p;
   meas.lockstep(p, cores, true, groups);
   meas.shared_exchange(p.shared[0], groups);
+  meas.shared_optimizer(p.shared[0], cores);
   if (!writer) return 0;
   DeviceProfile out = *loaded.value;
   // Replaces a measurement with as many ranks, keeps the others.
