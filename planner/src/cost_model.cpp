@@ -1368,6 +1368,24 @@ class StepEvaluation {
   // time in the runs measured (cost_model_cores.cpp).
   bool norm_sum_last() const { return ly.tp > 1 || pp > 1 || ly.ep > 1; }
 
+  // Between its two halves capplan-train's ZeRO-0 moves each rank's reduced shard from the start
+  // of the gradient buffer, where the in-place reduce-scatter left it, to the rank's own block
+  // (Optimizer::update), on every rank of the group but its first, and the first waits for them in
+  // the all-gather: the critical rank's exchange takes a copy of a shard more, read and written at
+  // the profile's memory-bound bandwidth (capplan-train measure's kernels, as measured: the CPU
+  // backend's copy is one memcpy, not split over a rank's threads as its compute is), at the shared
+  // cores' speed where the ranks outnumber them. dp 2 on 2 cores, 8.5 MB a shard: 1.1 ms, where
+  // the exchange as the profile times it (without the move) priced 6.7-6.9 ms against 8.3-9.2
+  // measured.
+  double shard_move_s() const {
+    const DeviceProfile* dev = c.profile;
+    if (!dev || dev->memory_gbyte_per_s <= 0 || pl.dp.n < 2) return 0.0;
+    const double move = 2.0 * grad_bytes / pl.dp.n / (dev->memory_gbyte_per_s * 1e9);
+    if (dev->backend != "cpu" || dev->cores <= 0 || !dp_on_shared_cores) return move;
+    // The exchange was timed among the host's ranks, the host's time; the move is not in it.
+    return move * shared_copy_stretch(gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus()), dev->cores, dev->ranks);
+  }
+
   void data_parallel() {
     // Data-parallel gradient synchronisation on the stage with most parameters.
     params_crit = std::max(stage_params(0), stage_params(pp - 1));
@@ -1384,6 +1402,7 @@ class StepEvaluation {
         // another, the norm's gather between them waiting for the slower rank's reduce-scatter.
         const double exchange = exchange_s(grad_bytes);
         dp_s = exchange > 0 ? exchange : reducescatter_s(pl.dp, grad_bytes) + allgather_s(pl.dp, grad_bytes);
+        dp_s += shard_move_s();
       } else if (ly.zero == 0) {
         dp_s = allreduce_s(pl.dp, grad_bytes);
       } else if (sharded_by_runtime()) {

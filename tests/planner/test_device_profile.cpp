@@ -193,6 +193,14 @@ TEST(DeviceProfile, CostModelUsesMeasuredShapesAndTheFittedLine) {
 }
 
 // The synthetic profile as CPU ranks measured it: `ranks` ranks on a host of `cores` cores.
+// capplan-train's ZeRO-0 moves each rank's reduced shard to its block before the all-gather, and
+// the group's first rank waits for it there: a shard of the gradients (pp 1: all of the rank's)
+// read and written at the profile's memory-bound bandwidth, times `stretch` where the exchange was
+// timed among ranks sharing the cores (their copy stretch).
+double shard_move_s(const Estimate& e, const DeviceProfile& p, int dp, double stretch = 1) {
+  return 2.0 * e.memory_per_gpu_bytes.gradients / dp / (p.memory_gbyte_per_s * 1e9) * stretch;
+}
+
 DeviceProfile cpu_profile(int ranks, int cores) {
   DeviceProfile p = synthetic_profile();
   p.device = "cpu: test host, " + std::to_string(cores) + " cores";
@@ -423,8 +431,9 @@ TEST(DeviceProfile, ExchangeTimedOnTheSharedCoresIsTheHostsTime) {
   std::printf("Expectation: dp 4's dp_comm 1.23 s as timed (stretched from 2 ranks' %.4f s). Actual result: "
               "%.4f s; step %.4f -> %.4f s\n", stretched.breakdown_s.dp_comm, own.breakdown_s.dp_comm,
               stretched.step_time_s, own.step_time_s);
-  EXPECT_NEAR(own.breakdown_s.dp_comm, 1.23, 1e-12);
-  EXPECT_NEAR(own.step_time_s - stretched.step_time_s, 1.23 - stretched.breakdown_s.dp_comm,
+  // (and ZeRO-0's shard move at the shared cores' copy stretch, 4 ranks on 2 cores: 2)
+  EXPECT_NEAR(own.breakdown_s.dp_comm - shard_move_s(own, d, 4, 2), 1.23, 1e-12);
+  EXPECT_NEAR(own.step_time_s - stretched.step_time_s, own.breakdown_s.dp_comm - stretched.breakdown_s.dp_comm,
               1e-9 * own.step_time_s);
   // The simulator replays the timed exchange as it is, without the core share's stretch.
   const double sim_own = simulate_step(host_scenario(4, d), dp4).step_time_s;
@@ -437,7 +446,7 @@ TEST(DeviceProfile, ExchangeTimedOnTheSharedCoresIsTheHostsTime) {
   dp2tp2.dp = 2;
   dp2tp2.tp = 2;
   const Estimate pairs = estimate(host_scenario(4, d), dp2tp2);
-  const double half_grads = (pairs.breakdown_s.dp_comm - 0.001) / 1e-12;
+  const double half_grads = (pairs.breakdown_s.dp_comm - shard_move_s(pairs, d, 2, 2) - 0.001) / 1e-12;
   std::printf("Expectation: dp 2 x tp 2 at the pairs' line, about half of the model's gradients. Actual result: "
               "%.4f s, %.3g bytes\n", pairs.breakdown_s.dp_comm, half_grads);
   EXPECT_GT(half_grads, 0.45 * 4 * 13e9);  // fp32 gradients of GPT-3 13B's half
@@ -486,8 +495,10 @@ TEST(DeviceProfile, ExchangeRightAfterComputeTakesTheMeasuredRatio) {
   Layout dp2;
   dp2.dp = 2;
   dp2.mbs = 1;
-  const double alone = estimate(host_scenario(2, two), dp2).breakdown_s.dp_comm;
-  const double right_after = estimate(host_scenario(2, *back.value), dp2).breakdown_s.dp_comm;
+  // (each less ZeRO-0's shard move, the same in both)
+  const Estimate alone_e = estimate(host_scenario(2, two), dp2);
+  const double alone = alone_e.breakdown_s.dp_comm - shard_move_s(alone_e, two, 2);
+  const double right_after = estimate(host_scenario(2, *back.value), dp2).breakdown_s.dp_comm - shard_move_s(alone_e, two, 2);
   std::printf("Expectation: dp 2's exchange 1.3x its time alone. Actual result: %.5f -> %.5f s (x%.4f)\n", alone,
               right_after, right_after / alone);
   EXPECT_GT(alone, 0);
@@ -522,7 +533,7 @@ TEST(DeviceProfile, ExchangeRightAfterComputeTakesTheMeasuredRatio) {
   const Estimate e = estimate(host_scenario(4, d), dp4);
   std::printf("Expectation: dp 4's exchange on the shared cores 1.5 s, as timed right after compute. Actual "
               "result: %.4f s\n", e.breakdown_s.dp_comm);
-  EXPECT_NEAR(e.breakdown_s.dp_comm, 1.5, 1e-9);
+  EXPECT_NEAR(e.breakdown_s.dp_comm - shard_move_s(e, d, 4, 2), 1.5, 1e-9);
 
   // Bad input: one of the pair without the other, or a time that is not positive.
   std::string text = device_profile_yaml(after);
@@ -650,6 +661,33 @@ TEST(DeviceProfile, OptimizerStepsTakenAtOnceTakeTheMeasuredStretch) {
   std::string zero = text;
   zero.replace(zero.find("optimizer_alone_seconds: ") + 25, 4, "0, x");
   expect_refused_naming(zero, "optimizer_alone_seconds");
+}
+
+// capplan-train's ZeRO-0 moves each rank's reduced shard from the start of the gradient buffer to
+// its block between the reduce-scatter and the all-gather (Optimizer::update), and the group's
+// first rank waits for it in the all-gather. Expectation: dp 2 of GPT-3 13B's gradients on a CPU
+// profile: dp_comm shorter by half the move when the profile's memory-bound bandwidth doubles,
+// the move being the shard (half the rank's gradients) read and written, 2 x G / 2 / bandwidth;
+// ZeRO-1 (no move: its all-gather sends the updated weights where they are)
+// unchanged.
+TEST(DeviceProfile, ZeroZeroMovesItsShardBeforeTheAllGather) {
+  const DeviceProfile slow = cpu_profile(2, 2);
+  DeviceProfile fast = slow;
+  fast.memory_gbyte_per_s *= 2;
+  Layout dp2;
+  dp2.dp = 2;
+  dp2.mbs = 1;
+  const Estimate a = estimate(host_scenario(2, slow), dp2);
+  const Estimate b = estimate(host_scenario(2, fast), dp2);
+  const double move = 2.0 * a.memory_per_gpu_bytes.gradients / 2 / (slow.memory_gbyte_per_s * 1e9);
+  std::printf("Expectation: dp_comm %.6f s shorter (half the move of %.6f s) Actual result: %.6f s\n", move / 2, move,
+              a.breakdown_s.dp_comm - b.breakdown_s.dp_comm);
+  ASSERT_GT(move, 0);
+  EXPECT_NEAR(a.breakdown_s.dp_comm - b.breakdown_s.dp_comm, move / 2, 1e-9 * move);
+  Layout zero1 = dp2;
+  zero1.zero = 1;
+  EXPECT_DOUBLE_EQ(estimate(host_scenario(2, slow), zero1).breakdown_s.dp_comm,
+                   estimate(host_scenario(2, fast), zero1).breakdown_s.dp_comm);
 }
 
 // A pipeline's waiting stage gives its core away: 4 stages on 2 cores take the host's work over 2
@@ -1171,6 +1209,7 @@ Scenario gpt3_13b_on_four_gpus() {
 }
 
 // dp_comm of `sc` priced with `dev` for `dp` ranks of one node of 8 (mbs 1, ZeRO `zero`).
+// The exchange's collectives: dp_comm less ZeRO-0's shard move (shard_move_s).
 double dp_comm_on_a_node_of_8(Scenario s, const DeviceProfile& dev, int dp, int zero) {
   s.cluster.gpus_per_node = 8;
   s.gpus = dp;
@@ -1179,7 +1218,8 @@ double dp_comm_on_a_node_of_8(Scenario s, const DeviceProfile& dev, int dp, int 
   l.dp = dp;
   l.mbs = 1;
   l.zero = zero;
-  return estimate(s, l).breakdown_s.dp_comm;
+  const Estimate e = estimate(s, l);
+  return e.breakdown_s.dp_comm - (zero == 0 ? shard_move_s(e, dev, dp) : 0.0);
 }
 
 // A profile's measured collectives time the groups of the size it measured, interpolated by
