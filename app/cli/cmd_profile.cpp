@@ -50,7 +50,7 @@ void print_shared_cores(const DeviceProfile& p, const SharedCoresTiming& sc) {
   }
   if (sc.optimizer_bytes > 0)
     exchange += "; the optimizer step right after it takes " + fmt_fixed(sc.optimizer_s * 1e3, 2) + " ms (x" +
-                fmt_fixed(sc.optimizer_s / sc.optimizer_alone_s, 2) + " its time with a core each)";
+                fmt_fixed(p.shared_optimizer_stretch(sc.ranks), 2) + " its time with a core each)";
   std::printf("%s\n", exchange.c_str());
 }
 

@@ -1382,7 +1382,8 @@ class StepEvaluation {
     if (!dev || dev->memory_gbyte_per_s <= 0 || pl.dp.n < 2) return 0.0;
     const double move = 2.0 * grad_bytes / pl.dp.n / (dev->memory_gbyte_per_s * 1e9);
     if (dev->backend != "cpu" || dev->cores <= 0 || !dp_on_shared_cores) return move;
-    // The exchange was timed among the host's ranks, the host's time; the move is not in it.
+    // The exchange was timed among the host's ranks (exchange_s, called before it, says so): the
+    // host's time, which the move is not in.
     return move * shared_copy_stretch(gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus()), dev->cores, dev->ranks);
   }
 

@@ -61,8 +61,8 @@ namespace capplan::detail {
 //  - the optimizer step: every rank enters it as it leaves the collective before it (the
 //    data-parallel gradients' all-gather, or the gradient norm's sum), so the host's ranks take
 //    their steps at once. How they share the cores then is the host's: on a 2-core AMD EPYC host
-//    the ranks left the ring collective one ring step apart and the step kept its dedicated time
-//    (4.8 and 6.4 ms for dp 4 and dp 8 against 5.0 for dp 2); on a 2-core Intel Xeon host it took
+//    the step kept its dedicated time (4.8 and 6.4 ms for dp 4 and dp 8 against 5.0 for dp 2,
+//    measured; why, not); on a 2-core Intel Xeon host it took
 //    10.7 and 17.8 ms against 6.6 predicted, 1.6 and 2.7 times (a step of a few ms run to its end
 //    in the scheduler's slice while the others wait their turn: a rank's mean wait in a queue of
 //    k per core is (k - 1) / 2 steps, 1.5 and 2.5 times in all). So the profile measures it
@@ -148,6 +148,8 @@ TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing
   // rank's time, not the cores'.
   const double exposed = other - std::clamp(host.hidden_wait_s, 0.0, other);
   // The optimizer's measured stretch where the ranks outnumber the cores (at most a busy rank's).
+  // The cost model sets it for data-parallel layouts only, so ranks in lockstep take it as 1 today;
+  // the lockstep branch applies it all the same, so that a caller's stretch is never dropped.
   const double k = ranks_on_host > cores ? std::clamp(host.optimizer_stretch, 1.0, s) : 1.0;
   const double t_dedicated = d * (busy + (k - 1) * t.optimizer + t.bubble) + exposed + handoff;
   const double t_shared = d * host.host_busy_s / (cores * e) + exposed + handoff;

@@ -33,6 +33,7 @@
 #include "planner/device_profile.h"
 #include "planner/flags.h"
 #include "planner/format.h"
+#include "planner/profile.h"
 #include "planner/spec_io.h"
 #include "planner/stats.h"
 #include "train/backend.h"
@@ -1090,9 +1091,9 @@ class Measurer {
   // (side by side, each at c/n of a core, or in turns, each at a core's speed while the others
   // wait to run) is the scheduler's and the host's, so it is measured: every rank exchanges its
   // gradients among all of them (optimizer_exchange) and then steps AdamW over the model's weights
-  // on one rank of --tp (layers x 12 h^2 / tp, and the embedding's vocab x h / tp; at most 16 MiB
-  // of them, the largest buffer the exchange timings use, so that the ranks' memory stays what
-  // the launcher allowed for: a larger model's step is timed at that size), from memory; against
+  // on one rank of --tp (as the planner counts them, profile_model; at most 16 MiB of them, the
+  // largest buffer the exchange timings use, so that the ranks' memory stays what the launcher
+  // allowed for: a larger model's step is timed at that size), from memory; against
   // the same step of the first `cores` ranks, a core each, while the others sleep. Each
   // repeat takes both, one after the other (a shared host's slow spells move the two together):
   // the ranks' mean time in their step (capplan-train's record takes one rank's terms, which rank
@@ -1101,9 +1102,9 @@ class Measurer {
   // fp32 passes over each weight, as the "adamw" kernel counts them).
   void shared_optimizer(SharedCoresTiming& sc, int cores) {
     const int n = world_.size();
-    const int64_t h = m_.hidden;
-    const int64_t weights = (int64_t(m_.layers) * 12 * h * h + int64_t(m_.vocab) * h) / o_.tp;
-    const int64_t per = std::max<int64_t>(1, std::min<int64_t>(weights, int64_t(1) << 22) / n) * n;
+    double weights = 0;
+    for (const LayerProfile& row : profile_model(m_, o_.tp, seq(), o_.mbs, Precision::Fp32).rows()) weights += row.params;
+    const int64_t per = std::max<int64_t>(1, std::min<int64_t>(int64_t(weights), int64_t(1) << 22) / n) * n;
     float* w = buffer(per);
     float* g = buffer(per);
     float* m1 = buffer(per);
