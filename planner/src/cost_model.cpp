@@ -90,8 +90,9 @@ constexpr double kPcieEfficiency = 0.8;
 // Optimizer constructors), so its peak is its state and activations.
 // Mixed-precision Adam: fp32 master weights + two fp32 moments = 12 bytes per parameter
 // (Rajbhandari et al. 2020, ZeRO, Sec 3.1: K = 12); fp32 training keeps moments only (8).
-// Optimizer step traffic: read grad, master, m, v (16 B), write master, m, v (12 B), write the
-// 16-bit weight (2 B) = 30 bytes per parameter at HBM bandwidth.
+// Optimizer step traffic: read grad, master, m, v (16 B), write master, m, v (12 B), and under
+// mixed precision write the 16-bit weight (2 B) = 30 bytes per parameter at HBM bandwidth (28 in
+// fp32, whose master weights are the weights: capplan-train's CPU step, as its profile counts it).
 constexpr double kAdamTrafficBytesPerParam = 30.0;
 // Collectives on a side stream beside the GEMMs (ZeRO-3's parameter and gradient traffic, the
 // data-parallel gradient buckets of PyTorch DDP and Megatron-Core's overlap_grad_reduce, the
@@ -160,8 +161,12 @@ Constants constants_for(const Scenario& sc) {
     c.hbm_Bps = dev->memory_gbyte_per_s * 1e9;
     // The optimizer step at the measured rate of the runtime's own step over operands from
     // memory (capplan-train measure's "adamw"), where the profile has it.
-    for (const KernelTiming& k : dev->kernels)
-      if (k.name == "adamw" && k.seconds > 0 && k.bytes > 0) c.optimizer_Bps = k.bytes / k.seconds;
+    for (const KernelTiming& k : dev->kernels) {
+      if (k.seconds <= 0 || k.bytes <= 0) continue;
+      if (k.name == "adamw") c.optimizer_Bps = k.bytes / k.seconds;
+      if (k.name == "gradient norm") c.norm_Bps = k.bytes / k.seconds;
+      if (k.name == "gradient norm after exchange") c.norm_warm_Bps = k.bytes / k.seconds;
+    }
     if (const CollectiveFit* f = dev->fit("all-reduce", cl.gpus_per_node)) {
       c.intra_Bps = f->bandwidth_gbyte_per_s * 1e9;
       // allreduce_s() charges 2 (n-1) ring steps of latency.
@@ -178,6 +183,8 @@ Constants constants_for(const Scenario& sc) {
       c.gemm_t0_s *= scale;
       c.hbm_Bps /= scale;
       c.optimizer_Bps /= scale;
+      c.norm_Bps /= scale;
+      c.norm_warm_Bps /= scale;
     }
   }
   return c;
@@ -219,6 +226,10 @@ double gemm_seconds(const Constants& c, double m, double n, double k, double cou
   return gemm_s(c, m, n, k, count);
 }
 double memory_seconds(const Constants& c, double bytes) { return mem_s(c, bytes); }
+
+double adam_traffic_bytes(double weight_bytes) {
+  return weight_bytes < 4 ? kAdamTrafficBytesPerParam : kAdamTrafficBytesPerParam - 2;
+}
 
 namespace {
 
@@ -1497,7 +1508,7 @@ class StepEvaluation {
     const double opt_params = params_crit / (ly.zero >= 1 ? dp : 1.0);
     // Optimizer step: Adam streams 30 bytes per parameter (above), SGD reads the gradient and the
     // weight and writes the weight (3 x 2 bytes in 16 bits).
-    const double step_traffic = tr.optimizer == Optimizer::Sgd ? 3 * w_elem : kAdamTrafficBytesPerParam;
+    const double step_traffic = tr.optimizer == Optimizer::Sgd ? 3 * w_elem : adam_traffic_bytes(w_elem);
     const int gpus_in_node = gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
     // FSDP's ring mode streams the offloaded shards up inside its gathers (data_parallel above)
     // and copies each gradient shard down on the reduction stream after its reduce-scatter
@@ -1519,6 +1530,15 @@ class StepEvaluation {
       tb.optimizer = host_step + (fsdp_offload ? 0.0 : opt_params * (g_elem + w_elem) / c.pcie_Bps);
     } else {
       tb.optimizer = opt_params * step_traffic / (c.optimizer_Bps > 0 ? c.optimizer_Bps : c.hbm_Bps);
+      if (c.norm_Bps > 0) {
+        // capplan-train, whose step a profile measured (Optimizer::reduce_gradients): each rank
+        // first sums the squares of its shard of the gradients, 1 / (dp x cp) of them, for the
+        // global norm; right after the reduce-scatter wrote the shard (ZeRO-0 and -1 over more
+        // than one rank) at the measured rate of a read from the caches, otherwise from memory.
+        const double group = dp * ly.cp;
+        const bool warm = ly.zero < 2 && group > 1 && c.norm_warm_Bps > 0;
+        tb.optimizer += params_crit / group * g_elem / (warm ? c.norm_warm_Bps : c.norm_Bps);
+      }
     }
     if (tr.offload_params && !fsdp_offload) {
       // Parameters live in host memory and each layer's weights (its shard under ZeRO-3) come up

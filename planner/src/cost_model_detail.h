@@ -16,6 +16,9 @@ struct Constants {
   double gemm_eff = 0;        // fraction of peak reached by the arithmetic of a large GEMM
   double hbm_Bps = 0;         // HBM bandwidth actually reached, bytes/s (spec x memory efficiency)
   double optimizer_Bps = 0;   // a device profile's measured optimizer step, bytes/s (0: hbm_Bps)
+  // A device profile's measured gradient-norm sum of squares over a rank's gradient shard, bytes/s,
+  // from memory and right after the exchange wrote it (0: not measured, not priced).
+  double norm_Bps = 0, norm_warm_Bps = 0;
   double intra_Bps = 0;       // NVLink bus bandwidth per GPU per direction reached by NCCL, bytes/s
   double inter_node_Bps = 0;  // NIC bandwidth per node per direction reached by NCCL, bytes/s
   double intra_lat_s = 0;     // one ring step inside a node
@@ -126,6 +129,9 @@ struct Links {
 };
 // The GPUs (or CPU ranks) of a job of `gpus` that one node holds: a full node's `gpus_per_node`,
 // or all of a smaller job; at least 1.
+// The bytes an AdamW step moves per parameter for weights of `weight_bytes` bytes
+// (kAdamTrafficBytesPerParam: 30 under mixed precision, 28 in fp32).
+double adam_traffic_bytes(double weight_bytes);
 inline int gpus_on_a_node(int gpus_per_node, int gpus) { return std::max(1, std::min(gpus_per_node, gpus)); }
 // A group of n members whose most spread-out instance spans `nodes` nodes of gpus_in_node GPUs:
 // its bandwidth and latencies by placement.cpp's rule (every group of a kind runs at once).

@@ -539,7 +539,7 @@ void evaluate_moe_cp(const Scenario& sc, const Scenario& slice, const Constants&
                                      allgather_s(edp_links, crit_expert_params * c.elem_bytes);
   }
   const double step_traffic =
-      sc.training.optimizer == Optimizer::Sgd ? 3 * c.elem_bytes : 30.0;  // as the dense step
+      sc.training.optimizer == Optimizer::Sgd ? 3 * c.elem_bytes : adam_traffic_bytes(c.elem_bytes);  // as the dense step
   const double expert_opt_s = crit_expert_params / (ly.zero >= 1 ? edp : 1.0) * step_traffic / c.hbm_Bps;
   TimeBreakdown& tb = ev.time;
   tb.dp_comm += expert_dp_s;

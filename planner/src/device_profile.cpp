@@ -232,11 +232,14 @@ void fit_device_profile(DeviceProfile& p) {
     p.gemm_peak_gflops = b > 0 ? 1.0 / b / 1e9 : 0;
     p.gemm_overhead_us = a * 1e6;
   }
-  // Memory-bound kernels: bandwidth = bytes / seconds over all of them (their times add).
+  // Memory-bound kernels: bandwidth = bytes / seconds over all of them (their times add), but the
+  // gradient norm's sums (a read of the gradients the cost model prices by their own times, warm
+  // or cold, not by the line).
   {
     double bytes = 0, seconds = 0;
     for (const KernelTiming& k : p.kernels)
-      if (k.bytes > 0 && k.seconds > 0 && k.name.find("attention") == std::string::npos) {
+      if (k.bytes > 0 && k.seconds > 0 && k.name.find("attention") == std::string::npos &&
+          k.name.rfind("gradient norm", 0) != 0) {
         bytes += k.bytes;
         seconds += k.seconds;
       }

@@ -1544,6 +1544,40 @@ TEST(DeviceProfile, OptimizerTakesTheMeasuredStepRate) {
   EXPECT_NEAR(measured.step_time_s - fitted.step_time_s, fitted.breakdown_s.optimizer, 1e-9);
 }
 
+// Before its step capplan-train sums the squares of each rank's shard of the gradients (1 / dp of
+// them) for the global norm: priced at the profile's "gradient norm after exchange" where a
+// reduce-scatter has just written the shard (ZeRO-0 and -1 over more than one rank), else at its
+// "gradient norm" from memory (ZeRO-2, whose shard was reduced during the backward; one rank).
+// Expectation, warm 4x the cold rate: ZeRO-2's sum 4x ZeRO-0's and ZeRO-1's; one rank with both
+// cores (two threads) over all the gradients as long as ZeRO-2's rank over half of them on one;
+// the step longer by the sum; the memory-bound fit untouched by these kernels; no sum priced
+// without them.
+TEST(DeviceProfile, GradientNormSumsTheShardWarmAfterTheExchange) {
+  const double cold_Bps = 2e9;
+  DeviceProfile with = cpu_profile(2, 2), without = with;
+  with.kernels.push_back({"gradient norm", 1e8, 1e8 / cold_Bps});
+  with.kernels.push_back({"gradient norm after exchange", 1e8, 1e8 / (4 * cold_Bps)});
+  fit_device_profile(with);
+  fit_device_profile(without);
+  EXPECT_DOUBLE_EQ(with.memory_gbyte_per_s, without.memory_gbyte_per_s);
+  auto sum_s = [&](int ranks, int dp, int zero) {
+    Layout l;
+    l.dp = dp;
+    l.zero = zero;
+    l.mbs = 1;
+    const Estimate a = estimate(host_scenario(ranks, with), l), b = estimate(host_scenario(ranks, without), l);
+    EXPECT_NEAR(a.step_time_s - b.step_time_s, a.breakdown_s.optimizer - b.breakdown_s.optimizer, 1e-9);
+    return a.breakdown_s.optimizer - b.breakdown_s.optimizer;
+  };
+  const double z0 = sum_s(2, 2, 0), z1 = sum_s(2, 2, 1), z2 = sum_s(2, 2, 2), one = sum_s(1, 1, 0);
+  std::printf("Expectation: ZeRO-2 4x ZeRO-0 and -1, one rank as ZeRO-2. Actual result: %.6f %.6f %.6f %.6f s\n",
+              z0, z1, z2, one);
+  ASSERT_GT(z0, 0);
+  EXPECT_NEAR(z1, z0, 1e-12);
+  EXPECT_NEAR(z2, 4 * z0, 1e-9);
+  EXPECT_NEAR(one, z2, 1e-9);
+}
+
 // capplan-train's context ring on CPU ranks moves each block while the ranks wait for it (Open
 // MPI's rendezvous protocol progresses only inside MPI calls), so with a profile of the cpu
 // backend every exchange is exposed: per layer and micro-batch cp - 1 in the forward and 2 (cp - 1)

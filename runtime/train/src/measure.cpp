@@ -410,6 +410,15 @@ class Measurer {
       std::array<float*, 4>& o = ops.next();
       be_.adamw(o[0], o[1], o[2], o[3], n, st);
     });
+    // Before the step, Optimizer::reduce_gradients sums the squares of the rank's shard of the
+    // gradients for the global norm, one read of them. Where a reduce-scatter has just written the shard (ZeRO-0 and -1 over
+    // more than one rank) it is in the caches; elsewhere (one rank, ZeRO-2 and -3, whose shard
+    // was reduced during the backward) it comes from memory. Both, on the same shapes: the cold
+    // one over the copies' gradients, the warm one over one buffer read again each call.
+    volatile double sink = 0;  // the last sum, kept
+    kernel(p, "gradient norm", e * double(n), [&] { sink = be_.sum_squares(ops.next()[1], n); });
+    float* warm = buffer(n);
+    kernel(p, "gradient norm after exchange", e * double(n), [&] { sink = be_.sum_squares(warm, n); });
     bufs_.clear();
   }
 

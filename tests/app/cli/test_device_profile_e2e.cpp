@@ -58,6 +58,9 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   // A rank of a context ring of 2 over the 64 tokens (32 rows a rank), forward and backward.
   EXPECT_GT(p.value->kernel_seconds("ring attention forward"), 0);
   EXPECT_GT(p.value->kernel_seconds("ring attention backward"), 0);
+  // The step's gradient-norm sum over the gradients from memory and over a shard just written.
+  EXPECT_GT(p.value->kernel_seconds("gradient norm"), 0);
+  EXPECT_GT(p.value->kernel_seconds("gradient norm after exchange"), 0);
   EXPECT_GT(p.value->gemm_peak_gflops, 0);
   EXPECT_GT(p.value->memory_gbyte_per_s, 0);
   // How far its rounds moved (the host's noise, which the estimates' band carries): recorded over
