@@ -35,7 +35,8 @@ struct KernelTiming {
 
 struct CollectiveTiming {
   // all-reduce, reduce-scatter, all-gather, send-recv; all-gather-v (cold only): capplan-train's
-  // ZeRO-3 gather, each rank's part from its shard out of place into one layer buffer
+  // ZeRO-3 gather, each rank's part from its shard out of place into the layer buffer (both from
+  // memory: the layer's compute runs between two gathers into it)
   std::string op;
   int ranks = 0;
   double bytes = 0;  // per rank (the buffer each rank passes)

@@ -1059,10 +1059,13 @@ class Measurer {
       // 6.6-8.6 ms in the runs that followed.
       cold("gradient-exchange", [&] { optimizer_exchange(world_, cb[next()], per, norm_parts); });
       // ZeRO-3's gather as Gpt::acquire_layer calls it: each rank's part read from its shard in
-      // memory, out of place into the one layer buffer, through MPI_Allgatherv.
-      float* layer = buffer(per);
+      // memory, out of place into the layer buffer, through MPI_Allgatherv. The layer buffer is
+      // one buffer in the run, but the layer's compute runs between two gathers into it.
       const std::vector<int64_t> even(size_t(n), per / n);
-      cold("all-gather-v", [&] { world_.all_gather_v(ca[next()], layer, even); });
+      cold("all-gather-v", [&] {
+        const size_t c = next();
+        world_.all_gather_v(ca[c], cb[c], even);
+      });
       bufs_.clear();
     }
   }
