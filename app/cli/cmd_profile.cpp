@@ -102,6 +102,10 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
       w.field("gradient_exchange_bytes", p.lockstep.gradient_exchange_bytes);
       w.field("gradient_exchange_s", p.lockstep.gradient_exchange_s);
       w.field("gradient_exchange_after_compute", p.exchange_after_compute(p.ranks, p.ranks));
+      if (p.lockstep.zero1_exchange_s > 0) {
+        w.field("zero1_exchange_s", p.lockstep.zero1_exchange_s);
+        w.field("zero1_exchange_after_compute", p.exchange_after_compute(p.ranks, p.ranks, true));
+      }
       w.end_object();
     }
     if (!p.shared.empty()) {
@@ -152,6 +156,9 @@ int print_measured(const DeviceProfile& p, const ModelSpec& model, int ranks, bo
         std::printf("; the gradient exchange of %.0f MiB a rank right after compute %.2f ms (x%.2f its time alone)",
                     p.lockstep.gradient_exchange_bytes / 1048576.0, p.lockstep.gradient_exchange_s * 1e3,
                     p.exchange_after_compute(p.ranks, p.ranks));
+      if (p.lockstep.zero1_exchange_s > 0)
+        std::printf(", ZeRO-1's %.2f ms (x%.2f)", p.lockstep.zero1_exchange_s * 1e3,
+                    p.exchange_after_compute(p.ranks, p.ranks, true));
       std::printf("\n");
     }
     for (const SharedCoresTiming& sc : p.shared) print_shared_cores(p, sc);

@@ -1338,11 +1338,15 @@ class StepEvaluation {
   // dp 8 21.8 against 15.9), and the exchange right after a layer's compute 1.06-1.34x in three
   // 2-rank profiles. Among 8 ranks the profiles measured it below 1 in every group (taken as 1), so
   // dp 8's excess is not this: it keeps its shared-cores time.
-  double exchange_s(double bytes) {
+  //
+  // ZeRO-1 gathers the weights only after AdamW's sweep over the rank's shard (Optimizer::update),
+  // where the lockstep timed that exchange too its own ratio (zero1_exchange_s): dp 2 on the Intel
+  // host (two benchmark runs) spent 9.1 and 9.5 ms in it against 6.9 and 7.4 at ZeRO-0's ratio.
+  double exchange_s(double bytes, bool zero1 = false) {
     const DeviceProfile* dev = c.profile;
     if (dev && dev->backend == "cpu" && dev->cores > 0 && pl.dp.nodes == 1) {
       const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
-      const double after = dev->exchange_after_compute(on_host, pl.dp.n);
+      const double after = dev->exchange_after_compute(on_host, pl.dp.n, zero1);
       const double t = on_host > dev->cores ? dev->shared_exchange_s(on_host, pl.dp.n, bytes) : -1.0;
       if (t > 0) {
         dp_on_shared_cores = true;
@@ -1429,7 +1433,7 @@ class StepEvaluation {
         // capplan-train's ZeRO-1 makes the same three calls as its ZeRO-0 (the weights gathered
         // in place of the gradients, as wide): the profile's exchange where it timed it, the
         // gather's part in the proportion of the two calls.
-        const double exchange = ly.zero == 1 && w_elem == g_elem ? exchange_s(grad_bytes) : -1;
+        const double exchange = ly.zero == 1 && w_elem == g_elem ? exchange_s(grad_bytes, /*zero1=*/true) : -1;
         if (exchange > 0 && dp_s > 0) {
           param_gather_s *= exchange / dp_s;
           dp_s = exchange;

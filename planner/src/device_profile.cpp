@@ -62,7 +62,8 @@ std::string num(double v) {
 std::string gradient_exchange_yaml(const LockstepTiming& l) {
   if (l.gradient_exchange_bytes <= 0) return "";
   return ", gradient_exchange_bytes: " + num(l.gradient_exchange_bytes) +
-         ", gradient_exchange_seconds: " + num(l.gradient_exchange_s);
+         ", gradient_exchange_seconds: " + num(l.gradient_exchange_s) +
+         (l.zero1_exchange_s > 0 ? ", zero1_exchange_seconds: " + num(l.zero1_exchange_s) : std::string());
 }
 
 }  // namespace
@@ -131,7 +132,7 @@ double DeviceProfile::shared_exchange_s(int ranks, int group, double bytes) cons
   return -1;
 }
 
-double DeviceProfile::exchange_after_compute(int ranks, int group) const {
+double DeviceProfile::exchange_after_compute(int ranks, int group, bool zero1) const {
   const LockstepTiming* l = nullptr;
   double own = -1;
   if (cores > 0 && ranks > cores) {
@@ -144,7 +145,7 @@ double DeviceProfile::exchange_after_compute(int ranks, int group) const {
     own = collective_seconds("gradient-exchange", 2, l->gradient_exchange_bytes, true);
   }
   if (!l || l->gradient_exchange_bytes <= 0 || own <= 0) return 1.0;
-  return std::max(1.0, l->gradient_exchange_s / own);
+  return std::max(1.0, (zero1 && l->zero1_exchange_s > 0 ? l->zero1_exchange_s : l->gradient_exchange_s) / own);
 }
 
 namespace {
@@ -385,6 +386,9 @@ void read_gradient_exchange(detail::MapReader& r, LockstepTiming& l) {
   const bool bytes = r.has("gradient_exchange_bytes"), seconds = r.has("gradient_exchange_seconds");
   r.number("gradient_exchange_bytes", l.gradient_exchange_bytes, bytes || seconds, {0, true, 1e15});
   r.number("gradient_exchange_seconds", l.gradient_exchange_s, bytes || seconds, {0, true, 1e6});
+  // ZeRO-1's exchange of the same bytes (optional, with them).
+  if (r.has("zero1_exchange_seconds") && !bytes) r.missing("gradient_exchange_bytes", "the bytes ZeRO-1's exchange moved");
+  r.number("zero1_exchange_seconds", l.zero1_exchange_s, false, {0, true, 1e6});
 }
 
 // device_profile.shape: the model shape the kernels were measured at.

@@ -503,14 +503,39 @@ TEST(DeviceProfile, ExchangeRightAfterComputeTakesTheMeasuredRatio) {
               right_after, right_after / alone);
   EXPECT_GT(alone, 0);
   EXPECT_NEAR(right_after / alone, 1.3, 1e-9);
-  // ZeRO-1 makes the same three calls: the same ratio.
+  // ZeRO-1 makes the same three calls: the same ratio, where the lockstep did not time its own.
   Layout zero1 = dp2;
   zero1.zero = 1;
   Scenario fp32 = host_scenario(2, two);
   fp32.training.precision = Precision::Fp32;
   Scenario fp32_after = host_scenario(2, *back.value);
   fp32_after.training.precision = Precision::Fp32;
-  EXPECT_NEAR(estimate(fp32_after, zero1).breakdown_s.dp_comm / estimate(fp32, zero1).breakdown_s.dp_comm, 1.3, 1e-9);
+  const double z1_alone = estimate(fp32, zero1).breakdown_s.dp_comm;
+  EXPECT_NEAR(estimate(fp32_after, zero1).breakdown_s.dp_comm / z1_alone, 1.3, 1e-9);
+  // Where it did (its all-gather after AdamW's sweep, 1.5x the exchange alone), ZeRO-1 takes that
+  // ratio and ZeRO-0 keeps its own; written and read back with the profile.
+  DeviceProfile z1_timed = after;
+  z1_timed.lockstep.zero1_exchange_s = 1.5 * own;
+  const Loaded<DeviceProfile> z1_back = parse_device_profile_yaml(device_profile_yaml(z1_timed), "dev.yaml");
+  ASSERT_TRUE(z1_back.ok()) << z1_back.diagnostics.to_string();
+  EXPECT_DOUBLE_EQ(z1_back.value->lockstep.zero1_exchange_s, 1.5 * own);
+  EXPECT_NEAR(z1_back.value->exchange_after_compute(2, 2, true), 1.5, 1e-12);
+  EXPECT_NEAR(z1_back.value->exchange_after_compute(2, 2), 1.3, 1e-12);
+  Scenario fp32_z1 = host_scenario(2, *z1_back.value);
+  fp32_z1.training.precision = Precision::Fp32;
+  const double z1_timed_s = estimate(fp32_z1, zero1).breakdown_s.dp_comm;
+  std::printf("Expectation: ZeRO-1's exchange 1.5x its time alone. Actual result: %.5f -> %.5f s (x%.4f)\n", z1_alone,
+              z1_timed_s, z1_timed_s / z1_alone);
+  EXPECT_NEAR(z1_timed_s / z1_alone, 1.5, 1e-9);
+  EXPECT_NEAR(estimate(host_scenario(2, *z1_back.value), dp2).breakdown_s.dp_comm - shard_move_s(alone_e, two, 2),
+              right_after, 1e-12);
+  // Bad input: ZeRO-1's time without the exchange's bytes, or not positive.
+  std::string z1_yaml = device_profile_yaml(z1_timed);
+  expect_values_refused(z1_yaml, "zero1_exchange_seconds: ", {"0", "-1", "nan"}, "zero1_exchange_seconds");
+  const size_t bytes_at = z1_yaml.find("gradient_exchange_bytes: "), z1_at = z1_yaml.find("zero1_exchange_seconds: ");
+  ASSERT_LT(bytes_at, z1_at) << z1_yaml;
+  z1_yaml.erase(bytes_at, z1_at - bytes_at);
+  expect_refused_naming(z1_yaml, "gradient_exchange_bytes");
 
   // Shared cores: 4 ranks on 2, groups of 4 exchange in a flat 1.23 s alone and 1.5 s right after
   // compute; pairs faster right after compute (taken as 1).

@@ -81,6 +81,10 @@ struct LockstepTiming {
   // the rounds. 0 bytes: not measured.
   double gradient_exchange_bytes = 0;
   double gradient_exchange_s = 0;
+  // The same for ZeRO-1's exchange (capplan-train's Optimizer with --zero 1): the reduce-scatter
+  // and the norm's gather right after compute, then the all-gather of the weights after AdamW's
+  // sweep over the rank's shard; the collectives' time (the step's left out). 0: not measured.
+  double zero1_exchange_s = 0;
   // With a core each: the same for sequence parallelism's pair of collectives (Korthikanti et al.
   // 2022 Sec 4.2.2: the sequence-split activation all-gathered before the segment and the
   // segment's output reduce-scattered after it, each rank's part `sp_bytes`, as capplan-train runs
@@ -232,7 +236,8 @@ struct DeviceProfile {
   // takes right after compute than the same exchange timed on its own (the lockstep's
   // gradient_exchange over shared_exchange_s where the ranks outnumber the cores, else the 2-rank
   // lockstep's over the cold "gradient-exchange" collective): >= 1; 1 where either is not measured.
-  double exchange_after_compute(int ranks, int group) const;
+  // `zero1`: ZeRO-1's exchange (zero1_exchange_s) where the lockstep timed it, else ZeRO-0's.
+  double exchange_after_compute(int ranks, int group, bool zero1 = false) const;
   // The fitted collective of `op` with the group size nearest to `ranks`; nullptr when none.
   const CollectiveFit* fit(const std::string& op, int ranks) const;
   // The measured time of `op` among `ranks` ranks for a buffer of `bytes`, interpolated linearly

@@ -819,10 +819,15 @@ class Measurer {
   // each lockstep group: its buffers (copies that fill the last-level cache twice between them,
   // each through the call once per group beforehand: a buffer's first call costs more), the
   // group's count and the times, one per call.
+  // ZeRO-1's exchange is timed as well, in alternate calls (zero1_seconds): its all-gather
+  // comes after the optimizer's AdamW over the rank's shard (`state`: the moments).
   struct AfterCompute {
     OperandCopies<float*> bufs;
     std::vector<int64_t> count;
-    std::vector<std::vector<double>> norm_parts, seconds;
+    std::vector<std::vector<double>> norm_parts, seconds, zero1_seconds;
+    std::array<float*, 2> state{};  // the moments
+    int64_t state_count = 0;
+    std::vector<int> calls;  // per group
   };
 
   // The timings of lockstep(), one per round: the first `cores` ranks alone (beside napping and
@@ -869,8 +874,13 @@ class Measurer {
       x.count.push_back(most / size * size);
       x.norm_parts.emplace_back(size_t(size));
       x.seconds.emplace_back();
+      x.zero1_seconds.emplace_back();
+      x.calls.push_back(0);
       for (float* b : x.bufs.sets) optimizer_exchange(*group, b, x.count.back(), x.norm_parts.back());
+      x.state_count = std::max(x.state_count, x.count.back() / size);
     }
+    x.state = {buffer(x.state_count), buffer(x.state_count)};
+    for (int64_t i = 0; i < x.state_count; ++i) x.state[1][i] = std::abs(x.state[1][i]);  // the second moment
     return x;
   }
 
@@ -878,15 +888,37 @@ class Measurer {
   // it ends in a collective of every rank, so they start it together, as a step's ranks end their
   // backward, with their caches holding the compute's data): the slowest rank's time, into
   // x.seconds[g], and returned.
+  // Every other call of a group (the same on every rank) ZeRO-1's: the same
+  // reduce-scatter and gather, AdamW over the rank's block (its time left out: the exchange's
+  // slowest rank's time in the collectives, into x.zero1_seconds[g]), then the all-gather, after
+  // the step's sweep over the state as in Optimizer::update.
   double time_exchange_after_compute(AfterCompute& x, const std::vector<std::pair<int, Communicator*>>& groups,
                                      size_t g) {
     float* b = x.bufs.next();
+    Communicator& group = *groups[g].second;
+    const bool zero1 = x.calls[g]++ % 2 == 1;
     const double t = now_s();
-    optimizer_exchange(*groups[g].second, b, x.count[g], x.norm_parts[g]);
-    float dt = float(now_s() - t);
+    double step_s = 0;
+    if (zero1) {
+      const int64_t block = x.count[g] / group.size();
+      group.reduce_scatter_sum(b, b, block);
+      const double partial = 0;
+      group.all_gather(&partial, x.norm_parts[g].data(), 1);
+      // The weights: another of the buffers, from memory as the run's are.
+      float* w = x.bufs.next();
+      float* own = w + group.rank() * block;
+      const double s0 = now_s();
+      be_.adamw(own, b, x.state[0], x.state[1], std::min(block, x.state_count), AdamWStep{});
+      step_s = now_s() - s0;
+      group.all_gather(own, w, block);
+    } else {
+      optimizer_exchange(group, b, x.count[g], x.norm_parts[g]);
+    }
+    const double wall = now_s() - t;
+    float dt = float(wall - step_s);
     world_.all_reduce_max(&dt, 1);
-    x.seconds[g].push_back(double(dt));
-    return double(dt);
+    (zero1 ? x.zero1_seconds : x.seconds)[g].push_back(double(dt));
+    return wall;
   }
 
   // What lockstep() found, into `p`: p.lockstep (a core each, the last group's) or p.shared.
@@ -915,6 +947,7 @@ class Measurer {
       if (!x.seconds[g].empty()) {
         timings.back().gradient_exchange_bytes = 4.0 * double(x.count[g]);
         timings.back().gradient_exchange_s = median(x.seconds[g]);
+        if (!x.zero1_seconds[g].empty()) timings.back().zero1_exchange_s = median(x.zero1_seconds[g]);
       }
       each += (g ? ", " : "") + (groups.size() > 1 ? "in groups of " + std::to_string(groups[g].first) + " " : "") +
               ms(median(t.lockstep[g])) + " (compute x" + fmt_fixed(stretch, 2) + ")" +
@@ -923,7 +956,11 @@ class Measurer {
                             fmt_fixed(over_free * 1e3, 3) + " ms a call over the free timing)") +
               (timings.back().gradient_exchange_bytes > 0
                    ? " and the gradient exchange of " + fmt_fixed(timings.back().gradient_exchange_bytes / 1048576.0, 0) +
-                         " MiB right after compute " + ms(timings.back().gradient_exchange_s)
+                         " MiB right after compute " + ms(timings.back().gradient_exchange_s) +
+                         (timings.back().zero1_exchange_s > 0
+                              ? " (ZeRO-1's, its all-gather after AdamW over the shard, " +
+                                    ms(timings.back().zero1_exchange_s) + ")"
+                              : std::string())
                    : std::string());
     }
     const std::string how = std::to_string(n) + " ranks on " + std::to_string(cores) + " cores, " +

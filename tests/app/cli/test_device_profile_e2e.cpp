@@ -75,6 +75,9 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_GT(p.value->lockstep.allreduce_s, 0);
   EXPECT_EQ(p.value->lockstep.sp_bytes, p.value->lockstep.allreduce_bytes / 2);
   EXPECT_GT(p.value->lockstep.sp_s, 0);
+  // The optimizer's exchange right after compute, ZeRO-0's and ZeRO-1's (its all-gather after AdamW).
+  EXPECT_GT(p.value->lockstep.gradient_exchange_s, 0);
+  EXPECT_GT(p.value->lockstep.zero1_exchange_s, 0);
   // The cores' cache-line latency between the two ranks, sampled before each round and around the
   // lockstep timing (each retake of it adds one): where the two ranks have a core each.
   if (std::thread::hardware_concurrency() >= 2) {
