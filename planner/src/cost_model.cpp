@@ -1539,9 +1539,14 @@ class StepEvaluation {
         // first sums the squares of its shard of the gradients, 1 / (dp x cp) of them, for the
         // global norm; right after the reduce-scatter wrote the shard (ZeRO-0 and -1 over more
         // than one rank) at the measured rate of a read from the caches, otherwise from memory.
+        // The pacing stage's, whose terms the breakdown gives as capplan-train's record gives the
+        // busiest rank's; each distinct element counted once, so not the last stage's copy of a
+        // tied embedding (pp 2 here: 1.6 M of its 2.6 M gradients).
+        double counted = stage_params(crit_s);
+        if (pp > 1 && crit_s == pp - 1 && sc.model.tied_embeddings) counted -= mt.head_params - mt.final_norm_params;
         const double group = dp * ly.cp;
         const bool warm = ly.zero < 2 && group > 1 && c.norm_warm_Bps > 0;
-        tb.optimizer += params_crit / group * g_elem / (warm ? c.norm_warm_Bps : c.norm_Bps);
+        tb.optimizer += counted / group * g_elem / (warm ? c.norm_warm_Bps : c.norm_Bps);
       }
     }
     if (tr.offload_params && !fsdp_offload) {
