@@ -651,7 +651,7 @@ class Measurer {
     t.lockstep = t.busy = t.held = std::vector<std::vector<double>>(groups.size());
     t.ring_bytes = 4.0 * double(block);
     t.sp_bytes = 4.0 * double(part);
-    t.gradient_exchange = after_compute(groups);
+    t.gradient_exchange = after_compute(groups, /*zero1=*/!shared);
     t.K = K;
     // Three times the kernels' rounds (the difference sought is a few percent of each timing), while
     // the timings so far stay within 10 s (a loaded host), at least 3. Every rank sees the same
@@ -819,8 +819,10 @@ class Measurer {
   // each lockstep group: its buffers (copies that fill the last-level cache twice between them,
   // each through the call once per group beforehand: a buffer's first call costs more), the
   // group's count and the times, one per call.
-  // ZeRO-1's exchange is timed as well, in alternate calls (zero1_seconds): its all-gather
-  // comes after the optimizer's AdamW over the rank's shard (`state`: the moments).
+  // With a core each, ZeRO-1's exchange is timed as well, in alternate calls (zero1_seconds):
+  // its all-gather comes after the optimizer's AdamW over the rank's shard (`state`: the moments).
+  // Not on shared cores, where ZeRO-1 keeps ZeRO-0's ratio: each step there costs the shared
+  // run's rounds more than the timing is worth.
   struct AfterCompute {
     OperandCopies<float*> bufs;
     std::vector<int64_t> count;
@@ -828,6 +830,7 @@ class Measurer {
     std::array<float*, 2> state{};  // the moments
     int64_t state_count = 0;
     std::vector<int> calls;  // per group
+    bool zero1 = false;
   };
 
   // The timings of lockstep(), one per round: the first `cores` ranks alone (beside napping and
@@ -865,8 +868,9 @@ class Measurer {
     return 2 * span;
   }
 
-  AfterCompute after_compute(const std::vector<std::pair<int, Communicator*>>& groups) {
+  AfterCompute after_compute(const std::vector<std::pair<int, Communicator*>>& groups, bool zero1) {
     AfterCompute x;
+    x.zero1 = zero1;
     const int64_t most = int64_t(1) << 22;
     // The host's ranks share the cache.
     x.bufs = operand_copies(cold_copies(4.0 * double(most) * world_.size()), [&] { return buffer(most); });
@@ -879,6 +883,7 @@ class Measurer {
       for (float* b : x.bufs.sets) optimizer_exchange(*group, b, x.count.back(), x.norm_parts.back());
       x.state_count = std::max(x.state_count, x.count.back() / size);
     }
+    if (!zero1) return x;
     x.state = {buffer(x.state_count), buffer(x.state_count)};
     for (int64_t i = 0; i < x.state_count; ++i) x.state[1][i] = std::abs(x.state[1][i]);  // the second moment
     return x;
@@ -896,7 +901,7 @@ class Measurer {
                                      size_t g) {
     float* b = x.bufs.next();
     Communicator& group = *groups[g].second;
-    const bool zero1 = x.calls[g]++ % 2 == 1;
+    const bool zero1 = x.zero1 && x.calls[g]++ % 2 == 1;
     const double t = now_s();
     double step_s = 0;
     if (zero1) {
