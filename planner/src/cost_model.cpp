@@ -723,6 +723,25 @@ double async_tp_hidden_s(const MicroTerms& mt, double ar, bool sp) {
 // One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
 // from its stages' costs, the data-parallel traffic, the optimizer and weight streaming, the
 // memory of the stages that can peak, and the per-chunk costs the simulator replays.
+// One pipeline send of a micro-batch's activation or gradient: its bytes at the placement's
+// point-to-point link. CPU ranks with a core each on one host (a device profile's lockstep timed
+// it): capplan-train posts the send as the sender's compute ends, and the receiver takes it after
+// its own compute, as a context ring's exchange around each segment is timed in lockstep; the
+// transfer then also waits that meeting's wait (meeting_among_s, Meeting::Exchange). pp 2 on 2
+// cores, 256 KB: each receive 0.13-0.14 ms (mean over a run's 48 of either direction) against
+// 0.054 priced by the link and 0.060 for the profile's cold send-recv; the lockstep exchange around
+// each segment 0.093-0.150 ms in this session's profiles.
+double pipeline_transfer_s(const Scenario& sc, const Constants& c, const Layout& ly, const Placement& pl,
+                           const MicroTerms& mt) {
+  const double own = pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps;
+  const DeviceProfile* dev = c.profile;
+  if (!dev || dev->backend != "cpu" || dev->cores <= 0 || pl.pp.nodes > 1 || dev->lockstep.exchange_bytes <= 0)
+    return own;
+  const int on_host = gpus_on_a_node(sc.cluster.gpus_per_node, ly.gpus());
+  if (on_host > dev->cores) return own;  // shared cores: the hand-off (cost_model_cores.cpp)
+  return meeting_among_s(dev, on_host, 2, own, Meeting::Exchange, /*after_compute=*/true);
+}
+
 class StepEvaluation {
  public:
   StepEvaluation(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m, const MicroTerms& mt,
@@ -733,7 +752,7 @@ class StepEvaluation {
         head_tp_fwd(mt.head_tp_collectives_fwd * tp_ar + mt.xent_collectives * tpt.xent),
         head_tp_bwd(with_hidden_cost(mt.head_tp_collectives_bwd * tp_ar,
                                      std::min(mt.head_tp_collectives_bwd * tp_ar, mt.tp_async_head_cover_s))),
-        p2p(pp > 1 ? pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps : 0.0),
+        p2p(pp > 1 ? pipeline_transfer_s(sc, c, ly, pl, mt) : 0.0),
         vpd(ly.schedule == Schedule::Interleaved ? double(vp) : 1.0), md(double(m)), dp(ly.dp),
         w_elem(c.elem_bytes), g_elem(c.grad_bytes), nl_first(stage_blocks(sc.model, pp, vp, 0)),
         nl_second(pp > 1 ? stage_blocks(sc.model, pp, vp, 1) : nl_first),

@@ -1622,6 +1622,35 @@ TEST(DeviceProfile, GradientNormSumsTheShardWarmAfterTheExchange) {
   EXPECT_NEAR(untied - tied, head * 4 / cold_Bps, 1e-9);
 }
 
+// A pipeline's transfer between CPU ranks with a core each waits as a context ring's exchange
+// around a segment of compute does: the link's time and the profile's lockstep exchange less its
+// own swap. Expectation: pp 2's pipeline communication grows with that wait, twice the wait twice
+// the growth; a profile without the lockstep exchange, and ranks outnumbering the cores (pp 4 on
+// 2 cores, whose hand-off cost_model_cores.cpp prices), keep the link's time.
+TEST(DeviceProfile, PipelineTransfersWithACoreEachWaitTheLockstepExchange) {
+  const double bytes = 262144, swap = bytes / 10e9;
+  auto pp_comm = [&](double wait_s, int ranks, int pp) {
+    DeviceProfile p = cpu_profile(2, 2);
+    for (double b : {1e3, 1e9}) p.collectives.push_back({"send-recv", 2, b, b / 10e9});
+    if (wait_s >= 0) {
+      p.lockstep.exchange_bytes = bytes;
+      p.lockstep.exchange_s = swap + wait_s;
+    }
+    fit_device_profile(p);
+    Layout l;
+    l.pp = pp;
+    l.mbs = 1;
+    return estimate(host_scenario(ranks, p), l).breakdown_s.pp_comm;
+  };
+  const double link = pp_comm(-1, 2, 2), w1 = pp_comm(1e-4, 2, 2), w2 = pp_comm(2e-4, 2, 2);
+  std::printf("Expectation: pp 2's pp_comm grows with the wait, twice for twice. Actual result: %.6f %.6f %.6f s\n",
+              link, w1, w2);
+  ASSERT_GT(w1, link);
+  EXPECT_NEAR(w2 - link, 2 * (w1 - link), 1e-9);
+  EXPECT_NEAR(pp_comm(0, 2, 2), link, 1e-12);  // no wait beyond the swap: the link's time
+  EXPECT_NEAR(pp_comm(1e-4, 4, 4), pp_comm(-1, 4, 4), 1e-12);
+}
+
 // capplan-train's context ring on CPU ranks moves each block while the ranks wait for it (Open
 // MPI's rendezvous protocol progresses only inside MPI calls), so with a profile of the cpu
 // backend every exchange is exposed: per layer and micro-batch cp - 1 in the forward and 2 (cp - 1)
