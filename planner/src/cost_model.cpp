@@ -228,7 +228,8 @@ double gemm_seconds(const Constants& c, double m, double n, double k, double cou
 double memory_seconds(const Constants& c, double bytes) { return mem_s(c, bytes); }
 
 double adam_traffic_bytes(double weight_bytes) {
-  return weight_bytes < 4 ? kAdamTrafficBytesPerParam : kAdamTrafficBytesPerParam - 2;
+  constexpr double kWeightCopyBytes = 2;  // the 16-bit weight kAdamTrafficBytesPerParam writes
+  return weight_bytes < 4 ? kAdamTrafficBytesPerParam : kAdamTrafficBytesPerParam - kWeightCopyBytes;
 }
 
 namespace {
@@ -720,9 +721,6 @@ double async_tp_hidden_s(const MicroTerms& mt, double ar, bool sp) {
   return hidden;
 }
 
-// One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
-// from its stages' costs, the data-parallel traffic, the optimizer and weight streaming, the
-// memory of the stages that can peak, and the per-chunk costs the simulator replays.
 // One pipeline send of a micro-batch's activation or gradient: its bytes at the placement's
 // point-to-point link. CPU ranks with a core each on one host (a device profile's lockstep timed
 // it): capplan-train posts the send as the sender's compute ends, and the receiver takes it after
@@ -730,7 +728,7 @@ double async_tp_hidden_s(const MicroTerms& mt, double ar, bool sp) {
 // transfer then also waits that meeting's wait (meeting_among_s, Meeting::Exchange). pp 2 on 2
 // cores, 256 KB: each receive 0.13-0.14 ms (mean over a run's 48 of either direction) against
 // 0.054 priced by the link and 0.060 for the profile's cold send-recv; the lockstep exchange around
-// each segment 0.093-0.150 ms in this session's profiles.
+// each segment 0.093-0.150 ms in this host's profiles.
 double pipeline_transfer_s(const Scenario& sc, const Constants& c, const Layout& ly, const Placement& pl,
                            const MicroTerms& mt) {
   const double own = pl.p2p_lat_s + mt.p2p_bytes / pl.p2p_Bps;
@@ -742,6 +740,9 @@ double pipeline_transfer_s(const Scenario& sc, const Constants& c, const Layout&
   return meeting_among_s(dev, on_host, 2, own, Meeting::Exchange, /*after_compute=*/true);
 }
 
+// One layout's step time and memory, in named steps over shared inputs: the pace of the pipeline
+// from its stages' costs, the data-parallel traffic, the optimizer and weight streaming, the
+// memory of the stages that can peak, and the per-chunk costs the simulator replays.
 class StepEvaluation {
  public:
   StepEvaluation(const Scenario& sc, const Constants& c, const Layout& ly, int64_t m, const MicroTerms& mt,

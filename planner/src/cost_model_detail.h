@@ -127,11 +127,11 @@ struct Links {
   double lat_step_intra_s = 0;
   double lat_step_inter_s = 0;
 };
-// The GPUs (or CPU ranks) of a job of `gpus` that one node holds: a full node's `gpus_per_node`,
-// or all of a smaller job; at least 1.
 // The bytes an AdamW step moves per parameter for weights of `weight_bytes` bytes
 // (kAdamTrafficBytesPerParam: 30 under mixed precision, 28 in fp32).
 double adam_traffic_bytes(double weight_bytes);
+// The GPUs (or CPU ranks) of a job of `gpus` that one node holds: a full node's `gpus_per_node`,
+// or all of a smaller job; at least 1.
 inline int gpus_on_a_node(int gpus_per_node, int gpus) { return std::max(1, std::min(gpus_per_node, gpus)); }
 // A group of n members whose most spread-out instance spans `nodes` nodes of gpus_in_node GPUs:
 // its bandwidth and latencies by placement.cpp's rule (every group of a kind runs at once).

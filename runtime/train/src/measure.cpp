@@ -411,10 +411,11 @@ class Measurer {
       be_.adamw(o[0], o[1], o[2], o[3], n, st);
     });
     // Before the step, Optimizer::reduce_gradients sums the squares of the rank's shard of the
-    // gradients for the global norm, one read of them. Where a reduce-scatter has just written the shard (ZeRO-0 and -1 over
-    // more than one rank) it is in the caches; elsewhere (one rank, ZeRO-2 and -3, whose shard
-    // was reduced during the backward) it comes from memory. Both, on the same shapes: the cold
-    // one over the copies' gradients, the warm one over one buffer read again each call.
+    // gradients for the global norm, one read of them. Where a reduce-scatter has just written
+    // the shard (ZeRO-0 and -1 over more than one rank) it is in the caches; elsewhere (one rank,
+    // ZeRO-2 and -3, whose shard was reduced during the backward) it comes from memory. Both, on
+    // the same shapes: the cold one over the copies' gradients, the warm one over one buffer read
+    // again each call.
     volatile double sink = 0;  // the last sum, kept
     kernel(p, "gradient norm", e * double(n), [&] { sink = be_.sum_squares(ops.next()[1], n); });
     float* warm = buffer(n);
@@ -827,7 +828,7 @@ class Measurer {
     OperandCopies<float*> bufs;
     std::vector<int64_t> count;
     std::vector<std::vector<double>> norm_parts, seconds, zero1_seconds;
-    std::array<float*, 2> state{};  // the moments
+    std::array<float*, 2> state{};  // the moments, as long as the largest group's block
     int64_t state_count = 0;
     std::vector<int> calls;  // per group
     bool zero1 = false;
@@ -905,15 +906,12 @@ class Measurer {
     const double t = now_s();
     double step_s = 0;
     if (zero1) {
-      const int64_t block = x.count[g] / group.size();
-      group.reduce_scatter_sum(b, b, block);
-      const double partial = 0;
-      group.all_gather(&partial, x.norm_parts[g].data(), 1);
+      const int64_t block = reduce_for_norm(group, b, x.count[g], x.norm_parts[g]);
       // The weights: another of the buffers, from memory as the run's are.
       float* w = x.bufs.next();
       float* own = w + group.rank() * block;
       const double s0 = now_s();
-      be_.adamw(own, b, x.state[0], x.state[1], std::min(block, x.state_count), AdamWStep{});
+      be_.adamw(own, b, x.state[0], x.state[1], block, AdamWStep{});
       step_s = now_s() - s0;
       group.all_gather(own, w, block);
     } else {
@@ -1195,11 +1193,16 @@ class Measurer {
   // of the gradient norm gathered (`norm_parts`, one per rank; it waits for the slowest rank's
   // reduce-scatter), then the all-gather in place.
   static void optimizer_exchange(Communicator& group, float* g, int64_t count, std::vector<double>& norm_parts) {
+    const int64_t block = reduce_for_norm(group, g, count, norm_parts);
+    group.all_gather(g + group.rank() * block, g, block);
+  }
+  // Its first half: the reduce-scatter and the norm's gather. Returns the rank's block.
+  static int64_t reduce_for_norm(Communicator& group, float* g, int64_t count, std::vector<double>& norm_parts) {
     const int64_t block = count / group.size();
     group.reduce_scatter_sum(g, g, block);
     const double partial = 0;
     group.all_gather(&partial, norm_parts.data(), 1);
-    group.all_gather(g + group.rank() * block, g, block);
+    return block;
   }
 
   int seq() const { return o_.seq > 0 ? o_.seq : m_.seq_len; }

@@ -64,14 +64,10 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_GT(p.value->gemm_peak_gflops, 0);
   EXPECT_GT(p.value->memory_gbyte_per_s, 0);
   // How far its rounds moved (the host's noise, which the estimates' band carries): recorded over
-  // the rounds measured, a relative standard deviation, within what the profile's reader accepts
-  // (a round of the suite's tests running side by side on 2 cores once took ten times the others':
-  // 1.003 over five rounds).
+  // the rounds measured, a relative standard deviation. Its range is the reader's (the load above
+  // checks it); no tighter bound holds on a loaded host: a round of the suite's tests running
+  // side by side on 2 cores once took ten times the others' (1.003 over five rounds).
   EXPECT_GE(p.value->spread.rounds, 2);
-  for (double s : {p.value->spread.gemms, p.value->spread.kernels, p.value->spread.collectives}) {
-    EXPECT_GE(s, 0);
-    EXPECT_LE(s, 10);
-  }
   EXPECT_GT(p.value->spread.gemms + p.value->spread.kernels + p.value->spread.collectives, 0);
   // The lockstep's all-reduce, and sequence parallelism's pair of a rank's half of it, in its place.
   EXPECT_GT(p.value->lockstep.allreduce_s, 0);
