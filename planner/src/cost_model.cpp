@@ -616,6 +616,29 @@ MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, 
   return LayerTerms(sc, c, tp, mbs, sp).run(recompute);
 }
 
+MicroTerms layout_micro_terms(const Scenario& sc, const Constants& c, const Layout& ly) {
+  MicroTerms mt = micro_terms(sc, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+  const int split = c.profile ? cpu_batch_split(sc, *c.profile, ly) : 1;
+  if (split <= 1) return mt;
+  // A part's threads are 1 / split of the rank's: the profile's times scale by split more.
+  Constants part_c = c;
+  part_c.profile_time_scale *= split;
+  part_c.peak_flops /= split;
+  part_c.gemm_t0_s *= split;
+  part_c.hbm_Bps /= split;
+  const MicroTerms part = micro_terms(sc, part_c, ly.tp, ly.mbs / split, ly.sp, ly.recompute);
+  // The parts run side by side: a micro-batch takes one part's time. Its FLOPs, bytes and
+  // memory stay the whole micro-batch's.
+  for (double MicroTerms::*f :
+       {&MicroTerms::layer_fwd_s, &MicroTerms::layer_bwd_in_s, &MicroTerms::layer_bwd_w_s,
+        &MicroTerms::layer_recompute_s, &MicroTerms::layer_attn_core_fwd_s, &MicroTerms::layer_gemm_s,
+        &MicroTerms::layer_recompute_gemm_s, &MicroTerms::head_gemm_s, &MicroTerms::embed_fwd_s,
+        &MicroTerms::embed_bwd_s, &MicroTerms::head_fwd_s, &MicroTerms::head_bwd_s,
+        &MicroTerms::layer_attn_fwd_full_s, &MicroTerms::layer_attn_bwd_full_s})
+    mt.*f = part.*f;
+  return mt;
+}
+
 double profile_attention_scale(const DeviceProfile* dev, int heads, double mbs, double tp, double seq) {
   if (!dev || dev->heads != heads || dev->seq <= 0 || dev->mbs <= 0 || dev->tp <= 0) return -1;
   const double at_profile = double(dev->mbs) * (double(heads) / dev->tp) * double(dev->seq) * dev->seq;
@@ -2132,7 +2155,7 @@ LayoutEvaluation evaluate_layout(const Scenario& sc, const Layout& ly, StepCosts
     return r;
   }
   r.m = ly.num_microbatches(sc.training.gbs);
-  r.mt = detail::micro_terms(sc, r.c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+  r.mt = detail::layout_micro_terms(sc, r.c, ly);
   const detail::Placement pl = detail::placement(r.c, sc.cluster.gpus_per_node, sc.total_gpus(),
                                                  ly.dp, ly.tp, ly.pp, ly.order.c_str());
   detail::evaluate(sc, r.c, ly, r.m, r.mt, pl, r.ev, steps);

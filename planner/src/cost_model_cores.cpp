@@ -2,6 +2,7 @@
 // cores. Only for device profiles of CPU ranks that know their host's cores (a GPU is one rank's
 // device, and the datasheet path is not touched).
 #include <algorithm>
+#include <numeric>
 
 #include "cost_model_detail.h"
 
@@ -109,14 +110,30 @@ double profile_core_share(int cores, int profile_ranks) {
 }
 
 // A rank's threads split its work: a micro-batch's sequences over replicas of the layer when they
-// divide it, else every kernel (capplan-train's batch split and its backend's threads). The
-// scaling is taken as ideal, as measured here: one rank of the 4-layer, 256-wide model on 2 cores
-// (2 threads) ran its compute 2.06x (mbs 2, batch split) and 1.96x (mbs 1, kernels split) faster
-// than the profile's ranks with a thread each. Ranks outnumbering the cores have a thread each and
-// time-share them (share_host_cores).
+// divide it (cpu_batch_split: priced at the part's shapes on its threads), else every kernel
+// (capplan-train's backend threads). The scaling over threads is taken as ideal, as measured
+// here: one rank of the 4-layer, 256-wide model on 2 cores (2 threads) ran its compute 1.96x
+// faster (mbs 1, kernels split) than the profile's ranks with a thread each. Ranks outnumbering
+// the cores have a thread each and time-share them (share_host_cores).
 double rank_threads_scale(const DeviceProfile& profile, int ranks_on_host) {
   if (profile.backend != "cpu" || profile.cores <= 0 || ranks_on_host <= 0) return 1.0;
   return double(profile.threads_or_default()) / cpu_rank_threads(profile.cores, ranks_on_host);
+}
+
+// capplan-train's batch split (trainer.cpp, --thread-split auto): a CPU rank with several backend
+// threads and no communication inside its step (tp, pp and cp 1, ZeRO 0 or 1, no experts) runs
+// each micro-batch as gcd(mbs, threads) parts of mbs / parts sequences side by side, a part's
+// threads each. Its GEMMs are then the part's, with fewer rows: in one profile here the
+// 4-layer, 256-wide model's forward and input-gradient GEMMs at 128 rows took 1.09-1.11x half
+// their time at 256 (the LM head's 1.06x), and a rank of 2 threads ran its GEMMs 1.07x slower
+// than two ranks of one thread each at mbs 2 (the fidelity benchmark's single and dp 2 layouts,
+// 1.04-1.08x over three of its runs).
+int cpu_batch_split(const Scenario& sc, const DeviceProfile& profile, const Layout& ly) {
+  if (profile.backend != "cpu" || profile.cores <= 0 || ly.tp != 1 || ly.pp != 1 || ly.cp != 1 ||
+      ly.zero > 1 || ly.mbs < 2 || sc.model.moe.enabled())
+    return 1;
+  const int ranks_on_host = gpus_on_a_node(sc.cluster.gpus_per_node, sc.total_gpus());
+  return std::gcd(ly.mbs, cpu_rank_threads(profile.cores, ranks_on_host));
 }
 
 TimeBreakdown share_host_cores(const TimeBreakdown& dedicated, const HostSharing& host) {

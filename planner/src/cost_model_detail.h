@@ -252,6 +252,13 @@ double profile_core_share(int cores, int profile_ranks);
 // with its threads_or_default(), so the profile's times scale by their ratio
 // (cost_model_cores.cpp); 1 for a GPU profile or one without cores.
 double rank_threads_scale(const DeviceProfile& profile, int ranks_on_host);
+// The parts capplan-train splits each micro-batch of a CPU rank into, one per group of its
+// threads (cost_model_cores.cpp); 1 where it does not split: a GPU profile, one thread a rank,
+// or communication inside the step.
+int cpu_batch_split(const Scenario& scenario, const DeviceProfile& profile, const Layout& layout);
+// micro_terms() of a layout, with a split micro-batch's compute priced as its parts run: each of
+// `split` parts of mbs / split sequences on threads / split threads, side by side.
+MicroTerms layout_micro_terms(const Scenario& scenario, const Constants& c, const Layout& layout);
 // A kernel's measured time (DeviceProfile::kernel_seconds) for this layout's ranks: scaled by
 // their threads (Constants::profile_time_scale); not positive where the profile has none.
 double profile_kernel_seconds(const Constants& c, const std::string& name);

@@ -325,6 +325,10 @@ struct Worker {
           if (rc == Recompute::Selective && !fw.selective_recompute) continue;
           ly.recompute = rc;
           const detail::MicroTerms mt = unit_moe_cp ? detail::MicroTerms{} : detail::micro_terms(sc, c, u.tp, mbs, ly.sp, rc);
+          // A CPU rank's batch split, ZeRO 0 and 1 only (detail::cpu_batch_split).
+          ly.zero = 0;
+          const bool split = !unit_moe_cp && c.profile && detail::cpu_batch_split(sc, *c.profile, ly) > 1;
+          const detail::MicroTerms mt_split = split ? detail::layout_micro_terms(sc, c, ly) : detail::MicroTerms{};
           if (unit_moe_cp) moe.new_terms(c, ly);
           // The tensor-parallel collectives' times of each placement, for every layout below.
           detail::TpCollectiveTimes tpt[6];
@@ -365,7 +369,7 @@ struct Worker {
                       const size_t pi = ei * size_t(n_orders) + size_t(oi);
                       moe.evaluate(sc, c, ly, pi, ev);
                     } else {
-                      detail::evaluate(sc, c, ly, m, mt, places[oi], ev, nullptr, &tpt[oi]);
+                      detail::evaluate(sc, c, ly, m, split && z <= 1 ? mt_split : mt, places[oi], ev, nullptr, &tpt[oi]);
                     }
                     ++evaluated;
                     const bool mem_ok = ev.fits && within_margin(ev.mem.total, ev.mem.capacity, o.memory_margin);

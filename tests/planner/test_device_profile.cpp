@@ -395,6 +395,48 @@ TEST(DeviceProfile, ARanksComputeScalesWithItsBackendThreads) {
   EXPECT_TRUE(found);
 }
 
+// capplan-train splits each micro-batch of a CPU rank with several threads into parts that run
+// side by side, a part's threads each (--thread-split auto), so the parts' GEMMs have the part's
+// rows. Expectation: one rank of two threads at mbs 2 computes as two ranks of one thread at mbs 1
+// over the same batch, and more than two such ranks at mbs 2 (twice the GEMMs, each with its
+// fixed cost); at mbs 3 the micro-batch does not divide, the threads split every kernel, and the
+// rank computes as two one-thread ranks at mbs 3. The search prices the split as the estimate does.
+TEST(DeviceProfile, ASplitMicroBatchComputesAsItsPartsSideBySide) {
+  const DeviceProfile p = cpu_profile(2, 2);
+  Scenario single = host_scenario(1, p), pair = host_scenario(2, p);
+  single.cluster.gpu.memory_gib = pair.cluster.gpu.memory_gib = 4096;
+  Layout two, dp2_one, dp2_two;
+  two.mbs = 2;
+  dp2_one.dp = dp2_two.dp = 2;
+  dp2_one.mbs = 1;
+  dp2_two.mbs = 2;
+  const Estimate split = estimate(single, two);
+  const Estimate parts = estimate(pair, dp2_one), whole = estimate(pair, dp2_two);
+  ASSERT_TRUE(split.reason.empty()) << split.reason;
+  std::printf("Expectation: compute as two ranks at mbs 1, %.6f s, more than at mbs 2, %.6f s  Actual: %.6f s\n",
+              parts.breakdown_s.compute, whole.breakdown_s.compute, split.breakdown_s.compute);
+  EXPECT_NEAR(split.breakdown_s.compute, parts.breakdown_s.compute, 1e-12 * parts.breakdown_s.compute);
+  EXPECT_GT(split.breakdown_s.compute, whole.breakdown_s.compute * (1 + 1e-6));
+  single.training.gbs = pair.training.gbs = 12;
+  Layout three = two, dp2_three = dp2_two;
+  three.mbs = dp2_three.mbs = 3;
+  EXPECT_NEAR(estimate(single, three).breakdown_s.compute, estimate(pair, dp2_three).breakdown_s.compute,
+              1e-12 * parts.breakdown_s.compute);
+  single.training.gbs = 8;
+  SearchOptions o;
+  o.nodes_min = o.nodes_max = 1;
+  o.gpus = 1;
+  o.top = 50;
+  bool found = false;
+  for (const Estimate& e : search(single, o).candidates)
+    if (e.layout.dp == 1 && e.layout.tp == 1 && e.layout.pp == 1 && e.layout.mbs == 2 && e.layout.zero == 0 &&
+        e.layout.recompute == Recompute::None && !e.layout.offload) {
+      found = true;
+      EXPECT_NEAR(e.step_time_s, split.step_time_s, 1e-9 * split.step_time_s);
+    }
+  EXPECT_TRUE(found);
+}
+
 // Where the profile timed the gradient exchange among as many ranks on the shared cores, in
 // groups of the dp group's size (shared_cores[].exchange), dp_comm is that time, the host's
 // already, not the 2-rank exchange stretched by the core share: dp 4 on 4 ranks of 2 cores takes
