@@ -173,6 +173,7 @@ int measure(const Args& args, const ModelSpec& model, int tp, int mbs, int seq, 
   q.ranks = int(int_flag(args, "ranks", diags, 1, 1024).value_or(std::min(2, int(::sysconf(_SC_NPROCESSORS_ONLN)))));
   q.repeats = int(int_flag(args, "repeats", diags, 1, 1000).value_or(5));
   q.rounds = int(int_flag(args, "rounds", diags, 1, 100).value_or(5));
+  q.timeout_s = number_flag(args, "timeout", diags, 0, 1e9).value_or(rt::kDefaultMeasureTimeoutS);
   q.out = args.has("out") ? args.get("out") : "device.yaml";
   q.model_ref = args.get("model");
   q.tp = tp;
@@ -184,6 +185,10 @@ int measure(const Args& args, const ModelSpec& model, int tp, int mbs, int seq, 
     std::fprintf(s == rt::OutputStream::Stderr || json ? stderr : stdout, "%s\n", line.c_str());
   });
   if (!r.process.started && r.profile.diagnostics.has_errors()) return report(r.profile.diagnostics);
+  if (r.timed_out) {  // stuck, not bad input
+    report(r.profile.diagnostics);
+    return kExitFailure;
+  }
   if (!r.process.succeeded()) {
     std::fprintf(stderr, "capplan profile --measure: capplan-train measure failed: %s\n", r.process.describe().c_str());
     return r.process.exit_code == kExitBadInput ? kExitBadInput : kExitFailure;
@@ -312,6 +317,7 @@ int cmd_profile(int argc, char** argv) {
       {"ranks", true, "with --measure: local MPI ranks to measure with (default 2, or 1 on one core)", "N"},
       {"repeats", true, "with --measure: timed repeats per kernel in each round (default 5)", "R"},
       {"rounds", true, "with --measure: rounds over all kernels; each time is the median over them (default 5)", "N"},
+      {"timeout", true, "with --measure: stop the measurement past this many seconds, keeping the previous profile (default 900)", "S"},
       {"out", true, "with --measure: the device profile to write (default device.yaml)", "FILE"},
       json_flag()};
   Diagnostics diags;

@@ -136,7 +136,8 @@ void MeasureDialog::start() {
     QString message;
     if (!r.profile.diagnostics.empty()) message = QString::fromStdString(r.profile.diagnostics.to_string()).trimmed();
     if (message.isEmpty() && !r.process.succeeded()) message = QString::fromStdString(r.process.describe());
-    post([cancelled = r.cancelled, ok = r.profile.ok() && !r.cancelled, message,
+    // Stopped at its time limit: a failure with the limit's message, not the user's cancel.
+    post([cancelled = r.cancelled && !r.timed_out, ok = r.profile.ok() && !r.cancelled, message,
           path = QString::fromStdString(q.out)](MeasureDialog* d) { d->onDone(cancelled, ok, message, path); });
   }));
 }

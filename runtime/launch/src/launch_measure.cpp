@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -62,11 +64,29 @@ MeasureResult measure_device_profile(const MeasureRequest& q, const OutputLineFn
   part.shared_cores = false;
   ProcessOptions opt;
   opt.env = mpi_transport_env();  // the transport the runs will use (launch_process.h)
+  // The caller's cancel, or the time limit over all the runs: the processes stop on `stop`.
+  std::atomic<bool> stop = false;
+  const auto start = std::chrono::steady_clock::now();
+  auto past_limit = [&] {
+    return q.timeout_s > 0 &&
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > q.timeout_s;
+  };
+  opt.on_tick = [&] {
+    if ((cancel && cancel->load()) || past_limit()) stop = true;
+  };
   auto measure = [&](const MeasureRequest& r) {
     const std::vector<std::string> argv = build_measure_argv(r, out.profile.diagnostics);
     if (argv.empty()) return false;
-    out.process = run_process(argv, opt, on_line, cancel);
-    out.cancelled = cancel && cancel->load();
+    out.process = run_process(argv, opt, on_line, &stop);
+    out.cancelled = stop.load();
+    out.timed_out = out.cancelled && !(cancel && cancel->load()) && past_limit();
+    if (out.timed_out) {
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", q.timeout_s);
+      out.profile.diagnostics.error("<command line>", 0, 0, "--timeout",
+                                    std::string("the measurement did not finish within ") + limit +
+                                        " s and was stopped; " + q.out + " is unchanged");
+    }
     if (out.cancelled || !out.process.succeeded()) {
       std::remove(part.out.c_str());
       return false;

@@ -904,7 +904,8 @@ class Measurer {
   // Group g's exchange on the next buffer, from where this rank's compute ended (the timing before
   // it ends in a collective of every rank, so they start it together, as a step's ranks end their
   // backward, with their caches holding the compute's data): the slowest rank's time, into
-  // x.seconds[g], and returned.
+  // x.seconds[g]; returns the slowest rank's wall time, the same on every rank (the rounds' time
+  // budget adds it up, and every rank must stop its rounds at the same one).
   // Every other call of a group (the same on every rank) ZeRO-1's: the same
   // reduce-scatter and gather, AdamW over the rank's block (its time left out: the exchange's
   // slowest rank's time in the collectives, into x.zero1_seconds[g]), then the all-gather, after
@@ -929,10 +930,10 @@ class Measurer {
       optimizer_exchange(group, b, x.count[g], x.norm_parts[g]);
     }
     const double wall = now_s() - t;
-    float dt = float(wall - step_s);
-    world_.all_reduce_max(&dt, 1);
-    (zero1 ? x.zero1_seconds : x.seconds)[g].push_back(double(dt));
-    return wall;
+    float dt[2] = {float(wall - step_s), float(wall)};
+    world_.all_reduce_max(dt, 2);
+    (zero1 ? x.zero1_seconds : x.seconds)[g].push_back(double(dt[0]));
+    return double(dt[1]);
   }
 
   // What lockstep() found, into `p`: p.lockstep (a core each, the last group's) or p.shared.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -207,6 +208,58 @@ TEST(DeviceProfileEndToEnd, MeasureTwoRanksThenRunWithTheProfile) {
   EXPECT_EQ(bad.status, 2) << bad.err;
   EXPECT_EQ(capplan::test::read_text(out), before);
   EXPECT_FALSE(std::filesystem::exists(out + ".measuring"));
+}
+
+// Processes (not zombies) whose command line contains `text`, after waiting up to `wait_s` for
+// their number to reach 0 (/proc: a stopped measurement's ranks exit after their signal).
+int live_processes_naming(const std::string& text, double wait_s) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int live = 0;
+    std::error_code ec;  // processes come and go while the folder is read
+    for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+      const std::filesystem::directory_entry& e = *it;
+      const std::string pid = e.path().filename().string();
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = capplan::test::read_text(e.path() / "cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.find(text) == std::string::npos) continue;
+      const std::string stat = capplan::test::read_text(e.path() / "stat");
+      const size_t paren = stat.rfind(')');
+      if (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z') ++live;
+    }
+    if (live == 0 || std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > wait_s)
+      return live;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+// A measurement that outlasts --timeout (here 2 s, where a profile takes tens of seconds) is
+// stopped. Expectation: exit 1 (not bad input) with a message naming --timeout, the previous
+// profile byte for byte, no half-written file and no rank left running, well before the
+// measurement would have ended; a limit that is not a positive number is bad input (exit 2).
+TEST(DeviceProfileEndToEnd, AMeasurementPastItsTimeoutStopsAndKeepsThePreviousProfile) {
+  const std::string dir = capplan::test::scratch_dir("timeout").string();
+  const std::string model = tiny_model(dir);
+  const std::string out = dir + "/device.yaml";
+  std::ofstream(out) << "# the profile measured before\n";
+  const std::string before = capplan::test::read_text(out);
+  const Ran stopped = run({CAPPLAN_EXE, "profile", "--model", model, "--mbs", "2", "--measure", "--ranks", "2",
+                           "--timeout", "2", "--out", out});
+  std::printf("Expectation: exit 1 within seconds  Actual: exit %d after %.1f s\n", stopped.status, stopped.wall_s);
+  EXPECT_EQ(stopped.status, 1) << stopped.err;
+  EXPECT_NE(stopped.err.find("--timeout"), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("did not finish within 2 s"), std::string::npos) << stopped.err;
+  EXPECT_LT(stopped.wall_s, 20.0);
+  EXPECT_EQ(capplan::test::read_text(out), before);
+  EXPECT_FALSE(std::filesystem::exists(out + ".measuring"));
+  EXPECT_EQ(live_processes_naming(out + ".measuring", 10.0), 0);
+  for (const char* bad : {"0", "-5", "nan"}) {
+    const Ran refused = run({CAPPLAN_EXE, "profile", "--model", model, "--measure", "--timeout", bad, "--out", out});
+    EXPECT_EQ(refused.status, 2) << bad;
+    EXPECT_NE(refused.err.find("--timeout"), std::string::npos) << refused.err;
+  }
+  EXPECT_EQ(capplan::test::read_text(out), before);
 }
 
 TEST(DeviceProfileEndToEnd, EstimateRefusesForeignAndTruncatedProfiles) {

@@ -15,6 +15,10 @@
 
 namespace capplan::rt {
 
+// A measurement's default time limit: a profile takes about a minute on 2 cores (its rounds stop
+// early on a loaded host), so a run this long is stuck, not slow.
+inline constexpr double kDefaultMeasureTimeoutS = 900;
+
 struct MeasureRequest {
   std::string model_ref;  // preset name or file, as capplan-train --model takes it
   int tp = 1, mbs = 1, seq = 0;  // seq 0 = the model's
@@ -25,6 +29,9 @@ struct MeasureRequest {
   // capplan-train measure --shared-cores: add to `out` how the cores run more ranks than they
   // number (run with twice the cores' ranks). measure_device_profile runs it after the profile.
   bool shared_cores = false;
+  // The whole measurement (every run of capplan-train measure) is stopped past this many seconds
+  // (0: no limit); the previous profile at `out` then stays as it was.
+  double timeout_s = kDefaultMeasureTimeoutS;
   std::string train_binary;  // empty = locate_train_binary(self_executable(), train_build_hint)
   std::string train_build_hint;
   std::string mpirun;     // empty = mpirun from PATH
@@ -37,11 +44,13 @@ std::vector<std::string> build_measure_argv(const MeasureRequest& request, Diagn
 struct MeasureResult {
   ProcessResult process;             // how capplan-train measure ended
   bool cancelled = false;
+  bool timed_out = false;            // stopped at request.timeout_s (then cancelled too)
   Loaded<DeviceProfile> profile;     // read back from request.out when the process succeeded
 };
 
 // Runs the measurement, each output line to `on_line` (on the calling thread); stops it when
-// *cancel becomes true (the previous profile at `out` then stays as it was).
+// *cancel becomes true or past request.timeout_s (the previous profile at `out` then stays as it
+// was; a timeout is an error in the result's diagnostics naming the limit).
 MeasureResult measure_device_profile(const MeasureRequest& request, const OutputLineFn& on_line,
                                      const std::atomic<bool>* cancel = nullptr);
 
