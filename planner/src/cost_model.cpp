@@ -176,18 +176,20 @@ Constants constants_for(const Scenario& sc) {
     // the profile's ranks may not have had (one rank on 2 cores has two threads; the profile's
     // two ranks one each). The ranks' compute scales by the threads (rank_threads_scale); their
     // copies and collectives do not.
-    if (sc.total_gpus() > 0) {
-      const double scale = rank_threads_scale(*dev, gpus_on_a_node(cl.gpus_per_node, sc.total_gpus()));
-      c.profile_time_scale = scale;
-      c.peak_flops /= scale;
-      c.gemm_t0_s *= scale;
-      c.hbm_Bps /= scale;
-      c.optimizer_Bps /= scale;
-      c.norm_Bps /= scale;
-      c.norm_warm_Bps /= scale;
-    }
+    if (sc.total_gpus() > 0)
+      scale_rank_compute(c, rank_threads_scale(*dev, gpus_on_a_node(cl.gpus_per_node, sc.total_gpus())));
   }
   return c;
+}
+
+void scale_rank_compute(Constants& c, double scale) {
+  c.profile_time_scale *= scale;
+  c.peak_flops /= scale;
+  c.gemm_t0_s *= scale;
+  c.hbm_Bps /= scale;
+  c.optimizer_Bps /= scale;
+  c.norm_Bps /= scale;
+  c.norm_warm_Bps /= scale;
 }
 
 namespace {
@@ -617,15 +619,15 @@ MicroTerms micro_terms(const Scenario& sc, const Constants& c, int tp, int mbs, 
 }
 
 MicroTerms layout_micro_terms(const Scenario& sc, const Constants& c, const Layout& ly) {
-  MicroTerms mt = micro_terms(sc, c, ly.tp, ly.mbs, ly.sp, ly.recompute);
+  return with_batch_split(sc, c, ly, micro_terms(sc, c, ly.tp, ly.mbs, ly.sp, ly.recompute));
+}
+
+MicroTerms with_batch_split(const Scenario& sc, const Constants& c, const Layout& ly, MicroTerms mt) {
   const int split = c.profile ? cpu_batch_split(sc, *c.profile, ly) : 1;
   if (split <= 1) return mt;
   // A part's threads are 1 / split of the rank's: the profile's times scale by split more.
   Constants part_c = c;
-  part_c.profile_time_scale *= split;
-  part_c.peak_flops /= split;
-  part_c.gemm_t0_s *= split;
-  part_c.hbm_Bps /= split;
+  scale_rank_compute(part_c, split);
   const MicroTerms part = micro_terms(sc, part_c, ly.tp, ly.mbs / split, ly.sp, ly.recompute);
   // The parts run side by side: a micro-batch takes one part's time. Its FLOPs, bytes and
   // memory stay the whole micro-batch's.

@@ -259,6 +259,13 @@ int cpu_batch_split(const Scenario& scenario, const DeviceProfile& profile, cons
 // micro_terms() of a layout, with a split micro-batch's compute priced as its parts run: each of
 // `split` parts of mbs / split sequences on threads / split threads, side by side.
 MicroTerms layout_micro_terms(const Scenario& scenario, const Constants& c, const Layout& layout);
+// `unsplit` (micro_terms() at the layout's tp, mbs, sp and recompute) with its compute times
+// replaced by the batch split's where the layout's ranks split (cpu_batch_split), else as it is.
+MicroTerms with_batch_split(const Scenario& scenario, const Constants& c, const Layout& layout, MicroTerms unsplit);
+// Scales a CPU rank's compute rates and the profile's times by `scale` (the profile's threads over
+// the rank's: rank_threads_scale, or the threads of one part of a batch split); copies and
+// collectives stay.
+void scale_rank_compute(Constants& c, double scale);
 // A kernel's measured time (DeviceProfile::kernel_seconds) for this layout's ranks: scaled by
 // their threads (Constants::profile_time_scale); not positive where the profile has none.
 double profile_kernel_seconds(const Constants& c, const std::string& name);

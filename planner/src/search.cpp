@@ -328,7 +328,7 @@ struct Worker {
           // A CPU rank's batch split, ZeRO 0 and 1 only (detail::cpu_batch_split).
           ly.zero = 0;
           const bool split = !unit_moe_cp && c.profile && detail::cpu_batch_split(sc, *c.profile, ly) > 1;
-          const detail::MicroTerms mt_split = split ? detail::layout_micro_terms(sc, c, ly) : detail::MicroTerms{};
+          const detail::MicroTerms mt_split = split ? detail::with_batch_split(sc, c, ly, mt) : detail::MicroTerms{};
           if (unit_moe_cp) moe.new_terms(c, ly);
           // The tensor-parallel collectives' times of each placement, for every layout below.
           detail::TpCollectiveTimes tpt[6];

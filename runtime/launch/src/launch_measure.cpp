@@ -80,13 +80,10 @@ MeasureResult measure_device_profile(const MeasureRequest& q, const OutputLineFn
     out.process = run_process(argv, opt, on_line, &stop);
     out.cancelled = stop.load();
     out.timed_out = out.cancelled && !(cancel && cancel->load()) && past_limit();
-    if (out.timed_out) {
-      char limit[32];
-      std::snprintf(limit, sizeof limit, "%g", q.timeout_s);
+    if (out.timed_out)
       out.profile.diagnostics.error("<command line>", 0, 0, "--timeout",
-                                    std::string("the measurement did not finish within ") + limit +
+                                    "the measurement did not finish within " + fmt_general(q.timeout_s, 6) +
                                         " s and was stopped; " + q.out + " is unchanged");
-    }
     if (out.cancelled || !out.process.succeeded()) {
       std::remove(part.out.c_str());
       return false;
